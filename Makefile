@@ -1,0 +1,44 @@
+# gnncore developer and user entry points. `make demo` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+DATA_ROOT ?= $(CURDIR)/data
+export GNNCORE_DATA_ROOT := $(DATA_ROOT)
+export DAGSTER_HOME := $(CURDIR)/.dagster_home
+CSRC := $(shell find gnncore/csrc -type f 2>/dev/null) CMakeLists.txt pyproject.toml
+HOST ?= 127.0.0.1
+
+.PHONY: install demo test ui mlflow-ui clean bench-ingest
+
+$(VENV)/.installed: $(CSRC)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	# The CPU wheel of torch lies on disk; an unpinned torch would pull CUDA builds.
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet scikit-build-core nanobind
+	$(PIP) install --quiet --no-build-isolation -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+$(DAGSTER_HOME)/dagster.yaml:
+	mkdir -p $(DAGSTER_HOME)
+	printf 'telemetry:\n  enabled: false\n' > $@
+
+demo: install $(DAGSTER_HOME)/dagster.yaml
+	$(PY) -m pipelines.demo
+
+test: install
+	$(PY) -m pytest -q
+
+ui: install $(DAGSTER_HOME)/dagster.yaml
+	$(VENV)/bin/dagster dev -w workspace.yaml -h $(HOST) -p 3000
+
+mlflow-ui: install
+	mkdir -p $(DATA_ROOT)/mlflow
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(DATA_ROOT)/mlflow/mlflow.db \
+		--default-artifact-root $(DATA_ROOT)/mlflow/artifacts --host $(HOST) --port 5000
+
+clean:
+	rm -rf build $(VENV) .dagster_home data

@@ -1,0 +1,13 @@
+// The gnncore._C extension: each concern registers its own functions.
+#include <nanobind/nanobind.h>
+
+namespace nb = nanobind;
+
+namespace gnncore::bind {
+void bind_graph(nb::module_& m);
+}  // namespace gnncore::bind
+
+NB_MODULE(_C, m) {
+  m.doc() = "gnncore C++ core: CSR building, graph generation, sampling.";
+  gnncore::bind::bind_graph(m);
+}
