@@ -6,7 +6,9 @@ PIP := $(PY) -m pip
 DATA_ROOT ?= $(CURDIR)/data
 export GNNCORE_DATA_ROOT := $(DATA_ROOT)
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
-CSRC := $(shell find gnncore/csrc -type f 2>/dev/null) CMakeLists.txt pyproject.toml
+# Reinstall when C++ sources change or when Python files are added (directory mtimes):
+# the editable install maps the package files that existed when it was built.
+CSRC := $(shell find gnncore/csrc -type f 2>/dev/null) $(shell find gnncore -type d -not -name __pycache__) CMakeLists.txt pyproject.toml
 HOST ?= 127.0.0.1
 
 .PHONY: install demo test ui mlflow-ui clean bench-ingest

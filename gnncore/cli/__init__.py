@@ -1,0 +1,1 @@
+"""The ``gnncore`` command line: one module per verb (see :mod:`gnncore.cli.main`)."""

@@ -1,0 +1,79 @@
+"""Entry point of the ``gnncore`` console script.
+
+Each verb lives in its own module exposing ``add_arguments(parser)`` and
+``run(args) -> dict``; only the chosen verb's module is imported, so
+``gnncore --help`` stays fast. Every verb takes ``--json PATH`` and writes its
+summary object there. Errors exit non-zero with one line naming the file, the
+line or row, and the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+VERBS: dict[str, str] = {
+    "synth": "generate the built-in planted-partition graph",
+    "ingest": "ingest an edge list / OGB / Planetoid / KG dataset into a graph directory",
+    "validate": "check a graph directory against its manifest (sizes, bounds, checksums)",
+    "partition": "partition a graph directory",
+    "train": "train a GNN on a graph directory and log it to MLflow",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gnncore", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for verb, help_text in VERBS.items():
+        sub.add_parser(verb, help=help_text, add_help=False)
+    return parser
+
+
+def verb_parser(verb: str) -> tuple[argparse.ArgumentParser, Any]:
+    module = importlib.import_module(f"gnncore.cli.{verb}")
+    parser = argparse.ArgumentParser(prog=f"gnncore {verb}", description=VERBS[verb])
+    module.add_arguments(parser)
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH",
+                        help="write the summary object to PATH as JSON")
+    return parser, module
+
+
+def write_json(path: Path, summary: dict[str, Any]) -> None:
+    """Write ``summary`` atomically (temp file, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(summary, fh, indent=2, sort_keys=True, default=str)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in VERBS:
+        build_parser().parse_args(argv)  # prints usage / errors and exits
+        return 2
+    parser, module = verb_parser(argv[0])
+    args = parser.parse_args(argv[1:])
+    from gnncore.errors import GnnCoreError
+
+    try:
+        summary = module.run(args)
+    except (GnnCoreError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
+            PermissionError) as exc:
+        print(f"gnncore {argv[0]}: error: {exc}", file=sys.stderr)
+        return 1
+    if args.json is not None:
+        write_json(args.json, summary)
+    print(json.dumps(summary, sort_keys=True, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

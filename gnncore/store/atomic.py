@@ -1,0 +1,55 @@
+"""Atomic directory outputs: write into a temporary sibling, then rename.
+
+No stage ever leaves a half-written output: a crash or an error mid-write
+removes the temporary directory, and the final path either holds the previous
+complete output or the new complete one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def atomic_directory(final: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a fresh temporary directory that replaces ``final`` on success.
+
+    The temporary directory sits beside ``final`` (same filesystem, so the
+    rename is atomic). On any exception it is deleted and ``final`` is left
+    untouched. Re-running a stage replaces its previous output, which makes
+    stages idempotent.
+
+    Args:
+        final (str or PathLike): The output directory to (re)create.
+    """
+    final = Path(final).absolute()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    replace_directory(tmp, final)
+
+
+def replace_directory(new: Path, final: Path) -> None:
+    """Rename ``new`` onto ``final``, moving an existing ``final`` aside first."""
+    old = None
+    if final.exists():
+        old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(final, old)
+    try:
+        os.replace(new, final)
+    except BaseException:
+        if old is not None:
+            os.replace(old, final)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,199 @@
+"""Writing a graph directory: arrays, Parquet tables, then the manifest.
+
+Use :func:`create_graph_dir`; everything is written into a temporary sibling
+directory which replaces the target only when the manifest is complete::
+
+    with create_graph_dir(out, name="cora") as w:
+        w.write_topology(num_nodes, src, dst, directed=False)
+        w.save_array("features", x)
+        w.save_array("labels", y)
+        w.save_splits(train, val, test)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+
+from gnncore.store.atomic import atomic_directory
+from gnncore.store.manifest import FileEntry, Manifest, check_plain_name, sha256_of
+from gnncore.typing import require_csrc
+
+INT32_MAX = np.iinfo(np.int32).max
+
+
+def index_dtype(num_nodes: int) -> np.dtype:
+    """int32 when every node id fits, else int64 (the format's ``indices`` rule)."""
+    return np.dtype(np.int32) if num_nodes <= INT32_MAX else np.dtype(np.int64)
+
+
+class GraphDirWriter:
+    """Collects the files of a graph directory being written into ``root``."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        self.root = root
+        self.name = name
+        self.num_nodes: int | None = None
+        self.num_edges = 0
+        self.num_canonical_edges = 0
+        self.directed = False
+        self.num_relations = 0
+        self.num_features = 0
+        self.num_classes = 0
+        self.stats: dict[str, Any] = {}
+        self._files: dict[str, str] = {}  # file name -> kind
+
+    # Arrays and tables -------------------------------------------------------
+
+    def save_array(self, name: str, array: np.ndarray, chunk_rows: int = 1 << 20) -> Path:
+        """Write ``array`` as ``name.npy`` (copied in row chunks, so memmaps stream)."""
+        out = self.open_array(name, array.dtype, array.shape)
+        for start in range(0, max(len(array), 1), chunk_rows):
+            out[start:start + chunk_rows] = array[start:start + chunk_rows]
+        out.flush()
+        del out
+        return self.root / f"{name}.npy"
+
+    def open_array(self, name: str, dtype: Any, shape: tuple[int, ...]) -> np.memmap:
+        """Create ``name.npy`` and return it as a writable memmap to fill in place."""
+        file = self._register(f"{name}.npy", "npy")
+        return np.lib.format.open_memmap(self.root / file, mode="w+", dtype=dtype, shape=shape)
+
+    def write_table(self, name: str, frame: pl.DataFrame) -> Path:
+        """Write a Polars frame as ``name.parquet`` (zstd)."""
+        file = self._register(f"{name}.parquet", "parquet")
+        frame.write_parquet(self.root / file, compression="zstd", statistics=True)
+        return self.root / file
+
+    def _register(self, file: str, kind: str) -> str:
+        check_plain_name(file, self.root)
+        self._files[file] = kind
+        return file
+
+    # Graph pieces ------------------------------------------------------------
+
+    def write_topology(
+        self,
+        num_nodes: int,
+        src: np.ndarray,
+        dst: np.ndarray,
+        *,
+        directed: bool,
+        rel: np.ndarray | None = None,
+        num_relations: int = 0,
+        shuffle_seed: int = 0,
+    ) -> None:
+        """Write canonical edges, the adjacency and the shuffled edge stream.
+
+        ``src``/``dst`` (``rel``) must already be canonical: deduplicated, no
+        self-loops, and for undirected graphs each edge once with
+        ``src < dst``. Writes ``edges.parquet`` (sorted), ``indptr.npy`` /
+        ``indices.npy`` / ``eid.npy`` (row ``v`` lists the sources of the
+        edges into ``v``; both directions for undirected graphs) and
+        ``edges_shuffled.npy`` (the canonical edges in random order).
+        """
+        require_csrc()
+        from gnncore import _C
+
+        src = np.ascontiguousarray(src, dtype=np.int64)
+        dst = np.ascontiguousarray(dst, dtype=np.int64)
+        order = np.lexsort((dst, src)) if rel is None else np.lexsort((rel, dst, src))
+        src, dst = src[order], dst[order]
+        if rel is not None:
+            rel = np.ascontiguousarray(rel, dtype=np.int32)[order]
+        columns = {"src": src, "dst": dst} if rel is None else {"src": src, "rel": rel,
+                                                                 "dst": dst}
+        self.write_table("edges", pl.DataFrame(columns))
+        del order
+
+        int32 = index_dtype(num_nodes) == np.int32
+        if directed:
+            indptr, indices, eid = _C.build_csr(dst, src, num_nodes, int32)
+        else:
+            both_src = np.concatenate([dst, src])
+            both_dst = np.concatenate([src, dst])
+            indptr, indices, eid = _C.build_csr(both_src, both_dst, num_nodes, int32)
+            del both_src, both_dst
+            np.remainder(eid, max(len(src), 1), out=eid)
+        self.save_array("indptr", indptr)
+        self.save_array("indices", indices)
+        self.save_array("eid", eid)
+        del indices, eid
+
+        perm = np.random.default_rng(shuffle_seed).permutation(len(src))
+        shuffled = self.open_array("edges_shuffled", index_dtype(num_nodes), (len(src), 2))
+        for start in range(0, len(perm), 1 << 22):
+            block = perm[start:start + (1 << 22)]
+            shuffled[start:start + len(block), 0] = src[block]
+            shuffled[start:start + len(block), 1] = dst[block]
+        shuffled.flush()
+        del shuffled
+
+        self.num_nodes = int(num_nodes)
+        self.num_edges = int(indptr[-1])
+        self.num_canonical_edges = int(len(src))
+        self.directed = bool(directed)
+        self.num_relations = int(num_relations)
+        self.stats["shuffle_seed"] = int(shuffle_seed)
+
+    def save_splits(self, train: np.ndarray, val: np.ndarray, test: np.ndarray) -> None:
+        """Write ``train_idx``/``val_idx``/``test_idx`` as sorted int64 arrays."""
+        for name, idx in (("train_idx", train), ("val_idx", val), ("test_idx", test)):
+            self.save_array(name, np.sort(np.asarray(idx, dtype=np.int64)))
+
+    # Finishing ---------------------------------------------------------------
+
+    def finish(self) -> Manifest:
+        """Describe every file (bytes, sha256, dtype, shape) and write the manifest."""
+        if self.num_nodes is None:
+            raise ValueError("write_topology() was never called")
+        entries = {}
+        for file, kind in sorted(self._files.items()):
+            path = self.root / file
+            dtype = shape = rows = None
+            if kind == "npy":
+                arr = np.load(path, mmap_mode="r")
+                dtype, shape = arr.dtype.str, tuple(arr.shape)
+                del arr
+            else:
+                rows = pq.ParquetFile(path).metadata.num_rows
+            entries[file] = FileEntry(file, kind, os.path.getsize(path), sha256_of(path),
+                                      dtype=dtype, shape=shape, rows=rows)
+        manifest = Manifest(
+            name=self.name,
+            num_nodes=self.num_nodes,
+            num_edges=self.num_edges,
+            num_canonical_edges=self.num_canonical_edges,
+            directed=self.directed,
+            num_relations=self.num_relations,
+            num_features=self.num_features,
+            num_classes=self.num_classes,
+            files=entries,
+            stats=self.stats,
+        )
+        manifest.write(self.root)
+        return manifest
+
+
+@contextmanager
+def create_graph_dir(out: str | os.PathLike[str], name: str) -> Iterator[GraphDirWriter]:
+    """Write a graph directory atomically; it is validated before it appears.
+
+    Args:
+        out (str or PathLike): The graph directory to create or replace.
+        name (str): The dataset name recorded in the manifest.
+    """
+    from gnncore.store.graph_dir import GraphDir
+
+    with atomic_directory(out) as tmp:
+        writer = GraphDirWriter(tmp, name)
+        yield writer
+        writer.finish()
+        GraphDir.open(tmp).validate()
