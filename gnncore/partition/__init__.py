@@ -1,0 +1,19 @@
+"""Min-edge-cut partitioning: every method returns an ``int64[num_nodes]`` assignment."""
+
+from gnncore.partition.base import PartitionOptions, Partitioner, symmetric_graph
+from gnncore.partition.metrics import PartitionMetrics, partition_metrics
+from gnncore.partition.run import METHODS, PartitionReport, make_partitioner, partition_graph
+from gnncore.partition.store import PartitionDir
+
+__all__ = [
+    "METHODS",
+    "PartitionDir",
+    "PartitionMetrics",
+    "PartitionOptions",
+    "PartitionReport",
+    "Partitioner",
+    "make_partitioner",
+    "partition_graph",
+    "partition_metrics",
+    "symmetric_graph",
+]

@@ -1,0 +1,89 @@
+"""The partitioner contract: a graph in, an ``int64[num_nodes]`` assignment out.
+
+Every method (METIS now; GREM, LDG, Fennel, … later) subclasses
+:class:`Partitioner` and implements :meth:`Partitioner.assign`. Shared inputs
+such as the symmetric adjacency are derived here once.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gnncore.store import GraphDir
+
+
+@dataclass(frozen=True)
+class SymmetricGraph:
+    """An undirected simple graph as a symmetric CSR (both directions stored)."""
+
+    num_nodes: int
+    indptr: np.ndarray  # int64[num_nodes + 1]
+    indices: np.ndarray  # int32 or int64, sorted per row, no self-loops or repeats
+
+
+def undirected_edges(graph: GraphDir) -> tuple[np.ndarray, np.ndarray]:
+    """The graph's undirected, deduplicated edges as ``(u, v)`` with ``u < v``.
+
+    For undirected graphs these are exactly the canonical edges; directed and
+    relational graphs are collapsed to distinct unordered node pairs.
+    """
+    pairs = np.asarray(graph.array("edges_shuffled"), dtype=np.int64)
+    u = np.minimum(pairs[:, 0], pairs[:, 1])
+    v = np.maximum(pairs[:, 0], pairs[:, 1])
+    if graph.manifest.directed or graph.manifest.num_relations:
+        key = np.unique(u * graph.num_nodes + v)
+        u, v = key // graph.num_nodes, key % graph.num_nodes
+    return u, v
+
+
+def symmetric_graph(graph: GraphDir) -> SymmetricGraph:
+    """The symmetric CSR partitioners need, built once per call."""
+    m = graph.manifest
+    if not m.directed and not m.num_relations:
+        return SymmetricGraph(m.num_nodes, np.asarray(graph.indptr), np.asarray(graph.indices))
+    from gnncore import _C
+
+    u, v = undirected_edges(graph)
+    indptr, indices, _ = _C.build_csr(np.concatenate([u, v]), np.concatenate([v, u]),
+                                      m.num_nodes, m.num_nodes <= np.iinfo(np.int32).max)
+    return SymmetricGraph(m.num_nodes, indptr, indices)
+
+
+@dataclass
+class PartitionOptions:
+    """Settings every partitioner understands.
+
+    Args:
+        parts (int): Number of partitions ``p`` (>= 1).
+        seed (int): Random seed (default: 0).
+        imbalance (float): Allowed relative excess of the largest part over
+            ``N/p`` (default: 0.03, METIS's ``ufactor=30``).
+        extra (dict): Method-specific settings, recorded with the result.
+    """
+
+    parts: int
+    seed: int = 0
+    imbalance: float = 0.03
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self, num_nodes: int) -> None:
+        if self.parts < 1:
+            raise ValueError(f"parts must be >= 1, got {self.parts}")
+        if self.parts > max(num_nodes, 1):
+            raise ValueError(f"cannot split {num_nodes} nodes into {self.parts} parts")
+        if not 0 <= self.imbalance < 1:
+            raise ValueError(f"imbalance must be in [0, 1), got {self.imbalance}")
+
+
+class Partitioner(abc.ABC):
+    """A method that assigns every node to one of ``parts`` partitions."""
+
+    name: str = ""
+
+    @abc.abstractmethod
+    def assign(self, graph: GraphDir, options: PartitionOptions) -> np.ndarray:
+        """Return ``int64[num_nodes]`` with values in ``[0, options.parts)``."""

@@ -1,0 +1,71 @@
+"""Quality metrics shared by every partitioning (ALGORITHMS.md §2)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from gnncore.partition.base import undirected_edges
+from gnncore.store import GraphDir
+from gnncore.store.graph_dir import SPLITS
+
+
+@dataclass(frozen=True)
+class PartitionMetrics:
+    """Cut and balance of an assignment.
+
+    ``edge_cut_fraction`` is over undirected deduplicated edges;
+    ``max_part_ratio`` is the largest part over ``N/p``; ``split_balance``
+    maps ``train``/``val``/``test`` to max/mean of the per-part counts.
+    """
+
+    parts: int
+    num_nodes: int
+    num_edges: int
+    edge_cut: int
+    edge_cut_fraction: float
+    part_sizes: list[int]
+    max_part_ratio: float
+    split_counts: dict[str, list[int]]
+    split_balance: dict[str, float]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def edge_cut(u: np.ndarray, v: np.ndarray, assignment: np.ndarray) -> int:
+    """Number of edges whose endpoints lie in different parts."""
+    return int(np.count_nonzero(assignment[u] != assignment[v]))
+
+
+def balance_ratio(counts: np.ndarray) -> float:
+    """max / mean of per-part counts (1.0 is perfect; 0 counts give 1.0)."""
+    mean = counts.mean() if len(counts) else 0.0
+    return float(counts.max() / mean) if mean > 0 else 1.0
+
+
+def partition_metrics(graph: GraphDir, assignment: np.ndarray, parts: int) -> PartitionMetrics:
+    """Compute :class:`PartitionMetrics` for ``assignment`` over ``graph``."""
+    n = graph.num_nodes
+    u, v = undirected_edges(graph)
+    cut = edge_cut(u, v, assignment)
+    sizes = np.bincount(assignment, minlength=parts)
+    split_counts, split_balance = {}, {}
+    for split in SPLITS:
+        if graph.has(split):
+            name = split.removesuffix("_idx")
+            counts = np.bincount(assignment[graph.array(split)], minlength=parts)
+            split_counts[name] = counts.tolist()
+            split_balance[name] = balance_ratio(counts)
+    return PartitionMetrics(
+        parts=parts,
+        num_nodes=n,
+        num_edges=int(len(u)),
+        edge_cut=cut,
+        edge_cut_fraction=cut / len(u) if len(u) else 0.0,
+        part_sizes=sizes.tolist(),
+        max_part_ratio=float(sizes.max() / (n / parts)) if n else 1.0,
+        split_counts=split_counts,
+        split_balance=split_balance,
+    )

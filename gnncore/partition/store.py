@@ -1,0 +1,100 @@
+"""A partition directory: ``assignment.npy`` plus a JSON manifest.
+
+The manifest names the method, its options, the metrics, and the sha256 of
+the graph manifest it was computed from, so a stale partition of a changed
+graph is detected when it is opened against that graph.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnncore.errors import InputError
+from gnncore.store import GraphDir, atomic_directory
+from gnncore.store.manifest import MANIFEST_FILE, sha256_of
+
+PARTITION_FORMAT = "gnncore.partition"
+PARTITION_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PartitionDir:
+    """A read-only partition directory."""
+
+    path: Path
+    info: dict[str, Any]
+
+    @property
+    def parts(self) -> int:
+        return int(self.info["parts"])
+
+    @property
+    def method(self) -> str:
+        return str(self.info["method"])
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return dict(self.info["metrics"])
+
+    def assignment(self) -> np.ndarray:
+        return np.load(self.path / "assignment.npy", mmap_mode="r", allow_pickle=False)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], graph: GraphDir | None = None) -> PartitionDir:
+        """Open and check a partition directory (against ``graph`` when given)."""
+        path = Path(path)
+        file = path / MANIFEST_FILE
+        if not file.is_file():
+            raise InputError("not a partition directory (no manifest.json)", path)
+        try:
+            info = json.loads(file.read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"manifest is not valid JSON: {exc}", file) from exc
+        if info.get("format") != PARTITION_FORMAT or info.get(
+                "format_version") != PARTITION_FORMAT_VERSION:
+            raise InputError(f"not a {PARTITION_FORMAT} v{PARTITION_FORMAT_VERSION} manifest",
+                             file)
+        array = path / "assignment.npy"
+        if not array.is_file() or array.stat().st_size != info.get("assignment_bytes"):
+            raise InputError("assignment.npy is missing or its size differs from the "
+                             "manifest", array)
+        out = cls(path, info)
+        assignment = out.assignment()
+        if assignment.dtype != np.int64 or assignment.ndim != 1:
+            raise InputError(f"assignment must be int64[N], got {assignment.dtype}"
+                             f"{assignment.shape}", array)
+        if len(assignment) and (assignment.min() < 0 or assignment.max() >= out.parts):
+            raise InputError(f"assignment holds a part outside [0, {out.parts})", array)
+        if graph is not None:
+            if len(assignment) != graph.num_nodes:
+                raise InputError(f"assignment has {len(assignment)} entries, graph "
+                                 f"{graph.path} has {graph.num_nodes} nodes", array)
+            if info.get("graph_manifest_sha256") != sha256_of(graph.path / MANIFEST_FILE):
+                raise InputError(f"partition was computed from a different version of "
+                                 f"{graph.path}", file)
+        return out
+
+
+def write_partition_dir(out: str | os.PathLike[str], graph: GraphDir, assignment: np.ndarray,
+                        info: dict[str, Any]) -> PartitionDir:
+    """Atomically write ``assignment`` and its manifest to ``out``."""
+    with atomic_directory(out) as tmp:
+        np.save(tmp / "assignment.npy", np.ascontiguousarray(assignment, dtype=np.int64))
+        manifest = {
+            "format": PARTITION_FORMAT,
+            "format_version": PARTITION_FORMAT_VERSION,
+            "graph": str(graph.path.absolute()),
+            "graph_manifest_sha256": sha256_of(graph.path / MANIFEST_FILE),
+            "num_nodes": graph.num_nodes,
+            "assignment_bytes": (tmp / "assignment.npy").stat().st_size,
+            "assignment_sha256": sha256_of(tmp / "assignment.npy"),
+            **info,
+        }
+        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return PartitionDir.open(out, graph)
