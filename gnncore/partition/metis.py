@@ -30,12 +30,7 @@ class MetisPartitioner(Partitioner):
         metis_options = pymetis.Options()
         metis_options.seed = options.seed
         metis_options.ufactor = int(round(options.imbalance * 1000))
-        # pymetis wants idx_t (int32 here) arrays; converting is its one copy.
-        result = pymetis.part_graph(
-            options.parts,
-            xadj=sym.indptr.astype(np.int32, copy=False) if sym.indptr[-1] < 2**31 else sym.indptr,
-            adjncy=sym.indices.astype(np.int32, copy=False),
-            recursive=self.recursive,
-            options=metis_options,
-        )
+        adjacency = pymetis.CSRAdjacency(sym.indptr, sym.indices)
+        result = pymetis.part_graph(options.parts, adjacency, recursive=self.recursive,
+                                    options=metis_options)
         return np.asarray(result.vertex_part, dtype=np.int64)

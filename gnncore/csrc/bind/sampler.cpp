@@ -1,0 +1,62 @@
+// Bindings for neighbour sampling.
+#include <nanobind/stl/vector.h>
+
+#include "bind/common.h"
+#include "sampler/neighbor.h"
+
+namespace gnncore::bind {
+
+static nb::list to_list(const std::vector<int64_t>& v) {
+  nb::list out;
+  for (int64_t x : v) out.append(x);
+  return out;
+}
+
+template <typename IndexT>
+static nb::tuple sample_neighbors_as(InArray<int64_t> indptr, InArray<IndexT> indices,
+                                     InArray<NodeId> seeds, const std::vector<int64_t>& fanouts,
+                                     nb::int_ seed, bool replace, int num_threads) {
+  // Any Python int is a valid seed: it is reduced modulo 2**64.
+  const uint64_t seed64 =
+      nb::cast<uint64_t>(seed & nb::int_(static_cast<uint64_t>(0xffffffffffffffffULL)));
+  NeighborSample s;
+  {
+    nb::gil_scoped_release release;
+    s = sample_neighbors<IndexT>(span_of(indptr), span_of(indices), span_of(seeds), fanouts,
+                                 seed64, replace, num_threads);
+  }
+  nb::list nodes_per_hop = to_list(s.num_sampled_nodes);
+  nb::list edges_per_hop = to_list(s.num_sampled_edges);
+  return nb::make_tuple(to_numpy(std::move(s.node)), to_numpy(std::move(s.row)),
+                        to_numpy(std::move(s.col)), to_numpy(std::move(s.edge)),
+                        nodes_per_hop, edges_per_hop);
+}
+
+void bind_sampler(nb::module_& m) {
+  // int64 first: an array that needs converting (non-contiguous, other dtype)
+  // is then copied to int64 rather than narrowed to int32.
+  m.def("sample_neighbors", &sample_neighbors_as<int64_t>, nb::arg("indptr"),
+        nb::arg("indices"), nb::arg("seeds"), nb::arg("fanouts"), nb::arg("seed"),
+        nb::arg("replace") = false, nb::arg("num_threads") = 0);
+  m.def("sample_neighbors", &sample_neighbors_as<int32_t>, nb::arg("indptr"),
+        nb::arg("indices"), nb::arg("seeds"), nb::arg("fanouts"), nb::arg("seed"),
+        nb::arg("replace") = false, nb::arg("num_threads") = 0,
+        R"doc(Multi-hop uniform neighbour sampling (PyG NeighborSampler semantics).
+
+Row ``v`` of the CSR (``indptr`` int64[N+1], ``indices`` int32|int64[E])
+lists the nodes whose messages flow into ``v``. ``node`` starts with the
+unique ``seeds`` in order; hop ``h`` samples up to ``fanouts[h]`` entries
+(-1: all) of the row of every node first added in hop ``h - 1`` (hop 0: the
+seeds), without replacement unless ``replace``. Each sampled entry ``j`` of
+row ``v`` emits ``row`` = local id of ``indices[j]`` (new nodes appended in
+first-seen order), ``col`` = local id of ``v`` and ``edge`` = ``j``.
+
+Returns ``(node, row, col, edge, num_sampled_nodes, num_sampled_edges)``: four
+int64 arrays and two lists (``[unique seeds, new at hop 0, ...]`` and edges
+per hop). Deterministic given ``seed`` (any int) and independent of
+``num_threads`` (<= 0: the OpenMP default). Raises ``IndexError`` for a seed
+or neighbour outside ``[0, N)`` and ``ValueError`` for a malformed ``indptr``
+or a fanout below -1.)doc");
+}
+
+}  // namespace gnncore::bind

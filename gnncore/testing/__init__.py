@@ -1,0 +1,1 @@
+"""Helpers for gnncore's own tests: slow, obviously correct pure-Python references."""

@@ -1,0 +1,36 @@
+"""Where every stage writes its directories."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class DataRootResource(dg.ConfigurableResource):
+    """The data root: datasets, graphs, partitions, checkpoints, MLflow store.
+
+    An empty ``root`` means ``$GNNCORE_DATA_ROOT`` (read when a run starts),
+    else ``./data`` relative to the working directory.
+    """
+
+    root: str = Field(default="", description="Data root directory; empty: "
+                      "$GNNCORE_DATA_ROOT or ./data.")
+
+    def resolved_root(self) -> Path:
+        """The absolute data root, created if missing."""
+        root = Path(self.root or os.environ.get("GNNCORE_DATA_ROOT", "data")).absolute()
+        root.mkdir(parents=True, exist_ok=True)
+        return root
+
+    def stage_dir(self, stage: str, name: str) -> Path:
+        """``<root>/<stage>/<name>``; ``name`` must be a plain, safe name."""
+        if not _SAFE_NAME.match(name):
+            raise ValueError(f"{name!r} is not a safe directory name "
+                             "(letters, digits, '.', '_', '-')")
+        return self.resolved_root() / stage / name

@@ -1,0 +1,53 @@
+"""Shared fixtures: small graphs written in the on-disk format, dataset paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnncore.store import create_graph_dir
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+DATASETS = SHARED / "datasets"
+
+
+def require_dataset(*parts: str) -> Path:
+    """Path under ../shared/datasets, or skip the test saying why."""
+    path = DATASETS.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"dataset {path} is absent (it lives in ../shared beside the repo)")
+    return path
+
+
+def planted_graph(out: Path, num_nodes: int = 400, communities: int = 4, degree: int = 8,
+                  features: int = 16, seed: int = 0, noise: float = 0.8) -> Path:
+    """A small undirected planted-partition graph with features, labels, splits."""
+    rng = np.random.default_rng(seed)
+    community = np.arange(num_nodes) % communities
+    m = num_nodes * degree // 2
+    src = rng.integers(0, num_nodes, m)
+    same = rng.random(m) < 0.9
+    other = rng.integers(0, num_nodes // communities, m) * communities + community[src]
+    dst = np.where(same, np.minimum(other, num_nodes - 1), rng.integers(0, num_nodes, m))
+    keep = src != dst
+    u, v = np.minimum(src, dst)[keep], np.maximum(src, dst)[keep]
+    key = np.unique(u * num_nodes + v)
+    x = np.eye(communities, features, dtype=np.float32)[community]
+    x += noise * rng.standard_normal((num_nodes, features)).astype(np.float32)
+    perm = rng.permutation(num_nodes)
+    n_train, n_val = num_nodes // 5, num_nodes // 5
+    with create_graph_dir(out, name="planted") as w:
+        w.write_topology(num_nodes, key // num_nodes, key % num_nodes, directed=False)
+        w.save_array("features", x)
+        w.save_array("labels", community.astype(np.int64))
+        w.num_features, w.num_classes = features, communities
+        w.save_splits(perm[:n_train], perm[n_train:n_train + n_val], perm[n_train + n_val:])
+    return out
+
+
+@pytest.fixture
+def small_graph(tmp_path: Path) -> Path:
+    """A 400-node, 4-community graph directory."""
+    return planted_graph(tmp_path / "graph")
