@@ -33,6 +33,16 @@ class PartitionMetrics:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def markdown_table(self) -> str:
+        """Per-part nodes and split counts as a markdown table."""
+        splits = list(self.split_counts)
+        lines = ["| part | nodes | " + " | ".join(splits) + " |",
+                 "|---|---|" + "---|" * len(splits)]
+        for p in range(self.parts):
+            counts = "".join(f" {self.split_counts[s][p]} |" for s in splits)
+            lines.append(f"| {p} | {self.part_sizes[p]} |{counts}")
+        return "\n".join(lines) + "\n"
+
 
 def edge_cut(u: np.ndarray, v: np.ndarray, assignment: np.ndarray) -> int:
     """Number of edges whose endpoints lie in different parts."""
@@ -69,3 +79,21 @@ def partition_metrics(graph: GraphDir, assignment: np.ndarray, parts: int) -> Pa
         split_counts=split_counts,
         split_balance=split_balance,
     )
+
+
+def max_part_size(num_nodes: int, parts: int, imbalance: float) -> int:
+    """The largest part allowed: ``ceil((1 + imbalance) · N / p)``."""
+    return int(np.ceil((1 + imbalance) * num_nodes / parts - 1e-9))
+
+
+def balance_violations(metrics: PartitionMetrics, imbalance: float) -> list[str]:
+    """Why a partitioning is out of balance (empty list when it is balanced)."""
+    problems = []
+    limit = max_part_size(metrics.num_nodes, metrics.parts, imbalance)
+    for part, size in enumerate(metrics.part_sizes):
+        if size > limit:
+            problems.append(f"part {part} holds {size} nodes, more than the limit {limit} "
+                            f"(ceil({1 + imbalance:g}·N/p))")
+        if size == 0:
+            problems.append(f"part {part} is empty")
+    return problems

@@ -1,0 +1,44 @@
+"""Blocking asset checks: downstream stages rely on these invariants."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.graph import graph
+from assets.partition import graph_partition
+from assets.upstream import latest_metadata, upstream_path
+
+
+@dg.asset_check(asset=graph, blocking=True, description="Manifest, checksums and contents "
+                "(CSR bounds and order, labels, disjoint splits, finite features) are valid.")
+def graph_integrity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    """The graph directory matches its manifest and its contents are valid."""
+    from gnncore.errors import InputError
+    from gnncore.store import GraphDir
+
+    path = upstream_path(context, graph.key)
+    try:
+        GraphDir.open(path).validate(checksums=True)
+    except InputError as exc:
+        return dg.AssetCheckResult(passed=False, metadata={"error": str(exc),
+                                                           "path": str(path)})
+    return dg.AssetCheckResult(passed=True, metadata={"path": str(path)})
+
+
+@dg.asset_check(asset=graph_partition, blocking=True, description="No part exceeds "
+                "ceil((1 + imbalance)·N/p) nodes and none is empty.")
+def partition_balance(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    """Every part is within the configured node-count tolerance."""
+    from gnncore.partition import PartitionDir
+    from gnncore.partition.metrics import balance_violations, partition_metrics
+    from gnncore.store import GraphDir
+
+    meta = latest_metadata(context, graph_partition.key)
+    graph_dir = GraphDir.open(upstream_path(context, graph.key))
+    part = PartitionDir.open(str(meta["path"]), graph_dir)
+    metrics = partition_metrics(graph_dir, part.assignment(), part.parts)
+    problems = balance_violations(metrics, float(meta["imbalance"]))
+    return dg.AssetCheckResult(passed=not problems, metadata={
+        "max_part_ratio": metrics.max_part_ratio,
+        "problems": "; ".join(problems) or "none",
+    })

@@ -1,0 +1,1 @@
+"""The Dagster code location: jobs, schedules and the single Definitions object."""

@@ -1,0 +1,27 @@
+"""The one Definitions object of the gnncore code location."""
+
+import dagster as dg
+
+from assets import ALL_ASSETS, ALL_CHECKS
+from pipelines.jobs import train_job
+from pipelines.schedules import nightly_retraining
+from resources import ComputeResource, DataRootResource, MlflowResource
+
+
+def build_resources(data_root: str = "") -> dict[str, dg.ConfigurableResource]:
+    """The resources every asset needs; ``data_root`` empty means $GNNCORE_DATA_ROOT."""
+    storage = DataRootResource(root=data_root)
+    return {
+        "storage": storage,
+        "mlflow": MlflowResource(storage=storage),
+        "compute": ComputeResource(),
+    }
+
+
+defs = dg.Definitions(
+    assets=ALL_ASSETS,
+    asset_checks=ALL_CHECKS,
+    jobs=[train_job],
+    schedules=[nightly_retraining],
+    resources=build_resources(),
+)

@@ -1,0 +1,9 @@
+"""Jobs over the gnn asset graph."""
+
+import dagster as dg
+
+train_job = dg.define_asset_job(
+    name="train_job",
+    selection=dg.AssetSelection.groups("gnn"),
+    description="Ingest the dataset, partition the graph and train the model, end to end.",
+)

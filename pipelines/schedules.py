@@ -1,0 +1,14 @@
+"""Nightly retraining."""
+
+import dagster as dg
+
+from pipelines.jobs import train_job
+
+nightly_retraining = dg.ScheduleDefinition(
+    name="nightly_retraining",
+    cron_schedule="0 2 * * *",
+    execution_timezone="UTC",
+    job=train_job,
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Re-ingest, re-partition and retrain every night at 02:00 UTC.",
+)
