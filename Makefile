@@ -24,9 +24,9 @@ $(VENV)/.installed: $(CSRC)
 
 install: $(VENV)/.installed
 
-$(DAGSTER_HOME)/dagster.yaml:
+$(DAGSTER_HOME)/dagster.yaml: pipelines/dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
-	printf 'telemetry:\n  enabled: false\n' > $@
+	cp pipelines/dagster.yaml $@
 
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(PY) -m pipelines.demo

@@ -1,6 +1,5 @@
 """Blocking asset checks: downstream stages rely on these invariants."""
 
-from __future__ import annotations
 
 import dagster as dg
 

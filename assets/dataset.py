@@ -1,6 +1,5 @@
 """The raw dataset: a user's files, or the built-in generator's output."""
 
-from __future__ import annotations
 
 from pathlib import Path
 

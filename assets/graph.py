@@ -1,6 +1,5 @@
 """The ingested graph directory (docs/FORMAT.md)."""
 
-from __future__ import annotations
 
 import dagster as dg
 

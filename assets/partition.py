@@ -1,6 +1,5 @@
 """The node partitioning of the graph (METIS now; GREM and others to come)."""
 
-from __future__ import annotations
 
 import dagster as dg
 from pydantic import Field

@@ -1,6 +1,5 @@
 """The compute device training runs on."""
 
-from __future__ import annotations
 
 import dagster as dg
 from pydantic import Field

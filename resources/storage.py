@@ -1,6 +1,5 @@
 """Where every stage writes its directories."""
 
-from __future__ import annotations
 
 import os
 import re
