@@ -37,7 +37,7 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainConfig,
                                    batch_size=config.batch_size, hidden=config.hidden,
                                    lr=config.lr, seed=config.seed, device=compute.resolve())
     tracker = mlflow.tracker()
-    tags = {"dagster_run_id": context.run_id, "dagster_asset": context.asset_key.to_user_string(),
+    tags = {"dagster_run_id": context.run.run_id, "dagster_asset": context.asset_key.to_user_string(),
             "partition_method": partition["method"], "partition_parts": partition["parts"]}
     result = train_graph_dir(str(upstream["path"]), train_config, tracking=tracker, tags=tags,
                              progress=False)

@@ -1,0 +1,110 @@
+"""The asset chain materialized with dg.materialize on a small generated graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import dagster as dg
+from mlflow import MlflowClient
+
+from assets import ALL_ASSETS, ALL_CHECKS, graph_integrity, partition_balance
+from gnncore.partition.store import PartitionDir, write_partition_dir
+from gnncore.store import GraphDir
+from pipelines.definitions import build_resources
+
+RUN_CONFIG = {"ops": {
+    "raw_dataset": {"config": {"name": "tiny", "num_nodes": 1500, "avg_degree": 8,
+                               "num_classes": 4, "num_features": 16}},
+    "graph_partition": {"config": {"parts": 3}},
+    "trained_model": {"config": {"epochs": 3, "hidden": 32, "batch_size": 128}},
+}}
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """Materialize everything once; tests then inspect or tamper with the outputs."""
+    root = tmp_path_factory.mktemp("data")
+    instance = dg.DagsterInstance.ephemeral()
+    resources = build_resources(str(root))
+    result = dg.materialize(ALL_ASSETS + ALL_CHECKS, instance=instance, resources=resources,
+                            run_config=RUN_CONFIG)
+    return result, instance, resources, root
+
+
+def metadata(result, asset: str) -> dict:
+    mats = result.asset_materializations_for_node(asset)
+    assert len(mats) == 1
+    return {k: v.value for k, v in mats[0].metadata.items()}
+
+
+def run_check(check, instance, resources) -> dg.AssetCheckEvaluation:
+    result = dg.materialize(ALL_ASSETS + ALL_CHECKS, instance=instance, resources=resources,
+                            selection=dg.AssetSelection.checks(check),
+                            raise_on_error=False)
+    (evaluation,) = result.get_asset_check_evaluations()
+    return evaluation
+
+
+def test_chain_materializes_with_useful_metadata(pipeline):
+    result, _, _, root = pipeline
+    assert result.success
+    graph_meta = metadata(result, "graph")
+    assert graph_meta["num_nodes"] == 1500
+    assert graph_meta["num_edges"] + graph_meta["duplicates_removed"] + \
+        graph_meta["self_loops_removed"] == graph_meta["num_input_edges"] == 6000
+    assert str(graph_meta["path"]).startswith(str(root))
+    part_meta = metadata(result, "graph_partition")
+    assert part_meta["parts"] == 3 and 0 < part_meta["edge_cut_fraction"] < 0.5
+    assert "data:image/png;base64," in part_meta["balance_chart"]
+    model_meta = metadata(result, "trained_model")
+    assert model_meta["test_accuracy"] > 0.5  # 4 balanced classes: chance is 0.25
+    assert str(model_meta["mlflow_run"]).endswith(model_meta["mlflow_run_id"])
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"graph_integrity": True, "partition_balance": True}
+
+
+def test_mlflow_run_is_tagged_with_the_dagster_run(pipeline):
+    result, _, resources, _ = pipeline
+    run_id = metadata(result, "trained_model")["mlflow_run_id"]
+    client = MlflowClient(resources["mlflow"].resolved_tracking_uri())
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["dagster_run_id"] == result.run_id
+    assert run.data.tags["dataset"] == "tiny"
+    assert run.data.tags["partition_method"] == "metis"
+    assert run.data.metrics["test_accuracy"] == pytest.approx(
+        metadata(result, "trained_model")["test_accuracy"])
+
+
+def test_graph_integrity_fails_on_a_corrupted_file(pipeline):
+    result, instance, resources, _ = pipeline
+    assert run_check(graph_integrity, instance, resources).passed
+    path = GraphDir.open(metadata(result, "graph")["path"]).path / "labels.npy"
+    original = path.read_bytes()
+    labels = np.load(path)
+    labels[:10] = (labels[:10] + 1) % 4  # same size, other bytes
+    np.save(path, labels)
+    try:
+        evaluation = run_check(graph_integrity, instance, resources)
+        assert not evaluation.passed
+        assert "sha256 does not match" in evaluation.metadata["error"].value
+    finally:
+        path.write_bytes(original)
+
+
+def test_partition_balance_fails_on_a_skewed_partition(pipeline):
+    result, instance, resources, _ = pipeline
+    path = metadata(result, "graph_partition")["path"]
+    graph = GraphDir.open(metadata(result, "graph")["path"])
+    good = PartitionDir.open(path, graph)
+    original = np.array(good.assignment())
+    skewed = original.copy()
+    skewed[: graph.num_nodes // 2] = 0
+    write_partition_dir(path, graph, skewed, dict(good.info))
+    try:
+        evaluation = run_check(partition_balance, instance, resources)
+        assert not evaluation.passed
+        assert "part 0 holds" in evaluation.metadata["problems"].value
+    finally:
+        write_partition_dir(path, graph, original, dict(good.info))
+    assert run_check(partition_balance, instance, resources).passed

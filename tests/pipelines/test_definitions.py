@@ -1,0 +1,38 @@
+"""The code location loads, and its job and schedule are what users rely on."""
+
+from __future__ import annotations
+
+import datetime
+
+import dagster as dg
+
+from pipelines.definitions import defs
+
+
+def test_definitions_load_with_expected_names():
+    dg.Definitions.validate_loadable(defs)
+    keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
+    assert keys == {"raw_dataset", "graph", "graph_partition", "trained_model"}
+    job = defs.resolve_job_def("train_job")
+    assert {node.name for node in job.graph.node_defs} >= {"raw_dataset", "graph",
+                                                           "graph_partition", "trained_model"}
+    checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
+    assert checks == {"graph_integrity", "partition_balance"}
+
+
+def test_training_asset_takes_the_gpu_pool():
+    spec = defs.resolve_assets_def("trained_model")
+    assert spec.op.pool == "gpu"
+
+
+def test_nightly_schedule_requests_the_train_job():
+    schedule = defs.resolve_schedule_def("nightly_retraining")
+    assert schedule.cron_schedule == "0 2 * * *"
+    assert schedule.job_name == "train_job"
+    context = dg.build_schedule_context(
+        scheduled_execution_time=datetime.datetime(2026, 11, 24, 2, 0,
+                                                   tzinfo=datetime.timezone.utc))
+    requests = schedule.evaluate_tick(context).run_requests
+    assert len(requests) == 1
+    job = defs.resolve_job_def("train_job")
+    assert dg.validate_run_config(job, requests[0].run_config)
