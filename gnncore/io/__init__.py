@@ -1,0 +1,95 @@
+"""Ingestion: read graph datasets into gnncore graph directories with Polars.
+
+:func:`ingest` reads one dataset and writes it atomically through
+:func:`gnncore.store.create_graph_dir` (an error leaves no output behind;
+re-running replaces the output). Formats:
+
+* ``edgelist`` -- CSV/TSV/whitespace text, optionally gzipped, SNAP ``#``
+  comments, optional header (:mod:`gnncore.io.edgelist`);
+* ``parquet`` -- an edge table (:mod:`gnncore.io.parquet`);
+* ``ogb`` -- the OGB node-property raw layout (:mod:`gnncore.io.ogb`);
+* ``planetoid`` -- Cora/CiteSeer/PubMed raw files via PyG (:mod:`gnncore.io.planetoid`);
+* ``kg`` -- ``train/valid/test.txt`` triples (:mod:`gnncore.io.kg`);
+* ``auto`` -- guessed from the path (:mod:`gnncore.io.detect`).
+
+Every input error is an :class:`~gnncore.errors.InputError` naming the file,
+the 1-based line (text) or 0-based row (tables) and the problem.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gnncore.errors import InputError
+from gnncore.io.detect import FORMATS, detect_format
+from gnncore.io.report import IngestReport
+
+ID_TYPES = ("auto", "int", "string")
+
+__all__ = ["FORMATS", "ID_TYPES", "IngestReport", "detect_format", "ingest"]
+
+
+def ingest(
+    source: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    format: str = "auto",  # noqa: A002 - the public name
+    directed: bool = False,
+    name: str | None = None,
+    id_type: str = "auto",
+    seed: int = 0,
+    *,
+    header: bool | None = None,
+) -> IngestReport:
+    """Ingest a dataset into the graph directory ``out_dir``.
+
+    Args:
+        source (str or PathLike): A file (``edgelist``, ``parquet``) or a
+            dataset directory (``ogb``, ``planetoid``, ``kg``).
+        out_dir (str or PathLike): The graph directory to create or replace.
+        format (str): ``"auto"`` or one of :data:`FORMATS`.
+        directed (bool): Keep edge direction (``edgelist``, ``parquet``,
+            ``ogb``, ``planetoid``); ``kg`` graphs are always directed.
+        name (str, optional): Dataset name for the manifest (default: derived
+            from the source path).
+        id_type (str): ``"auto"``, ``"int"`` or ``"string"`` node ids
+            (``edgelist`` and ``parquet``; other formats define their ids).
+        seed (int): Seed of the shuffled edge stream (``edges_shuffled.npy``).
+        header (bool, optional): ``edgelist`` only: force a header line (True)
+            or none (False) instead of detecting it.
+
+    Returns:
+        IngestReport: The counts, also recorded in the manifest's ``stats``.
+
+    Raises:
+        InputError: The input is missing or malformed (names file, line/row).
+    """
+    if format != "auto" and format not in FORMATS:
+        raise ValueError(f"format must be 'auto' or one of {FORMATS}, not {format!r}")
+    if id_type not in ID_TYPES:
+        raise ValueError(f"id_type must be one of {ID_TYPES}, not {id_type!r}")
+    if not os.path.exists(source):
+        raise InputError("no such file or directory", source)
+    fmt = detect_format(source) if format == "auto" else format
+    if header is not None and fmt != "edgelist":
+        raise ValueError("header= applies to the edgelist format only")
+    if fmt == "edgelist":
+        from gnncore.io.edgelist import ingest_edgelist
+
+        return ingest_edgelist(source, out_dir, directed=directed, name=name, id_type=id_type,
+                               seed=seed, header=header)
+    if fmt == "parquet":
+        from gnncore.io.parquet import ingest_parquet
+
+        return ingest_parquet(source, out_dir, directed=directed, name=name, id_type=id_type,
+                              seed=seed)
+    if fmt == "ogb":
+        from gnncore.io.ogb import ingest_ogb
+
+        return ingest_ogb(source, out_dir, directed=directed, name=name, seed=seed)
+    if fmt == "planetoid":
+        from gnncore.io.planetoid import ingest_planetoid
+
+        return ingest_planetoid(source, out_dir, directed=directed, name=name, seed=seed)
+    from gnncore.io.kg import ingest_kg
+
+    return ingest_kg(source, out_dir, name=name, seed=seed)

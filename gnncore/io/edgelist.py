@@ -1,0 +1,505 @@
+"""Text edge lists: CSV, TSV or whitespace-separated, plain or gzipped.
+
+The layout is sniffed from the first lines (see :func:`sniff`):
+
+* lines starting with ``#`` are comments (SNAP style) and blank lines are
+  skipped, anywhere in the file; line ends may be ``\\n`` or ``\\r\\n``;
+* the separator is a tab if the first data lines hold one, else a comma if
+  they hold one, else whitespace (single spaces are parsed natively, irregular
+  runs of spaces/tabs by a regex pass);
+* a header is assumed when the first data line holds a non-numeric token while
+  the following lines are all numeric (``header=True/False`` overrides);
+* 2 columns are ``src dst``; 3 columns are ``src dst weight`` (or a SNAP
+  timestamp): the third column must be numeric and is ignored, since the graph
+  format stores unweighted edges. Other column counts are an error.
+
+Ids (``id_type``): ``"int"`` requires non-negative integers; ``"string"``
+takes every token as a string; ``"auto"`` uses integers when every id parses
+as a 64-bit integer and strings otherwise. Either way ids are remapped to
+``0..N-1`` in sorted raw-id order (numeric order for integers, lexicographic
+for strings) and the map is written as ``node_ids.parquet``.
+
+Only ``.gz`` compression is read (detected by its magic bytes).
+
+Parsing is one lazy Polars scan (``collect(engine="streaming")``). Only when
+it fails, or a vectorised check finds a bad value, does :func:`locate_problem`
+find the exact line: a second Polars pass over the raw lines with their line
+numbers flags the lines a regex does not accept, and a Python check words the
+problem of the first truly bad one (a Python pass over every line is only the
+fallback when Polars cannot split the file into lines).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from gnncore.errors import InputError
+from gnncore.io.canonical import (
+    canonicalize,
+    node_id_table,
+    remap_int_ids,
+    remap_str_ids,
+    write_graph,
+)
+from gnncore.io.report import IngestReport
+
+COMMENT = "#"
+INT_RE = re.compile(r"[+-]?\d+")
+NUMBER_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|nan)", re.IGNORECASE)
+INT64_MAX = np.iinfo(np.int64).max
+SNIFF_DATA_LINES = 50
+SNIFF_MAX_LINES = 100_000
+ID_TYPES = ("auto", "int", "string")
+
+
+# Reading lines (sniffing and the error path) -----------------------------------------
+
+
+def is_gzip(path: Path) -> bool:
+    """Whether ``path`` starts with the gzip magic bytes."""
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def gzip_error(path: Path, exc: BaseException) -> InputError:
+    return InputError(f"truncated or corrupt gzip data ({exc})", path)
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` (1-based, without the line end)."""
+    gz = is_gzip(path)
+    opener = gzip.open if gz else open
+    try:
+        with opener(path, "rb") as fh:
+            for number, raw in enumerate(fh, 1):
+                yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise gzip_error(path, exc) from exc
+    except OSError as exc:
+        if gz:
+            raise gzip_error(path, exc) from exc
+        raise
+
+
+def is_skipped(text: str) -> bool:
+    """Comment and blank lines carry no data."""
+    return text.startswith(COMMENT) or not text.strip()
+
+
+def is_number(token: str) -> bool:
+    return NUMBER_RE.fullmatch(token) is not None
+
+
+# Layout --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a text edge list is laid out.
+
+    Attributes:
+        separator: ``","``, ``"\\t"`` or ``" "`` (parsed natively by Polars), or
+            ``None`` for runs of whitespace (parsed by a regex pass).
+        header: Whether the first data line is a header.
+        ncols: 2 (``src dst``) or 3 (``src dst weight``; the weight is ignored).
+        skip_lines: Physical lines before the first edge (leading comments,
+            blank lines and the header).
+    """
+
+    separator: str | None
+    header: bool
+    ncols: int
+    skip_lines: int
+
+    def tokens(self, text: str) -> list[str]:
+        """Split one line the way the parser does (for sniffing and errors)."""
+        if self.separator is None or self.separator == " ":
+            return text.split()
+        return [t.strip() for t in text.split(self.separator)]
+
+    @property
+    def separator_name(self) -> str:
+        return {",": "comma", "\t": "tab", " ": "space", None: "whitespace"}[self.separator]
+
+
+def sniff(path: Path, header: bool | None = None) -> Layout:
+    """Work out the separator, header and column count from the first lines."""
+    data: list[tuple[int, str]] = []
+    for number, text in iter_lines(path):
+        if not is_skipped(text):
+            data.append((number, text))
+            if len(data) >= SNIFF_DATA_LINES:
+                break
+        if number >= SNIFF_MAX_LINES:
+            break
+    if not data:
+        raise InputError("empty file: no edges (only comments or blank lines)", path)
+    texts = [t for _, t in data]
+    if any("\t" in t for t in texts):
+        separator: str | None = "\t"
+    elif any("," in t for t in texts):
+        separator = ","
+    else:
+        separator = " "
+    if separator in ("\t", " ") and any(
+            "" in t.split(separator) or any(s.strip() != s for s in t.split(separator))
+            for t in texts):
+        separator = None  # irregular whitespace: the regex pass handles it
+    probe = Layout(separator, False, 2, 0)
+    rows = [probe.tokens(t) for t in texts]
+    if header is None:
+        header = (len(rows) > 1 and not all(is_number(t) for t in rows[0])
+                  and all(is_number(t) for row in rows[1:] for t in row))
+    first = 1 if header else 0
+    if first >= len(data):
+        raise InputError("empty file: no edges after the header", path)
+    ncols = len(rows[first])
+    if ncols not in (2, 3):
+        raise InputError(f"expected 2 columns (src dst) or 3 (src dst weight), found {ncols}",
+                         path, line=data[first][0])
+    if ncols == 3:
+        for (number, _), row in zip(data[first:], rows[first:]):
+            if len(row) == 3 and not is_number(row[2]):
+                raise InputError(
+                    f"third column {row[2]!r} is not a number: 3-column edge lists are "
+                    "'src dst weight' (the weight is ignored); for head/relation/tail "
+                    "triples use --format kg", path, line=number)
+    return Layout(separator, bool(header), ncols, data[first][0] - 1)
+
+
+# Locating a bad line (error path only) -----------------------------------------------
+
+MAX_SUSPECTS = 1000
+
+
+def find_bad_line(
+    path: Path,
+    check: Callable[[str], str | None],
+    suspect: Callable[[pl.Expr], pl.Expr] | None = None,
+    *,
+    skip_lines: int = 0,
+    skip_comments: bool = True,
+    skip_blank: bool = True,
+) -> None:
+    """Raise an :class:`InputError` at the first line for which ``check`` names a problem.
+
+    ``check(text)`` is the exact per-line rule (it words the message). A
+    vectorised Polars pass over the raw lines (with their line numbers) first
+    picks the lines that ``suspect(line_expr)`` flags -- a superset of the bad
+    ones -- and only those are checked in Python; a Python pass over every line
+    is the fallback when Polars cannot split the file into lines.
+    """
+    if suspect is not None:
+        line = pl.col("line").fill_null("")
+        keep = pl.col("n") > skip_lines
+        if skip_comments:
+            keep = keep & ~line.str.starts_with(COMMENT)
+        if skip_blank:
+            keep = keep & (line.str.strip_chars() != "")
+        lf = pl.scan_csv(path, has_header=False, separator="\x1f", quote_char=None,
+                         schema={"line": pl.String}, encoding="utf8-lossy",
+                         row_index_name="n", row_index_offset=1)
+        try:
+            found = (lf.filter(keep & suspect(line)).head(MAX_SUSPECTS)
+                     .collect(engine="streaming"))
+        except pl.exceptions.PolarsError:
+            found = None
+        except OSError as exc:
+            if is_gzip(path):
+                raise gzip_error(path, exc) from exc
+            raise
+        if found is not None:
+            for number, text in found.select("n", "line").iter_rows():
+                problem = check(text or "")
+                if problem:
+                    raise InputError(problem, path, line=int(number))
+            if found.height < MAX_SUSPECTS:
+                return  # every suspect line was checked: none is bad
+    for number, text in iter_lines(path):
+        if number <= skip_lines:
+            continue
+        if (skip_comments and text.startswith(COMMENT)) or (skip_blank and not text.strip()):
+            continue
+        problem = check(text)
+        if problem:
+            raise InputError(problem, path, line=number)
+
+
+def split_expr(line: pl.Expr, separator: str | None) -> pl.Expr:
+    """The tokens of each line, split as :meth:`Layout.tokens` splits them."""
+    if separator is None or separator == " ":
+        return line.str.extract_all(r"\S+")
+    return line.str.split(separator).list.eval(pl.element().str.strip_chars())
+
+
+INT_TOKEN = r"\+?\d{1,18}"  # surely a non-negative int64; longer ones are only suspects
+
+
+def token_regex(separator: str | None, integer: bool) -> tuple[str, str]:
+    """Regexes for one token and for the gap between tokens of a layout."""
+    if separator is None or separator == " ":
+        return (INT_TOKEN if integer else r"\S+"), r"\s+"
+    sep = re.escape(separator)
+    pad = r"[^\S\t]*" if separator == "\t" else r"\s*"
+    token = rf"{pad}{INT_TOKEN}{pad}" if integer else rf"[^{sep}]*[^{sep}\s][^{sep}]*"
+    return token, sep
+
+
+def line_regex(separator: str | None, columns: list[bool]) -> str:
+    """A regex matching the lines that surely pass the per-line check.
+
+    ``columns`` holds one flag per column: whether it must be an integer (a
+    column that is ``False`` must merely be non-empty).
+    """
+    parts = [f"(?:{token_regex(separator, integer)[0]})" for integer in columns]
+    gap = token_regex(separator, False)[1]
+    edge = r"\s*" if separator in (None, " ") else ""
+    return f"^{edge}" + gap.join(parts) + f"{edge}$"
+
+
+def int_token_problem(token: str, what: str, max_value: int | None,
+                      max_hint: str = "") -> str | None:
+    """Why ``token`` is not a non-negative integer ``<= max_value`` (None if it is)."""
+    if INT_RE.fullmatch(token) is None:
+        return f"{what} {token!r} is not an integer{max_hint}"
+    value = int(token)
+    if value < 0:
+        return f"negative {what} {value}"
+    if value > INT64_MAX:
+        return f"{what} {value} does not fit in 64 bits"
+    if max_value is not None and value > max_value:
+        return f"{what} {value} is out of range (at most {max_value})"
+    return None
+
+
+def locate_problem(
+    path: Path,
+    layout: Layout,
+    *,
+    as_int: bool,
+    max_id: int | None = None,
+    what: str = "node id",
+) -> None:
+    """Raise an :class:`InputError` for the first bad edge line, if there is one.
+
+    Checks the column count, empty ids, and (``as_int``) that ids are
+    non-negative 64-bit integers no larger than ``max_id``.
+    """
+    expected = "src dst" if layout.ncols == 2 else "src dst weight"
+
+    def check(text: str) -> str | None:
+        tokens = layout.tokens(text)
+        if len(tokens) != layout.ncols:
+            return f"expected {layout.ncols} columns ({expected}), found {len(tokens)}"
+        for token in tokens[:2]:
+            if not token:
+                return f"empty {what}"
+            if as_int:
+                problem = int_token_problem(token, what, max_id,
+                                            " (ids are declared integers)")
+                if problem:
+                    return problem
+        return None
+
+    columns = [as_int, as_int] + [False] * (layout.ncols - 2)
+    valid = line_regex(layout.separator, columns)
+
+    def suspect(line: pl.Expr) -> pl.Expr:
+        bad = ~line.str.contains(valid)
+        if as_int and max_id is not None:
+            tokens = split_expr(line, layout.separator)
+            for i in (0, 1):
+                value = tokens.list.get(i, null_on_oob=True).str.to_integer(strict=False)
+                bad = bad | (value > max_id).fill_null(False)
+        return bad
+
+    find_bad_line(path, check, suspect, skip_lines=layout.skip_lines)
+
+
+# Parsing -------------------------------------------------------------------------------
+
+
+def _collect(lf: pl.LazyFrame, path: Path) -> pl.DataFrame | None:
+    """Collect a scan; ``None`` when Polars cannot parse the text."""
+    try:
+        return lf.collect(engine="streaming")
+    except pl.exceptions.PolarsError:
+        return None
+    except OSError as exc:
+        if is_gzip(path):
+            raise gzip_error(path, exc) from exc
+        raise
+
+
+def _scan(path: Path, layout: Layout, dtype: pl.DataType) -> pl.LazyFrame:
+    """A lazy frame of ``src``, ``dst`` and ``missing`` (a row lacks a value).
+
+    Blank lines are dropped here (they parse as all-null rows).
+    """
+    common = dict(has_header=False, comment_prefix=COMMENT, skip_lines=layout.skip_lines)
+    if layout.separator is None:
+        lf = pl.scan_csv(path, separator="\x1f", quote_char=None, schema={"line": pl.String},
+                         **common)
+        pattern = r"^\s*(?P<src>\S+)\s+(?P<dst>\S+)" + (r"\s+\S+" if layout.ncols == 3
+                                                         else "") + r"\s*$"
+        groups = pl.col("line").str.extract_groups(pattern)
+        lf = (lf.filter(pl.col("line").str.strip_chars().fill_null("") != "")
+                .select(src=groups.struct.field("src"), dst=groups.struct.field("dst")))
+        return lf.select(src=pl.col("src").cast(dtype, strict=True),
+                         dst=pl.col("dst").cast(dtype, strict=True),
+                         missing=pl.col("src").is_null() | pl.col("dst").is_null())
+    schema = {"src": dtype, "dst": dtype}
+    if layout.ncols == 3:
+        schema["weight"] = pl.String
+    lf = pl.scan_csv(path, separator=layout.separator, schema=schema,
+                     quote_char='"' if layout.separator == "," else None, **common)
+    columns = [pl.col(c) for c in schema]
+    blank = pl.all_horizontal([c.is_null() for c in columns])
+    missing = pl.any_horizontal([c.is_null() for c in columns])
+    lf = lf.filter(~blank).select("src", "dst", missing=missing)
+    if dtype == pl.String and layout.separator == ",":
+        lf = lf.with_columns(pl.col("src").str.strip_chars(), pl.col("dst").str.strip_chars())
+        lf = lf.with_columns(missing=pl.col("missing") | (pl.col("src") == "")
+                             | (pl.col("dst") == ""))
+    return lf
+
+
+def _parse(path: Path, layouts: list[Layout], dtype: pl.DataType
+           ) -> tuple[pl.DataFrame, Layout] | None:
+    for layout in layouts:
+        df = _collect(_scan(path, layout, dtype), path)
+        if df is not None:
+            return df, layout
+    return None
+
+
+@dataclass(frozen=True)
+class ParsedEdges:
+    """Raw edge ids as read: ints (numpy) or strings (Polars)."""
+
+    src: np.ndarray | pl.Series
+    dst: np.ndarray | pl.Series
+    id_type: str  # "int" or "string"
+    layout: Layout
+
+
+def read_edges(path: str | os.PathLike[str], *, id_type: str = "auto",
+               header: bool | None = None, layout: Layout | None = None) -> ParsedEdges:
+    """Parse a text edge list (see the module docstring).
+
+    Args:
+        path: The file (plain or gzipped).
+        id_type (str): ``"auto"``, ``"int"`` or ``"string"``.
+        header (bool, optional): Force a header (True) or none (False).
+        layout (Layout, optional): Skip sniffing and use this layout.
+    """
+    path = Path(path)
+    if id_type not in ID_TYPES:
+        raise ValueError(f"id_type must be one of {ID_TYPES}, not {id_type!r}")
+    if path.is_dir():
+        raise InputError("is a directory, not an edge-list file (for a dataset directory "
+                         "use --format ogb, planetoid or kg)", path)
+    if not path.is_file():
+        raise InputError("no such file", path)
+    if layout is None:
+        layout = sniff(path, header)
+    layouts = [layout]
+    if layout.separator in ("\t", " "):
+        layouts.append(replace(layout, separator=None))
+    last = layouts[-1]
+
+    if id_type in ("auto", "int"):
+        parsed = _parse(path, layouts, pl.Int64)
+        if parsed is not None:
+            df, used = parsed
+            if df["missing"].any():
+                locate_problem(path, used, as_int=True)
+            src, dst = df["src"].to_numpy(), df["dst"].to_numpy()
+            if len(src) and (src.min() < 0 or dst.min() < 0):
+                locate_problem(path, used, as_int=True)
+                raise InputError("negative node id", path)
+            _require_edges(len(src), path)
+            return ParsedEdges(src, dst, "int", used)
+        if id_type == "int":
+            locate_problem(path, last, as_int=True)
+            raise InputError("could not be parsed as an integer edge list", path)
+
+    parsed = _parse(path, layouts, pl.String)
+    if parsed is None:
+        locate_problem(path, last, as_int=False)
+        raise InputError("could not be parsed as an edge list", path)
+    df, used = parsed
+    if df["missing"].any():
+        locate_problem(path, used, as_int=False)
+        raise InputError("a line lacks a node id", path)
+    _require_edges(df.height, path)
+    return ParsedEdges(df["src"], df["dst"], "string", used)
+
+
+def _require_edges(count: int, path: Path) -> None:
+    if count == 0:
+        raise InputError("empty file: no edges", path)
+
+
+# Ingestion -----------------------------------------------------------------------------
+
+
+def default_name(source: Path) -> str:
+    """The dataset name of a file: its name without ``.gz`` and the extension."""
+    name = source.name
+    for suffix in (".gz", ".bz2", ".zst"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    stem = Path(name).stem
+    return stem or "graph"
+
+
+def ingest_edgelist(
+    source: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    directed: bool = False,
+    name: str | None = None,
+    id_type: str = "auto",
+    seed: int = 0,
+    header: bool | None = None,
+) -> IngestReport:
+    """Ingest a text edge list into the graph directory ``out_dir``."""
+    started = time.perf_counter()
+    source = Path(source)
+    parsed = read_edges(source, id_type=id_type, header=header)
+    layout = parsed.layout
+    details = {"separator": layout.separator_name, "header": layout.header,
+               "ignored_weight_column": layout.ncols == 3}
+    return write_remapped(parsed.src, parsed.dst, parsed.id_type, source, out_dir,
+                          directed=directed, fmt="edgelist", name=name or default_name(source),
+                          seed=seed, started=started, details=details)
+
+
+def write_remapped(src: np.ndarray | pl.Series, dst: np.ndarray | pl.Series, id_type: str,
+                   source: Path, out_dir: str | os.PathLike[str], *, directed: bool, fmt: str,
+                   name: str, seed: int, started: float,
+                   details: dict | None = None) -> IngestReport:
+    """Remap raw ids, canonicalise and write (shared by the edge-list and Parquet readers)."""
+    if id_type == "int":
+        src, dst, raw_ids = remap_int_ids(src, dst)
+    else:
+        src, dst, raw_ids = remap_str_ids(src, dst)
+    edges = canonicalize(src, dst, len(raw_ids), directed=directed)
+    del src, dst
+    details = dict(details or {})
+    details["id_type"] = id_type
+    return write_graph(out_dir, fmt=fmt, source=source, name=name, num_nodes=len(raw_ids),
+                       edges=edges, directed=directed, seed=seed,
+                       tables={"node_ids": node_id_table(raw_ids)}, details=details,
+                       started=started)

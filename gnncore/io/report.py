@@ -1,0 +1,54 @@
+"""The summary an ingestion returns (and the CLI prints as JSON)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What one :func:`gnncore.io.ingest` call read, dropped and wrote.
+
+    Attributes:
+        format (str): The input format that was read (``edgelist``, ``parquet``,
+            ``ogb``, ``planetoid`` or ``kg``), after auto-detection.
+        source (str): The input file or directory.
+        out_dir (str): The graph directory written.
+        num_nodes (int): Nodes in the graph directory.
+        num_input_edges (int): Edge rows read from the input (for ``kg``: the
+            training triples; for ``planetoid``: the columns of PyG's
+            ``edge_index``, which lists each undirected edge twice).
+        self_loops_removed (int): Input rows with ``src == dst`` that were dropped.
+        duplicates_removed (int): Repeated rows that were dropped (for undirected
+            graphs ``(u, v)`` and ``(v, u)`` are the same edge).
+        num_canonical_edges (int): Rows of ``edges.parquet`` (each undirected edge once).
+        num_edges (int): Stored adjacency entries (an undirected edge counts twice).
+        directed (bool): Whether the graph was stored as directed.
+        num_features (int): Feature columns (0 when the input has none).
+        num_classes (int): Label classes (0 when the input has no labels).
+        num_relations (int): Relation types (``kg`` only, else 0).
+        seconds (float): Wall time of the ingestion.
+        details (dict): Format-specific facts (separator, header, id type, split
+            sizes, ...); also recorded in the manifest's ``stats``.
+    """
+
+    format: str
+    source: str
+    out_dir: str
+    num_nodes: int
+    num_input_edges: int
+    self_loops_removed: int
+    duplicates_removed: int
+    num_canonical_edges: int
+    num_edges: int
+    directed: bool
+    num_features: int = 0
+    num_classes: int = 0
+    num_relations: int = 0
+    seconds: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy (plain ints, floats, strings, dicts)."""
+        return asdict(self)
