@@ -6,10 +6,12 @@ namespace nb = nanobind;
 namespace gnncore::bind {
 void bind_graph(nb::module_& m);
 void bind_sampler(nb::module_& m);
+void bind_synth(nb::module_& m);
 }  // namespace gnncore::bind
 
 NB_MODULE(_C, m) {
   m.doc() = "gnncore C++ core: CSR building, graph generation, sampling.";
   gnncore::bind::bind_graph(m);
   gnncore::bind::bind_sampler(m);
+  gnncore::bind::bind_synth(m);
 }

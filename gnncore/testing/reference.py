@@ -90,3 +90,57 @@ def sample_neighbors_reference(
         num_sampled_nodes,
         num_sampled_edges,
     )
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser on uint64 arrays (wrapping arithmetic)."""
+    z = np.asarray(z, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _stream(key: np.ndarray, counter: np.ndarray) -> np.ndarray:
+    """Output ``counter`` of the splitmix64 stream that starts at ``key``."""
+    with np.errstate(over="ignore"):
+        return _mix64(
+            np.asarray(key, dtype=np.uint64)
+            + (np.asarray(counter, dtype=np.uint64) + np.uint64(1)) * _GOLDEN
+        )
+
+
+def synth_feature_rows_reference(
+    centroids: np.ndarray,
+    labels: np.ndarray,
+    rows: np.ndarray,
+    seed: int,
+    noise: float,
+) -> np.ndarray:
+    """The feature rows ``rows`` that ``_C.fill_features`` writes, in NumPy.
+
+    Row ``r`` is ``centroids[labels[r]] + noise * z`` where the standard
+    normals ``z`` come from Box-Muller on splitmix64 counters keyed by
+    ``(seed, r)``: features ``2p`` and ``2p + 1`` use counters ``2p`` and
+    ``2p + 1`` of the stream keyed by ``stream(mix64(mix64(seed) + 2), r)``.
+    """
+    centroids = np.asarray(centroids, dtype=np.float32)
+    num_features = centroids.shape[1]
+    rows = np.asarray(rows, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        key = _mix64(_mix64(np.uint64(seed % 2**64)) + np.uint64(2))
+    row_key = _stream(key, rows.astype(np.uint64))[:, None]
+    pairs = np.arange(0, num_features, 2, dtype=np.uint64)[None, :]
+    a = _stream(row_key, pairs)
+    b = _stream(row_key, pairs + np.uint64(1))
+    u1 = ((a >> np.uint64(11)) + np.uint64(1)).astype(np.float64) * 2.0**-53
+    u2 = (b >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    radius = np.sqrt(-2.0 * np.log(u1))
+    z = np.empty((len(rows), 2 * pairs.shape[1]), dtype=np.float64)
+    z[:, 0::2] = (noise * radius) * np.cos(6.283185307179586 * u2)
+    z[:, 1::2] = (noise * radius) * np.sin(6.283185307179586 * u2)
+    mu = centroids[np.asarray(labels, dtype=np.int64)[rows]].astype(np.float64)
+    return (mu + z[:, :num_features]).astype(np.float32)

@@ -1,5 +1,7 @@
 #include "sampler/neighbor.h"
 
+#include "random.h"
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -12,14 +14,6 @@ namespace gnncore {
 namespace {
 
 // ---------------------------------------------------------------- random bits
-
-inline uint64_t mix64(uint64_t z) {  // splitmix64 finaliser
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
 
 // xoshiro256++ seeded from a 64-bit key through splitmix64.
 class Rng {
@@ -74,6 +68,7 @@ inline size_t hash_slot(uint64_t key, unsigned shift) {
 }
 
 // Open addressing with linear probing for non-negative keys; -1 marks empty.
+// Key and value share a slot so a look-up touches one cache line.
 class IdMap {
  public:
   explicit IdMap(size_t expected) {
@@ -81,44 +76,48 @@ class IdMap {
     while (cap < 2 * expected) cap <<= 1;
     resize(cap);
   }
+  void prefetch(int64_t key) const {
+    __builtin_prefetch(&slots_[hash_slot(static_cast<uint64_t>(key), shift_)]);
+  }
   // Returns the value of `key`, inserting `value` first if it is absent.
   int64_t get_or_insert(int64_t key, int64_t value, bool* inserted) {
     size_t i = hash_slot(static_cast<uint64_t>(key), shift_);
     while (true) {
-      if (keys_[i] == key) {
+      if (slots_[i].key == key) {
         *inserted = false;
-        return values_[i];
+        return slots_[i].value;
       }
-      if (keys_[i] == -1) break;
+      if (slots_[i].key == -1) break;
       i = (i + 1) & mask_;
     }
-    keys_[i] = key;
-    values_[i] = value;
+    slots_[i] = Slot{key, value};
     *inserted = true;
-    if (++size_ * 2 > keys_.size()) grow();
+    if (++size_ * 2 > slots_.size()) grow();
     return value;
   }
 
  private:
+  struct Slot {
+    int64_t key, value;
+  };
   void resize(size_t cap) {
-    keys_.assign(cap, -1);
-    values_.assign(cap, 0);
+    slots_.assign(cap, Slot{-1, 0});
     mask_ = cap - 1;
     shift_ = 64;
     for (size_t c = cap; c > 1; c >>= 1) --shift_;
   }
-  void grow() {
-    std::vector<int64_t> old_keys = std::move(keys_), old_values = std::move(values_);
-    resize(old_keys.size() * 2);
-    for (size_t s = 0; s < old_keys.size(); ++s) {
-      if (old_keys[s] == -1) continue;
-      size_t i = hash_slot(static_cast<uint64_t>(old_keys[s]), shift_);
-      while (keys_[i] != -1) i = (i + 1) & mask_;
-      keys_[i] = old_keys[s];
-      values_[i] = old_values[s];
+  void grow() { rehash(slots_.size() * 2); }
+  void rehash(size_t cap) {
+    std::vector<Slot> old = std::move(slots_);
+    resize(cap);
+    for (const Slot& slot : old) {
+      if (slot.key == -1) continue;
+      size_t i = hash_slot(static_cast<uint64_t>(slot.key), shift_);
+      while (slots_[i].key != -1) i = (i + 1) & mask_;
+      slots_[i] = slot;
     }
   }
-  std::vector<int64_t> keys_, values_;
+  std::vector<Slot> slots_;
   size_t size_ = 0, mask_ = 0;
   unsigned shift_ = 64;
 };
@@ -218,9 +217,10 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
   }
   out.num_sampled_nodes.push_back(static_cast<int64_t>(out.node.size()));
 
-  const int threads = resolve_threads(num_threads);
+  [[maybe_unused]] const int threads = resolve_threads(num_threads);
   std::vector<int64_t> offset;  // per frontier node: start of its block in `pos`
   std::vector<int64_t> pos;     // sampled CSR positions, grouped per frontier node
+  std::vector<int64_t> nbr;     // indices[pos], read in the parallel pass
   size_t begin = 0;
   for (size_t hop = 0; hop < fanouts.size(); ++hop) {
     const size_t end = out.node.size();
@@ -246,6 +246,7 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
       offset[i + 1] = offset[i] + count;
     }
     pos.resize(static_cast<size_t>(offset[frontier]));
+    nbr.resize(pos.size());
 
     // Parallel pass: draw each node's block from its own generator.
     const int64_t frontier_i = static_cast<int64_t>(frontier);
@@ -279,18 +280,29 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
         }
         for (int64_t t = 0; t < count; ++t) block[t] += lo;
       }
+#ifdef GNNCORE_WITH_OPENMP
+#pragma omp for schedule(static)
+#endif
+      for (int64_t t = 0; t < static_cast<int64_t>(pos.size()); ++t)
+        nbr[static_cast<size_t>(t)] =
+            static_cast<int64_t>(indices[static_cast<size_t>(pos[static_cast<size_t>(t)])]);
     }
 
-    // Serial pass: assign local ids in frontier order.
+    // Serial pass: assign local ids in frontier order, prefetching the hash
+    // slots a few edges ahead.
     const size_t emitted = pos.size();
+    constexpr size_t kAhead = 8;
+    for (size_t t = 0; t < std::min(kAhead, emitted); ++t) local_of.prefetch(nbr[t]);
     out.row.reserve(out.row.size() + emitted);
     out.col.reserve(out.col.size() + emitted);
     out.edge.reserve(out.edge.size() + emitted);
     for (size_t i = 0; i < frontier; ++i) {
       const int64_t target = static_cast<int64_t>(begin + i);
       for (int64_t t = offset[i]; t < offset[i + 1]; ++t) {
-        const int64_t j = pos[static_cast<size_t>(t)];
-        const int64_t u = static_cast<int64_t>(indices[static_cast<size_t>(j)]);
+        const size_t ts = static_cast<size_t>(t);
+        if (ts + kAhead < emitted) local_of.prefetch(nbr[ts + kAhead]);
+        const int64_t j = pos[ts];
+        const int64_t u = nbr[ts];
         if (u < 0 || u >= num_nodes)
           throw std::out_of_range("indices[" + std::to_string(j) + "] = " + std::to_string(u) +
                                   " is outside [0, " + std::to_string(num_nodes) + ")");

@@ -22,13 +22,13 @@ namespace gnncore {
 class PlantedPartition {
  public:
   // `community[v]` is in [0, num_communities); theta is non-negative, finite,
-  // with a positive total. Needs num_nodes < 2**32. Throws
+  // with a positive total; 1 <= num_communities <= num_nodes < 2**32. Throws
   // std::invalid_argument (sizes, fractions, theta) or std::out_of_range
   // (community ids).
   PlantedPartition(Span<int64_t> community, Span<double> theta, int64_t num_communities,
                    double intra_fraction, uint64_t seed);
 
-  int64_t num_nodes() const { return static_cast<int64_t>(community_.size()); }
+  int64_t num_nodes() const { return static_cast<int64_t>(members_.size()); }
   int64_t num_communities() const { return static_cast<int64_t>(member_offset_.size()) - 1; }
 
   // Writes edges [first, first + src.size) of the stream; num_threads <= 0
@@ -37,15 +37,20 @@ class PlantedPartition {
                 int num_threads = 0) const;
 
  private:
-  uint32_t draw_in_community(uint32_t c, uint64_t r_index, uint64_t r_coin) const;
+  // Nodes are handled by their position in `members_` (grouped by community),
+  // so the community of a position is a search over the C + 1 offsets.
+  uint32_t community_of(uint64_t pos) const;
+  // Community that attempt `t` of a dst draw targets, for src community c.
+  uint32_t target_community(uint64_t t, uint32_t c, bool intra) const;
+  // Position drawn inside community c by the alias table of its members.
+  uint64_t draw_in_community(uint32_t c, uint64_t r_index, uint64_t r_coin) const;
 
   uint64_t key_;
   double intra_fraction_;
-  std::vector<uint32_t> community_;      // node -> community
-  std::vector<uint64_t> global_alias_;   // over all nodes: (threshold << 32) | alias
-  std::vector<int64_t> member_offset_;   // community c owns members_[off[c], off[c+1])
-  std::vector<uint32_t> members_;        // nodes grouped by community
-  std::vector<uint64_t> member_alias_;   // per-community alias tables over members_
+  std::vector<int64_t> member_offset_;   // community c owns positions [off[c], off[c+1])
+  std::vector<uint32_t> members_;        // position -> node, grouped by community
+  std::vector<uint64_t> global_alias_;   // over all positions: (threshold << 32) | alias
+  std::vector<uint64_t> member_alias_;   // per-community alias tables over local positions
   std::vector<double> community_cum_;    // cumulative community weights, size C + 1
 };
 
