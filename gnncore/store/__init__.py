@@ -14,4 +14,21 @@ __all__ = [
     "create_graph_dir",
     "index_dtype",
     "open_graph",
+    "GraphDirFeatureStore",
+    "GraphDirGraphStore",
 ]
+
+# The PyG storage views import torch and torch_geometric (seconds); load them on
+# first use so `gnncore validate` and other torch-free users stay fast.
+_LAZY = {
+    "GraphDirFeatureStore": "gnncore.store.feature_store",
+    "GraphDirGraphStore": "gnncore.store.graph_store",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

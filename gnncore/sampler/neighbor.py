@@ -1,0 +1,179 @@
+r"""Uniform multi-hop neighbour sampling for PyG loaders, over ``_C.sample_neighbors``.
+
+The sampler returns indices only (``node``, ``row``, ``col``, ``edge``); the
+loader (:class:`~torch_geometric.loader.NodeLoader`) joins features from a
+:class:`~torch_geometric.data.FeatureStore`. The CSC adjacency is obtained
+once, in the constructor; the per-batch path converts the seeds and makes one
+call into native code, which releases the GIL.
+
+Reproducibility: batch ``k`` sampled by one process uses a seed derived from
+``(seed, k)``; inside a DataLoader worker the worker's own seed (drawn by the
+loader from its generator, so different every epoch and reproducible when the
+loader is given a seeded ``generator``) is mixed in as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import GraphStore
+from torch_geometric.sampler import (
+    BaseSampler,
+    EdgeSamplerInput,
+    NegativeSampling,
+    NodeSamplerInput,
+    SamplerOutput,
+)
+
+from gnncore.typing import require_csrc
+
+ArrayLike = np.ndarray | torch.Tensor
+
+
+def _to_numpy(array: ArrayLike) -> np.ndarray:
+    if isinstance(array, torch.Tensor):
+        array = array.detach().cpu().numpy()
+    return np.ascontiguousarray(array)  # no copy for C-ordered arrays and memory maps
+
+
+class NeighborSampler(BaseSampler):
+    r"""Samples up to ``fanouts[h]`` in-neighbours per node at hop ``h``.
+
+    Seeds come first in :obj:`SamplerOutput.node`; ``row`` holds the local id of
+    the sampled neighbour (message source), ``col`` the local id of the node it
+    was sampled for (message target), and ``edge`` the position in the CSC
+    ``row``/``indices`` array (map it through :attr:`edge_permutation` when set).
+    Edges are emitted hop by hop, so ``num_sampled_nodes`` /
+    ``num_sampled_edges`` can drive PyG's ``trim_to_layer``.
+
+    Args:
+        graph (GraphStore or tuple): A homogeneous
+            :class:`~torch_geometric.data.GraphStore` (its CSC view is taken
+            once), or ``(indptr, indices)`` arrays: ``indptr`` int64 ``[N+1]``
+            and ``indices`` int32/int64 ``[E]``, row ``v`` listing the sources
+            of the edges into ``v`` (PyG's ``colptr`` / ``row``).
+        fanouts (Sequence[int]): Neighbours per node at each hop; ``-1`` takes
+            all of them.
+        seed (int, optional): Base seed of the random choices. (default: :obj:`0`)
+        replace (bool, optional): Sample with replacement. (default: :obj:`False`)
+        num_threads (int, optional): OpenMP threads of the kernel; ``0`` uses
+            the OpenMP default. Results do not depend on it. (default: :obj:`0`)
+    """
+
+    def __init__(
+        self,
+        graph: GraphStore | tuple[ArrayLike, ArrayLike],
+        fanouts: Sequence[int],
+        seed: int = 0,
+        replace: bool = False,
+        num_threads: int = 0,
+    ) -> None:
+        require_csrc()
+        perm = None
+        if isinstance(graph, GraphStore):
+            attrs = graph.get_all_edge_attrs()
+            if len(attrs) != 1 or attrs[0].edge_type is not None:
+                raise ValueError("NeighborSampler needs a homogeneous GraphStore (one edge "
+                                 f"attribute with edge_type=None); got {attrs}")
+            row, colptr, perm = graph.csc()
+            indptr, indices = _to_numpy(colptr), _to_numpy(row)
+        else:
+            indptr, indices = (_to_numpy(a) for a in graph)
+        if indptr.dtype != np.int64:
+            indptr = indptr.astype(np.int64)
+        if indices.dtype not in (np.int32, np.int64):
+            indices = indices.astype(np.int64)
+        if indptr.ndim != 1 or indices.ndim != 1 or len(indptr) < 1:
+            raise ValueError("indptr and indices must be 1-d arrays, indptr of length N + 1")
+        if int(indptr[-1]) != len(indices):
+            raise ValueError(f"indptr ends at {int(indptr[-1])} but indices has "
+                             f"{len(indices)} entries")
+        fanouts = [int(f) for f in fanouts]
+        if not fanouts or any(f < -1 for f in fanouts):
+            raise ValueError(f"fanouts must be a non-empty list of ints >= 0, or -1 for all "
+                             f"neighbours; got {fanouts}")
+        self.indptr = indptr
+        self.indices = indices
+        self.fanouts = fanouts
+        self.seed = int(seed)
+        self.replace = bool(replace)
+        self.num_threads = int(num_threads)
+        self._perm = perm
+        self._num_batches = 0
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def num_batches(self) -> int:
+        """Mini-batches this instance (in this process) has sampled so far."""
+        return self._num_batches
+
+    @property
+    def edge_permutation(self) -> torch.Tensor | None:
+        """Maps ``edge`` (a CSC position) to the GraphStore's own edge order, if
+        the store needed converting to CSC; ``None`` otherwise."""
+        return self._perm
+
+    def _batch_seed(self) -> int:
+        counter = self._num_batches
+        self._num_batches += 1
+        entropy = [self.seed & 0xFFFFFFFFFFFFFFFF, counter]
+        worker = torch.utils.data.get_worker_info()
+        if worker is not None:
+            entropy.append(worker.seed & 0xFFFFFFFFFFFFFFFF)
+        return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0])
+
+    # Node-based sampling -----------------------------------------------------
+
+    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> SamplerOutput:
+        """Sample the multi-hop neighbourhood of ``index.node``.
+
+        Raises:
+            ValueError: For heterogeneous or temporal input, or a batch that
+                repeats a seed node (seeds must be unique within a batch so
+                that the first ``batch_size`` nodes are the seeds).
+        """
+        from gnncore import _C
+
+        if index.input_type is not None:
+            raise ValueError("NeighborSampler samples homogeneous graphs; got input type "
+                             f"{index.input_type!r}")
+        if index.time is not None:
+            raise ValueError("NeighborSampler does not do temporal sampling (input_time)")
+        seeds = np.ascontiguousarray(index.node.detach().cpu().numpy(), dtype=np.int64)
+        node, row, col, edge, num_nodes, num_edges = _C.sample_neighbors(
+            self.indptr, self.indices, seeds, self.fanouts, self._batch_seed(),
+            replace=self.replace, num_threads=self.num_threads)
+        if num_nodes[0] != len(seeds):
+            raise ValueError(f"the batch repeats a seed node ({len(seeds)} seeds, "
+                             f"{num_nodes[0]} unique); pass unique input nodes")
+        return SamplerOutput(
+            node=torch.from_numpy(node),
+            row=torch.from_numpy(row),
+            col=torch.from_numpy(col),
+            edge=torch.from_numpy(edge),
+            num_sampled_nodes=list(num_nodes),
+            num_sampled_edges=list(num_edges),
+            metadata=(index.input_id, index.time),
+        )
+
+    # Edge-based sampling -----------------------------------------------------
+
+    def sample_from_edges(
+        self,
+        index: EdgeSamplerInput,
+        neg_sampling: NegativeSampling | None = None,
+    ) -> SamplerOutput:
+        raise NotImplementedError(
+            "NeighborSampler samples from nodes only; sampling from edges (LinkLoader, "
+            "link prediction) arrives with the link-prediction issue")
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(num_nodes={self.num_nodes}, "
+                f"num_edges={len(self.indices)}, fanouts={self.fanouts}, seed={self.seed}, "
+                f"replace={self.replace})")

@@ -1,0 +1,21 @@
+"""Models and the mini-batch training loop (tracked through :mod:`gnncore.tracking`)."""
+
+from gnncore.train.api import example_input, train_graph_dir, training_curves
+from gnncore.train.config import ConfigError, NodeTrainConfig
+from gnncore.train.device import resolve_device
+from gnncore.train.loop import NodeTrainResult, evaluate, train_node_classifier
+from gnncore.train.models import MODELS, build_model
+
+__all__ = [
+    "MODELS",
+    "ConfigError",
+    "NodeTrainConfig",
+    "NodeTrainResult",
+    "build_model",
+    "evaluate",
+    "example_input",
+    "resolve_device",
+    "train_graph_dir",
+    "train_node_classifier",
+    "training_curves",
+]

@@ -1,0 +1,148 @@
+"""gnncore.tracking: the MLflow tracker, and what a tracked training run records."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pytest
+import torch
+
+from conftest import planted_graph
+from gnncore.store import GraphDir
+from gnncore.tracking import FAILED, FINISHED, KILLED, RunLogger
+from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
+from gnncore.train import NodeTrainConfig, NodeTrainResult, train_graph_dir
+
+CONFIG = NodeTrainConfig(hidden=16, epochs=3, batch_size=40, lr=0.01, device="cpu", seed=2)
+
+
+@dataclasses.dataclass
+class Tracked:
+    root: Path
+    graph: GraphDir
+    tracker: MlflowTracker
+    result: NodeTrainResult
+
+
+@pytest.fixture(scope="module")
+def tracked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tracked]:
+    """One tracked training run on a small planted graph, run from an empty cwd."""
+    base = tmp_path_factory.mktemp("tracking")
+    graph = GraphDir.open(planted_graph(base / "graph", num_nodes=200, features=8))
+    with pytest.MonkeyPatch.context() as patch:
+        (base / "cwd").mkdir()
+        patch.chdir(base / "cwd")
+        tracker = MlflowTracker(default_tracking_uri(base / "root"), experiment="tests")
+        result = train_graph_dir(graph, CONFIG, tracking=tracker,
+                                 tags={"dagster_run_id": "dagster-123"}, progress=False)
+        yield Tracked(base / "root", graph, tracker, result)
+
+
+def test_default_tracking_uri_is_absolute_and_created(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    uri = default_tracking_uri("data")
+    assert uri == f"sqlite:///{(tmp_path / 'data' / 'mlflow' / 'mlflow.db').resolve()}"
+    assert (tmp_path / "data" / "mlflow").is_dir()
+
+
+def test_run_holds_params_tags_and_status(tracked: Tracked) -> None:
+    run = tracked.tracker.client.get_run(tracked.result.run_id)
+    assert run.info.status == FINISHED
+    assert run.info.experiment_id == tracked.tracker.experiment_id
+    params = run.data.params
+    m = tracked.graph.manifest
+    expected = {"model": "sage", "fanouts": "15,10", "batch_size": "40", "lr": "0.01",
+                "epochs": "3", "hidden": "16", "seed": "2", "dataset": "planted",
+                "num_nodes": str(m.num_nodes), "num_edges": str(m.num_edges)}
+    assert {k: params.get(k) for k in expected} == expected
+    tags = run.data.tags
+    assert tags["dataset"] == "planted" and tags["dagster_run_id"] == "dagster-123"
+    assert tags["task"] == "node" and tags["model"] == "sage"
+    assert tags["mlflow.runName"] == "planted-sage"
+
+
+def test_run_holds_per_epoch_and_final_metrics(tracked: Tracked) -> None:
+    client, run_id, result = tracked.tracker.client, tracked.result.run_id, tracked.result
+    for key, values in (("train_loss", result.train_loss), ("val_accuracy", result.val_accuracy)):
+        history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+        assert [h.step for h in history] == [1, 2, 3]
+        assert [h.value for h in history] == pytest.approx(values)
+    metrics = client.get_run(run_id).data.metrics
+    assert metrics["test_accuracy"] == pytest.approx(result.test_accuracy)
+    assert metrics["best_epoch"] == result.best_epoch
+    assert metrics["seconds"] > 0
+
+
+def test_run_holds_the_curve_png_and_the_model(tracked: Tracked, tmp_path: Path) -> None:
+    client, run_id = tracked.tracker.client, tracked.result.run_id
+    assert "curves.png" in [a.path for a in client.list_artifacts(run_id)]
+    png = Path(client.download_artifacts(run_id, "curves.png", str(tmp_path)))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (logged,) = client.search_logged_models(experiment_ids=[tracked.tracker.experiment_id])
+    assert logged.source_run_id == run_id and logged.status.name == "READY"
+    artifacts = (tracked.root / "mlflow" / "artifacts").resolve().as_uri()
+    assert logged.artifact_location.startswith(artifacts)
+    loaded = mlflow.pytorch.load_model(logged.artifact_location)  # pt2: (x, edge_index)
+    x = torch.randn(6, 8)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5, 1], [1, 2, 3, 4, 5, 0, 3]])
+    model = tracked.result.model.eval()
+    with torch.no_grad():
+        assert torch.allclose(loaded(x, edge_index), model(x, edge_index), atol=1e-5)
+
+
+def test_nothing_is_written_to_the_working_directory(tracked: Tracked) -> None:
+    assert list((tracked.root.parent / "cwd").iterdir()) == []
+
+
+def test_run_url_and_experiment_reuse(tracked: Tracked) -> None:
+    tracker = tracked.tracker
+    url = tracker.run_url("abc")
+    assert url == f"http://127.0.0.1:5000/#/experiments/{tracker.experiment_id}/runs/abc"
+    again = MlflowTracker(tracker.tracking_uri, experiment="tests")
+    assert again.experiment_id == tracker.experiment_id
+
+
+def test_training_that_raises_leaves_a_failed_run(tracked: Tracked,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("boom in epoch 1")
+
+    monkeypatch.setattr("gnncore.train.api.train_node_classifier", boom)
+    tracker = MlflowTracker(tracked.tracker.tracking_uri, experiment="failing")
+    with pytest.raises(RuntimeError, match="boom"):
+        train_graph_dir(tracked.graph, CONFIG, tracking=tracker, progress=False)
+    (run,) = tracker.client.search_runs([tracker.experiment_id])
+    assert run.info.status == FAILED
+    assert run.data.tags["error"] == "RuntimeError: boom in epoch 1"
+    assert run.data.params["model"] == "sage"  # logged before training started
+
+
+def test_run_context_statuses(tracked: Tracked) -> None:
+    tracker = MlflowTracker(tracked.tracker.tracking_uri, experiment="contexts")
+    with tracker.start_run("ok", {"k": "v"}) as run:
+        assert isinstance(run, RunLogger)
+        run.log_metrics({"m": 1.5}, step=2)
+    with pytest.raises(KeyboardInterrupt):
+        with tracker.start_run("interrupted") as interrupted:
+            raise KeyboardInterrupt
+    client = tracker.client
+    assert client.get_run(run.run_id).info.status == FINISHED
+    assert client.get_run(run.run_id).data.tags["k"] == "v"
+    assert client.get_run(interrupted.run_id).info.status == KILLED
+    run.end(FAILED)  # a second end() is ignored
+    assert client.get_run(run.run_id).info.status == FINISHED
+
+
+def test_model_without_an_example_is_pickled(tracked: Tracked) -> None:
+    tracker = MlflowTracker(tracked.tracker.tracking_uri, experiment="pickled")
+    with tracker.start_run("pickle") as run:
+        uri = run.log_model(tracked.result.model)
+    (logged,) = tracker.client.search_logged_models(experiment_ids=[tracker.experiment_id])
+    assert uri == f"models:/{logged.model_id}"
+    loaded = mlflow.pytorch.load_model(logged.artifact_location)
+    assert type(loaded) is type(tracked.result.model)
