@@ -1,14 +1,12 @@
 #include "sampler/neighbor.h"
 
+#include "parallel.h"
 #include "random.h"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
-#ifdef GNNCORE_WITH_OPENMP
-#include <omp.h>
-#endif
 
 namespace gnncore {
 namespace {
@@ -170,15 +168,6 @@ void sample_without_replacement(Rng& rng, int64_t n, int64_t k, int64_t* out,
     }
   }
   std::sort(out, out + k);
-}
-
-int resolve_threads(int num_threads) {
-#ifdef GNNCORE_WITH_OPENMP
-  return num_threads > 0 ? num_threads : omp_get_max_threads();
-#else
-  (void)num_threads;
-  return 1;
-#endif
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "synth/planted_partition.h"
 
+#include "parallel.h"
 #include "random.h"
 
 #include <algorithm>
@@ -7,9 +8,6 @@
 #include <stdexcept>
 #include <string>
 
-#ifdef GNNCORE_WITH_OPENMP
-#include <omp.h>
-#endif
 
 namespace gnncore {
 namespace {
@@ -71,15 +69,6 @@ void build_alias(const double* w, size_t n, uint64_t* out, std::vector<double>& 
     }
     out[i] = (threshold << 32) | a;
   }
-}
-
-int resolve_threads(int num_threads) {
-#ifdef GNNCORE_WITH_OPENMP
-  return num_threads > 0 ? num_threads : omp_get_max_threads();
-#else
-  (void)num_threads;
-  return 1;
-#endif
 }
 
 }  // namespace
