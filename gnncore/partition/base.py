@@ -26,18 +26,10 @@ class SymmetricGraph:
 
 
 def undirected_edges(graph: GraphDir) -> tuple[np.ndarray, np.ndarray]:
-    """The graph's undirected, deduplicated edges as ``(u, v)`` with ``u < v``.
-
-    For undirected graphs these are exactly the canonical edges; directed and
-    relational graphs are collapsed to distinct unordered node pairs.
-    """
+    """The graph's distinct undirected edges as ``(u, v)`` with ``u < v``
+    (``edges_shuffled.npy``, in its random stream order)."""
     pairs = np.asarray(graph.array("edges_shuffled"), dtype=np.int64)
-    u = np.minimum(pairs[:, 0], pairs[:, 1])
-    v = np.maximum(pairs[:, 0], pairs[:, 1])
-    if graph.manifest.directed or graph.manifest.num_relations:
-        key = np.unique(u * graph.num_nodes + v)
-        u, v = key // graph.num_nodes, key % graph.num_nodes
-    return u, v
+    return pairs[:, 0], pairs[:, 1]
 
 
 def symmetric_graph(graph: GraphDir) -> SymmetricGraph:

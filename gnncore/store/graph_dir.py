@@ -66,7 +66,7 @@ class GraphDir:
         self._expect("indptr.npy", ("<i8",), (n + 1,))
         self._expect("indices.npy", INDEX_DTYPES, (e,))
         self._expect("eid.npy", ("<i8",), (e,))
-        self._expect("edges_shuffled.npy", INDEX_DTYPES, (ec, 2))
+        self._expect("edges_shuffled.npy", INDEX_DTYPES, (m.num_undirected_edges, 2))
         if m.files["edges.parquet"].rows != ec:
             raise InputError(f"has {m.files['edges.parquet'].rows} rows, manifest counts {ec} "
                              "canonical edges", self.path / "edges.parquet")

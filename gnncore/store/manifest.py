@@ -63,7 +63,8 @@ class Manifest:
 
     ``num_edges`` counts the stored adjacency entries (an undirected edge is
     stored in both directions); ``num_canonical_edges`` counts the rows of
-    ``edges.parquet`` (each undirected edge once).
+    ``edges.parquet`` (each undirected edge once); ``num_undirected_edges``
+    counts the distinct unordered node pairs (``edges_shuffled.npy``).
     """
 
     name: str
@@ -71,6 +72,7 @@ class Manifest:
     num_edges: int
     num_canonical_edges: int
     directed: bool
+    num_undirected_edges: int = 0
     num_relations: int = 0
     num_features: int = 0
     num_classes: int = 0
@@ -125,6 +127,8 @@ class Manifest:
                 num_edges=int(obj["num_edges"]),
                 num_canonical_edges=int(obj["num_canonical_edges"]),
                 directed=bool(obj["directed"]),
+                num_undirected_edges=int(obj.get("num_undirected_edges",
+                                                 obj["num_canonical_edges"])),
                 num_relations=int(obj.get("num_relations", 0)),
                 num_features=int(obj.get("num_features", 0)),
                 num_classes=int(obj.get("num_classes", 0)),
@@ -133,7 +137,8 @@ class Manifest:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"manifest field missing or malformed: {exc}", path) from exc
-        for count in ("num_nodes", "num_edges", "num_canonical_edges", "num_relations",
+        for count in ("num_nodes", "num_edges", "num_canonical_edges", "num_undirected_edges",
+                      "num_relations",
                       "num_features", "num_classes"):
             if getattr(manifest, count) < 0:
                 raise InputError(f"manifest {count} is negative", path)

@@ -58,6 +58,23 @@ def sort_order(src: np.ndarray, dst: np.ndarray, rel: np.ndarray | None, num_nod
     return np.lexsort((dst, src)) if rel is None else np.lexsort((rel, dst, src))
 
 
+def undirected_pairs(src: np.ndarray, dst: np.ndarray, num_nodes: int,
+                     collapse: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct unordered pairs ``(u, v)``, ``u < v``, of canonical edges.
+
+    Undirected canonical edges already are such pairs; directed or relational
+    ones (``collapse``) are folded and deduplicated by one sort of packed keys.
+    """
+    if not collapse:
+        return src, dst
+    n = max(num_nodes, 1)
+    key = np.minimum(src, dst) * n + np.maximum(src, dst)
+    key.sort()
+    if len(key):
+        key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+    return key // n, key % n
+
+
 class GraphDirWriter:
     """Collects the files of a graph directory being written into ``root``."""
 
@@ -67,6 +84,7 @@ class GraphDirWriter:
         self.num_nodes: int | None = None
         self.num_edges = 0
         self.num_canonical_edges = 0
+        self.num_undirected_edges = 0
         self.directed = False
         self.num_relations = 0
         self.num_features = 0
@@ -121,7 +139,8 @@ class GraphDirWriter:
         ``src < dst``. Writes ``edges.parquet`` (sorted), ``indptr.npy`` /
         ``indices.npy`` / ``eid.npy`` (row ``v`` lists the sources of the
         edges into ``v``; both directions for undirected graphs) and
-        ``edges_shuffled.npy`` (the canonical edges in random order).
+        ``edges_shuffled.npy`` (the distinct undirected pairs ``u < v`` in
+        random order: the stream that streaming partitioners read).
         """
         require_csrc()
         from gnncore import _C
@@ -153,18 +172,20 @@ class GraphDirWriter:
         self.save_array("eid", eid)
         del indices, eid
 
-        perm = np.random.default_rng(shuffle_seed).permutation(len(src))
-        shuffled = self.open_array("edges_shuffled", index_dtype(num_nodes), (len(src), 2))
+        pair_u, pair_v = undirected_pairs(src, dst, num_nodes, directed or rel is not None)
+        perm = np.random.default_rng(shuffle_seed).permutation(len(pair_u))
+        shuffled = self.open_array("edges_shuffled", index_dtype(num_nodes), (len(perm), 2))
         for start in range(0, len(perm), 1 << 22):
             block = perm[start:start + (1 << 22)]
-            shuffled[start:start + len(block), 0] = src[block]
-            shuffled[start:start + len(block), 1] = dst[block]
+            shuffled[start:start + len(block), 0] = pair_u[block]
+            shuffled[start:start + len(block), 1] = pair_v[block]
         shuffled.flush()
-        del shuffled
+        del shuffled, pair_u, pair_v
 
         self.num_nodes = int(num_nodes)
         self.num_edges = int(indptr[-1])
         self.num_canonical_edges = int(len(src))
+        self.num_undirected_edges = int(len(perm))
         self.directed = bool(directed)
         self.num_relations = int(num_relations)
         self.stats["shuffle_seed"] = int(shuffle_seed)
@@ -197,6 +218,7 @@ class GraphDirWriter:
             num_nodes=self.num_nodes,
             num_edges=self.num_edges,
             num_canonical_edges=self.num_canonical_edges,
+            num_undirected_edges=self.num_undirected_edges,
             directed=self.directed,
             num_relations=self.num_relations,
             num_features=self.num_features,

@@ -57,6 +57,15 @@ def test_directed_adjacency_lists_in_neighbours(tmp_path):
     assert g.indices[g.indptr[1]:g.indptr[2]].tolist() == [0, 2]  # sources into node 1
 
 
+def test_partition_stream_holds_each_connected_pair_once(tmp_path):
+    with create_graph_dir(tmp_path / "d", name="d") as w:
+        w.write_topology(3, np.array([0, 1, 0, 2]), np.array([1, 0, 2, 1]), directed=True)
+    g = GraphDir.open(tmp_path / "d")
+    assert (g.manifest.num_canonical_edges, g.manifest.num_undirected_edges) == (4, 3)
+    pairs = sorted(map(tuple, np.asarray(g.array("edges_shuffled")).tolist()))
+    assert pairs == [(0, 1), (0, 2), (1, 2)]
+
+
 def test_failed_write_leaves_nothing_and_rerun_replaces(tmp_path):
     out = tmp_path / "g"
     with pytest.raises(RuntimeError):
