@@ -52,3 +52,23 @@ def line_chart_png(series: Mapping[str, Sequence[float]], title: str, xlabel: st
 def markdown_image(png: bytes, alt: str) -> str:
     """Inline ``png`` as a markdown image (how Dagster metadata shows plots)."""
     return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
+
+
+def panels_png(panels: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]],
+               xlabel: str, log_y: Sequence[str] = ()) -> bytes:
+    """Side-by-side panels, each with one line per named series of ``(xs, ys)``.
+
+    Used for method comparisons (cut, seconds, memory against the part count).
+    Panels named in ``log_y`` use a logarithmic y axis.
+    """
+    plt = _figure()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    for ax, (title, series) in zip(axes[0], panels.items()):
+        for name, (xs, ys) in series.items():
+            ax.plot(xs, ys, marker="o", markersize=3, label=name)
+        ax.set(title=title, xlabel=xlabel)
+        if title in log_y:
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    return _to_png(fig)

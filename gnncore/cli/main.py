@@ -24,6 +24,7 @@ VERBS: dict[str, str] = {
     "validate": "check a graph directory against its manifest (sizes, bounds, checksums)",
     "partition": "partition a graph directory",
     "train": "train a GNN on a graph directory and log it to MLflow",
+    "bench": "benchmarks: `bench partition` runs partitioners side by side",
 }
 
 
@@ -35,12 +36,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def json_option() -> argparse.ArgumentParser:
+    """A parent parser holding ``--json PATH`` (verbs with subcommands give it to each)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--json", type=Path, default=None, metavar="PATH",
+                        help="write the summary object to PATH as JSON")
+    return parent
+
+
 def verb_parser(verb: str) -> tuple[argparse.ArgumentParser, Any]:
     module = importlib.import_module(f"gnncore.cli.{verb}")
-    parser = argparse.ArgumentParser(prog=f"gnncore {verb}", description=VERBS[verb])
+    has_subcommands = getattr(module, "HAS_SUBCOMMANDS", False)
+    parser = argparse.ArgumentParser(prog=f"gnncore {verb}", description=VERBS[verb],
+                                     parents=[] if has_subcommands else [json_option()])
     module.add_arguments(parser)
-    parser.add_argument("--json", type=Path, default=None, metavar="PATH",
-                        help="write the summary object to PATH as JSON")
     return parser, module
 
 

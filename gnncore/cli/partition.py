@@ -1,4 +1,4 @@
-"""``gnncore partition GRAPH_DIR OUT_DIR --method metis --parts P [--seed S]``."""
+"""``gnncore partition GRAPH_DIR OUT_DIR --method M --parts P [--chunk F] [--passes K] …``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,27 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gnncore.partition.run import METHODS
+from gnncore.partition.run import METHODS, MethodSettings
+
+
+def add_method_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options shared by ``partition`` and ``bench partition``."""
+    defaults = MethodSettings()
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--imbalance", type=float, default=0.03,
+                        help="allowed excess of the largest part over N/P (default 0.03)")
+    parser.add_argument("--chunk", type=float, default=defaults.chunk,
+                        help="grem/greedy: chunk size as a fraction of the edges (default 0.1)")
+    parser.add_argument("--passes", type=int, default=defaults.passes,
+                        help="grem: restreaming refinement passes; 0 is the thesis' GREM")
+    parser.add_argument("--seed-method", default=defaults.seed_method,
+                        choices=("metis", "random", "ldg"), help="grem: first-chunk seeding")
+    parser.add_argument("--hops", type=int, default=defaults.hops, help="bytegnn: block radius")
+
+
+def settings_from(args: argparse.Namespace) -> MethodSettings:
+    return MethodSettings(chunk=args.chunk, passes=args.passes, seed_method=args.seed_method,
+                          hops=args.hops)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,19 +34,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR")
     parser.add_argument("--method", choices=METHODS, default="metis")
     parser.add_argument("--parts", type=int, required=True, metavar="P")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--imbalance", type=float, default=0.03,
-                        help="allowed excess of the largest part over N/P (default 0.03)")
+    add_method_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    from gnncore.errors import InputError
     from gnncore.partition import partition_graph
 
     try:
         report = partition_graph(args.graph_dir, args.out_dir, method=args.method,
-                                 parts=args.parts, seed=args.seed, imbalance=args.imbalance)
+                                 parts=args.parts, seed=args.seed, imbalance=args.imbalance,
+                                 settings=settings_from(args))
     except ValueError as exc:
-        from gnncore.errors import InputError
-
+        if isinstance(exc, InputError):
+            raise
         raise InputError(str(exc), args.graph_dir) from exc
     return report.to_dict()

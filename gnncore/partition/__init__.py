@@ -2,11 +2,18 @@
 
 from gnncore.partition.base import PartitionOptions, Partitioner, symmetric_graph
 from gnncore.partition.metrics import PartitionMetrics, partition_metrics
-from gnncore.partition.run import METHODS, PartitionReport, make_partitioner, partition_graph
+from gnncore.partition.run import (
+    METHODS,
+    MethodSettings,
+    PartitionReport,
+    make_partitioner,
+    partition_graph,
+)
 from gnncore.partition.store import PartitionDir
 
 __all__ = [
     "METHODS",
+    "MethodSettings",
     "PartitionDir",
     "PartitionMetrics",
     "PartitionOptions",

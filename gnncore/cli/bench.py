@@ -1,0 +1,44 @@
+"""``gnncore bench partition GRAPH_DIR --parts 2,4,8,16 --methods ... --out DIR``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+HAS_SUBCOMMANDS = True
+
+
+def _ints(text: str) -> list[int]:
+    return [int(t) for t in text.split(",") if t]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gnncore.cli.main import json_option
+    from gnncore.cli.partition import add_method_arguments
+
+    sub = parser.add_subparsers(dest="what", metavar="WHAT", required=True)
+    part = sub.add_parser("partition", help="partitioners side by side, one process each",
+                          parents=[json_option()])
+    part.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
+    part.add_argument("--parts", type=_ints, default=[2, 4, 8, 16])
+    part.add_argument("--methods", type=lambda t: [m for m in t.split(",") if m],
+                      default=["metis", "grem"])
+    part.add_argument("--out", type=Path, required=True, metavar="DIR")
+    add_method_arguments(part)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from gnncore.cli.partition import settings_from
+    from gnncore.errors import InputError
+    from gnncore.partition.bench import bench_partition
+
+    try:
+        result = bench_partition(args.graph_dir, args.out, args.methods, args.parts,
+                                 seed=args.seed, imbalance=args.imbalance,
+                                 settings=settings_from(args))
+    except ValueError as exc:
+        raise InputError(str(exc), args.graph_dir) from exc
+    print(result.pop("markdown"))
+    return result

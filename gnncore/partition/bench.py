@@ -1,0 +1,95 @@
+"""Side-by-side partitioning benchmark: every (method, p) in its own process.
+
+A fresh process per run makes ``peak_rss_bytes`` the peak of that method
+alone (the figure GREM's memory claim is about). Results are written as JSON,
+a Markdown table and a cut / time / memory chart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from gnncore.errors import GnnCoreError
+from gnncore.partition.run import METHODS, MethodSettings, method_params
+
+
+def run_in_subprocess(graph_dir: Path, out_dir: Path, method: str, parts: int, seed: int,
+                      imbalance: float, settings: MethodSettings) -> dict[str, Any]:
+    """``gnncore partition`` in a child process; its JSON summary."""
+    fd, json_path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    cmd = [sys.executable, "-m", "gnncore.cli.main", "partition", str(graph_dir),
+           str(out_dir), "--method", method, "--parts", str(parts), "--seed", str(seed),
+           "--imbalance", str(imbalance), "--chunk", str(settings.chunk),
+           "--passes", str(settings.passes), "--seed-method", settings.seed_method,
+           "--hops", str(settings.hops), "--json", json_path]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise GnnCoreError(f"{method} p={parts} failed: {done.stderr.strip()[-2000:]}")
+        return json.loads(Path(json_path).read_text())
+    finally:
+        os.unlink(json_path)
+
+
+def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
+    """method | p | settings | cut | balance | seconds | peak RSS."""
+    lines = ["| method | p | settings | edge cut % | max part / (N/p) | seconds | peak RSS MiB |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        settings = ", ".join(f"{k}={r[k]}" for k in ("chunk", "passes", "seed_method", "hops")
+                             if k in r) or "-"
+        lines.append(f"| {r['method']} | {r['parts']} | {settings} | "
+                     f"{100 * r['edge_cut_fraction']:.2f} | {r['max_part_ratio']:.4f} | "
+                     f"{r['seconds']:.2f} | {r['peak_rss_bytes'] / 2**20:,.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def bench_partition(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
+                    methods: Sequence[str], parts: Sequence[int], seed: int = 0,
+                    imbalance: float = 0.03, settings: MethodSettings | None = None,
+                    progress: bool = True) -> dict[str, Any]:
+    """Run every method at every part count; write ``bench.json``/``.md``/``.png``."""
+    from gnncore.plots import panels_png
+
+    settings = settings or MethodSettings()
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
+    graph_dir, out_dir = Path(graph_dir), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for method in methods:
+        for p in parts:
+            if progress:
+                print(f"[bench partition] {method} p={p} ...", file=sys.stderr, flush=True)
+            row = run_in_subprocess(graph_dir, out_dir / "partitions" / f"{method}-p{p}",
+                                    method, p, seed, imbalance, settings)
+            rows.append(row)
+    result = {"graph_dir": str(graph_dir), "methods": list(methods), "parts": list(parts),
+              "seed": seed, "imbalance": imbalance, "settings": asdict(settings),
+              "rows": rows}
+    (out_dir / "bench.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    table = markdown_table(rows)
+    (out_dir / "bench.md").write_text(f"# Partitioning benchmark: {graph_dir}\n\n{table}")
+    panels: dict[str, dict[str, tuple[list[float], list[float]]]] = {
+        "edge cut %": {}, "seconds": {}, "peak RSS MiB": {}}
+    for method in methods:
+        mine = [r for r in rows if r["method"] == method]
+        label = method + "".join(f" {k}={v}" for k, v in method_params(method,
+                                                                          settings).items())
+        xs = [r["parts"] for r in mine]
+        panels["edge cut %"][label] = (xs, [100 * r["edge_cut_fraction"] for r in mine])
+        panels["seconds"][label] = (xs, [r["seconds"] for r in mine])
+        panels["peak RSS MiB"][label] = (xs, [r["peak_rss_bytes"] / 2**20 for r in mine])
+    (out_dir / "bench.png").write_bytes(panels_png(panels, "parts", log_y=("seconds",)))
+    result["markdown"] = table
+    return result
