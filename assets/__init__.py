@@ -1,13 +1,16 @@
 """Thin Dagster assets over gnncore: config in, one library call, metadata out."""
 
-from assets.checks import graph_integrity, partition_balance
+from assets.checks import METHOD_BALANCE_CHECKS, graph_integrity, partition_balance
 from assets.dataset import raw_dataset
 from assets.graph import graph
-from assets.partition import graph_partition
+from assets.partition import METHOD_PARTITIONS, graph_partition, partition_report
 from assets.train import trained_model
 
-ALL_ASSETS = [raw_dataset, graph, graph_partition, trained_model]
-ALL_CHECKS = [graph_integrity, partition_balance]
+PIPELINE_ASSETS = [raw_dataset, graph, graph_partition, trained_model]
+PIPELINE_CHECKS = [graph_integrity, partition_balance]
+ALL_ASSETS = [*PIPELINE_ASSETS, *METHOD_PARTITIONS, partition_report]
+ALL_CHECKS = [*PIPELINE_CHECKS, *METHOD_BALANCE_CHECKS]
 
-__all__ = ["ALL_ASSETS", "ALL_CHECKS", "graph", "graph_integrity", "graph_partition",
-           "partition_balance", "raw_dataset", "trained_model"]
+__all__ = ["ALL_ASSETS", "ALL_CHECKS", "PIPELINE_ASSETS", "PIPELINE_CHECKS", "graph",
+           "graph_integrity", "graph_partition", "partition_balance", "partition_report",
+           "raw_dataset", "trained_model"]

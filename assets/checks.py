@@ -4,7 +4,7 @@
 import dagster as dg
 
 from assets.graph import graph
-from assets.partition import graph_partition
+from assets.partition import METHOD_PARTITIONS, graph_partition
 from assets.upstream import latest_metadata, upstream_path
 
 
@@ -24,15 +24,14 @@ def graph_integrity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResu
     return dg.AssetCheckResult(passed=True, metadata={"path": str(path)})
 
 
-@dg.asset_check(asset=graph_partition, blocking=True, description="No part exceeds "
-                "ceil((1 + imbalance)·N/p) nodes and none is empty.")
-def partition_balance(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-    """Every part is within the configured node-count tolerance."""
+def check_partition_balance(context: dg.AssetCheckExecutionContext,
+                            asset_key: dg.AssetKey) -> dg.AssetCheckResult:
+    """Every part of the latest partitioning of ``asset_key`` is within tolerance."""
     from gnncore.partition import PartitionDir
     from gnncore.partition.metrics import balance_violations, partition_metrics
     from gnncore.store import GraphDir
 
-    meta = latest_metadata(context, graph_partition.key)
+    meta = latest_metadata(context, asset_key)
     graph_dir = GraphDir.open(upstream_path(context, graph.key))
     part = PartitionDir.open(str(meta["path"]), graph_dir)
     metrics = partition_metrics(graph_dir, part.assignment(), part.parts)
@@ -41,3 +40,20 @@ def partition_balance(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckRe
         "max_part_ratio": metrics.max_part_ratio,
         "problems": "; ".join(problems) or "none",
     })
+
+
+def build_balance_check(asset: dg.AssetsDefinition,
+                        name: str = "partition_balance") -> dg.AssetChecksDefinition:
+    """A blocking balance check on one partitioning asset."""
+
+    @dg.asset_check(asset=asset, name=name, blocking=True,
+                    description="No part exceeds ceil((1 + imbalance)·N/p) nodes and none is "
+                    "empty.")
+    def _balance(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return check_partition_balance(context, asset.key)
+
+    return _balance
+
+
+partition_balance = build_balance_check(graph_partition)
+METHOD_BALANCE_CHECKS = [build_balance_check(a) for a in METHOD_PARTITIONS]

@@ -1,48 +1,116 @@
-"""The node partitioning of the graph (METIS now; GREM and others to come)."""
+"""Node partitionings of the graph: the one training uses, and one asset per method.
 
+``graph_partition`` is the partitioning the training stage consumes (method
+chosen by config). ``partition_<method>`` assets (group ``partitioning``) run
+every registered method on the same graph, and ``partition_report`` compares
+them. Every partitioning is also an MLflow run, so methods compare side by side
+in the MLflow UI.
+"""
+
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
 
 from assets.graph import graph
 from assets.upstream import latest_metadata
-from resources import DataRootResource
+from resources import DataRootResource, MlflowResource
+
+COMPARED_METHODS = ("metis", "metis-recursive", "grem", "greedy", "ldg", "fennel", "random",
+                    "range", "bytegnn")
 
 
 class PartitionConfig(dg.Config):
     """How to partition the graph."""
 
-    method: str = Field(default="metis", description="metis or metis-recursive")
+    method: str = Field(default="metis", description="Partitioning method (graph_partition "
+                        "only; the per-method assets fix it).")
     parts: int = Field(default=4, description="Number of partitions.")
     seed: int = Field(default=0, description="Random seed.")
     imbalance: float = Field(default=0.03, description="Allowed excess of the largest part "
                              "over N/parts.")
+    chunk: float = Field(default=0.1, description="grem/greedy: chunk size, fraction of edges.")
+    passes: int = Field(default=3, description="grem: restreaming refinement passes.")
+    seed_method: str = Field(default="metis", description="grem: first-chunk seeding.")
+    hops: int = Field(default=2, description="bytegnn: block radius.")
 
 
-@dg.asset(deps=[graph], kinds={"metis"}, group_name="gnn")
-def graph_partition(context: dg.AssetExecutionContext, config: PartitionConfig,
-                    storage: DataRootResource) -> dg.MaterializeResult:
-    """Min-edge-cut node partitioning of the graph, with cut and balance metrics."""
-    from gnncore.partition import partition_graph
-    from gnncore.plots import bar_chart_png, markdown_image
+def partition_asset_name(method: str) -> str:
+    return "partition_" + method.replace("-", "_")
+
+
+def materialize_partition(context: Any, config: PartitionConfig, method: str,
+                          storage: DataRootResource,
+                          mlflow: MlflowResource) -> dg.MaterializeResult:
+    """Partition the latest graph with ``method``; one MLflow run; metadata out."""
+    from gnncore.partition import MethodSettings, partition_graph
+    from gnncore.partition.run import part_size_chart
+    from gnncore.plots import markdown_image
 
     upstream = latest_metadata(context, graph.key)
-    name = f"{upstream['name']}-{config.method}-p{config.parts}"
-    out = storage.stage_dir("partitions", name)
-    report = partition_graph(str(upstream["path"]), out, method=config.method,
-                             parts=config.parts, seed=config.seed, imbalance=config.imbalance)
+    out = storage.stage_dir("partitions", f"{upstream['name']}-{method}-p{config.parts}")
+    tracker = mlflow.tracker()
+    report = partition_graph(
+        str(upstream["path"]), out, method=method, parts=config.parts, seed=config.seed,
+        imbalance=config.imbalance, tracking=tracker,
+        settings=MethodSettings(chunk=config.chunk, passes=config.passes,
+                                seed_method=config.seed_method, hops=config.hops),
+        tags={"dagster_run_id": context.run.run_id,
+              "dagster_asset": context.asset_key.to_user_string()})
     m = report.metrics
-    chart = bar_chart_png(m.part_sizes, f"{name}: nodes per part", "part", "nodes",
-                          reference=m.num_nodes / config.parts)
+    context.log.info(f"{method} p={config.parts}: cut {m.edge_cut_fraction:.4f}, "
+                     f"max part {m.max_part_ratio:.4f}, {report.seconds:.2f}s")
     return dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(out)),
-        "method": config.method,
+        "method": method,
         "parts": config.parts,
         "imbalance": config.imbalance,
+        **report.params,
         "edge_cut_fraction": dg.MetadataValue.float(m.edge_cut_fraction),
         "max_part_ratio": dg.MetadataValue.float(m.max_part_ratio),
         "seconds": dg.MetadataValue.float(report.seconds),
         "peak_rss_bytes": report.peak_rss_bytes,
+        "mlflow_run": dg.MetadataValue.url(tracker.run_url(str(report.run_id))),
         "parts_table": dg.MetadataValue.md(m.markdown_table()),
-        "balance_chart": dg.MetadataValue.md(markdown_image(chart, "part sizes")),
+        "balance_chart": dg.MetadataValue.md(markdown_image(part_size_chart(report),
+                                                            "part sizes")),
+    })
+
+
+@dg.asset(deps=[graph], kinds={"python"}, group_name="gnn")
+def graph_partition(context: dg.AssetExecutionContext, config: PartitionConfig,
+                    storage: DataRootResource, mlflow: MlflowResource) -> dg.MaterializeResult:
+    """The min-edge-cut partitioning training uses (method from config)."""
+    return materialize_partition(context, config, config.method, storage, mlflow)
+
+
+def build_method_partition_asset(method: str) -> dg.AssetsDefinition:
+    """``partition_<method>``: the graph partitioned by one fixed method."""
+
+    @dg.asset(name=partition_asset_name(method), deps=[graph], kinds={"python"},
+              group_name="partitioning",
+              description=f"The graph partitioned with {method} (for comparison).")
+    def _partition(context: dg.AssetExecutionContext, config: PartitionConfig,
+                   storage: DataRootResource, mlflow: MlflowResource) -> dg.MaterializeResult:
+        return materialize_partition(context, config, method, storage, mlflow)
+
+    return _partition
+
+
+METHOD_PARTITIONS = [build_method_partition_asset(m) for m in COMPARED_METHODS]
+
+
+@dg.asset(deps=METHOD_PARTITIONS, kinds={"python"}, group_name="partitioning")
+def partition_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    """Every method side by side: cut, balance, seconds and peak RSS, table and chart."""
+    from gnncore.partition import PartitionDir
+    from gnncore.partition.bench import comparison_chart, markdown_table, report_row
+    from gnncore.plots import markdown_image
+
+    rows = [report_row(PartitionDir.open(str(latest_metadata(context, a.key)["path"])))
+            for a in METHOD_PARTITIONS]
+    return dg.MaterializeResult(metadata={
+        "table": dg.MetadataValue.md(markdown_table(rows)),
+        "chart": dg.MetadataValue.md(markdown_image(comparison_chart(rows), "comparison")),
+        "best_cut_method": min(rows, key=lambda r: r["edge_cut_fraction"])["method"],
     })

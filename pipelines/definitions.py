@@ -3,7 +3,7 @@
 import dagster as dg
 
 from assets import ALL_ASSETS, ALL_CHECKS
-from pipelines.jobs import train_job
+from pipelines.jobs import partition_comparison_job, train_job
 from pipelines.schedules import nightly_retraining
 from resources import ComputeResource, DataRootResource, MlflowResource
 
@@ -21,7 +21,7 @@ def build_resources(data_root: str = "") -> dict[str, dg.ConfigurableResource]:
 defs = dg.Definitions(
     assets=ALL_ASSETS,
     asset_checks=ALL_CHECKS,
-    jobs=[train_job],
+    jobs=[train_job, partition_comparison_job],
     schedules=[nightly_retraining],
     resources=build_resources(),
 )

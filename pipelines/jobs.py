@@ -7,3 +7,10 @@ train_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups("gnn"),
     description="Ingest the dataset, partition the graph and train the model, end to end.",
 )
+
+partition_comparison_job = dg.define_asset_job(
+    name="partition_comparison_job",
+    selection=dg.AssetSelection.groups("partitioning"),
+    description="Partition the latest graph with every method and compare them "
+    "(partition_report; one MLflow run per method).",
+)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from gnncore.errors import GnnCoreError
-from gnncore.partition.run import METHODS, MethodSettings, method_params
+from gnncore.partition.run import METHODS, MethodSettings
+from gnncore.partition.store import PartitionDir
 
 
 def run_in_subprocess(graph_dir: Path, out_dir: Path, method: str, parts: int, seed: int,
@@ -53,13 +54,39 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def report_row(partition: PartitionDir) -> dict[str, Any]:
+    """A partition directory as a benchmark row (what :func:`markdown_table` reads)."""
+    info = partition.info
+    keys = ("method", "parts", "seed", "chunk", "passes", "seed_method", "hops", "seconds",
+            "peak_rss_bytes")
+    return {**{k: info[k] for k in keys if k in info},
+            "edge_cut_fraction": info["metrics"]["edge_cut_fraction"],
+            "max_part_ratio": info["metrics"]["max_part_ratio"]}
+
+
+def comparison_chart(rows: Sequence[dict[str, Any]]) -> bytes:
+    """Cut, seconds and peak RSS against the part count, one line per method setting."""
+    from gnncore.plots import panels_png
+
+    panels: dict[str, dict[str, tuple[list[float], list[float]]]] = {
+        "edge cut %": {}, "seconds": {}, "peak RSS MiB": {}}
+    for row in rows:
+        label = row["method"] + "".join(f" {k}={row[k]}" for k in ("chunk", "passes", "hops")
+                                        if k in row)
+        for panel, value in (("edge cut %", 100 * row["edge_cut_fraction"]),
+                             ("seconds", row["seconds"]),
+                             ("peak RSS MiB", row["peak_rss_bytes"] / 2**20)):
+            xs, ys = panels[panel].setdefault(label, ([], []))
+            xs.append(row["parts"])
+            ys.append(value)
+    return panels_png(panels, "parts", log_y=("seconds",))
+
+
 def bench_partition(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                     methods: Sequence[str], parts: Sequence[int], seed: int = 0,
                     imbalance: float = 0.03, settings: MethodSettings | None = None,
                     progress: bool = True) -> dict[str, Any]:
     """Run every method at every part count; write ``bench.json``/``.md``/``.png``."""
-    from gnncore.plots import panels_png
-
     settings = settings or MethodSettings()
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -80,16 +107,6 @@ def bench_partition(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     (out_dir / "bench.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     table = markdown_table(rows)
     (out_dir / "bench.md").write_text(f"# Partitioning benchmark: {graph_dir}\n\n{table}")
-    panels: dict[str, dict[str, tuple[list[float], list[float]]]] = {
-        "edge cut %": {}, "seconds": {}, "peak RSS MiB": {}}
-    for method in methods:
-        mine = [r for r in rows if r["method"] == method]
-        label = method + "".join(f" {k}={v}" for k, v in method_params(method,
-                                                                          settings).items())
-        xs = [r["parts"] for r in mine]
-        panels["edge cut %"][label] = (xs, [100 * r["edge_cut_fraction"] for r in mine])
-        panels["seconds"][label] = (xs, [r["seconds"] for r in mine])
-        panels["peak RSS MiB"][label] = (xs, [r["peak_rss_bytes"] / 2**20 for r in mine])
-    (out_dir / "bench.png").write_bytes(panels_png(panels, "parts", log_y=("seconds",)))
+    (out_dir / "bench.png").write_bytes(comparison_chart(rows))
     result["markdown"] = table
     return result

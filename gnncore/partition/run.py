@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 import os
 import resource
+import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from gnncore.partition.base import PartitionOptions, Partitioner
 from gnncore.partition.metrics import PartitionMetrics, partition_metrics
 from gnncore.partition.store import PartitionDir, write_partition_dir
 from gnncore.store import GraphDir
+from gnncore.tracking import RunTracker
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def peak_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-@dataclass(frozen=True)
+@dataclass
 class PartitionReport:
     """What ``gnncore partition`` reports (the CLI contract's JSON keys)."""
 
@@ -89,6 +92,7 @@ class PartitionReport:
     peak_rss_bytes: int
     metrics: PartitionMetrics
     params: dict[str, Any]
+    run_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -102,13 +106,15 @@ class PartitionReport:
             "split_balance": self.metrics.split_balance,
             "seconds": self.seconds,
             "peak_rss_bytes": self.peak_rss_bytes,
+            **({"mlflow_run_id": self.run_id} if self.run_id else {}),
         }
 
 
 def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                     method: str = "metis", parts: int = 2, seed: int = 0,
-                    imbalance: float = 0.03,
-                    settings: MethodSettings | None = None) -> PartitionReport:
+                    imbalance: float = 0.03, settings: MethodSettings | None = None,
+                    tracking: RunTracker | None = None,
+                    tags: Mapping[str, Any] | None = None) -> PartitionReport:
     """Partition the graph at ``graph_dir`` into ``out_dir`` (written atomically).
 
     Args:
@@ -119,6 +125,11 @@ def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         seed (int): Random seed (default: 0).
         imbalance (float): Allowed excess of the largest part (default: 0.03).
         settings (MethodSettings, optional): Method-specific settings.
+        tracking (RunTracker, optional): Log one run per partitioning (params:
+            method, parts, seed, imbalance and the method's settings; metrics:
+            cut, balance, seconds, peak RSS; a part-size chart). A failure
+            marks the run failed.
+        tags (Mapping, optional): Extra run tags (e.g. the Dagster run id).
     """
     graph = GraphDir.open(graph_dir)
     settings = settings or MethodSettings()
@@ -126,16 +137,55 @@ def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     params = method_params(method, settings)
     options = PartitionOptions(parts=parts, seed=seed, imbalance=imbalance)
     options.validate(graph.num_nodes)
+    if tracking is None:
+        return _partition(graph, out_dir, partitioner, method, options, params)
+    name = graph.manifest.name
+    run_tags = {"dataset": name, "task": "partition", "method": method, **(tags or {})}
+    with tracking.start_run(f"{name}-{method}-p{parts}", run_tags) as run:
+        run.log_params({"method": method, "parts": parts, "seed": seed,
+                        "imbalance": imbalance, "num_nodes": graph.num_nodes,
+                        "num_edges": graph.manifest.num_undirected_edges, **params})
+        report = _partition(graph, out_dir, partitioner, method, options, params)
+        m = report.metrics
+        run.log_metrics({"edge_cut_fraction": m.edge_cut_fraction,
+                         "max_part_ratio": m.max_part_ratio, "seconds": report.seconds,
+                         "peak_rss_bytes": float(report.peak_rss_bytes),
+                         **{f"split_balance_{k}": v for k, v in m.split_balance.items()}})
+        _log_part_chart(run, report)
+        report.run_id = run.run_id
+    return report
+
+
+def _partition(graph: GraphDir, out_dir: str | os.PathLike[str], partitioner: Partitioner,
+               method: str, options: PartitionOptions,
+               params: dict[str, Any]) -> PartitionReport:
     start = time.perf_counter()
     assignment = np.asarray(partitioner.assign(graph, options), dtype=np.int64)
     seconds = time.perf_counter() - start
     rss = peak_rss_bytes()
-    metrics = partition_metrics(graph, assignment, parts)
-    info = {"method": method, "parts": parts, "seed": seed, "imbalance": imbalance, **params,
-            "seconds": seconds, "peak_rss_bytes": rss, "metrics": metrics.to_dict()}
+    metrics = partition_metrics(graph, assignment, options.parts)
+    info = {"method": method, "parts": options.parts, "seed": options.seed,
+            "imbalance": options.imbalance, **params, "seconds": seconds,
+            "peak_rss_bytes": rss, "metrics": metrics.to_dict()}
     write_partition_dir(out_dir, graph, assignment, info)
-    return PartitionReport(method, parts, seed, str(Path(out_dir)), seconds, rss, metrics,
-                           params)
+    return PartitionReport(method, options.parts, options.seed, str(Path(out_dir)), seconds,
+                           rss, metrics, params)
+
+
+def part_size_chart(report: PartitionReport) -> bytes:
+    """PNG bar chart of the part sizes against the balanced size N/p."""
+    from gnncore.plots import bar_chart_png
+
+    m = report.metrics
+    return bar_chart_png(m.part_sizes, f"{report.method} p={report.parts}: nodes per part",
+                         "part", "nodes", reference=m.num_nodes / report.parts)
+
+
+def _log_part_chart(run: Any, report: PartitionReport) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "part_sizes.png"
+        path.write_bytes(part_size_chart(report))
+        run.log_artifact(path)
 
 
 __all__ = ["METHODS", "MethodSettings", "PartitionDir", "PartitionReport", "make_partitioner",

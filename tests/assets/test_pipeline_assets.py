@@ -7,7 +7,7 @@ import pytest
 import dagster as dg
 from mlflow import MlflowClient
 
-from assets import ALL_ASSETS, ALL_CHECKS, graph_integrity, partition_balance
+from assets import PIPELINE_ASSETS, PIPELINE_CHECKS, graph_integrity, partition_balance
 from gnncore.partition.store import PartitionDir, write_partition_dir
 from gnncore.store import GraphDir
 from pipelines.definitions import build_resources
@@ -26,7 +26,7 @@ def pipeline(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
     instance = dg.DagsterInstance.ephemeral()
     resources = build_resources(str(root))
-    result = dg.materialize(ALL_ASSETS + ALL_CHECKS, instance=instance, resources=resources,
+    result = dg.materialize(PIPELINE_ASSETS + PIPELINE_CHECKS, instance=instance, resources=resources,
                             run_config=RUN_CONFIG)
     return result, instance, resources, root
 
@@ -38,7 +38,7 @@ def metadata(result, asset: str) -> dict:
 
 
 def run_check(check, instance, resources) -> dg.AssetCheckEvaluation:
-    result = dg.materialize(ALL_ASSETS + ALL_CHECKS, instance=instance, resources=resources,
+    result = dg.materialize(PIPELINE_ASSETS + PIPELINE_CHECKS, instance=instance, resources=resources,
                             selection=dg.AssetSelection.checks(check),
                             raise_on_error=False)
     (evaluation,) = result.get_asset_check_evaluations()
@@ -108,3 +108,15 @@ def test_partition_balance_fails_on_a_skewed_partition(pipeline):
     finally:
         write_partition_dir(path, graph, original, dict(good.info))
     assert run_check(partition_balance, instance, resources).passed
+
+
+def test_partitioning_is_an_mlflow_run(pipeline):
+    result, _, resources, _ = pipeline
+    meta = metadata(result, "graph_partition")
+    run_id = str(meta["mlflow_run"]).rsplit("/", 1)[-1]
+    run = MlflowClient(resources["mlflow"].resolved_tracking_uri()).get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.params["method"] == "metis" and run.data.params["parts"] == "3"
+    assert run.data.metrics["edge_cut_fraction"] == pytest.approx(meta["edge_cut_fraction"])
+    assert run.data.metrics["peak_rss_bytes"] > 0
+    assert run.data.tags["dagster_run_id"] == result.run_id
