@@ -1,0 +1,124 @@
+// Bindings for GREM: one streaming bisection, chunk reading and the LDG seed.
+#include <nanobind/stl/string.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "bind/common.h"
+#include "partition/grem.h"
+
+namespace gnncore::bind {
+
+static EdgeFile edge_file(const std::string& path, int64_t offset, bool int64, int64_t rows) {
+  if (offset < 0) throw std::invalid_argument("offset must be non-negative");
+  if (rows < 0) throw std::invalid_argument("rows must be non-negative");
+  return EdgeFile{path, offset, int64, rows};
+}
+
+template <typename T>
+static nb::list list_of(const std::vector<T>& v) {
+  nb::list out;
+  for (const T& x : v) out.append(x);
+  return out;
+}
+
+void bind_grem(nb::module_& m) {
+  m.def(
+      "grem_read_edges",
+      [](const std::string& path, int64_t offset, bool int64, int64_t rows, int64_t begin,
+         int64_t count) {
+        const EdgeFile file = edge_file(path, offset, int64, rows);
+        std::vector<NodeId> pairs;
+        {
+          nb::gil_scoped_release release;
+          pairs = read_edge_rows(file, begin, count);
+        }
+        return to_numpy(std::move(pairs));
+      },
+      nb::arg("path"), nb::arg("offset"), nb::arg("int64"), nb::arg("rows"), nb::arg("begin"),
+      nb::arg("count"),
+      R"doc(Rows ``[begin, begin + count)`` of a binary edge file as flat int64
+``(u0, v0, u1, v1, ...)`` (fewer rows at the end of the file).
+
+The file holds ``rows`` rows of two int32 (or int64 when ``int64``) ids starting
+at byte ``offset``.)doc");
+
+  m.def(
+      "grem_bisect",
+      [](const std::string& path, int64_t offset, bool int64, int64_t rows, NodeId num_nodes,
+         InArray<NodeId> members, InArray<NodeId> seed_nodes, InArray<int64_t> seed_sides,
+         int64_t chunk_rows, int64_t capacity0, int64_t capacity1, int64_t weight0,
+         int64_t weight1, bool refine, int passes, const std::string& out0,
+         const std::string& out1) {
+        const EdgeFile file = edge_file(path, offset, int64, rows);
+        BisectConfig config;
+        config.num_nodes = num_nodes;
+        config.chunk_rows = chunk_rows;
+        config.capacity[0] = capacity0;
+        config.capacity[1] = capacity1;
+        config.weight[0] = weight0;
+        config.weight[1] = weight1;
+        config.refine = refine;
+        config.passes = passes;
+        config.out_path[0] = out0;
+        config.out_path[1] = out1;
+        BisectResult r;
+        {
+          nb::gil_scoped_release release;
+          r = grem_bisect(file, config, span_of(members), span_of(seed_nodes),
+                          span_of(seed_sides));
+        }
+        nb::dict out;
+        out["side"] = to_numpy(std::move(r.side));
+        out["sizes"] = nb::make_tuple(r.sizes[0], r.sizes[1]);
+        out["rows_written"] = nb::make_tuple(r.rows_written[0], r.rows_written[1]);
+        out["num_chunks"] = r.num_chunks;
+        out["first_chunk_nodes"] = r.first_chunk_nodes;
+        out["isolated"] = r.isolated;
+        out["reassigned"] = r.reassigned;
+        out["moves"] = list_of(r.moves);
+        return out;
+      },
+      nb::arg("path"), nb::arg("offset"), nb::arg("int64"), nb::arg("rows"),
+      nb::arg("num_nodes"), nb::arg("members"), nb::arg("seed_nodes"), nb::arg("seed_sides"),
+      nb::arg("chunk_rows"), nb::arg("capacity0"), nb::arg("capacity1"), nb::arg("weight0") = 1,
+      nb::arg("weight1") = 1, nb::arg("refine") = true, nb::arg("passes") = 0,
+      nb::arg("out0") = "", nb::arg("out1") = "",
+      R"doc(One GREM bisection (ALGORITHMS.md §1) streamed over a binary edge file.
+
+``members`` (int64, distinct ids in ``[0, num_nodes)``) are the sub-problem's
+nodes; every row of the file must join two members. ``seed_nodes`` /
+``seed_sides`` label exactly the nodes of the first ``chunk_rows`` rows. Side
+``s`` holds at most ``capacity<s>`` nodes; ``weight0 : weight1`` are the target
+shares used when no neighbour count decides. ``refine=False`` is streaming
+greedy (a node keeps its first label). ``passes`` restreaming refinement
+passes follow. Edges with both endpoints on side ``s`` are written, in stream
+order, to ``out<s>`` (raw rows of the input's id width) unless it is empty.
+
+Returns a dict: ``side`` (int8, aligned with ``members``), ``sizes``,
+``rows_written``, ``num_chunks``, ``first_chunk_nodes``, ``isolated``,
+``reassigned`` (label changes in the streaming pass) and ``moves`` (nodes
+moved by each refinement pass run). Releases the GIL.)doc");
+
+  m.def(
+      "ldg_bisect",
+      [](InArray<int64_t> indptr, InArray<int64_t> indices, int64_t capacity0,
+         int64_t capacity1, int64_t weight0, int64_t weight1) {
+        const int64_t cap[2] = {capacity0, capacity1};
+        const int64_t w[2] = {weight0, weight1};
+        std::vector<int64_t> side;
+        {
+          nb::gil_scoped_release release;
+          side = ldg_bisect(span_of(indptr), span_of(indices), cap, w);
+        }
+        return to_numpy(std::move(side));
+      },
+      nb::arg("indptr"), nb::arg("indices"), nb::arg("capacity0"), nb::arg("capacity1"),
+      nb::arg("weight0") = 1, nb::arg("weight1") = 1,
+      R"doc(Linear Deterministic Greedy bisection of a symmetric CSR (int64), nodes
+streamed in id order: ``v`` goes to ``argmax_s |N(v) ∩ side_s| · (1 − |side_s| /
+capacity_s)`` among sides with room (ties: the side less full relative to
+``weight``, then side 0). Returns int64 sides.)doc");
+}
+
+}  // namespace gnncore::bind

@@ -1,0 +1,69 @@
+// Binary edge files read and written in chunks: rows of two node ids (u, v),
+// int32 or int64, little-endian, C order, starting at a byte offset (the data
+// offset of a .npy file, or 0 for the raw files GREM writes between levels).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "types.h"
+
+namespace gnncore {
+
+// Where the rows of an edge file lie.
+struct EdgeFile {
+  std::string path;
+  int64_t offset = 0;  // byte offset of row 0
+  bool int64 = false;  // id width: int64 when true, else int32
+  int64_t rows = 0;    // number of (u, v) rows
+
+  int64_t row_bytes() const { return int64 ? 16 : 8; }
+};
+
+// Sequential chunked reader. Holds one chunk of rows (converted to int64) at a time.
+class EdgeChunkReader {
+ public:
+  // Opens `file` and checks that it holds at least offset + rows * row_bytes bytes.
+  explicit EdgeChunkReader(const EdgeFile& file);
+  ~EdgeChunkReader();
+  EdgeChunkReader(const EdgeChunkReader&) = delete;
+  EdgeChunkReader& operator=(const EdgeChunkReader&) = delete;
+
+  // Positions the reader at row `row` (0 <= row <= rows).
+  void seek(int64_t row);
+  // Reads up to `max_rows` rows into `pairs` (u0, v0, u1, v1, ...) and returns
+  // the number read; 0 at the end of the file.
+  int64_t next(int64_t max_rows, std::vector<NodeId>& pairs);
+
+ private:
+  EdgeFile file_;
+  std::FILE* fh_ = nullptr;
+  int64_t row_ = 0;
+  std::vector<char> raw_;
+};
+
+// Buffered writer of raw rows (no header) with a fixed id width.
+class EdgeFileWriter {
+ public:
+  EdgeFileWriter(const std::string& path, bool int64);
+  ~EdgeFileWriter();
+  EdgeFileWriter(const EdgeFileWriter&) = delete;
+  EdgeFileWriter& operator=(const EdgeFileWriter&) = delete;
+
+  void append(NodeId u, NodeId v);
+  // Flushes and closes; throws on any write error. Returns the rows written.
+  int64_t close();
+  int64_t rows() const { return rows_; }
+
+ private:
+  void flush();
+  std::string path_;
+  bool int64_;
+  std::FILE* fh_ = nullptr;
+  std::vector<char> buffer_;
+  size_t used_ = 0;
+  int64_t rows_ = 0;
+};
+
+}  // namespace gnncore

@@ -1,0 +1,57 @@
+// GREM — Greedy plus Refinement for Edge-cut Minimization (ALGORITHMS.md §1,
+// thesis §4.1 Alg. 4–5): one streaming bisection over a chunked edge file,
+// optional restreaming refinement passes, and the split of the edge file into
+// one file per side for the next recursion level. The recursion and the seed
+// of the first chunk are driven from Python (gnncore/partition/grem.py).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/edge_file.h"
+#include "types.h"
+
+namespace gnncore {
+
+struct BisectConfig {
+  NodeId num_nodes = 0;        // id space: the whole graph's node count
+  int64_t chunk_rows = 1;      // edges per chunk (fixed across recursion levels)
+  int64_t capacity[2] = {0, 0};  // P of each side: nodes it may hold at most
+  int64_t weight[2] = {1, 1};    // target shares (final parts q0 : q1 each side will hold)
+  bool refine = true;          // GREM (true) or streaming greedy with fixed labels (false)
+  int passes = 0;              // restreaming refinement passes after the GREM pass
+  std::string out_path[2];     // per-side edge files to write ("" = none)
+};
+
+struct BisectResult {
+  std::vector<int8_t> side;           // side of members[i]
+  int64_t sizes[2] = {0, 0};
+  int64_t rows_written[2] = {0, 0};
+  int64_t num_chunks = 0;
+  int64_t first_chunk_nodes = 0;
+  int64_t isolated = 0;               // members never seen in any chunk
+  int64_t reassigned = 0;             // label changes during the streaming pass
+  std::vector<int64_t> moves;         // nodes moved by each restreaming pass run
+};
+
+// Runs one bisection of the sub-problem whose nodes are `members` (distinct
+// ids in [0, num_nodes)) and whose edges, in stream order, are the rows of
+// `edges` (both endpoints must be members). The first chunk's nodes get the
+// labels `seed_sides[i]` for `seed_nodes[i]` (exactly the nodes of the first
+// chunk, each once). Throws std::invalid_argument / std::out_of_range on bad
+// input and std::runtime_error on I/O errors.
+BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
+                         Span<NodeId> members, Span<NodeId> seed_nodes,
+                         Span<int64_t> seed_sides);
+
+// Rows [begin, begin + count) of `edges` as (u0, v0, u1, v1, ...); fewer at the end.
+std::vector<NodeId> read_edge_rows(const EdgeFile& edges, int64_t begin, int64_t count);
+
+// Linear Deterministic Greedy (Stanton & Kliot 2012) bisection of a small graph
+// given as a symmetric CSR, nodes streamed in id order: v goes to
+// argmax_s |N(v) ∩ side_s| · (1 − |side_s| / capacity_s) among sides with room;
+// ties go to the side less full relative to `weight`, then side 0.
+std::vector<int64_t> ldg_bisect(Span<int64_t> indptr, Span<int64_t> indices,
+                                const int64_t capacity[2], const int64_t weight[2]);
+
+}  // namespace gnncore

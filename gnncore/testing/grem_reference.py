@@ -1,0 +1,186 @@
+"""A slow, literal pure-Python GREM bisection (ALGORITHMS.md §1) to check the C++ one.
+
+It follows the pseudo-code line by line, with ``cnt_nbrs`` as printed in the
+thesis (Alg. 5: scan every edge of the chunk for every node, reading the
+*current* labels), so it is O(nodes × chunk) per chunk: small inputs only.
+Given the same seed labels, chunk size and edge order it must return exactly
+what ``gnncore._C.grem_bisect`` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class ReferenceBisection:
+    """Result of :func:`grem_bisect_reference`."""
+
+    side: np.ndarray  # int8, aligned with members
+    sizes: tuple[int, int]
+    side_edges: tuple[np.ndarray, np.ndarray]  # int64 [k, 2] per side, in stream order
+    num_chunks: int
+    isolated: int
+    reassigned: int
+    moves: list[int]
+
+
+def grem_bisect_reference(
+    edges: np.ndarray,
+    members: Sequence[int],
+    chunk_rows: int,
+    seed_nodes: Sequence[int],
+    seed_sides: Sequence[int],
+    capacities: tuple[int, int],
+    weights: tuple[int, int] = (1, 1),
+    refine: bool = True,
+    passes: int = 0,
+) -> ReferenceBisection:
+    """One bisection: seed, GREM (or greedy) pass, isolated nodes, restreaming
+    passes, split of the edges.
+
+    Args:
+        edges: ``[E, 2]`` node pairs in stream order.
+        members: The sub-problem's nodes (isolated ones are placed in this order).
+        chunk_rows: Edges per chunk.
+        seed_nodes, seed_sides: Labels (0/1) of exactly the first chunk's nodes.
+        capacities: ``P`` of each side.
+        weights: Target shares ``w0 : w1`` (ties go to the side with the
+            smaller ``size / weight``, then side 0).
+        refine: GREM's averaging (``False``: a node keeps its first label).
+        passes: Restreaming refinement passes (stop early when one moves nothing).
+    """
+    pairs = [(int(u), int(v)) for u, v in np.asarray(edges).reshape(-1, 2)]
+    part = {int(m): -1 for m in members}
+    sizes = [0, 0]
+    est: dict[int, tuple[float, float]] = {}  # nbr_counts
+
+    def room(s: int, old: int) -> bool:  # a node already in s is not counted twice
+        return sizes[s] - (1 if old == s else 0) < capacities[s]
+
+    def less_full(old: int) -> int:  # argmin(sizes), relative to the target shares
+        j = 0 if sizes[0] * weights[1] <= sizes[1] * weights[0] else 1
+        if not room(j, old) and room(1 - j, old):
+            j = 1 - j
+        return j
+
+    def assign(k0: float, k1: float, old: int) -> int:
+        if k0 < k1 and room(1, old):
+            return 1
+        if k1 < k0 and room(0, old):
+            return 0
+        return less_full(old)
+
+    def fix_sizes(new: int, old: int) -> None:
+        sizes[new] += 1
+        if old != -1:
+            sizes[old] -= 1
+
+    def cnt_nbrs(n: int, chunk: list[tuple[int, int]]) -> list[int]:
+        counts = [0, 0]
+        for src, dst in chunk:
+            if src == n or dst == n:
+                nbr = src if dst == n else dst
+                if part[nbr] != -1:
+                    counts[part[nbr]] += 1
+        return counts
+
+    chunks = [pairs[i:i + chunk_rows] for i in range(0, len(pairs), chunk_rows)]
+    reassigned = 0
+    for i, chunk in enumerate(chunks):
+        c_nodes: list[int] = []
+        for pair in chunk:
+            for x in pair:
+                if x not in c_nodes:
+                    c_nodes.append(x)
+        if i == 0:
+            seeds = {int(n): int(s) for n, s in zip(seed_nodes, seed_sides)}
+            if sorted(seeds) != sorted(c_nodes):
+                raise ValueError("the seed must label exactly the first chunk's nodes")
+            for n in c_nodes:
+                part[n] = seeds[n]
+                sizes[seeds[n]] += 1
+            for n in c_nodes:
+                k0, k1 = cnt_nbrs(n, chunk)
+                est[n] = (k0, k1)
+            continue
+        for n in c_nodes:
+            old = part[n]
+            if old != -1 and not refine:
+                continue
+            k0, k1 = cnt_nbrs(n, chunk)
+            if old != -1:
+                k0 = (est[n][0] + k0) / 2
+                k1 = (est[n][1] + k1) / 2
+            new = assign(k0, k1, old)
+            if old != -1 and new != old:
+                reassigned += 1
+            part[n] = new
+            fix_sizes(new, old)
+            est[n] = (k0, k1)
+
+    isolated = 0
+    for m in members:
+        if part[int(m)] == -1:
+            s = less_full(-1)
+            part[int(m)] = s
+            fix_sizes(s, -1)
+            isolated += 1
+
+    moves: list[int] = []
+    for _ in range(passes):
+        count = {int(m): [0, 0] for m in members}
+        for u, v in pairs:
+            count[u][part[v]] += 1
+            count[v][part[u]] += 1
+        cand: list[list[tuple[int, int]]] = [[], []]
+        for m in members:
+            s = part[int(m)]
+            gain = count[int(m)][1 - s] - count[int(m)][s]
+            if gain > 0:
+                cand[s].append((gain, int(m)))
+        for c in cand:
+            c.sort(key=lambda t: (-t[0], t[1]))
+        nxt = [0, 0]
+        moved = 0
+        while True:
+            has = [nxt[0] < len(cand[0]), nxt[1] < len(cand[1])]
+            if not any(has):
+                break
+            if all(has):
+                g0, g1 = cand[0][nxt[0]][0], cand[1][nxt[1]][0]
+                if g0 != g1:
+                    s = 0 if g0 > g1 else 1
+                else:  # equal gains: leave the fuller side
+                    s = 1 if sizes[1] * weights[0] > sizes[0] * weights[1] else 0
+            else:
+                s = 0 if has[0] else 1
+            if not room(1 - s, s):  # receiving side full: try the other direction
+                s = 1 - s
+                if not has[s] or not room(1 - s, s):
+                    break
+            node = cand[s][nxt[s]][1]
+            nxt[s] += 1
+            part[node] = 1 - s
+            fix_sizes(1 - s, s)
+            moved += 1
+        moves.append(moved)
+        if moved == 0:
+            break
+
+    side_edges = tuple(
+        np.asarray([(u, v) for u, v in pairs if part[u] == part[v] == s],
+                   dtype=np.int64).reshape(-1, 2)
+        for s in (0, 1))
+    return ReferenceBisection(
+        side=np.asarray([part[int(m)] for m in members], dtype=np.int8),
+        sizes=(sizes[0], sizes[1]),
+        side_edges=side_edges,  # type: ignore[arg-type]
+        num_chunks=len(chunks),
+        isolated=isolated,
+        reassigned=reassigned,
+        moves=moves,
+    )

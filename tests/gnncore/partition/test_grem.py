@@ -1,0 +1,430 @@
+"""GREM (ALGORITHMS.md §1): hand-worked bisections, the C++/reference match,
+recursion, temporary files and argument checks."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import planted_graph
+from gnncore.partition import PartitionOptions, partition_metrics
+from gnncore.partition import grem as grem_module
+from gnncore.partition.grem import (
+    EdgeFile,
+    GreedyPartitioner,
+    GremPartitioner,
+    chunk_rows,
+    greedy_partitioner,
+    grem_bisect,
+    grem_partition_file,
+    seed_sides,
+    side_capacity,
+)
+from gnncore.store import GraphDir, create_graph_dir
+from gnncore.testing.grem_reference import grem_bisect_reference
+
+
+def edge_file(tmp_path: Path, pairs: list[tuple[int, int]] | np.ndarray,
+              dtype: str = "int32", name: str = "edges.npy") -> EdgeFile:
+    """Write ``pairs`` in exactly this stream order as an ``.npy`` edge file."""
+    path = tmp_path / name
+    np.save(path, np.asarray(pairs, dtype=dtype).reshape(-1, 2))
+    return EdgeFile.from_npy(path)
+
+
+def bisect(tmp_path: Path, pairs, members, chunk: int, seeds: dict[int, int],
+           capacities: tuple[int, int], weights=(1, 1), refine=True, passes=0,
+           split=False) -> tuple[dict[int, int], dict]:
+    """Run the C++ bisection and the Python reference; check they agree."""
+    edges = edge_file(tmp_path, pairs)
+    members = np.asarray(members, dtype=np.int64)
+    nodes = np.asarray(list(seeds), dtype=np.int64)
+    labels = np.asarray(list(seeds.values()), dtype=np.int64)
+    outs = (str(tmp_path / "s0.bin"), str(tmp_path / "s1.bin")) if split else ("", "")
+    result = grem_bisect(edges, int(members.max()) + 1, members, chunk_edges=chunk,
+                         seed_nodes=nodes, seed_labels=labels, capacities=capacities,
+                         weights=weights, refine=refine, passes=passes, out_paths=outs)
+    ref = grem_bisect_reference(np.asarray(pairs), members.tolist(), chunk, nodes, labels,
+                                capacities, weights, refine, passes)
+    np.testing.assert_array_equal(result["side"], ref.side)
+    assert tuple(result["sizes"]) == ref.sizes
+    assert list(result["moves"]) == ref.moves
+    assert result["reassigned"] == ref.reassigned and result["isolated"] == ref.isolated
+    return dict(zip(members.tolist(), np.asarray(result["side"]).tolist())), result
+
+
+# The stream format --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_edge_file_is_read_in_chunks_at_the_npy_offset(tmp_path, dtype):
+    pairs = np.arange(20).reshape(10, 2)
+    edges = edge_file(tmp_path, pairs, dtype)
+    assert edges.rows == 10 and edges.dtype == dtype and edges.offset >= 64
+    np.testing.assert_array_equal(edges.read(0, 3), pairs[:3])
+    np.testing.assert_array_equal(edges.read(8, 5), pairs[8:])
+    assert edges.read(10, 4).shape == (0, 2)
+
+
+def test_chunk_is_a_fixed_number_of_edges_of_the_whole_graph():
+    assert chunk_rows(0.1, 210946) == 21095
+    assert chunk_rows(0.01, 210946) == 2110
+    assert chunk_rows(0.07, 100) == 7  # no float round-off to 8
+    assert chunk_rows(0.001, 10) == 1
+
+
+def test_capacity_comes_from_the_global_target():
+    n = 14541
+    assert side_capacity(n, 1, 2, 0.03) == math.ceil(n / 2 * 1.03)
+    assert side_capacity(n, 2, 5, 0.03) == math.ceil(n * 2 / 5 * 1.03)
+    assert side_capacity(100, 1, 4, 0.0) == 25
+
+
+# Hand-worked bisections -------------------------------------------------------
+
+# A seed labels the first chunk; est (nbr_counts) holds the chunk's counts.
+SEED_CHUNK = [(0, 1), (0, 2), (3, 4)]
+SEED = {0: 0, 1: 0, 2: 0, 3: 1, 4: 1}
+
+
+def test_first_chunk_keeps_the_seed_labels(tmp_path):
+    side, result = bisect(tmp_path, SEED_CHUNK, range(5), 3, SEED, (3, 3))
+    assert side == SEED and result["first_chunk_nodes"] == 5 and result["num_chunks"] == 1
+
+
+def test_metis_seed_splits_the_first_chunk_along_its_sparse_cut():
+    # Two triangles joined by one edge, then rows that are not in the first chunk.
+    first = np.array([(0, 1), (1, 2), (0, 2), (2, 3), (3, 4), (4, 5), (3, 5)])
+    nodes, labels = seed_sides(first, "metis", (1, 1), (3, 3), 0, 0.03, (0, 2))
+    assert nodes.tolist() == [0, 1, 2, 3, 4, 5]  # first-appearance order
+    assert len(set(labels[:3])) == 1 and len(set(labels[3:])) == 1 and labels[0] != labels[3]
+    for method in ("random", "ldg"):
+        nodes, labels = seed_sides(first, method, (1, 1), (3, 3), 0, 0.03, (0, 2))
+        assert sorted(np.bincount(labels, minlength=2).tolist()) == [3, 3]
+
+
+def test_ldg_seed_by_hand():
+    from gnncore import _C
+
+    # Path 0-1-2-3, capacities 2: 0 ties -> side 0; 1 joins 0; side 0 is full, so
+    # 2 goes to 1; 3 follows 2.
+    indptr = np.array([0, 1, 3, 5, 6])
+    indices = np.array([1, 0, 2, 1, 3, 2])
+    assert _C.ldg_bisect(indptr, indices, 2, 2).tolist() == [0, 0, 1, 1]
+
+
+# Chunk 1 = (0, 3), (5, 6), (6, 7); chunk 2 = (0, 4).
+AVERAGING = SEED_CHUNK + [(0, 3), (5, 6), (6, 7), (0, 4)]
+
+
+def test_refinement_averages_the_running_estimate(tmp_path):
+    # Chunk 1: node 0 alone would see (0, 1) and switch to side 1; averaged with
+    # its seed estimate (2, 0) it sees (1, 0.5) and stays on side 0.
+    side, _ = bisect(tmp_path, AVERAGING[:6], range(8), 3, SEED, (6, 6))
+    assert side[0] == 0
+    # Chunk 2 shows one more side-1 neighbour: ((1 + 0) / 2, (0.5 + 1) / 2) =
+    # (0.5, 0.75), so node 0 moves to side 1.
+    side, result = bisect(tmp_path, AVERAGING, range(8), 3, SEED, (6, 6))
+    assert side[0] == 1 and result["reassigned"] == 1
+    # Chunk 1 also placed the new nodes: 5 (tie -> argmin(3, 2) = 1), 6 and 7 follow.
+    assert side[5] == side[6] == side[7] == 1 and tuple(result["sizes"]) == (2, 6)
+
+
+def test_refinement_respects_a_full_side(tmp_path):
+    # With P = 5, side 1 is full after chunk 1 (sizes (3, 5)): node 0 cannot
+    # join it and argmin(sizes) keeps it on side 0.
+    side, _ = bisect(tmp_path, AVERAGING, range(8), 3, SEED, (5, 5))
+    assert side[0] == 0
+
+
+def test_greedy_keeps_first_labels_where_grem_refines(tmp_path):
+    grem, _ = bisect(tmp_path, AVERAGING, range(8), 3, SEED, (6, 6))
+    greedy, result = bisect(tmp_path, AVERAGING, range(8), 3, SEED, (6, 6), refine=False)
+    assert grem[0] == 1 and greedy[0] == 0
+    assert result["reassigned"] == 0
+    assert {n: greedy[n] for n in SEED} == SEED
+
+
+def test_capacity_does_not_count_a_node_twice(tmp_path):
+    # Side 0 holds 3 = P nodes. Node 0 (on side 0) sees only side-0 neighbours:
+    # it must stay, since it is not counted twice against P. Counting it twice
+    # would find side 0 full and send it to argmin(3, 2) = side 1.
+    pairs = [(0, 1), (1, 2), (3, 4), (0, 2), (3, 5)]
+    seeds = {0: 0, 1: 0, 2: 0, 3: 1, 4: 1}
+    side, result = bisect(tmp_path, pairs, range(6), 3, seeds, (3, 3))
+    assert side[0] == 0 and side[2] == 0
+    assert result["reassigned"] == 0
+    # Node 5 (new, neighbour on side 1) joins side 1: sizes (3, 3).
+    assert side[5] == 1 and tuple(result["sizes"]) == (3, 3)
+
+
+def test_a_full_side_sends_new_nodes_to_the_other_side(tmp_path):
+    # Side 1 is full (2 = P): node 5, whose only neighbour is on side 1, must go to 0.
+    pairs = [(0, 1), (3, 4), (3, 5)]
+    seeds = {0: 0, 1: 0, 3: 1, 4: 1}
+    side, result = bisect(tmp_path, pairs, [0, 1, 3, 4, 5], 2, seeds, (4, 2))
+    assert side[5] == 0 and tuple(result["sizes"]) == (3, 2)
+
+
+def test_updates_within_a_chunk_are_visible_to_later_nodes(tmp_path):
+    # Chunk 1 = (5, 6), (5, 1), visited 5, 6, 1: 5 sees 1 (side 0) and joins 0;
+    # 6 then sees 5 already on side 0. Had 5's label not been visible, 6 would
+    # see nothing and go to argmin(3, 2) = side 1.
+    pairs = [(0, 1), (2, 3), (5, 6), (5, 1)]
+    seeds = {0: 0, 1: 0, 2: 1, 3: 1}
+    side, _ = bisect(tmp_path, pairs, [0, 1, 2, 3, 5, 6], 2, seeds, (5, 5))
+    assert side[5] == 0 and side[6] == 0
+
+
+def test_isolated_nodes_go_to_the_smaller_side(tmp_path):
+    # Sizes after streaming (3, 2); isolated 8 -> side 1, then 9 -> side 0 (tie).
+    members = [0, 1, 2, 3, 4, 8, 9]
+    side, result = bisect(tmp_path, SEED_CHUNK, members, 3, SEED, (4, 4))
+    assert side[8] == 1 and side[9] == 0 and result["isolated"] == 2
+    assert tuple(result["sizes"]) == (4, 3)
+
+
+def test_one_restreaming_pass_moves_a_misplaced_node(tmp_path):
+    # Node 0 is seeded on side 1 but both its neighbours are on side 0 (gain 2);
+    # nodes 1 and 2 have one neighbour on each side (gain 0). One pass moves 0;
+    # the next moves nothing and stops the passes early.
+    pairs = [(0, 1), (0, 2), (1, 2), (3, 4)]
+    seeds = {0: 1, 1: 0, 2: 0, 3: 1, 4: 1}
+    side, result = bisect(tmp_path, pairs, range(5), 4, seeds, (3, 3), passes=3)
+    assert side == {0: 0, 1: 0, 2: 0, 3: 1, 4: 1}
+    assert list(result["moves"]) == [1, 0]
+    side, result = bisect(tmp_path, pairs, range(5), 4, seeds, (3, 3), passes=0)
+    assert side[0] == 1 and list(result["moves"]) == []
+
+
+def test_restreaming_moves_by_gain_and_respects_capacity(tmp_path):
+    # Gains are those at the start of a pass: 0 (+2, side 1 -> 0) moves first;
+    # 1 and 2 (+1 each, 0 -> 1) then follow while side 1 has room: 1 moves, 2
+    # is blocked (side 1 full, nothing left on side 1). The second pass moves 1
+    # back; the third moves nothing.
+    pairs = [(0, 1), (0, 2), (3, 4)]
+    seeds = {0: 1, 1: 0, 2: 0, 3: 1, 4: 1}
+    side, result = bisect(tmp_path, pairs, range(5), 3, seeds, (3, 3), passes=5)
+    assert list(result["moves"]) == [2, 1, 0]
+    assert side == {0: 0, 1: 0, 2: 0, 3: 1, 4: 1}
+
+
+def test_split_writes_each_sides_edges_in_stream_order(tmp_path):
+    pairs = [(0, 1), (0, 2), (3, 4), (2, 3), (1, 2), (4, 5)]
+    seeds = {0: 0, 1: 0, 2: 0, 3: 1, 4: 1}
+    side, result = bisect(tmp_path, pairs, range(6), 3, seeds, (3, 3), split=True)
+    for s in (0, 1):
+        rows = np.fromfile(tmp_path / f"s{s}.bin", dtype=np.int32).reshape(-1, 2)
+        expected = [p for p in pairs if side[p[0]] == side[p[1]] == s]
+        assert rows.tolist() == [list(p) for p in expected]
+        assert result["rows_written"][s] == len(expected)
+
+
+# The C++ kernel against the literal reference --------------------------------------
+
+
+def random_stream(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
+    u = rng.integers(0, n, 3 * m)
+    v = rng.integers(0, n, 3 * m)
+    keep = u != v
+    key = np.unique(np.minimum(u, v)[keep] * n + np.maximum(u, v)[keep])[:m]
+    pairs = np.stack([key // n, key % n], axis=1)
+    return pairs[rng.permutation(len(pairs))]
+
+
+@pytest.mark.parametrize("trial", range(8))
+def test_kernel_matches_the_reference_on_random_graphs(tmp_path, trial):
+    rng = np.random.default_rng(trial)
+    n = int(rng.integers(30, 120))
+    pairs = random_stream(rng, n, int(rng.integers(n, 4 * n)))
+    members = np.arange(n + 3)  # three isolated nodes
+    chunk = int(rng.integers(5, 40))
+    first = np.unique(pairs[:chunk].reshape(-1), return_index=True)
+    nodes = first[0][np.argsort(first[1])]
+    seeds = dict(zip(nodes.tolist(), rng.integers(0, 2, len(nodes)).tolist()))
+    weights = [(1, 1), (1, 2), (2, 3)][trial % 3]
+    total = len(members)
+    caps = tuple(math.ceil(total * w / sum(weights) * 1.03) for w in weights)
+    for refine, passes in ((True, 0), (True, 3), (False, 0)):
+        d = tmp_path / f"{refine}-{passes}"
+        d.mkdir()
+        _, result = bisect(d, pairs, members, chunk, seeds, caps, weights, refine, passes,
+                           split=True)
+        assert all(result["sizes"][s] <= caps[s] for s in (0, 1))
+        ref = grem_bisect_reference(pairs, members.tolist(), chunk, list(seeds),
+                                    list(seeds.values()), caps, weights, refine, passes)
+        for s in (0, 1):
+            rows = np.fromfile(d / f"s{s}.bin", dtype=np.int32).reshape(-1, 2)
+            np.testing.assert_array_equal(rows, ref.side_edges[s])
+
+
+# Recursion, the partitioner and its files ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory) -> GraphDir:
+    return GraphDir.open(planted_graph(tmp_path_factory.mktemp("grem") / "g", num_nodes=600,
+                                       degree=10))
+
+
+@pytest.mark.parametrize("parts", [2, 3, 4, 5, 7])
+def test_recursion_keeps_every_part_within_capacity(graph, parts, tmp_path):
+    partitioner = GremPartitioner(chunk=0.1, tmp_dir=tmp_path)
+    labels = partitioner.assign(graph, PartitionOptions(parts=parts, seed=1))
+    assert labels.dtype == np.int64 and labels.shape == (graph.num_nodes,)
+    sizes = np.bincount(labels, minlength=parts)
+    assert len(sizes) == parts and sizes.min() > 0
+    assert sizes.max() <= math.ceil(1.03 * graph.num_nodes / parts)
+    assert len(partitioner.last_stats) == parts - 1
+    chunk = chunk_rows(0.1, graph.manifest.num_undirected_edges)
+    for record in partitioner.last_stats:  # the chunk stays fixed at every level
+        assert record.chunks == math.ceil(record.edges / chunk)
+        assert all(s <= c for s, c in zip(record.sizes, record.capacities))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_grem_finds_communities_and_beats_greedy(graph):
+    options = PartitionOptions(parts=4, seed=0)
+    cut = {}
+    for name, partitioner in (("grem", GremPartitioner(chunk=0.05)),
+                              ("grem0", GremPartitioner(chunk=0.05, passes=0)),
+                              ("greedy", GreedyPartitioner(chunk=0.05))):
+        cut[name] = partition_metrics(graph, partitioner.assign(graph, options), 4)
+        cut[name] = cut[name].edge_cut_fraction
+    assert cut["grem"] < 0.25
+    assert cut["grem"] <= cut["grem0"] < cut["greedy"]
+
+
+@pytest.mark.parametrize("method", ["random", "ldg"])
+def test_other_seeds_run_and_are_deterministic(graph, method):
+    partitioner = GremPartitioner(chunk=0.1, seed_method=method)
+    a = partitioner.assign(graph, PartitionOptions(parts=4, seed=3))
+    b = partitioner.assign(graph, PartitionOptions(parts=4, seed=3))
+    np.testing.assert_array_equal(a, b)
+    assert np.bincount(a).max() <= math.ceil(1.03 * 600 / 4)
+
+
+def test_isolated_nodes_of_a_graph_are_placed(tmp_path):
+    # 40 nodes, edges only among the first 20.
+    rng = np.random.default_rng(0)
+    pairs = random_stream(rng, 20, 60)
+    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    with create_graph_dir(tmp_path / "g", name="iso") as w:
+        w.write_topology(40, pairs[:, 0], pairs[:, 1], directed=False)
+    graph = GraphDir.open(tmp_path / "g")
+    labels = GremPartitioner(chunk=0.2).assign(graph, PartitionOptions(parts=4))
+    assert np.bincount(labels, minlength=4).max() <= math.ceil(1.03 * 40 / 4)
+
+
+@pytest.mark.parametrize("parts", [3, 5, 6, 8])
+def test_tiny_graphs_get_no_empty_part(tmp_path, parts):
+    edges = edge_file(tmp_path, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (6, 7)])
+    for method in ("metis", "random", "ldg"):
+        labels = grem_partition_file(edges, 8, parts, chunk_edges=2, seed_method=method)
+        sizes = np.bincount(labels, minlength=parts)
+        assert sizes.min() >= 1 and sizes.max() <= math.ceil(1.03 * 8 / parts)
+
+
+def test_an_edgeless_stream_spreads_the_nodes(tmp_path):
+    edges = edge_file(tmp_path, np.zeros((0, 2)))
+    labels = grem_partition_file(edges, 10, 3, chunk_edges=5)
+    assert sorted(np.bincount(labels).tolist()) == [3, 3, 4]
+
+
+def test_one_part_and_whole_graph_chunk(graph):
+    assert not GremPartitioner().assign(graph, PartitionOptions(parts=1)).any()
+    labels = GremPartitioner(chunk=1.0).assign(graph, PartitionOptions(parts=2))
+    assert np.bincount(labels).max() <= 309
+
+
+def test_temporary_side_files_exist_during_the_run_and_go_afterwards(graph, tmp_path,
+                                                                   monkeypatch):
+    seen = []
+    real = grem_module.seed_sides
+
+    def spy(*args, **kwargs):
+        seen.append(sorted(p.name for p in tmp_path.glob("grem-*/*")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(grem_module, "seed_sides", spy)
+    GremPartitioner(tmp_dir=tmp_path).assign(graph, PartitionOptions(parts=4))
+    assert seen[0] == [] and seen[1] == ["b0-s0.bin", "b0-s1.bin"]
+    assert seen[2] == ["b0-s1.bin"]  # a level's file is removed once it is split
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_temporary_files_are_removed_on_error(graph, tmp_path, monkeypatch):
+    calls = []
+    real = grem_module.seed_sides
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(grem_module, "seed_sides", failing)
+    with pytest.raises(RuntimeError, match="boom"):
+        GremPartitioner(tmp_dir=tmp_path).assign(graph, PartitionOptions(parts=4))
+    assert list(tmp_path.iterdir()) == []
+
+
+# Argument checks ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"chunk": 0}, "chunk"), ({"chunk": 1.5}, "chunk"), ({"chunk": "0.1"}, "chunk"),
+    ({"passes": -1}, "passes"), ({"passes": 1.5}, "passes"),
+    ({"seed_method": "kmeans"}, "seed_method"), ({"refine": "yes"}, "refine"),
+])
+def test_bad_constructor_arguments_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        GremPartitioner(**kwargs)
+
+
+def test_bad_run_arguments_raise(graph, tmp_path):
+    with pytest.raises(ValueError, match="cannot split"):
+        GremPartitioner().assign(graph, PartitionOptions(parts=601))
+    with pytest.raises(ValueError, match="imbalance"):
+        GremPartitioner().assign(graph, PartitionOptions(parts=2, imbalance=1.5))
+    edges = edge_file(tmp_path, [(0, 1)])
+    with pytest.raises(ValueError, match="chunk_edges"):
+        grem_partition_file(edges, 2, 2, chunk_edges=0)
+
+
+def test_bad_edge_files_raise(tmp_path):
+    seeds = dict(nodes=np.array([0, 1]), labels=np.array([0, 1]))
+
+    def run(pairs, members=range(3), **kw):
+        edges = edge_file(tmp_path, pairs)
+        args = dict(chunk_edges=1, seed_nodes=seeds["nodes"], seed_labels=seeds["labels"],
+                    capacities=(2, 2))
+        args.update(kw)
+        return grem_bisect(edges, 3, np.asarray(list(members)), **args)
+
+    with pytest.raises(ValueError, match="outside the sub-problem"):
+        run([(0, 1), (1, 2)], members=[0, 1])
+    with pytest.raises(ValueError, match="self-loop"):
+        run([(0, 1), (2, 2)])
+    with pytest.raises(IndexError, match="outside"):
+        run([(0, 1), (1, 7)])
+    with pytest.raises(ValueError, match="first chunk"):
+        run([(0, 1)], seed_nodes=np.array([0, 2]))
+    with pytest.raises(ValueError, match="exceed"):
+        run([(0, 1)], capacities=(1, 1))
+    np.save(tmp_path / "f.npy", np.zeros((3, 2), dtype=np.float32))
+    with pytest.raises(ValueError, match="int32 or int64"):
+        EdgeFile.from_npy(tmp_path / "f.npy")
+    short = EdgeFile(str(tmp_path / "edges.npy"), 128, "int32", 1000)
+    with pytest.raises(RuntimeError, match="fewer than"):
+        short.read(0, 1)
+
+
+def test_greedy_factory_and_names():
+    greedy = greedy_partitioner(0.01)
+    assert isinstance(greedy, GreedyPartitioner) and greedy.name == "greedy"
+    assert greedy.chunk == 0.01 and greedy.passes == 0 and greedy.refine is False
+    assert GremPartitioner.name == "grem"
