@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     part.add_argument("--methods", type=lambda t: [m for m in t.split(",") if m],
                       default=["metis", "grem"])
     part.add_argument("--out", type=Path, required=True, metavar="DIR")
+    part.add_argument("--shuffles", type=int, default=1,
+                      help="run grem/greedy on this many orders of the edge stream")
     add_method_arguments(part)
 
 
@@ -37,7 +39,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         result = bench_partition(args.graph_dir, args.out, args.methods, args.parts,
                                  seed=args.seed, imbalance=args.imbalance,
-                                 settings=settings_from(args))
+                                 settings=settings_from(args), shuffles=args.shuffles)
     except ValueError as exc:
         raise InputError(str(exc), args.graph_dir) from exc
     print(result.pop("markdown"))

@@ -17,6 +17,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gnncore.errors import GnnCoreError
 from gnncore.partition.run import METHODS, MethodSettings
 from gnncore.partition.store import PartitionDir
@@ -43,12 +45,12 @@ def run_in_subprocess(graph_dir: Path, out_dir: Path, method: str, parts: int, s
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     """method | p | settings | cut | balance | seconds | peak RSS."""
-    lines = ["| method | p | settings | edge cut % | max part / (N/p) | seconds | peak RSS MiB |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| method | p | settings | shuffle | edge cut % | max part / (N/p) | seconds | "
+             "peak RSS MiB |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         settings = ", ".join(f"{k}={r[k]}" for k in ("chunk", "passes", "seed_method", "hops")
                              if k in r) or "-"
-        lines.append(f"| {r['method']} | {r['parts']} | {settings} | "
+        lines.append(f"| {r['method']} | {r['parts']} | {settings} | {r.get('shuffle', '-')} | "
                      f"{100 * r['edge_cut_fraction']:.2f} | {r['max_part_ratio']:.4f} | "
                      f"{r['seconds']:.2f} | {r['peak_rss_bytes'] / 2**20:,.0f} |")
     return "\n".join(lines) + "\n"
@@ -65,10 +67,11 @@ def report_row(partition: PartitionDir) -> dict[str, Any]:
 
 
 def comparison_chart(rows: Sequence[dict[str, Any]]) -> bytes:
-    """Cut, seconds and peak RSS against the part count, one line per method setting."""
+    """Cut, seconds and peak RSS against the part count, one line per method setting
+    (the median over shuffles where a method ran on several)."""
     from gnncore.plots import panels_png
 
-    panels: dict[str, dict[str, tuple[list[float], list[float]]]] = {
+    values: dict[str, dict[str, dict[int, list[float]]]] = {
         "edge cut %": {}, "seconds": {}, "peak RSS MiB": {}}
     for row in rows:
         label = row["method"] + "".join(f" {k}={row[k]}" for k in ("chunk", "passes", "hops")
@@ -76,34 +79,64 @@ def comparison_chart(rows: Sequence[dict[str, Any]]) -> bytes:
         for panel, value in (("edge cut %", 100 * row["edge_cut_fraction"]),
                              ("seconds", row["seconds"]),
                              ("peak RSS MiB", row["peak_rss_bytes"] / 2**20)):
-            xs, ys = panels[panel].setdefault(label, ([], []))
-            xs.append(row["parts"])
-            ys.append(value)
+            values[panel].setdefault(label, {}).setdefault(row["parts"], []).append(value)
+    panels = {panel: {label: (sorted(by_p), [float(np.median(by_p[p])) for p in sorted(by_p)])
+                      for label, by_p in series.items()}
+              for panel, series in values.items()}
     return panels_png(panels, "parts", log_y=("seconds",))
+
+
+STREAM_ORDER_METHODS = ("grem", "greedy")
+
+
+def shuffled_copies(graph_dir: Path, out_dir: Path, shuffles: int) -> list[tuple[int, Path]]:
+    """``(shuffle seed, graph dir)`` for ``shuffles`` orders of the partition stream:
+    the graph's own, then reshuffled copies (hard links but for the stream)."""
+    from gnncore.store import GraphDir
+    from gnncore.store.reshuffle import reshuffle_edges
+
+    own = int(GraphDir.open(graph_dir).manifest.stats.get("shuffle_seed", 0))
+    copies = [(own, graph_dir)]
+    for k in range(1, shuffles):
+        target = out_dir / "shuffles" / f"seed-{own + k}"
+        if not target.exists():
+            reshuffle_edges(graph_dir, target, own + k)
+        copies.append((own + k, target))
+    return copies
 
 
 def bench_partition(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                     methods: Sequence[str], parts: Sequence[int], seed: int = 0,
                     imbalance: float = 0.03, settings: MethodSettings | None = None,
-                    progress: bool = True) -> dict[str, Any]:
-    """Run every method at every part count; write ``bench.json``/``.md``/``.png``."""
+                    progress: bool = True, shuffles: int = 1) -> dict[str, Any]:
+    """Run every method at every part count; write ``bench.json``/``.md``/``.png``.
+
+    With ``shuffles > 1``, methods that depend on the edge-stream order
+    (:data:`STREAM_ORDER_METHODS`) run on that many orders of the stream; rows
+    carry ``shuffle`` (the stream's seed).
+    """
     settings = settings or MethodSettings()
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
     graph_dir, out_dir = Path(graph_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    streams = shuffled_copies(graph_dir, out_dir, max(shuffles, 1))
     rows = []
     for method in methods:
+        orders = streams if method in STREAM_ORDER_METHODS else streams[:1]
         for p in parts:
-            if progress:
-                print(f"[bench partition] {method} p={p} ...", file=sys.stderr, flush=True)
-            row = run_in_subprocess(graph_dir, out_dir / "partitions" / f"{method}-p{p}",
-                                    method, p, seed, imbalance, settings)
-            rows.append(row)
+            for shuffle, graph in orders:
+                if progress:
+                    print(f"[bench partition] {method} p={p} shuffle={shuffle} ...",
+                          file=sys.stderr, flush=True)
+                row = run_in_subprocess(graph, out_dir / "partitions" /
+                                        f"{method}-p{p}-s{shuffle}", method, p, seed,
+                                        imbalance, settings)
+                rows.append({**row, "shuffle": shuffle})
     result = {"graph_dir": str(graph_dir), "methods": list(methods), "parts": list(parts),
               "seed": seed, "imbalance": imbalance, "settings": asdict(settings),
-              "rows": rows}
+              "shuffles": [s for s, _ in streams], "rows": rows}
     (out_dir / "bench.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     table = markdown_table(rows)
     (out_dir / "bench.md").write_text(f"# Partitioning benchmark: {graph_dir}\n\n{table}")

@@ -1,0 +1,31 @@
+"""Reshuffling the partition stream of a graph directory."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from gnncore.io import ingest
+from gnncore.store import GraphDir
+from gnncore.store.reshuffle import reshuffle_edges
+
+
+def test_reshuffle_matches_ingesting_with_that_seed(tmp_path):
+    edges = tmp_path / "edges.txt"
+    rng = np.random.default_rng(0)
+    pairs = rng.integers(0, 60, size=(300, 2))
+    edges.write_text("".join(f"{u} {v}\n" for u, v in pairs))
+    ingest(edges, tmp_path / "s0", seed=0)
+    ingest(edges, tmp_path / "s7", seed=7)
+    copy = reshuffle_edges(tmp_path / "s0", tmp_path / "r7", seed=7)
+    copy.validate(checksums=True)
+    want = np.asarray(GraphDir.open(tmp_path / "s7").array("edges_shuffled"))
+    got = np.asarray(copy.array("edges_shuffled"))
+    assert np.array_equal(got, want)
+    assert not np.array_equal(got, np.asarray(GraphDir.open(tmp_path / "s0")
+                                              .array("edges_shuffled")))
+    assert copy.manifest.stats["shuffle_seed"] == 7
+    # Everything but the stream is shared, not copied.
+    assert os.stat(tmp_path / "r7" / "indices.npy").st_ino == \
+        os.stat(tmp_path / "s0" / "indices.npy").st_ino
