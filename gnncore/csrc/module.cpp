@@ -7,6 +7,10 @@ namespace gnncore::bind {
 void bind_graph(nb::module_& m);
 void bind_sampler(nb::module_& m);
 void bind_synth(nb::module_& m);
+void bind_grem(nb::module_& m);
+void bind_vertex_stream(nb::module_& m);
+void bind_bytegnn(nb::module_& m);
+void bind_postprocess(nb::module_& m);
 }  // namespace gnncore::bind
 
 NB_MODULE(_C, m) {
@@ -14,4 +18,8 @@ NB_MODULE(_C, m) {
   gnncore::bind::bind_graph(m);
   gnncore::bind::bind_sampler(m);
   gnncore::bind::bind_synth(m);
+  gnncore::bind::bind_vertex_stream(m);
+  gnncore::bind::bind_bytegnn(m);
+  gnncore::bind::bind_postprocess(m);
+  gnncore::bind::bind_grem(m);
 }
