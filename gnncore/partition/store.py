@@ -17,7 +17,7 @@ import numpy as np
 
 from gnncore.errors import InputError
 from gnncore.store import GraphDir, atomic_directory
-from gnncore.store.manifest import MANIFEST_FILE, sha256_of
+from gnncore.store.manifest import MANIFEST_FILE, check_plain_name, sha256_of
 
 PARTITION_FORMAT = "gnncore.partition"
 PARTITION_FORMAT_VERSION = 1
@@ -44,6 +44,16 @@ class PartitionDir:
 
     def assignment(self) -> np.ndarray:
         return np.load(self.path / "assignment.npy", mmap_mode="r", allow_pickle=False)
+
+    def array(self, name: str) -> np.ndarray:
+        """An extra array listed in the manifest (``offsets``, ``halo_0``, …)."""
+        entry = self.info.get("files", {}).get(f"{name}.npy")
+        file = self.path / f"{name}.npy"
+        if entry is None:
+            raise KeyError(f"{self.path} has no {name}.npy")
+        if not file.is_file() or file.stat().st_size != entry["bytes"]:
+            raise InputError("missing or its size differs from the manifest", file)
+        return np.load(file, mmap_mode="r", allow_pickle=False)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], graph: GraphDir | None = None) -> PartitionDir:
@@ -82,10 +92,18 @@ class PartitionDir:
 
 
 def write_partition_dir(out: str | os.PathLike[str], graph: GraphDir, assignment: np.ndarray,
-                        info: dict[str, Any]) -> PartitionDir:
-    """Atomically write ``assignment`` and its manifest to ``out``."""
+                        info: dict[str, Any],
+                        arrays: dict[str, np.ndarray] | None = None) -> PartitionDir:
+    """Atomically write ``assignment``, extra ``arrays`` (``<name>.npy``: relabelling
+    maps, halos) and the manifest to ``out``."""
     with atomic_directory(out) as tmp:
         np.save(tmp / "assignment.npy", np.ascontiguousarray(assignment, dtype=np.int64))
+        files = {}
+        for name, array in (arrays or {}).items():
+            check_plain_name(f"{name}.npy", tmp)
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
+            files[f"{name}.npy"] = {"bytes": (tmp / f"{name}.npy").stat().st_size,
+                                    "sha256": sha256_of(tmp / f"{name}.npy")}
         manifest = {
             "format": PARTITION_FORMAT,
             "format_version": PARTITION_FORMAT_VERSION,
@@ -94,6 +112,7 @@ def write_partition_dir(out: str | os.PathLike[str], graph: GraphDir, assignment
             "num_nodes": graph.num_nodes,
             "assignment_bytes": (tmp / "assignment.npy").stat().st_size,
             "assignment_sha256": sha256_of(tmp / "assignment.npy"),
+            "files": files,
             **info,
         }
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
