@@ -22,6 +22,8 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed-method", default=defaults.seed_method,
                         choices=("metis", "random", "ldg"), help="grem: first-chunk seeding")
     parser.add_argument("--hops", type=int, default=defaults.hops, help="bytegnn: block radius")
+    parser.add_argument("--no-balance-splits", action="store_true",
+                        help="skip rebalancing train/val/test counts across parts")
 
 
 def settings_from(args: argparse.Namespace) -> MethodSettings:
@@ -44,7 +46,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         report = partition_graph(args.graph_dir, args.out_dir, method=args.method,
                                  parts=args.parts, seed=args.seed, imbalance=args.imbalance,
-                                 settings=settings_from(args))
+                                 settings=settings_from(args),
+                                 balance=not args.no_balance_splits)
     except ValueError as exc:
         if isinstance(exc, InputError):
             raise

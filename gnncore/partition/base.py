@@ -54,12 +54,18 @@ class PartitionOptions:
         seed (int): Random seed (default: 0).
         imbalance (float): Allowed relative excess of the largest part over
             ``N/p`` (default: 0.03, METIS's ``ufactor=30``).
+        balance_splits (bool): Rebalance train/val/test counts after the
+            method ran (DistDGL-style post-processing; default: ``True``).
+        split_tolerance (float): Allowed relative deviation of each split's
+            per-part count from its mean (default: 0.10).
         extra (dict): Method-specific settings, recorded with the result.
     """
 
     parts: int
     seed: int = 0
     imbalance: float = 0.03
+    balance_splits: bool = True
+    split_tolerance: float = 0.10
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self, num_nodes: int) -> None:

@@ -8,7 +8,7 @@ import resource
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from gnncore.partition.base import PartitionOptions, Partitioner
 from gnncore.partition.metrics import PartitionMetrics, partition_metrics
 from gnncore.partition.store import PartitionDir, write_partition_dir
 from gnncore.store import GraphDir
+from gnncore.store.graph_dir import SPLITS
 from gnncore.tracking import RunTracker
 
 
@@ -76,7 +77,20 @@ def make_partitioner(method: str, settings: MethodSettings | None = None) -> Par
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far (Linux reports KiB)."""
+    """Peak resident set size of this process so far, in bytes.
+
+    Reads ``VmHWM`` from ``/proc/self/status``: unlike ``getrusage``'s
+    ``ru_maxrss``, it does not inherit the peak of the process that forked
+    this one, so a benchmark child reports its own peak. Falls back to
+    ``ru_maxrss`` where ``/proc`` is unavailable.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
@@ -92,6 +106,8 @@ class PartitionReport:
     peak_rss_bytes: int
     metrics: PartitionMetrics
     params: dict[str, Any]
+    halo_sizes: list[int] = field(default_factory=list)
+    balancing: dict[str, Any] | None = None
     run_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -106,6 +122,8 @@ class PartitionReport:
             "split_balance": self.metrics.split_balance,
             "seconds": self.seconds,
             "peak_rss_bytes": self.peak_rss_bytes,
+            "halo_sizes": self.halo_sizes,
+            "split_balancing": self.balancing,
             **({"mlflow_run_id": self.run_id} if self.run_id else {}),
         }
 
@@ -113,6 +131,7 @@ class PartitionReport:
 def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                     method: str = "metis", parts: int = 2, seed: int = 0,
                     imbalance: float = 0.03, settings: MethodSettings | None = None,
+                    balance: bool = True, split_tolerance: float = 0.10,
                     tracking: RunTracker | None = None,
                     tags: Mapping[str, Any] | None = None) -> PartitionReport:
     """Partition the graph at ``graph_dir`` into ``out_dir`` (written atomically).
@@ -125,6 +144,11 @@ def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         seed (int): Random seed (default: 0).
         imbalance (float): Allowed excess of the largest part (default: 0.03).
         settings (MethodSettings, optional): Method-specific settings.
+        balance (bool): When the graph has train/val/test splits, move nodes
+            (least cut cost first) until every split's per-part count is within
+            ``split_tolerance`` of its mean; the cut cost is reported.
+            (default: ``True``)
+        split_tolerance (float): Relative band for the split counts (0.10).
         tracking (RunTracker, optional): Log one run per partitioning (params:
             method, parts, seed, imbalance and the method's settings; metrics:
             cut, balance, seconds, peak RSS; a part-size chart). A failure
@@ -135,7 +159,8 @@ def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     settings = settings or MethodSettings()
     partitioner = make_partitioner(method, settings)
     params = method_params(method, settings)
-    options = PartitionOptions(parts=parts, seed=seed, imbalance=imbalance)
+    options = PartitionOptions(parts=parts, seed=seed, imbalance=imbalance,
+                               balance_splits=balance, split_tolerance=split_tolerance)
     options.validate(graph.num_nodes)
     if tracking is None:
         return _partition(graph, out_dir, partitioner, method, options, params)
@@ -150,7 +175,10 @@ def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         run.log_metrics({"edge_cut_fraction": m.edge_cut_fraction,
                          "max_part_ratio": m.max_part_ratio, "seconds": report.seconds,
                          "peak_rss_bytes": float(report.peak_rss_bytes),
-                         **{f"split_balance_{k}": v for k, v in m.split_balance.items()}})
+                         "halo_nodes_max": float(max(report.halo_sizes, default=0)),
+                         **{f"split_balance_{k}": v for k, v in m.split_balance.items()},
+                         **({"balancing_cut_cost": float(report.balancing["cut_cost"])}
+                            if report.balancing else {})})
         _log_part_chart(run, report)
         report.run_id = run.run_id
     return report
@@ -162,14 +190,32 @@ def _partition(graph: GraphDir, out_dir: str | os.PathLike[str], partitioner: Pa
     start = time.perf_counter()
     assignment = np.asarray(partitioner.assign(graph, options), dtype=np.int64)
     seconds = time.perf_counter() - start
-    rss = peak_rss_bytes()
+    rss = peak_rss_bytes()  # the method's own peak, before post-processing
+    balancing = None
+    if options.balance_splits and any(graph.has(s) for s in SPLITS):
+        from gnncore.partition.postprocess import balance_splits
+
+        started = time.perf_counter()
+        balanced = balance_splits(graph, assignment, options.parts,
+                                  tolerance=options.split_tolerance,
+                                  imbalance=options.imbalance)
+        assignment = balanced.assignment
+        balancing = {"tolerance": options.split_tolerance, "moved": balanced.moved,
+                     "cut_before": balanced.cut_before, "cut_after": balanced.cut_after,
+                     "cut_cost": balanced.cut_cost, "satisfied": balanced.satisfied,
+                     "seconds": time.perf_counter() - started}
+    from gnncore.partition.postprocess import halo_sizes, postprocess_arrays
+
     metrics = partition_metrics(graph, assignment, options.parts)
+    arrays = postprocess_arrays(graph, assignment, options.parts)
+    halos = halo_sizes([arrays[f"halo_{i}"] for i in range(options.parts)]).tolist()
     info = {"method": method, "parts": options.parts, "seed": options.seed,
             "imbalance": options.imbalance, **params, "seconds": seconds,
-            "peak_rss_bytes": rss, "metrics": metrics.to_dict()}
-    write_partition_dir(out_dir, graph, assignment, info)
+            "peak_rss_bytes": rss, "metrics": metrics.to_dict(), "halo_sizes": halos,
+            "split_balancing": balancing}
+    write_partition_dir(out_dir, graph, assignment, info, arrays)
     return PartitionReport(method, options.parts, options.seed, str(Path(out_dir)), seconds,
-                           rss, metrics, params)
+                           rss, metrics, params, halo_sizes=halos, balancing=balancing)
 
 
 def part_size_chart(report: PartitionReport) -> bytes:

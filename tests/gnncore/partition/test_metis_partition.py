@@ -74,3 +74,24 @@ def test_cli_rejects_more_parts_than_nodes(small_graph, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "cannot split 400 nodes" in err
     assert not (tmp_path / "p").exists()
+
+
+def test_partition_directory_holds_distdgl_postprocessing(small_graph, tmp_path):
+    report = partition_graph(small_graph, tmp_path / "p", parts=4, seed=0)
+    graph = GraphDir.open(small_graph)
+    part = PartitionDir.open(tmp_path / "p", graph)
+    assignment = np.asarray(part.assignment())
+    offsets = np.asarray(part.array("offsets"))
+    new_of_old = np.asarray(part.array("relabel_new_of_old"))
+    old_of_new = np.asarray(part.array("relabel_old_of_new"))
+    assert np.array_equal(old_of_new[new_of_old], np.arange(graph.num_nodes))
+    for p in range(4):  # each part is one contiguous range of new ids
+        members = old_of_new[offsets[p]:offsets[p + 1]]
+        assert set(members.tolist()) == set(np.flatnonzero(assignment == p).tolist())
+        halo = np.asarray(part.array(f"halo_{p}"))
+        assert np.all(assignment[halo] != p) and len(halo) == report.halo_sizes[p]
+    balancing = report.balancing
+    assert balancing is not None and balancing["satisfied"]
+    assert balancing["cut_cost"] == balancing["cut_after"] - balancing["cut_before"]
+    for split, ratio in report.metrics.split_balance.items():
+        assert ratio <= 1.10 + 1e-9, split
