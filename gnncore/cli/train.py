@@ -3,20 +3,28 @@
 The run goes to ``--mlflow-uri``, by default the SQLite store under the data
 root (``--data-root``, else ``$GNNCORE_DATA_ROOT``, else ``./data``):
 ``<data_root>/mlflow/mlflow.db`` with artifacts in ``<data_root>/mlflow/artifacts``.
-Unset options take the :class:`~gnncore.train.NodeTrainConfig` defaults.
+A checkpoint is written after every epoch to ``--checkpoint-dir``, by default
+``<data_root>/checkpoints/<dataset>-<model>-seed<seed>``; ``--resume``
+continues a killed run from its newest checkpoint. Unset options take the
+:class:`~gnncore.train.NodeTrainConfig` defaults of the chosen model.
+``SIGTERM`` (a cancelled Dagster run, ``kill``) ends the MLflow run ``KILLED``.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from gnncore.errors import GnnCoreError
 
 TASKS = ("node", "link")
+MODEL_CHOICES = ("sage", "gcn", "gat", "gin", "none")
+AMP_CHOICES = ("bf16", "fp16")
 
 
 def _fanouts(text: str) -> tuple[int, ...]:
@@ -28,22 +36,54 @@ def _fanouts(text: str) -> tuple[int, ...]:
     return values
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument("--task", choices=TASKS, default="node",
                         help="node classification (link prediction comes later)")
-    parser.add_argument("--model", default="sage", help="architecture (default: sage)")
-    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--model", choices=MODEL_CHOICES, default="sage",
+                        help="architecture; 'none' is an MLP on the features alone "
+                             "(default: sage)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="most epochs (default: per model)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--fanouts", type=_fanouts, default=None, metavar="F1,F2",
                         help="neighbours per hop while training, -1 = all (default: 15,10)")
+    parser.add_argument("--eval-fanouts", type=_fanouts, default=None, metavar="F1,F2",
+                        help="neighbours per hop for validation and test (default: all)")
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--lr", type=float, default=None)
     parser.add_argument("--hidden", type=int, default=None)
+    parser.add_argument("--heads", type=int, default=None,
+                        help="GAT attention heads (default: 8)")
     parser.add_argument("--dropout", type=float, default=None)
     parser.add_argument("--weight-decay", type=float, default=None)
+    parser.add_argument("--patience", type=int, default=None,
+                        help="early stopping: epochs without a better validation "
+                             "accuracy, 0 = off (default: 20)")
+    parser.add_argument("--normalize-features", action="store_true", default=None,
+                        help="divide each feature row by its sum (bag-of-words features)")
+    parser.add_argument("--amp", nargs="?", const="bf16", choices=AMP_CHOICES, default=None,
+                        help="mixed precision on CUDA: bf16 (the default of a bare --amp) "
+                             "or fp16 with gradient scaling; ignored on a CPU")
     parser.add_argument("--device", default=None, help="auto (default), cpu, cuda or cuda:N")
     parser.add_argument("--num-workers", type=int, default=None)
+    parser.add_argument("--checkpoint-dir", type=Path, default=None, metavar="DIR",
+                        help="per-epoch checkpoints (default: "
+                             "<data_root>/checkpoints/<dataset>-<model>-seed<seed>)")
+    parser.add_argument("--keep-checkpoints", type=_positive_int, default=2, metavar="K",
+                        help="newest checkpoints kept (default: 2)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest checkpoint (fresh start if none)")
     parser.add_argument("--mlflow-uri", default=None, metavar="URI",
                         help="MLflow tracking URI (default: sqlite under the data root)")
     parser.add_argument("--experiment", default="gnncore", help="MLflow experiment name")
@@ -65,31 +105,59 @@ def build_config(args: argparse.Namespace) -> Any:
 
     overrides = {
         "model": args.model, "epochs": args.epochs, "seed": args.seed,
-        "fanouts": args.fanouts, "batch_size": args.batch_size, "lr": args.lr,
-        "hidden": args.hidden, "dropout": args.dropout, "weight_decay": args.weight_decay,
-        "device": args.device, "num_workers": args.num_workers,
+        "fanouts": args.fanouts, "eval_fanouts": args.eval_fanouts,
+        "batch_size": args.batch_size, "lr": args.lr, "hidden": args.hidden,
+        "heads": args.heads, "dropout": args.dropout, "weight_decay": args.weight_decay,
+        "patience": args.patience, "normalize_features": args.normalize_features,
+        "amp": args.amp, "device": args.device, "num_workers": args.num_workers,
     }
-    config = NodeTrainConfig()
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if "fanouts" in overrides:  # one layer per hop unless told otherwise
         overrides["num_layers"] = len(overrides["fanouts"])
-    return dataclasses.replace(config, **overrides).validate()
+    return NodeTrainConfig(**overrides).validate()
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Turn ``SIGTERM`` into ``KeyboardInterrupt`` for the block, so the tracked
+    run ends ``KILLED`` instead of staying ``RUNNING`` (main thread only)."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(args: argparse.Namespace,
+        on_epoch_end: Callable[[int, Path | None], None] | None = None) -> dict[str, Any]:
+    """Train as ``args`` say; ``on_epoch_end(epoch, checkpoint_path)`` is passed
+    to :func:`gnncore.train.train_graph_dir` (for tests and embedding)."""
     if args.task == "link":
-        raise GnnCoreError("--task link: link prediction arrives with the training issue; "
+        raise GnnCoreError("--task link: link prediction is not implemented yet; "
                            "use --task node")
     config = build_config(args)
     from gnncore.store import GraphDir
     from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
-    from gnncore.train import train_graph_dir
+    from gnncore.train import default_checkpoint_dir, train_graph_dir
 
     graph = GraphDir.open(args.graph_dir)  # fail on a bad directory before touching MLflow
-    uri = args.mlflow_uri or default_tracking_uri(data_root(args.data_root))
+    root = data_root(args.data_root)
+    checkpoint_dir = args.checkpoint_dir or default_checkpoint_dir(
+        root, graph.manifest.name, config.model, config.seed)
+    uri = args.mlflow_uri or default_tracking_uri(root)
     tracker = MlflowTracker(uri, args.experiment)
-    result = train_graph_dir(graph, config, tracking=tracker, progress=not args.no_progress,
-                             run_name=args.run_name)
+    with _sigterm_as_interrupt():
+        result = train_graph_dir(graph, config, tracking=tracker, progress=not args.no_progress,
+                                 run_name=args.run_name, checkpoint_dir=checkpoint_dir,
+                                 resume=args.resume, keep_checkpoints=args.keep_checkpoints,
+                                 on_epoch_end=on_epoch_end)
     assert result.run_id is not None
     return {
         "task": args.task,
@@ -100,6 +168,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "batch_size": config.batch_size,
         "lr": config.lr,
         "hidden": config.hidden,
+        "heads": config.heads,
+        "dropout": config.dropout,
+        "weight_decay": config.weight_decay,
+        "patience": config.patience,
+        "amp": config.amp,
         "mlflow_run_id": result.run_id,
         "mlflow_tracking_uri": uri,
         "mlflow_experiment_id": tracker.experiment_id,

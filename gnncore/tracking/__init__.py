@@ -6,12 +6,21 @@
 importing :mod:`gnncore.tracking` stays cheap.
 """
 
-from gnncore.tracking.base import FAILED, FINISHED, KILLED, BaseRunLogger, RunLogger, RunTracker
+from gnncore.tracking.base import (
+    FAILED,
+    FINISHED,
+    KILLED,
+    RUNNING,
+    BaseRunLogger,
+    RunLogger,
+    RunTracker,
+)
 
 __all__ = [
     "FAILED",
     "FINISHED",
     "KILLED",
+    "RUNNING",
     "BaseRunLogger",
     "MlflowRunLogger",
     "MlflowTracker",

@@ -3,7 +3,10 @@
 A :class:`RunTracker` starts runs; a :class:`RunLogger` is one run. Used as a
 context manager a run always ends: ``FINISHED`` when the block completes,
 ``KILLED`` on ``KeyboardInterrupt``, ``FAILED`` on any other exception (which
-then propagates). A crashed run is never left ``RUNNING``.
+then propagates). A crashed run is never left ``RUNNING``. Only a process
+killed outright (``SIGKILL``, power loss) cannot end its run; whoever resumes
+its work closes it with :meth:`RunTracker.end_run` (as
+:func:`gnncore.train.train_graph_dir` does on ``resume``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
+RUNNING = "RUNNING"
 FINISHED = "FINISHED"
 FAILED = "FAILED"
 KILLED = "KILLED"
@@ -54,6 +58,16 @@ class RunTracker(Protocol):
                   tags: Mapping[str, Any] | None = None) -> RunLogger: ...
 
     def run_url(self, run_id: str) -> str: ...
+
+    def run_status(self, run_id: str) -> str | None:
+        """``RUNNING``, ``FINISHED``, ``FAILED``, ...; ``None`` for an unknown run."""
+        ...
+
+    def end_run(self, run_id: str, status: str,
+                tags: Mapping[str, Any] | None = None) -> None:
+        """Set tags on another run (one this process may not have started) and
+        mark it terminated with ``status``."""
+        ...
 
 
 class BaseRunLogger(ABC):

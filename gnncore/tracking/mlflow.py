@@ -223,6 +223,24 @@ class MlflowTracker:
         return MlflowRunLogger(self.client, run.info.run_id, self.experiment_id,
                                self.tracking_uri)
 
+    def run_status(self, run_id: str) -> str | None:
+        """The run's status (``RUNNING``, ``FINISHED``, ``FAILED``, ``KILLED``, ...),
+        ``None`` when this store has no such run."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return str(self.client.get_run(run_id).info.status)
+        except MlflowException:
+            return None
+
+    def end_run(self, run_id: str, status: str,
+                tags: Mapping[str, Any] | None = None) -> None:
+        """Tag ``run_id`` and mark it terminated with ``status`` (e.g. a run whose
+        process was killed before it could end the run itself)."""
+        if tags:
+            self.client.log_batch(run_id, tags=[RunTag(str(k), str(v)) for k, v in tags.items()])
+        self.client.set_terminated(run_id, status)
+
     def run_url(self, run_id: str) -> str:
         """The MLflow UI link of ``run_id`` (``mlflow ui`` on :attr:`ui_url`)."""
         return f"{self.ui_url}/#/experiments/{self.experiment_id}/runs/{run_id}"

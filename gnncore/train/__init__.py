@@ -1,17 +1,24 @@
 """Models and the mini-batch training loop (tracked through :mod:`gnncore.tracking`)."""
 
 from gnncore.train.api import example_input, train_graph_dir, training_curves
-from gnncore.train.config import ConfigError, NodeTrainConfig
+from gnncore.train.checkpoint import CheckpointDir, CheckpointError, default_checkpoint_dir
+from gnncore.train.config import MODEL_DEFAULTS, ConfigError, NodeTrainConfig
 from gnncore.train.device import resolve_device
 from gnncore.train.loop import NodeTrainResult, evaluate, train_node_classifier
+from gnncore.train.metrics import ClassificationMetrics
 from gnncore.train.models import MODELS, build_model
 
 __all__ = [
     "MODELS",
+    "MODEL_DEFAULTS",
+    "CheckpointDir",
+    "CheckpointError",
+    "ClassificationMetrics",
     "ConfigError",
     "NodeTrainConfig",
     "NodeTrainResult",
     "build_model",
+    "default_checkpoint_dir",
     "evaluate",
     "example_input",
     "resolve_device",

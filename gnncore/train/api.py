@@ -11,8 +11,9 @@ import torch
 
 from gnncore.errors import InputError
 from gnncore.store import GraphDir
-from gnncore.train.config import NodeTrainConfig
-from gnncore.train.loop import NodeTrainResult, copy_to_cpu, train_node_classifier
+from gnncore.train.checkpoint import CheckpointDir, check_resumable, data_fingerprint
+from gnncore.train.config import ConfigError, NodeTrainConfig
+from gnncore.train.loop import EpochCallback, NodeTrainResult, copy_to_cpu, train_node_classifier
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -29,6 +30,10 @@ def train_graph_dir(
     tags: Mapping[str, Any] | None = None,
     progress: bool = True,
     run_name: str | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    keep_checkpoints: int = 2,
+    on_epoch_end: EpochCallback | None = None,
 ) -> NodeTrainResult:
     r"""Train a node classifier on a graph directory and (optionally) track it.
 
@@ -39,6 +44,13 @@ def train_graph_dir(
     name and counts), per-epoch ``train_loss`` / ``val_accuracy``, the final
     metrics, a ``curves.png`` artifact and the model; it ends ``FINISHED``, or
     ``FAILED`` when training raises (the exception propagates).
+
+    With ``checkpoint_dir`` a checkpoint is written after every epoch; with
+    ``resume`` training continues from the newest one (see
+    :func:`~gnncore.train.train_node_classifier`). A resumed, tracked run is a
+    new MLflow run tagged ``resumed_from_epoch`` and ``resumed_from_run_id``
+    that re-logs the earlier epochs; the interrupted run, if its process died
+    without closing it (``SIGKILL``, power loss), is marked ``FAILED`` then.
 
     Args:
         graph_dir (str or PathLike or GraphDir): A graph directory with
@@ -53,6 +65,18 @@ def train_graph_dir(
         progress (bool, optional): Show tqdm bars. (default: :obj:`True`)
         run_name (str, optional): Run name; default ``"<dataset>-<model>"``.
             (default: :obj:`None`)
+        checkpoint_dir (str or PathLike, optional): Per-epoch checkpoints go
+            here, e.g. :func:`~gnncore.train.default_checkpoint_dir`. A fresh
+            run removes older checkpoints in it. (default: :obj:`None`)
+        resume (bool, optional): Continue from the newest checkpoint in
+            ``checkpoint_dir``, a fresh start when there is none; raises
+            :class:`~gnncore.train.CheckpointError` (before any run is
+            created) when it was written with other settings or data.
+            (default: :obj:`False`)
+        keep_checkpoints (int, optional): Newest checkpoints kept.
+            (default: :obj:`2`)
+        on_epoch_end (callable, optional): ``f(epoch, checkpoint_path)`` after
+            each epoch. (default: :obj:`None`)
 
     Returns:
         NodeTrainResult: with ``run_id`` set when tracked.
@@ -66,18 +90,34 @@ def train_graph_dir(
     feature_store, graph_store = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
     splits = {name: torch.from_numpy(np.array(graph.split(name), dtype=np.int64))
               for name in ("train", "val", "test")}
+    if resume and checkpoint_dir is None:
+        raise ConfigError("resume needs a checkpoint directory (checkpoint_dir=...)")
+    checkpoints = None if checkpoint_dir is None else CheckpointDir(checkpoint_dir,
+                                                                    keep=keep_checkpoints)
+    previous = checkpoints.latest() if (resume and checkpoints is not None) else None
+    if previous is not None:  # refuse a foreign checkpoint before a run is created
+        check_resumable(previous, config, data_fingerprint(
+            [splits["train"], splits["val"], splits["test"]], m.num_classes, m.num_features))
 
     def run(logger: Any) -> NodeTrainResult:
         return train_node_classifier(feature_store, graph_store, splits["train"],
                                      splits["val"], splits["test"], m.num_classes, config,
                                      logger=logger, progress=progress,
-                                     in_channels=m.num_features)
+                                     in_channels=m.num_features, checkpoints=checkpoints,
+                                     resume=resume, on_epoch_end=on_epoch_end)
 
     if tracking is None:
         return run(None)
 
     all_tags = {"dataset": m.name, "task": "node", "model": config.model, **(tags or {})}
+    previous_run = previous.state.get("run_id") if previous is not None else None
+    if previous is not None:
+        all_tags["resumed_from_epoch"] = previous.epoch
+        if previous_run:
+            all_tags["resumed_from_run_id"] = previous_run
     with tracking.start_run(run_name or f"{m.name}-{config.model}", all_tags) as logger:
+        if previous is not None and previous_run:
+            _close_abandoned_run(tracking, str(previous_run), logger.run_id, previous.epoch)
         logger.log_params({
             **config.to_params(),
             "dataset": m.name,
@@ -88,6 +128,7 @@ def train_graph_dir(
             "num_train": len(splits["train"]),
             "num_val": len(splits["val"]),
             "num_test": len(splits["test"]),
+            "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
         })
         result = run(logger)
         logger.set_tags({"device": result.device})
@@ -96,6 +137,19 @@ def train_graph_dir(
                          input_example=example_input(feature_store, m.num_features))
         result.run_id = logger.run_id
     return result
+
+
+def _close_abandoned_run(tracking: RunTracker, run_id: str, resumed_by: str,
+                         epoch: int) -> None:
+    """Mark ``run_id`` ``FAILED`` if it is still ``RUNNING``: its process died
+    without ending it (an exception ends a run itself)."""
+    from gnncore.tracking import FAILED, RUNNING
+
+    if tracking.run_status(run_id) == RUNNING:
+        tracking.end_run(run_id, FAILED, tags={
+            "error": "the training process ended without closing this run (killed?); "
+                     f"resumed from its epoch-{epoch} checkpoint in run {resumed_by}",
+            "resumed_in_run_id": resumed_by})
 
 
 def _check_trainable(graph: GraphDir) -> None:
@@ -129,7 +183,7 @@ def example_input(feature_store: Any, num_features: int) -> tuple[torch.Tensor, 
 
 
 def training_curves(result: NodeTrainResult) -> Figure:
-    """Training loss and validation accuracy per epoch, best epoch marked.
+    """Training loss and validation accuracy (and macro-F1) per epoch, best epoch marked.
 
     Built on :class:`matplotlib.figure.Figure` with the Agg canvas, so no GUI
     backend or pyplot global state is involved.
@@ -144,11 +198,14 @@ def training_curves(result: NodeTrainResult) -> Figure:
     loss_ax.plot(epochs, result.train_loss, color="tab:blue")
     loss_ax.set(title="training loss", xlabel="epoch", ylabel="cross-entropy")
     acc_ax.plot(epochs, result.val_accuracy, color="tab:green", label="validation")
+    if len(result.val_macro_f1) == len(epochs):
+        acc_ax.plot(epochs, result.val_macro_f1, color="tab:olive", linestyle="--",
+                    label="validation macro-F1")
     acc_ax.axvline(result.best_epoch, color="grey", linestyle="--",
                    label=f"best epoch {result.best_epoch}")
     acc_ax.axhline(result.test_accuracy, color="tab:red", linestyle=":",
                    label=f"test {result.test_accuracy:.3f}")
-    acc_ax.set(title="accuracy", xlabel="epoch", ylabel="accuracy", ylim=(0, 1))
+    acc_ax.set(title="accuracy", xlabel="epoch", ylabel="accuracy / F1", ylim=(0, 1))
     acc_ax.legend(loc="lower right")
     for ax in (loss_ax, acc_ax):
         ax.grid(alpha=0.3)

@@ -1,8 +1,13 @@
-"""Hyper-parameters of node-classification training, as one frozen dataclass."""
+"""Hyper-parameters of node-classification training, as one frozen dataclass.
+
+Fields marked "per model" default to the architecture's entry in
+:data:`MODEL_DEFAULTS` (settings chosen on the Planetoid Cora *validation*
+split); any value given explicitly wins.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from gnncore.errors import GnnCoreError
@@ -12,26 +17,67 @@ class ConfigError(GnnCoreError, ValueError):
     """A training configuration that cannot be run (names the field and the problem)."""
 
 
+#: Placeholder default of the per-model fields; replaced in ``__post_init__``.
+MODEL_DEFAULT: Any = None
+
+#: Architecture -> defaults of the per-model fields. Chosen on Cora's validation
+#: split (mean of seeds 0-4, public split).
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "sage": {"hidden": 256, "lr": 0.005, "weight_decay": 5e-4, "dropout": 0.5, "heads": 1,
+             "epochs": 20},
+    "gcn": {"hidden": 128, "lr": 0.01, "weight_decay": 5e-4, "dropout": 0.7, "heads": 1,
+            "epochs": 50},
+    "gat": {"hidden": 64, "lr": 0.005, "weight_decay": 5e-4, "dropout": 0.6, "heads": 8,
+            "epochs": 50},
+    "gin": {"hidden": 64, "lr": 0.01, "weight_decay": 5e-3, "dropout": 0.5, "heads": 1,
+            "epochs": 50},
+    "none": {"hidden": 256, "lr": 0.01, "weight_decay": 5e-4, "dropout": 0.5, "heads": 1,
+             "epochs": 50},
+}
+
+AMP_MODES = ("off", "bf16", "fp16")
+
+#: Fields a resumed run may change without invalidating its checkpoint: they do
+#: not alter what an epoch computes (``epochs`` and ``patience`` only move the end).
+RESUMABLE_FIELDS = frozenset({"epochs", "patience", "device", "num_workers", "eval_batch_size"})
+
+
 @dataclass(frozen=True)
 class NodeTrainConfig:
     r"""Configuration of :func:`gnncore.train.train_node_classifier`.
 
-    The defaults reach GraphSAGE's usual accuracy on Planetoid Cora (about
-    0.80 test accuracy on the public split) in a few seconds on a CPU.
+    With the defaults, every architecture clears its usual accuracy on
+    Planetoid Cora (public split) in seconds on a CPU: GraphSAGE and GAT
+    about 0.81, GCN about 0.81 test accuracy (mean of five seeds).
 
     Args:
-        model (str): Architecture name, a key of :data:`gnncore.train.MODELS`.
-            (default: :obj:`"sage"`)
-        hidden (int): Hidden channels. (default: :obj:`256`)
+        model (str): Architecture name, a key of :data:`gnncore.train.MODELS`:
+            ``"sage"``, ``"gcn"``, ``"gat"``, ``"gin"`` or ``"none"`` (an MLP
+            that ignores the edges). (default: :obj:`"sage"`)
+        hidden (int): Hidden channels (for GAT: all heads together, so each
+            head has ``hidden // heads``). (default: per model, see
+            :data:`MODEL_DEFAULTS`)
         num_layers (int): Message-passing layers; equals ``len(fanouts)``.
             (default: :obj:`2`)
         fanouts (tuple[int, ...]): Neighbours sampled per node at each hop
             (``-1``: all) during training. (default: :obj:`(15, 10)`)
         batch_size (int): Seed nodes per training mini-batch. (default: :obj:`64`)
-        epochs (int): Passes over the training nodes. (default: :obj:`20`)
-        lr (float): Adam learning rate. (default: :obj:`0.005`)
-        weight_decay (float): Adam weight decay (L2). (default: :obj:`5e-4`)
-        dropout (float): Dropout between layers. (default: :obj:`0.5`)
+        epochs (int): Most passes over the training nodes. (default: per model)
+        lr (float): Adam learning rate. (default: per model)
+        weight_decay (float): Adam weight decay (L2). (default: per model)
+        dropout (float): Dropout between layers (GAT: also on the attention
+            coefficients). (default: per model)
+        heads (int): Attention heads of GAT; must divide ``hidden``. Other
+            models take ``1``. (default: per model; GAT ``8``)
+        patience (int): Early stopping: end training after this many epochs
+            without a higher validation accuracy; ``0`` turns it off.
+            (default: :obj:`20`)
+        normalize_features (bool): Divide each feature row by its sum (PyG's
+            ``NormalizeFeatures`` for non-negative bag-of-words features),
+            applied per mini-batch. (default: :obj:`False`)
+        amp (str): Mixed precision on CUDA: ``"off"``, ``"bf16"`` or
+            ``"fp16"`` (with gradient scaling). Ignored, with a warning, on a
+            CPU. (default: :obj:`"off"`)
         seed (int): Seeds parameter init, dropout, shuffling and sampling; on
             a CPU the same seed gives the same trained parameters.
             (default: :obj:`0`)
@@ -43,18 +89,23 @@ class NodeTrainConfig:
             test; ``None`` takes every neighbour (exact, deterministic
             evaluation). Set it on graphs whose 2-hop neighbourhoods are huge.
             (default: :obj:`None`)
-        num_workers (int): DataLoader worker processes. (default: :obj:`0`)
+        num_workers (int): DataLoader worker processes. A resumed run
+            continues bit-identically only with ``0``. (default: :obj:`0`)
     """
 
     model: str = "sage"
-    hidden: int = 256
+    hidden: int = MODEL_DEFAULT
     num_layers: int = 2
     fanouts: tuple[int, ...] = (15, 10)
     batch_size: int = 64
-    epochs: int = 20
-    lr: float = 0.005
-    weight_decay: float = 5e-4
-    dropout: float = 0.5
+    epochs: int = MODEL_DEFAULT
+    lr: float = MODEL_DEFAULT
+    weight_decay: float = MODEL_DEFAULT
+    dropout: float = MODEL_DEFAULT
+    heads: int = MODEL_DEFAULT
+    patience: int = 20
+    normalize_features: bool = False
+    amp: str = "off"
     seed: int = 0
     device: str = "auto"
     eval_batch_size: int = 1024
@@ -66,6 +117,11 @@ class NodeTrainConfig:
         object.__setattr__(self, "fanouts", tuple(int(f) for f in self.fanouts))
         if self.eval_fanouts is not None:
             object.__setattr__(self, "eval_fanouts", tuple(int(f) for f in self.eval_fanouts))
+        defaults = MODEL_DEFAULTS.get(self.model, MODEL_DEFAULTS["sage"])
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        object.__setattr__(self, "amp", str(self.amp).lower())
 
     def validate(self) -> NodeTrainConfig:
         """Raise :class:`ConfigError` naming the first bad field; return ``self``."""
@@ -76,7 +132,8 @@ class NodeTrainConfig:
 
         if self.model not in MODELS:
             raise bad("model", f"unknown model; choose one of {sorted(MODELS)}")
-        for name in ("hidden", "num_layers", "batch_size", "epochs", "eval_batch_size"):
+        for name in ("hidden", "num_layers", "batch_size", "epochs", "eval_batch_size",
+                     "heads"):
             if int(getattr(self, name)) < 1:
                 raise bad(name, "must be at least 1")
         if len(self.fanouts) != self.num_layers:
@@ -93,6 +150,14 @@ class NodeTrainConfig:
             raise bad("weight_decay", "must be >= 0")
         if not 0 <= self.dropout < 1:
             raise bad("dropout", "must be in [0, 1)")
+        if self.model == "gat" and self.hidden % self.heads != 0:
+            raise bad("heads", f"must divide hidden={self.hidden} (GAT splits it over heads)")
+        if self.model != "gat" and self.heads != 1:
+            raise bad("heads", f"only GAT has attention heads; model {self.model!r} takes 1")
+        if self.patience < 0:
+            raise bad("patience", "must be >= 0 (0 turns early stopping off)")
+        if self.amp not in AMP_MODES:
+            raise bad("amp", f"choose one of {AMP_MODES}")
         if self.num_workers < 0:
             raise bad("num_workers", "must be >= 0")
         from gnncore.train.device import parse_device
@@ -108,3 +173,26 @@ class NodeTrainConfig:
                 value = ",".join(str(v) for v in value)
             out[key] = "all" if value is None and key == "eval_fanouts" else value
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain ``str -> int/float/str/bool/list/None`` (tuples as lists), safe to
+        store in a checkpoint loaded with ``weights_only=True``."""
+        return {key: list(value) if isinstance(value, tuple) else value
+                for key, value in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> NodeTrainConfig:
+        """Inverse of :meth:`to_dict`; unknown keys raise :class:`ConfigError`."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ConfigError(f"unknown configuration fields {unknown}")
+        return cls(**values)
+
+    def mismatches(self, other: dict[str, Any]) -> list[str]:
+        """Fields (outside :data:`RESUMABLE_FIELDS`) where ``other``, a
+        :meth:`to_dict` of another config, differs: ``"lr: 0.01 != 0.005"``."""
+        mine = self.to_dict()
+        return [f"{key}: {other.get(key)!r} (checkpoint) != {mine[key]!r} (this run)"
+                for key in mine
+                if key not in RESUMABLE_FIELDS and other.get(key) != mine[key]]

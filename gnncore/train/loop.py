@@ -6,14 +6,25 @@ joins rows from the given :class:`~torch_geometric.data.FeatureStore` (``"x"``
 and ``"y"``), so the same code trains from memory, from memory-mapped graph
 directories, or from a placed / remote store. Metrics go to an optional run
 logger (:class:`gnncore.tracking.RunLogger`); MLflow is not imported here.
+
+Robustness: with a checkpoint directory the loop writes a checkpoint after
+every epoch (:mod:`gnncore.train.checkpoint`), and with ``resume=True`` it
+continues from the newest one. On a CPU, with ``num_workers=0``, a resumed run
+ends with exactly the parameters of an uninterrupted one: the checkpoint
+carries the model, the optimiser, and every random state an epoch draws from
+(dropout, shuffling, the samplers' batch counters).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -23,11 +34,26 @@ from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import BaseSampler
 from tqdm.auto import tqdm
 
-from gnncore.train.config import NodeTrainConfig
+from gnncore.train.checkpoint import (
+    FORMAT,
+    VERSION,
+    Checkpoint,
+    CheckpointDir,
+    capture_rng,
+    check_resumable,
+    data_fingerprint,
+    restore_rng,
+)
+from gnncore.train.config import ConfigError, NodeTrainConfig
 from gnncore.train.device import resolve_device
-from gnncore.train.models import build_model
+from gnncore.train.metrics import ClassificationMetrics, confusion_matrix
+from gnncore.train.models import build_model, supports_trimming, uses_edges
+from gnncore.train.throughput import EpochTimer, mean_throughput
 
 Index = torch.Tensor
+#: ``on_epoch_end(epoch, checkpoint_path)``: called after an epoch's metrics are
+#: logged and its checkpoint (``None`` without a checkpoint directory) is written.
+EpochCallback = Callable[[int, Path | None], None]
 
 
 class MetricLogger(Protocol):
@@ -42,9 +68,13 @@ class NodeTrainResult:
 
     ``model`` holds the weights of ``best_epoch`` (highest validation accuracy,
     earliest on ties), on the training device. Epochs count from 1;
-    ``train_loss[e - 1]`` and ``val_accuracy[e - 1]`` belong to epoch ``e``.
-    ``run_id`` is set by :func:`gnncore.train.train_graph_dir` when the run
-    was tracked.
+    ``train_loss[e - 1]``, ``val_accuracy[e - 1]``, ``val_macro_f1[e - 1]`` and
+    ``throughput[e - 1]`` belong to epoch ``e`` (epochs before a resume
+    included). ``stopped_epoch`` is the last epoch trained: ``config.epochs``,
+    or earlier when early stopping ended the run (``early_stopped``).
+    ``resumed_from_epoch`` is the checkpoint's epoch the run continued from
+    (0 for a fresh run). ``seconds`` is the wall time of this call. ``run_id``
+    is set by :func:`gnncore.train.train_graph_dir` when the run was tracked.
     """
 
     model: torch.nn.Module
@@ -58,21 +88,87 @@ class NodeTrainResult:
     device: str
     num_parameters: int
     run_id: str | None = None
+    val_macro_f1: list[float] = field(default_factory=list)
+    best_val_macro_f1: float = 0.0
+    test_macro_f1: float = 0.0
+    stopped_epoch: int = 0
+    early_stopped: bool = False
+    resumed_from_epoch: int = 0
+    throughput: list[dict[str, float]] = field(default_factory=list)
+    checkpoint_dir: str | None = None
 
     def summary(self) -> dict[str, Any]:
-        """JSON-friendly scalars (no model)."""
+        """JSON-friendly scalars (no model); ``throughput`` is the mean per epoch."""
         return {
             "model": self.config.model,
             "epochs": self.config.epochs,
+            "stopped_epoch": self.stopped_epoch,
+            "early_stopped": self.early_stopped,
             "best_epoch": self.best_epoch,
             "val_accuracy": self.best_val_accuracy,
+            "val_macro_f1": self.best_val_macro_f1,
             "test_accuracy": self.test_accuracy,
+            "test_macro_f1": self.test_macro_f1,
             "final_train_loss": self.train_loss[-1] if self.train_loss else None,
             "seconds": self.seconds,
             "device": self.device,
             "num_parameters": self.num_parameters,
             "seed": self.config.seed,
+            "resumed_from_epoch": self.resumed_from_epoch,
+            "checkpoint_dir": self.checkpoint_dir,
+            "throughput": mean_throughput(self.throughput),
         }
+
+
+@dataclass
+class _Progress:
+    """The resumable state of a run besides model, optimiser and RNG."""
+
+    epoch: int = 0
+    train_loss: list[float] = field(default_factory=list)
+    val_accuracy: list[float] = field(default_factory=list)
+    val_macro_f1: list[float] = field(default_factory=list)
+    throughput: list[dict[str, float]] = field(default_factory=list)
+    best_epoch: int = 0
+    best_val_accuracy: float = -1.0
+    best_val_macro_f1: float = 0.0
+    best_state: dict[str, torch.Tensor] | None = None
+    bad_epochs: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> _Progress:
+        return cls(**{key: values[key] for key in cls.__dataclass_fields__})
+
+    def record(self, epoch: int, loss: float, val: ClassificationMetrics,
+               throughput: dict[str, float], model: torch.nn.Module) -> None:
+        self.epoch = epoch
+        self.train_loss.append(loss)
+        self.val_accuracy.append(val.accuracy)
+        self.val_macro_f1.append(val.macro_f1)
+        self.throughput.append(throughput)
+        if val.accuracy > self.best_val_accuracy:
+            self.best_epoch, self.best_val_accuracy = epoch, val.accuracy
+            self.best_val_macro_f1 = val.macro_f1
+            self.best_state = {k: v.detach().to("cpu", copy=True)
+                               for k, v in model.state_dict().items()}
+            self.bad_epochs = 0
+        else:
+            self.bad_epochs += 1
+
+    def should_stop(self, patience: int) -> bool:
+        return patience > 0 and self.bad_epochs >= patience
+
+    def epoch_metrics(self, epoch: int) -> dict[str, float]:
+        """What the logger receives for ``epoch`` (1-based)."""
+        i = epoch - 1
+        return {"train_loss": self.train_loss[i], "val_accuracy": self.val_accuracy[i],
+                "val_macro_f1": self.val_macro_f1[i], **self.throughput[i]}
+
+
+# Helpers ---------------------------------------------------------------------
 
 
 def _as_index(nodes: Any) -> Index:
@@ -93,30 +189,73 @@ def _make_loader(data: tuple[FeatureStore, GraphStore], sampler: BaseSampler, no
                       pin_memory=device.type == "cuda")
 
 
-def _forward(model: torch.nn.Module, batch: Any) -> torch.Tensor:
-    """Seed-node logits; layer ``i`` is trimmed to the hops it still needs when the
-    sampler reported one hop per layer (edges emitted hop by hop)."""
+def _forward(model: torch.nn.Module, batch: Any, normalize_features: bool = False) -> torch.Tensor:
+    """Seed-node logits.
+
+    Layer ``i`` is trimmed to the hops it still needs when the model allows it
+    (:func:`~gnncore.train.models.supports_trimming`) and the sampler reported
+    one hop per layer (edges emitted hop by hop).
+    """
+    x = batch.x
+    if normalize_features:
+        x = x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
     nodes, edges = batch.num_sampled_nodes, batch.num_sampled_edges
     num_layers = getattr(model, "num_layers", None)
-    if nodes is None or edges is None or len(edges) != num_layers:
+    if (nodes is None or edges is None or len(edges) != num_layers
+            or not supports_trimming(model)):
         nodes = edges = None
-    out = model(batch.x, batch.edge_index, num_sampled_nodes_per_hop=nodes,
+    out = model(x, batch.edge_index, num_sampled_nodes_per_hop=nodes,
                 num_sampled_edges_per_hop=edges)
     return out[:batch.batch_size]
 
 
+def _autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def _amp_settings(config: NodeTrainConfig,
+                  device: torch.device) -> tuple[torch.dtype | None, Any | None]:
+    """``(autocast dtype, GradScaler)``; both ``None`` when mixed precision is off."""
+    if config.amp == "off":
+        return None, None
+    if device.type != "cuda":
+        warnings.warn(f"amp={config.amp!r} needs a CUDA device; training on {device} in "
+                      "float32", RuntimeWarning, stacklevel=3)
+        return None, None
+    if config.amp == "bf16":
+        if not torch.cuda.is_bf16_supported():
+            raise ConfigError(f"amp='bf16': {torch.cuda.get_device_name(device)} has no "
+                              "bfloat16 support; use amp='fp16'")
+        return torch.bfloat16, None
+    return torch.float16, torch.amp.GradScaler("cuda")
+
+
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, loader: NodeLoader, device: torch.device) -> float:
-    """Accuracy of ``model`` on the seed nodes of ``loader``."""
+def evaluate(model: torch.nn.Module, loader: NodeLoader, device: torch.device, *,
+             normalize_features: bool = False,
+             amp_dtype: torch.dtype | None = None) -> ClassificationMetrics:
+    """Accuracy and macro-F1 of ``model`` on the seed nodes of ``loader``.
+
+    The confusion matrix is summed on the device (one host sync at the end);
+    the number of classes is the width of the model's output.
+    """
     model.eval()
-    correct = torch.zeros((), dtype=torch.long, device=device)  # summed on device: one sync
-    total = 0
+    confusion: torch.Tensor | None = None
     for batch in loader:
         batch = batch.to(device, non_blocking=True)
-        pred = _forward(model, batch).argmax(dim=-1)
-        correct += (pred == batch.y[:batch.batch_size]).sum()
-        total += batch.batch_size
-    return int(correct) / max(total, 1)
+        with _autocast(device, amp_dtype):
+            logits = _forward(model, batch, normalize_features)
+        batch_confusion = confusion_matrix(logits.argmax(dim=-1), batch.y[:batch.batch_size],
+                                           logits.size(-1))
+        confusion = batch_confusion if confusion is None else confusion + batch_confusion
+    if confusion is None:
+        return ClassificationMetrics(0.0, 0.0, 0)
+    return ClassificationMetrics.from_confusion(confusion)
+
+
+# The loop --------------------------------------------------------------------
 
 
 def train_node_classifier(
@@ -132,12 +271,17 @@ def train_node_classifier(
     progress: bool = True,
     eval_sampler: BaseSampler | None = None,
     in_channels: int | None = None,
+    checkpoints: CheckpointDir | str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    on_epoch_end: EpochCallback | None = None,
 ) -> NodeTrainResult:
     r"""Train a node classifier with neighbour-sampled mini-batches.
 
     Each epoch runs over ``train_idx`` in shuffled batches, then measures the
-    validation accuracy; the weights of the best validation epoch are restored
-    before the test accuracy is measured.
+    validation accuracy and macro-F1. Training ends after ``config.epochs``
+    epochs, or earlier once the validation accuracy has not improved for
+    ``config.patience`` epochs; the weights of the best validation epoch are
+    restored before the test metrics are measured.
 
     Args:
         feature_store (FeatureStore): Provides node attributes ``"x"`` (float
@@ -147,10 +291,13 @@ def train_node_classifier(
             masks) of the splits.
         num_classes (int): Output channels.
         config (NodeTrainConfig): Hyper-parameters; validated here.
-        logger (RunLogger, optional): Receives ``train_loss`` and
-            ``val_accuracy`` per epoch (``step=epoch``) and ``test_accuracy``,
-            ``best_epoch``, ``best_val_accuracy`` and ``seconds`` at the end.
-            (default: :obj:`None`)
+        logger (RunLogger, optional): Receives per epoch (``step=epoch``)
+            ``train_loss``, ``val_accuracy``, ``val_macro_f1`` and the
+            throughput figures of :meth:`EpochTimer.summary` plus ``eval_s``;
+            at the end ``test_accuracy``, ``test_macro_f1``, ``best_epoch``,
+            ``best_val_accuracy``, ``best_val_macro_f1``, ``stopped_epoch``,
+            ``resumed_from_epoch`` and ``seconds``. A resumed run first
+            re-logs the epochs its checkpoint covers. (default: :obj:`None`)
         sampler (BaseSampler, optional): Training sampler; default a
             :class:`gnncore.sampler.NeighborSampler` over ``graph_store`` with
             ``config.fanouts`` and ``config.seed``. (default: :obj:`None`)
@@ -162,93 +309,180 @@ def train_node_classifier(
             (default: :obj:`None`)
         in_channels (int, optional): Feature width; read from the feature
             store when omitted. (default: :obj:`None`)
+        checkpoints (CheckpointDir or str or Path, optional): Where to write a
+            checkpoint after every epoch (a path keeps the newest 2). A fresh
+            run (``resume=False``) first removes the checkpoints already there.
+            (default: :obj:`None`, no checkpoints)
+        resume (bool, optional): Continue from the newest readable checkpoint
+            in ``checkpoints`` (a fresh start when there is none). Raises
+            :class:`~gnncore.train.checkpoint.CheckpointError` when it was
+            written with other settings or data. (default: :obj:`False`)
+        on_epoch_end (callable, optional): ``f(epoch, checkpoint_path)`` after
+            each epoch is logged and checkpointed. (default: :obj:`None`)
     """
     config.validate()
     if num_classes < 2:
         raise ValueError(f"num_classes={num_classes}: node classification needs >= 2 classes")
+    if resume and checkpoints is None:
+        raise ConfigError("resume=True needs a checkpoint directory (checkpoints=...)")
     started = time.perf_counter()
     device = resolve_device(config.device)
+    amp_dtype, scaler = _amp_settings(config, device)
     torch.manual_seed(config.seed)
 
-    if sampler is None or eval_sampler is None:
-        from gnncore.sampler import NeighborSampler
-
-        if sampler is None:
-            sampler = NeighborSampler(graph_store, config.fanouts, seed=config.seed)
-        if eval_sampler is None:
-            fanouts = config.eval_fanouts or (-1,) * config.num_layers
-            eval_sampler = NeighborSampler(graph_store, fanouts, seed=config.seed + 1)
     if in_channels is None:
         size = feature_store.get_tensor_size(group_name=None, attr_name="x")
         if size is None or len(size) != 2:
             raise ValueError(f"feature store 'x' must be 2-d [num_nodes, F]; size is {size}")
         in_channels = int(size[1])
-
     model = build_model(config.model, in_channels, config.hidden, num_classes,
-                        config.num_layers, config.dropout).to(device)
+                        config.num_layers, config.dropout, heads=config.heads).to(device)
+    if sampler is None or eval_sampler is None:
+        from gnncore.sampler import NeighborSampler
+
+        # A model that ignores the edges needs the seeds only: sample no neighbours.
+        no_hops = None if uses_edges(model) else (0,) * config.num_layers
+        if sampler is None:
+            sampler = NeighborSampler(graph_store, no_hops or config.fanouts, seed=config.seed)
+        if eval_sampler is None:
+            fanouts = no_hops or config.eval_fanouts or (-1,) * config.num_layers
+            eval_sampler = NeighborSampler(graph_store, fanouts, seed=config.seed + 1)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr,
                                  weight_decay=config.weight_decay)
     data = (feature_store, graph_store)
+    splits = [_as_index(train_idx), _as_index(val_idx), _as_index(test_idx)]
     generator = torch.Generator().manual_seed(config.seed)
-    train_loader = _make_loader(data, sampler, _as_index(train_idx), config.batch_size,
+    train_loader = _make_loader(data, sampler, splits[0], config.batch_size,
                                 config, device, generator)
-    val_loader = _make_loader(data, eval_sampler, _as_index(val_idx), config.eval_batch_size,
+    val_loader = _make_loader(data, eval_sampler, splits[1], config.eval_batch_size,
                               config, device)
-    test_loader = _make_loader(data, eval_sampler, _as_index(test_idx),
-                               config.eval_batch_size, config, device)
+    test_loader = _make_loader(data, eval_sampler, splits[2], config.eval_batch_size,
+                               config, device)
+    samplers = {"train": sampler, "eval": eval_sampler}
+    fingerprint = data_fingerprint(splits, num_classes, in_channels)
 
-    losses: list[float] = []
-    accuracies: list[float] = []
-    best_epoch, best_val, best_state = 0, -1.0, None
-    epochs = tqdm(range(1, config.epochs + 1), desc="epochs", unit="epoch",
-                  disable=not progress, dynamic_ncols=True)
+    state = _Progress()
+    store = checkpoints if checkpoints is None or isinstance(checkpoints, CheckpointDir) \
+        else CheckpointDir(checkpoints)
+    resumed_from = 0
+    if store is not None:
+        found = store.latest() if resume else None
+        if found is None:
+            store.clear()
+        else:
+            check_resumable(found, config, fingerprint)
+            state = _restore(found, model, optimizer, scaler, generator, samplers)
+            store.remove_temporaries()
+            resumed_from = found.epoch
+            if logger is not None:
+                for epoch in range(1, found.epoch + 1):
+                    logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
+
+    run_id = getattr(logger, "run_id", None)
+    epochs = tqdm(range(state.epoch + 1, config.epochs + 1), desc="epochs", unit="epoch",
+                  initial=state.epoch, total=config.epochs, disable=not progress,
+                  dynamic_ncols=True)
     for epoch in epochs:
-        loss = _train_epoch(model, train_loader, optimizer, device,
-                            lambda it: tqdm(it, desc=f"epoch {epoch}", unit="batch",
-                                            leave=False, disable=not progress,
-                                            total=len(train_loader), dynamic_ncols=True))
-        val_acc = evaluate(model, val_loader, device)
-        losses.append(loss)
-        accuracies.append(val_acc)
-        if val_acc > best_val:
-            best_epoch, best_val = epoch, val_acc
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        epochs.set_postfix(loss=f"{loss:.4f}", val_acc=f"{val_acc:.4f}",
-                           best=f"{best_val:.4f}@{best_epoch}")
+        if state.should_stop(config.patience):
+            break
+        loss, throughput = _train_epoch(
+            model, train_loader, optimizer, device, amp_dtype, scaler,
+            config.normalize_features,
+            lambda it: tqdm(it, desc=f"epoch {epoch}", unit="batch", leave=False,
+                            disable=not progress, total=len(train_loader),
+                            dynamic_ncols=True))
+        eval_started = time.perf_counter()
+        val = evaluate(model, val_loader, device, normalize_features=config.normalize_features,
+                       amp_dtype=amp_dtype)
+        throughput["eval_s"] = time.perf_counter() - eval_started
+        state.record(epoch, loss, val, throughput, model)
+        epochs.set_postfix(loss=f"{loss:.4f}", val_acc=f"{val.accuracy:.4f}",
+                           best=f"{state.best_val_accuracy:.4f}@{state.best_epoch}")
         if logger is not None:
-            logger.log_metrics({"train_loss": loss, "val_accuracy": val_acc}, step=epoch)
+            logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
+        path = None
+        if store is not None:
+            path = store.save(epoch, {
+                "format": FORMAT, "version": VERSION, "epoch": epoch,
+                "config": config.to_dict(), "data": fingerprint, "run_id": run_id,
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scaler": scaler.state_dict() if scaler is not None else None,
+                "progress": state.to_dict(),
+                "rng": capture_rng(generator, samplers, cuda=device.type == "cuda"),
+            })
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, path)
 
-    assert best_state is not None  # epochs >= 1
-    model.load_state_dict(best_state)
-    test_acc = evaluate(model, test_loader, device)
+    assert state.best_state is not None  # epochs >= 1
+    model.load_state_dict(state.best_state)
+    test = evaluate(model, test_loader, device, normalize_features=config.normalize_features,
+                    amp_dtype=amp_dtype)
     seconds = time.perf_counter() - started
+    early_stopped = state.should_stop(config.patience) and state.epoch < config.epochs
     if logger is not None:
-        logger.log_metrics({"test_accuracy": test_acc, "best_val_accuracy": best_val,
-                            "best_epoch": float(best_epoch), "seconds": seconds},
-                           step=config.epochs)
+        logger.log_metrics({"test_accuracy": test.accuracy, "test_macro_f1": test.macro_f1,
+                            "best_val_accuracy": state.best_val_accuracy,
+                            "best_val_macro_f1": state.best_val_macro_f1,
+                            "best_epoch": float(state.best_epoch),
+                            "stopped_epoch": float(state.epoch),
+                            "resumed_from_epoch": float(resumed_from),
+                            "seconds": seconds}, step=state.epoch)
     return NodeTrainResult(
-        model=model, config=config, train_loss=losses, val_accuracy=accuracies,
-        best_epoch=best_epoch, best_val_accuracy=best_val, test_accuracy=test_acc,
+        model=model, config=config, train_loss=state.train_loss,
+        val_accuracy=state.val_accuracy, best_epoch=state.best_epoch,
+        best_val_accuracy=state.best_val_accuracy, test_accuracy=test.accuracy,
         seconds=seconds, device=str(device),
-        num_parameters=sum(p.numel() for p in model.parameters()))
+        num_parameters=sum(p.numel() for p in model.parameters()),
+        val_macro_f1=state.val_macro_f1, best_val_macro_f1=state.best_val_macro_f1,
+        test_macro_f1=test.macro_f1, stopped_epoch=state.epoch, early_stopped=early_stopped,
+        resumed_from_epoch=resumed_from, throughput=state.throughput,
+        checkpoint_dir=str(store.directory) if store is not None else None)
+
+
+def _restore(found: Checkpoint, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+             scaler: Any | None, generator: torch.Generator,
+             samplers: dict[str, Any]) -> _Progress:
+    """Load ``found`` into the freshly built objects; return its progress."""
+    saved = found.state
+    model.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["optimizer"])
+    if scaler is not None and saved.get("scaler") is not None:
+        scaler.load_state_dict(saved["scaler"])
+    restore_rng(saved["rng"], generator, samplers)
+    return _Progress.from_dict(saved["progress"])
 
 
 def _train_epoch(model: torch.nn.Module, loader: NodeLoader, optimizer: torch.optim.Optimizer,
-                 device: torch.device, wrap: Callable[[Any], Any]) -> float:
-    """One pass over ``loader``; the mean loss per seed node."""
+                 device: torch.device, amp_dtype: torch.dtype | None, scaler: Any | None,
+                 normalize_features: bool,
+                 wrap: Callable[[Any], Any]) -> tuple[float, dict[str, float]]:
+    """One pass over ``loader``: the mean loss per seed node, and the epoch's
+    throughput figures (:meth:`EpochTimer.summary`)."""
     model.train()
     total_loss = torch.zeros((), device=device)  # summed on device: one sync per epoch
     total = 0
-    for batch in wrap(loader):
-        batch = batch.to(device, non_blocking=True)
-        optimizer.zero_grad(set_to_none=True)
-        out = _forward(model, batch)
-        loss = F.cross_entropy(out, batch.y[:batch.batch_size])
-        loss.backward()
-        optimizer.step()
-        total_loss += loss.detach() * batch.batch_size
+    timer = EpochTimer(device)
+    batches: Iterator[Any] = iter(wrap(loader))
+    while (batch := timer.next_batch(batches)) is not None:
+        timer.count(batch)
+        with timer.phase("transfer"):
+            batch = batch.to(device, non_blocking=True)
+        with timer.phase("compute"):
+            optimizer.zero_grad(set_to_none=True)
+            with _autocast(device, amp_dtype):
+                out = _forward(model, batch, normalize_features)
+            loss = F.cross_entropy(out.float(), batch.y[:batch.batch_size])
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                optimizer.step()
+            total_loss += loss.detach() * batch.batch_size
         total += batch.batch_size
-    return float(total_loss) / max(total, 1)
+    throughput = timer.summary()
+    return float(total_loss) / max(total, 1), throughput
 
 
 def copy_to_cpu(model: torch.nn.Module) -> torch.nn.Module:

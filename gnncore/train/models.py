@@ -1,40 +1,138 @@
 """Model builders: architecture name -> :mod:`torch_geometric.nn` model.
 
-Every builder returns a :class:`~torch_geometric.nn.models.basic_gnn.BasicGNN`
+Every model has the forward signature of
+:class:`~torch_geometric.nn.models.basic_gnn.BasicGNN`
 (``forward(x, edge_index, num_sampled_nodes_per_hop=...,
-num_sampled_edges_per_hop=...)``), so the training loop can trim each layer to
-the hops it needs. To add an architecture (GCN, GAT, GIN), write a builder
-with the same signature and register it in :data:`MODELS`.
+num_sampled_edges_per_hop=...)``) and a ``num_layers`` attribute, so the
+training loop treats them alike. :func:`supports_trimming` tells the loop
+whether a model may drop the hops a layer no longer needs
+(``trim_to_layer``) without changing the seed nodes' outputs.
+
+To add an architecture, write a builder with the signature of
+:data:`ModelBuilder` and register it in :data:`MODELS` (and its defaults in
+:data:`gnncore.train.config.MODEL_DEFAULTS`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any, Protocol
 
-from torch_geometric.nn.models import GraphSAGE
+import torch
+from torch_geometric.nn import MLP
+from torch_geometric.nn.models import GAT, GCN, GIN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-ModelBuilder = Callable[[int, int, int, int, float], BasicGNN]
+
+class ModelBuilder(Protocol):
+    """``(in_channels, hidden, out_channels, num_layers, dropout, *, heads=1)``."""
+
+    def __call__(self, in_channels: int, hidden: int, out_channels: int, num_layers: int,
+                 dropout: float, *, heads: int = 1) -> torch.nn.Module: ...
+
+
+class EdgeFreeMLP(torch.nn.Module):
+    r"""A ``num_layers``-layer MLP on the node features alone (no message passing).
+
+    The baseline of ``--model none``: it takes (and ignores) the graph
+    arguments of :class:`BasicGNN` so the loop and model export treat it like
+    the GNNs.
+    """
+
+    def __init__(self, in_channels: int, hidden: int, out_channels: int, num_layers: int,
+                 dropout: float) -> None:
+        super().__init__()
+        self.num_layers = num_layers
+        self.mlp = MLP(in_channels=in_channels, hidden_channels=hidden,
+                       out_channels=out_channels, num_layers=num_layers, dropout=dropout,
+                       norm=None)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor | None = None,
+                **kwargs: Any) -> torch.Tensor:
+        return self.mlp(x)
+
+
+def _no_heads(name: str, heads: int) -> None:
+    if heads != 1:
+        raise ValueError(f"{name} has no attention heads; got heads={heads}")
 
 
 def build_sage(in_channels: int, hidden: int, out_channels: int, num_layers: int,
-               dropout: float) -> BasicGNN:
+               dropout: float, *, heads: int = 1) -> BasicGNN:
     """GraphSAGE with mean aggregation and ReLU (Hamilton et al., 2017)."""
+    _no_heads("GraphSAGE", heads)
     return GraphSAGE(in_channels, hidden, num_layers, out_channels=out_channels,
                      dropout=dropout, aggr="mean")
 
 
-#: Architecture name -> builder ``(in_channels, hidden, out_channels, num_layers, dropout)``.
+def build_gcn(in_channels: int, hidden: int, out_channels: int, num_layers: int,
+              dropout: float, *, heads: int = 1) -> BasicGNN:
+    """GCN with self-loops and symmetric normalisation (Kipf and Welling, 2017).
+
+    The normalisation is computed on the sampled subgraph, from the degrees
+    the sampled edges give each node.
+    """
+    _no_heads("GCN", heads)
+    return GCN(in_channels, hidden, num_layers, out_channels=out_channels, dropout=dropout)
+
+
+def build_gat(in_channels: int, hidden: int, out_channels: int, num_layers: int,
+              dropout: float, *, heads: int = 8) -> BasicGNN:
+    """GAT (Velickovic et al., 2018): ``heads`` heads of ``hidden // heads`` channels
+    concatenated in hidden layers, averaged in the output layer; ``dropout`` also
+    drops attention coefficients."""
+    return GAT(in_channels, hidden, num_layers, out_channels=out_channels, dropout=dropout,
+               heads=heads)
+
+
+def build_gin(in_channels: int, hidden: int, out_channels: int, num_layers: int,
+              dropout: float, *, heads: int = 1) -> BasicGNN:
+    """GIN (Xu et al., 2019): sum aggregation and a 2-layer MLP per layer."""
+    _no_heads("GIN", heads)
+    return GIN(in_channels, hidden, num_layers, out_channels=out_channels, dropout=dropout)
+
+
+def build_mlp(in_channels: int, hidden: int, out_channels: int, num_layers: int,
+              dropout: float, *, heads: int = 1) -> EdgeFreeMLP:
+    """:class:`EdgeFreeMLP`: the no-graph baseline."""
+    _no_heads("the MLP", heads)
+    return EdgeFreeMLP(in_channels, hidden, out_channels, num_layers, dropout)
+
+
+#: Architecture name -> builder.
 MODELS: dict[str, ModelBuilder] = {
     "sage": build_sage,
+    "gcn": build_gcn,
+    "gat": build_gat,
+    "gin": build_gin,
+    "none": build_mlp,
 }
 
 
 def build_model(name: str, in_channels: int, hidden: int, out_channels: int,
-                num_layers: int, dropout: float) -> BasicGNN:
-    """Build the model ``name``; raises ``KeyError`` listing the known names."""
+                num_layers: int, dropout: float, heads: int | None = None) -> torch.nn.Module:
+    """Build the model ``name`` (``heads``: the builder's default when ``None``);
+    raises ``KeyError`` listing the known names."""
     try:
         builder = MODELS[name]
     except KeyError:
         raise KeyError(f"unknown model {name!r}; choose one of {sorted(MODELS)}") from None
-    return builder(in_channels, hidden, out_channels, num_layers, dropout)
+    if heads is None:
+        return builder(in_channels, hidden, out_channels, num_layers, dropout)
+    return builder(in_channels, hidden, out_channels, num_layers, dropout, heads=heads)
+
+
+def supports_trimming(model: torch.nn.Module) -> bool:
+    """Whether layer ``i`` may drop the sampled hops it no longer needs.
+
+    True for message passing that only reads the edges *into* the nodes it
+    updates (SAGE, GAT, GIN). False for GCN, whose symmetric normalisation
+    also reads the degree of each *source* node: trimming removes the edges
+    into the outermost kept hop and so changes those degrees. False for
+    models without message passing.
+    """
+    return isinstance(model, BasicGNN) and not isinstance(model, GCN)
+
+
+def uses_edges(model: torch.nn.Module) -> bool:
+    """Whether the model reads ``edge_index`` at all (False for the MLP)."""
+    return not isinstance(model, EdgeFreeMLP)

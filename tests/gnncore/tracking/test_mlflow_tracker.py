@@ -72,9 +72,16 @@ def test_run_holds_per_epoch_and_final_metrics(tracked: Tracked) -> None:
         history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
         assert [h.step for h in history] == [1, 2, 3]
         assert [h.value for h in history] == pytest.approx(values)
+    history = sorted(client.get_metric_history(run_id, "val_macro_f1"), key=lambda m: m.step)
+    assert [h.value for h in history] == pytest.approx(result.val_macro_f1)
+    for key in ("batches_per_s", "nodes_per_batch", "edges_per_batch", "sample_s",
+                "transfer_s", "compute_s", "eval_s"):
+        assert [h.step for h in client.get_metric_history(run_id, key)] == [1, 2, 3], key
     metrics = client.get_run(run_id).data.metrics
     assert metrics["test_accuracy"] == pytest.approx(result.test_accuracy)
+    assert metrics["test_macro_f1"] == pytest.approx(result.test_macro_f1)
     assert metrics["best_epoch"] == result.best_epoch
+    assert metrics["stopped_epoch"] == 3 and metrics["resumed_from_epoch"] == 0
     assert metrics["seconds"] > 0
 
 
@@ -146,3 +153,52 @@ def test_model_without_an_example_is_pickled(tracked: Tracked) -> None:
     assert uri == f"models:/{logged.model_id}"
     loaded = mlflow.pytorch.load_model(logged.artifact_location)
     assert type(loaded) is type(tracked.result.model)
+
+
+def test_run_status_and_closing_another_run(tracked: Tracked) -> None:
+    from gnncore.tracking import RUNNING
+
+    tracker = MlflowTracker(tracked.tracker.tracking_uri, experiment="closing")
+    run = tracker.start_run("left open")
+    assert tracker.run_status(run.run_id) == RUNNING
+    assert tracker.run_status("no-such-run") is None
+    tracker.end_run(run.run_id, FAILED, tags={"error": "killed"})
+    closed = tracker.client.get_run(run.run_id)
+    assert closed.info.status == FAILED and closed.data.tags["error"] == "killed"
+
+
+def test_crash_with_checkpoints_fails_the_run_and_resume_starts_a_new_one(
+        tracked: Tracked, tmp_path: Path) -> None:
+    """A crash mid-training still ends FAILED when checkpoints are written; the
+    resumed run is a new, FINISHED run that re-logs the earlier epochs and
+    leaves the failed one as it was."""
+    tracker = MlflowTracker(tracked.tracker.tracking_uri, experiment="resumed")
+    config = dataclasses.replace(CONFIG, epochs=4, patience=0)
+
+    def crash(epoch: int, path: Path | None) -> None:
+        if epoch == 2:
+            raise RuntimeError("boom in epoch 2")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        train_graph_dir(tracked.graph, config, tracking=tracker, progress=False,
+                        checkpoint_dir=tmp_path, on_epoch_end=crash)
+    (failed,) = tracker.client.search_runs([tracker.experiment_id])
+    assert failed.info.status == FAILED
+    assert failed.data.tags["error"] == "RuntimeError: boom in epoch 2"
+    assert [m.step for m in tracker.client.get_metric_history(failed.info.run_id,
+                                                              "train_loss")] == [1, 2]
+
+    result = train_graph_dir(tracked.graph, config, tracking=tracker, progress=False,
+                             checkpoint_dir=tmp_path, resume=True)
+    assert result.resumed_from_epoch == 2 and result.run_id != failed.info.run_id
+    new = tracker.client.get_run(str(result.run_id))
+    assert new.info.status == FINISHED
+    assert new.data.tags["resumed_from_epoch"] == "2"
+    assert new.data.tags["resumed_from_run_id"] == failed.info.run_id
+    assert new.data.metrics["resumed_from_epoch"] == 2
+    history = tracker.client.get_metric_history(new.info.run_id, "train_loss")
+    assert sorted(m.step for m in history) == [1, 2, 3, 4]
+    assert [m.value for m in sorted(history, key=lambda m: m.step)] == \
+        pytest.approx(result.train_loss)
+    old = tracker.client.get_run(failed.info.run_id)
+    assert old.info.status == FAILED and "resumed_in_run_id" not in old.data.tags

@@ -14,6 +14,7 @@ from conftest import planted_graph
 from gnncore.sampler import NeighborSampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.train import (
+    MODEL_DEFAULTS,
     MODELS,
     ConfigError,
     NodeTrainConfig,
@@ -22,6 +23,7 @@ from gnncore.train import (
     train_graph_dir,
     train_node_classifier,
 )
+from gnncore.train.models import supports_trimming
 
 FAST = NodeTrainConfig(hidden=32, epochs=10, batch_size=32, lr=0.01, device="cpu")
 
@@ -101,9 +103,28 @@ def test_config_defaults_and_validation() -> None:
     for bad, field in [({"fanouts": (10,)}, "fanouts"), ({"model": "gpt"}, "model"),
                        ({"lr": 0.0}, "lr"), ({"dropout": 1.0}, "dropout"),
                        ({"device": "gpu"}, "device"), ({"epochs": 0}, "epochs"),
-                       ({"eval_fanouts": (5,)}, "eval_fanouts")]:
+                       ({"eval_fanouts": (5,)}, "eval_fanouts"),
+                       ({"model": "gat", "hidden": 60, "heads": 8}, "heads"),
+                       ({"model": "gcn", "heads": 2}, "heads"), ({"patience": -1}, "patience"),
+                       ({"amp": "fp8"}, "amp")]:
         with pytest.raises(ConfigError, match=field):
             NodeTrainConfig(**bad).validate()  # type: ignore[arg-type]
+
+
+def test_config_takes_per_model_defaults_unless_given() -> None:
+    for model, defaults in MODEL_DEFAULTS.items():
+        config = NodeTrainConfig(model=model).validate()
+        assert {k: getattr(config, k) for k in defaults} == defaults
+    assert NodeTrainConfig(model="gat").heads == 8 and NodeTrainConfig().heads == 1
+    assert NodeTrainConfig(model="gcn", hidden=32, lr=0.1).hidden == 32
+    config = NodeTrainConfig(model="gat", fanouts=(5, 5), eval_fanouts=(3, 3))
+    again = NodeTrainConfig.from_dict(config.to_dict())
+    assert again == config and json.dumps(config.to_dict())
+    assert config.mismatches(config.to_dict()) == []
+    other = dataclasses.replace(config, lr=0.5, epochs=99, device="cpu").to_dict()
+    assert config.mismatches(other) == ["lr: 0.5 (checkpoint) != 0.005 (this run)"]
+    with pytest.raises(ConfigError, match="unknown"):
+        NodeTrainConfig.from_dict({"model": "sage", "colour": "red"})
 
 
 def test_resolve_device() -> None:
@@ -118,12 +139,29 @@ def test_resolve_device() -> None:
 
 
 def test_models_registry() -> None:
-    assert "sage" in MODELS
-    model = build_model("sage", 8, 16, 3, 2, 0.5)
-    out = model(torch.randn(5, 8), torch.tensor([[0, 1, 2], [1, 2, 3]]))
-    assert out.shape == (5, 3)
+    assert set(MODELS) == {"sage", "gcn", "gat", "gin", "none"}
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    for name in MODELS:
+        model = build_model(name, 8, 16, 3, 2, 0.5)
+        assert model(torch.randn(5, 8), edge_index).shape == (5, 3), name
+        assert model.num_layers == 2
+    gat = build_model("gat", 8, 16, 3, 2, 0.5, heads=4)
+    assert gat.convs[0].heads == 4 and gat.convs[0].out_channels == 4  # 16 over 4 heads
+    assert build_model("gat", 8, 16, 3, 2, 0.5).convs[0].heads == 8
+    with pytest.raises(ValueError, match="heads"):
+        build_model("sage", 8, 16, 3, 2, 0.5, heads=2)
     with pytest.raises(KeyError, match="sage"):
         build_model("nope", 8, 16, 3, 2, 0.5)
+    assert not supports_trimming(build_model("gcn", 8, 16, 3, 2, 0.5))
+    assert not supports_trimming(build_model("none", 8, 16, 3, 2, 0.5))
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat", "gin", "none"])
+def test_every_model_learns_the_planted_graph(graph: GraphDir, model: str) -> None:
+    config = dataclasses.replace(FAST, model=model, heads=2 if model == "gat" else 1)
+    result = train_graph_dir(graph, config, progress=False)
+    assert result.test_accuracy >= (0.35 if model == "none" else 0.85), model  # chance: 0.25
+    assert 0 < result.test_macro_f1 <= 1 and len(result.val_macro_f1) == FAST.epochs
 
 
 def test_graph_without_labels_is_refused(tmp_path: Path) -> None:
@@ -149,20 +187,55 @@ def test_cli_train_writes_the_summary(graph: GraphDir, tmp_path: Path,
     assert code == 0
     summary = json.loads(out.read_text())
     for key in ("task", "model", "epochs", "seconds", "val_accuracy", "test_accuracy",
+                "test_macro_f1", "val_macro_f1", "stopped_epoch", "throughput",
                 "mlflow_run_id", "mlflow_tracking_uri"):
         assert key in summary, key
     assert summary["task"] == "node" and summary["epochs"] == 2
+    assert summary["resumed_from_epoch"] == 0 and summary["stopped_epoch"] == 2
+    assert summary["throughput"]["batches_per_s"] > 0
+    checkpoints = (tmp_path / "root" / "checkpoints" / "planted-sage-seed1")
+    assert summary["checkpoint_dir"] == str(checkpoints)
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["epoch-1.pt", "epoch-2.pt"]
     db = (tmp_path / "root" / "mlflow" / "mlflow.db").resolve()
     assert summary["mlflow_tracking_uri"] == f"sqlite:///{db}" and db.is_file()
     assert summary["mlflow_run_url"].endswith(f"/runs/{summary['mlflow_run_id']}")
     assert not (tmp_path / "mlruns").exists()
 
 
+def test_cli_options_reach_the_config() -> None:
+    from gnncore.cli.main import verb_parser
+    from gnncore.cli.train import build_config
+
+    parser, _ = verb_parser("train")
+    args = parser.parse_args(["g", "--model", "gat", "--heads", "4", "--amp", "--patience",
+                              "0", "--eval-fanouts", "5,5", "--normalize-features"])
+    config = build_config(args)
+    assert (config.model, config.heads, config.amp, config.patience) == ("gat", 4, "bf16", 0)
+    assert config.eval_fanouts == (5, 5) and config.normalize_features
+    assert config.hidden == MODEL_DEFAULTS["gat"]["hidden"]
+    assert build_config(parser.parse_args(["g", "--amp", "fp16"])).amp == "fp16"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["g", "--model", "transformer"])
+
+
+def test_cli_resume_with_other_settings_is_a_clear_error(
+        graph: GraphDir, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from gnncore.cli.main import main
+
+    common = ["train", str(graph.path), "--epochs", "1", "--hidden", "8", "--device", "cpu",
+              "--no-progress", "--data-root", str(tmp_path), "--checkpoint-dir",
+              str(tmp_path / "ckpt")]
+    assert main([*common, "--lr", "0.01"]) == 0
+    assert main([*common, "--lr", "0.02", "--resume"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot be resumed" in err and "lr: 0.01 (checkpoint) != 0.02" in err
+
+
 def test_cli_link_task_is_a_clear_error(graph: GraphDir, capsys: pytest.CaptureFixture) -> None:
     from gnncore.cli.main import main
 
     assert main(["train", str(graph.path), "--task", "link"]) == 1
-    assert "link prediction arrives with the training issue" in capsys.readouterr().err
+    assert "link prediction is not implemented yet" in capsys.readouterr().err
 
 
 def test_trimmed_forward_equals_the_full_forward(graph: GraphDir) -> None:
@@ -175,8 +248,27 @@ def test_trimmed_forward_equals_the_full_forward(graph: GraphDir) -> None:
     loader = NodeLoader((GraphDirFeatureStore(graph), topology),
                         node_sampler=NeighborSampler(topology, [4, 3]),
                         input_nodes=torch.arange(50), batch_size=25)
-    model = build_model("sage", 16, 8, 4, 2, 0.0).eval()
+    for name in ("sage", "gat", "gin", "gcn"):
+        model = build_model(name, 16, 8, 4, 2, 0.0).eval()
+        with torch.no_grad():
+            for batch in loader:
+                full = model(batch.x, batch.edge_index)[:batch.batch_size]
+                assert torch.allclose(_forward(model, batch), full, atol=1e-5), name
+
+
+def test_trimming_would_change_gcn_so_it_is_off(graph: GraphDir) -> None:
+    """GCN's normalisation reads source degrees, which trimming changes."""
+    from torch_geometric.loader import NodeLoader
+
+    topology = GraphDirGraphStore(graph)
+    loader = NodeLoader((GraphDirFeatureStore(graph), topology),
+                        node_sampler=NeighborSampler(topology, [4, 3]),
+                        input_nodes=torch.arange(25), batch_size=25)
+    batch = next(iter(loader))
+    model = build_model("gcn", 16, 8, 4, 2, 0.0).eval()
     with torch.no_grad():
-        for batch in loader:
-            full = model(batch.x, batch.edge_index)[:batch.batch_size]
-            assert torch.allclose(_forward(model, batch), full, atol=1e-5)
+        trimmed = model(batch.x, batch.edge_index,
+                        num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                        num_sampled_edges_per_hop=batch.num_sampled_edges)[:25]
+        full = model(batch.x, batch.edge_index)[:25]
+    assert not torch.allclose(trimmed, full, atol=1e-5)

@@ -1,0 +1,290 @@
+r"""Per-epoch training checkpoints: atomic writes, safe loads, newest-valid lookup.
+
+A checkpoint directory holds ``epoch-<k>.pt`` files, one per finished epoch,
+of which the newest ``keep`` are kept. Each file is written to a temporary
+sibling, flushed to disk and renamed, so a file with the final name is always
+complete; a process killed mid-write leaves a stray ``.epoch-<k>.pt.*.tmp``
+that the next run removes.
+
+A checkpoint is a plain ``dict`` of tensors and primitive values (config as a
+dict, RNG states as tensors and numbers) and is read with
+``torch.load(..., weights_only=True)`` only, which refuses to unpickle
+arbitrary objects: a checkpoint file is data, never code. Its keys:
+
+* ``format``, ``version``, ``epoch``: what the file is and which epoch ended.
+* ``config``: :meth:`NodeTrainConfig.to_dict`; ``data``: a fingerprint of the
+  splits (:func:`data_fingerprint`); ``run_id``: the tracked run, if any.
+* ``model``, ``optimizer``, ``scaler``: state dicts (``scaler``: fp16 AMP only).
+* ``progress``: per-epoch history, best epoch and weights, early-stopping count.
+* ``rng``: :func:`capture_rng` (torch CPU and CUDA, NumPy, ``random``, the
+  shuffling generator, the samplers' batch counters).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import tempfile
+import warnings
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnncore.errors import GnnCoreError
+
+FORMAT = "gnncore.checkpoint"
+VERSION = 1
+_NAME = re.compile(r"^epoch-(\d+)\.pt$")
+_TEMP = re.compile(r"^\.epoch-\d+\.pt\..*\.tmp$")
+REQUIRED_KEYS = ("format", "version", "epoch", "config", "data", "model", "optimizer",
+                 "progress", "rng")
+
+
+class CheckpointError(GnnCoreError, ValueError):
+    """A checkpoint that cannot be used for this run (says which file and why)."""
+
+
+def default_checkpoint_dir(data_root: str | os.PathLike[str], dataset: str, model: str,
+                           seed: int) -> Path:
+    """``<data_root>/checkpoints/<dataset>-<model>-seed<seed>``."""
+    return Path(data_root) / "checkpoints" / f"{dataset}-{model}-seed{seed}"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One loaded checkpoint file."""
+
+    path: Path
+    epoch: int
+    state: dict[str, Any]
+
+
+class CheckpointDir:
+    r"""The ``epoch-<k>.pt`` files of one training run.
+
+    Args:
+        directory (str or PathLike): Where the files live (created on first save).
+        keep (int, optional): How many of the newest checkpoints to keep.
+            (default: :obj:`2`)
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], keep: int = 2) -> None:
+        if int(keep) < 1:
+            raise ValueError(f"keep={keep}: must keep at least one checkpoint")
+        self.directory = Path(directory)
+        self.keep = int(keep)
+        self._latest: Checkpoint | None = None
+        self._scanned = False
+
+    def path(self, epoch: int) -> Path:
+        return self.directory / f"epoch-{epoch}.pt"
+
+    def epochs(self) -> list[int]:
+        """Epochs with a checkpoint file, ascending."""
+        if not self.directory.is_dir():
+            return []
+        found = (_NAME.match(p.name) for p in self.directory.iterdir())
+        return sorted(int(m.group(1)) for m in found if m is not None)
+
+    def save(self, epoch: int, state: Mapping[str, Any]) -> Path:
+        """Write ``state`` as ``epoch-<epoch>.pt`` atomically, then drop the files
+        of older epochs beyond :attr:`keep` (and of later epochs, which belong to
+        an abandoned attempt)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        final = self.path(epoch)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{final.name}.", suffix=".tmp")
+        try:
+            os.chmod(tmp, 0o644)  # mkstemp makes it owner-only
+            with os.fdopen(fd, "wb") as fh:
+                torch.save(dict(state), fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        _fsync_directory(self.directory)
+        kept = [e for e in self.epochs() if e <= epoch][-self.keep:]
+        for other in self.epochs():
+            if other not in kept:
+                self.path(other).unlink(missing_ok=True)
+        self._latest, self._scanned = None, False
+        return final
+
+    def load(self, path: str | os.PathLike[str]) -> Checkpoint:
+        """Load one file with ``weights_only=True`` and check its layout.
+
+        Raises:
+            CheckpointError: When the file is unreadable, truncated, not a
+                gnncore checkpoint, or of another format version.
+        """
+        path = Path(path)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # truncated, corrupt, or holds non-tensor objects
+            raise CheckpointError(f"{path}: cannot be read as a checkpoint "
+                                  f"({type(exc).__name__}: {str(exc)[:200]})") from exc
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise CheckpointError(f"{path}: not a gnncore checkpoint")
+        if state.get("version") != VERSION:
+            raise CheckpointError(f"{path}: checkpoint version {state.get('version')!r}, "
+                                  f"this gnncore reads version {VERSION}")
+        missing = [key for key in REQUIRED_KEYS if key not in state]
+        if missing:
+            raise CheckpointError(f"{path}: checkpoint lacks {missing}")
+        return Checkpoint(path, int(state["epoch"]), state)
+
+    def latest(self) -> Checkpoint | None:
+        """The newest checkpoint that loads; unreadable newer files are skipped
+        with a warning. ``None`` when there is none. Cached until :meth:`save`."""
+        if not self._scanned:
+            self._latest, self._scanned = None, True
+            for epoch in reversed(self.epochs()):
+                try:
+                    self._latest = self.load(self.path(epoch))
+                    break
+                except CheckpointError as exc:
+                    warnings.warn(f"skipping checkpoint: {exc}", RuntimeWarning, stacklevel=2)
+        return self._latest
+
+    def clear(self) -> None:
+        """Remove every checkpoint and stray temporary file (a fresh start)."""
+        self.remove_temporaries()
+        for epoch in self.epochs():
+            self.path(epoch).unlink(missing_ok=True)
+        self._latest, self._scanned = None, False
+
+    def remove_temporaries(self) -> None:
+        """Remove the temporary files of writes that never finished."""
+        if self.directory.is_dir():
+            for path in self.directory.iterdir():
+                if _TEMP.match(path.name):
+                    path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.directory)!r}, keep={self.keep})"
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable (best effort; not every platform allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# Compatibility checks ----------------------------------------------------------
+
+
+def data_fingerprint(splits: Sequence[torch.Tensor], num_classes: int,
+                     in_channels: int) -> dict[str, Any]:
+    """Sizes and CRC-32 of the split node ids, with the class and feature counts:
+    enough to tell that a checkpoint was written for other data."""
+    out: dict[str, Any] = {"num_classes": int(num_classes), "in_channels": int(in_channels)}
+    for name, index in zip(("train", "val", "test"), splits):
+        array = np.ascontiguousarray(index.detach().cpu().numpy().astype(np.int64, copy=False))
+        out[f"num_{name}"] = int(array.size)
+        out[f"{name}_crc32"] = int(zlib.crc32(array.tobytes()))
+    return out
+
+
+def check_resumable(checkpoint: Checkpoint, config: Any, fingerprint: Mapping[str, Any]) -> None:
+    """Raise :class:`CheckpointError` when ``checkpoint`` was written with other
+    settings (see :data:`gnncore.train.config.RESUMABLE_FIELDS`) or other data."""
+    problems = list(config.mismatches(dict(checkpoint.state["config"])))
+    saved = dict(checkpoint.state["data"])
+    problems += [f"data {key}: {saved.get(key)!r} (checkpoint) != {value!r} (this run)"
+                 for key, value in fingerprint.items() if saved.get(key) != value]
+    if problems:
+        raise CheckpointError(
+            f"{checkpoint.path} was written by a different training run, so it cannot be "
+            f"resumed: {'; '.join(problems)}. Resume with the same settings and data, or "
+            "start afresh (without --resume) or in another --checkpoint-dir")
+
+
+# RNG state ---------------------------------------------------------------------
+
+
+def capture_rng(generator: torch.Generator | None = None,
+                samplers: Mapping[str, Any] | None = None,
+                cuda: bool = False) -> dict[str, Any]:
+    """Every random state a training epoch draws from, as tensors and numbers.
+
+    Args:
+        generator (torch.Generator, optional): The shuffling generator.
+        samplers (Mapping, optional): Name -> sampler; a sampler's state is its
+            ``state_dict()`` when it has one, else its batch counter
+            (:attr:`gnncore.sampler.NeighborSampler.num_batches`).
+        cuda (bool, optional): Include the CUDA generators of every device.
+    """
+    version, mt_state, gauss = random.getstate()
+    np_state = np.random.get_state(legacy=True)
+    assert isinstance(np_state, tuple)
+    _, keys, pos, has_gauss, cached = np_state
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "python": {"version": int(version), "state": torch.tensor(mt_state, dtype=torch.int64),
+                   "gauss_next": gauss},
+        "numpy": {"keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "generator": generator.get_state() if generator is not None else None,
+        "samplers": {name: _sampler_state(s) for name, s in (samplers or {}).items()},
+    }
+    if cuda and torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: Mapping[str, Any], generator: torch.Generator | None = None,
+                samplers: Mapping[str, Any] | None = None) -> None:
+    """Put back what :func:`capture_rng` recorded."""
+    torch.set_rng_state(state["torch"])
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(v) for v in py["state"].tolist()),
+                     py["gauss_next"]))
+    npy = state["numpy"]
+    np.random.set_state(("MT19937", npy["keys"].numpy().astype(np.uint32), npy["pos"],
+                         npy["has_gauss"], npy["cached_gaussian"]))
+    if generator is not None and state.get("generator") is not None:
+        generator.set_state(state["generator"])
+    saved = state.get("samplers", {})
+    for name, sampler in (samplers or {}).items():
+        if name in saved:
+            _load_sampler_state(sampler, saved[name])
+    cuda = state.get("cuda")
+    if cuda is not None and torch.cuda.is_available():
+        if len(cuda) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(cuda)
+        else:
+            warnings.warn(f"checkpoint holds {len(cuda)} CUDA RNG states, this machine has "
+                          f"{torch.cuda.device_count()} devices; CUDA RNG not restored",
+                          RuntimeWarning, stacklevel=2)
+
+
+def _sampler_state(sampler: Any) -> dict[str, Any]:
+    if callable(getattr(sampler, "state_dict", None)):
+        return dict(sampler.state_dict())
+    if isinstance(getattr(sampler, "num_batches", None), int):
+        return {"num_batches": int(sampler.num_batches)}
+    return {}
+
+
+def _load_sampler_state(sampler: Any, state: Mapping[str, Any]) -> None:
+    if callable(getattr(sampler, "load_state_dict", None)):
+        sampler.load_state_dict(state)
+    elif "num_batches" in state and hasattr(sampler, "_num_batches"):
+        # gnncore.sampler.NeighborSampler derives batch k's seed from (seed, k) and
+        # exposes the counter read-only; set it so the next batch gets the next seed.
+        sampler._num_batches = int(state["num_batches"])
