@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import dagster as dg
@@ -59,6 +61,10 @@ def test_chain_materializes_with_useful_metadata(pipeline):
     model_meta = metadata(result, "trained_model")
     assert model_meta["test_accuracy"] > 0.5  # 4 balanced classes: chance is 0.25
     assert str(model_meta["mlflow_run"]).endswith(model_meta["mlflow_run_id"])
+    assert model_meta["resumed_from_epoch"] == 0
+    checkpoints = sorted(p.name for p in Path(str(model_meta["checkpoint_dir"])).iterdir())
+    assert checkpoints and all(name.startswith("epoch-") for name in checkpoints)
+    assert result.run_id in str(model_meta["checkpoint_dir"])
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {"graph_integrity": True, "partition_balance": True}
 
