@@ -1,16 +1,22 @@
 """Thin Dagster assets over gnncore: config in, one library call, metadata out."""
 
-from assets.checks import METHOD_BALANCE_CHECKS, graph_integrity, partition_balance
+from assets.checks import (
+    METHOD_BALANCE_CHECKS,
+    graph_integrity,
+    model_quality,
+    partition_balance,
+)
 from assets.dataset import raw_dataset
 from assets.graph import graph
 from assets.partition import METHOD_PARTITIONS, graph_partition, partition_report
-from assets.train import trained_model
+from assets.train import production_model, trained_model
 
-PIPELINE_ASSETS = [raw_dataset, graph, graph_partition, trained_model]
-PIPELINE_CHECKS = [graph_integrity, partition_balance]
+PIPELINE_ASSETS = [raw_dataset, graph, graph_partition, trained_model, production_model]
+PIPELINE_CHECKS = [graph_integrity, partition_balance, model_quality]
 ALL_ASSETS = [*PIPELINE_ASSETS, *METHOD_PARTITIONS, partition_report]
 ALL_CHECKS = [*PIPELINE_CHECKS, *METHOD_BALANCE_CHECKS]
 
 __all__ = ["ALL_ASSETS", "ALL_CHECKS", "PIPELINE_ASSETS", "PIPELINE_CHECKS", "graph",
-           "graph_integrity", "graph_partition", "partition_balance", "partition_report",
+           "graph_integrity", "graph_partition", "model_quality", "partition_balance",
+           "partition_report", "production_model",
            "raw_dataset", "trained_model"]

@@ -5,7 +5,9 @@ import dagster as dg
 
 from assets.graph import graph
 from assets.partition import METHOD_PARTITIONS, graph_partition
+from assets.train import trained_model
 from assets.upstream import latest_metadata, upstream_path
+from resources import MlflowResource
 
 
 @dg.asset_check(asset=graph, blocking=True, description="Manifest, checksums and contents "
@@ -57,3 +59,30 @@ def build_balance_check(asset: dg.AssetsDefinition,
 
 partition_balance = build_balance_check(graph_partition)
 METHOD_BALANCE_CHECKS = [build_balance_check(a) for a in METHOD_PARTITIONS]
+
+
+class QualityGateConfig(dg.Config):
+    """How much worse than production a new model may be and still be promoted."""
+
+    margin: float = 0.01
+
+
+@dg.asset_check(asset=trained_model, blocking=True, description="The new model's validation "
+                "accuracy is no worse than the production version's minus a margin; when it "
+                "fails, production_model does not run and the version is not promoted.")
+def model_quality(context: dg.AssetCheckExecutionContext, config: QualityGateConfig,
+                  mlflow: MlflowResource) -> dg.AssetCheckResult:
+    """Quality gate against the current production version."""
+    from gnncore.tracking.registry import quality_gate
+
+    meta = latest_metadata(context, trained_model.key)
+    registry = mlflow.registry()
+    production = registry.production(str(meta["registered_model"]))
+    decision = quality_gate(float(meta["val_accuracy"]),
+                            None if production is None else production.metric, config.margin)
+    return dg.AssetCheckResult(passed=decision.passed, metadata={
+        "reason": decision.reason,
+        "candidate_version": str(meta["model_version"]),
+        "production_version": "none" if production is None else production.version,
+        "margin": config.margin,
+    })

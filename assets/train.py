@@ -55,6 +55,11 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainConfig,
     result = train_graph_dir(str(upstream["path"]), train_config, tracking=tracker, tags=tags,
                              progress=False, checkpoint_dir=checkpoints,
                              resume=context.retry_number > 0)
+    from gnncore.tracking.registry import registered_model_name
+
+    version = mlflow.registry().register(
+        registered_model_name("node", str(upstream["name"])), str(result.model_uri),
+        str(result.run_id))
     curves = line_chart_png({"train loss": result.train_loss,
                              "val accuracy": result.val_accuracy}, "training", "epoch")
     return dg.MaterializeResult(metadata={
@@ -67,7 +72,27 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainConfig,
         "resumed_from_epoch": result.resumed_from_epoch,
         "checkpoint_dir": dg.MetadataValue.path(str(checkpoints)),
         "mlflow_run_id": str(result.run_id),
+        "registered_model": version.name,
+        "model_version": version.version,
         "mlflow_run": dg.MetadataValue.url(tracker.run_url(str(result.run_id))),
         "mlflow_tracking_uri": tracker.tracking_uri,
         "curves": dg.MetadataValue.md(markdown_image(curves, "loss and accuracy")),
     })
+
+
+@dg.asset(deps=[trained_model], kinds={"mlflow"}, group_name="gnn")
+def production_model(context: dg.AssetExecutionContext,
+                     mlflow: MlflowResource) -> dg.MaterializeResult:
+    """The registered version carrying the ``production`` alias: the new version,
+    promoted only after the blocking ``model_quality`` check passed."""
+    from gnncore.tracking.registry import ModelVersion
+
+    meta = latest_metadata(context, trained_model.key)
+    registry = mlflow.registry()
+    version = ModelVersion(str(meta["registered_model"]), str(meta["model_version"]),
+                           str(meta["mlflow_run_id"]), float(meta["val_accuracy"]))
+    registry.promote(version)
+    context.log.info(f"{version.name} version {version.version} is now production")
+    return dg.MaterializeResult(metadata={"registered_model": version.name,
+                                          "production_version": version.version,
+                                          "val_accuracy": float(meta["val_accuracy"])})

@@ -34,3 +34,9 @@ class MlflowResource(dg.ConfigurableResource):
 
         return MlflowTracker(self.resolved_tracking_uri(), experiment=self.experiment,
                              ui_url=self.ui_url)
+
+    def registry(self):  # -> gnncore.tracking.registry.ModelRegistry
+        """The model registry of the same MLflow store."""
+        from gnncore.tracking.registry import ModelRegistry
+
+        return ModelRegistry(self.resolved_tracking_uri())

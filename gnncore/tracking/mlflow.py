@@ -50,7 +50,7 @@ def default_artifact_root(tracking_uri: str) -> Path | None:
 
 
 @contextmanager
-def _global_tracking_uri(uri: str) -> Iterator[None]:
+def global_tracking_uri(uri: str) -> Iterator[None]:
     """Point MLflow's fluent API at ``uri`` for a block, then restore it."""
     from mlflow.tracking._tracking_service.utils import is_tracking_uri_set
 
@@ -139,7 +139,7 @@ class MlflowRunLogger(BaseRunLogger):
         params = self.client.get_run(self.run_id).data.params
         logged = self.client.create_logged_model(self.experiment_id, name=name,
                                                  source_run_id=self.run_id, params=params)
-        with _global_tracking_uri(self.tracking_uri):
+        with global_tracking_uri(self.tracking_uri):
             info = mlflow.pytorch.log_model(module, name=name, model_id=logged.model_id,
                                             run_id=self.run_id,
                                             pip_requirements=requirements, **kwargs)

@@ -133,8 +133,9 @@ def train_graph_dir(
         result = run(logger)
         logger.set_tags({"device": result.device})
         logger.log_figure(training_curves(result), "curves.png")
-        logger.log_model(copy_to_cpu(result.model), name="model",
-                         input_example=example_input(feature_store, m.num_features))
+        result.model_uri = logger.log_model(
+            copy_to_cpu(result.model), name="model",
+            input_example=example_input(feature_store, m.num_features))
         result.run_id = logger.run_id
     return result
 

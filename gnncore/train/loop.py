@@ -88,6 +88,7 @@ class NodeTrainResult:
     device: str
     num_parameters: int
     run_id: str | None = None
+    model_uri: str | None = None
     val_macro_f1: list[float] = field(default_factory=list)
     best_val_macro_f1: float = 0.0
     test_macro_f1: float = 0.0

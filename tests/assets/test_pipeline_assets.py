@@ -66,7 +66,7 @@ def test_chain_materializes_with_useful_metadata(pipeline):
     assert checkpoints and all(name.startswith("epoch-") for name in checkpoints)
     assert result.run_id in str(model_meta["checkpoint_dir"])
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {"graph_integrity": True, "partition_balance": True}
+    assert checks == {"graph_integrity": True, "partition_balance": True, "model_quality": True}
 
 
 def test_mlflow_run_is_tagged_with_the_dagster_run(pipeline):
@@ -126,3 +126,30 @@ def test_partitioning_is_an_mlflow_run(pipeline):
     assert run.data.metrics["edge_cut_fraction"] == pytest.approx(meta["edge_cut_fraction"])
     assert run.data.metrics["peak_rss_bytes"] > 0
     assert run.data.tags["dagster_run_id"] == result.run_id
+
+
+def test_quality_gate_promotes_a_good_model_and_blocks_a_worse_one(pipeline):
+    result, instance, resources, _ = pipeline
+    # First run: no production version yet, so the gate passed and v1 was promoted.
+    gate = {e.check_name: e for e in result.get_asset_check_evaluations()}["model_quality"]
+    assert gate.passed and gate.metadata["production_version"].value == "none"
+    first = metadata(result, "trained_model")
+    assert metadata(result, "production_model")["production_version"] == first["model_version"]
+    registry = resources["mlflow"].registry()
+    assert registry.production(first["registered_model"]).version == first["model_version"]
+
+    # A features-only model for one epoch is far worse: the gate fails, nothing is promoted.
+    worse_config = {"ops": {"trained_model": {"config": {"model": "none", "epochs": 1,
+                                                         "hidden": 8, "lr": 0.001}}}}
+    second = dg.materialize(PIPELINE_ASSETS + PIPELINE_CHECKS, instance=instance,
+                            resources=resources, run_config=worse_config,
+                            selection=dg.AssetSelection.assets("trained_model",
+                                                               "production_model"),
+                            raise_on_error=False)
+    (evaluation,) = second.get_asset_check_evaluations()
+    assert evaluation.check_name == "model_quality" and not evaluation.passed
+    assert "worse than production" in evaluation.metadata["reason"].value
+    assert not second.asset_materializations_for_node("production_model")
+    candidate = second.asset_materializations_for_node("trained_model")[0]
+    assert candidate.metadata["model_version"].value != first["model_version"]
+    assert registry.production(first["registered_model"]).version == first["model_version"]

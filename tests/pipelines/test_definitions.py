@@ -14,7 +14,7 @@ def test_definitions_load_with_expected_names():
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
     methods = {"metis", "metis_recursive", "grem", "greedy", "ldg", "fennel", "random",
                "range", "bytegnn"}
-    assert keys == {"raw_dataset", "graph", "graph_partition", "trained_model",
+    assert keys == {"raw_dataset", "graph", "graph_partition", "trained_model", "production_model",
                     "partition_report", *(f"partition_{m}" for m in methods)}
     job = defs.resolve_job_def("train_job")
     assert {node.name for node in job.graph.node_defs} >= {"raw_dataset", "graph",
@@ -22,6 +22,7 @@ def test_definitions_load_with_expected_names():
     checks = {(key.asset_key.to_user_string(), key.name)
               for key in defs.resolve_asset_graph().asset_check_keys}
     assert ("graph", "graph_integrity") in checks
+    assert ("trained_model", "model_quality") in checks
     assert {(f"partition_{m}", "partition_balance") for m in methods} <= checks
     assert ("graph_partition", "partition_balance") in checks
     assert defs.resolve_job_def("partition_comparison_job")
