@@ -6,6 +6,7 @@ namespace nb = nanobind;
 namespace gnncore::bind {
 void bind_graph(nb::module_& m);
 void bind_sampler(nb::module_& m);
+void bind_dense(nb::module_& m);
 void bind_synth(nb::module_& m);
 void bind_grem(nb::module_& m);
 void bind_vertex_stream(nb::module_& m);
@@ -17,6 +18,7 @@ NB_MODULE(_C, m) {
   m.doc() = "gnncore C++ core: CSR building, graph generation, sampling.";
   gnncore::bind::bind_graph(m);
   gnncore::bind::bind_sampler(m);
+  gnncore::bind::bind_dense(m);
   gnncore::bind::bind_synth(m);
   gnncore::bind::bind_vertex_stream(m);
   gnncore::bind::bind_bytegnn(m);

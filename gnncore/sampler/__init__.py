@@ -3,3 +3,7 @@
 from gnncore.sampler.neighbor import NeighborSampler
 
 __all__ = ["NeighborSampler"]
+
+from gnncore.sampler.dense import DenseSampler  # noqa: E402
+
+__all__ += ["DenseSampler"]

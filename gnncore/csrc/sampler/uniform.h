@@ -1,0 +1,207 @@
+// Pieces shared by the uniform neighbour samplers (sampler/neighbor.cpp,
+// sampler/dense.cpp): a counter-seeded generator, an int64 id hash map, uniform
+// sampling without replacement and the CSR / seed validation.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "random.h"
+#include "types.h"
+
+namespace gnncore::sampling {
+
+// ---------------------------------------------------------------- random bits
+
+// xoshiro256++ seeded from a 64-bit key through splitmix64.
+class Rng {
+ public:
+  explicit Rng(uint64_t key) {
+    for (auto& w : s_) {
+      key += kGolden;
+      w = mix64(key);
+    }
+  }
+  uint64_t next() {
+    const uint64_t result = rotl(s_[0] + s_[3], 23) + s_[0];
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  // Uniform integer in [0, n), n > 0 (Lemire's unbiased multiply-shift).
+  uint64_t below(uint64_t n) {
+    __uint128_t m = static_cast<__uint128_t>(next()) * n;
+    uint64_t low = static_cast<uint64_t>(m);
+    if (low < n) {
+      const uint64_t threshold = (0 - n) % n;
+      while (low < threshold) {
+        m = static_cast<__uint128_t>(next()) * n;
+        low = static_cast<uint64_t>(m);
+      }
+    }
+    return static_cast<uint64_t>(m >> 64);
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
+
+// The generator of frontier position `pos` in hop `hop`: a pure function of
+// (seed, hop, pos), so the draws do not depend on how the hop is split into
+// threads.
+inline Rng node_rng(uint64_t seed, size_t hop, size_t pos) {
+  return Rng(mix64(mix64(mix64(seed) + hop) + pos));
+}
+
+// ------------------------------------------------------------- id hash table
+
+inline size_t hash_slot(uint64_t key, unsigned shift) {
+  return static_cast<size_t>((key * kGolden) >> shift);
+}
+
+// Open addressing with linear probing for non-negative keys; -1 marks empty.
+// Key and value share a slot so a look-up touches one cache line.
+class IdMap {
+ public:
+  explicit IdMap(size_t expected) {
+    size_t cap = 16;
+    while (cap < 2 * expected) cap <<= 1;
+    resize(cap);
+  }
+  void prefetch(int64_t key) const {
+    __builtin_prefetch(&slots_[hash_slot(static_cast<uint64_t>(key), shift_)]);
+  }
+  // Returns the value of `key`, inserting `value` first if it is absent.
+  int64_t get_or_insert(int64_t key, int64_t value, bool* inserted) {
+    size_t i = hash_slot(static_cast<uint64_t>(key), shift_);
+    while (true) {
+      if (slots_[i].key == key) {
+        *inserted = false;
+        return slots_[i].value;
+      }
+      if (slots_[i].key == -1) break;
+      i = (i + 1) & mask_;
+    }
+    slots_[i] = Slot{key, value};
+    *inserted = true;
+    if (++size_ * 2 > slots_.size()) grow();
+    return value;
+  }
+
+ private:
+  struct Slot {
+    int64_t key, value;
+  };
+  void resize(size_t cap) {
+    slots_.assign(cap, Slot{-1, 0});
+    mask_ = cap - 1;
+    shift_ = 64;
+    for (size_t c = cap; c > 1; c >>= 1) --shift_;
+  }
+  void grow() { rehash(slots_.size() * 2); }
+  void rehash(size_t cap) {
+    std::vector<Slot> old = std::move(slots_);
+    resize(cap);
+    for (const Slot& slot : old) {
+      if (slot.key == -1) continue;
+      size_t i = hash_slot(static_cast<uint64_t>(slot.key), shift_);
+      while (slots_[i].key != -1) i = (i + 1) & mask_;
+      slots_[i] = slot;
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t size_ = 0, mask_ = 0;
+  unsigned shift_ = 64;
+};
+
+// ------------------------------------------------------------------ sampling
+
+// Writes k distinct offsets of [0, n), k < n, into out[0..k), sorted.
+inline void sample_without_replacement(Rng& rng, int64_t n, int64_t k, int64_t* out,
+                                std::vector<int64_t>& scratch) {
+  if (k <= 64) {  // Floyd's algorithm with a linear membership scan.
+    int64_t filled = 0;
+    for (int64_t j = n - k; j < n; ++j) {
+      const int64_t t = static_cast<int64_t>(rng.below(static_cast<uint64_t>(j) + 1));
+      const bool seen = std::find(out, out + filled, t) != out + filled;
+      out[filled++] = seen ? j : t;
+    }
+  } else if (n <= 4 * k) {  // Partial Fisher-Yates over the whole row.
+    scratch.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) scratch[static_cast<size_t>(i)] = i;
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t r = i + static_cast<int64_t>(rng.below(static_cast<uint64_t>(n - i)));
+      std::swap(scratch[static_cast<size_t>(i)], scratch[static_cast<size_t>(r)]);
+      out[i] = scratch[static_cast<size_t>(i)];
+    }
+  } else {  // Floyd's algorithm with an open-addressing set.
+    size_t cap = 16;
+    while (cap < 2 * static_cast<size_t>(k)) cap <<= 1;
+    unsigned shift = 64;
+    for (size_t c = cap; c > 1; c >>= 1) --shift;
+    scratch.assign(cap, -1);
+    const size_t mask = cap - 1;
+    auto insert = [&](int64_t v) {  // true if v was new
+      size_t i = hash_slot(static_cast<uint64_t>(v), shift);
+      while (scratch[i] != -1) {
+        if (scratch[i] == v) return false;
+        i = (i + 1) & mask;
+      }
+      scratch[i] = v;
+      return true;
+    };
+    int64_t filled = 0;
+    for (int64_t j = n - k; j < n; ++j) {
+      const int64_t t = static_cast<int64_t>(rng.below(static_cast<uint64_t>(j) + 1));
+      if (insert(t)) {
+        out[filled++] = t;
+      } else {
+        insert(j);
+        out[filled++] = j;
+      }
+    }
+  }
+  std::sort(out, out + k);
+}
+
+
+// Throws std::invalid_argument unless indptr is a non-empty array that starts
+// at 0 and ends at len(indices), std::out_of_range for a seed outside [0, N).
+// Returns N. (Rows are checked for monotonicity when they are expanded.)
+inline int64_t validate_csr_and_seeds(Span<int64_t> indptr, size_t num_indices,
+                                      Span<NodeId> seeds) {
+  if (indptr.size == 0)
+    throw std::invalid_argument("indptr must have num_nodes + 1 >= 1 entries, got 0");
+  const int64_t num_nodes = static_cast<int64_t>(indptr.size) - 1;
+  const int64_t num_edges = static_cast<int64_t>(num_indices);
+  if (indptr[0] != 0 || indptr[indptr.size - 1] != num_edges)
+    throw std::invalid_argument("indptr must start at 0 and end at len(indices) = " +
+                                std::to_string(num_edges) + ", got " +
+                                std::to_string(indptr[0]) + " and " +
+                                std::to_string(indptr[indptr.size - 1]));
+  for (size_t i = 0; i < seeds.size; ++i)
+    if (seeds[i] < 0 || seeds[i] >= num_nodes)
+      throw std::out_of_range("seeds[" + std::to_string(i) + "] = " +
+                              std::to_string(seeds[i]) + " is outside [0, " +
+                              std::to_string(num_nodes) + ")");
+  return num_nodes;
+}
+
+// Throws std::invalid_argument for a fanout below -1.
+inline void validate_fanouts(const std::vector<int64_t>& fanouts) {
+  for (size_t h = 0; h < fanouts.size(); ++h)
+    if (fanouts[h] < -1)
+      throw std::invalid_argument("fanouts[" + std::to_string(h) + "] = " +
+                                  std::to_string(fanouts[h]) +
+                                  " is negative; use -1 for all neighbours");
+}
+
+}  // namespace gnncore::sampling
