@@ -20,7 +20,8 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--passes", type=int, default=defaults.passes,
                         help="grem: restreaming refinement passes; 0 is the thesis' GREM")
     parser.add_argument("--seed-method", default=defaults.seed_method,
-                        choices=("metis", "random", "ldg"), help="grem: first-chunk seeding")
+                        choices=("metis", "random", "ldg", "clusters"),
+                        help="grem: first-chunk seeding")
     parser.add_argument("--hops", type=int, default=defaults.hops, help="bytegnn: block radius")
     parser.add_argument("--no-balance-splits", action="store_true",
                         help="skip rebalancing train/val/test counts across parts")

@@ -3,8 +3,9 @@
 The edge stream (``edges_shuffled.npy``) is read from disk in chunks of
 ``ceil(chunk · |E|)`` edges of the whole graph, never as a whole. Python drives
 the recursive bisection; per bisection it reads the first chunk (C++), seeds its
-nodes (``metis`` via pymetis on the chunk's subgraph, ``random`` or ``ldg``),
-then one C++ call streams the remaining chunks (GREM pass), runs the
+nodes (``metis`` via pymetis on the chunk's subgraph, ``random``, ``ldg``, or
+``clusters`` from a global plan made once, see :func:`cluster_plan`), then one
+C++ call streams the remaining chunks (GREM pass), runs the
 restreaming refinement passes and splits the edge file into one temporary file
 per side for the next level. Temporary files live in a private directory that
 is removed afterwards, also on error. Memory: O(|V|) arrays plus one chunk.
@@ -30,7 +31,8 @@ from gnncore.partition.base import PartitionOptions, Partitioner
 from gnncore.store import GraphDir
 from gnncore.typing import require_csrc
 
-SEED_METHODS = ("metis", "random", "ldg")
+SEED_METHODS = ("metis", "random", "ldg", "clusters")
+MAX_CLUSTERS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,9 @@ def chunk_csr(local_pairs: np.ndarray, num_local: int) -> tuple[np.ndarray, np.n
 
 def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
                capacities: tuple[int, int], seed: int, imbalance: float,
-               rng_key: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+               rng_key: tuple[int, ...], *, plan: ClusterPlan | None = None,
+               num_nodes: int | None = None, first_part: int = 0,
+               use_plan: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Seed labels of the first chunk's nodes (first-appearance order).
 
     ``metis``: pymetis bisection of the chunk's subgraph with target weights
@@ -124,10 +128,19 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
     ``ceil(k · w_s / (w0 + w1) · (1 + imbalance))``. A side left with more than
     its capacity ``P`` (METIS can exceed its tolerance on small chunks) gives
     back its nodes with the fewest chunk neighbours on its own side minus the
-    other side.
+    other side. ``clusters`` (nodes in increasing id order; ``num_nodes`` is
+    needed): :func:`plan_sides` with the run's ``plan`` and the sub-problem's
+    ``first_part``, or, with ``use_plan=False`` (see :func:`plan_applies`),
+    the ``metis`` bisection of the chunk.
     """
     from gnncore import _C
 
+    if method == "clusters":
+        if num_nodes is None or (use_plan and plan is None):
+            raise ValueError("seed method 'clusters' needs num_nodes and the run's plan")
+        if use_plan:
+            return plan_sides(pairs, plan, num_nodes, first_part, weights, capacities)
+        return _metis_chunk_sides(pairs, num_nodes, weights, capacities, seed, imbalance)
     nodes, local = first_appearance(pairs)
     k = len(nodes)
     if k == 0:
@@ -156,6 +169,25 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
     return nodes, _repair_capacity(sides, local, capacities)
 
 
+def _metis_chunk_sides(pairs: np.ndarray, num_nodes: int, weights: tuple[int, int],
+                       capacities: tuple[int, int], seed: int,
+                       imbalance: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ``metis`` seed with the chunk's nodes in increasing id order
+    (O(|V|) scratch instead of :func:`first_appearance`'s sort of the chunk)."""
+    import pymetis
+
+    nodes, local = chunk_nodes_local(pairs, num_nodes)
+    if len(nodes) == 0:
+        return nodes, np.zeros(0, dtype=np.int64)
+    options = pymetis.Options()
+    options.seed = seed
+    options.ufactor = int(round(imbalance * 1000))
+    total = weights[0] + weights[1]
+    tpwgts = None if weights[0] == weights[1] else [w / total for w in weights]
+    sides = metis_chunk(local, len(nodes), 2, options, recursive=True, tpwgts=tpwgts)
+    return nodes, _repair_capacity(sides, local, capacities)
+
+
 def _repair_capacity(sides: np.ndarray, local: np.ndarray,
                      capacities: tuple[int, int]) -> np.ndarray:
     for s in (0, 1):
@@ -163,14 +195,394 @@ def _repair_capacity(sides: np.ndarray, local: np.ndarray,
         if excess <= 0:
             continue
         same = sides[local[:, 0]] == sides[local[:, 1]]
-        score = np.zeros(len(sides), dtype=np.int64)  # own-side minus other-side neighbours
-        for col in (0, 1):
-            np.add.at(score, local[:, col], np.where(same, 1, -1))
+        sign = np.where(same, 1.0, -1.0)
+        # own-side minus other-side neighbours (exact in float64 below 2**53)
+        score = (np.bincount(local[:, 0], weights=sign, minlength=len(sides))
+                 + np.bincount(local[:, 1], weights=sign, minlength=len(sides))).astype(np.int64)
         mine = np.flatnonzero(sides == s)
         move = mine[np.argsort(score[mine], kind="stable")[:excess]]
         sides = sides.copy()
         sides[move] = 1 - s
     return sides
+
+
+# Seed method "clusters": one global plan, made once ------------------------------------
+
+#: METIS refinement iterations when clustering the first chunk (``niter``; METIS's
+#: default 10 costs ~3.5x the time for a ~2% smaller cut of the chunk).
+CLUSTER_NITER = 1
+#: Propagation rounds that label a plan-less chunk node by the majority side of its
+#: labelled chunk neighbours.
+MAJORITY_ROUNDS = 8
+#: A bisection whose first chunk has at least this average degree is seeded by
+#: METIS on that chunk (``metis``): it shows the sub-problem well enough, and the
+#: plan's clusters, cut from a sparser top-level chunk, are coarser than its nodes.
+PLAN_MAX_DEGREE = 5.5
+#: A bisection is seeded from the plan only when each side has at least this many
+#: first-chunk nodes planned into its parts; else (a thin plan) by ``metis``.
+PLAN_MIN_SUPPORT = 400
+#: The cluster graph keeps at most ``max(chunk_edges, PLAN_MIN_BUDGET)`` edges
+#: (METIS needs ~200 bytes per edge): beyond, the largest clusters are dropped.
+PLAN_MIN_BUDGET = 1 << 19
+
+
+def default_clusters(chunk_nodes: int, parts: int) -> int:
+    """Clusters of the first chunk when ``clusters`` is not given:
+    ``max(16 · p, min(256, chunk_nodes // 1000))``, at most the chunk's nodes
+    (it sets the target cluster size ``chunk_nodes / clusters``; see
+    :func:`cluster_chunk`)."""
+    return max(1, min(chunk_nodes, max(16 * parts, min(256, chunk_nodes // 1000))))
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """A planned part for every cluster of the top-level first chunk (seed ``clusters``).
+
+    Attributes:
+        cluster (np.ndarray): ``int32[N]``: cluster of each node of the first
+            chunk, -1 for the nodes outside it.
+        part (np.ndarray): ``int64[k]``: planned part in ``[0, p)`` of each cluster.
+        sizes (np.ndarray): ``int64[k]``: first-chunk nodes per cluster.
+        support (np.ndarray): ``int64[p]``: first-chunk nodes planned per part.
+        cluster_edges (int): Stream edges between two different clusters.
+        internal_edges (int): Stream edges inside one cluster.
+        seconds (dict): ``cluster`` (METIS k-way on the chunk), ``stream``
+            (the pass that counts the cluster graph's edges), ``plan`` (METIS on
+            the cluster graph).
+    """
+
+    cluster: np.ndarray
+    part: np.ndarray
+    sizes: np.ndarray
+    support: np.ndarray
+    cluster_edges: int
+    internal_edges: int
+    seconds: dict[str, float]
+
+    @property
+    def clusters(self) -> int:
+        return len(self.part)
+
+
+def chunk_nodes_local(pairs: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes of ``pairs`` in increasing id order and the pairs renumbered to those
+    local ids (``int64``), through O(|V|) scratch arrays instead of a sort."""
+    seen = np.zeros(num_nodes, dtype=bool)
+    seen[pairs.reshape(-1)] = True
+    nodes = np.flatnonzero(seen)
+    del seen
+    pos = np.empty(num_nodes, dtype=np.int32 if len(nodes) < 2**31 else np.int64)
+    pos[nodes] = np.arange(len(nodes), dtype=pos.dtype)
+    return nodes, pos[pairs].astype(np.int64)
+
+
+def chunk_components(local: np.ndarray, n: int) -> np.ndarray:
+    """Connected component of each of the ``n`` local nodes of a chunk
+    (vectorised hooking and pointer jumping), as ``int64[n]`` ids in
+    ``[0, components)`` ordered by each component's smallest node."""
+    parent = np.arange(n, dtype=np.int64)
+    u, v = local[:, 0], local[:, 1]
+    while True:
+        pu, pv = parent[u], parent[v]
+        differ = pu != pv
+        if not differ.any():
+            break
+        np.minimum.at(parent, np.maximum(pu[differ], pv[differ]),
+                      np.minimum(pu[differ], pv[differ]))
+        while True:  # pointer jumping until every node points at its root
+            grand = parent[parent]
+            if np.array_equal(grand, parent):
+                break
+            parent = grand
+    roots = np.flatnonzero(parent == np.arange(n))
+    ids = np.empty(n, dtype=np.int64)
+    ids[roots] = np.arange(len(roots))
+    return ids[parent]
+
+
+def metis_chunk(local: np.ndarray, n: int, nparts: int, options: Any, *, recursive: bool,
+                tpwgts: list[float] | None = None) -> np.ndarray:
+    """pymetis ``part_graph`` of a chunk's graph over its ``n`` local nodes
+    (``int64[n]`` parts; at most one node per part when ``n <= nparts``)."""
+    import pymetis
+
+    if n <= nparts:
+        return np.arange(n, dtype=np.int64) * nparts // max(1, n)
+    indptr, indices = chunk_csr(local, n)
+    result = pymetis.part_graph(nparts, pymetis.CSRAdjacency(indptr, indices), tpwgts=tpwgts,
+                                recursive=recursive, options=options)
+    return np.asarray(result.vertex_part, dtype=np.int64)
+
+
+def cluster_chunk(local: np.ndarray, n: int, clusters: int, seed: int) -> np.ndarray:
+    """Clusters of a chunk's ``n`` local nodes (``int64[n]`` ids from 0).
+
+    The target size is ``ceil(n / clusters)``: a connected component of the
+    chunk up to that size is one cluster (METIS k-way on a disconnected chunk
+    would pack unrelated components into one cluster); a larger one is split by
+    METIS k-way (``niter`` :data:`CLUSTER_NITER`) into ``ceil(size / target)``
+    clusters.
+    """
+    import pymetis
+
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    target = max(1, -(-n // max(1, clusters)))
+    if target == 1:
+        return np.arange(n, dtype=np.int64)
+    comp = chunk_components(local, n)
+    sizes = np.bincount(comp)
+    whole = sizes <= target
+    next_id = int(np.count_nonzero(whole))
+    cid = np.full(len(sizes), -1, dtype=np.int64)
+    cid[whole] = np.arange(next_id)
+    out = cid[comp]
+    del cid
+    big = np.flatnonzero(~whole)
+    if not len(big):
+        return out
+    in_big = np.flatnonzero(~whole[comp])
+    in_big = in_big[np.argsort(comp[in_big], kind="stable")]
+    node_starts = np.searchsorted(comp[in_big], np.arange(len(sizes) + 1))
+    big_edges = local[~whole[comp[local[:, 0]]]]
+    big_edges = big_edges[np.argsort(comp[big_edges[:, 0]], kind="stable")]
+    edge_starts = np.searchsorted(comp[big_edges[:, 0]], np.arange(len(sizes) + 1))
+    pos = np.empty(n, dtype=np.int64)
+    options = pymetis.Options()
+    options.seed = seed
+    options.niter = CLUSTER_NITER
+    for c in big.tolist():
+        members = in_big[node_starts[c]:node_starts[c + 1]]
+        pos[members] = np.arange(len(members))
+        part = metis_chunk(pos[big_edges[edge_starts[c]:edge_starts[c + 1]]], len(members),
+                           -(-len(members) // target), options, recursive=False)
+        used, part = np.unique(part, return_inverse=True)  # drop empty clusters
+        out[members] = next_id + part
+        next_id += len(used)
+    return out
+
+
+def cluster_graph_edges(edges: EdgeFile, cluster: np.ndarray, k: int,
+                        chunk_edges: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """One streaming pass over ``edges``, ``chunk_edges`` rows at a time: the
+    edges of the cluster graph as keys ``a · k + b`` (``a < b``) with their
+    counts (edges with both endpoints clustered, in different clusters), and
+    the number of edges inside one cluster. Memory: ``k²`` counters when
+    ``k² <= 2**22``, else the distinct keys (merged when the chunks' own
+    distinct keys outgrow them)."""
+    dense = k * k <= 1 << 22
+    acc = np.zeros(k * k if dense else 0, dtype=np.int64)
+    keys = np.zeros(0, dtype=np.int64)
+    pending: list[tuple[np.ndarray, np.ndarray]] = []
+    buffered = 0
+
+    def merge() -> tuple[np.ndarray, np.ndarray]:
+        all_keys = np.concatenate([keys] + [x for x, _ in pending])
+        all_counts = np.concatenate([acc] + [c for _, c in pending])
+        merged, inverse = np.unique(all_keys, return_inverse=True)
+        return merged, np.bincount(inverse, weights=all_counts.astype(np.float64),
+                                   minlength=len(merged)).astype(np.int64)
+
+    internal = 0
+    for begin in range(0, edges.rows, chunk_edges):
+        pairs = edges.read(begin, min(chunk_edges, edges.rows - begin))
+        cu = cluster[pairs[:, 0]]
+        cv = cluster[pairs[:, 1]]
+        del pairs
+        both = (cu >= 0) & (cv >= 0)
+        inside = both & (cu == cv)
+        internal += int(np.count_nonzero(inside))
+        keep = both & ~inside
+        a, b = cu[keep].astype(np.int64), cv[keep].astype(np.int64)
+        key = np.minimum(a, b) * k + np.maximum(a, b)
+        if dense:
+            acc += np.bincount(key, minlength=k * k)
+        else:
+            pending.append(np.unique(key, return_counts=True))
+            buffered += len(pending[-1][0])
+            if buffered > max(len(keys), 1 << 20):
+                keys, acc = merge()
+                pending, buffered = [], 0
+    if dense:
+        keys = np.flatnonzero(acc)
+        acc = acc[keys]
+    elif pending:
+        keys, acc = merge()
+    return keys, acc, internal
+
+
+def _plan_parts(k: int, sizes: np.ndarray, keys: np.ndarray, counts: np.ndarray, parts: int,
+                seed: int, imbalance: float) -> np.ndarray:
+    """A part per cluster: METIS recursive bisection of the cluster graph
+    (vertex weights = cluster sizes, edge weights = edge counts)."""
+    if k <= parts:  # tiny graphs: one cluster per part, spread over the range
+        return np.arange(k, dtype=np.int64) * parts // max(k, 1)
+    import pymetis
+
+    a, b = keys // k, keys % k
+    if len(counts) and counts.max() > 2**30:  # METIS's idx_t may be 32-bit
+        counts = np.maximum(1, counts * (2**30 / counts.max())).astype(np.int64)
+    src = np.concatenate([a, b])
+    dst = np.concatenate([b, a])
+    weight = np.concatenate([counts, counts])
+    order = np.lexsort((dst, src))
+    xadj = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=k), out=xadj[1:])
+    options = pymetis.Options()
+    options.seed = seed
+    options.ufactor = int(round(imbalance * 1000))
+    result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj, dst[order]),
+                                vweights=np.maximum(sizes, 1), eweights=weight[order],
+                                recursive=True, options=options)
+    return np.asarray(result.vertex_part, dtype=np.int64)
+
+
+def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: int,
+                 clusters: int | None = None, seed: int = 0,
+                 imbalance: float = 0.03) -> ClusterPlan:
+    """The global plan of seed method ``clusters``, made once per run.
+
+    1. :func:`cluster_chunk` clusters the first ``chunk_edges`` rows' subgraph
+       (target size ``chunk nodes / clusters``; ``clusters`` defaults to
+       :func:`default_clusters`).
+    2. One streaming pass over ``edges``, ``chunk_edges`` rows at a time
+       (:func:`cluster_graph_edges`), counts the edges between every two
+       clusters (edges whose both endpoints are clustered).
+    3. Beyond ``max(chunk_edges, PLAN_MIN_BUDGET)`` cluster-graph edges the
+       largest clusters are dropped (:func:`trim_cluster_graph`).
+    4. METIS recursive bisection of that cluster graph into ``parts`` parts
+       (vertex weights = cluster sizes, edge weights = counts) gives each
+       cluster a planned part.
+
+    Memory: the ``int32[N]`` cluster array, one chunk and the cluster graph.
+    """
+    times = {}
+    start = time.perf_counter()
+    first = edges.read(0, chunk_edges)
+    nodes, local = chunk_nodes_local(first, num_nodes)
+    del first
+    n = len(nodes)
+    member = cluster_chunk(local, n, default_clusters(n, parts) if clusters is None
+                           else int(clusters), seed)
+    del local
+    k = int(member.max()) + 1 if n else 0
+    sizes = np.bincount(member[member >= 0], minlength=k)
+    cluster = np.full(num_nodes, -1, dtype=np.int32)
+    cluster[nodes] = member
+    del nodes, member
+    times["cluster"] = time.perf_counter() - start
+    start = time.perf_counter()
+    keys, counts, internal = cluster_graph_edges(edges, cluster, k, chunk_edges)
+    times["stream"] = time.perf_counter() - start
+    start = time.perf_counter()
+    budget = max(chunk_edges, PLAN_MIN_BUDGET)
+    if len(keys) > budget:
+        keys, counts, sizes, renumber = trim_cluster_graph(keys, counts, sizes, budget)
+        valid = cluster >= 0
+        cluster[valid] = renumber[cluster[valid]]
+        k = len(sizes)
+    part = _plan_parts(k, sizes, keys, counts, parts, seed, imbalance)
+    times["plan"] = time.perf_counter() - start
+    sizes = np.asarray(sizes, dtype=np.int64)
+    support = np.bincount(part, weights=sizes, minlength=parts).astype(np.int64)
+    return ClusterPlan(cluster, part, sizes, support, int(counts.sum()), internal, times)
+
+
+def trim_cluster_graph(keys: np.ndarray, counts: np.ndarray, sizes: np.ndarray,
+                       budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Drop the largest clusters (ties: the higher id first) until at most
+    ``budget`` cluster-graph edges remain (METIS's memory grows with them).
+
+    On a sparse chunk the large clusters are the least pure (big tree-like
+    components, whose chunk edges cross communities here and there) and hold
+    the most cluster-graph edges; the many small components are mostly inside
+    one community. (Measured on a planted 16-community graph with 1% chunks:
+    dropping the largest first keeps 91% of each community's clustered nodes on
+    one side of the plan's top split, dropping the smallest first 72-76%.)
+
+    Returns the kept edges' keys (renumbered) and counts, the kept clusters'
+    sizes and ``renumber`` (``int64[k]``: new id, -1 for a dropped cluster)."""
+    k = len(sizes)
+    rank = np.empty(k, dtype=np.int64)  # removal order
+    rank[np.lexsort((-np.arange(k), -sizes))] = np.arange(k)
+    gone = np.minimum(rank[keys // k], rank[keys % k])  # an edge goes with its first end
+    left = len(keys) - np.cumsum(np.bincount(gone, minlength=k))
+    drop = int(np.argmax(left <= budget)) + 1  # clusters dropped: ranks < drop
+    keep = rank >= drop
+    renumber = np.full(k, -1, dtype=np.int64)
+    renumber[keep] = np.arange(int(keep.sum()))
+    alive = gone >= drop
+    a, b = renumber[keys[alive] // k], renumber[keys[alive] % k]
+    k2 = int(keep.sum())
+    return np.minimum(a, b) * k2 + np.maximum(a, b), counts[alive], sizes[keep], renumber
+
+
+def plan_applies(plan: ClusterPlan, pairs: np.ndarray, num_nodes: int, first_part: int,
+                 weights: tuple[int, int]) -> bool:
+    """Whether seed ``clusters`` takes a bisection's seed from the plan: its first
+    chunk ``pairs`` is sparse (average degree below :data:`PLAN_MAX_DEGREE`) and
+    each side has at least :data:`PLAN_MIN_SUPPORT` first-chunk nodes planned into
+    its parts. Otherwise the bisection is seeded by ``metis`` on its own chunk."""
+    if len(pairs) == 0:
+        return True
+    seen = np.zeros(num_nodes, dtype=bool)
+    seen[pairs.reshape(-1)] = True
+    if 2 * len(pairs) >= PLAN_MAX_DEGREE * np.count_nonzero(seen):
+        return False
+    middle = first_part + weights[0]
+    low = int(plan.support[first_part:middle].sum())
+    high = int(plan.support[middle:middle + weights[1]].sum())
+    return min(low, high) >= PLAN_MIN_SUPPORT
+
+
+def plan_sides(pairs: np.ndarray, plan: ClusterPlan, num_nodes: int, first_part: int,
+               weights: tuple[int, int],
+               capacities: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Seed labels of a sub-problem's first chunk from the global plan.
+
+    The sub-problem owns parts ``[first_part, first_part + w0 + w1)``: a chunk
+    node whose cluster is planned in the lower ``w0`` of them gets side 0, in
+    the upper ``w1`` side 1. The others (no cluster, or a cluster planned
+    outside the range) take the majority side of their labelled chunk
+    neighbours, repeated while that labels more nodes (at most
+    :data:`MAJORITY_ROUNDS` rounds); those left (ties, no labelled neighbour)
+    fill the side with more remaining capacity until both have the same room,
+    then alternate. Then :func:`seed_sides`' capacity repair. Nodes come in
+    increasing id order.
+    """
+    nodes, local = chunk_nodes_local(pairs, num_nodes)
+    n = len(nodes)
+    c = plan.cluster[nodes]
+    planned = np.where(c >= 0, plan.part[np.maximum(c, 0)] if plan.clusters else -1, -1)
+    rel = planned - first_part
+    sides = np.full(n, -1, dtype=np.int64)
+    sides[(rel >= 0) & (rel < weights[0])] = 0
+    sides[(rel >= weights[0]) & (rel < weights[0] + weights[1])] = 1
+    # Only edges with an unlabelled endpoint vote; they shrink every round.
+    open_edges = local[(sides[local[:, 0]] < 0) | (sides[local[:, 1]] < 0)]
+    for _ in range(MAJORITY_ROUNDS):
+        if not len(open_edges):
+            break
+        votes = np.zeros(2 * n, dtype=np.int64)
+        for x, y in ((0, 1), (1, 0)):
+            sx, sy = sides[open_edges[:, x]], sides[open_edges[:, y]]
+            m = (sx < 0) & (sy >= 0)
+            votes += np.bincount(open_edges[m, x] * 2 + sy[m], minlength=2 * n)
+        votes = votes.reshape(n, 2)
+        decide = (sides < 0) & (votes[:, 0] != votes[:, 1])
+        if not decide.any():
+            break
+        sides[decide] = (votes[decide, 1] > votes[decide, 0]).astype(np.int64)
+        open_edges = open_edges[(sides[open_edges[:, 0]] < 0) | (sides[open_edges[:, 1]] < 0)]
+    rest = np.flatnonzero(sides < 0)
+    if len(rest):
+        room = [capacities[s] - int(np.count_nonzero(sides == s)) for s in (0, 1)]
+        more = 0 if room[0] >= room[1] else 1
+        lead = min(len(rest), abs(room[0] - room[1]))
+        fill = np.full(len(rest), more, dtype=np.int64)
+        fill[lead + 1::2] = 1 - more
+        sides[rest] = fill
+    return nodes, _repair_capacity(sides, local, capacities)
 
 
 def grem_bisect(
@@ -222,6 +634,7 @@ class BisectionRecord:
     sizes: tuple[int, int]
     capacities: tuple[int, int]
     seconds: float
+    seed: str = ""
 
 
 def grem_partition_file(
@@ -237,6 +650,8 @@ def grem_partition_file(
     imbalance: float = 0.03,
     tmp_dir: str | os.PathLike[str] | None = None,
     records: list[BisectionRecord] | None = None,
+    clusters: int | None = None,
+    plan: ClusterPlan | None = None,
 ) -> np.ndarray:
     """GREM recursive bisection of the graph whose edge stream is ``edges``.
 
@@ -248,7 +663,7 @@ def grem_partition_file(
             sub-problem's ``q`` parts.
         chunk_edges (int): Edges per chunk, the same at every level.
         passes (int): Restreaming refinement passes per bisection (0: the thesis' GREM).
-        seed_method (str): ``"metis"``, ``"random"`` or ``"ldg"``.
+        seed_method (str): ``"metis"``, ``"random"``, ``"ldg"`` or ``"clusters"``.
         refine (bool): GREM's averaging refinement (``False``: streaming greedy).
         seed (int): Seed of METIS and of the random seed labels.
         imbalance (float): A side holding ``q`` of ``p`` parts takes at most
@@ -258,15 +673,23 @@ def grem_partition_file(
         tmp_dir: Where the private directory of per-side edge files is made
             (default: the system's temporary directory).
         records (list, optional): Receives one :class:`BisectionRecord` per bisection.
+        clusters (int, optional): Seed ``clusters``: target cluster size
+            ``first-chunk nodes / clusters`` (default: :func:`default_clusters`).
+        plan (ClusterPlan, optional): Seed ``clusters``: a plan made by
+            :func:`cluster_plan` for this stream and ``parts`` (default: made here).
 
     Returns:
         ``int64[num_nodes]`` part labels in ``[0, parts)``.
     """
     require_csrc()
     _check_run_args(num_nodes, parts, chunk_edges, passes, seed_method, imbalance)
+    _check_clusters(clusters, seed_method)
     label = np.zeros(num_nodes, dtype=np.int64)
     if parts == 1:
         return label
+    if seed_method == "clusters" and plan is None:
+        plan = cluster_plan(edges, num_nodes, parts, chunk_edges=chunk_edges,
+                            clusters=clusters, seed=seed, imbalance=imbalance)
     work = Path(tempfile.mkdtemp(prefix="grem-", dir=tmp_dir))
     try:
         stack: list[tuple[EdgeFile, int, int, bool]] = [(edges, 0, parts, False)]
@@ -281,8 +704,12 @@ def grem_partition_file(
             caps = (min(side_capacity(num_nodes, q0, parts, imbalance), len(members) - q1),
                     min(side_capacity(num_nodes, q1, parts, imbalance), len(members) - q0))
             first = source.read(0, chunk_edges)
+            use_plan = plan is not None and plan_applies(plan, first, num_nodes, lo, (q0, q1))
+            method = seed_method if use_plan or plan is None else "clusters:metis"
             seed_nodes, seed_labels = seed_sides(first, seed_method, (q0, q1), caps, seed,
-                                                 imbalance, (lo, q))
+                                                 imbalance, (lo, q), plan=plan,
+                                                 num_nodes=num_nodes, first_part=lo,
+                                                 use_plan=use_plan)
             del first
             outs = [str(work / f"b{count}-s{s}.bin") if share > 1 else ""
                     for s, share in enumerate((q0, q1))]
@@ -299,7 +726,7 @@ def grem_partition_file(
                     lo, q, len(members), source.rows, int(result["num_chunks"]),
                     int(result["first_chunk_nodes"]), int(result["isolated"]),
                     int(result["reassigned"]), list(result["moves"]),
-                    tuple(result["sizes"]), caps, time.perf_counter() - start))
+                    tuple(result["sizes"]), caps, time.perf_counter() - start, method))
             for s, (share, first_part) in reversed(list(enumerate(((q0, lo), (q1, lo + q0))))):
                 if share > 1:
                     child = EdgeFile(outs[s], 0, source.dtype, int(result["rows_written"][s]))
@@ -325,6 +752,18 @@ def _check_run_args(num_nodes: int, parts: int, chunk_edges: int, passes: int,
         raise ValueError(f"imbalance must be in [0, 1), got {imbalance}")
 
 
+def _check_clusters(clusters: Any, seed_method: Any) -> None:
+    if clusters is None:
+        return
+    if isinstance(clusters, bool) or not isinstance(clusters, (int, np.integer)) \
+            or not 2 <= clusters <= MAX_CLUSTERS:
+        raise ValueError(f"clusters must be None or an integer in [2, {MAX_CLUSTERS}], "
+                         f"got {clusters!r}")
+    if seed_method != "clusters":
+        raise ValueError(f"clusters applies to seed_method 'clusters' only, not "
+                         f"{seed_method!r}")
+
+
 def _check_method_args(passes: Any, seed_method: Any) -> None:
     if isinstance(passes, bool) or not isinstance(passes, (int, np.integer)) or passes < 0:
         raise ValueError(f"passes must be an integer >= 0, got {passes!r}")
@@ -342,24 +781,36 @@ class GremPartitioner(Partitioner):
         passes (int): Restreaming refinement passes per bisection (default: 3;
             0 is the thesis' GREM).
         seed_method (str): Seed of the first chunk: ``"metis"`` (default),
-            ``"random"`` or ``"ldg"``.
+            ``"random"``, ``"ldg"`` or ``"clusters"``: one global plan, made
+            once (clusters of the top-level first chunk, the cluster graph
+            counted in one streaming pass and split into ``p`` parts by METIS;
+            see :func:`cluster_plan`), seeds every bisection whose first chunk
+            is sparse; a dense or thinly planned one is seeded by ``metis``
+            (see :func:`plan_applies`). Memory stays O(|V|) plus one chunk
+            (and a cluster graph of at most ``max(chunk, 2**19)`` edges).
         refine (bool): Averaging refinement of earlier labels (default: True;
             False is streaming greedy).
         tmp_dir (str, optional): Parent of the temporary per-side edge files
             (default: the system's temporary directory).
+        clusters (int, optional): Seed ``clusters`` only, in ``[2, 65536]``:
+            sets the target cluster size ``first-chunk nodes / clusters``
+            (default: :func:`default_clusters`; see :func:`cluster_chunk`).
 
     After :meth:`assign`, :attr:`last_stats` lists one
-    :class:`BisectionRecord` per bisection.
+    :class:`BisectionRecord` per bisection and :attr:`last_plan` holds the
+    :class:`ClusterPlan` of seed ``clusters`` (else ``None``).
     """
 
     name = "grem"
 
     def __init__(self, chunk: float = 0.1, passes: int = 3, seed_method: str = "metis",
-                 refine: bool = True, tmp_dir: str | os.PathLike[str] | None = None) -> None:
+                 refine: bool = True, tmp_dir: str | os.PathLike[str] | None = None,
+                 clusters: int | None = None) -> None:
         if isinstance(chunk, bool) or not isinstance(chunk, (int, float)) \
                 or not 0 < chunk <= 1:
             raise ValueError(f"chunk must be a fraction of the edges in (0, 1], got {chunk!r}")
         _check_method_args(passes, seed_method)
+        _check_clusters(clusters, seed_method)
         if not isinstance(refine, bool):
             raise ValueError(f"refine must be True or False, got {refine!r}")
         self.chunk = float(chunk)
@@ -367,7 +818,9 @@ class GremPartitioner(Partitioner):
         self.seed_method = seed_method
         self.refine = refine
         self.tmp_dir = tmp_dir
+        self.clusters = None if clusters is None else int(clusters)
         self.last_stats: list[BisectionRecord] = []
+        self.last_plan: ClusterPlan | None = None
 
     def assign(self, graph: GraphDir, options: PartitionOptions) -> np.ndarray:
         options.validate(graph.num_nodes)
@@ -377,15 +830,22 @@ class GremPartitioner(Partitioner):
             raise ValueError(f"{edges.path} holds {edges.rows} rows, the manifest counts "
                              f"{expected} undirected edges")
         self.last_stats = []
+        self.last_plan = None
+        chunk_edges = chunk_rows(self.chunk, edges.rows)
+        if self.seed_method == "clusters" and options.parts > 1:
+            self.last_plan = cluster_plan(edges, graph.num_nodes, options.parts,
+                                          chunk_edges=chunk_edges, clusters=self.clusters,
+                                          seed=options.seed, imbalance=options.imbalance)
         return grem_partition_file(
-            edges, graph.num_nodes, options.parts, chunk_edges=chunk_rows(self.chunk, edges.rows),
+            edges, graph.num_nodes, options.parts, chunk_edges=chunk_edges,
             passes=self.passes, seed_method=self.seed_method, refine=self.refine,
             seed=options.seed, imbalance=options.imbalance, tmp_dir=self.tmp_dir,
-            records=self.last_stats)
+            records=self.last_stats, clusters=self.clusters, plan=self.last_plan)
 
     def __repr__(self) -> str:
+        extra = "" if self.clusters is None else f", clusters={self.clusters}"
         return (f"{type(self).__name__}(chunk={self.chunk}, passes={self.passes}, "
-                f"seed_method={self.seed_method!r}, refine={self.refine})")
+                f"seed_method={self.seed_method!r}, refine={self.refine}{extra})")
 
 
 class GreedyPartitioner(GremPartitioner):
@@ -410,14 +870,23 @@ def greedy_partitioner(chunk: float = 0.1) -> GreedyPartitioner:
 
 __all__ = [
     "BisectionRecord",
+    "ClusterPlan",
     "EdgeFile",
     "GreedyPartitioner",
     "GremPartitioner",
     "SEED_METHODS",
+    "chunk_components",
     "chunk_rows",
+    "cluster_chunk",
+    "cluster_graph_edges",
+    "cluster_plan",
+    "default_clusters",
     "greedy_partitioner",
     "grem_bisect",
     "grem_partition_file",
+    "plan_applies",
+    "plan_sides",
     "seed_sides",
     "side_capacity",
+    "trim_cluster_graph",
 ]

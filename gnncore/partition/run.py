@@ -29,7 +29,7 @@ class MethodSettings:
     Args:
         chunk (float): GREM/greedy chunk size as a fraction of the edges.
         passes (int): GREM restreaming refinement passes (0: the thesis' GREM).
-        seed_method (str): GREM first-chunk seeding: metis, random or ldg.
+        seed_method (str): GREM first-chunk seeding: metis, random, ldg or clusters.
         hops (int): ByteGNN block radius.
     """
 

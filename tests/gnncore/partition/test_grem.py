@@ -16,12 +16,20 @@ from gnncore.partition.grem import (
     EdgeFile,
     GreedyPartitioner,
     GremPartitioner,
+    ClusterPlan,
+    chunk_components,
     chunk_rows,
+    cluster_chunk,
+    cluster_graph_edges,
+    cluster_plan,
     greedy_partitioner,
     grem_bisect,
     grem_partition_file,
+    plan_applies,
+    plan_sides,
     seed_sides,
     side_capacity,
+    trim_cluster_graph,
 )
 from gnncore.store import GraphDir, create_graph_dir
 from gnncore.testing.grem_reference import grem_bisect_reference
@@ -322,7 +330,7 @@ def test_isolated_nodes_of_a_graph_are_placed(tmp_path):
 @pytest.mark.parametrize("parts", [3, 5, 6, 8])
 def test_tiny_graphs_get_no_empty_part(tmp_path, parts):
     edges = edge_file(tmp_path, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (6, 7)])
-    for method in ("metis", "random", "ldg"):
+    for method in ("metis", "random", "ldg", "clusters"):
         labels = grem_partition_file(edges, 8, parts, chunk_edges=2, seed_method=method)
         sizes = np.bincount(labels, minlength=parts)
         assert sizes.min() >= 1 and sizes.max() <= math.ceil(1.03 * 8 / parts)
@@ -330,8 +338,9 @@ def test_tiny_graphs_get_no_empty_part(tmp_path, parts):
 
 def test_an_edgeless_stream_spreads_the_nodes(tmp_path):
     edges = edge_file(tmp_path, np.zeros((0, 2)))
-    labels = grem_partition_file(edges, 10, 3, chunk_edges=5)
-    assert sorted(np.bincount(labels).tolist()) == [3, 3, 4]
+    for method in ("metis", "clusters"):
+        labels = grem_partition_file(edges, 10, 3, chunk_edges=5, seed_method=method)
+        assert sorted(np.bincount(labels).tolist()) == [3, 3, 4]
 
 
 def test_one_part_and_whole_graph_chunk(graph):
@@ -379,6 +388,13 @@ def test_temporary_files_are_removed_on_error(graph, tmp_path, monkeypatch):
     ({"chunk": 0}, "chunk"), ({"chunk": 1.5}, "chunk"), ({"chunk": "0.1"}, "chunk"),
     ({"passes": -1}, "passes"), ({"passes": 1.5}, "passes"),
     ({"seed_method": "kmeans"}, "seed_method"), ({"refine": "yes"}, "refine"),
+    ({"seed_method": "clusters", "clusters": 1}, "clusters"),
+    ({"seed_method": "clusters", "clusters": 0}, "clusters"),
+    ({"seed_method": "clusters", "clusters": 2.5}, "clusters"),
+    ({"seed_method": "clusters", "clusters": True}, "clusters"),
+    ({"seed_method": "clusters", "clusters": "64"}, "clusters"),
+    ({"seed_method": "clusters", "clusters": 1 << 17}, "clusters"),
+    ({"seed_method": "metis", "clusters": 64}, "clusters"),
 ])
 def test_bad_constructor_arguments_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -428,3 +444,193 @@ def test_greedy_factory_and_names():
     assert isinstance(greedy, GreedyPartitioner) and greedy.name == "greedy"
     assert greedy.chunk == 0.01 and greedy.passes == 0 and greedy.refine is False
     assert GremPartitioner.name == "grem"
+
+
+# Seed method "clusters" -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def communities(tmp_path_factory) -> GraphDir:
+    """20,000 nodes in 8 planted communities (~100k edges): a 2% first chunk
+    (average degree ~0.4) carries no community structure of its own."""
+    return GraphDir.open(planted_graph(tmp_path_factory.mktemp("grem-c") / "g",
+                                       num_nodes=20000, communities=8, degree=10,
+                                       features=2))
+
+
+def test_cluster_seed_keeps_communities_whole_where_metis_seed_cannot(communities):
+    options = PartitionOptions(parts=4, seed=0)
+    cut = {}
+    for method in ("metis", "clusters"):
+        partitioner = GremPartitioner(chunk=0.02, seed_method=method)
+        labels = partitioner.assign(communities, options)
+        assert np.bincount(labels, minlength=4).max() <= math.ceil(1.03 * 20000 / 4)
+        cut[method] = partition_metrics(communities, labels, 4).edge_cut_fraction
+    # METIS itself cuts ~0.075 here: two communities per part.
+    assert cut["clusters"] < 0.12 < 0.3 < cut["metis"]
+    plan = partitioner.last_plan
+    assert plan is not None and plan.support.sum() == plan.sizes.sum()
+    assert [r.seed for r in partitioner.last_stats] == ["clusters"] * 3
+
+
+@pytest.mark.parametrize("parts", [3, 8])
+def test_cluster_seed_is_balanced_and_deterministic(communities, parts, tmp_path):
+    partitioner = GremPartitioner(chunk=0.02, seed_method="clusters", clusters=64,
+                                  tmp_dir=tmp_path)
+    a = partitioner.assign(communities, PartitionOptions(parts=parts, seed=5))
+    b = partitioner.assign(communities, PartitionOptions(parts=parts, seed=5))
+    np.testing.assert_array_equal(a, b)
+    sizes = np.bincount(a, minlength=parts)
+    assert sizes.min() > 0 and sizes.max() <= math.ceil(1.03 * 20000 / parts)
+    assert list(tmp_path.iterdir()) == []
+    assert "clusters=64" in repr(partitioner)
+
+
+def test_cluster_graph_is_streamed_one_chunk_at_a_time(communities, monkeypatch):
+    edges = EdgeFile.from_npy(communities.path / "edges_shuffled.npy")
+    chunk = chunk_rows(0.02, edges.rows)
+    reads: list[tuple[int, int]] = []
+    real = EdgeFile.read
+
+    def spy(self, begin, count):
+        reads.append((begin, count))
+        return real(self, begin, count)
+
+    monkeypatch.setattr(EdgeFile, "read", spy)
+    plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
+    assert reads and max(count for _, count in reads) <= chunk
+    assert sorted({begin for begin, _ in reads}) == list(range(0, edges.rows, chunk))
+    # The counted cluster graph matches a count over the whole stream.
+    monkeypatch.setattr(EdgeFile, "read", real)
+    pairs = edges.read(0, edges.rows)
+    cu, cv = plan.cluster[pairs[:, 0]], plan.cluster[pairs[:, 1]]
+    both = (cu >= 0) & (cv >= 0)
+    assert plan.internal_edges == int(np.count_nonzero(both & (cu == cv)))
+    assert plan.cluster_edges == int(np.count_nonzero(both & (cu != cv)))
+    assert plan.cluster.dtype == np.int32 and len(plan.cluster) == communities.num_nodes
+    assert plan.part.min() >= 0 and plan.part.max() < 4
+
+
+def test_cluster_graph_counts_match_a_brute_force_count(tmp_path):
+    rng = np.random.default_rng(0)
+    pairs = random_stream(rng, 60, 300)
+    edges = edge_file(tmp_path, pairs)
+    cluster = rng.integers(-1, 50, 60).astype(np.int32)
+    for k in (50, 2100):  # dense counters, then the sparse merge (k² > 2**22)
+        keys, counts, internal = cluster_graph_edges(edges, cluster, k, chunk_edges=7)
+        expected: dict[int, int] = {}
+        inside = 0
+        for u, v in pairs.tolist():
+            a, b = int(cluster[u]), int(cluster[v])
+            if a < 0 or b < 0:
+                continue
+            if a == b:
+                inside += 1
+            else:
+                key = min(a, b) * k + max(a, b)
+                expected[key] = expected.get(key, 0) + 1
+        assert dict(zip(keys.tolist(), counts.tolist())) == expected
+        assert internal == inside and np.all(np.diff(keys) > 0)
+
+
+def test_a_large_cluster_graph_is_trimmed_to_its_budget(communities, monkeypatch):
+    edges = EdgeFile.from_npy(communities.path / "edges_shuffled.npy")
+    chunk = chunk_rows(0.05, edges.rows)
+    full = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk, clusters=2000)
+    monkeypatch.setattr(grem_module, "PLAN_MIN_BUDGET", 0)  # budget: one chunk
+    trimmed = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk, clusters=2000)
+    assert trimmed.clusters < full.clusters and trimmed.cluster_edges < full.cluster_edges
+    assert trimmed.cluster.max() == trimmed.clusters - 1
+    assert np.count_nonzero(trimmed.cluster >= 0) == trimmed.sizes.sum() == trimmed.support.sum()
+    # Only whole clusters were dropped, the largest first.
+    kept = trimmed.cluster >= 0
+    assert np.array_equal(full.cluster[kept] >= 0, np.ones(np.count_nonzero(kept), bool))
+    assert trimmed.sizes.max() <= np.sort(full.sizes)[-2]
+
+
+def test_chunk_components_and_clusters():
+    # Components {0,1,2}, {3,4}, {5..14} (a path), {15}; 16 nodes, target size 4.
+    path = [(i, i + 1) for i in range(5, 14)]
+    local = np.array([(0, 1), (2, 1), (3, 4)] + path + [(15, 15)])[:-1]
+    comp = chunk_components(local, 16)
+    assert comp.tolist() == [0, 0, 0, 1, 1] + [2] * 10 + [3]
+    cluster = cluster_chunk(local, 16, clusters=4, seed=0)
+    # Small components are clusters of their own; the path is cut into 3.
+    assert cluster[0] == cluster[1] == cluster[2] and cluster[3] == cluster[4]
+    assert len({cluster[0], cluster[3], cluster[15]}) == 3
+    path_clusters = set(cluster[5:15].tolist())
+    assert len(path_clusters) == 3 and not path_clusters & {cluster[0], cluster[3], cluster[15]}
+    assert sorted(set(cluster.tolist())) == list(range(6))
+    assert cluster_chunk(local, 16, clusters=16, seed=0).tolist() == list(range(16))
+
+
+def test_trimming_drops_the_largest_clusters_first():
+    # Clusters 0..3 of sizes 5, 1, 3, 2; edges 0-1, 0-2, 0-3, 1-3, 2-3.
+    k = 4
+    keys = np.array([0 * k + 1, 0 * k + 2, 0 * k + 3, 1 * k + 3, 2 * k + 3])
+    counts = np.array([1, 2, 3, 4, 5])
+    sizes = np.array([5, 1, 3, 2])
+    new_keys, new_counts, new_sizes, renumber = trim_cluster_graph(keys, counts, sizes, 3)
+    # Dropping cluster 0 (size 5) leaves 1-3 and 2-3: within the budget.
+    assert renumber.tolist() == [-1, 0, 1, 2] and new_sizes.tolist() == [1, 3, 2]
+    assert new_keys.tolist() == [0 * 3 + 2, 1 * 3 + 2] and new_counts.tolist() == [4, 5]
+    # Budget 1: cluster 2 (size 3) goes next, leaving 1-3.
+    new_keys, new_counts, sizes1, renumber = trim_cluster_graph(keys, counts, sizes, 1)
+    assert renumber.tolist() == [-1, 0, -1, 1] and sizes1.tolist() == [1, 2]
+    assert new_keys.tolist() == [0 * 2 + 1] and new_counts.tolist() == [4]
+
+
+def test_plan_sides_follow_the_plan_and_the_majority():
+    # Nodes 0..5 planned: cluster 0 -> part 2, cluster 1 -> part 3, cluster 2 ->
+    # part 0 (outside the sub-problem's parts 2..3); 6, 7 have no cluster.
+    cluster = np.array([0, 0, 1, 1, 2, 2, -1, -1], dtype=np.int32)
+    plan = ClusterPlan(cluster, np.array([2, 3, 0]), np.array([2, 2, 2]),
+                       np.array([2, 0, 2, 2]), 0, 0, {})
+    pairs = np.array([(0, 1), (2, 3), (4, 0), (5, 2), (5, 3), (6, 7), (6, 1)])
+    nodes, sides = plan_sides(pairs, plan, 8, 2, (1, 1), (5, 5))
+    assert nodes.tolist() == list(range(8))
+    # 4 sees side 0 (node 0); 5 sees side 1 twice; 6 follows 1 (round 1), 7
+    # follows 6 (round 2).
+    assert sides.tolist() == [0, 0, 1, 1, 0, 1, 0, 0]
+    # Capacity 4 on side 0: the repair hands back a node with the fewest
+    # own-side minus other-side chunk neighbours (4 and 7: one each; 4 first).
+    _, sides = plan_sides(pairs, plan, 8, 2, (1, 1), (4, 5))
+    assert sides.tolist() == [0, 0, 1, 1, 1, 1, 0, 0]
+    # No labelled neighbour: fill the side with more room until both have the
+    # same, then alternate.
+    _, sides = plan_sides(np.array([(6, 7), (7, 6)])[:1], plan, 8, 2, (1, 1), (3, 1))
+    assert sides.tolist() == [0, 0]
+    nodes, sides = plan_sides(np.array([(6, 7), (0, 5)]), plan, 8, 0, (1, 1), (4, 2))
+    assert dict(zip(nodes.tolist(), sides.tolist())) == {0: 0, 5: 0, 6: 0, 7: 1}
+
+
+def test_dense_or_thinly_planned_bisections_fall_back_to_metis():
+    plan = ClusterPlan(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64),
+                       np.zeros(0, dtype=np.int64), np.array([1000, 1000, 100, 1000]),
+                       0, 0, {})
+    sparse = np.array([(2 * i, 2 * i + 1) for i in range(50)])  # average degree 1
+    assert plan_applies(plan, sparse, 100, 0, (1, 1))
+    assert not plan_applies(plan, sparse, 100, 1, (1, 1))  # part 2: 100 planned nodes
+    assert plan_applies(plan, sparse, 100, 0, (2, 2))  # parts 2 + 3: 1100 nodes
+    # A clique on 8 nodes: average degree 7 >= PLAN_MAX_DEGREE.
+    clique = np.array([(i, j) for i in range(8) for j in range(i + 1, 8)])
+    assert not plan_applies(plan, clique, 100, 0, (1, 1))
+
+
+def test_a_dense_first_chunk_is_seeded_by_metis(communities):
+    partitioner = GremPartitioner(chunk=1.0, seed_method="clusters")
+    labels = partitioner.assign(communities, PartitionOptions(parts=2))
+    assert partitioner.last_stats[0].seed == "clusters:metis"  # average degree 10
+    assert partition_metrics(communities, labels, 2).edge_cut_fraction < 0.1
+
+
+def test_cli_offers_the_cluster_seed():
+    import argparse
+
+    from gnncore.cli.partition import add_arguments, settings_from
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4",
+                              "--seed-method", "clusters"])
+    assert settings_from(args).seed_method == "clusters"
