@@ -19,9 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 from torch_geometric.data import GraphStore
-from torch_geometric.sampler import NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler import NodeSamplerInput
 
 from gnncore.sampler.neighbor import ArrayLike, NeighborSampler
 
@@ -57,14 +56,6 @@ class DenseSampler(NeighborSampler):
     ) -> None:
         super().__init__(graph, fanouts, seed=seed, replace=False, num_threads=num_threads)
 
-    def _seeds(self, index: NodeSamplerInput) -> np.ndarray:
-        if index.input_type is not None:
-            raise ValueError("DenseSampler samples homogeneous graphs; got input type "
-                             f"{index.input_type!r}")
-        if index.time is not None:
-            raise ValueError("DenseSampler does not do temporal sampling (input_time)")
-        return np.ascontiguousarray(index.node.detach().cpu().numpy(), dtype=np.int64)
-
     def sample_dense(self, index: NodeSamplerInput) -> dict[str, np.ndarray]:
         """The raw DENSE layout of one batch (thesis Alg. 1), as numpy arrays.
 
@@ -82,31 +73,13 @@ class DenseSampler(NeighborSampler):
 
     # Node-based sampling -----------------------------------------------------
 
-    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> SamplerOutput:
-        """Sample the DENSE multi-hop neighbourhood of ``index.node``.
-
-        Raises:
-            ValueError: For heterogeneous or temporal input, or a batch that
-                repeats a seed node.
-        """
+    def _sample(self, seeds: np.ndarray) -> tuple[Any, ...]:
+        """DENSE sampling straight to the PyG layout (targets first, hop by hop);
+        :meth:`NeighborSampler.sample_from_nodes` wraps it in a SamplerOutput."""
         from gnncore import _C
 
-        seeds = self._seeds(index)
-        node, row, col, edge, num_nodes, num_edges = _C.sample_dense_pyg(
-            self.indptr, self.indices, seeds, self.fanouts, self._batch_seed(),
-            num_threads=self.num_threads)
-        if num_nodes[0] != len(seeds):
-            raise ValueError(f"the batch repeats a seed node ({len(seeds)} seeds, "
-                             f"{num_nodes[0]} unique); pass unique input nodes")
-        return SamplerOutput(
-            node=torch.from_numpy(node),
-            row=torch.from_numpy(row),
-            col=torch.from_numpy(col),
-            edge=torch.from_numpy(edge),
-            num_sampled_nodes=list(num_nodes),
-            num_sampled_edges=list(num_edges),
-            metadata=(index.input_id, index.time),
-        )
+        return _C.sample_dense_pyg(self.indptr, self.indices, seeds, self.fanouts,
+                                   self._batch_seed(), num_threads=self.num_threads)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(num_nodes={self.num_nodes}, "

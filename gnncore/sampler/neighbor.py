@@ -130,6 +130,24 @@ class NeighborSampler(BaseSampler):
 
     # Node-based sampling -----------------------------------------------------
 
+    def _seeds(self, index: NodeSamplerInput) -> np.ndarray:
+        """The batch's seed ids; rejects heterogeneous and temporal input."""
+        name = type(self).__name__
+        if index.input_type is not None:
+            raise ValueError(f"{name} samples homogeneous graphs; got input type "
+                             f"{index.input_type!r}")
+        if index.time is not None:
+            raise ValueError(f"{name} does not do temporal sampling (input_time)")
+        return np.ascontiguousarray(index.node.detach().cpu().numpy(), dtype=np.int64)
+
+    def _sample(self, seeds: np.ndarray) -> tuple[Any, ...]:
+        """One call into the kernel: ``(node, row, col, edge, num_nodes, num_edges)``."""
+        from gnncore import _C
+
+        return _C.sample_neighbors(self.indptr, self.indices, seeds, self.fanouts,
+                                   self._batch_seed(), replace=self.replace,
+                                   num_threads=self.num_threads)
+
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> SamplerOutput:
         """Sample the multi-hop neighbourhood of ``index.node``.
 
@@ -138,17 +156,8 @@ class NeighborSampler(BaseSampler):
                 repeats a seed node (seeds must be unique within a batch so
                 that the first ``batch_size`` nodes are the seeds).
         """
-        from gnncore import _C
-
-        if index.input_type is not None:
-            raise ValueError("NeighborSampler samples homogeneous graphs; got input type "
-                             f"{index.input_type!r}")
-        if index.time is not None:
-            raise ValueError("NeighborSampler does not do temporal sampling (input_time)")
-        seeds = np.ascontiguousarray(index.node.detach().cpu().numpy(), dtype=np.int64)
-        node, row, col, edge, num_nodes, num_edges = _C.sample_neighbors(
-            self.indptr, self.indices, seeds, self.fanouts, self._batch_seed(),
-            replace=self.replace, num_threads=self.num_threads)
+        seeds = self._seeds(index)
+        node, row, col, edge, num_nodes, num_edges = self._sample(seeds)
         if num_nodes[0] != len(seeds):
             raise ValueError(f"the batch repeats a seed node ({len(seeds)} seeds, "
                              f"{num_nodes[0]} unique); pass unique input nodes")
