@@ -7,29 +7,13 @@ import pytest
 import torch
 from torch_geometric.loader import NodeLoader
 from torch_geometric.nn import GraphSAGE
-from torch_geometric.sampler import NodeSamplerInput
 
 from conftest import planted_graph
 from gnncore import _C
 from gnncore.sampler import DenseSampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
+from gnncore.testing.graphs import node_input, random_csr
 from gnncore.testing.dense_reference import dense_to_pyg_reference, sample_dense_reference
-
-
-def random_csr(num_nodes: int, num_edges: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row ``v`` lists the sources of the edges into ``v`` (sorted, no repeats)."""
-    rng = np.random.default_rng(seed)
-    src, dst = rng.integers(0, num_nodes, (2, num_edges))
-    pairs = np.unique(np.stack([src, dst], 1)[src != dst], axis=0)
-    order = np.lexsort((pairs[:, 0], pairs[:, 1]))
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(pairs[:, 1], minlength=num_nodes), out=indptr[1:])
-    return indptr, pairs[order, 0].astype(np.int32)
-
-
-def node_input(seeds: list[int] | np.ndarray) -> NodeSamplerInput:
-    seeds = torch.as_tensor(np.asarray(seeds), dtype=torch.long)
-    return NodeSamplerInput(input_id=torch.arange(len(seeds)), node=seeds)
 
 
 def check_pyg(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,

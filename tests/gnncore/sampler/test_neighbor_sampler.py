@@ -11,23 +11,8 @@ from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NodeSamplerIn
 from conftest import planted_graph
 from gnncore.sampler import NeighborSampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
+from gnncore.testing.graphs import node_input, random_csr
 from gnncore.testing.reference import sample_neighbors_reference
-
-
-def random_csr(num_nodes: int, num_edges: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row ``v`` lists the sources of the edges into ``v`` (sorted, no repeats)."""
-    rng = np.random.default_rng(seed)
-    src, dst = rng.integers(0, num_nodes, (2, num_edges))
-    pairs = np.unique(np.stack([src, dst], 1)[src != dst], axis=0)
-    order = np.lexsort((pairs[:, 0], pairs[:, 1]))
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(pairs[:, 1], minlength=num_nodes), out=indptr[1:])
-    return indptr, pairs[order, 0].astype(np.int32)
-
-
-def node_input(seeds: list[int] | np.ndarray) -> NodeSamplerInput:
-    seeds = torch.as_tensor(np.asarray(seeds), dtype=torch.long)
-    return NodeSamplerInput(input_id=torch.arange(len(seeds)), node=seeds)
 
 
 def check_output(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
