@@ -30,7 +30,6 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
                           const std::vector<int64_t>& fanouts, uint64_t seed,
                           [[maybe_unused]] int threads) {
   const int64_t num_nodes = sampling::validate_csr_and_seeds(indptr, indices.size, targets);
-  const int64_t num_edges = static_cast<int64_t>(indices.size);
   sampling::validate_fanouts(fanouts);
   HopOrder h;
   std::vector<NodeId>& node = h.node;
@@ -56,52 +55,11 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
     const int64_t fanout = fanouts[hop];
     const size_t base = pos.size();
 
-    // Serial: validate rows, size each node's block.
     off.resize(begin + delta + 1);
-    for (size_t i = 0; i < delta; ++i) {
-      const NodeId v = node[begin + i];
-      const int64_t lo = indptr[static_cast<size_t>(v)], hi = indptr[static_cast<size_t>(v) + 1];
-      if (lo < 0 || hi < lo || hi > num_edges)
-        throw std::invalid_argument("indptr is not non-decreasing within [0, " +
-                                    std::to_string(num_edges) + "] at row " +
-                                    std::to_string(v));
-      const int64_t deg = hi - lo;
-      off[begin + i + 1] = off[begin + i] + (fanout < 0 ? deg : std::min(deg, fanout));
-    }
-    const size_t total = static_cast<size_t>(off[end]);
-    pos.resize(total);
-    nbr.resize(total);
+    sampling::draw_hop(indptr, indices, node.data() + begin, delta, fanout, false, seed, hop, threads,
+             off.data() + begin, pos, nbr);
+    const size_t total = pos.size();
     local.resize(total);
-
-    // Parallel: each node of Δ_hop draws its block from its own generator.
-    const int64_t delta_i = static_cast<int64_t>(delta);
-#ifdef GNNCORE_WITH_OPENMP
-#pragma omp parallel num_threads(threads) if (threads > 1 && delta >= 256)
-#endif
-    {
-      std::vector<int64_t> scratch;
-#ifdef GNNCORE_WITH_OPENMP
-#pragma omp for schedule(dynamic, 64)
-#endif
-      for (int64_t ii = 0; ii < delta_i; ++ii) {
-        const size_t i = static_cast<size_t>(ii);
-        const NodeId v = node[begin + i];
-        const int64_t lo = indptr[static_cast<size_t>(v)];
-        const int64_t deg = indptr[static_cast<size_t>(v) + 1] - lo;
-        const int64_t count = off[begin + i + 1] - off[begin + i];
-        int64_t* block = pos.data() + off[begin + i];
-        if (count == deg) {
-          for (int64_t t = 0; t < count; ++t) block[t] = lo + t;
-        } else {
-          Rng rng = node_rng(seed, hop, i);
-          sample_without_replacement(rng, deg, count, block, scratch);
-          for (int64_t t = 0; t < count; ++t) block[t] += lo;
-        }
-        for (int64_t t = 0; t < count; ++t)
-          nbr[static_cast<size_t>(block - pos.data() + t)] =
-              static_cast<int64_t>(indices[static_cast<size_t>(block[t])]);
-      }
-    }
 
     // Serial: the next delta, in first-seen order.
     constexpr size_t kAhead = 8;

@@ -21,7 +21,6 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
                                 Span<NodeId> seeds, const std::vector<int64_t>& fanouts,
                                 uint64_t seed, bool replace, int num_threads) {
   const int64_t num_nodes = sampling::validate_csr_and_seeds(indptr, indices.size, seeds);
-  const int64_t num_edges = static_cast<int64_t>(indices.size);
   sampling::validate_fanouts(fanouts);
 
   NeighborSample out;
@@ -44,66 +43,9 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
     const size_t frontier = end - begin;
     const int64_t fanout = fanouts[hop];
 
-    // Serial pass: validate rows and size each node's block.
     offset.assign(frontier + 1, 0);
-    for (size_t i = 0; i < frontier; ++i) {
-      const NodeId v = out.node[begin + i];
-      const int64_t lo = indptr[static_cast<size_t>(v)], hi = indptr[static_cast<size_t>(v) + 1];
-      if (lo < 0 || hi < lo || hi > num_edges)
-        throw std::invalid_argument("indptr is not non-decreasing within [0, " +
-                                    std::to_string(num_edges) + "] at row " +
-                                    std::to_string(v));
-      const int64_t deg = hi - lo;
-      int64_t count = 0;
-      if (deg > 0) {
-        if (fanout < 0) count = deg;
-        else if (replace) count = fanout;
-        else count = std::min(deg, fanout);
-      }
-      offset[i + 1] = offset[i] + count;
-    }
-    pos.resize(static_cast<size_t>(offset[frontier]));
-    nbr.resize(pos.size());
-
-    // Parallel pass: draw each node's block from its own generator.
-    const int64_t frontier_i = static_cast<int64_t>(frontier);
-#ifdef GNNCORE_WITH_OPENMP
-#pragma omp parallel num_threads(threads) if (threads > 1 && frontier >= 256)
-#endif
-    {
-      std::vector<int64_t> scratch;
-#ifdef GNNCORE_WITH_OPENMP
-#pragma omp for schedule(dynamic, 64)
-#endif
-      for (int64_t ii = 0; ii < frontier_i; ++ii) {
-        const size_t i = static_cast<size_t>(ii);
-        const NodeId v = out.node[begin + i];
-        const int64_t lo = indptr[static_cast<size_t>(v)];
-        const int64_t deg = indptr[static_cast<size_t>(v) + 1] - lo;
-        const int64_t count = offset[i + 1] - offset[i];
-        int64_t* block = pos.data() + offset[i];
-        if (count == 0) continue;
-        if (count == deg && (fanout < 0 || !replace)) {
-          for (int64_t t = 0; t < count; ++t) block[t] = lo + t;
-          continue;
-        }
-        Rng rng = node_rng(seed, hop, i);
-        if (replace) {
-          for (int64_t t = 0; t < count; ++t)
-            block[t] = static_cast<int64_t>(rng.below(static_cast<uint64_t>(deg)));
-          std::sort(block, block + count);
-        } else {
-          sample_without_replacement(rng, deg, count, block, scratch);
-        }
-        for (int64_t t = 0; t < count; ++t) block[t] += lo;
-      }
-#ifdef GNNCORE_WITH_OPENMP
-#pragma omp for schedule(static)
-#endif
-      for (int64_t t = 0; t < static_cast<int64_t>(pos.size()); ++t)
-        nbr[static_cast<size_t>(t)] =
-            static_cast<int64_t>(indices[static_cast<size_t>(pos[static_cast<size_t>(t)])]);
-    }
+    sampling::draw_hop(indptr, indices, out.node.data() + begin, frontier, fanout, replace, seed, hop,
+             threads, offset.data(), pos, nbr);
 
     // Serial pass: assign local ids in frontier order, prefetching the hash
     // slots a few edges ahead.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel.h"
 #include "random.h"
 #include "types.h"
 
@@ -202,6 +203,76 @@ inline void validate_fanouts(const std::vector<int64_t>& fanouts) {
       throw std::invalid_argument("fanouts[" + std::to_string(h) + "] = " +
                                   std::to_string(fanouts[h]) +
                                   " is negative; use -1 for all neighbours");
+}
+
+// One hop of uniform neighbour sampling: for each of the `n` nodes in
+// `frontier`, draws up to `fanout` positions of its CSR row (all when
+// fanout = -1 or the degree is smaller; exactly `fanout` draws with
+// `replace`, repeats possible). `offset` points at n + 1 entries whose first
+// holds the start in `pos`; the others are filled with each node's block end.
+// `pos` and `nbr` are resized to offset[n] and receive the CSR positions and
+// the neighbour ids of every block. Node i draws from node_rng(seed, hop, i),
+// so the result does not depend on `threads`. Throws std::invalid_argument
+// for a malformed indptr row.
+template <typename IndexT>
+void draw_hop(Span<int64_t> indptr, Span<IndexT> indices, const NodeId* frontier, size_t n,
+              int64_t fanout, bool replace, uint64_t seed, size_t hop,
+              [[maybe_unused]] int threads, int64_t* offset, std::vector<int64_t>& pos,
+              std::vector<int64_t>& nbr) {
+  const int64_t num_edges = static_cast<int64_t>(indices.size);
+  for (size_t i = 0; i < n; ++i) {  // serial: validate rows, size each block
+    const NodeId v = frontier[i];
+    const int64_t lo = indptr[static_cast<size_t>(v)], hi = indptr[static_cast<size_t>(v) + 1];
+    if (lo < 0 || hi < lo || hi > num_edges)
+      throw std::invalid_argument("indptr is not non-decreasing within [0, " +
+                                  std::to_string(num_edges) + "] at row " +
+                                  std::to_string(v));
+    const int64_t deg = hi - lo;
+    int64_t count = 0;
+    if (deg > 0) {
+      if (fanout < 0) count = deg;
+      else if (replace) count = fanout;
+      else count = std::min(deg, fanout);
+    }
+    offset[i + 1] = offset[i] + count;
+  }
+  pos.resize(static_cast<size_t>(offset[n]));
+  nbr.resize(pos.size());
+  const int64_t n_i = static_cast<int64_t>(n);
+#ifdef GNNCORE_WITH_OPENMP
+#pragma omp parallel num_threads(threads) if (threads > 1 && n >= 256)
+#endif
+  {
+    std::vector<int64_t> scratch;
+#ifdef GNNCORE_WITH_OPENMP
+#pragma omp for schedule(dynamic, 64)
+#endif
+    for (int64_t ii = 0; ii < n_i; ++ii) {  // parallel: each node's block
+      const size_t i = static_cast<size_t>(ii);
+      const NodeId v = frontier[i];
+      const int64_t lo = indptr[static_cast<size_t>(v)];
+      const int64_t deg = indptr[static_cast<size_t>(v) + 1] - lo;
+      const int64_t count = offset[i + 1] - offset[i];
+      int64_t* block = pos.data() + offset[i];
+      if (count == 0) continue;
+      if (count == deg && (fanout < 0 || !replace)) {
+        for (int64_t t = 0; t < count; ++t) block[t] = lo + t;
+      } else {
+        Rng rng = node_rng(seed, hop, i);
+        if (replace) {
+          for (int64_t t = 0; t < count; ++t)
+            block[t] = static_cast<int64_t>(rng.below(static_cast<uint64_t>(deg)));
+          std::sort(block, block + count);
+        } else {
+          sample_without_replacement(rng, deg, count, block, scratch);
+        }
+        for (int64_t t = 0; t < count; ++t) block[t] += lo;
+      }
+      for (int64_t t = 0; t < count; ++t)
+        nbr[static_cast<size_t>(offset[i] + t)] =
+            static_cast<int64_t>(indices[static_cast<size_t>(block[t])]);
+    }
+  }
 }
 
 }  // namespace gnncore::sampling
