@@ -1,4 +1,10 @@
-"""``gnncore train GRAPH_DIR --task node --model sage [...]``: train and log to MLflow.
+"""``gnncore train GRAPH_DIR --task {node,link} --model sage [...]``: train and log to MLflow.
+
+``--task node`` trains a node classifier (:class:`~gnncore.train.NodeTrainConfig`);
+``--task link`` a link predictor (:class:`~gnncore.train.LinkTrainConfig`) on
+the graph's own triples (knowledge graphs) or a split of its edges, scored by
+filtered MRR and Hits@k; ``--model none`` then learns node embeddings scored
+by the decoder alone (plain DistMult).
 
 The run goes to ``--mlflow-uri``, by default the SQLite store under the data
 root (``--data-root``, else ``$GNNCORE_DATA_ROOT``, else ``./data``):
@@ -25,6 +31,10 @@ from gnncore.errors import GnnCoreError
 TASKS = ("node", "link")
 MODEL_CHOICES = ("sage", "gcn", "gat", "gin", "none")
 AMP_CHOICES = ("bf16", "fp16")
+DECODER_CHOICES = ("distmult", "dot")
+#: Options that only one task reads.
+NODE_ONLY = ("hidden", "weight_decay", "normalize_features")
+LINK_ONLY = ("decoder", "dim", "negatives", "negative_sampling", "eval_negatives")
 
 
 def _fanouts(text: str) -> tuple[int, ...]:
@@ -49,10 +59,23 @@ def _positive_int(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument("--task", choices=TASKS, default="node",
-                        help="node classification (link prediction comes later)")
+                        help="node classification or link prediction (default: node)")
     parser.add_argument("--model", choices=MODEL_CHOICES, default="sage",
-                        help="architecture; 'none' is an MLP on the features alone "
+                        help="architecture; 'none' is an MLP on the features alone (node) "
+                             "or learned embeddings with the decoder alone (link) "
                              "(default: sage)")
+    parser.add_argument("--decoder", choices=DECODER_CHOICES, default=None,
+                        help="link scoring: distmult (default) or dot")
+    parser.add_argument("--dim", type=_positive_int, default=None,
+                        help="link: embedding and representation width (default: 200)")
+    parser.add_argument("--negatives", type=_positive_int, default=None, metavar="K",
+                        help="link: negatives per mini-batch, shared by its positives "
+                             "(default: 1000)")
+    parser.add_argument("--negative-sampling", choices=("uniform", "degree"), default=None,
+                        help="link: negative distribution (default: uniform)")
+    parser.add_argument("--eval-negatives", type=int, default=None, metavar="K",
+                        help="link: rank against K sampled (filtered) negatives instead of "
+                             "all entities (default: 0 = all)")
     parser.add_argument("--epochs", type=int, default=None,
                         help="most epochs (default: per model)")
     parser.add_argument("--seed", type=int, default=None)
@@ -101,6 +124,14 @@ def data_root(arg: Path | None) -> Path:
 
 
 def build_config(args: argparse.Namespace) -> Any:
+    """The task's training configuration from ``args`` (unset options: defaults)."""
+    unused = NODE_ONLY if args.task == "link" else LINK_ONLY
+    given = [f"--{name.replace('_', '-')}" for name in unused
+             if getattr(args, name, None) is not None]
+    if given:
+        raise GnnCoreError(f"{', '.join(given)}: not used by --task {args.task}")
+    if args.task == "link":
+        return build_link_config(args)
     from gnncore.train import NodeTrainConfig
 
     overrides = {
@@ -115,6 +146,21 @@ def build_config(args: argparse.Namespace) -> Any:
     if "fanouts" in overrides:  # one layer per hop unless told otherwise
         overrides["num_layers"] = len(overrides["fanouts"])
     return NodeTrainConfig(**overrides).validate()
+
+
+def build_link_config(args: argparse.Namespace) -> Any:
+    from gnncore.train import LinkTrainConfig
+
+    overrides = {
+        "model": args.model, "decoder": args.decoder, "dim": args.dim, "epochs": args.epochs,
+        "seed": args.seed, "fanouts": args.fanouts, "eval_fanouts": args.eval_fanouts,
+        "batch_size": args.batch_size, "lr": args.lr, "heads": args.heads,
+        "dropout": args.dropout, "patience": args.patience, "amp": args.amp,
+        "device": args.device, "num_workers": args.num_workers,
+        "num_negatives": args.negatives, "negative_sampling": args.negative_sampling,
+        "eval_negatives": args.eval_negatives,
+    }
+    return LinkTrainConfig(**{k: v for k, v in overrides.items() if v is not None}).validate()
 
 
 @contextmanager
@@ -139,9 +185,6 @@ def run(args: argparse.Namespace,
         on_epoch_end: Callable[[int, Path | None], None] | None = None) -> dict[str, Any]:
     """Train as ``args`` say; ``on_epoch_end(epoch, checkpoint_path)`` is passed
     to :func:`gnncore.train.train_graph_dir` (for tests and embedding)."""
-    if args.task == "link":
-        raise GnnCoreError("--task link: link prediction is not implemented yet; "
-                           "use --task node")
     config = build_config(args)
     from gnncore.store import GraphDir
     from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
@@ -149,8 +192,9 @@ def run(args: argparse.Namespace,
 
     graph = GraphDir.open(args.graph_dir)  # fail on a bad directory before touching MLflow
     root = data_root(args.data_root)
+    run_kind = config.model if args.task == "node" else f"link-{config.model}-{config.decoder}"
     checkpoint_dir = args.checkpoint_dir or default_checkpoint_dir(
-        root, graph.manifest.name, config.model, config.seed)
+        root, graph.manifest.name, run_kind, config.seed)
     uri = args.mlflow_uri or default_tracking_uri(root)
     tracker = MlflowTracker(uri, args.experiment)
     with _sigterm_as_interrupt():
@@ -159,20 +203,16 @@ def run(args: argparse.Namespace,
                                  resume=args.resume, keep_checkpoints=args.keep_checkpoints,
                                  on_epoch_end=on_epoch_end)
     assert result.run_id is not None
+    settings = ("fanouts", "batch_size", "lr", "heads", "dropout", "patience", "amp") + (
+        ("decoder", "dim", "num_negatives", "negative_sampling", "eval_negatives")
+        if args.task == "link" else ("hidden", "weight_decay"))
     return {
         "task": args.task,
         "graph_dir": str(args.graph_dir),
         "dataset": graph.manifest.name,
         **result.summary(),
-        "fanouts": list(config.fanouts),
-        "batch_size": config.batch_size,
-        "lr": config.lr,
-        "hidden": config.hidden,
-        "heads": config.heads,
-        "dropout": config.dropout,
-        "weight_decay": config.weight_decay,
-        "patience": config.patience,
-        "amp": config.amp,
+        **{name: list(value) if isinstance(value := getattr(config, name), tuple) else value
+           for name in settings},
         "mlflow_run_id": result.run_id,
         "mlflow_tracking_uri": uri,
         "mlflow_experiment_id": tracker.experiment_id,

@@ -1,8 +1,10 @@
-"""Graph samplers: PyG ``BaseSampler`` subclasses over gnncore's C++ kernels."""
+"""Graph samplers: PyG ``BaseSampler`` subclasses over gnncore's C++ kernels, and
+negative sampling / known-edge filtering for link prediction."""
 
+from gnncore.sampler.negative import NEGATIVE_MODES, KnownEdges, NegativeDraw, degree_weights
 from gnncore.sampler.neighbor import NeighborSampler
 
-__all__ = ["NeighborSampler"]
+__all__ = ["NEGATIVE_MODES", "KnownEdges", "NegativeDraw", "NeighborSampler", "degree_weights"]
 
 from gnncore.sampler.dense import DenseSampler  # noqa: E402
 

@@ -73,13 +73,13 @@ class DenseSampler(NeighborSampler):
 
     # Node-based sampling -----------------------------------------------------
 
-    def _sample(self, seeds: np.ndarray) -> tuple[Any, ...]:
+    def _sample(self, seeds: np.ndarray, batch_seed: int) -> tuple[Any, ...]:
         """DENSE sampling straight to the PyG layout (targets first, hop by hop);
         :meth:`NeighborSampler.sample_from_nodes` wraps it in a SamplerOutput."""
         from gnncore import _C
 
         return _C.sample_dense_pyg(self.indptr, self.indices, seeds, self.fanouts,
-                                   self._batch_seed(), num_threads=self.num_threads)
+                                   batch_seed, num_threads=self.num_threads)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(num_nodes={self.num_nodes}, "

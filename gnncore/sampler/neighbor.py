@@ -1,7 +1,9 @@
 r"""Uniform multi-hop neighbour sampling for PyG loaders, over ``_C.sample_neighbors``.
 
 The sampler returns indices only (``node``, ``row``, ``col``, ``edge``); the
-loader (:class:`~torch_geometric.loader.NodeLoader`) joins features from a
+loader (:class:`~torch_geometric.loader.NodeLoader`, or
+:class:`~torch_geometric.loader.LinkLoader` for link prediction, with
+negatives drawn here) joins features from a
 :class:`~torch_geometric.data.FeatureStore`. The CSC adjacency is obtained
 once, in the constructor; the per-batch path converts the seeds and makes one
 call into native code, which releases the GIL.
@@ -14,6 +16,7 @@ loader is given a seeded ``generator``) is mixed in as well.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,9 +31,12 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 
+from gnncore.sampler.negative import NegativeDraw
 from gnncore.typing import require_csrc
 
 ArrayLike = np.ndarray | torch.Tensor
+#: Mixed into a batch's seed for its negative draws (independent of the neighbour draws).
+_NEGATIVE_STREAM = 0x4E454753
 
 
 def _to_numpy(array: ArrayLike) -> np.ndarray:
@@ -103,6 +109,7 @@ class NeighborSampler(BaseSampler):
         self.num_threads = int(num_threads)
         self._perm = perm
         self._num_batches = 0
+        self._negative_draws: dict[int, tuple[torch.Tensor | None, NegativeDraw]] = {}
 
     @property
     def num_nodes(self) -> int:
@@ -140,12 +147,15 @@ class NeighborSampler(BaseSampler):
             raise ValueError(f"{name} does not do temporal sampling (input_time)")
         return np.ascontiguousarray(index.node.detach().cpu().numpy(), dtype=np.int64)
 
-    def _sample(self, seeds: np.ndarray) -> tuple[Any, ...]:
-        """One call into the kernel: ``(node, row, col, edge, num_nodes, num_edges)``."""
+    def _sample(self, seeds: np.ndarray, batch_seed: int) -> tuple[Any, ...]:
+        """One call into the kernel: ``(node, row, col, edge, num_nodes, num_edges)``.
+
+        Subclasses change the sampling scheme by overriding this hook only.
+        """
         from gnncore import _C
 
         return _C.sample_neighbors(self.indptr, self.indices, seeds, self.fanouts,
-                                   self._batch_seed(), replace=self.replace,
+                                   batch_seed, replace=self.replace,
                                    num_threads=self.num_threads)
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> SamplerOutput:
@@ -157,7 +167,7 @@ class NeighborSampler(BaseSampler):
                 that the first ``batch_size`` nodes are the seeds).
         """
         seeds = self._seeds(index)
-        node, row, col, edge, num_nodes, num_edges = self._sample(seeds)
+        node, row, col, edge, num_nodes, num_edges = self._sample(seeds, self._batch_seed())
         if num_nodes[0] != len(seeds):
             raise ValueError(f"the batch repeats a seed node ({len(seeds)} seeds, "
                              f"{num_nodes[0]} unique); pass unique input nodes")
@@ -178,9 +188,78 @@ class NeighborSampler(BaseSampler):
         index: EdgeSamplerInput,
         neg_sampling: NegativeSampling | None = None,
     ) -> SamplerOutput:
-        raise NotImplementedError(
-            "NeighborSampler samples from nodes only; sampling from edges (LinkLoader, "
-            "link prediction) arrives with the link-prediction issue")
+        r"""Sample the multi-hop neighbourhood of a batch of edges' endpoints
+        (for :class:`~torch_geometric.loader.LinkLoader`), drawing negatives.
+
+        Follows PyG's non-disjoint ``edge_sample``: the seeds are the unique
+        endpoints of the positive edges and the negatives (sorted), and
+        :obj:`SamplerOutput.metadata` is what ``LinkLoader`` expects --
+        ``(input_id, edge_label_index, edge_label, None)`` in ``"binary"``
+        mode (negatives labelled 0), ``(input_id, src_index, dst_pos_index,
+        dst_neg_index, None)`` in ``"triplet"`` mode, all indices local to
+        :obj:`SamplerOutput.node`. Negatives are drawn uniformly, or in
+        proportion to ``neg_sampling.src_weight`` / ``dst_weight`` (e.g.
+        degrees), with replacement, from a generator seeded per batch like
+        the neighbour draws (so a resumed run continues the same stream).
+
+        Raises:
+            ValueError: For heterogeneous or temporal input.
+        """
+        name = type(self).__name__
+        if index.input_type is not None:
+            raise ValueError(f"{name} samples homogeneous graphs; got input type "
+                             f"{index.input_type!r}")
+        if index.time is not None:
+            raise ValueError(f"{name} does not do temporal sampling (edge_label_time)")
+        src = index.row.detach().cpu().to(torch.int64)
+        dst = index.col.detach().cpu().to(torch.int64)
+        label = index.label
+        num_pos = src.numel()
+        batch_seed = self._batch_seed()
+        rng = np.random.default_rng([batch_seed, _NEGATIVE_STREAM])
+        num_neg = 0
+        if neg_sampling is not None:
+            num_neg = math.ceil(num_pos * neg_sampling.amount)
+            if neg_sampling.is_binary():
+                src = torch.cat([src, self._negatives(rng, num_neg, neg_sampling.src_weight)])
+                dst = torch.cat([dst, self._negatives(rng, num_neg, neg_sampling.dst_weight)])
+                if label is None:
+                    label = torch.ones(num_pos)
+                label = torch.cat([label, label.new_zeros((num_neg, *label.shape[1:]))])
+            else:
+                if label is not None:
+                    raise ValueError("'triplet' negative sampling takes no edge labels")
+                dst = torch.cat([dst, self._negatives(rng, num_neg, neg_sampling.dst_weight)])
+        endpoints = torch.cat([src, dst])
+        seeds, inverse = torch.unique(endpoints, return_inverse=True)
+        node, row, col, edge, num_nodes, num_edges = self._sample(
+            np.ascontiguousarray(seeds.numpy()), batch_seed)
+        if neg_sampling is None or neg_sampling.is_binary():
+            metadata: tuple[Any, ...] = (index.input_id, inverse.view(2, -1), label, None)
+        else:
+            dst_neg = inverse[2 * num_pos:]
+            if num_pos:
+                dst_neg = dst_neg.view(num_pos, -1).squeeze(-1)
+            metadata = (index.input_id, inverse[:num_pos], inverse[num_pos:2 * num_pos],
+                        dst_neg, None)
+        return SamplerOutput(
+            node=torch.from_numpy(node),
+            row=torch.from_numpy(row),
+            col=torch.from_numpy(col),
+            edge=torch.from_numpy(edge),
+            num_sampled_nodes=list(num_nodes),
+            num_sampled_edges=list(num_edges),
+            metadata=metadata,
+        )
+
+    def _negatives(self, rng: np.random.Generator, count: int,
+                   weight: torch.Tensor | None) -> torch.Tensor:
+        """``count`` negative node ids, uniform or weighted by ``weight``."""
+        cached = self._negative_draws.get(id(weight))
+        if cached is None or cached[0] is not weight:
+            cached = (weight, NegativeDraw(self.num_nodes, weight))
+            self._negative_draws[id(weight)] = cached
+        return torch.from_numpy(cached[1](rng, count))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(num_nodes={self.num_nodes}, "

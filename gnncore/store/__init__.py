@@ -14,6 +14,8 @@ __all__ = [
     "create_graph_dir",
     "index_dtype",
     "open_graph",
+    "CSCGraphStore",
+    "EmptyFeatureStore",
     "GraphDirFeatureStore",
     "GraphDirGraphStore",
 ]
@@ -21,6 +23,8 @@ __all__ = [
 # The PyG storage views import torch and torch_geometric (seconds); load them on
 # first use so `gnncore validate` and other torch-free users stay fast.
 _LAZY = {
+    "CSCGraphStore": "gnncore.store.graph_store",
+    "EmptyFeatureStore": "gnncore.store.feature_store",
     "GraphDirFeatureStore": "gnncore.store.feature_store",
     "GraphDirGraphStore": "gnncore.store.graph_store",
 }

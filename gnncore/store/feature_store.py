@@ -135,3 +135,23 @@ class GraphDirFeatureStore(FeatureStore):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.graph.path)!r}, attrs={self.attr_names})"
+
+
+class EmptyFeatureStore(FeatureStore):
+    """A feature store without attributes, for graphs whose nodes have no features
+    (the model learns node embeddings instead); loaders then join nothing."""
+
+    def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} holds no tensors")
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} holds no tensors")
+
+    def _get_tensor(self, attr: TensorAttr) -> torch.Tensor:
+        raise KeyError(f"no node attribute {attr.attr_name!r}: this store holds no features")
+
+    def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...]:
+        raise KeyError(f"no node attribute {attr.attr_name!r}: this store holds no features")
+
+    def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        return []

@@ -90,3 +90,50 @@ class GraphDirGraphStore(GraphStore):
         m = self.graph.manifest
         return (f"{type(self).__name__}({str(self.graph.path)!r}, num_nodes={m.num_nodes}, "
                 f"num_edges={m.num_edges})")
+
+
+class CSCGraphStore(GraphStore):
+    r"""A homogeneous adjacency held in memory as CSC ``(row, colptr)``.
+
+    For graphs derived at run time, e.g. the message-passing graph of link
+    prediction (training edges only, both directions).
+
+    Args:
+        indptr (Tensor or array): int64 ``[N + 1]`` (PyG's ``colptr``).
+        indices (Tensor or array): ``[E]`` sources of the edges into each
+            node (PyG's ``row``).
+    """
+
+    def __init__(self, indptr: Any, indices: Any) -> None:
+        super().__init__()
+        self._colptr = torch.as_tensor(indptr, dtype=torch.int64)
+        self._row = torch.as_tensor(indices)
+        if self._colptr.dim() != 1 or self._colptr.numel() < 1:
+            raise ValueError("indptr must be a 1-d array of length N + 1")
+        if int(self._colptr[-1]) != self._row.numel():
+            raise ValueError(f"indptr ends at {int(self._colptr[-1])} but indices has "
+                             f"{self._row.numel()} entries")
+
+    @property
+    def num_nodes(self) -> int:
+        return self._colptr.numel() - 1
+
+    def _put_edge_index(self, edge_index: Any, edge_attr: EdgeAttr) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} is read-only")
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} is read-only")
+
+    def _get_edge_index(self, edge_attr: EdgeAttr) -> tuple[torch.Tensor, torch.Tensor] | None:
+        n = self.num_nodes
+        if (edge_attr.edge_type is not None or edge_attr.layout != EdgeLayout.CSC
+                or edge_attr.size not in (None, (n, n))):
+            return None
+        return self._row, self._colptr
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        n = self.num_nodes
+        return [self._edge_attr_cls(None, EdgeLayout.CSC, True, (n, n))]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_nodes={self.num_nodes}, num_edges={self._row.numel()})"

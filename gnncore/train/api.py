@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -11,8 +12,11 @@ import torch
 
 from gnncore.errors import InputError
 from gnncore.store import GraphDir
-from gnncore.train.checkpoint import CheckpointDir, check_resumable, data_fingerprint
+from gnncore.train.checkpoint import Checkpoint, CheckpointDir, check_resumable, data_fingerprint
 from gnncore.train.config import ConfigError, NodeTrainConfig
+from gnncore.train.link_config import LinkTrainConfig
+from gnncore.train.link_data import link_splits
+from gnncore.train.link_loop import LinkTrainResult, train_link_predictor
 from gnncore.train.loop import EpochCallback, NodeTrainResult, copy_to_cpu, train_node_classifier
 
 if TYPE_CHECKING:
@@ -25,7 +29,7 @@ EXAMPLE_NODES = 4
 
 def train_graph_dir(
     graph_dir: str | os.PathLike[str] | GraphDir,
-    config: NodeTrainConfig | None = None,
+    config: NodeTrainConfig | LinkTrainConfig | None = None,
     tracking: RunTracker | None = None,
     tags: Mapping[str, Any] | None = None,
     progress: bool = True,
@@ -35,7 +39,9 @@ def train_graph_dir(
     keep_checkpoints: int = 2,
     on_epoch_end: EpochCallback | None = None,
 ) -> NodeTrainResult:
-    r"""Train a node classifier on a graph directory and (optionally) track it.
+    r"""Train a node classifier (or, with a :class:`LinkTrainConfig`, a link
+    predictor: :func:`train_link_predictor` on :func:`link_splits`) on a graph
+    directory and (optionally) track it.
 
     Features and topology are read through
     :class:`~gnncore.store.GraphDirFeatureStore` and
@@ -79,12 +85,15 @@ def train_graph_dir(
             each epoch. (default: :obj:`None`)
 
     Returns:
-        NodeTrainResult: with ``run_id`` set when tracked.
+        NodeTrainResult or LinkTrainResult: with ``run_id`` set when tracked.
     """
     from gnncore.store import GraphDirFeatureStore, GraphDirGraphStore
 
     config = (config or NodeTrainConfig()).validate()
     graph = graph_dir if isinstance(graph_dir, GraphDir) else GraphDir.open(graph_dir)
+    if isinstance(config, LinkTrainConfig):
+        return _train_link_graph_dir(graph, config, tracking, tags, progress, run_name,
+                                     checkpoint_dir, resume, keep_checkpoints, on_epoch_end)
     _check_trainable(graph)
     m = graph.manifest
     feature_store, graph_store = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
@@ -109,15 +118,8 @@ def train_graph_dir(
     if tracking is None:
         return run(None)
 
-    all_tags = {"dataset": m.name, "task": "node", "model": config.model, **(tags or {})}
-    previous_run = previous.state.get("run_id") if previous is not None else None
-    if previous is not None:
-        all_tags["resumed_from_epoch"] = previous.epoch
-        if previous_run:
-            all_tags["resumed_from_run_id"] = previous_run
-    with tracking.start_run(run_name or f"{m.name}-{config.model}", all_tags) as logger:
-        if previous is not None and previous_run:
-            _close_abandoned_run(tracking, str(previous_run), logger.run_id, previous.epoch)
+    with _tracked_run(tracking, m.name, "node", config.model, tags, run_name,
+                      previous) as logger:
         logger.log_params({
             **config.to_params(),
             "dataset": m.name,
@@ -138,6 +140,112 @@ def train_graph_dir(
             input_example=example_input(feature_store, m.num_features))
         result.run_id = logger.run_id
     return result
+
+
+@contextlib.contextmanager
+def _tracked_run(tracking: RunTracker, dataset: str, task: str, model: str,
+                 tags: Mapping[str, Any] | None, run_name: str | None,
+                 previous: Checkpoint | None) -> Iterator[Any]:
+    """Start the run (tagged with dataset, task, model and the checkpoint it
+    resumes from, if any) and close the run a killed process left open."""
+    all_tags = {"dataset": dataset, "task": task, "model": model, **(tags or {})}
+    previous_run = previous.state.get("run_id") if previous is not None else None
+    if previous is not None:
+        all_tags["resumed_from_epoch"] = previous.epoch
+        if previous_run:
+            all_tags["resumed_from_run_id"] = previous_run
+    with tracking.start_run(run_name or f"{dataset}-{model}", all_tags) as logger:
+        if previous is not None and previous_run:
+            _close_abandoned_run(tracking, str(previous_run), logger.run_id, previous.epoch)
+        yield logger
+
+
+def _train_link_graph_dir(graph: GraphDir, config: LinkTrainConfig,
+                          tracking: RunTracker | None, tags: Mapping[str, Any] | None,
+                          progress: bool, run_name: str | None,
+                          checkpoint_dir: str | os.PathLike[str] | None, resume: bool,
+                          keep_checkpoints: int,
+                          on_epoch_end: EpochCallback | None) -> LinkTrainResult:
+    """:func:`train_graph_dir` for link prediction."""
+    from gnncore.store import GraphDirFeatureStore
+
+    m = graph.manifest
+    splits = link_splits(graph)
+    feature_store = GraphDirFeatureStore(graph)
+    if resume and checkpoint_dir is None:
+        raise ConfigError("resume needs a checkpoint directory (checkpoint_dir=...)")
+    checkpoints = None if checkpoint_dir is None else CheckpointDir(checkpoint_dir,
+                                                                    keep=keep_checkpoints)
+    previous = checkpoints.latest() if (resume and checkpoints is not None) else None
+    if previous is not None:  # refuse a foreign checkpoint before a run is created
+        in_channels = m.num_features if config.model != "none" else 0
+        check_resumable(previous, config, data_fingerprint(
+            splits.tensors(), splits.num_relations, in_channels))
+
+    def run(logger: Any) -> LinkTrainResult:
+        return train_link_predictor(splits, config, feature_store=feature_store,
+                                    logger=logger, progress=progress, checkpoints=checkpoints,
+                                    resume=resume, on_epoch_end=on_epoch_end)
+
+    if tracking is None:
+        return run(None)
+    with _tracked_run(tracking, m.name, "link", config.model, tags, run_name,
+                      previous) as logger:
+        logger.log_params({
+            **config.to_params(),
+            "dataset": m.name,
+            "num_nodes": m.num_nodes,
+            "num_relations": splits.num_relations,
+            "num_train_triples": len(splits.train),
+            "num_val_triples": len(splits.val),
+            "num_test_triples": len(splits.test),
+            "link_splits": splits.source,
+            "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
+        })
+        result = run(logger)
+        logger.set_tags({"device": result.device})
+        logger.log_figure(link_curves(result), "curves.png")
+        result.model_uri = logger.log_model(copy_to_cpu(result.model), name="model",
+                                            input_example=link_example_input(m.num_nodes))
+        result.run_id = logger.run_id
+    return result
+
+
+def link_example_input(num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A tiny ``(n_id, edge_index)`` for exporting a :class:`LinkModel`."""
+    count = max(2, min(EXAMPLE_NODES, num_nodes))
+    n_id = torch.arange(count) % max(num_nodes, 1)
+    src = torch.arange(count)
+    return n_id, torch.stack([src, (src + 1) % count])
+
+
+def link_curves(result: LinkTrainResult) -> Figure:
+    """Training loss and validation MRR / Hits@10 per epoch, best epoch marked."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    epochs = np.arange(1, len(result.train_loss) + 1)
+    fig = Figure(figsize=(9, 3.5), dpi=100)
+    FigureCanvasAgg(fig)
+    loss_ax, rank_ax = fig.subplots(1, 2)
+    loss_ax.plot(epochs, result.train_loss, color="tab:blue")
+    loss_ax.set(title="training loss", xlabel="epoch", ylabel="cross-entropy")
+    rank_ax.plot(epochs, result.val_mrr, color="tab:green", label="validation MRR")
+    if len(result.val_hits10) == len(epochs):
+        rank_ax.plot(epochs, result.val_hits10, color="tab:olive", linestyle="--",
+                     label="validation Hits@10")
+    rank_ax.axvline(result.best_epoch, color="grey", linestyle="--",
+                    label=f"best epoch {result.best_epoch}")
+    rank_ax.axhline(result.test.mrr, color="tab:red", linestyle=":",
+                    label=f"test MRR {result.test.mrr:.3f}")
+    rank_ax.set(title="filtered ranking", xlabel="epoch", ylabel="MRR / Hits@10", ylim=(0, 1))
+    rank_ax.legend(loc="upper left")
+    for ax in (loss_ax, rank_ax):
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"{result.config.model} + {result.config.decoder}: best val MRR "
+                 f"{result.best_val_mrr:.3f}, test MRR {result.test.mrr:.3f}")
+    fig.tight_layout()
+    return fig
 
 
 def _close_abandoned_run(tracking: RunTracker, run_id: str, resumed_by: str,

@@ -102,8 +102,9 @@ def test_rejects_bad_input() -> None:
         sampler.sample_from_nodes(node_input([1, 2, 1]))
     with pytest.raises(ValueError, match="homogeneous"):
         sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([1]), input_type="p"))
-    with pytest.raises(NotImplementedError, match="link-prediction issue"):
-        sampler.sample_from_edges(EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1])))
+    with pytest.raises(ValueError, match="homogeneous"):
+        sampler.sample_from_edges(EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1]),
+                                                   input_type=("p", "to", "p")))
     with pytest.raises(ValueError, match="fanouts"):
         NeighborSampler((indptr, indices), [])
     with pytest.raises(ValueError, match="indptr ends"):

@@ -1,0 +1,151 @@
+r"""Negative sampling for link prediction, and the set of known edges.
+
+Training draws negative endpoints per mini-batch, either uniformly over all
+nodes or in proportion to a node weight (degree-weighted negatives, as in
+PyTorch-BigGraph and Marius: popular nodes are the hard negatives). Draws come
+from a NumPy generator seeded per batch, so a run is reproducible and a
+resumed run continues the same stream.
+
+:class:`KnownEdges` holds the true ``(head, relation, tail)`` triples of a
+graph as sorted 64-bit keys. It answers, vectorised, "is this candidate a true
+edge?" (to drop false negatives) and "which tails are true for these
+``(head, relation)`` queries?" (the filtered ranking protocol of link
+prediction evaluation, Bordes et al. 2013).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+
+NEGATIVE_MODES = ("uniform", "degree")
+
+
+class NegativeDraw:
+    r"""Draws negative node ids, uniformly or proportionally to ``weights``.
+
+    Args:
+        num_nodes (int): Ids are drawn from ``[0, num_nodes)``.
+        weights (array, optional): Non-negative ``[num_nodes]`` weights (e.g.
+            degrees); ``None`` draws uniformly. (default: :obj:`None`)
+    """
+
+    def __init__(self, num_nodes: int, weights: np.ndarray | torch.Tensor | None = None) -> None:
+        if num_nodes < 1:
+            raise ValueError(f"num_nodes={num_nodes}: need at least one node to draw from")
+        self.num_nodes = int(num_nodes)
+        self._cdf: np.ndarray | None = None
+        if weights is not None:
+            w = np.asarray(weights.detach().cpu() if isinstance(weights, torch.Tensor)
+                           else weights, dtype=np.float64).reshape(-1)
+            if len(w) != num_nodes:
+                raise ValueError(f"weights has {len(w)} entries for {num_nodes} nodes")
+            if not np.all(np.isfinite(w)) or np.any(w < 0):
+                raise ValueError("weights must be finite and non-negative")
+            total = w.sum()
+            if total <= 0:
+                raise ValueError("weights sum to zero: no node can be drawn")
+            cdf = np.cumsum(w)
+            self._cdf = cdf / cdf[-1]
+
+    @property
+    def uniform(self) -> bool:
+        return self._cdf is None
+
+    def __call__(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """``count`` int64 node ids (with replacement)."""
+        if self._cdf is None:
+            return rng.integers(0, self.num_nodes, size=count, dtype=np.int64)
+        ids = np.searchsorted(self._cdf, rng.random(count), side="right")
+        return np.minimum(ids, self.num_nodes - 1).astype(np.int64, copy=False)
+
+
+def degree_weights(num_nodes: int, src: np.ndarray, dst: np.ndarray,
+                   power: float = 1.0) -> np.ndarray:
+    """Node weights ``(in + out degree) ** power`` over the given edges; nodes
+    without edges get weight 0 (they are never drawn)."""
+    degree = np.bincount(np.concatenate([np.asarray(src), np.asarray(dst)]).astype(np.int64),
+                         minlength=num_nodes).astype(np.float64)
+    return degree ** power if power != 1.0 else degree
+
+
+@dataclass(frozen=True)
+class KnownEdges:
+    r"""True ``(head, relation, tail)`` triples, sorted by ``(head, relation)``.
+
+    Build it with :meth:`from_triples`. ``num_relations`` is the number of
+    relation ids in use (after adding reciprocal relations, if any).
+    """
+
+    keys: np.ndarray  # int64 [T], head * num_relations + relation, sorted
+    tails: np.ndarray  # int64 [T], tail of each key, sorted within a key
+    num_nodes: int
+    num_relations: int
+
+    @classmethod
+    def from_triples(cls, triples: np.ndarray, num_nodes: int,
+                     num_relations: int) -> KnownEdges:
+        """From an int64 ``[T, 3]`` array of ``(head, relation, tail)``; repeats
+        are removed."""
+        t = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
+        if len(t) and (t[:, [0, 2]].min() < 0 or t[:, [0, 2]].max() >= num_nodes):
+            raise ValueError(f"triples name nodes outside [0, {num_nodes})")
+        if len(t) and (t[:, 1].min() < 0 or t[:, 1].max() >= num_relations):
+            raise ValueError(f"triples name relations outside [0, {num_relations})")
+        keys = t[:, 0] * num_relations + t[:, 1]
+        order = np.lexsort((t[:, 2], keys))
+        keys, tails = keys[order], t[order, 2]
+        if len(keys) > 1:
+            keep = np.ones(len(keys), dtype=bool)
+            keep[1:] = (keys[1:] != keys[:-1]) | (tails[1:] != tails[:-1])
+            keys, tails = keys[keep], tails[keep]
+        return cls(keys, tails, int(num_nodes), int(num_relations))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def contains(self, heads: np.ndarray, relations: np.ndarray,
+                 tails: np.ndarray) -> np.ndarray:
+        """Boolean mask: which ``(heads[i], relations[i], tails[i])`` are known."""
+        heads, relations, tails = np.broadcast_arrays(
+            np.asarray(heads, dtype=np.int64), np.asarray(relations, dtype=np.int64),
+            np.asarray(tails, dtype=np.int64))
+        query_keys = heads * self.num_relations + relations
+        if self._triple_keys is None:  # keys would overflow int64: search per query
+            lo = np.searchsorted(self.keys, query_keys, side="left")
+            hi = np.searchsorted(self.keys, query_keys, side="right")
+            return np.array([bool(np.any(self.tails[a:b] == t))
+                             for a, b, t in zip(lo, hi, tails.reshape(-1))],
+                            dtype=bool).reshape(heads.shape)
+        full = self._triple_keys
+        query = query_keys * self.num_nodes + tails
+        pos = np.searchsorted(full, query)
+        found = pos < len(full)
+        found[found] = full[pos[found]] == query[found]
+        return found
+
+    @cached_property
+    def _triple_keys(self) -> np.ndarray | None:
+        """``key * num_nodes + tail`` (sorted like the triples), or ``None`` when
+        it does not fit in int64."""
+        if self.num_nodes * self.num_relations * self.num_nodes >= 2**63:
+            return None
+        return self.keys * self.num_nodes + self.tails
+
+    def true_tails(self, heads: np.ndarray,
+                   relations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(query_index, tail)`` pairs: every known tail of each query
+        ``(heads[i], relations[i])``, ``query_index`` ascending."""
+        query = (np.asarray(heads, dtype=np.int64) * self.num_relations
+                 + np.asarray(relations, dtype=np.int64))
+        lo = np.searchsorted(self.keys, query, side="left")
+        hi = np.searchsorted(self.keys, query, side="right")
+        counts = hi - lo
+        rows = np.repeat(np.arange(len(query), dtype=np.int64), counts)
+        # positions lo[i] .. hi[i]-1 for every query, without a Python loop
+        starts = np.repeat(lo - np.cumsum(counts) + counts, counts)
+        positions = starts + np.arange(int(counts.sum()), dtype=np.int64)
+        return rows, self.tails[positions]

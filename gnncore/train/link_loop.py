@@ -1,0 +1,466 @@
+r"""Mini-batch link prediction over any PyG feature store and graph store.
+
+A :class:`~torch_geometric.loader.LinkLoader` feeds batches of training
+triples; the project's sampler (:meth:`gnncore.sampler.NeighborSampler.sample_from_edges`)
+draws the batch's negatives (``"triplet"`` mode, uniform or degree-weighted)
+and samples the neighbourhoods of every endpoint, so GNN encoders see the
+negatives' neighbourhoods too. Every positive is scored against all negatives
+of its batch (shared negatives) under a softmax cross-entropy.
+
+Evaluation encodes every node (the embedding table itself for
+``model="none"``; otherwise a :class:`~torch_geometric.loader.NodeLoader`
+pass with the evaluation fan-outs) and ranks each validation/test answer
+with the filtered protocol of :mod:`gnncore.train.ranking`. Early stopping,
+the best-epoch weights and per-epoch checkpoints work as in node
+classification (:mod:`gnncore.train.loop`), with validation MRR as the metric.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch_geometric.data import FeatureStore, GraphStore
+from torch_geometric.loader import LinkLoader, NodeLoader
+from torch_geometric.sampler import BaseSampler, NegativeSampling
+from tqdm.auto import tqdm
+
+from gnncore.sampler.negative import KnownEdges, NegativeDraw, degree_weights
+from gnncore.train.checkpoint import (
+    FORMAT,
+    VERSION,
+    CheckpointDir,
+    capture_rng,
+    check_resumable,
+    data_fingerprint,
+    restore_rng,
+)
+from gnncore.train.config import ConfigError
+from gnncore.train.device import resolve_device
+from gnncore.train.link_config import LinkTrainConfig
+from gnncore.train.link_data import LinkSplits, message_passing_csc
+from gnncore.train.link_models import LinkModel
+from gnncore.train.loop import EpochCallback, MetricLogger, _amp_settings, _autocast
+from gnncore.train.ranking import RankingMetrics, filtered_ranks, known_edges
+from gnncore.train.throughput import EpochTimer, mean_throughput
+
+# Adagrad's sparse update of the embedding table builds COO tensors from valid
+# indices; PyTorch warns that it skips invariant checks on every first use.
+warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
+
+
+@dataclass
+class LinkTrainResult:
+    """What :func:`train_link_predictor` returns.
+
+    ``model`` holds the weights of ``best_epoch`` (highest validation MRR).
+    ``train_loss[e - 1]``, ``val_mrr[e - 1]`` and ``throughput[e - 1]``
+    belong to epoch ``e``. ``test`` holds the filtered test metrics (both
+    directions, ranked against all entities unless ``eval_negatives`` was set).
+    """
+
+    model: LinkModel
+    config: LinkTrainConfig
+    train_loss: list[float]
+    val_mrr: list[float]
+    best_epoch: int
+    best_val_mrr: float
+    test: RankingMetrics
+    seconds: float
+    device: str
+    num_parameters: int
+    run_id: str | None = None
+    model_uri: str | None = None
+    val_hits10: list[float] = field(default_factory=list)
+    stopped_epoch: int = 0
+    early_stopped: bool = False
+    resumed_from_epoch: int = 0
+    throughput: list[dict[str, float]] = field(default_factory=list)
+    checkpoint_dir: str | None = None
+
+    @property
+    def test_mrr(self) -> float:
+        return self.test.mrr
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-friendly scalars (no model); ``throughput`` is the mean per epoch."""
+        return {
+            "task": "link",
+            "model": self.config.model,
+            "decoder": self.config.decoder,
+            "epochs": self.config.epochs,
+            "stopped_epoch": self.stopped_epoch,
+            "early_stopped": self.early_stopped,
+            "best_epoch": self.best_epoch,
+            "val_mrr": self.best_val_mrr,
+            **self.test.as_dict("test_"),
+            "num_test_queries": self.test.count,
+            "final_train_loss": self.train_loss[-1] if self.train_loss else None,
+            "seconds": self.seconds,
+            "device": self.device,
+            "num_parameters": self.num_parameters,
+            "seed": self.config.seed,
+            "resumed_from_epoch": self.resumed_from_epoch,
+            "checkpoint_dir": self.checkpoint_dir,
+            "throughput": mean_throughput(self.throughput),
+        }
+
+
+@dataclass
+class _Progress:
+    """The resumable state of a run besides model, optimiser and RNG."""
+
+    epoch: int = 0
+    train_loss: list[float] = field(default_factory=list)
+    val_mrr: list[float] = field(default_factory=list)
+    val_hits10: list[float] = field(default_factory=list)
+    val_metrics: list[dict[str, float]] = field(default_factory=list)
+    throughput: list[dict[str, float]] = field(default_factory=list)
+    best_epoch: int = 0
+    best_val_mrr: float = -1.0
+    best_state: dict[str, torch.Tensor] | None = None
+    bad_epochs: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> _Progress:
+        return cls(**{key: values[key] for key in cls.__dataclass_fields__})
+
+    def record(self, epoch: int, loss: float, val: RankingMetrics,
+               throughput: dict[str, float], model: torch.nn.Module) -> None:
+        self.epoch = epoch
+        self.train_loss.append(loss)
+        self.val_mrr.append(val.mrr)
+        self.val_hits10.append(val.hits[10])
+        self.val_metrics.append(val.as_dict("val_", metric_names=True))
+        self.throughput.append(throughput)
+        if val.mrr > self.best_val_mrr:
+            self.best_epoch, self.best_val_mrr = epoch, val.mrr
+            self.best_state = {k: v.detach().to("cpu", copy=True)
+                               for k, v in model.state_dict().items()}
+            self.bad_epochs = 0
+        else:
+            self.bad_epochs += 1
+
+    def should_stop(self, patience: int) -> bool:
+        return patience > 0 and self.bad_epochs >= patience
+
+    def epoch_metrics(self, epoch: int) -> dict[str, float]:
+        i = epoch - 1
+        return {"train_loss": self.train_loss[i], **self.val_metrics[i], **self.throughput[i]}
+
+
+class LinkEvaluator:
+    r"""Filtered ranking of one split's triples with a model's current weights.
+
+    Args:
+        triples (array): int64 ``[T, 3]`` to rank (both directions).
+        known (KnownEdges): All known triples (:func:`~gnncore.train.ranking.known_edges`).
+        config (LinkTrainConfig): ``reciprocal``, ``eval_batch_size``,
+            ``eval_negatives`` and ``seed`` are read.
+        num_relations (int): Relations of the graph (not doubled).
+        node_loader (NodeLoader, optional): Encodes all nodes for GNN
+            encoders; ``None`` for ``model="none"``.
+        negatives (NegativeDraw, optional): Distribution of sampled
+            evaluation negatives (``eval_negatives > 0``).
+    """
+
+    def __init__(self, triples: np.ndarray, known: KnownEdges, config: LinkTrainConfig,
+                 num_relations: int, node_loader: NodeLoader | None = None,
+                 negatives: NegativeDraw | None = None) -> None:
+        self.triples = triples
+        self.known = known
+        self.config = config
+        self.num_relations = num_relations
+        self.node_loader = node_loader
+        self.negatives = negatives
+
+    @torch.no_grad()
+    def __call__(self, model: LinkModel, device: torch.device,
+                 amp_dtype: torch.dtype | None = None) -> RankingMetrics:
+        model.eval()
+        z = encode_all_nodes(model, self.node_loader, device, amp_dtype, self.known.num_nodes)
+        ranks = filtered_ranks(z, model.decoder.query, self.triples, self.known,
+                               self.num_relations, reciprocal=self.config.reciprocal,
+                               batch_size=self.config.eval_batch_size,
+                               num_negatives=self.config.eval_negatives,
+                               negatives=self.negatives, seed=self.config.seed)
+        return RankingMetrics.from_ranks(ranks)
+
+
+@torch.no_grad()
+def encode_all_nodes(model: LinkModel, loader: NodeLoader | None, device: torch.device,
+                     amp_dtype: torch.dtype | None = None,
+                     num_nodes: int | None = None) -> torch.Tensor:
+    """``[N, dim]`` representations of every node: the embedding table when the
+    model has no GNN, else one pass of ``loader`` whose seeds cover every node
+    ``0 .. num_nodes - 1`` (default: the embedding table's rows)."""
+    if model.gnn is None:
+        assert model.embedding is not None
+        return model.embedding.weight.detach()
+    if loader is None:
+        raise ValueError("a GNN encoder needs a NodeLoader over all nodes to encode them")
+    if num_nodes is None:
+        if model.embedding is None:
+            raise ValueError("num_nodes is needed when the model reads features")
+        num_nodes = model.embedding.num_embeddings
+    out: torch.Tensor | None = None
+    for batch in loader:
+        batch = batch.to(device, non_blocking=True)
+        with _autocast(device, amp_dtype):
+            z = model.encode_batch(batch)[:batch.batch_size].float()
+        if out is None:
+            out = torch.zeros(num_nodes, z.size(1), device=device)
+        out[batch.n_id[:batch.batch_size]] = z
+    if out is None:
+        raise ValueError("the node loader yielded no batches")
+    return out
+
+
+def _training_edges(splits: LinkSplits, reciprocal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(edge_label_index [2, T'], relation [T'])`` of the training triples
+    (with their reciprocal triples appended when ``reciprocal``)."""
+    t = splits.train
+    heads, rels, tails = t[:, 0], t[:, 1], t[:, 2]
+    if reciprocal:
+        heads, tails = np.concatenate([heads, tails]), np.concatenate([tails, heads])
+        rels = np.concatenate([rels, rels + splits.num_relations])
+    index = torch.from_numpy(np.stack([heads, tails]).astype(np.int64))
+    return index, torch.from_numpy(rels.astype(np.int64))
+
+
+def _eval_subset(triples: np.ndarray, limit: int, seed: int) -> np.ndarray:
+    if limit <= 0 or len(triples) <= limit:
+        return triples
+    rng = np.random.default_rng([seed, 0x56414C])
+    return triples[np.sort(rng.choice(len(triples), size=limit, replace=False))]
+
+
+def train_link_predictor(
+    splits: LinkSplits,
+    config: LinkTrainConfig,
+    feature_store: FeatureStore | None = None,
+    graph_store: GraphStore | None = None,
+    logger: MetricLogger | None = None,
+    sampler: BaseSampler | None = None,
+    eval_sampler: BaseSampler | None = None,
+    progress: bool = True,
+    checkpoints: CheckpointDir | str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    on_epoch_end: EpochCallback | None = None,
+) -> LinkTrainResult:
+    r"""Train a link predictor with negative-sampled mini-batches.
+
+    Args:
+        splits (LinkSplits): Training, validation and test triples
+            (:func:`~gnncore.train.link_data.link_splits`).
+        config (LinkTrainConfig): Hyper-parameters; validated here.
+        feature_store (FeatureStore, optional): Node features ``"x"`` for GNN
+            encoders; without it (or without ``"x"``) node embeddings are
+            learned. (default: :obj:`None`)
+        graph_store (GraphStore, optional): The message-passing graph; default
+            the training triples in both directions
+            (:func:`~gnncore.train.link_data.message_passing_csc`).
+        logger (RunLogger, optional): Per epoch ``train_loss``, ``val_mrr``,
+            ``val_hits_at_k``, ``val_mean_rank`` and the throughput figures; at
+            the end ``test_mrr``, ``test_hits_at_k``, ``test_mean_rank``,
+            ``best_val_mrr``, ``best_epoch``, ``stopped_epoch``,
+            ``resumed_from_epoch`` and ``seconds``.
+        sampler, eval_sampler (BaseSampler, optional): Training sampler (must
+            implement ``sample_from_edges``) and the sampler encoding all nodes
+            for evaluation; default :class:`~gnncore.sampler.DenseSampler`
+            with ``config.fanouts`` / ``config.eval_fanouts``.
+        progress (bool): tqdm bars. (default: :obj:`True`)
+        checkpoints (CheckpointDir or path, optional): Per-epoch checkpoints.
+        resume (bool): Continue from the newest checkpoint in ``checkpoints``.
+        on_epoch_end (callable, optional): ``f(epoch, checkpoint_path)``.
+    """
+    config.validate()
+    if resume and checkpoints is None:
+        raise ConfigError("resume=True needs a checkpoint directory (checkpoints=...)")
+    started = time.perf_counter()
+    device = resolve_device(config.device)
+    amp_dtype, scaler = _amp_settings(config, device)
+    torch.manual_seed(config.seed)
+    num_nodes, num_relations = splits.num_nodes, splits.num_relations
+    if len(splits.train) == 0:
+        raise ValueError("no training triples")
+
+    if graph_store is None:
+        from gnncore.store import CSCGraphStore
+
+        graph_store = CSCGraphStore(*message_passing_csc(splits.train, num_nodes))
+    if feature_store is None:
+        from gnncore.store import EmptyFeatureStore
+
+        feature_store = EmptyFeatureStore()
+    in_channels = None
+    if config.model != "none" and any(a.attr_name == "x"
+                                      for a in feature_store.get_all_tensor_attrs()):
+        size = feature_store.get_tensor_size(group_name=None, attr_name="x")
+        in_channels = int(size[1]) if size is not None and len(size) == 2 else None
+    decoder_relations = 2 * num_relations if config.reciprocal else num_relations
+    model = LinkModel(num_nodes, decoder_relations, config.dim, encoder=config.model,
+                      decoder=config.decoder, num_layers=max(config.num_layers, 1),
+                      in_channels=in_channels, dropout=config.dropout,
+                      heads=config.heads).to(device)
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=config.lr)
+
+    from gnncore.sampler import DenseSampler
+
+    if sampler is None:
+        sampler = DenseSampler(graph_store, config.fanouts or (0,), seed=config.seed)
+    if eval_sampler is None and config.model != "none":
+        eval_sampler = DenseSampler(graph_store, config.eval_fanouts
+                                    or (-1,) * config.num_layers, seed=config.seed + 1)
+
+    edge_index, edge_relation = _training_edges(splits, config.reciprocal)
+    weights = None
+    if config.negative_sampling == "degree":
+        weights = torch.from_numpy(degree_weights(num_nodes, splits.train[:, 0],
+                                                  splits.train[:, 2]))
+    amount = math.ceil(config.num_negatives / config.batch_size)
+    generator = torch.Generator().manual_seed(config.seed)
+    data = (feature_store, graph_store)
+    workers = config.num_workers
+    train_loader = LinkLoader(data, sampler, edge_label_index=(None, edge_index),
+                              neg_sampling=NegativeSampling("triplet", amount, dst_weight=weights),
+                              batch_size=config.batch_size, shuffle=True, generator=generator,
+                              num_workers=workers, persistent_workers=workers > 0,
+                              pin_memory=device.type == "cuda")
+    node_loader = None
+    if eval_sampler is not None:
+        node_loader = NodeLoader(data, node_sampler=eval_sampler,
+                                 input_nodes=torch.arange(num_nodes),
+                                 batch_size=max(config.eval_batch_size, 1024),
+                                 num_workers=workers, persistent_workers=workers > 0,
+                                 pin_memory=device.type == "cuda")
+    known = known_edges([splits.train, splits.val, splits.test], num_nodes, num_relations)
+    eval_draw = NegativeDraw(num_nodes, weights) if config.eval_negatives else None
+    validate = LinkEvaluator(_eval_subset(splits.val, config.max_eval_triples, config.seed),
+                             known, config, num_relations, node_loader, eval_draw)
+    test = LinkEvaluator(splits.test, known, config, num_relations, node_loader, eval_draw)
+    samplers = {"train": sampler, **({"eval": eval_sampler} if eval_sampler else {})}
+    fingerprint = data_fingerprint(splits.tensors(), num_relations, in_channels or 0)
+
+    state = _Progress()
+    store = checkpoints if checkpoints is None or isinstance(checkpoints, CheckpointDir) \
+        else CheckpointDir(checkpoints)
+    resumed_from = 0
+    if store is not None:
+        found = store.latest() if resume else None
+        if found is None:
+            store.clear()
+        else:
+            check_resumable(found, config, fingerprint)
+            saved = found.state
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            if scaler is not None and saved.get("scaler") is not None:
+                scaler.load_state_dict(saved["scaler"])
+            restore_rng(saved["rng"], generator, samplers)
+            state = _Progress.from_dict(saved["progress"])
+            store.remove_temporaries()
+            resumed_from = found.epoch
+            if logger is not None:
+                for epoch in range(1, found.epoch + 1):
+                    logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
+
+    run_id = getattr(logger, "run_id", None)
+    epochs = tqdm(range(state.epoch + 1, config.epochs + 1), desc="epochs", unit="epoch",
+                  initial=state.epoch, total=config.epochs, disable=not progress,
+                  dynamic_ncols=True)
+    for epoch in epochs:
+        if state.should_stop(config.patience):
+            break
+        batches = tqdm(train_loader, desc=f"epoch {epoch}", unit="batch", leave=False,
+                       disable=not progress, total=len(train_loader), dynamic_ncols=True)
+        loss, throughput = _train_epoch(model, iter(batches), edge_relation, optimizer,
+                                        device, amp_dtype, scaler, config.num_negatives)
+        eval_started = time.perf_counter()
+        val = validate(model, device, amp_dtype)
+        throughput["eval_s"] = time.perf_counter() - eval_started
+        state.record(epoch, loss, val, throughput, model)
+        epochs.set_postfix(loss=f"{loss:.4f}", val_mrr=f"{val.mrr:.4f}",
+                           best=f"{state.best_val_mrr:.4f}@{state.best_epoch}")
+        if logger is not None:
+            logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
+        path = None
+        if store is not None:
+            path = store.save(epoch, {
+                "format": FORMAT, "version": VERSION, "epoch": epoch,
+                "config": config.to_dict(), "data": fingerprint, "run_id": run_id,
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scaler": scaler.state_dict() if scaler is not None else None,
+                "progress": state.to_dict(),
+                "rng": capture_rng(generator, samplers, cuda=device.type == "cuda"),
+            })
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, path)
+
+    assert state.best_state is not None  # epochs >= 1
+    model.load_state_dict(state.best_state)
+    test_metrics = test(model, device, amp_dtype)
+    seconds = time.perf_counter() - started
+    early_stopped = state.should_stop(config.patience) and state.epoch < config.epochs
+    if logger is not None:
+        logger.log_metrics({**test_metrics.as_dict("test_", metric_names=True),
+                            "best_val_mrr": state.best_val_mrr,
+                            "best_epoch": float(state.best_epoch),
+                            "stopped_epoch": float(state.epoch),
+                            "resumed_from_epoch": float(resumed_from),
+                            "seconds": seconds}, step=state.epoch)
+    return LinkTrainResult(
+        model=model, config=config, train_loss=state.train_loss, val_mrr=state.val_mrr,
+        best_epoch=state.best_epoch, best_val_mrr=state.best_val_mrr, test=test_metrics,
+        seconds=seconds, device=str(device),
+        num_parameters=sum(p.numel() for p in model.parameters()),
+        val_hits10=state.val_hits10, stopped_epoch=state.epoch, early_stopped=early_stopped,
+        resumed_from_epoch=resumed_from, throughput=state.throughput,
+        checkpoint_dir=str(store.directory) if store is not None else None)
+
+
+def _train_epoch(model: LinkModel, batches: Iterator[Any], edge_relation: torch.Tensor,
+                 optimizer: torch.optim.Optimizer, device: torch.device,
+                 amp_dtype: torch.dtype | None, scaler: Any | None,
+                 num_negatives: int) -> tuple[float, dict[str, float]]:
+    """One pass: the mean loss per positive triple, and the throughput figures."""
+    model.train()
+    total_loss = torch.zeros((), device=device)
+    total = 0
+    timer = EpochTimer(device)
+    while (batch := timer.next_batch(batches)) is not None:
+        timer.count(batch)
+        with timer.phase("transfer"):
+            batch = batch.to(device, non_blocking=True)
+            relation = edge_relation[batch.input_id.cpu()].to(device, non_blocking=True)
+        with timer.phase("compute"):
+            optimizer.zero_grad(set_to_none=True)
+            with _autocast(device, amp_dtype):
+                z = model.encode_batch(batch)
+                query = model.decoder.query(z[batch.src_index], relation)
+                negatives = z[batch.dst_neg_index.reshape(-1)[:num_negatives]]
+                positive = (query * z[batch.dst_pos_index]).sum(-1, keepdim=True)
+                logits = torch.cat([positive, query @ negatives.t()], dim=1)
+            target = torch.zeros(logits.size(0), dtype=torch.long, device=device)
+            loss = F.cross_entropy(logits.float(), target)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                optimizer.step()
+            total_loss += loss.detach() * logits.size(0)
+        total += logits.size(0)
+    return float(total_loss) / max(total, 1), timer.summary()
