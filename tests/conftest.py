@@ -51,3 +51,26 @@ def planted_graph(out: Path, num_nodes: int = 400, communities: int = 4, degree:
 def small_graph(tmp_path: Path) -> Path:
     """A 400-node, 4-community graph directory."""
     return planted_graph(tmp_path / "graph")
+
+
+def tiny_kg(out: Path, entities: int = 80, communities: int = 8, relations: int = 3,
+            triples: int = 1600, seed: int = 0) -> Path:
+    """A knowledge graph directory (ingested from generated ``train/valid/test.txt``)
+    in which relation ``r`` joins community ``c`` to community ``(c + r + 1) % C``:
+    a model that learns the relations ranks the right community first."""
+    from gnncore.io import ingest
+
+    rng = np.random.default_rng(seed)
+    head = rng.integers(0, entities, triples)
+    rel = rng.integers(0, relations, triples)
+    target_community = (head % communities + rel + 1) % communities
+    tail = rng.integers(0, entities // communities, triples) * communities + target_community
+    lines = [f"e{h}\tr{r}\te{t}" for h, r, t in zip(head, rel, tail)]
+    raw = out.parent / f"{out.name}-raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    cut_valid, cut_test = int(triples * 0.8), int(triples * 0.9)
+    for name, part in (("train", lines[:cut_valid]), ("valid", lines[cut_valid:cut_test]),
+                       ("test", lines[cut_test:])):
+        (raw / f"{name}.txt").write_text("\n".join(part) + "\n")
+    ingest(raw, out, format="kg", name="tiny-kg")
+    return out

@@ -5,8 +5,9 @@ and the head ``(?, r, t)``. The true answer is ranked against every entity
 (or, on graphs too large for that, against sampled negatives), after removing
 the other answers known to be true -- from the training, validation and test
 triples -- so a model is not punished for ranking another correct answer
-first. Ties count half (the mean of the optimistic and pessimistic rank), so
-a model that scores everything alike gets rank ``~N/2``, not 1.
+first. Ties (scores within a relative 1e-5 of the answer's) count half, the
+mean of the optimistic and pessimistic rank, so a model that scores everything
+alike gets rank ``~N/2``, not 1.
 
 Head queries are scored as tail queries of the reversed triple ``(t, r', h)``
 where ``r'`` is the reciprocal relation ``r + R`` when the model learns
@@ -28,6 +29,8 @@ from gnncore.sampler.negative import KnownEdges, NegativeDraw
 #: ``(head representations [B, D], relations [B]) -> query vectors [B, D]``.
 QueryFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 HITS_AT = (1, 3, 10)
+#: Relative score difference below which a candidate ties with the answer.
+TIE_TOLERANCE = 1e-5
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,20 @@ def ranking_queries(triples: np.ndarray, num_relations: int,
     filter_rel = np.concatenate([r, r + num_relations])
     decoder_rel = filter_rel if reciprocal else np.concatenate([r, r])
     return source, decoder_rel, filter_rel, answer
+
+
+def _outranking(scores: torch.Tensor,
+                true_score: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, candidates scoring above the answer and those tied with it.
+
+    A tie is a score within ``TIE_TOLERANCE`` (relative) of the answer's: the
+    answer's own score comes from another kernel than the candidates' matrix
+    product, so equal vectors may differ in the last bits.
+    """
+    tolerance = TIE_TOLERANCE * true_score.abs().clamp(min=1.0)
+    greater = (scores > true_score + tolerance).sum(1)
+    ties = ((scores - true_score).abs() <= tolerance).sum(1)
+    return greater, ties
 
 
 @torch.no_grad()
@@ -136,8 +153,7 @@ def filtered_ranks(
             mask = known.contains(source[sl][:, None], filter_rel[sl][:, None],
                                   candidates[None, :])
             scores[torch.from_numpy(mask).to(device)] = float("-inf")
-            greater = (scores > true_score).sum(1)
-            ties = (scores == true_score).sum(1)
+            greater, ties = _outranking(scores, true_score)
         else:
             greater = torch.zeros(len(src), dtype=torch.long, device=device)
             ties = torch.zeros_like(greater)
@@ -147,7 +163,8 @@ def filtered_ranks(
                 inside = (cols >= lo) & (cols < hi)  # known answers (the target too)
                 scores[torch.from_numpy(rows[inside]).to(device),
                        torch.from_numpy(cols[inside] - lo).to(device)] = float("-inf")
-                greater += (scores > true_score).sum(1)
-                ties += (scores == true_score).sum(1)
+                chunk_greater, chunk_ties = _outranking(scores, true_score)
+                greater += chunk_greater
+                ties += chunk_ties
         ranks.append(1.0 + greater.double() + ties.double() / 2.0)
     return torch.cat(ranks).cpu() if ranks else torch.zeros(0, dtype=torch.float64)

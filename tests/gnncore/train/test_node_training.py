@@ -231,11 +231,14 @@ def test_cli_resume_with_other_settings_is_a_clear_error(
     assert "cannot be resumed" in err and "lr: 0.01 (checkpoint) != 0.02" in err
 
 
-def test_cli_link_task_is_a_clear_error(graph: GraphDir, capsys: pytest.CaptureFixture) -> None:
+def test_cli_rejects_options_of_the_other_task(graph: GraphDir,
+                                               capsys: pytest.CaptureFixture) -> None:
     from gnncore.cli.main import main
 
-    assert main(["train", str(graph.path), "--task", "link"]) == 1
-    assert "link prediction is not implemented yet" in capsys.readouterr().err
+    assert main(["train", str(graph.path), "--task", "node", "--negatives", "10"]) == 1
+    assert "--negatives: not used by --task node" in capsys.readouterr().err
+    assert main(["train", str(graph.path), "--task", "link", "--hidden", "10"]) == 1
+    assert "--hidden: not used by --task link" in capsys.readouterr().err
 
 
 def test_trimmed_forward_equals_the_full_forward(graph: GraphDir) -> None:
