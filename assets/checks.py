@@ -68,20 +68,22 @@ class QualityGateConfig(dg.Config):
 
 
 @dg.asset_check(asset=trained_model, blocking=True, description="The new model's validation "
-                "accuracy is no worse than the production version's minus a margin; when it "
-                "fails, production_model does not run and the version is not promoted.")
+                "metric (accuracy; MRR for link prediction) is no worse than the production "
+                "version's minus a margin; when it fails, production_model does not run and "
+                "the version is not promoted.")
 def model_quality(context: dg.AssetCheckExecutionContext, config: QualityGateConfig,
                   mlflow: MlflowResource) -> dg.AssetCheckResult:
     """Quality gate against the current production version."""
     from gnncore.tracking.registry import quality_gate
 
     meta = latest_metadata(context, trained_model.key)
-    registry = mlflow.registry()
+    registry = mlflow.registry(str(meta["validation_metric"]))
     production = registry.production(str(meta["registered_model"]))
-    decision = quality_gate(float(meta["val_accuracy"]),
+    decision = quality_gate(float(meta["validation_score"]),
                             None if production is None else production.metric, config.margin)
     return dg.AssetCheckResult(passed=decision.passed, metadata={
         "reason": decision.reason,
+        "metric": str(meta["validation_metric"]),
         "candidate_version": str(meta["model_version"]),
         "production_version": "none" if production is None else production.version,
         "margin": config.margin,

@@ -1,4 +1,4 @@
-"""The trained node classifier, tracked in MLflow."""
+"""The trained model (node classifier or link predictor), tracked in MLflow."""
 
 
 from typing import Optional
@@ -13,18 +13,54 @@ from resources import ComputeResource, DataRootResource, MlflowResource
 
 
 class TrainConfig(dg.Config):
-    """Hyper-parameters of the node-classification run (None: the model's default)."""
+    """Hyper-parameters of the training run (None: the task's / model's default)."""
 
+    task: str = Field(default="node", description="node (classification) or link "
+                      "(prediction on the graph's triples or a split of its edges).")
     model: str = Field(default="sage", description="GNN architecture: sage, gcn, gat, gin or "
-                       "none (features only).")
+                       "none (node: features only; link: learned embeddings and the decoder).")
+    decoder: str = Field(default="distmult", description="Link prediction scoring: distmult "
+                         "or dot.")
     epochs: int = Field(default=10, description="Most training epochs.")
-    fanouts: list[int] = Field(default=[15, 10], description="Neighbours sampled per hop.")
-    batch_size: int = Field(default=512, description="Seed nodes per mini-batch.")
-    hidden: Optional[int] = Field(default=None, description="Hidden channels.")
-    lr: Optional[float] = Field(default=None, description="Adam learning rate.")
+    fanouts: list[int] = Field(default=[15, 10], description="Neighbours sampled per hop "
+                               "(link with model none: ignored).")
+    batch_size: int = Field(default=512, description="Seed nodes (node) or triples (link) "
+                            "per mini-batch.")
+    hidden: Optional[int] = Field(default=None, description="Hidden channels (node) or "
+                                  "embedding width (link).")
+    lr: Optional[float] = Field(default=None, description="Learning rate (Adam for node, "
+                                "Adagrad for link).")
+    num_negatives: int = Field(default=1000, description="Link: negatives per mini-batch.")
     patience: int = Field(default=20, description="Early-stopping patience in epochs "
                           "(0: off).")
     seed: int = Field(default=0, description="Random seed.")
+    device: Optional[str] = Field(default=None, description="auto, cpu, cuda or cuda:N; "
+                                  "None: the compute resource's device.")
+
+    def build(self, device: str):  # -> NodeTrainConfig | LinkTrainConfig
+        """The library configuration of this task."""
+        from gnncore.train import LinkTrainConfig, NodeTrainConfig
+
+        device = self.device or device
+        if self.task == "link":
+            fanouts = () if self.model == "none" else tuple(self.fanouts)
+            optional = {k: v for k, v in (("dim", self.hidden), ("lr", self.lr))
+                        if v is not None}
+            return LinkTrainConfig(model=self.model, decoder=self.decoder, epochs=self.epochs,
+                                   fanouts=fanouts, batch_size=self.batch_size,
+                                   num_negatives=self.num_negatives, patience=self.patience,
+                                   seed=self.seed, device=device, **optional)
+        if self.task != "node":
+            raise ValueError(f"task={self.task!r}: choose node or link")
+        optional = {k: v for k, v in (("hidden", self.hidden), ("lr", self.lr)) if v is not None}
+        return NodeTrainConfig(model=self.model, epochs=self.epochs,
+                               num_layers=len(self.fanouts), fanouts=tuple(self.fanouts),
+                               batch_size=self.batch_size, patience=self.patience,
+                               seed=self.seed, device=device, **optional)
+
+
+#: task -> (validation metric in the asset metadata / MLflow run, its display name)
+VALIDATION_METRIC = {"node": "best_val_accuracy", "link": "best_val_mrr"}
 
 
 @dg.asset(deps=[graph, graph_partition], kinds={"pytorch", "mlflow"}, group_name="gnn",
@@ -38,37 +74,46 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainConfig,
     after every epoch, so a retry of the same Dagster run resumes where the
     failed attempt stopped, while every new run trains from scratch."""
     from gnncore.plots import line_chart_png, markdown_image
-    from gnncore.train import NodeTrainConfig, train_graph_dir
+    from gnncore.tracking.registry import registered_model_name
+    from gnncore.train import train_graph_dir
 
     upstream = latest_metadata(context, graph.key)
     partition = latest_metadata(context, graph_partition.key)
-    optional = {k: v for k, v in (("hidden", config.hidden), ("lr", config.lr)) if v is not None}
-    train_config = NodeTrainConfig(model=config.model, epochs=config.epochs,
-                                   num_layers=len(config.fanouts), fanouts=tuple(config.fanouts),
-                                   batch_size=config.batch_size, patience=config.patience,
-                                   seed=config.seed, device=compute.resolve(), **optional)
+    train_config = config.build(compute.resolve())
     tracker = mlflow.tracker()
     tags = {"dagster_run_id": context.run.run_id, "dagster_asset": context.asset_key.to_user_string(),
             "partition_method": partition["method"], "partition_parts": partition["parts"]}
-    checkpoints = storage.stage_dir("checkpoints", f"{upstream['name']}-{config.model}-"
-                                    f"{context.run.run_id}")
+    checkpoints = storage.stage_dir("checkpoints", f"{upstream['name']}-{config.task}-"
+                                    f"{config.model}-{context.run.run_id}")
     result = train_graph_dir(str(upstream["path"]), train_config, tracking=tracker, tags=tags,
                              progress=False, checkpoint_dir=checkpoints,
                              resume=context.retry_number > 0)
-    from gnncore.tracking.registry import registered_model_name
-
-    version = mlflow.registry().register(
-        registered_model_name("node", str(upstream["name"])), str(result.model_uri),
+    metric = VALIDATION_METRIC[config.task]
+    version = mlflow.registry(metric).register(
+        registered_model_name(config.task, str(upstream["name"])), str(result.model_uri),
         str(result.run_id))
-    curves = line_chart_png({"train loss": result.train_loss,
-                             "val accuracy": result.val_accuracy}, "training", "epoch")
+    if config.task == "link":
+        validation, scores = result.best_val_mrr, {
+            "test_mrr": dg.MetadataValue.float(result.test.mrr),
+            "test_hits@10": dg.MetadataValue.float(result.test.hits[10]),
+            "val_mrr": dg.MetadataValue.float(result.best_val_mrr)}
+        curves = line_chart_png({"train loss": result.train_loss, "val MRR": result.val_mrr},
+                                "training", "epoch")
+    else:
+        validation, scores = result.best_val_accuracy, {
+            "test_accuracy": dg.MetadataValue.float(result.test_accuracy),
+            "val_accuracy": dg.MetadataValue.float(result.best_val_accuracy),
+            "test_macro_f1": dg.MetadataValue.float(result.test_macro_f1)}
+        curves = line_chart_png({"train loss": result.train_loss,
+                                 "val accuracy": result.val_accuracy}, "training", "epoch")
     return dg.MaterializeResult(metadata={
-        "test_accuracy": dg.MetadataValue.float(result.test_accuracy),
-        "val_accuracy": dg.MetadataValue.float(result.best_val_accuracy),
+        "task": config.task,
+        **scores,
+        "validation_metric": metric,
+        "validation_score": dg.MetadataValue.float(validation),
         "best_epoch": result.best_epoch,
         "seconds": dg.MetadataValue.float(result.seconds),
         "device": result.device,
-        "test_macro_f1": dg.MetadataValue.float(result.test_macro_f1),
         "resumed_from_epoch": result.resumed_from_epoch,
         "checkpoint_dir": dg.MetadataValue.path(str(checkpoints)),
         "mlflow_run_id": str(result.run_id),
@@ -76,7 +121,7 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainConfig,
         "model_version": version.version,
         "mlflow_run": dg.MetadataValue.url(tracker.run_url(str(result.run_id))),
         "mlflow_tracking_uri": tracker.tracking_uri,
-        "curves": dg.MetadataValue.md(markdown_image(curves, "loss and accuracy")),
+        "curves": dg.MetadataValue.md(markdown_image(curves, "loss and validation metric")),
     })
 
 
@@ -88,11 +133,12 @@ def production_model(context: dg.AssetExecutionContext,
     from gnncore.tracking.registry import ModelVersion
 
     meta = latest_metadata(context, trained_model.key)
-    registry = mlflow.registry()
+    registry = mlflow.registry(str(meta["validation_metric"]))
     version = ModelVersion(str(meta["registered_model"]), str(meta["model_version"]),
-                           str(meta["mlflow_run_id"]), float(meta["val_accuracy"]))
+                           str(meta["mlflow_run_id"]), float(meta["validation_score"]))
     registry.promote(version)
     context.log.info(f"{version.name} version {version.version} is now production")
     return dg.MaterializeResult(metadata={"registered_model": version.name,
                                           "production_version": version.version,
-                                          "val_accuracy": float(meta["val_accuracy"])})
+                                          str(meta["validation_metric"]):
+                                              float(meta["validation_score"])})

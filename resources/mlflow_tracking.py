@@ -35,8 +35,9 @@ class MlflowResource(dg.ConfigurableResource):
         return MlflowTracker(self.resolved_tracking_uri(), experiment=self.experiment,
                              ui_url=self.ui_url)
 
-    def registry(self):  # -> gnncore.tracking.registry.ModelRegistry
-        """The model registry of the same MLflow store."""
+    def registry(self, metric: str = "best_val_accuracy"):  # -> ModelRegistry
+        """The model registry of the same MLflow store; versions are compared by
+        the run metric ``metric`` (``best_val_mrr`` for link prediction)."""
         from gnncore.tracking.registry import ModelRegistry
 
-        return ModelRegistry(self.resolved_tracking_uri())
+        return ModelRegistry(self.resolved_tracking_uri(), metric=metric)

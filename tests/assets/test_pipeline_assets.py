@@ -153,3 +153,25 @@ def test_quality_gate_promotes_a_good_model_and_blocks_a_worse_one(pipeline):
     candidate = second.asset_materializations_for_node("trained_model")[0]
     assert candidate.metadata["model_version"].value != first["model_version"]
     assert registry.production(first["registered_model"]).version == first["model_version"]
+
+
+def test_link_task_is_trained_registered_and_gated_on_mrr(pipeline):
+    _, instance, resources, _ = pipeline
+    link_config = {"ops": {"trained_model": {"config": {
+        "task": "link", "model": "none", "epochs": 2, "hidden": 16, "batch_size": 256,
+        "num_negatives": 256}}}}
+    result = dg.materialize(PIPELINE_ASSETS + PIPELINE_CHECKS, instance=instance,
+                            resources=resources, run_config=link_config,
+                            selection=dg.AssetSelection.assets("trained_model",
+                                                               "production_model"))
+    trained = metadata(result, "trained_model")
+    assert trained["task"] == "link" and trained["registered_model"] == "gnncore-link-tiny"
+    assert trained["validation_metric"] == "best_val_mrr"
+    assert trained["validation_score"] == trained["val_mrr"] > 0
+    assert 0 < trained["test_mrr"] <= trained["test_hits@10"] <= 1
+    (gate,) = result.get_asset_check_evaluations()
+    assert gate.passed and gate.metadata["metric"].value == "best_val_mrr"
+    registry = resources["mlflow"].registry("best_val_mrr")
+    production = registry.production("gnncore-link-tiny")
+    assert production.version == trained["model_version"]
+    assert production.metric == pytest.approx(trained["val_mrr"])
