@@ -45,6 +45,15 @@ def _to_numpy(array: ArrayLike) -> np.ndarray:
     return np.ascontiguousarray(array)  # no copy for C-ordered arrays and memory maps
 
 
+def _sampler_output(sampled: tuple[Any, ...], metadata: Any) -> SamplerOutput:
+    """Wrap a kernel's ``(node, row, col, edge, num_nodes, num_edges)``."""
+    node, row, col, edge, num_nodes, num_edges = sampled
+    return SamplerOutput(node=torch.from_numpy(node), row=torch.from_numpy(row),
+                         col=torch.from_numpy(col), edge=torch.from_numpy(edge),
+                         num_sampled_nodes=list(num_nodes), num_sampled_edges=list(num_edges),
+                         metadata=metadata)
+
+
 class NeighborSampler(BaseSampler):
     r"""Samples up to ``fanouts[h]`` in-neighbours per node at hop ``h``.
 
@@ -167,19 +176,11 @@ class NeighborSampler(BaseSampler):
                 that the first ``batch_size`` nodes are the seeds).
         """
         seeds = self._seeds(index)
-        node, row, col, edge, num_nodes, num_edges = self._sample(seeds, self._batch_seed())
-        if num_nodes[0] != len(seeds):
+        sampled = self._sample(seeds, self._batch_seed())
+        if sampled[4][0] != len(seeds):
             raise ValueError(f"the batch repeats a seed node ({len(seeds)} seeds, "
-                             f"{num_nodes[0]} unique); pass unique input nodes")
-        return SamplerOutput(
-            node=torch.from_numpy(node),
-            row=torch.from_numpy(row),
-            col=torch.from_numpy(col),
-            edge=torch.from_numpy(edge),
-            num_sampled_nodes=list(num_nodes),
-            num_sampled_edges=list(num_edges),
-            metadata=(index.input_id, index.time),
-        )
+                             f"{sampled[4][0]} unique); pass unique input nodes")
+        return _sampler_output(sampled, (index.input_id, index.time))
 
     # Edge-based sampling -----------------------------------------------------
 
@@ -232,8 +233,7 @@ class NeighborSampler(BaseSampler):
                 dst = torch.cat([dst, self._negatives(rng, num_neg, neg_sampling.dst_weight)])
         endpoints = torch.cat([src, dst])
         seeds, inverse = torch.unique(endpoints, return_inverse=True)
-        node, row, col, edge, num_nodes, num_edges = self._sample(
-            np.ascontiguousarray(seeds.numpy()), batch_seed)
+        sampled = self._sample(np.ascontiguousarray(seeds.numpy()), batch_seed)
         if neg_sampling is None or neg_sampling.is_binary():
             metadata: tuple[Any, ...] = (index.input_id, inverse.view(2, -1), label, None)
         else:
@@ -242,15 +242,7 @@ class NeighborSampler(BaseSampler):
                 dst_neg = dst_neg.view(num_pos, -1).squeeze(-1)
             metadata = (index.input_id, inverse[:num_pos], inverse[num_pos:2 * num_pos],
                         dst_neg, None)
-        return SamplerOutput(
-            node=torch.from_numpy(node),
-            row=torch.from_numpy(row),
-            col=torch.from_numpy(col),
-            edge=torch.from_numpy(edge),
-            num_sampled_nodes=list(num_nodes),
-            num_sampled_edges=list(num_edges),
-            metadata=metadata,
-        )
+        return _sampler_output(sampled, metadata)
 
     def _negatives(self, rng: np.random.Generator, count: int,
                    weight: torch.Tensor | None) -> torch.Tensor:

@@ -223,31 +223,12 @@ def link_example_input(num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def link_curves(result: LinkTrainResult) -> Figure:
     """Training loss and validation MRR / Hits@10 per epoch, best epoch marked."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    epochs = np.arange(1, len(result.train_loss) + 1)
-    fig = Figure(figsize=(9, 3.5), dpi=100)
-    FigureCanvasAgg(fig)
-    loss_ax, rank_ax = fig.subplots(1, 2)
-    loss_ax.plot(epochs, result.train_loss, color="tab:blue")
-    loss_ax.set(title="training loss", xlabel="epoch", ylabel="cross-entropy")
-    rank_ax.plot(epochs, result.val_mrr, color="tab:green", label="validation MRR")
-    if len(result.val_hits10) == len(epochs):
-        rank_ax.plot(epochs, result.val_hits10, color="tab:olive", linestyle="--",
-                     label="validation Hits@10")
-    rank_ax.axvline(result.best_epoch, color="grey", linestyle="--",
-                    label=f"best epoch {result.best_epoch}")
-    rank_ax.axhline(result.test.mrr, color="tab:red", linestyle=":",
-                    label=f"test MRR {result.test.mrr:.3f}")
-    rank_ax.set(title="filtered ranking", xlabel="epoch", ylabel="MRR / Hits@10", ylim=(0, 1))
-    rank_ax.legend(loc="upper left")
-    for ax in (loss_ax, rank_ax):
-        ax.grid(alpha=0.3)
-    fig.suptitle(f"{result.config.model} + {result.config.decoder}: best val MRR "
-                 f"{result.best_val_mrr:.3f}, test MRR {result.test.mrr:.3f}")
-    fig.tight_layout()
-    return fig
+    return _curves(result.train_loss, {"validation MRR": result.val_mrr,
+                                       "validation Hits@10": result.val_hits10},
+                   result.best_epoch, ("test MRR", result.test.mrr), "filtered ranking",
+                   "MRR / Hits@10", "upper left",
+                   f"{result.config.model} + {result.config.decoder}: best val MRR "
+                   f"{result.best_val_mrr:.3f}, test MRR {result.test.mrr:.3f}")
 
 
 def input_partitioning(tags: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -308,28 +289,38 @@ def training_curves(result: NodeTrainResult) -> Figure:
     Built on :class:`matplotlib.figure.Figure` with the Agg canvas, so no GUI
     backend or pyplot global state is involved.
     """
+    return _curves(result.train_loss, {"validation": result.val_accuracy,
+                                       "validation macro-F1": result.val_macro_f1},
+                   result.best_epoch, ("test", result.test_accuracy), "accuracy",
+                   "accuracy / F1", "lower right",
+                   f"{result.config.model}: best val {result.best_val_accuracy:.3f}, "
+                   f"test {result.test_accuracy:.3f}")
+
+
+def _curves(train_loss: list[float], metrics: dict[str, list[float]], best_epoch: int,
+            test: tuple[str, float], title: str, ylabel: str, legend: str,
+            suptitle: str) -> Figure:
+    """Loss per epoch on the left; validation series, best epoch and the test
+    score on the right (Agg canvas: no GUI backend, no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    epochs = np.arange(1, len(result.train_loss) + 1)
+    epochs = np.arange(1, len(train_loss) + 1)
     fig = Figure(figsize=(9, 3.5), dpi=100)
     FigureCanvasAgg(fig)
-    loss_ax, acc_ax = fig.subplots(1, 2)
-    loss_ax.plot(epochs, result.train_loss, color="tab:blue")
+    loss_ax, metric_ax = fig.subplots(1, 2)
+    loss_ax.plot(epochs, train_loss, color="tab:blue")
     loss_ax.set(title="training loss", xlabel="epoch", ylabel="cross-entropy")
-    acc_ax.plot(epochs, result.val_accuracy, color="tab:green", label="validation")
-    if len(result.val_macro_f1) == len(epochs):
-        acc_ax.plot(epochs, result.val_macro_f1, color="tab:olive", linestyle="--",
-                    label="validation macro-F1")
-    acc_ax.axvline(result.best_epoch, color="grey", linestyle="--",
-                   label=f"best epoch {result.best_epoch}")
-    acc_ax.axhline(result.test_accuracy, color="tab:red", linestyle=":",
-                   label=f"test {result.test_accuracy:.3f}")
-    acc_ax.set(title="accuracy", xlabel="epoch", ylabel="accuracy / F1", ylim=(0, 1))
-    acc_ax.legend(loc="lower right")
-    for ax in (loss_ax, acc_ax):
+    for (label, series), color, style in zip(metrics.items(), ("tab:green", "tab:olive"),
+                                             ("-", "--")):
+        if len(series) == len(epochs):
+            metric_ax.plot(epochs, series, color=color, linestyle=style, label=label)
+    metric_ax.axvline(best_epoch, color="grey", linestyle="--", label=f"best epoch {best_epoch}")
+    metric_ax.axhline(test[1], color="tab:red", linestyle=":", label=f"{test[0]} {test[1]:.3f}")
+    metric_ax.set(title=title, xlabel="epoch", ylabel=ylabel, ylim=(0, 1))
+    metric_ax.legend(loc=legend)
+    for ax in (loss_ax, metric_ax):
         ax.grid(alpha=0.3)
-    fig.suptitle(f"{result.config.model}: best val {result.best_val_accuracy:.3f}, "
-                 f"test {result.test_accuracy:.3f}")
+    fig.suptitle(suptitle)
     fig.tight_layout()
     return fig
