@@ -45,6 +45,8 @@ class DenseSampler(NeighborSampler):
         seed (int, optional): Base seed of the random choices. (default: :obj:`0`)
         num_threads (int, optional): OpenMP threads of the kernel; ``0`` uses
             the OpenMP default. Results do not depend on it. (default: :obj:`0`)
+        **view: ``direction``, ``edge_type``, ``edge_types`` as in
+            :class:`~gnncore.sampler.NeighborSampler`.
     """
 
     def __init__(
@@ -53,8 +55,10 @@ class DenseSampler(NeighborSampler):
         fanouts: Sequence[int],
         seed: int = 0,
         num_threads: int = 0,
+        **view: Any,
     ) -> None:
-        super().__init__(graph, fanouts, seed=seed, replace=False, num_threads=num_threads)
+        super().__init__(graph, fanouts, seed=seed, replace=False, num_threads=num_threads,
+                         **view)
 
     def sample_dense(self, index: NodeSamplerInput) -> dict[str, np.ndarray]:
         """The raw DENSE layout of one batch (thesis Alg. 1), as numpy arrays.

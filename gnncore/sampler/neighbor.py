@@ -32,6 +32,7 @@ from torch_geometric.sampler import (
 )
 
 from gnncore.sampler.negative import NegativeDraw
+from gnncore.sampler.orient import orient_adjacency
 from gnncore.typing import require_csrc
 
 ArrayLike = np.ndarray | torch.Tensor
@@ -55,7 +56,8 @@ def _sampler_output(sampled: tuple[Any, ...], metadata: Any) -> SamplerOutput:
 
 
 class NeighborSampler(BaseSampler):
-    r"""Samples up to ``fanouts[h]`` in-neighbours per node at hop ``h``.
+    r"""Samples up to ``fanouts[h]`` neighbours (in-neighbours by default) per node
+    at hop ``h``.
 
     Seeds come first in :obj:`SamplerOutput.node`; ``row`` holds the local id of
     the sampled neighbour (message source), ``col`` the local id of the node it
@@ -76,6 +78,18 @@ class NeighborSampler(BaseSampler):
         replace (bool, optional): Sample with replacement. (default: :obj:`False`)
         num_threads (int, optional): OpenMP threads of the kernel; ``0`` uses
             the OpenMP default. Results do not depend on it. (default: :obj:`0`)
+        direction (str, optional): Neighbours from ``"in"``-edges (the
+            adjacency as given), ``"out"``-edges or ``"both"`` (each neighbour
+            once). (default: :obj:`"in"`)
+        edge_type (array, optional): ``[E]`` type of each CSC entry, e.g. the
+            relation of a knowledge-graph edge. (default: :obj:`None`)
+        edge_types (Sequence[int], optional): Sample only edges of these types.
+            (default: :obj:`None`, all edges)
+
+    With ``direction`` other than ``"in"`` or with ``edge_types``, the view's
+    adjacency is built once here, and :attr:`edge_permutation` maps ``edge``
+    back to the graph store's edge order (or to positions in the given
+    ``indices``).
     """
 
     def __init__(
@@ -85,6 +99,9 @@ class NeighborSampler(BaseSampler):
         seed: int = 0,
         replace: bool = False,
         num_threads: int = 0,
+        direction: str = "in",
+        edge_type: ArrayLike | None = None,
+        edge_types: Sequence[int] | None = None,
     ) -> None:
         require_csrc()
         perm = None
@@ -106,6 +123,12 @@ class NeighborSampler(BaseSampler):
         if int(indptr[-1]) != len(indices):
             raise ValueError(f"indptr ends at {int(indptr[-1])} but indices has "
                              f"{len(indices)} entries")
+        indptr, indices, position = orient_adjacency(
+            indptr, indices, direction, None if edge_type is None else _to_numpy(edge_type),
+            edge_types)
+        if position is not None:
+            view = torch.from_numpy(position)
+            perm = view if perm is None else perm[view]
         fanouts = [int(f) for f in fanouts]
         if not fanouts or any(f < -1 for f in fanouts):
             raise ValueError(f"fanouts must be a non-empty list of ints >= 0, or -1 for all "
