@@ -112,7 +112,8 @@ class Prefetcher:
         workers (int, optional): Preparing threads; ``0`` iterates the loader
             synchronously. (default: :obj:`1`)
         depth (int, optional): Most batches dispatched ahead of the consumer
-            (being prepared or ready). (default: :obj:`4`)
+            (being prepared or ready); at most ``min(workers, depth)`` are
+            prepared at once. (default: :obj:`4`)
         device (torch.device, optional): On CUDA, workers pin batches and copy
             them to this device on their own stream. (default: :obj:`None`)
     """
