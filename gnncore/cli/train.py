@@ -100,6 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "or fp16 with gradient scaling; ignored on a CPU")
     parser.add_argument("--device", default=None, help="auto (default), cpu, cuda or cuda:N")
     parser.add_argument("--num-workers", type=int, default=None)
+    parser.add_argument("--prefetch-workers", type=int, default=None, metavar="N",
+                        help="threads preparing batches ahead of compute (default 1; 0: none)")
+    parser.add_argument("--prefetch-depth", type=int, default=None, metavar="D",
+                        help="most batches prepared ahead (default 4)")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, metavar="DIR",
                         help="per-epoch checkpoints (default: "
                              "<data_root>/checkpoints/<dataset>-<model>-seed<seed>)")
@@ -141,6 +145,7 @@ def build_config(args: argparse.Namespace) -> Any:
         "heads": args.heads, "dropout": args.dropout, "weight_decay": args.weight_decay,
         "patience": args.patience, "normalize_features": args.normalize_features,
         "amp": args.amp, "device": args.device, "num_workers": args.num_workers,
+        "prefetch_workers": args.prefetch_workers, "prefetch_depth": args.prefetch_depth,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if "fanouts" in overrides:  # one layer per hop unless told otherwise

@@ -11,13 +11,19 @@ call into native code, which releases the GIL.
 Reproducibility: batch ``k`` sampled by one process uses a seed derived from
 ``(seed, k)``; inside a DataLoader worker the worker's own seed (drawn by the
 loader from its generator, so different every epoch and reproducible when the
-loader is given a seeded ``generator``) is mixed in as well.
+loader is given a seeded ``generator``) is mixed in as well. Batches prepared
+in threads (:mod:`gnncore.train.prefetch`) keep the plain-iteration seeds: the
+dispatching thread reserves counters in batch order
+(:meth:`NeighborSampler.reserve_batch_seeds`) and the preparing thread draws
+from its reservation (:meth:`NeighborSampler.use_batch_seeds`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -38,6 +44,11 @@ from gnncore.typing import require_csrc
 ArrayLike = np.ndarray | torch.Tensor
 #: Mixed into a batch's seed for its negative draws (independent of the neighbour draws).
 _NEGATIVE_STREAM = 0x4E454753
+
+#: Batch counters reserved for the batch the current thread prepares:
+#: ``id(sampler) -> [next counter, end]`` (see :meth:`NeighborSampler.use_batch_seeds`).
+_RESERVED = threading.local()
+_COUNTER_LOCK = threading.Lock()
 
 
 def _to_numpy(array: ArrayLike) -> np.ndarray:
@@ -159,13 +170,60 @@ class NeighborSampler(BaseSampler):
         return self._perm
 
     def _batch_seed(self) -> int:
-        counter = self._num_batches
-        self._num_batches += 1
+        reserved = getattr(_RESERVED, "slots", {}).get(id(self))
+        if reserved is not None:  # inside use_batch_seeds: take the next reserved counter
+            if reserved[0] >= reserved[1]:
+                raise RuntimeError(f"{type(self).__name__} drew more batch seeds than were "
+                                   "reserved for this batch (reserve_batch_seeds(count))")
+            counter = reserved[0]
+            reserved[0] += 1
+        else:
+            with _COUNTER_LOCK:
+                counter = self._num_batches
+                self._num_batches += 1
         entropy = [self.seed & 0xFFFFFFFFFFFFFFFF, counter]
         worker = torch.utils.data.get_worker_info()
         if worker is not None:
             entropy.append(worker.seed & 0xFFFFFFFFFFFFFFFF)
         return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0])
+
+    def reserve_batch_seeds(self, count: int = 1) -> range:
+        """Take the next ``count`` batch counters now, as ``count`` plain calls would.
+
+        For a prefetcher that prepares batches in threads: it reserves in batch
+        order and hands each reservation to :meth:`use_batch_seeds` in the
+        thread that prepares the batch, so every batch gets the seed of plain,
+        sequential iteration whatever order the threads run in.
+        :attr:`num_batches` counts reserved counters as drawn.
+        """
+        with _COUNTER_LOCK:
+            start = self._num_batches
+            self._num_batches += int(count)
+        return range(start, start + int(count))
+
+    def release_batch_seeds(self, counters: range) -> bool:
+        """Give back ``counters`` (from :meth:`reserve_batch_seeds`) of a batch that
+        was never delivered, if they are the newest reservation; ``True`` if so."""
+        with _COUNTER_LOCK:
+            if self._num_batches != counters.stop:
+                return False
+            self._num_batches = counters.start
+            return True
+
+    @contextmanager
+    def use_batch_seeds(self, counters: range) -> Iterator[None]:
+        """Within the block, this thread's batches take their seeds from ``counters``;
+        drawing more than ``len(counters)`` raises :class:`RuntimeError`."""
+        slots = _RESERVED.__dict__.setdefault("slots", {})
+        previous = slots.get(id(self))
+        slots[id(self)] = [counters.start, counters.stop]
+        try:
+            yield
+        finally:
+            if previous is None:
+                del slots[id(self)]
+            else:
+                slots[id(self)] = previous
 
     # Node-based sampling -----------------------------------------------------
 

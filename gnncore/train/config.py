@@ -39,7 +39,9 @@ AMP_MODES = ("off", "bf16", "fp16")
 
 #: Fields a resumed run may change without invalidating its checkpoint: they do
 #: not alter what an epoch computes (``epochs`` and ``patience`` only move the end).
-RESUMABLE_FIELDS = frozenset({"epochs", "patience", "device", "num_workers", "eval_batch_size"})
+#: The prefetch settings change timing only (batches are identical for any of them).
+RESUMABLE_FIELDS = frozenset({"epochs", "patience", "device", "num_workers", "eval_batch_size",
+                              "prefetch_workers", "prefetch_depth"})
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,14 @@ class NodeTrainConfig:
             (default: :obj:`None`)
         num_workers (int): DataLoader worker processes. A resumed run
             continues bit-identically only with ``0``. (default: :obj:`0`)
+        prefetch_workers (int): Threads preparing batches (sampling, feature
+            join; on CUDA also pinning and the copy on a separate stream)
+            while the model computes (:mod:`gnncore.train.prefetch`); ``0``
+            prepares each batch when the loop asks for it. Results do not
+            depend on it. Not used with ``num_workers > 0``.
+            (default: :obj:`1`)
+        prefetch_depth (int): Most batches the prefetch threads prepare ahead.
+            (default: :obj:`4`)
     """
 
     model: str = "sage"
@@ -111,6 +121,8 @@ class NodeTrainConfig:
     eval_batch_size: int = 1024
     eval_fanouts: tuple[int, ...] | None = field(default=None)
     num_workers: int = 0
+    prefetch_workers: int = 1
+    prefetch_depth: int = 4
 
     def __post_init__(self) -> None:
         # Accept lists (from JSON / argparse) but store hashable tuples.
@@ -160,6 +172,10 @@ class NodeTrainConfig:
             raise bad("amp", f"choose one of {AMP_MODES}")
         if self.num_workers < 0:
             raise bad("num_workers", "must be >= 0")
+        if self.prefetch_workers < 0:
+            raise bad("prefetch_workers", "must be >= 0 (0 prepares batches synchronously)")
+        if self.prefetch_depth < 1:
+            raise bad("prefetch_depth", "must be at least 1")
         from gnncore.train.device import parse_device
 
         parse_device(self.device)

@@ -7,6 +7,10 @@ and ``"y"``), so the same code trains from memory, from memory-mapped graph
 directories, or from a placed / remote store. Metrics go to an optional run
 logger (:class:`gnncore.tracking.RunLogger`); MLflow is not imported here.
 
+Pipelining: with ``config.prefetch_workers > 0`` batches are prepared in
+threads ahead of compute (:mod:`gnncore.train.prefetch`), with the same
+batches, and so the same parameters, as synchronous iteration.
+
 Robustness: with a checkpoint directory the loop writes a checkpoint after
 every epoch (:mod:`gnncore.train.checkpoint`), and with ``resume=True`` it
 continues from the newest one. On a CPU, with ``num_workers=0``, a resumed run
@@ -22,7 +26,7 @@ import copy
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +52,7 @@ from gnncore.train.config import ConfigError, NodeTrainConfig
 from gnncore.train.device import resolve_device
 from gnncore.train.metrics import ClassificationMetrics, confusion_matrix
 from gnncore.train.models import build_model, supports_trimming, uses_edges
+from gnncore.train.prefetch import Prefetcher
 from gnncore.train.throughput import EpochTimer, mean_throughput
 
 Index = torch.Tensor
@@ -236,21 +241,25 @@ def _amp_settings(config: NodeTrainConfig,
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, loader: NodeLoader, device: torch.device, *,
              normalize_features: bool = False,
-             amp_dtype: torch.dtype | None = None) -> ClassificationMetrics:
+             amp_dtype: torch.dtype | None = None, prefetch_workers: int = 0,
+             prefetch_depth: int = 4) -> ClassificationMetrics:
     """Accuracy and macro-F1 of ``model`` on the seed nodes of ``loader``.
 
     The confusion matrix is summed on the device (one host sync at the end);
-    the number of classes is the width of the model's output.
+    the number of classes is the width of the model's output. With
+    ``prefetch_workers > 0`` batches are prepared in that many threads, up to
+    ``prefetch_depth`` ahead (:class:`~gnncore.train.prefetch.Prefetcher`).
     """
     model.eval()
     confusion: torch.Tensor | None = None
-    for batch in loader:
-        batch = batch.to(device, non_blocking=True)
-        with _autocast(device, amp_dtype):
-            logits = _forward(model, batch, normalize_features)
-        batch_confusion = confusion_matrix(logits.argmax(dim=-1), batch.y[:batch.batch_size],
-                                           logits.size(-1))
-        confusion = batch_confusion if confusion is None else confusion + batch_confusion
+    with iter(Prefetcher(loader, prefetch_workers, prefetch_depth, device)) as batches:
+        for batch in batches:
+            batch = batch.to(device, non_blocking=True)
+            with _autocast(device, amp_dtype):
+                logits = _forward(model, batch, normalize_features)
+            batch_confusion = confusion_matrix(logits.argmax(dim=-1),
+                                               batch.y[:batch.batch_size], logits.size(-1))
+            confusion = batch_confusion if confusion is None else confusion + batch_confusion
     if confusion is None:
         return ClassificationMetrics(0.0, 0.0, 0)
     return ClassificationMetrics.from_confusion(confusion)
@@ -360,6 +369,10 @@ def train_node_classifier(
     test_loader = _make_loader(data, eval_sampler, splits[2], config.eval_batch_size,
                                config, device)
     samplers = {"train": sampler, "eval": eval_sampler}
+    prefetch = {"prefetch_workers": config.prefetch_workers,
+                "prefetch_depth": config.prefetch_depth}
+    train_prefetch = Prefetcher(train_loader, config.prefetch_workers, config.prefetch_depth,
+                                device)
     fingerprint = data_fingerprint(splits, num_classes, in_channels)
 
     state = _Progress()
@@ -386,15 +399,15 @@ def train_node_classifier(
     for epoch in epochs:
         if state.should_stop(config.patience):
             break
-        loss, throughput = _train_epoch(
-            model, train_loader, optimizer, device, amp_dtype, scaler,
-            config.normalize_features,
-            lambda it: tqdm(it, desc=f"epoch {epoch}", unit="batch", leave=False,
-                            disable=not progress, total=len(train_loader),
-                            dynamic_ncols=True))
+        bar = tqdm(desc=f"epoch {epoch}", unit="batch", leave=False, disable=not progress,
+                   total=len(train_loader), dynamic_ncols=True)
+        with bar:
+            loss, throughput = _train_epoch(
+                model, train_prefetch, optimizer, device, amp_dtype, scaler,
+                config.normalize_features, bar.update)
         eval_started = time.perf_counter()
         val = evaluate(model, val_loader, device, normalize_features=config.normalize_features,
-                       amp_dtype=amp_dtype)
+                       amp_dtype=amp_dtype, **prefetch)
         throughput["eval_s"] = time.perf_counter() - eval_started
         state.record(epoch, loss, val, throughput, model)
         epochs.set_postfix(loss=f"{loss:.4f}", val_acc=f"{val.accuracy:.4f}",
@@ -417,7 +430,7 @@ def train_node_classifier(
     assert state.best_state is not None  # epochs >= 1
     model.load_state_dict(state.best_state)
     test = evaluate(model, test_loader, device, normalize_features=config.normalize_features,
-                    amp_dtype=amp_dtype)
+                    amp_dtype=amp_dtype, **prefetch)
     seconds = time.perf_counter() - started
     early_stopped = state.should_stop(config.patience) and state.epoch < config.epochs
     if logger is not None:
@@ -453,37 +466,47 @@ def _restore(found: Checkpoint, model: torch.nn.Module, optimizer: torch.optim.O
     return _Progress.from_dict(saved["progress"])
 
 
-def _train_epoch(model: torch.nn.Module, loader: NodeLoader, optimizer: torch.optim.Optimizer,
+def _train_epoch(model: torch.nn.Module, loader: Prefetcher, optimizer: torch.optim.Optimizer,
                  device: torch.device, amp_dtype: torch.dtype | None, scaler: Any | None,
                  normalize_features: bool,
-                 wrap: Callable[[Any], Any]) -> tuple[float, dict[str, float]]:
+                 step: Callable[[], Any]) -> tuple[float, dict[str, float]]:
     """One pass over ``loader``: the mean loss per seed node, and the epoch's
-    throughput figures (:meth:`EpochTimer.summary`)."""
+    throughput figures (:meth:`EpochTimer.summary`); ``step()`` after each batch."""
     model.train()
     total_loss = torch.zeros((), device=device)  # summed on device: one sync per epoch
     total = 0
     timer = EpochTimer(device)
-    batches: Iterator[Any] = iter(wrap(loader))
-    while (batch := timer.next_batch(batches)) is not None:
-        timer.count(batch)
-        with timer.phase("transfer"):
-            batch = batch.to(device, non_blocking=True)
-        with timer.phase("compute"):
-            optimizer.zero_grad(set_to_none=True)
-            with _autocast(device, amp_dtype):
-                out = _forward(model, batch, normalize_features)
-            loss = F.cross_entropy(out.float(), batch.y[:batch.batch_size])
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                optimizer.step()
-            total_loss += loss.detach() * batch.batch_size
-        total += batch.batch_size
+    with iter(loader) as batches:
+        while (batch := timer.next_batch(batches)) is not None:
+            total += _train_step(model, batch, optimizer, device, amp_dtype, scaler,
+                                 normalize_features, timer, total_loss)
+            step()
     throughput = timer.summary()
     return float(total_loss) / max(total, 1), throughput
+
+
+def _train_step(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer,
+                device: torch.device, amp_dtype: torch.dtype | None, scaler: Any | None,
+                normalize_features: bool, timer: EpochTimer, total_loss: torch.Tensor) -> int:
+    """Forward, backward and step on one batch; adds its summed loss to
+    ``total_loss`` (on the device) and returns its number of seed nodes."""
+    timer.count(batch)
+    with timer.phase("transfer"):
+        batch = batch.to(device, non_blocking=True)
+    with timer.phase("compute"):
+        optimizer.zero_grad(set_to_none=True)
+        with _autocast(device, amp_dtype):
+            out = _forward(model, batch, normalize_features)
+        loss = F.cross_entropy(out.float(), batch.y[:batch.batch_size])
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        total_loss += loss.detach() * batch.batch_size
+    return int(batch.batch_size)
 
 
 def copy_to_cpu(model: torch.nn.Module) -> torch.nn.Module:

@@ -1,12 +1,17 @@
-r"""Where an epoch's time goes: sampling, host-to-device transfer, compute.
+r"""Where an epoch's time goes: sampling, waiting, host-to-device transfer, compute.
 
-*Sampling* is the time spent waiting for the loader's next mini-batch (the
-sampler plus the feature join, or the wait on worker processes). *Transfer*
-is ``batch.to(device)``; *compute* is forward, backward and the optimiser
-step. On a CPU the phases are timed with :func:`time.perf_counter`. On CUDA,
-where copies and kernels run asynchronously, transfer and compute are timed
-with CUDA events recorded on the current stream and read once at the end of
-the epoch, so measuring adds no synchronisation per batch.
+*Sampling* is the time spent preparing mini-batches (the sampler plus the
+feature join). *Waiting* is the time the training loop spent blocked on the
+next batch. Iterating a loader synchronously the two are the same; with a
+:class:`~gnncore.train.prefetch.Prefetcher` sampling runs in worker threads
+(summed over the workers, so it can exceed the wall time) and waiting is what
+was not hidden behind compute. *Transfer* is ``batch.to(device)`` (plus, when
+a prefetcher copies batches on its own CUDA stream, those copies); *compute*
+is forward, backward and the optimiser step. On a CPU the phases are timed
+with :func:`time.perf_counter`. On CUDA, where copies and kernels run
+asynchronously, transfer and compute are timed with CUDA events recorded on
+the stream they run on and read once at the end of the epoch, so measuring
+adds no synchronisation per batch.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 import torch
 
-PHASES = ("sample", "transfer", "compute")
+PHASES = ("sample", "wait", "transfer", "compute")
 
 
 @dataclass
@@ -51,10 +56,24 @@ class EpochTimer:
         self.edges += int(edge_index.size(1)) if edge_index is not None else 0
 
     def next_batch(self, iterator: Iterator[Any]) -> Any | None:
-        """``next(iterator)`` (``None`` when exhausted), timed as sampling."""
+        """``next(iterator)`` (``None`` when exhausted), timed as waiting.
+
+        When the iterator reports how the batch was made (the ``last_timing``
+        of a :class:`~gnncore.train.prefetch.PrefetchIterator` in threaded
+        mode), its preparation counts as sampling and its copy as transfer;
+        otherwise the wait was the sampling.
+        """
         start = time.perf_counter()
         batch = next(iterator, None)
-        self.seconds["sample"] += time.perf_counter() - start
+        waited = time.perf_counter() - start
+        self.seconds["wait"] += waited
+        timing = getattr(iterator, "last_timing", None)
+        if timing is None:
+            self.seconds["sample"] += waited
+        elif batch is not None:
+            self.seconds["sample"] += timing.prepare_s
+            if timing.transfer is not None:
+                self._events.append(("transfer", *timing.transfer))
         return batch
 
     @contextmanager
@@ -77,7 +96,8 @@ class EpochTimer:
 
         ``batches``, ``batches_per_s`` (over the epoch's wall time),
         ``nodes_per_batch`` / ``edges_per_batch`` (mean sampled subgraph size),
-        ``sample_s``, ``transfer_s``, ``compute_s`` and ``train_s`` (wall time).
+        ``sample_s`` (batch preparation), ``wait_s`` (the loop blocked on the
+        next batch), ``transfer_s``, ``compute_s`` and ``train_s`` (wall time).
         """
         if self._events:
             torch.cuda.synchronize(self.device)
@@ -92,6 +112,7 @@ class EpochTimer:
             "nodes_per_batch": self.nodes / batches,
             "edges_per_batch": self.edges / batches,
             "sample_s": self.seconds["sample"],
+            "wait_s": self.seconds["wait"],
             "transfer_s": self.seconds["transfer"],
             "compute_s": self.seconds["compute"],
             "train_s": wall,

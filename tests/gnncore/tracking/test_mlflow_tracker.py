@@ -75,7 +75,7 @@ def test_run_holds_per_epoch_and_final_metrics(tracked: Tracked) -> None:
     history = sorted(client.get_metric_history(run_id, "val_macro_f1"), key=lambda m: m.step)
     assert [h.value for h in history] == pytest.approx(result.val_macro_f1)
     for key in ("batches_per_s", "nodes_per_batch", "edges_per_batch", "sample_s",
-                "transfer_s", "compute_s", "eval_s"):
+                "wait_s", "transfer_s", "compute_s", "eval_s"):
         assert [h.step for h in client.get_metric_history(run_id, key)] == [1, 2, 3], key
     metrics = client.get_run(run_id).data.metrics
     assert metrics["test_accuracy"] == pytest.approx(result.test_accuracy)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +80,22 @@ def test_same_seed_gives_the_same_parameters(graph: GraphDir) -> None:
     assert not all(torch.equal(a, b) for a, b in zip(first, other))
 
 
+def test_prefetch_threads_do_not_change_the_parameters(graph: GraphDir) -> None:
+    """0, 1 and 2 prefetch threads: the same batches, so the same losses, validation
+    accuracies and trained parameters (CPU)."""
+    config = dataclasses.replace(FAST, epochs=2, prefetch_depth=2)
+    results = [train_graph_dir(graph, dataclasses.replace(config, prefetch_workers=w),
+                               progress=False) for w in (0, 1, 2)]
+    reference = results[0]
+    for result in results[1:]:
+        assert result.train_loss == reference.train_loss
+        assert result.val_accuracy == reference.val_accuracy
+        assert result.test_accuracy == reference.test_accuracy
+        assert all(torch.equal(a, b) for a, b in zip(result.model.state_dict().values(),
+                                                      reference.model.state_dict().values()))
+    assert not [t for t in threading.enumerate() if t.name.startswith("gnncore-prefetch")]
+
+
 def test_injected_sampler_is_used(graph: GraphDir) -> None:
     class CountingSampler(NeighborSampler):
         calls = 0
@@ -100,13 +117,15 @@ def test_config_defaults_and_validation() -> None:
     assert config.model == "sage" and len(config.fanouts) == config.num_layers
     assert NodeTrainConfig(fanouts=[5, 5]).fanouts == (5, 5)  # type: ignore[arg-type]
     assert NodeTrainConfig().to_params()["fanouts"] == "15,10"
+    assert NodeTrainConfig().to_params()["prefetch_workers"] == 1
     for bad, field in [({"fanouts": (10,)}, "fanouts"), ({"model": "gpt"}, "model"),
                        ({"lr": 0.0}, "lr"), ({"dropout": 1.0}, "dropout"),
                        ({"device": "gpu"}, "device"), ({"epochs": 0}, "epochs"),
                        ({"eval_fanouts": (5,)}, "eval_fanouts"),
                        ({"model": "gat", "hidden": 60, "heads": 8}, "heads"),
                        ({"model": "gcn", "heads": 2}, "heads"), ({"patience": -1}, "patience"),
-                       ({"amp": "fp8"}, "amp")]:
+                       ({"amp": "fp8"}, "amp"), ({"prefetch_workers": -1}, "prefetch_workers"),
+                       ({"prefetch_depth": 0}, "prefetch_depth")]:
         with pytest.raises(ConfigError, match=field):
             NodeTrainConfig(**bad).validate()  # type: ignore[arg-type]
 
@@ -121,7 +140,8 @@ def test_config_takes_per_model_defaults_unless_given() -> None:
     again = NodeTrainConfig.from_dict(config.to_dict())
     assert again == config and json.dumps(config.to_dict())
     assert config.mismatches(config.to_dict()) == []
-    other = dataclasses.replace(config, lr=0.5, epochs=99, device="cpu").to_dict()
+    other = dataclasses.replace(config, lr=0.5, epochs=99, device="cpu", prefetch_workers=3,
+                                prefetch_depth=9).to_dict()
     assert config.mismatches(other) == ["lr: 0.5 (checkpoint) != 0.005 (this run)"]
     with pytest.raises(ConfigError, match="unknown"):
         NodeTrainConfig.from_dict({"model": "sage", "colour": "red"})
@@ -208,10 +228,12 @@ def test_cli_options_reach_the_config() -> None:
 
     parser, _ = verb_parser("train")
     args = parser.parse_args(["g", "--model", "gat", "--heads", "4", "--amp", "--patience",
-                              "0", "--eval-fanouts", "5,5", "--normalize-features"])
+                              "0", "--eval-fanouts", "5,5", "--normalize-features",
+                              "--prefetch-workers", "2", "--prefetch-depth", "6"])
     config = build_config(args)
     assert (config.model, config.heads, config.amp, config.patience) == ("gat", 4, "bf16", 0)
     assert config.eval_fanouts == (5, 5) and config.normalize_features
+    assert (config.prefetch_workers, config.prefetch_depth) == (2, 6)
     assert config.hidden == MODEL_DEFAULTS["gat"]["hidden"]
     assert build_config(parser.parse_args(["g", "--amp", "fp16"])).amp == "fp16"
     with pytest.raises(SystemExit):
