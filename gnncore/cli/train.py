@@ -163,7 +163,8 @@ def build_link_config(args: argparse.Namespace) -> Any:
         "dropout": args.dropout, "patience": args.patience, "amp": args.amp,
         "device": args.device, "num_workers": args.num_workers,
         "num_negatives": args.negatives, "negative_sampling": args.negative_sampling,
-        "eval_negatives": args.eval_negatives,
+        "eval_negatives": args.eval_negatives, "prefetch_workers": args.prefetch_workers,
+        "prefetch_depth": args.prefetch_depth,
     }
     return LinkTrainConfig(**{k: v for k, v in overrides.items() if v is not None}).validate()
 

@@ -71,10 +71,15 @@ class LinkTrainConfig(ConfigMethods):
             triples per epoch (a fixed random subset; ``0``: all). The test
             metrics always use every test triple. (default: :obj:`0`)
         num_workers (int): DataLoader worker processes. (default: :obj:`0`)
+        prefetch_workers (int): Threads preparing batches ahead of compute
+            (:mod:`gnncore.train.prefetch`); ``0`` prepares them in the loop.
+            Results do not depend on it. (default: :obj:`1`)
+        prefetch_depth (int): Most batches prepared ahead. (default: :obj:`4`)
     """
 
     RESUMABLE: ClassVar[frozenset[str]] = frozenset(
-        {"epochs", "patience", "device", "num_workers", "eval_batch_size"})
+        {"epochs", "patience", "device", "num_workers", "eval_batch_size", "prefetch_workers",
+         "prefetch_depth"})
 
     model: str = "none"
     decoder: str = "distmult"
@@ -97,6 +102,8 @@ class LinkTrainConfig(ConfigMethods):
     eval_negatives: int = 0
     max_eval_triples: int = 0
     num_workers: int = 0
+    prefetch_workers: int = 1
+    prefetch_depth: int = 4
 
     def __post_init__(self) -> None:
         defaults = ENCODER_DEFAULTS.get(self.model, ENCODER_DEFAULTS["sage"])
@@ -152,7 +159,10 @@ class LinkTrainConfig(ConfigMethods):
             raise bad("heads", f"must divide dim={self.dim} (GAT splits it over heads)")
         if self.model != "gat" and self.heads != 1:
             raise bad("heads", f"only GAT has attention heads; model {self.model!r} takes 1")
-        for name in ("patience", "eval_negatives", "max_eval_triples", "num_workers"):
+        if self.prefetch_depth < 1:
+            raise bad("prefetch_depth", "must be at least 1")
+        for name in ("patience", "eval_negatives", "max_eval_triples", "num_workers",
+                     "prefetch_workers"):
             if int(getattr(self, name)) < 0:
                 raise bad(name, "must be >= 0")
         if self.amp not in AMP_MODES:

@@ -21,7 +21,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,22 +34,16 @@ from torch_geometric.sampler import BaseSampler, NegativeSampling
 from tqdm.auto import tqdm
 
 from gnncore.sampler.negative import KnownEdges, NegativeDraw, degree_weights
-from gnncore.train.checkpoint import (
-    FORMAT,
-    VERSION,
-    CheckpointDir,
-    capture_rng,
-    check_resumable,
-    data_fingerprint,
-    restore_rng,
-)
+from gnncore.train.checkpoint import CheckpointDir, data_fingerprint
 from gnncore.train.config import ConfigError
 from gnncore.train.device import resolve_device
 from gnncore.train.link_config import LinkTrainConfig
 from gnncore.train.link_data import LinkSplits, message_passing_csc
 from gnncore.train.link_models import LinkModel
 from gnncore.train.loop import EpochCallback, MetricLogger, _amp_settings, _autocast
+from gnncore.train.prefetch import Prefetcher
 from gnncore.train.ranking import RankingMetrics, filtered_ranks, known_edges
+from gnncore.train.session import TrainingSession
 from gnncore.train.throughput import EpochTimer, mean_throughput
 
 # Adagrad's sparse update of the embedding table builds COO tensors from valid
@@ -345,6 +339,8 @@ def train_link_predictor(
                                  batch_size=max(config.eval_batch_size, 1024),
                                  num_workers=workers, persistent_workers=workers > 0,
                                  pin_memory=device.type == "cuda")
+    train_prefetch = Prefetcher(train_loader, config.prefetch_workers, config.prefetch_depth,
+                                device)
     known = known_edges([splits.train, splits.val, splits.test], num_nodes, num_relations)
     eval_draw = NegativeDraw(num_nodes, weights) if config.eval_negatives else None
     validate = LinkEvaluator(_eval_subset(splits.val, config.max_eval_triples, config.seed),
@@ -353,40 +349,27 @@ def train_link_predictor(
     samplers = {"train": sampler, **({"eval": eval_sampler} if eval_sampler else {})}
     fingerprint = data_fingerprint(splits.tensors(), num_relations, in_channels or 0)
 
-    state = _Progress()
-    store = checkpoints if checkpoints is None or isinstance(checkpoints, CheckpointDir) \
-        else CheckpointDir(checkpoints)
-    resumed_from = 0
-    if store is not None:
-        found = store.latest() if resume else None
-        if found is None:
-            store.clear()
-        else:
-            check_resumable(found, config, fingerprint)
-            saved = found.state
-            model.load_state_dict(saved["model"])
-            optimizer.load_state_dict(saved["optimizer"])
-            if scaler is not None and saved.get("scaler") is not None:
-                scaler.load_state_dict(saved["scaler"])
-            restore_rng(saved["rng"], generator, samplers)
-            state = _Progress.from_dict(saved["progress"])
-            store.remove_temporaries()
-            resumed_from = found.epoch
-            if logger is not None:
-                for epoch in range(1, found.epoch + 1):
-                    logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
+    session = TrainingSession(checkpoints, config, fingerprint, model, optimizer, scaler,
+                              generator, samplers, device, getattr(logger, "run_id", None))
+    restored = session.start(resume)
+    state = _Progress() if restored is None else _Progress.from_dict(restored)
+    resumed_from = session.resumed_from
+    if logger is not None:
+        for epoch in range(1, resumed_from + 1):
+            logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
 
-    run_id = getattr(logger, "run_id", None)
     epochs = tqdm(range(state.epoch + 1, config.epochs + 1), desc="epochs", unit="epoch",
                   initial=state.epoch, total=config.epochs, disable=not progress,
                   dynamic_ncols=True)
     for epoch in epochs:
         if state.should_stop(config.patience):
             break
-        batches = tqdm(train_loader, desc=f"epoch {epoch}", unit="batch", leave=False,
-                       disable=not progress, total=len(train_loader), dynamic_ncols=True)
-        loss, throughput = _train_epoch(model, iter(batches), edge_relation, optimizer,
-                                        device, amp_dtype, scaler, config.num_negatives)
+        bar = tqdm(desc=f"epoch {epoch}", unit="batch", leave=False, disable=not progress,
+                   total=len(train_loader), dynamic_ncols=True)
+        with bar:
+            loss, throughput = _train_epoch(model, train_prefetch, edge_relation, optimizer,
+                                            device, amp_dtype, scaler, config.num_negatives,
+                                            bar.update)
         eval_started = time.perf_counter()
         val = validate(model, device, amp_dtype)
         throughput["eval_s"] = time.perf_counter() - eval_started
@@ -395,16 +378,7 @@ def train_link_predictor(
                            best=f"{state.best_val_mrr:.4f}@{state.best_epoch}")
         if logger is not None:
             logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
-        path = None
-        if store is not None:
-            path = store.save(epoch, {
-                "format": FORMAT, "version": VERSION, "epoch": epoch,
-                "config": config.to_dict(), "data": fingerprint, "run_id": run_id,
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict() if scaler is not None else None,
-                "progress": state.to_dict(),
-                "rng": capture_rng(generator, samplers, cuda=device.type == "cuda"),
-            })
+        path = session.save(epoch, state.to_dict())
         if on_epoch_end is not None:
             on_epoch_end(epoch, path)
 
@@ -427,40 +401,53 @@ def train_link_predictor(
         num_parameters=sum(p.numel() for p in model.parameters()),
         val_hits10=state.val_hits10, stopped_epoch=state.epoch, early_stopped=early_stopped,
         resumed_from_epoch=resumed_from, throughput=state.throughput,
-        checkpoint_dir=str(store.directory) if store is not None else None)
+        checkpoint_dir=session.directory)
 
 
-def _train_epoch(model: LinkModel, batches: Iterator[Any], edge_relation: torch.Tensor,
+def _train_epoch(model: LinkModel, loader: Prefetcher, edge_relation: torch.Tensor,
                  optimizer: torch.optim.Optimizer, device: torch.device,
-                 amp_dtype: torch.dtype | None, scaler: Any | None,
-                 num_negatives: int) -> tuple[float, dict[str, float]]:
-    """One pass: the mean loss per positive triple, and the throughput figures."""
+                 amp_dtype: torch.dtype | None, scaler: Any | None, num_negatives: int,
+                 step: Callable[[], Any]) -> tuple[float, dict[str, float]]:
+    """One pass: the mean loss per positive triple, and the throughput figures;
+    ``step()`` after each batch."""
     model.train()
     total_loss = torch.zeros((), device=device)
     total = 0
     timer = EpochTimer(device)
-    while (batch := timer.next_batch(batches)) is not None:
-        timer.count(batch)
-        with timer.phase("transfer"):
-            batch = batch.to(device, non_blocking=True)
-            relation = edge_relation[batch.input_id.cpu()].to(device, non_blocking=True)
-        with timer.phase("compute"):
-            optimizer.zero_grad(set_to_none=True)
-            with _autocast(device, amp_dtype):
-                z = model.encode_batch(batch)
-                query = model.decoder.query(z[batch.src_index], relation)
-                negatives = z[batch.dst_neg_index.reshape(-1)[:num_negatives]]
-                positive = (query * z[batch.dst_pos_index]).sum(-1, keepdim=True)
-                logits = torch.cat([positive, query @ negatives.t()], dim=1)
-            target = torch.zeros(logits.size(0), dtype=torch.long, device=device)
-            loss = F.cross_entropy(logits.float(), target)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                optimizer.step()
-            total_loss += loss.detach() * logits.size(0)
-        total += logits.size(0)
+    with iter(loader) as batches:
+        while (batch := timer.next_batch(batches)) is not None:
+            total += _train_step(model, batch, edge_relation, optimizer, device, amp_dtype,
+                                 scaler, num_negatives, timer, total_loss)
+            step()
     return float(total_loss) / max(total, 1), timer.summary()
+
+
+def _train_step(model: LinkModel, batch: Any, edge_relation: torch.Tensor,
+                optimizer: torch.optim.Optimizer, device: torch.device,
+                amp_dtype: torch.dtype | None, scaler: Any | None, num_negatives: int,
+                timer: EpochTimer, total_loss: torch.Tensor) -> int:
+    """Softmax cross-entropy of every positive against the batch's shared
+    negatives; adds the summed loss to ``total_loss`` and returns the positives."""
+    timer.count(batch)
+    with timer.phase("transfer"):
+        batch = batch.to(device, non_blocking=True)
+        relation = edge_relation[batch.input_id.cpu()].to(device, non_blocking=True)
+    with timer.phase("compute"):
+        optimizer.zero_grad(set_to_none=True)
+        with _autocast(device, amp_dtype):
+            z = model.encode_batch(batch)
+            query = model.decoder.query(z[batch.src_index], relation)
+            negatives = z[batch.dst_neg_index.reshape(-1)[:num_negatives]]
+            positive = (query * z[batch.dst_pos_index]).sum(-1, keepdim=True)
+            logits = torch.cat([positive, query @ negatives.t()], dim=1)
+        target = torch.zeros(logits.size(0), dtype=torch.long, device=device)
+        loss = F.cross_entropy(logits.float(), target)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        total_loss += loss.detach() * logits.size(0)
+    return int(logits.size(0))

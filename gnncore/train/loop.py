@@ -38,17 +38,9 @@ from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import BaseSampler
 from tqdm.auto import tqdm
 
-from gnncore.train.checkpoint import (
-    FORMAT,
-    VERSION,
-    Checkpoint,
-    CheckpointDir,
-    capture_rng,
-    check_resumable,
-    data_fingerprint,
-    restore_rng,
-)
+from gnncore.train.checkpoint import CheckpointDir, data_fingerprint
 from gnncore.train.config import ConfigError, NodeTrainConfig
+from gnncore.train.session import TrainingSession
 from gnncore.train.device import resolve_device
 from gnncore.train.metrics import ClassificationMetrics, confusion_matrix
 from gnncore.train.models import build_model, supports_trimming, uses_edges
@@ -375,24 +367,15 @@ def train_node_classifier(
                                 device)
     fingerprint = data_fingerprint(splits, num_classes, in_channels)
 
-    state = _Progress()
-    store = checkpoints if checkpoints is None or isinstance(checkpoints, CheckpointDir) \
-        else CheckpointDir(checkpoints)
-    resumed_from = 0
-    if store is not None:
-        found = store.latest() if resume else None
-        if found is None:
-            store.clear()
-        else:
-            check_resumable(found, config, fingerprint)
-            state = _restore(found, model, optimizer, scaler, generator, samplers)
-            store.remove_temporaries()
-            resumed_from = found.epoch
-            if logger is not None:
-                for epoch in range(1, found.epoch + 1):
-                    logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
+    session = TrainingSession(checkpoints, config, fingerprint, model, optimizer, scaler,
+                              generator, samplers, device, getattr(logger, "run_id", None))
+    restored = session.start(resume)
+    state = _Progress() if restored is None else _Progress.from_dict(restored)
+    resumed_from = session.resumed_from
+    if logger is not None:
+        for epoch in range(1, resumed_from + 1):
+            logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
 
-    run_id = getattr(logger, "run_id", None)
     epochs = tqdm(range(state.epoch + 1, config.epochs + 1), desc="epochs", unit="epoch",
                   initial=state.epoch, total=config.epochs, disable=not progress,
                   dynamic_ncols=True)
@@ -414,16 +397,7 @@ def train_node_classifier(
                            best=f"{state.best_val_accuracy:.4f}@{state.best_epoch}")
         if logger is not None:
             logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
-        path = None
-        if store is not None:
-            path = store.save(epoch, {
-                "format": FORMAT, "version": VERSION, "epoch": epoch,
-                "config": config.to_dict(), "data": fingerprint, "run_id": run_id,
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict() if scaler is not None else None,
-                "progress": state.to_dict(),
-                "rng": capture_rng(generator, samplers, cuda=device.type == "cuda"),
-            })
+        path = session.save(epoch, state.to_dict())
         if on_epoch_end is not None:
             on_epoch_end(epoch, path)
 
@@ -450,20 +424,7 @@ def train_node_classifier(
         val_macro_f1=state.val_macro_f1, best_val_macro_f1=state.best_val_macro_f1,
         test_macro_f1=test.macro_f1, stopped_epoch=state.epoch, early_stopped=early_stopped,
         resumed_from_epoch=resumed_from, throughput=state.throughput,
-        checkpoint_dir=str(store.directory) if store is not None else None)
-
-
-def _restore(found: Checkpoint, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-             scaler: Any | None, generator: torch.Generator,
-             samplers: dict[str, Any]) -> _Progress:
-    """Load ``found`` into the freshly built objects; return its progress."""
-    saved = found.state
-    model.load_state_dict(saved["model"])
-    optimizer.load_state_dict(saved["optimizer"])
-    if scaler is not None and saved.get("scaler") is not None:
-        scaler.load_state_dict(saved["scaler"])
-    restore_rng(saved["rng"], generator, samplers)
-    return _Progress.from_dict(saved["progress"])
+        checkpoint_dir=session.directory)
 
 
 def _train_epoch(model: torch.nn.Module, loader: Prefetcher, optimizer: torch.optim.Optimizer,

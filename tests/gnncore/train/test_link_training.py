@@ -55,8 +55,12 @@ def test_sage_encoder_learns_and_is_deterministic(kg: GraphDir, negatives: str) 
 
 
 def test_resume_after_a_crash_matches_an_uninterrupted_run(kg: GraphDir, tmp_path: Path) -> None:
+    """Crash after epoch 2, resume with other prefetch threads: same parameters as an
+    uninterrupted run without prefetching."""
     config = fast(model="sage", fanouts=(4,), epochs=4, dropout=0.2)
-    full = train_link_predictor(link_splits(kg), config, progress=False)
+    full = train_link_predictor(link_splits(kg), fast(model="sage", fanouts=(4,), epochs=4,
+                                                      dropout=0.2, prefetch_workers=0),
+                                progress=False)
 
     def crash(epoch: int, path: Path | None) -> None:
         if epoch == 2:
@@ -65,8 +69,9 @@ def test_resume_after_a_crash_matches_an_uninterrupted_run(kg: GraphDir, tmp_pat
     with pytest.raises(RuntimeError, match="simulated crash"):
         train_link_predictor(link_splits(kg), config, progress=False,
                              checkpoints=tmp_path / "ckpt", on_epoch_end=crash)
-    resumed = train_link_predictor(link_splits(kg), config, progress=False,
-                                   checkpoints=tmp_path / "ckpt", resume=True)
+    resumed = train_link_predictor(link_splits(kg), fast(model="sage", fanouts=(4,), epochs=4,
+                                                         dropout=0.2, prefetch_workers=2),
+                                   progress=False, checkpoints=tmp_path / "ckpt", resume=True)
     assert resumed.resumed_from_epoch == 2
     assert resumed.val_mrr == full.val_mrr
     for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):

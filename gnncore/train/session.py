@@ -1,0 +1,91 @@
+"""Checkpoint bookkeeping shared by the training loops: resume at the start, save per epoch."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gnncore.train.checkpoint import (
+    FORMAT,
+    VERSION,
+    CheckpointDir,
+    capture_rng,
+    check_resumable,
+    restore_rng,
+)
+
+
+@dataclass
+class TrainingSession:
+    r"""What a training call checkpoints, and where.
+
+    Args:
+        checkpoints: A :class:`CheckpointDir`, a path (newest 2 kept), or
+            ``None`` for no checkpoints.
+        config: The run's configuration (``to_dict`` / ``mismatches``).
+        fingerprint: :func:`~gnncore.train.checkpoint.data_fingerprint` of the data.
+        model, optimizer, scaler: Trained objects (``scaler`` may be ``None``).
+        generator: The loader's shuffling generator.
+        samplers: Name -> sampler whose batch counters are checkpointed.
+        device: The training device (CUDA RNG states are saved on CUDA).
+        run_id: The tracked run, recorded in every checkpoint.
+    """
+
+    checkpoints: CheckpointDir | str | os.PathLike[str] | None
+    config: Any
+    fingerprint: dict[str, Any]
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scaler: Any | None
+    generator: torch.Generator
+    samplers: dict[str, Any]
+    device: torch.device
+    run_id: str | None = None
+    resumed_from: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.checkpoints is not None and not isinstance(self.checkpoints, CheckpointDir):
+            self.checkpoints = CheckpointDir(self.checkpoints)
+
+    @property
+    def directory(self) -> str | None:
+        return None if self.checkpoints is None else str(self.checkpoints.directory)
+
+    def start(self, resume: bool) -> dict[str, Any] | None:
+        """Fresh run: remove old checkpoints and return ``None``. With ``resume``
+        and a checkpoint: load it into the objects (after checking it was written
+        by this configuration and data) and return its ``progress`` dict."""
+        store = self.checkpoints
+        if store is None:
+            return None
+        found = store.latest() if resume else None
+        if found is None:
+            store.clear()
+            return None
+        check_resumable(found, self.config, self.fingerprint)
+        saved = found.state
+        self.model.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        if self.scaler is not None and saved.get("scaler") is not None:
+            self.scaler.load_state_dict(saved["scaler"])
+        restore_rng(saved["rng"], self.generator, self.samplers)
+        store.remove_temporaries()
+        self.resumed_from = found.epoch
+        return dict(saved["progress"])
+
+    def save(self, epoch: int, progress: dict[str, Any]) -> Path | None:
+        """Write the checkpoint of ``epoch`` (``None`` without a checkpoint directory)."""
+        if self.checkpoints is None:
+            return None
+        return self.checkpoints.save(epoch, {
+            "format": FORMAT, "version": VERSION, "epoch": epoch,
+            "config": self.config.to_dict(), "data": self.fingerprint, "run_id": self.run_id,
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "progress": progress,
+            "rng": capture_rng(self.generator, self.samplers, cuda=self.device.type == "cuda"),
+        })
