@@ -6,7 +6,18 @@ format), :mod:`gnncore.io` (ingestion), :mod:`gnncore.synth` (generator),
 ``gnncore`` command line (:mod:`gnncore.cli`).
 """
 
-from gnncore.errors import GnnCoreError, InputError
+import os
+import sys
+
+# Batches are sampled (OpenMP in the C++ core) in prefetch threads while torch
+# computes (OpenMP too, one shared libgomp): with spinning idle threads the two
+# pools starve each other on a busy machine (5x slower epochs measured, see
+# docs/BENCHMARKS.md). libgomp reads the policy once, when it is loaded, so it
+# is set here, before torch is, unless the user chose one.
+if "OMP_WAIT_POLICY" not in os.environ and "torch" not in sys.modules:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+from gnncore.errors import GnnCoreError, InputError  # noqa: E402
 
 __version__ = "0.1.0"
 
