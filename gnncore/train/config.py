@@ -7,14 +7,12 @@ split); any value given explicitly wins.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from gnncore.errors import GnnCoreError
+from gnncore.train.config_base import ConfigError, ConfigMethods
 
-
-class ConfigError(GnnCoreError, ValueError):
-    """A training configuration that cannot be run (names the field and the problem)."""
+__all__ = ["AMP_MODES", "MODEL_DEFAULTS", "RESUMABLE_FIELDS", "ConfigError", "NodeTrainConfig"]
 
 
 #: Placeholder default of the per-model fields; replaced in ``__post_init__``.
@@ -45,7 +43,7 @@ RESUMABLE_FIELDS = frozenset({"epochs", "patience", "device", "num_workers", "ev
 
 
 @dataclass(frozen=True)
-class NodeTrainConfig:
+class NodeTrainConfig(ConfigMethods):
     r"""Configuration of :func:`gnncore.train.train_node_classifier`.
 
     With the defaults, every architecture clears its usual accuracy on
@@ -181,34 +179,12 @@ class NodeTrainConfig:
         parse_device(self.device)
         return self
 
+    RESUMABLE: ClassVar[frozenset[str]] = RESUMABLE_FIELDS
+
     def to_params(self) -> dict[str, Any]:
-        """Flat, string-friendly parameters for a run logger (tuples as ``"15,10"``)."""
-        out: dict[str, Any] = {}
-        for key, value in asdict(self).items():
-            if isinstance(value, tuple):
-                value = ",".join(str(v) for v in value)
-            out[key] = "all" if value is None and key == "eval_fanouts" else value
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain ``str -> int/float/str/bool/list/None`` (tuples as lists), safe to
-        store in a checkpoint loaded with ``weights_only=True``."""
-        return {key: list(value) if isinstance(value, tuple) else value
-                for key, value in asdict(self).items()}
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> NodeTrainConfig:
-        """Inverse of :meth:`to_dict`; unknown keys raise :class:`ConfigError`."""
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ConfigError(f"unknown configuration fields {unknown}")
-        return cls(**values)
-
-    def mismatches(self, other: dict[str, Any]) -> list[str]:
-        """Fields (outside :data:`RESUMABLE_FIELDS`) where ``other``, a
-        :meth:`to_dict` of another config, differs: ``"lr: 0.01 != 0.005"``."""
-        mine = self.to_dict()
-        return [f"{key}: {other.get(key)!r} (checkpoint) != {mine[key]!r} (this run)"
-                for key in mine
-                if key not in RESUMABLE_FIELDS and other.get(key) != mine[key]]
+        """Flat, string-friendly parameters for a run logger (tuples as ``"15,10"``;
+        ``eval_fanouts=None`` as ``"all"``)."""
+        params = super().to_params()
+        if self.eval_fanouts is None:
+            params["eval_fanouts"] = "all"
+        return params

@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import Any, ClassVar, TypeVar
 
-from gnncore.train.config import ConfigError
+from gnncore.errors import GnnCoreError
+
+
+class ConfigError(GnnCoreError, ValueError):
+    """A training configuration that cannot be run (names the field and the problem)."""
+
 
 
 C = TypeVar("C", bound="ConfigMethods")

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gnncore.sampler.negative import NEGATIVE_MODES
-from gnncore.train.config import AMP_MODES, ConfigError
-from gnncore.train.config_base import ConfigMethods
+from gnncore.train.config import AMP_MODES
+from gnncore.train.config_base import ConfigError, ConfigMethods
 from gnncore.train.link_models import DECODERS
 
 #: Placeholder of the per-encoder fields; replaced in ``__post_init__``.
