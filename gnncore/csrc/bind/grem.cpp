@@ -77,6 +77,11 @@ at byte ``offset``.)doc");
         out["isolated"] = r.isolated;
         out["reassigned"] = r.reassigned;
         out["moves"] = list_of(r.moves);
+        nb::dict seconds;
+        seconds["grem"] = r.seconds_grem;
+        seconds["passes"] = list_of(r.seconds_passes);
+        seconds["split"] = r.seconds_split;
+        out["seconds"] = seconds;
         return out;
       },
       nb::arg("path"), nb::arg("offset"), nb::arg("int64"), nb::arg("rows"),
@@ -97,8 +102,9 @@ order, to ``out<s>`` (raw rows of the input's id width) unless it is empty.
 
 Returns a dict: ``side`` (int8, aligned with ``members``), ``sizes``,
 ``rows_written``, ``num_chunks``, ``first_chunk_nodes``, ``isolated``,
-``reassigned`` (label changes in the streaming pass) and ``moves`` (nodes
-moved by each refinement pass run). Releases the GIL.)doc");
+``reassigned`` (label changes in the streaming pass), ``moves`` (nodes
+moved by each refinement pass run) and ``seconds`` (wall time of each phase:
+``grem``, ``passes`` (a list) and ``split``). Releases the GIL.)doc");
 
   m.def(
       "ldg_bisect",

@@ -32,6 +32,9 @@ struct BisectResult {
   int64_t isolated = 0;               // members never seen in any chunk
   int64_t reassigned = 0;             // label changes during the streaming pass
   std::vector<int64_t> moves;         // nodes moved by each restreaming pass run
+  double seconds_grem = 0;            // wall time of the GREM pass (and isolated nodes)
+  std::vector<double> seconds_passes; // wall time of each restreaming pass run
+  double seconds_split = 0;           // wall time of the split into per-side files
 };
 
 // Runs one bisection of the sub-problem whose nodes are `members` (distinct
