@@ -94,24 +94,23 @@ def side_capacity(num_nodes: int, share: int, parts: int, imbalance: float) -> i
 
 def first_appearance(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nodes of ``pairs`` in first-appearance order (row by row, ``u`` before
-    ``v``) and the pairs renumbered to those local ids."""
-    flat = pairs.reshape(-1)
-    uniq, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(uniq), dtype=np.int64)
-    rank[order] = np.arange(len(uniq))
-    return uniq[order], rank[inverse].reshape(-1, 2)
+    ``v``) and the pairs renumbered to those local ids (C++, O(max id) scratch)."""
+    from gnncore import _C
+
+    flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
+    num_nodes = int(flat.max()) + 1 if len(flat) else 0
+    nodes, local, _, _ = _C.grem_chunk_local(flat, num_nodes, True, False)
+    return np.asarray(nodes), np.asarray(local).reshape(-1, 2)
 
 
 def chunk_csr(local_pairs: np.ndarray, num_local: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric CSR (int64, rows sorted) of a chunk over its local ids."""
+    """Symmetric CSR (int64, rows sorted by neighbour id) of a chunk over its
+    local ids (C++)."""
     from gnncore import _C
 
-    u = np.ascontiguousarray(local_pairs[:, 0], dtype=np.int64)
-    v = np.ascontiguousarray(local_pairs[:, 1], dtype=np.int64)
-    indptr, indices, _ = _C.build_csr(np.concatenate([u, v]), np.concatenate([v, u]),
-                                      num_local, False)
-    return indptr, indices
+    flat = np.ascontiguousarray(local_pairs, dtype=np.int64).reshape(-1)
+    indptr, indices = _C.grem_chunk_csr(flat, int(num_local))
+    return np.asarray(indptr), np.asarray(indices)
 
 
 def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
@@ -266,14 +265,12 @@ class ClusterPlan:
 
 def chunk_nodes_local(pairs: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes of ``pairs`` in increasing id order and the pairs renumbered to those
-    local ids (``int64``), through O(|V|) scratch arrays instead of a sort."""
-    seen = np.zeros(num_nodes, dtype=bool)
-    seen[pairs.reshape(-1)] = True
-    nodes = np.flatnonzero(seen)
-    del seen
-    pos = np.empty(num_nodes, dtype=np.int32 if len(nodes) < 2**31 else np.int64)
-    pos[nodes] = np.arange(len(nodes), dtype=pos.dtype)
-    return nodes, pos[pairs].astype(np.int64)
+    local ids (``int64``), through one O(|V|) scratch array instead of a sort (C++)."""
+    from gnncore import _C
+
+    flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
+    nodes, local, _, _ = _C.grem_chunk_local(flat, int(num_nodes), False, False)
+    return np.asarray(nodes), np.asarray(local).reshape(-1, 2)
 
 
 def chunk_components(local: np.ndarray, n: int) -> np.ndarray:

@@ -184,3 +184,37 @@ def grem_bisect_reference(
         reassigned=reassigned,
         moves=moves,
     )
+
+
+# Chunk renumbering and CSR: the numpy formulations the C++ helpers replace -------------
+
+
+def first_appearance_reference(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes of ``pairs`` in first-appearance order and the pairs over those local ids
+    (a sort-based numpy version of ``gnncore.partition.grem.first_appearance``)."""
+    flat = np.asarray(pairs, dtype=np.int64).reshape(-1)
+    uniq, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[order] = np.arange(len(uniq))
+    return uniq[order], rank[inverse].reshape(-1, 2)
+
+
+def chunk_nodes_local_reference(pairs: np.ndarray,
+                                num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes of ``pairs`` in increasing id order and the pairs over those local ids."""
+    flat = np.asarray(pairs, dtype=np.int64).reshape(-1)
+    nodes = np.unique(flat)
+    assert not len(nodes) or (nodes[0] >= 0 and nodes[-1] < num_nodes)
+    return nodes, np.searchsorted(nodes, flat).reshape(-1, 2)
+
+
+def chunk_csr_reference(local_pairs: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The symmetric CSR of local pairs over ``n`` ids, each row sorted by neighbour id."""
+    local = np.asarray(local_pairs, dtype=np.int64).reshape(-1, 2)
+    src = np.concatenate([local[:, 0], local[:, 1]])
+    dst = np.concatenate([local[:, 1], local[:, 0]])
+    order = np.lexsort((dst, src))
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    return indptr, dst[order]

@@ -107,6 +107,41 @@ moved by each refinement pass run) and ``seconds`` (wall time of each phase:
 ``grem``, ``passes`` (a list) and ``split``). Releases the GIL.)doc");
 
   m.def(
+      "grem_chunk_local",
+      [](InArray<NodeId> pairs, NodeId num_nodes, bool first_appearance, bool csr) {
+        ChunkLocal c;
+        {
+          nb::gil_scoped_release release;
+          c = chunk_local(span_of(pairs), num_nodes, first_appearance, csr);
+        }
+        return nb::make_tuple(to_numpy(std::move(c.nodes)), to_numpy(std::move(c.local)),
+                              to_numpy(std::move(c.indptr)), to_numpy(std::move(c.indices)));
+      },
+      nb::arg("pairs"), nb::arg("num_nodes"), nb::arg("first_appearance"), nb::arg("csr"),
+      R"doc(A chunk's graph over local ids: ``(nodes, local, indptr, indices)``.
+
+``pairs`` is the chunk as flat int64 ``(u0, v0, u1, v1, ...)`` with ids in
+``[0, num_nodes)``. Local ids follow first appearance (row by row, ``u``
+before ``v``) when ``first_appearance``, else increasing global id; ``nodes``
+maps them back and ``local`` is ``pairs`` renumbered (flat). With ``csr``,
+``indptr``/``indices`` are the symmetric CSR over local ids, each row sorted
+by neighbour id, else empty. Releases the GIL.)doc");
+
+  m.def(
+      "grem_chunk_csr",
+      [](InArray<int64_t> local, int64_t n) {
+        std::vector<int64_t> indptr, indices;
+        {
+          nb::gil_scoped_release release;
+          chunk_csr(span_of(local), n, indptr, indices);
+        }
+        return nb::make_tuple(to_numpy(std::move(indptr)), to_numpy(std::move(indices)));
+      },
+      nb::arg("local"), nb::arg("n"),
+      R"doc(The symmetric CSR ``(indptr, indices)`` of flat local pairs over ``n``
+ids, each row sorted by neighbour id. Releases the GIL.)doc");
+
+  m.def(
       "ldg_bisect",
       [](InArray<int64_t> indptr, InArray<int64_t> indices, int64_t capacity0,
          int64_t capacity1, int64_t weight0, int64_t weight1) {

@@ -408,6 +408,61 @@ BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
                      : bisect_impl<int32_t>(edges, config, members, seed_nodes, seed_sides);
 }
 
+void chunk_csr(Span<int64_t> local, int64_t n, std::vector<int64_t>& indptr,
+               std::vector<int64_t>& indices) {
+  if (n < 0) throw std::invalid_argument("n must be non-negative");
+  if (local.size % 2) throw std::invalid_argument("pairs must hold an even number of ids");
+  const size_t k = static_cast<size_t>(n);
+  indptr.assign(k + 1, 0);
+  for (const int64_t x : local) {
+    if (x < 0 || x >= n) throw std::out_of_range("local id outside [0, n)");
+    ++indptr[static_cast<size_t>(x) + 1];
+  }
+  for (size_t i = 0; i < k; ++i) indptr[i + 1] += indptr[i];
+  std::vector<int64_t> cursor(indptr.begin(), indptr.end() - 1);
+  indices.resize(local.size);
+  for (size_t e = 0; e < local.size; e += 2) {
+    const size_t u = static_cast<size_t>(local[e]), v = static_cast<size_t>(local[e + 1]);
+    indices[static_cast<size_t>(cursor[u]++)] = local[e + 1];
+    indices[static_cast<size_t>(cursor[v]++)] = local[e];
+  }
+  for (size_t x = 0; x < k; ++x)
+    std::sort(indices.begin() + indptr[x], indices.begin() + indptr[x + 1]);
+}
+
+ChunkLocal chunk_local(Span<NodeId> pairs, NodeId num_nodes, bool first_appearance, bool csr) {
+  if (num_nodes < 0) throw std::invalid_argument("num_nodes must be non-negative");
+  if (pairs.size % 2) throw std::invalid_argument("pairs must hold an even number of ids");
+  for (const NodeId x : pairs)
+    if (x < 0 || x >= num_nodes)
+      throw std::out_of_range("node id " + std::to_string(x) + " outside [0, " +
+                              std::to_string(num_nodes) + ")");
+  ChunkLocal out;
+  std::vector<int64_t> pos(static_cast<size_t>(num_nodes), -1);
+  if (first_appearance) {
+    for (const NodeId x : pairs) {
+      int64_t& l = pos[static_cast<size_t>(x)];
+      if (l < 0) {
+        l = static_cast<int64_t>(out.nodes.size());
+        out.nodes.push_back(x);
+      }
+    }
+  } else {
+    for (const NodeId x : pairs) pos[static_cast<size_t>(x)] = 0;
+    for (size_t x = 0; x < pos.size(); ++x)
+      if (pos[x] == 0) {
+        pos[x] = static_cast<int64_t>(out.nodes.size());
+        out.nodes.push_back(static_cast<NodeId>(x));
+      }
+  }
+  out.local.resize(pairs.size);
+  for (size_t e = 0; e < pairs.size; ++e) out.local[e] = pos[static_cast<size_t>(pairs[e])];
+  if (csr)
+    chunk_csr(Span<int64_t>{out.local.data(), out.local.size()},
+              static_cast<int64_t>(out.nodes.size()), out.indptr, out.indices);
+  return out;
+}
+
 std::vector<int64_t> ldg_bisect(Span<int64_t> indptr, Span<int64_t> indices,
                                 const int64_t capacity[2], const int64_t weight[2]) {
   if (indptr.size == 0) throw std::invalid_argument("indptr must hold num_nodes + 1 entries");

@@ -50,6 +50,25 @@ BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
 // Rows [begin, begin + count) of `edges` as (u0, v0, u1, v1, ...); fewer at the end.
 std::vector<NodeId> read_edge_rows(const EdgeFile& edges, int64_t begin, int64_t count);
 
+// A chunk's graph over local ids, what the first-chunk seeds work on.
+struct ChunkLocal {
+  std::vector<NodeId> nodes;    // global id of each local node
+  std::vector<int64_t> local;   // the pairs over local ids (u0, v0, u1, v1, ...)
+  std::vector<int64_t> indptr;  // symmetric CSR (empty unless asked for)
+  std::vector<int64_t> indices;
+};
+
+// Renumbers the pairs `pairs` (u0, v0, ...; ids in [0, num_nodes)) to local
+// ids 0..k-1: by first appearance (row by row, u before v) when
+// `first_appearance`, else by increasing global id. Scratch: one O(num_nodes)
+// array. With `csr`, also the symmetric CSR over the local ids, each row
+// sorted by neighbour id (what METIS is given; the same as build_csr).
+ChunkLocal chunk_local(Span<NodeId> pairs, NodeId num_nodes, bool first_appearance, bool csr);
+
+// The symmetric CSR of `local` pairs over `n` local ids, rows sorted by neighbour id.
+void chunk_csr(Span<int64_t> local, int64_t n, std::vector<int64_t>& indptr,
+               std::vector<int64_t>& indices);
+
 // Linear Deterministic Greedy (Stanton & Kliot 2012) bisection of a small graph
 // given as a symmetric CSR, nodes streamed in id order: v goes to
 // argmax_s |N(v) ∩ side_s| · (1 − |side_s| / capacity_s) among sides with room;

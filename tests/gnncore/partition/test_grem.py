@@ -18,10 +18,13 @@ from gnncore.partition.grem import (
     GremPartitioner,
     ClusterPlan,
     chunk_components,
+    chunk_csr,
+    chunk_nodes_local,
     chunk_rows,
     cluster_chunk,
     cluster_graph_edges,
     cluster_plan,
+    first_appearance,
     greedy_partitioner,
     grem_bisect,
     grem_partition_file,
@@ -32,7 +35,12 @@ from gnncore.partition.grem import (
     trim_cluster_graph,
 )
 from gnncore.store import GraphDir, create_graph_dir
-from gnncore.testing.grem_reference import grem_bisect_reference
+from gnncore.testing.grem_reference import (
+    chunk_csr_reference,
+    chunk_nodes_local_reference,
+    first_appearance_reference,
+    grem_bisect_reference,
+)
 
 
 def edge_file(tmp_path: Path, pairs: list[tuple[int, int]] | np.ndarray,
@@ -267,6 +275,60 @@ def test_kernel_matches_the_reference_on_random_graphs(tmp_path, trial):
         for s in (0, 1):
             rows = np.fromfile(d / f"s{s}.bin", dtype=np.int32).reshape(-1, 2)
             np.testing.assert_array_equal(rows, ref.side_edges[s])
+
+
+@pytest.mark.parametrize("trial", range(4))
+def test_kernel_matches_the_reference_on_int64_files(tmp_path, trial):
+    rng = np.random.default_rng(100 + trial)
+    n = int(rng.integers(30, 100))
+    pairs = random_stream(rng, n, int(rng.integers(n, 3 * n)))
+    members = np.arange(n)
+    chunk = int(rng.integers(5, 30))
+    first = np.unique(pairs[:chunk].reshape(-1), return_index=True)
+    nodes = first[0][np.argsort(first[1])]
+    labels = rng.integers(0, 2, len(nodes))
+    caps = (math.ceil(n * 0.53), math.ceil(n * 0.53))
+    edges = edge_file(tmp_path, pairs, dtype="int64")
+    outs = (str(tmp_path / "s0.bin"), str(tmp_path / "s1.bin"))
+    result = grem_bisect(edges, n, members, chunk_edges=chunk, seed_nodes=nodes,
+                         seed_labels=labels, capacities=caps, passes=3, out_paths=outs)
+    ref = grem_bisect_reference(pairs, members.tolist(), chunk, nodes, labels, caps, passes=3)
+    np.testing.assert_array_equal(result["side"], ref.side)
+    assert list(result["moves"]) == ref.moves
+    for s in (0, 1):
+        rows = np.fromfile(outs[s], dtype=np.int64).reshape(-1, 2)
+        np.testing.assert_array_equal(rows, ref.side_edges[s])
+    assert set(result["seconds"]) == {"grem", "passes", "split"}
+    assert len(result["seconds"]["passes"]) == len(ref.moves)
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_chunk_renumbering_and_csr_match_the_numpy_references(trial):
+    rng = np.random.default_rng(trial)
+    n = int(rng.integers(1, 200))
+    pairs = random_stream(rng, n + 1, int(rng.integers(0, 4 * n + 1)))
+    nodes, local = first_appearance(pairs)
+    ref_nodes, ref_local = first_appearance_reference(pairs)
+    np.testing.assert_array_equal(nodes, ref_nodes)
+    np.testing.assert_array_equal(local, ref_local)
+    nodes, local = chunk_nodes_local(pairs, n + 1)
+    ref_nodes, ref_local = chunk_nodes_local_reference(pairs, n + 1)
+    np.testing.assert_array_equal(nodes, ref_nodes)
+    np.testing.assert_array_equal(local, ref_local)
+    for got, want in zip(chunk_csr(local, len(nodes)), chunk_csr_reference(local, len(nodes))):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_chunk_helpers_reject_bad_ids():
+    from gnncore import _C
+
+    with pytest.raises(IndexError, match="outside"):
+        chunk_nodes_local(np.array([[0, 5]]), 3)
+    with pytest.raises(IndexError, match="outside"):
+        _C.grem_chunk_csr(np.array([0, 3], dtype=np.int64), 2)
+    with pytest.raises(ValueError, match="even"):
+        _C.grem_chunk_csr(np.array([0, 1, 1], dtype=np.int64), 2)
+    assert [len(a) for a in first_appearance(np.zeros((0, 2), dtype=np.int64))] == [0, 0]
 
 
 # Recursion, the partitioner and its files ----------------------------------------------
