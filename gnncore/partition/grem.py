@@ -33,6 +33,15 @@ from gnncore.typing import require_csrc
 
 SEED_METHODS = ("metis", "random", "ldg", "clusters")
 MAX_CLUSTERS = 1 << 16
+#: METIS refinement iterations (``niter``) of the ``metis`` seed's bisection of a
+#: first chunk. METIS's default 10 costs 2.4x the time of 1 on the 20M-edge
+#: graph's 10% chunk (2M edges, tree-like: the FM passes dominate) for a chunk
+#: cut of 6.39% instead of 6.37%; see docs/BENCHMARKS.md for the effect on GREM.
+SEED_NITER = 1
+#: Seed ``clusters``: METIS on a first chunk (the plan's clusters, the fallback
+#: bisections) works on the chunk's graph with its hanging trees peeled (see
+#: :func:`metis_chunk`). The ``metis`` seed (the thesis') never peels.
+PEEL_TREES = True
 
 
 @dataclass(frozen=True)
@@ -121,7 +130,8 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
     """Seed labels of the first chunk's nodes (first-appearance order).
 
     ``metis``: pymetis bisection of the chunk's subgraph with target weights
-    ``w0 : w1`` (``ufactor = 1000 · imbalance``, ``seed``); ``random``: a
+    ``w0 : w1`` (``ufactor = 1000 · imbalance``, ``seed``, ``niter``
+    :data:`SEED_NITER`); ``random``: a
     balanced random split in that ratio; ``ldg``: Linear Deterministic Greedy
     over the chunk's nodes in first-appearance order with capacities
     ``ceil(k · w_s / (w0 + w1) · (1 + imbalance))``. A side left with more than
@@ -151,8 +161,8 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
         sides = np.ones(k, dtype=np.int64)
         sides[rng.permutation(k)[:n0]] = 0
     else:
-        indptr, indices = chunk_csr(local, k)
         if method == "ldg":
+            indptr, indices = chunk_csr(local, k)
             caps = [max(1, math.ceil((1 + imbalance) * k * w / total - 1e-9)) for w in weights]
             sides = np.asarray(_C.ldg_bisect(indptr, indices, caps[0], caps[1], *weights))
         else:
@@ -161,10 +171,10 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
             options = pymetis.Options()
             options.seed = seed
             options.ufactor = int(round(imbalance * 1000))
+            options.niter = SEED_NITER
             tpwgts = None if weights[0] == weights[1] else [w / total for w in weights]
-            result = pymetis.part_graph(2, pymetis.CSRAdjacency(indptr, indices), tpwgts=tpwgts,
-                                        recursive=True, options=options)
-            sides = np.asarray(result.vertex_part, dtype=np.int64)
+            sides = metis_chunk(local, k, 2, options, recursive=True, tpwgts=tpwgts,
+                                peel=False)
     return nodes, _repair_capacity(sides, local, capacities)
 
 
@@ -181,6 +191,7 @@ def _metis_chunk_sides(pairs: np.ndarray, num_nodes: int, weights: tuple[int, in
     options = pymetis.Options()
     options.seed = seed
     options.ufactor = int(round(imbalance * 1000))
+    options.niter = SEED_NITER
     total = weights[0] + weights[1]
     tpwgts = None if weights[0] == weights[1] else [w / total for w in weights]
     sides = metis_chunk(local, len(nodes), 2, options, recursive=True, tpwgts=tpwgts)
@@ -220,6 +231,15 @@ PLAN_MAX_DEGREE = 5.5
 #: A bisection is seeded from the plan only when each side has at least this many
 #: first-chunk nodes planned into its parts; else (a thin plan) by ``metis``.
 PLAN_MIN_SUPPORT = 400
+#: The plan clusters the stream's first ``min(chunk, max(PLAN_PREFIX · |E|,
+#: PLAN_MIN_PREFIX))`` edges. The structure comes from the whole-stream count of
+#: the edges between the clusters; a 1% prefix (mostly components of a few
+#: nodes) plans the 20M-edge graph as well as its 10% first chunk (cut 18.79%
+#: both) for 1/40 of the clustering time (METIS k-way on a 2M-edge chunk against
+#: components of a 0.2M-edge one). Smaller graphs keep their first chunk up to
+#: PLAN_MIN_PREFIX edges (a 1,000-edge prefix of a 100k-edge graph plans badly).
+PLAN_PREFIX = 0.01
+PLAN_MIN_PREFIX = 1 << 17
 #: The cluster graph keeps at most ``max(chunk_edges, PLAN_MIN_BUDGET)`` edges
 #: (METIS needs ~200 bytes per edge): beyond, the largest clusters are dropped.
 PLAN_MIN_BUDGET = 1 << 19
@@ -235,17 +255,17 @@ def default_clusters(chunk_nodes: int, parts: int) -> int:
 
 @dataclass(frozen=True)
 class ClusterPlan:
-    """A planned part for every cluster of the top-level first chunk (seed ``clusters``).
+    """A planned part for every cluster of the stream's prefix (seed ``clusters``).
 
     Attributes:
-        cluster (np.ndarray): ``int32[N]``: cluster of each node of the first
-            chunk, -1 for the nodes outside it.
+        cluster (np.ndarray): ``int32[N]``: cluster of each node of the
+            clustered prefix, -1 for the nodes outside it.
         part (np.ndarray): ``int64[k]``: planned part in ``[0, p)`` of each cluster.
-        sizes (np.ndarray): ``int64[k]``: first-chunk nodes per cluster.
-        support (np.ndarray): ``int64[p]``: first-chunk nodes planned per part.
+        sizes (np.ndarray): ``int64[k]``: prefix nodes per cluster.
+        support (np.ndarray): ``int64[p]``: prefix nodes planned per part.
         cluster_edges (int): Stream edges between two different clusters.
         internal_edges (int): Stream edges inside one cluster.
-        seconds (dict): ``cluster`` (METIS k-way on the chunk), ``stream``
+        seconds (dict): ``cluster`` (components and METIS k-way on the prefix), ``stream``
             (the pass that counts the cluster graph's edges), ``plan`` (METIS on
             the cluster graph).
     """
@@ -298,17 +318,57 @@ def chunk_components(local: np.ndarray, n: int) -> np.ndarray:
 
 
 def metis_chunk(local: np.ndarray, n: int, nparts: int, options: Any, *, recursive: bool,
-                tpwgts: list[float] | None = None) -> np.ndarray:
+                tpwgts: list[float] | None = None, peel: bool | None = None) -> np.ndarray:
     """pymetis ``part_graph`` of a chunk's graph over its ``n`` local nodes
-    (``int64[n]`` parts; at most one node per part when ``n <= nparts``)."""
+    (``int64[n]`` parts; at most one node per part when ``n <= nparts``).
+
+    With ``peel`` (default :data:`PEEL_TREES`), the trees hanging off the
+    chunk's graph are peeled first (:func:`tree_roots`): METIS partitions the
+    nodes left, each weighted by the nodes of its tree, and every tree follows
+    its root. A tree kept whole on its root's side cuts none of its edges, so
+    the cut METIS can reach is unchanged while its input shrinks (the 20M-edge
+    graph's 10% chunk: 1.42M nodes and 2.04M edges become 0.72M and 1.34M).
+    Trees stay below the balance tolerance of one part (``ufactor``, default
+    30, per mille of ``n / nparts``), so METIS can still balance the parts.
+    """
     import pymetis
 
     if n <= nparts:
         return np.arange(n, dtype=np.int64) * nparts // max(1, n)
     indptr, indices = chunk_csr(local, n)
+    if PEEL_TREES if peel is None else peel:
+        # no tree heavier than the balance tolerance of a part (METIS's default 3%)
+        ufactor = options.ufactor if options.ufactor > 0 else 30
+        root = tree_roots(indptr, indices, max(1, int(n * ufactor / 1000 / nparts)))
+        core = np.flatnonzero(root == np.arange(n))
+        if nparts < len(core) < n:
+            pos = np.full(n, -1, dtype=np.int64)
+            pos[core] = np.arange(len(core))
+            kept = pos[local]
+            kept = kept[(kept[:, 0] >= 0) & (kept[:, 1] >= 0)]
+            indptr, indices = chunk_csr(kept, len(core))
+            weight = np.bincount(root, minlength=n)[core]
+            result = pymetis.part_graph(nparts, pymetis.CSRAdjacency(indptr, indices),
+                                        vweights=weight, tpwgts=tpwgts, recursive=recursive,
+                                        options=options)
+            return np.asarray(result.vertex_part, dtype=np.int64)[pos[root]]
     result = pymetis.part_graph(nparts, pymetis.CSRAdjacency(indptr, indices), tpwgts=tpwgts,
                                 recursive=recursive, options=options)
     return np.asarray(result.vertex_part, dtype=np.int64)
+
+
+def tree_roots(indptr: np.ndarray, indices: np.ndarray,
+               max_weight: int = 2**62) -> np.ndarray:
+    """``int64[n]``: for each node of a symmetric CSR, itself if it stays after
+    peeling degree-1 nodes until none is left (the 2-core, plus one node per
+    tree component), else the node that stays whose hanging tree holds it (C++).
+    A node is not peeled where its tree and its parent's would together hold
+    more than ``max_weight`` nodes."""
+    from gnncore import _C
+
+    return np.asarray(_C.grem_tree_roots(np.ascontiguousarray(indptr, dtype=np.int64),
+                                         np.ascontiguousarray(indices, dtype=np.int64),
+                                         int(max_weight)))
 
 
 def cluster_chunk(local: np.ndarray, n: int, clusters: int, seed: int) -> np.ndarray:
@@ -352,7 +412,7 @@ def cluster_chunk(local: np.ndarray, n: int, clusters: int, seed: int) -> np.nda
         members = in_big[node_starts[c]:node_starts[c + 1]]
         pos[members] = np.arange(len(members))
         part = metis_chunk(pos[big_edges[edge_starts[c]:edge_starts[c + 1]]], len(members),
-                           -(-len(members) // target), options, recursive=False)
+                           -(-len(members) // target), options, recursive=False, peel=False)
         used, part = np.unique(part, return_inverse=True)  # drop empty clusters
         out[members] = next_id + part
         next_id += len(used)
@@ -435,13 +495,15 @@ def _plan_parts(k: int, sizes: np.ndarray, keys: np.ndarray, counts: np.ndarray,
 
 
 def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: int,
-                 clusters: int | None = None, seed: int = 0,
-                 imbalance: float = 0.03) -> ClusterPlan:
+                 clusters: int | None = None, seed: int = 0, imbalance: float = 0.03,
+                 prefix_edges: int | None = None) -> ClusterPlan:
     """The global plan of seed method ``clusters``, made once per run.
 
-    1. :func:`cluster_chunk` clusters the first ``chunk_edges`` rows' subgraph
-       (target size ``chunk nodes / clusters``; ``clusters`` defaults to
-       :func:`default_clusters`).
+    1. :func:`cluster_chunk` clusters the subgraph of the stream's first
+       ``prefix_edges`` rows (default: ``min(chunk_edges, max(ceil(PLAN_PREFIX ·
+       |E|), PLAN_MIN_PREFIX))``, see :data:`PLAN_PREFIX`; target size
+       ``prefix nodes / clusters``;
+       ``clusters`` defaults to :func:`default_clusters`).
     2. One streaming pass over ``edges``, ``chunk_edges`` rows at a time
        (:func:`cluster_graph_edges`), counts the edges between every two
        clusters (edges whose both endpoints are clustered).
@@ -453,9 +515,14 @@ def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: in
 
     Memory: the ``int32[N]`` cluster array, one chunk and the cluster graph.
     """
+    if prefix_edges is None:
+        prefix_edges = min(chunk_edges,
+                           max(chunk_rows(PLAN_PREFIX, edges.rows), PLAN_MIN_PREFIX))
+    if prefix_edges < 1:
+        raise ValueError(f"prefix_edges must be >= 1, got {prefix_edges}")
     times = {}
     start = time.perf_counter()
-    first = edges.read(0, chunk_edges)
+    first = edges.read(0, prefix_edges)
     nodes, local = chunk_nodes_local(first, num_nodes)
     del first
     n = len(nodes)
@@ -671,7 +738,7 @@ def grem_partition_file(
             (default: the system's temporary directory).
         records (list, optional): Receives one :class:`BisectionRecord` per bisection.
         clusters (int, optional): Seed ``clusters``: target cluster size
-            ``first-chunk nodes / clusters`` (default: :func:`default_clusters`).
+            ``prefix nodes / clusters`` (default: :func:`default_clusters`).
         plan (ClusterPlan, optional): Seed ``clusters``: a plan made by
             :func:`cluster_plan` for this stream and ``parts`` (default: made here).
 
@@ -779,8 +846,9 @@ class GremPartitioner(Partitioner):
             0 is the thesis' GREM).
         seed_method (str): Seed of the first chunk: ``"metis"`` (default),
             ``"random"``, ``"ldg"`` or ``"clusters"``: one global plan, made
-            once (clusters of the top-level first chunk, the cluster graph
-            counted in one streaming pass and split into ``p`` parts by METIS;
+            once (clusters of the stream's first ``min(chunk, max(1%, 2**17))`` edges,
+            the cluster graph counted in one streaming pass and split into
+            ``p`` parts by METIS;
             see :func:`cluster_plan`), seeds every bisection whose first chunk
             is sparse; a dense or thinly planned one is seeded by ``metis``
             (see :func:`plan_applies`). Memory stays O(|V|) plus one chunk
@@ -790,7 +858,7 @@ class GremPartitioner(Partitioner):
         tmp_dir (str, optional): Parent of the temporary per-side edge files
             (default: the system's temporary directory).
         clusters (int, optional): Seed ``clusters`` only, in ``[2, 65536]``:
-            sets the target cluster size ``first-chunk nodes / clusters``
+            sets the target cluster size ``prefix nodes / clusters``
             (default: :func:`default_clusters`; see :func:`cluster_chunk`).
 
     After :meth:`assign`, :attr:`last_stats` lists one

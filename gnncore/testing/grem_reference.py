@@ -218,3 +218,38 @@ def chunk_csr_reference(local_pairs: np.ndarray, n: int) -> tuple[np.ndarray, np
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
     return indptr, dst[order]
+
+
+def tree_roots_reference(adjacency: Sequence[Sequence[int]], max_weight: int) -> list[int]:
+    """Literal tree peeling (what ``gnncore._C.grem_tree_roots`` computes): nodes of
+    degree 1, queued in id order and then as they reach degree 1, join their one
+    remaining neighbour while the two trees hold at most ``max_weight`` nodes;
+    returns each node's root (itself for the nodes left)."""
+    n = len(adjacency)
+    alive = [True] * n
+    degree = [len(a) for a in adjacency]
+    weight = [1] * n
+    parent = list(range(n))
+    queue = [x for x in range(n) if degree[x] == 1]
+    head = 0
+    while head < len(queue):
+        x = queue[head]
+        head += 1
+        if not alive[x] or degree[x] != 1:
+            continue
+        y = next(z for z in adjacency[x] if alive[z])
+        if weight[x] + weight[y] > max_weight:
+            continue
+        weight[y] += weight[x]
+        alive[x] = False
+        parent[x] = y
+        degree[y] -= 1
+        if degree[y] == 1:
+            queue.append(y)
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    return [root(x) for x in range(n)]

@@ -142,6 +142,23 @@ by neighbour id, else empty. Releases the GIL.)doc");
 ids, each row sorted by neighbour id. Releases the GIL.)doc");
 
   m.def(
+      "grem_tree_roots",
+      [](InArray<int64_t> indptr, InArray<int64_t> indices, int64_t max_weight) {
+        std::vector<int64_t> root;
+        {
+          nb::gil_scoped_release release;
+          root = tree_roots(span_of(indptr), span_of(indices), max_weight);
+        }
+        return to_numpy(std::move(root));
+      },
+      nb::arg("indptr"), nb::arg("indices"), nb::arg("max_weight"),
+      R"doc(Root of each node after peeling the trees hanging off a symmetric CSR
+(int64, no self-loops or repeated neighbours): ``root[x] == x`` for the nodes
+left (the 2-core, plus one node per tree component), else the node left whose
+hanging tree holds ``x``. A node is not peeled when its tree and its parent's
+would together exceed ``max_weight`` nodes. Releases the GIL.)doc");
+
+  m.def(
       "ldg_bisect",
       [](InArray<int64_t> indptr, InArray<int64_t> indices, int64_t capacity0,
          int64_t capacity1, int64_t weight0, int64_t weight1) {

@@ -463,6 +463,48 @@ ChunkLocal chunk_local(Span<NodeId> pairs, NodeId num_nodes, bool first_appearan
   return out;
 }
 
+std::vector<int64_t> tree_roots(Span<int64_t> indptr, Span<int64_t> indices,
+                                int64_t max_weight) {
+  if (indptr.size == 0) throw std::invalid_argument("indptr must hold num_nodes + 1 entries");
+  const size_t n = indptr.size - 1;
+  if (indptr[0] != 0 || indptr[n] != static_cast<int64_t>(indices.size))
+    throw std::invalid_argument("indptr does not match indices");
+  std::vector<int64_t> deg(n), parent(n), weight(n, 1);
+  std::vector<int64_t> queue;  // nodes of degree 1, then the peeling order
+  std::vector<uint8_t> peeled(n, 0);
+  for (size_t x = 0; x < n; ++x) {
+    if (indptr[x + 1] < indptr[x]) throw std::invalid_argument("indptr must be non-decreasing");
+    deg[x] = indptr[x + 1] - indptr[x];
+    parent[x] = static_cast<int64_t>(x);
+    if (deg[x] == 1) queue.push_back(static_cast<int64_t>(x));
+  }
+  for (const int64_t y : indices)
+    if (y < 0 || static_cast<size_t>(y) >= n) throw std::out_of_range("neighbour id out of range");
+  std::vector<int64_t> order;
+  for (size_t head = 0; head < queue.size(); ++head) {
+    const size_t x = static_cast<size_t>(queue[head]);
+    if (peeled[x] || deg[x] != 1) continue;  // degree 0: the last node of a tree component
+    int64_t y = -1;
+    for (int64_t j = indptr[x]; j < indptr[x + 1]; ++j)
+      if (!peeled[static_cast<size_t>(indices[static_cast<size_t>(j)])]) {
+        y = indices[static_cast<size_t>(j)];
+        break;
+      }
+    if (weight[x] + weight[static_cast<size_t>(y)] > max_weight) continue;  // stays
+    weight[static_cast<size_t>(y)] += weight[x];
+    peeled[x] = 1;
+    parent[x] = y;
+    order.push_back(static_cast<int64_t>(x));
+    if (--deg[static_cast<size_t>(y)] == 1) queue.push_back(y);
+  }
+  // A node's parent was peeled later or stays: resolve roots in reverse order.
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const size_t x = static_cast<size_t>(*it);
+    parent[x] = parent[static_cast<size_t>(parent[x])];
+  }
+  return parent;
+}
+
 std::vector<int64_t> ldg_bisect(Span<int64_t> indptr, Span<int64_t> indices,
                                 const int64_t capacity[2], const int64_t weight[2]) {
   if (indptr.size == 0) throw std::invalid_argument("indptr must hold num_nodes + 1 entries");

@@ -69,6 +69,17 @@ ChunkLocal chunk_local(Span<NodeId> pairs, NodeId num_nodes, bool first_appearan
 void chunk_csr(Span<int64_t> local, int64_t n, std::vector<int64_t>& indptr,
                std::vector<int64_t>& indices);
 
+// Trees hanging off a graph (symmetric CSR, no self-loops or repeated
+// neighbours): peels nodes of degree 1 until none is left (the 2-core stays)
+// and returns root[x]: x for a node that stays, else the node that stays and
+// whose hanging tree holds x (a tree component keeps one node, its last
+// peeled). Keeping a tree on its root's side cuts none of its edges, so a
+// partitioner can work on the remaining nodes, weighted by their tree sizes.
+// A node is not peeled when its tree and its parent's would together hold
+// more than `max_weight` nodes (a partitioner could not balance heavier ones).
+std::vector<int64_t> tree_roots(Span<int64_t> indptr, Span<int64_t> indices,
+                                int64_t max_weight);
+
 // Linear Deterministic Greedy (Stanton & Kliot 2012) bisection of a small graph
 // given as a symmetric CSR, nodes streamed in id order: v goes to
 // argmax_s |N(v) ∩ side_s| · (1 − |side_s| / capacity_s) among sides with room;

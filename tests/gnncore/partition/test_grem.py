@@ -32,6 +32,7 @@ from gnncore.partition.grem import (
     plan_sides,
     seed_sides,
     side_capacity,
+    tree_roots,
     trim_cluster_graph,
 )
 from gnncore.store import GraphDir, create_graph_dir
@@ -40,6 +41,7 @@ from gnncore.testing.grem_reference import (
     chunk_nodes_local_reference,
     first_appearance_reference,
     grem_bisect_reference,
+    tree_roots_reference,
 )
 
 
@@ -319,6 +321,44 @@ def test_chunk_renumbering_and_csr_match_the_numpy_references(trial):
         np.testing.assert_array_equal(got, want)
 
 
+def test_tree_roots_by_hand():
+    # a triangle 0-1-2 with a path 2-3-4 hanging off it, and a separate path 5-6-7
+    pairs = np.array([[0, 1], [1, 2], [0, 2], [2, 3], [3, 4], [5, 6], [6, 7]])
+    indptr, indices = chunk_csr(pairs, 8)
+    # leaves 4, 5, 7 go first (id order): 4 -> 3, 5 -> 6, 7 -> 6 (6 is left alone), 3 -> 2
+    assert tree_roots(indptr, indices).tolist() == [0, 1, 2, 2, 2, 6, 6, 6]
+    # trees of at most two nodes: 4 -> 3 and 5 -> 6, then 7, 3 would make three
+    assert tree_roots(indptr, indices, 2).tolist() == [0, 1, 2, 3, 3, 6, 6, 7]
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_tree_roots_match_the_literal_reference(trial):
+    rng = np.random.default_rng(trial)
+    n = int(rng.integers(2, 150))
+    pairs = random_stream(rng, n, int(rng.integers(1, 2 * n)))
+    indptr, indices = chunk_csr(pairs, n)
+    adjacency = [indices[indptr[x]:indptr[x + 1]].tolist() for x in range(n)]
+    for cap in (1, 3, 2**62):
+        root = tree_roots(indptr, indices, cap)
+        assert root.tolist() == tree_roots_reference(adjacency, cap)
+        kept = root == np.arange(n)
+        assert np.all(kept[root]) and np.bincount(root, minlength=n).max() <= cap
+
+
+def test_peeled_metis_keeps_trees_whole_and_balances():
+    import pymetis
+
+    rng = np.random.default_rng(0)
+    core = random_stream(rng, 200, 600)  # a denser part with leaves hung on it
+    leaves = np.stack([rng.integers(0, 200, 300), np.arange(200, 500)], axis=1)
+    local = np.concatenate([core, leaves])
+    options = pymetis.Options()
+    options.seed = 0
+    parts = grem_module.metis_chunk(local, 500, 2, options, recursive=True, peel=True)
+    assert np.all(parts[leaves[:, 0]] == parts[leaves[:, 1]])
+    assert np.bincount(parts, minlength=2).max() <= math.ceil(1.03 * 250)
+
+
 def test_chunk_helpers_reject_bad_ids():
     from gnncore import _C
 
@@ -593,6 +633,25 @@ def test_cluster_graph_counts_match_a_brute_force_count(tmp_path):
                 expected[key] = expected.get(key, 0) + 1
         assert dict(zip(keys.tolist(), counts.tolist())) == expected
         assert internal == inside and np.all(np.diff(keys) > 0)
+
+
+def test_the_plan_clusters_only_the_stream_prefix(communities, monkeypatch):
+    edges = EdgeFile.from_npy(communities.path / "edges_shuffled.npy")
+    chunk = chunk_rows(0.1, edges.rows)
+    plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk, prefix_edges=500)
+    clustered = np.zeros(communities.num_nodes, dtype=bool)
+    clustered[edges.read(0, 500).reshape(-1)] = True
+    np.testing.assert_array_equal(plan.cluster >= 0, clustered)
+    # default prefix: min(chunk, max(1% of |E|, PLAN_MIN_PREFIX)) rows
+    monkeypatch.setattr(grem_module, "PLAN_MIN_PREFIX", 0)
+    plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
+    clustered[:] = False
+    clustered[edges.read(0, chunk_rows(0.01, edges.rows)).reshape(-1)] = True
+    np.testing.assert_array_equal(plan.cluster >= 0, clustered)
+    monkeypatch.setattr(grem_module, "PLAN_MIN_PREFIX", 1 << 17)
+    plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
+    clustered[edges.read(0, chunk).reshape(-1)] = True
+    np.testing.assert_array_equal(plan.cluster >= 0, clustered)
 
 
 def test_a_large_cluster_graph_is_trimmed_to_its_budget(communities, monkeypatch):
