@@ -755,3 +755,28 @@ def test_cli_offers_the_cluster_seed():
     args = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4",
                               "--seed-method", "clusters"])
     assert settings_from(args).seed_method == "clusters"
+
+
+def test_cli_sets_the_cluster_count_and_the_seed_defaults_by_passes():
+    import argparse
+
+    from gnncore.cli.partition import add_arguments, settings_from
+    from gnncore.partition.run import make_partitioner, method_params
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4", "--clusters", "40"])
+    settings = settings_from(args)
+    assert settings.clusters == 40 and settings.seed_method is None
+    assert method_params("grem", settings) == {"chunk": 0.1, "passes": 3,
+                                               "seed_method": "clusters", "clusters": 40}
+    partitioner = make_partitioner("grem", settings)
+    assert partitioner.seed_method == "clusters" and partitioner.clusters == 40
+    args = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4", "--passes", "0"])
+    assert method_params("grem", settings_from(args))["seed_method"] == "metis"
+    assert "clusters" not in method_params("grem", settings_from(args))
+    assert method_params("greedy", settings_from(args))["seed_method"] == "metis"
+    assert GremPartitioner(passes=0).seed_method == "metis"
+    assert GremPartitioner().seed_method == "clusters"
+    with pytest.raises(ValueError, match="clusters applies"):
+        GremPartitioner(passes=0, clusters=40)
