@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -233,9 +233,13 @@ CLUSTER_NITER = 1
 #: labelled chunk neighbours.
 MAJORITY_ROUNDS = 8
 #: A bisection whose first chunk has at least this average degree is seeded by
-#: METIS on that chunk (``metis``): it shows the sub-problem well enough, and the
-#: plan's clusters, cut from a sparser top-level chunk, are coarser than its nodes.
+#: METIS on that chunk (``metis``) when the plan is coarse (fewer than
+#: :data:`PLAN_FINE_CLUSTERS` clusters planned into a side): the dense chunk
+#: shows the sub-problem better than a few large clusters (FB15k-237 at 10%
+#: chunks: 16 clusters per part). A fine plan (the 20M-edge graph's: thousands
+#: of clusters per part) seeds it as well as METIS for a fraction of the time.
 PLAN_MAX_DEGREE = 5.5
+PLAN_FINE_CLUSTERS = 256
 #: A bisection is seeded from the plan only when each side has at least this many
 #: first-chunk nodes planned into its parts; else (a thin plan) by ``metis``.
 PLAN_MIN_SUPPORT = 400
@@ -248,7 +252,7 @@ PLAN_MIN_SUPPORT = 400
 #: PLAN_MIN_PREFIX edges (a 1,000-edge prefix of a 100k-edge graph plans badly).
 PLAN_PREFIX = 0.01
 PLAN_MIN_PREFIX = 1 << 17
-#: The cluster graph keeps at most ``max(chunk_edges, PLAN_MIN_BUDGET)`` edges
+#: The cluster graph keeps at most ``max(prefix_edges, PLAN_MIN_BUDGET)`` edges
 #: (METIS needs ~200 bytes per edge): beyond, the largest clusters are dropped.
 PLAN_MIN_BUDGET = 1 << 19
 
@@ -515,7 +519,7 @@ def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: in
     2. One streaming pass over ``edges``, ``chunk_edges`` rows at a time
        (:func:`cluster_graph_edges`), counts the edges between every two
        clusters (edges whose both endpoints are clustered).
-    3. Beyond ``max(chunk_edges, PLAN_MIN_BUDGET)`` cluster-graph edges the
+    3. Beyond ``max(prefix_edges, PLAN_MIN_BUDGET)`` cluster-graph edges the
        largest clusters are dropped (:func:`trim_cluster_graph`).
     4. METIS recursive bisection of that cluster graph into ``parts`` parts
        (vertex weights = cluster sizes, edge weights = counts) gives each
@@ -547,7 +551,7 @@ def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: in
     keys, counts, internal = cluster_graph_edges(edges, cluster, k, chunk_edges)
     times["stream"] = time.perf_counter() - start
     start = time.perf_counter()
-    budget = max(chunk_edges, PLAN_MIN_BUDGET)
+    budget = max(prefix_edges, PLAN_MIN_BUDGET)
     if len(keys) > budget:
         keys, counts, sizes, renumber = trim_cluster_graph(keys, counts, sizes, budget)
         valid = cluster >= 0
@@ -592,16 +596,22 @@ def trim_cluster_graph(keys: np.ndarray, counts: np.ndarray, sizes: np.ndarray,
 def plan_applies(plan: ClusterPlan, pairs: np.ndarray, num_nodes: int, first_part: int,
                  weights: tuple[int, int]) -> bool:
     """Whether seed ``clusters`` takes a bisection's seed from the plan: its first
-    chunk ``pairs`` is sparse (average degree below :data:`PLAN_MAX_DEGREE`) and
-    each side has at least :data:`PLAN_MIN_SUPPORT` first-chunk nodes planned into
-    its parts. Otherwise the bisection is seeded by ``metis`` on its own chunk."""
+    chunk ``pairs`` is sparse (average degree below :data:`PLAN_MAX_DEGREE`) or
+    the plan is fine (each side has at least :data:`PLAN_FINE_CLUSTERS` clusters
+    planned into its parts), and each side has at least :data:`PLAN_MIN_SUPPORT`
+    prefix nodes planned into its parts. Otherwise the bisection is seeded by
+    ``metis`` on its own chunk."""
     if len(pairs) == 0:
         return True
-    seen = np.zeros(num_nodes, dtype=bool)
-    seen[pairs.reshape(-1)] = True
-    if 2 * len(pairs) >= PLAN_MAX_DEGREE * np.count_nonzero(seen):
-        return False
     middle = first_part + weights[0]
+    per_part = np.bincount(plan.part, minlength=middle + weights[1])
+    fine = min(int(per_part[first_part:middle].sum()),
+               int(per_part[middle:middle + weights[1]].sum())) >= PLAN_FINE_CLUSTERS
+    if not fine:
+        seen = np.zeros(num_nodes, dtype=bool)
+        seen[pairs.reshape(-1)] = True
+        if 2 * len(pairs) >= PLAN_MAX_DEGREE * np.count_nonzero(seen):
+            return False
     low = int(plan.support[first_part:middle].sum())
     high = int(plan.support[middle:middle + weights[1]].sum())
     return min(low, high) >= PLAN_MIN_SUPPORT
@@ -707,6 +717,10 @@ class BisectionRecord:
     capacities: tuple[int, int]
     seconds: float
     seed: str = ""
+    #: wall time of each phase: ``seed`` (read the first chunk and label it),
+    #: ``grem`` (the streaming pass), ``passes`` (one per restreaming pass run)
+    #: and ``split`` (the per-side edge files)
+    phase_seconds: dict[str, Any] = field(default_factory=dict)
 
 
 def grem_partition_file(
@@ -783,6 +797,7 @@ def grem_partition_file(
                                                  num_nodes=num_nodes, first_part=lo,
                                                  use_plan=use_plan)
             del first
+            seeded = time.perf_counter() - start
             outs = [str(work / f"b{count}-s{s}.bin") if share > 1 else ""
                     for s, share in enumerate((q0, q1))]
             result = grem_bisect(source, num_nodes, members, chunk_edges=chunk_edges,
@@ -798,7 +813,8 @@ def grem_partition_file(
                     lo, q, len(members), source.rows, int(result["num_chunks"]),
                     int(result["first_chunk_nodes"]), int(result["isolated"]),
                     int(result["reassigned"]), list(result["moves"]),
-                    tuple(result["sizes"]), caps, time.perf_counter() - start, method))
+                    tuple(result["sizes"]), caps, time.perf_counter() - start, method,
+                    {"seed": seeded, **result["seconds"]}))
             for s, (share, first_part) in reversed(list(enumerate(((q0, lo), (q1, lo + q0))))):
                 if share > 1:
                     child = EdgeFile(outs[s], 0, source.dtype, int(result["rows_written"][s]))
@@ -862,7 +878,7 @@ class GremPartitioner(Partitioner):
             see :func:`cluster_plan`), seeds every bisection whose first chunk
             is sparse; a dense or thinly planned one is seeded by ``metis``
             (see :func:`plan_applies`). Memory stays O(|V|) plus one chunk
-            (and a cluster graph of at most ``max(chunk, 2**19)`` edges).
+            (and a cluster graph of at most ``max(prefix, 2**19)`` edges).
         refine (bool): Averaging refinement of earlier labels (default: True;
             False is streaming greedy).
         tmp_dir (str, optional): Parent of the temporary per-side edge files

@@ -393,6 +393,10 @@ def test_recursion_keeps_every_part_within_capacity(graph, parts, tmp_path):
     for record in partitioner.last_stats:  # the chunk stays fixed at every level
         assert record.chunks == math.ceil(record.edges / chunk)
         assert all(s <= c for s, c in zip(record.sizes, record.capacities))
+        phases = record.phase_seconds
+        assert set(phases) == {"seed", "grem", "passes", "split"}
+        assert len(phases["passes"]) == len(record.moves)
+        assert phases["seed"] + phases["grem"] + sum(phases["passes"]) <= record.seconds
     assert list(tmp_path.iterdir()) == []
 
 
@@ -736,6 +740,17 @@ def test_dense_or_thinly_planned_bisections_fall_back_to_metis():
     # A clique on 8 nodes: average degree 7 >= PLAN_MAX_DEGREE.
     clique = np.array([(i, j) for i in range(8) for j in range(i + 1, 8)])
     assert not plan_applies(plan, clique, 100, 0, (1, 1))
+    # A fine plan (PLAN_FINE_CLUSTERS clusters planned into each side) seeds a
+    # dense chunk too; one cluster short on a side and METIS seeds it.
+    fine = grem_module.PLAN_FINE_CLUSTERS
+    part = np.repeat(np.arange(4), fine)
+    plan = ClusterPlan(np.zeros(0, dtype=np.int32), part, np.ones(len(part), dtype=np.int64),
+                       np.full(4, 1000), len(part), 0, {})
+    assert plan_applies(plan, clique, 100, 0, (1, 1))
+    plan = ClusterPlan(np.zeros(0, dtype=np.int32), part[1:], np.ones(len(part) - 1,
+                       dtype=np.int64), np.full(4, 1000), len(part), 0, {})
+    assert not plan_applies(plan, clique, 100, 0, (1, 1))
+    assert plan_applies(plan, clique, 100, 1, (1, 1))
 
 
 def test_a_dense_first_chunk_is_seeded_by_metis(communities):
