@@ -433,51 +433,17 @@ def cluster_chunk(local: np.ndarray, n: int, clusters: int, seed: int) -> np.nda
 
 def cluster_graph_edges(edges: EdgeFile, cluster: np.ndarray, k: int,
                         chunk_edges: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """One streaming pass over ``edges``, ``chunk_edges`` rows at a time: the
-    edges of the cluster graph as keys ``a · k + b`` (``a < b``) with their
-    counts (edges with both endpoints clustered, in different clusters), and
-    the number of edges inside one cluster. Memory: ``k²`` counters when
-    ``k² <= 2**22``, else the distinct keys (merged when the chunks' own
-    distinct keys outgrow them)."""
-    dense = k * k <= 1 << 22
-    acc = np.zeros(k * k if dense else 0, dtype=np.int64)
-    keys = np.zeros(0, dtype=np.int64)
-    pending: list[tuple[np.ndarray, np.ndarray]] = []
-    buffered = 0
+    """One streaming pass over ``edges``, ``chunk_edges`` rows at a time (C++):
+    the edges of the cluster graph as keys ``a · k + b`` (``a < b``, increasing)
+    with their counts (edges with both endpoints clustered, in different
+    clusters), and the number of edges inside one cluster. Memory: the distinct
+    keys plus a buffer of at most ``max(2**20, distinct keys)`` raw keys."""
+    from gnncore import _C
 
-    def merge() -> tuple[np.ndarray, np.ndarray]:
-        all_keys = np.concatenate([keys] + [x for x, _ in pending])
-        all_counts = np.concatenate([acc] + [c for _, c in pending])
-        merged, inverse = np.unique(all_keys, return_inverse=True)
-        return merged, np.bincount(inverse, weights=all_counts.astype(np.float64),
-                                   minlength=len(merged)).astype(np.int64)
-
-    internal = 0
-    for begin in range(0, edges.rows, chunk_edges):
-        pairs = edges.read(begin, min(chunk_edges, edges.rows - begin))
-        cu = cluster[pairs[:, 0]]
-        cv = cluster[pairs[:, 1]]
-        del pairs
-        both = (cu >= 0) & (cv >= 0)
-        inside = both & (cu == cv)
-        internal += int(np.count_nonzero(inside))
-        keep = both & ~inside
-        a, b = cu[keep].astype(np.int64), cv[keep].astype(np.int64)
-        key = np.minimum(a, b) * k + np.maximum(a, b)
-        if dense:
-            acc += np.bincount(key, minlength=k * k)
-        else:
-            pending.append(np.unique(key, return_counts=True))
-            buffered += len(pending[-1][0])
-            if buffered > max(len(keys), 1 << 20):
-                keys, acc = merge()
-                pending, buffered = [], 0
-    if dense:
-        keys = np.flatnonzero(acc)
-        acc = acc[keys]
-    elif pending:
-        keys, acc = merge()
-    return keys, acc, internal
+    keys, counts, internal = _C.grem_cluster_edges(
+        edges.path, edges.offset, edges.int64, edges.rows,
+        np.ascontiguousarray(cluster, dtype=np.int32), int(k), int(chunk_edges))
+    return np.asarray(keys), np.asarray(counts), int(internal)
 
 
 def _plan_parts(k: int, sizes: np.ndarray, keys: np.ndarray, counts: np.ndarray, parts: int,

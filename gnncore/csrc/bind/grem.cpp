@@ -142,6 +142,32 @@ by neighbour id, else empty. Releases the GIL.)doc");
 ids, each row sorted by neighbour id. Releases the GIL.)doc");
 
   m.def(
+      "grem_cluster_edges",
+      [](const std::string& path, int64_t offset, bool int64, int64_t rows,
+         InArray<int32_t> cluster, int64_t k, int64_t chunk_rows, int64_t buffer_keys) {
+        const EdgeFile file = edge_file(path, offset, int64, rows);
+        ClusterEdges c;
+        {
+          nb::gil_scoped_release release;
+          c = cluster_edges(file, span_of(cluster), k, chunk_rows, buffer_keys);
+        }
+        return nb::make_tuple(to_numpy(std::move(c.keys)), to_numpy(std::move(c.counts)),
+                              c.internal);
+      },
+      nb::arg("path"), nb::arg("offset"), nb::arg("int64"), nb::arg("rows"),
+      nb::arg("cluster"), nb::arg("k"), nb::arg("chunk_rows"),
+      nb::arg("buffer_keys") = int64_t{1} << 20,
+      R"doc(The cluster graph of GREM's ``clusters`` seed in one pass over an edge
+file, ``chunk_rows`` rows at a time: ``(keys, counts, internal)``.
+
+``cluster`` (int32, one entry per node, -1 for none) assigns clusters in
+``[0, k)``. Rows joining two clustered nodes of different clusters ``a, b``
+count towards the key ``min(a, b) · k + max(a, b)``; ``keys`` are the distinct
+keys in increasing order, ``counts`` their counts and ``internal`` the rows
+inside one cluster. Raw keys are buffered up to ``max(buffer_keys, distinct
+keys)``, then sorted and merged. Releases the GIL.)doc");
+
+  m.def(
       "grem_tree_roots",
       [](InArray<int64_t> indptr, InArray<int64_t> indices, int64_t max_weight) {
         std::vector<int64_t> root;

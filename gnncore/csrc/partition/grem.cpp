@@ -463,6 +463,81 @@ ChunkLocal chunk_local(Span<NodeId> pairs, NodeId num_nodes, bool first_appearan
   return out;
 }
 
+namespace {
+
+// Sorts `buf` and merges its run-length counts into the sorted (keys, counts).
+void merge_keys(std::vector<int64_t>& buf, ClusterEdges& out) {
+  std::sort(buf.begin(), buf.end());
+  std::vector<int64_t> keys, counts;
+  keys.reserve(out.keys.size() + buf.size());
+  counts.reserve(out.keys.size() + buf.size());
+  size_t i = 0, j = 0;
+  while (i < out.keys.size() || j < buf.size()) {
+    int64_t key, count = 0;
+    if (j == buf.size() || (i < out.keys.size() && out.keys[i] <= buf[j])) {
+      key = out.keys[i];
+      count = out.counts[i++];
+    } else {
+      key = buf[j];
+    }
+    while (j < buf.size() && buf[j] == key) {
+      ++count;
+      ++j;
+    }
+    keys.push_back(key);
+    counts.push_back(count);
+  }
+  out.keys.swap(keys);
+  out.counts.swap(counts);
+  buf.clear();
+}
+
+template <typename Id>
+ClusterEdges cluster_edges_impl(const EdgeFile& edges, Span<int32_t> cluster, int64_t k,
+                                int64_t chunk_rows, size_t buffer_keys) {
+  ClusterEdges out;
+  EdgeChunkReader reader(edges);
+  std::vector<Id> pairs;
+  std::vector<int64_t> buf;
+  const size_t n = cluster.size;
+  int64_t row = 0;
+  while (const int64_t got = reader.next_raw(chunk_rows, pairs)) {
+    for (size_t e = 0; e < pairs.size(); e += 2) {
+      const size_t u = static_cast<size_t>(pairs[e]), v = static_cast<size_t>(pairs[e + 1]);
+      if (u >= n || v >= n)
+        throw std::out_of_range("row " + std::to_string(row + static_cast<int64_t>(e / 2)) +
+                                " of " + edges.path + " has a node id outside [0, " +
+                                std::to_string(n) + ")");
+      const int64_t a = cluster[u], b = cluster[v];
+      if (a < 0 || b < 0) continue;
+      if (a == b) {
+        ++out.internal;
+        continue;
+      }
+      buf.push_back(a < b ? a * k + b : b * k + a);
+    }
+    row += got;
+    if (buf.size() > std::max(buffer_keys, out.keys.size())) merge_keys(buf, out);
+  }
+  merge_keys(buf, out);
+  return out;
+}
+
+}  // namespace
+
+ClusterEdges cluster_edges(const EdgeFile& edges, Span<int32_t> cluster, int64_t k,
+                           int64_t chunk_rows, int64_t buffer_keys) {
+  if (chunk_rows < 1) throw std::invalid_argument("chunk_rows must be >= 1");
+  if (buffer_keys < 0) throw std::invalid_argument("buffer_keys must be >= 0");
+  if (k < 0 || (k > 0 && k > (int64_t{1} << 62) / k))
+    throw std::invalid_argument("k must be in [0, 2^31)");
+  for (const int32_t c : cluster)
+    if (c < -1 || c >= k) throw std::out_of_range("cluster ids must be in [-1, k)");
+  const size_t buffer = static_cast<size_t>(buffer_keys);
+  return edges.int64 ? cluster_edges_impl<int64_t>(edges, cluster, k, chunk_rows, buffer)
+                     : cluster_edges_impl<int32_t>(edges, cluster, k, chunk_rows, buffer);
+}
+
 std::vector<int64_t> tree_roots(Span<int64_t> indptr, Span<int64_t> indices,
                                 int64_t max_weight) {
   if (indptr.size == 0) throw std::invalid_argument("indptr must hold num_nodes + 1 entries");

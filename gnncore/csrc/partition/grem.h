@@ -69,6 +69,21 @@ ChunkLocal chunk_local(Span<NodeId> pairs, NodeId num_nodes, bool first_appearan
 void chunk_csr(Span<int64_t> local, int64_t n, std::vector<int64_t>& indptr,
                std::vector<int64_t>& indices);
 
+// The cluster graph of seed `clusters`, counted in one pass over `edges`,
+// `chunk_rows` rows at a time: for every row whose endpoints both have a
+// cluster (`cluster[x]` in [0, k); -1: none) in two different clusters a, b,
+// one count for the key min(a, b) · k + max(a, b). Returns the distinct keys in
+// increasing order with their counts; `internal` receives the rows inside one
+// cluster. Memory: the distinct keys plus a buffer of at most
+// max(buffer_keys, keys) raw keys, sorted and merged when full.
+struct ClusterEdges {
+  std::vector<int64_t> keys;
+  std::vector<int64_t> counts;
+  int64_t internal = 0;
+};
+ClusterEdges cluster_edges(const EdgeFile& edges, Span<int32_t> cluster, int64_t k,
+                           int64_t chunk_rows, int64_t buffer_keys = int64_t{1} << 20);
+
 // Trees hanging off a graph (symmetric CSR, no self-loops or repeated
 // neighbours): peels nodes of degree 1 until none is left (the 2-core stays)
 // and returns root[x]: x for a node that stays, else the node that stays and

@@ -593,19 +593,27 @@ def test_cluster_seed_is_balanced_and_deterministic(communities, parts, tmp_path
 
 
 def test_cluster_graph_is_streamed_one_chunk_at_a_time(communities, monkeypatch):
+    from gnncore import _C
+
     edges = EdgeFile.from_npy(communities.path / "edges_shuffled.npy")
     chunk = chunk_rows(0.02, edges.rows)
     reads: list[tuple[int, int]] = []
-    real = EdgeFile.read
+    calls: list[int] = []
+    real, real_pass = EdgeFile.read, _C.grem_cluster_edges
 
     def spy(self, begin, count):
         reads.append((begin, count))
         return real(self, begin, count)
 
+    def spy_pass(*args):
+        calls.append(args[6])  # chunk_rows of the C++ streaming pass
+        return real_pass(*args)
+
     monkeypatch.setattr(EdgeFile, "read", spy)
+    monkeypatch.setattr(_C, "grem_cluster_edges", spy_pass)
     plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
-    assert reads and max(count for _, count in reads) <= chunk
-    assert sorted({begin for begin, _ in reads}) == list(range(0, edges.rows, chunk))
+    assert reads == [(0, chunk)]  # the prefix (here the first chunk), read once
+    assert calls == [chunk]
     # The counted cluster graph matches a count over the whole stream.
     monkeypatch.setattr(EdgeFile, "read", real)
     pairs = edges.read(0, edges.rows)
@@ -622,8 +630,17 @@ def test_cluster_graph_counts_match_a_brute_force_count(tmp_path):
     pairs = random_stream(rng, 60, 300)
     edges = edge_file(tmp_path, pairs)
     cluster = rng.integers(-1, 50, 60).astype(np.int32)
-    for k in (50, 2100):  # dense counters, then the sparse merge (k² > 2**22)
-        keys, counts, internal = cluster_graph_edges(edges, cluster, k, chunk_edges=7)
+    from gnncore import _C
+
+    for k, buffer in ((50, 1 << 20), (2100, 1 << 20), (50, 3), (2100, 0)):
+        # buffer 3 or 0: the raw keys are merged after every chunk
+        flat = _C.grem_cluster_edges(edges.path, edges.offset, edges.int64, edges.rows,
+                                     cluster, k, 7, buffer)
+        keys, counts, internal = np.asarray(flat[0]), np.asarray(flat[1]), flat[2]
+        if buffer == 1 << 20:
+            same = cluster_graph_edges(edges, cluster, k, chunk_edges=7)
+            np.testing.assert_array_equal(same[0], keys)
+            np.testing.assert_array_equal(same[1], counts)
         expected: dict[int, int] = {}
         inside = 0
         for u, v in pairs.tolist():
@@ -637,6 +654,10 @@ def test_cluster_graph_counts_match_a_brute_force_count(tmp_path):
                 expected[key] = expected.get(key, 0) + 1
         assert dict(zip(keys.tolist(), counts.tolist())) == expected
         assert internal == inside and np.all(np.diff(keys) > 0)
+    with pytest.raises(IndexError, match=r"\[-1, k\)"):
+        cluster_graph_edges(edges, np.full(60, 50, dtype=np.int32), 50, chunk_edges=7)
+    with pytest.raises(IndexError, match="outside"):
+        cluster_graph_edges(edges, cluster[:30], 50, chunk_edges=7)
 
 
 def test_the_plan_clusters_only_the_stream_prefix(communities, monkeypatch):
