@@ -606,22 +606,9 @@ def plan_sides(pairs: np.ndarray, plan: ClusterPlan, num_nodes: int, first_part:
     sides = np.full(n, -1, dtype=np.int64)
     sides[(rel >= 0) & (rel < weights[0])] = 0
     sides[(rel >= weights[0]) & (rel < weights[0] + weights[1])] = 1
-    # Only edges with an unlabelled endpoint vote; they shrink every round.
-    open_edges = local[(sides[local[:, 0]] < 0) | (sides[local[:, 1]] < 0)]
-    for _ in range(MAJORITY_ROUNDS):
-        if not len(open_edges):
-            break
-        votes = np.zeros(2 * n, dtype=np.int64)
-        for x, y in ((0, 1), (1, 0)):
-            sx, sy = sides[open_edges[:, x]], sides[open_edges[:, y]]
-            m = (sx < 0) & (sy >= 0)
-            votes += np.bincount(open_edges[m, x] * 2 + sy[m], minlength=2 * n)
-        votes = votes.reshape(n, 2)
-        decide = (sides < 0) & (votes[:, 0] != votes[:, 1])
-        if not decide.any():
-            break
-        sides[decide] = (votes[decide, 1] > votes[decide, 0]).astype(np.int64)
-        open_edges = open_edges[(sides[open_edges[:, 0]] < 0) | (sides[open_edges[:, 1]] < 0)]
+    from gnncore import _C
+
+    _C.grem_majority_rounds(np.ascontiguousarray(local).reshape(-1), sides, MAJORITY_ROUNDS)
     rest = np.flatnonzero(sides < 0)
     if len(rest):
         room = [capacities[s] - int(np.count_nonzero(sides == s)) for s in (0, 1)]

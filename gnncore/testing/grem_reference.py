@@ -253,3 +253,29 @@ def tree_roots_reference(adjacency: Sequence[Sequence[int]], max_weight: int) ->
         return x
 
     return [root(x) for x in range(n)]
+
+
+def majority_rounds_reference(local: np.ndarray, side: np.ndarray, rounds: int) -> np.ndarray:
+    """Synchronous majority labelling (what ``gnncore._C.grem_majority_rounds``
+    does in place), vectorised: each round, every unlabelled node takes the side
+    more of its labelled neighbours hold (ties stay -1); stops when a round
+    labels nothing. Returns the new sides."""
+    sides = np.array(side, dtype=np.int64)
+    n = len(sides)
+    local = np.asarray(local, dtype=np.int64).reshape(-1, 2)
+    open_edges = local[(sides[local[:, 0]] < 0) | (sides[local[:, 1]] < 0)]
+    for _ in range(rounds):
+        if not len(open_edges):
+            break
+        votes = np.zeros(2 * n, dtype=np.int64)
+        for x, y in ((0, 1), (1, 0)):
+            sx, sy = sides[open_edges[:, x]], sides[open_edges[:, y]]
+            m = (sx < 0) & (sy >= 0)
+            votes += np.bincount(open_edges[m, x] * 2 + sy[m], minlength=2 * n)
+        votes = votes.reshape(n, 2)
+        decide = (sides < 0) & (votes[:, 0] != votes[:, 1])
+        if not decide.any():
+            break
+        sides[decide] = (votes[decide, 1] > votes[decide, 0]).astype(np.int64)
+        open_edges = open_edges[(sides[open_edges[:, 0]] < 0) | (sides[open_edges[:, 1]] < 0)]
+    return sides

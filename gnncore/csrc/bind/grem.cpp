@@ -168,6 +168,21 @@ inside one cluster. Raw keys are buffered up to ``max(buffer_keys, distinct
 keys)``, then sorted and merged. Releases the GIL.)doc");
 
   m.def(
+      "grem_majority_rounds",
+      [](InArray<int64_t> local, nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig,
+                                              nb::device::cpu> side, int rounds) {
+        MutSpan<int64_t> out{side.data(), side.shape(0)};
+        nb::gil_scoped_release release;
+        majority_rounds(span_of(local), out, rounds);
+      },
+      nb::arg("local"), nb::arg("side").noconvert(), nb::arg("rounds"),
+      R"doc(Majority labelling of GREM's ``clusters`` seed, in place on ``side``
+(int64, -1 unlabelled, 0 or 1): in each of at most ``rounds`` synchronous
+rounds, every unlabelled node takes the side held by more of its neighbours
+over the flat pairs ``local`` (ties stay unlabelled); stops when a round labels
+nothing. Releases the GIL.)doc");
+
+  m.def(
       "grem_tree_roots",
       [](InArray<int64_t> indptr, InArray<int64_t> indices, int64_t max_weight) {
         std::vector<int64_t> root;

@@ -538,6 +538,51 @@ ClusterEdges cluster_edges(const EdgeFile& edges, Span<int32_t> cluster, int64_t
                      : cluster_edges_impl<int32_t>(edges, cluster, k, chunk_rows, buffer);
 }
 
+void majority_rounds(Span<int64_t> local, MutSpan<int64_t> side, int rounds) {
+  if (local.size % 2) throw std::invalid_argument("pairs must hold an even number of ids");
+  const size_t n = side.size;
+  for (const int64_t x : local)
+    if (x < 0 || static_cast<size_t>(x) >= n) throw std::out_of_range("local id outside [0, n)");
+  for (const int64_t s : side)
+    if (s < -1 || s > 1) throw std::invalid_argument("sides must be -1, 0 or 1");
+  // Only pairs with an unlabelled end vote; they shrink every round.
+  std::vector<int64_t> open;
+  for (size_t e = 0; e < local.size; e += 2)
+    if (side[static_cast<size_t>(local[e])] < 0 || side[static_cast<size_t>(local[e + 1])] < 0) {
+      open.push_back(local[e]);
+      open.push_back(local[e + 1]);
+    }
+  std::vector<int64_t> votes(2 * n, 0);
+  std::vector<size_t> touched;
+  for (int r = 0; r < rounds && !open.empty(); ++r) {
+    touched.clear();
+    for (size_t e = 0; e < open.size(); e += 2)
+      for (int end = 0; end < 2; ++end) {
+        const size_t x = static_cast<size_t>(open[e + end]);
+        const int64_t sy = side[static_cast<size_t>(open[e + 1 - end])];
+        if (side[x] < 0 && sy >= 0) {
+          if (votes[2 * x] == 0 && votes[2 * x + 1] == 0) touched.push_back(x);
+          ++votes[2 * x + static_cast<size_t>(sy)];
+        }
+      }
+    std::vector<std::pair<size_t, int64_t>> decided;
+    for (const size_t x : touched) {
+      if (votes[2 * x] != votes[2 * x + 1])
+        decided.emplace_back(x, votes[2 * x + 1] > votes[2 * x] ? 1 : 0);
+      votes[2 * x] = votes[2 * x + 1] = 0;
+    }
+    if (decided.empty()) break;
+    for (const auto& [x, s] : decided) side[x] = s;  // synchronous: after all votes
+    size_t kept = 0;
+    for (size_t e = 0; e < open.size(); e += 2)
+      if (side[static_cast<size_t>(open[e])] < 0 || side[static_cast<size_t>(open[e + 1])] < 0) {
+        open[kept++] = open[e];
+        open[kept++] = open[e + 1];
+      }
+    open.resize(kept);
+  }
+}
+
 std::vector<int64_t> tree_roots(Span<int64_t> indptr, Span<int64_t> indices,
                                 int64_t max_weight) {
   if (indptr.size == 0) throw std::invalid_argument("indptr must hold num_nodes + 1 entries");

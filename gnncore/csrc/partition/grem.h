@@ -84,6 +84,13 @@ struct ClusterEdges {
 ClusterEdges cluster_edges(const EdgeFile& edges, Span<int32_t> cluster, int64_t k,
                            int64_t chunk_rows, int64_t buffer_keys = int64_t{1} << 20);
 
+// Majority labelling of seed `clusters`: in each of at most `rounds`
+// synchronous rounds, every node x with side[x] < 0 counts its neighbours
+// (over the pairs `local`, u0, v0, ...) labelled 0 and 1 in the previous
+// round and takes the side with more of them (ties: stays unlabelled). Stops
+// early when a round labels nothing. `side` (values -1, 0, 1) is updated.
+void majority_rounds(Span<int64_t> local, MutSpan<int64_t> side, int rounds);
+
 // Trees hanging off a graph (symmetric CSR, no self-loops or repeated
 // neighbours): peels nodes of degree 1 until none is left (the 2-core stays)
 // and returns root[x]: x for a node that stays, else the node that stays and

@@ -41,6 +41,7 @@ from gnncore.testing.grem_reference import (
     chunk_nodes_local_reference,
     first_appearance_reference,
     grem_bisect_reference,
+    majority_rounds_reference,
     tree_roots_reference,
 )
 
@@ -357,6 +358,22 @@ def test_peeled_metis_keeps_trees_whole_and_balances():
     parts = grem_module.metis_chunk(local, 500, 2, options, recursive=True, peel=True)
     assert np.all(parts[leaves[:, 0]] == parts[leaves[:, 1]])
     assert np.bincount(parts, minlength=2).max() <= math.ceil(1.03 * 250)
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_majority_rounds_match_the_vectorised_reference(trial):
+    from gnncore import _C
+
+    rng = np.random.default_rng(trial)
+    n = int(rng.integers(2, 300))
+    local = random_stream(rng, n, int(rng.integers(1, 3 * n)))
+    side = rng.choice([-1, -1, -1, 0, 1], n).astype(np.int64)
+    for rounds in (0, 1, 2, 8):
+        got = side.copy()
+        _C.grem_majority_rounds(local.reshape(-1).copy(), got, rounds)
+        np.testing.assert_array_equal(got, majority_rounds_reference(local, side, rounds))
+    with pytest.raises(ValueError, match="-1, 0 or 1"):
+        _C.grem_majority_rounds(local.reshape(-1).copy(), np.full(n, 2, dtype=np.int64), 1)
 
 
 def test_chunk_helpers_reject_bad_ids():
