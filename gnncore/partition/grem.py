@@ -158,7 +158,13 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
         if use_plan:
             return plan_sides(pairs, plan, num_nodes, first_part, weights, capacities)
         return _metis_chunk_sides(pairs, num_nodes, weights, capacities, seed, imbalance)
-    nodes, local = first_appearance(pairs)
+    if method == "metis":  # renumbering and CSR in one C++ call
+        flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
+        nodes, local, indptr, indices = _C.grem_chunk_local(
+            flat, int(flat.max()) + 1 if len(flat) else 0, True, True)
+        nodes, local = np.asarray(nodes), np.asarray(local).reshape(-1, 2)
+    else:
+        nodes, local = first_appearance(pairs)
     k = len(nodes)
     if k == 0:
         return nodes, np.zeros(0, dtype=np.int64)
@@ -182,7 +188,7 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
             options.niter = SEED_NITER
             tpwgts = None if weights[0] == weights[1] else [w / total for w in weights]
             sides = metis_chunk(local, k, 2, options, recursive=True, tpwgts=tpwgts,
-                                peel=False)
+                                peel=False, csr=(np.asarray(indptr), np.asarray(indices)))
     return nodes, _repair_capacity(sides, local, capacities)
 
 
@@ -330,7 +336,8 @@ def chunk_components(local: np.ndarray, n: int) -> np.ndarray:
 
 
 def metis_chunk(local: np.ndarray, n: int, nparts: int, options: Any, *, recursive: bool,
-                tpwgts: list[float] | None = None, peel: bool | None = None) -> np.ndarray:
+                tpwgts: list[float] | None = None, peel: bool | None = None,
+                csr: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """pymetis ``part_graph`` of a chunk's graph over its ``n`` local nodes
     (``int64[n]`` parts; at most one node per part when ``n <= nparts``).
 
@@ -342,12 +349,13 @@ def metis_chunk(local: np.ndarray, n: int, nparts: int, options: Any, *, recursi
     graph's 10% chunk: 1.42M nodes and 2.04M edges become 0.72M and 1.34M).
     Trees stay below the balance tolerance of one part (``ufactor``, default
     30, per mille of ``n / nparts``), so METIS can still balance the parts.
+    ``csr``: the chunk's :func:`chunk_csr`, when already built.
     """
     import pymetis
 
     if n <= nparts:
         return np.arange(n, dtype=np.int64) * nparts // max(1, n)
-    indptr, indices = chunk_csr(local, n)
+    indptr, indices = chunk_csr(local, n) if csr is None else csr
     if PEEL_TREES if peel is None else peel:
         # no tree heavier than the balance tolerance of a part (METIS's default 3%)
         ufactor = options.ufactor if options.ufactor > 0 else 30

@@ -61,21 +61,36 @@ struct ChunkGraph {
   std::vector<Id> lp;  // the chunk's pairs over local ids
   std::vector<int64_t> cursor;
 
-  void build(const std::vector<Id>& pairs, std::vector<Id>& local) {
+  // Returns false, having built nothing usable, when a row has an id outside
+  // [0, part.size()), is a self-loop or has an end outside the sub-problem
+  // (check_chunk then names it); the check rides on the renumbering sweep.
+  bool build(const std::vector<Id>& pairs, std::vector<Id>& local,
+             const std::vector<int8_t>& part) {
     nodes.clear();
     lp.resize(pairs.size());
-    const size_t m = pairs.size();
-    for (size_t e = 0; e < m; ++e) {
-      if (e + kPrefetch < m) __builtin_prefetch(&local[static_cast<size_t>(pairs[e + kPrefetch])]);
-      const Id x = pairs[e];
-      Id l = local[static_cast<size_t>(x)];
-      if (l < 0) {
-        l = static_cast<Id>(nodes.size());
-        local[static_cast<size_t>(x)] = l;
-        nodes.push_back(x);
+    const size_t m = pairs.size(), n = part.size();
+    bool bad = false;
+    for (size_t e = 0; e < m; e += 2) {
+      if (e + kPrefetch < m) {
+        __builtin_prefetch(&local[static_cast<size_t>(pairs[e + kPrefetch])]);
+        __builtin_prefetch(&local[static_cast<size_t>(pairs[e + kPrefetch + 1])]);
       }
-      lp[e] = l;
+      // negative ids wrap to huge size_t values, so one comparison checks both ends
+      const size_t u = static_cast<size_t>(pairs[e]), v = static_cast<size_t>(pairs[e + 1]);
+      if ((u >= n) | (v >= n) | (u == v)) return false;
+      bad |= (part[u] == kNotMember) | (part[v] == kNotMember);
+      for (int end = 0; end < 2; ++end) {
+        const Id x = pairs[e + static_cast<size_t>(end)];
+        Id l = local[static_cast<size_t>(x)];
+        if (l < 0) {
+          l = static_cast<Id>(nodes.size());
+          local[static_cast<size_t>(x)] = l;
+          nodes.push_back(x);
+        }
+        lp[e + static_cast<size_t>(end)] = l;
+      }
     }
+    if (bad) return false;
     indptr.assign(nodes.size() + 1, 0);
     for (const Id l : lp) ++indptr[static_cast<size_t>(l) + 1];
     for (size_t i = 0; i < nodes.size(); ++i) indptr[i + 1] += indptr[i];
@@ -86,6 +101,7 @@ struct ChunkGraph {
       adj[static_cast<size_t>(cursor[a]++)] = pairs[e + 1];
       adj[static_cast<size_t>(cursor[b]++)] = pairs[e];
     }
+    return true;
   }
 
   void release(std::vector<Id>& local) const {
@@ -267,9 +283,11 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
     for (int64_t c = 0;; ++c) {
       const int64_t got = reader.next_raw(config.chunk_rows, pairs);
       if (got == 0) break;
-      check_chunk(pairs, part, row, edges.path);
+      if (!g.build(pairs, local, part)) {
+        check_chunk(pairs, part, row, edges.path);  // throws, naming the first bad row
+        throw std::logic_error("a chunk failed its check without a bad row");
+      }
       row += got;
-      g.build(pairs, local);
       ++result.num_chunks;
       double k[2];
       if (c == 0) {  // seed: labels from seed_algo on the first chunk's subgraph
