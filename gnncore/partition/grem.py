@@ -34,10 +34,26 @@ from gnncore.typing import require_csrc
 SEED_METHODS = ("metis", "random", "ldg", "clusters")
 MAX_CLUSTERS = 1 << 16
 #: METIS refinement iterations (``niter``) of the ``metis`` seed's bisection of a
-#: first chunk. METIS's default 10 costs 2.4x the time of 1 on the 20M-edge
-#: graph's 10% chunk (2M edges, tree-like: the FM passes dominate) for a chunk
-#: cut of 6.39% instead of 6.37%; see docs/BENCHMARKS.md for the effect on GREM.
+#: first chunk with at least :data:`SEED_NITER_MIN_NODES` nodes. METIS's default
+#: 10 costs 2.4x the time of 1 on the 20M-edge graph's 10% chunk (1.4M nodes,
+#: tree-like: the FM passes dominate) for a chunk cut of 6.39% instead of 6.37%
+#: (GREM passes 0 ends at 24.74% against 24.70%). Smaller chunks keep METIS's
+#: default: they cost milliseconds, and on FB15k-237 (chunks of 2-10k nodes)
+#: niter 1 moves the passes-0 1% row at p = 2 from .201 to .194 (reference .216).
 SEED_NITER = 1
+SEED_NITER_MIN_NODES = 1 << 16
+
+
+def _seed_options(seed: int, imbalance: float, chunk_nodes: int) -> Any:
+    """pymetis options of a seed bisection (``seed``, ``ufactor``, ``niter``)."""
+    import pymetis
+
+    options = pymetis.Options()
+    options.seed = seed
+    options.ufactor = int(round(imbalance * 1000))
+    if chunk_nodes >= SEED_NITER_MIN_NODES:
+        options.niter = SEED_NITER
+    return options
 #: Seed ``clusters``: METIS on a first chunk (the plan's clusters, the fallback
 #: bisections) works on the chunk's graph with its hanging trees peeled (see
 #: :func:`metis_chunk`). The ``metis`` seed (the thesis') never peels.
@@ -139,7 +155,8 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
 
     ``metis``: pymetis bisection of the chunk's subgraph with target weights
     ``w0 : w1`` (``ufactor = 1000 · imbalance``, ``seed``, ``niter``
-    :data:`SEED_NITER`); ``random``: a
+    :data:`SEED_NITER` on chunks of :data:`SEED_NITER_MIN_NODES` nodes or more);
+    ``random``: a
     balanced random split in that ratio; ``ldg``: Linear Deterministic Greedy
     over the chunk's nodes in first-appearance order with capacities
     ``ceil(k · w_s / (w0 + w1) · (1 + imbalance))``. A side left with more than
@@ -180,12 +197,7 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
             caps = [max(1, math.ceil((1 + imbalance) * k * w / total - 1e-9)) for w in weights]
             sides = np.asarray(_C.ldg_bisect(indptr, indices, caps[0], caps[1], *weights))
         else:
-            import pymetis
-
-            options = pymetis.Options()
-            options.seed = seed
-            options.ufactor = int(round(imbalance * 1000))
-            options.niter = SEED_NITER
+            options = _seed_options(seed, imbalance, k)
             tpwgts = None if weights[0] == weights[1] else [w / total for w in weights]
             sides = metis_chunk(local, k, 2, options, recursive=True, tpwgts=tpwgts,
                                 peel=False, csr=(np.asarray(indptr), np.asarray(indices)))
@@ -197,15 +209,10 @@ def _metis_chunk_sides(pairs: np.ndarray, num_nodes: int, weights: tuple[int, in
                        imbalance: float) -> tuple[np.ndarray, np.ndarray]:
     """The ``metis`` seed with the chunk's nodes in increasing id order
     (O(|V|) scratch instead of :func:`first_appearance`'s sort of the chunk)."""
-    import pymetis
-
     nodes, local = chunk_nodes_local(pairs, num_nodes)
     if len(nodes) == 0:
         return nodes, np.zeros(0, dtype=np.int64)
-    options = pymetis.Options()
-    options.seed = seed
-    options.ufactor = int(round(imbalance * 1000))
-    options.niter = SEED_NITER
+    options = _seed_options(seed, imbalance, len(nodes))
     total = weights[0] + weights[1]
     tpwgts = None if weights[0] == weights[1] else [w / total for w in weights]
     sides = metis_chunk(local, len(nodes), 2, options, recursive=True, tpwgts=tpwgts)
