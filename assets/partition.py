@@ -7,7 +7,7 @@ them. Every partitioning is also an MLflow run, so methods compare side by side
 in the MLflow UI.
 """
 
-from typing import Any
+from typing import Any, Optional
 
 import dagster as dg
 from pydantic import Field
@@ -31,8 +31,13 @@ class PartitionConfig(dg.Config):
                              "over N/parts.")
     chunk: float = Field(default=0.1, description="grem/greedy: chunk size, fraction of edges.")
     passes: int = Field(default=3, description="grem: restreaming refinement passes.")
-    seed_method: str = Field(default="metis", description="grem: first-chunk seeding.")
+    seed_method: Optional[str] = Field(
+        default=None, description="grem: first-chunk seeding (metis, random, ldg, clusters; "
+        "default: clusters with passes > 0, metis for passes 0).")
     hops: int = Field(default=2, description="bytegnn: block radius.")
+    clusters: Optional[int] = Field(
+        default=None, description="grem seed clusters: target cluster size prefix nodes / "
+        "clusters (default: max(16 parts, min(256, prefix nodes / 1000))).")
 
 
 def partition_asset_name(method: str) -> str:
@@ -54,7 +59,8 @@ def materialize_partition(context: Any, config: PartitionConfig, method: str,
         str(upstream["path"]), out, method=method, parts=config.parts, seed=config.seed,
         imbalance=config.imbalance, tracking=tracker,
         settings=MethodSettings(chunk=config.chunk, passes=config.passes,
-                                seed_method=config.seed_method, hops=config.hops),
+                                seed_method=config.seed_method, hops=config.hops,
+                                clusters=config.clusters),
         tags={"dagster_run_id": context.run.run_id,
               "dagster_asset": context.asset_key.to_user_string()})
     m = report.metrics

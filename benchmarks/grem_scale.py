@@ -2,8 +2,9 @@
 
 Every run is its own process (``gnncore bench partition``), so peak RSS is per
 method. Variants: GREM 10% chunks with default passes and with passes 0, and
-GREM 1% chunks over several edge-stream shuffles. Writes JSON and Markdown with
-the ratios to METIS under --out.
+GREM 1% chunks over several edge-stream shuffles, each with its default seed
+(``clusters`` with passes, ``metis`` for passes 0). Writes JSON and Markdown
+with the ratios to METIS under --out.
 
     .venv/bin/python benchmarks/grem_scale.py --out bench-out/grem_scale
 """

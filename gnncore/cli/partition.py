@@ -21,7 +21,12 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grem: restreaming refinement passes; 0 is the thesis' GREM")
     parser.add_argument("--seed-method", default=defaults.seed_method,
                         choices=("metis", "random", "ldg", "clusters"),
-                        help="grem: first-chunk seeding")
+                        help="grem: first-chunk seeding (default: clusters with --passes > 0, "
+                             "metis, the thesis' seed, with --passes 0)")
+    parser.add_argument("--clusters", type=int, default=defaults.clusters, metavar="N",
+                        help="grem --seed-method clusters: target cluster size "
+                             "prefix nodes / N (default: max(16 p, min(256, prefix nodes "
+                             "/ 1000)))")
     parser.add_argument("--hops", type=int, default=defaults.hops, help="bytegnn: block radius")
     parser.add_argument("--no-balance-splits", action="store_true",
                         help="skip rebalancing train/val/test counts across parts")
@@ -29,7 +34,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace) -> MethodSettings:
     return MethodSettings(chunk=args.chunk, passes=args.passes, seed_method=args.seed_method,
-                          hops=args.hops)
+                          hops=args.hops, clusters=args.clusters)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -32,8 +32,11 @@ def run_in_subprocess(graph_dir: Path, out_dir: Path, method: str, parts: int, s
     cmd = [sys.executable, "-m", "gnncore.cli.main", "partition", str(graph_dir),
            str(out_dir), "--method", method, "--parts", str(parts), "--seed", str(seed),
            "--imbalance", str(imbalance), "--chunk", str(settings.chunk),
-           "--passes", str(settings.passes), "--seed-method", settings.seed_method,
-           "--hops", str(settings.hops), "--json", json_path]
+           "--passes", str(settings.passes), "--hops", str(settings.hops), "--json", json_path]
+    if settings.seed_method is not None:
+        cmd += ["--seed-method", settings.seed_method]
+    if settings.clusters is not None:
+        cmd += ["--clusters", str(settings.clusters)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
@@ -48,8 +51,8 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     lines = ["| method | p | settings | shuffle | edge cut % | max part / (N/p) | seconds | "
              "peak RSS MiB |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        settings = ", ".join(f"{k}={r[k]}" for k in ("chunk", "passes", "seed_method", "hops")
-                             if k in r) or "-"
+        settings = ", ".join(f"{k}={r[k]}" for k in ("chunk", "passes", "seed_method", "clusters",
+                                                     "hops") if k in r) or "-"
         lines.append(f"| {r['method']} | {r['parts']} | {settings} | {r.get('shuffle', '-')} | "
                      f"{100 * r['edge_cut_fraction']:.2f} | {r['max_part_ratio']:.4f} | "
                      f"{r['seconds']:.2f} | {r['peak_rss_bytes'] / 2**20:,.0f} |")
@@ -59,8 +62,8 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
 def report_row(partition: PartitionDir) -> dict[str, Any]:
     """A partition directory as a benchmark row (what :func:`markdown_table` reads)."""
     info = partition.info
-    keys = ("method", "parts", "seed", "chunk", "passes", "seed_method", "hops", "seconds",
-            "peak_rss_bytes")
+    keys = ("method", "parts", "seed", "chunk", "passes", "seed_method", "clusters", "hops",
+            "seconds", "peak_rss_bytes")
     return {**{k: info[k] for k in keys if k in info},
             "edge_cut_fraction": info["metrics"]["edge_cut_fraction"],
             "max_part_ratio": info["metrics"]["max_part_ratio"]}

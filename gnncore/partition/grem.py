@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,31 @@ from gnncore.typing import require_csrc
 
 SEED_METHODS = ("metis", "random", "ldg", "clusters")
 MAX_CLUSTERS = 1 << 16
+#: METIS refinement iterations (``niter``) of the ``metis`` seed's bisection of a
+#: first chunk with at least :data:`SEED_NITER_MIN_NODES` nodes. METIS's default
+#: 10 costs 2.4x the time of 1 on the 20M-edge graph's 10% chunk (1.4M nodes,
+#: tree-like: the FM passes dominate) for a chunk cut of 6.39% instead of 6.37%
+#: (GREM passes 0 ends at 24.74% against 24.70%). Smaller chunks keep METIS's
+#: default: they cost milliseconds, and on FB15k-237 (chunks of 2-10k nodes)
+#: niter 1 moves the passes-0 1% row at p = 2 from .201 to .194 (reference .216).
+SEED_NITER = 1
+SEED_NITER_MIN_NODES = 1 << 16
+
+
+def _seed_options(seed: int, imbalance: float, chunk_nodes: int) -> Any:
+    """pymetis options of a seed bisection (``seed``, ``ufactor``, ``niter``)."""
+    import pymetis
+
+    options = pymetis.Options()
+    options.seed = seed
+    options.ufactor = int(round(imbalance * 1000))
+    if chunk_nodes >= SEED_NITER_MIN_NODES:
+        options.niter = SEED_NITER
+    return options
+#: Seed ``clusters``: METIS on a first chunk (the plan's clusters, the fallback
+#: bisections) works on the chunk's graph with its hanging trees peeled (see
+#: :func:`metis_chunk`). The ``metis`` seed (the thesis') never peels.
+PEEL_TREES = True
 
 
 @dataclass(frozen=True)
@@ -82,6 +107,14 @@ class EdgeFile:
         return np.asarray(flat).reshape(-1, 2)
 
 
+def default_seed_method(passes: int) -> str:
+    """The seed used when none is given: ``"clusters"`` when restreaming passes
+    follow (on the 20M-edge planted graph it cuts 18.8% against the ``metis``
+    seed's 24.3% at 10% chunks, and within 0.4 points of it on FB15k-237; see
+    docs/BENCHMARKS.md), ``"metis"`` (the thesis' seed) for ``passes == 0``."""
+    return "clusters" if passes > 0 else "metis"
+
+
 def chunk_rows(fraction: float, num_edges: int) -> int:
     """``ceil(fraction · |E|)`` edges (at least 1), robust to float round-off."""
     return max(1, math.ceil(round(fraction * num_edges, 6)))
@@ -94,24 +127,23 @@ def side_capacity(num_nodes: int, share: int, parts: int, imbalance: float) -> i
 
 def first_appearance(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nodes of ``pairs`` in first-appearance order (row by row, ``u`` before
-    ``v``) and the pairs renumbered to those local ids."""
-    flat = pairs.reshape(-1)
-    uniq, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(uniq), dtype=np.int64)
-    rank[order] = np.arange(len(uniq))
-    return uniq[order], rank[inverse].reshape(-1, 2)
+    ``v``) and the pairs renumbered to those local ids (C++, O(max id) scratch)."""
+    from gnncore import _C
+
+    flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
+    num_nodes = int(flat.max()) + 1 if len(flat) else 0
+    nodes, local, _, _ = _C.grem_chunk_local(flat, num_nodes, True, False)
+    return np.asarray(nodes), np.asarray(local).reshape(-1, 2)
 
 
 def chunk_csr(local_pairs: np.ndarray, num_local: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric CSR (int64, rows sorted) of a chunk over its local ids."""
+    """Symmetric CSR (int64, rows sorted by neighbour id) of a chunk over its
+    local ids (C++)."""
     from gnncore import _C
 
-    u = np.ascontiguousarray(local_pairs[:, 0], dtype=np.int64)
-    v = np.ascontiguousarray(local_pairs[:, 1], dtype=np.int64)
-    indptr, indices, _ = _C.build_csr(np.concatenate([u, v]), np.concatenate([v, u]),
-                                      num_local, False)
-    return indptr, indices
+    flat = np.ascontiguousarray(local_pairs, dtype=np.int64).reshape(-1)
+    indptr, indices = _C.grem_chunk_csr(flat, int(num_local))
+    return np.asarray(indptr), np.asarray(indices)
 
 
 def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
@@ -122,7 +154,9 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
     """Seed labels of the first chunk's nodes (first-appearance order).
 
     ``metis``: pymetis bisection of the chunk's subgraph with target weights
-    ``w0 : w1`` (``ufactor = 1000 · imbalance``, ``seed``); ``random``: a
+    ``w0 : w1`` (``ufactor = 1000 · imbalance``, ``seed``, ``niter``
+    :data:`SEED_NITER` on chunks of :data:`SEED_NITER_MIN_NODES` nodes or more);
+    ``random``: a
     balanced random split in that ratio; ``ldg``: Linear Deterministic Greedy
     over the chunk's nodes in first-appearance order with capacities
     ``ceil(k · w_s / (w0 + w1) · (1 + imbalance))``. A side left with more than
@@ -141,7 +175,13 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
         if use_plan:
             return plan_sides(pairs, plan, num_nodes, first_part, weights, capacities)
         return _metis_chunk_sides(pairs, num_nodes, weights, capacities, seed, imbalance)
-    nodes, local = first_appearance(pairs)
+    if method == "metis":  # renumbering and CSR in one C++ call
+        flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
+        nodes, local, indptr, indices = _C.grem_chunk_local(
+            flat, int(flat.max()) + 1 if len(flat) else 0, True, True)
+        nodes, local = np.asarray(nodes), np.asarray(local).reshape(-1, 2)
+    else:
+        nodes, local = first_appearance(pairs)
     k = len(nodes)
     if k == 0:
         return nodes, np.zeros(0, dtype=np.int64)
@@ -152,20 +192,15 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
         sides = np.ones(k, dtype=np.int64)
         sides[rng.permutation(k)[:n0]] = 0
     else:
-        indptr, indices = chunk_csr(local, k)
         if method == "ldg":
+            indptr, indices = chunk_csr(local, k)
             caps = [max(1, math.ceil((1 + imbalance) * k * w / total - 1e-9)) for w in weights]
             sides = np.asarray(_C.ldg_bisect(indptr, indices, caps[0], caps[1], *weights))
         else:
-            import pymetis
-
-            options = pymetis.Options()
-            options.seed = seed
-            options.ufactor = int(round(imbalance * 1000))
+            options = _seed_options(seed, imbalance, k)
             tpwgts = None if weights[0] == weights[1] else [w / total for w in weights]
-            result = pymetis.part_graph(2, pymetis.CSRAdjacency(indptr, indices), tpwgts=tpwgts,
-                                        recursive=True, options=options)
-            sides = np.asarray(result.vertex_part, dtype=np.int64)
+            sides = metis_chunk(local, k, 2, options, recursive=True, tpwgts=tpwgts,
+                                peel=False, csr=(np.asarray(indptr), np.asarray(indices)))
     return nodes, _repair_capacity(sides, local, capacities)
 
 
@@ -174,14 +209,10 @@ def _metis_chunk_sides(pairs: np.ndarray, num_nodes: int, weights: tuple[int, in
                        imbalance: float) -> tuple[np.ndarray, np.ndarray]:
     """The ``metis`` seed with the chunk's nodes in increasing id order
     (O(|V|) scratch instead of :func:`first_appearance`'s sort of the chunk)."""
-    import pymetis
-
     nodes, local = chunk_nodes_local(pairs, num_nodes)
     if len(nodes) == 0:
         return nodes, np.zeros(0, dtype=np.int64)
-    options = pymetis.Options()
-    options.seed = seed
-    options.ufactor = int(round(imbalance * 1000))
+    options = _seed_options(seed, imbalance, len(nodes))
     total = weights[0] + weights[1]
     tpwgts = None if weights[0] == weights[1] else [w / total for w in weights]
     sides = metis_chunk(local, len(nodes), 2, options, recursive=True, tpwgts=tpwgts)
@@ -215,13 +246,26 @@ CLUSTER_NITER = 1
 #: labelled chunk neighbours.
 MAJORITY_ROUNDS = 8
 #: A bisection whose first chunk has at least this average degree is seeded by
-#: METIS on that chunk (``metis``): it shows the sub-problem well enough, and the
-#: plan's clusters, cut from a sparser top-level chunk, are coarser than its nodes.
+#: METIS on that chunk (``metis``) when the plan is coarse (fewer than
+#: :data:`PLAN_FINE_CLUSTERS` clusters planned into a side): the dense chunk
+#: shows the sub-problem better than a few large clusters (FB15k-237 at 10%
+#: chunks: 16 clusters per part). A fine plan (the 20M-edge graph's: thousands
+#: of clusters per part) seeds it as well as METIS for a fraction of the time.
 PLAN_MAX_DEGREE = 5.5
+PLAN_FINE_CLUSTERS = 256
 #: A bisection is seeded from the plan only when each side has at least this many
 #: first-chunk nodes planned into its parts; else (a thin plan) by ``metis``.
 PLAN_MIN_SUPPORT = 400
-#: The cluster graph keeps at most ``max(chunk_edges, PLAN_MIN_BUDGET)`` edges
+#: The plan clusters the stream's first ``min(chunk, max(PLAN_PREFIX · |E|,
+#: PLAN_MIN_PREFIX))`` edges. The structure comes from the whole-stream count of
+#: the edges between the clusters; a 1% prefix (mostly components of a few
+#: nodes) plans the 20M-edge graph as well as its 10% first chunk (cut 18.79%
+#: both) for 1/40 of the clustering time (METIS k-way on a 2M-edge chunk against
+#: components of a 0.2M-edge one). Smaller graphs keep their first chunk up to
+#: PLAN_MIN_PREFIX edges (a 1,000-edge prefix of a 100k-edge graph plans badly).
+PLAN_PREFIX = 0.01
+PLAN_MIN_PREFIX = 1 << 17
+#: The cluster graph keeps at most ``max(prefix_edges, PLAN_MIN_BUDGET)`` edges
 #: (METIS needs ~200 bytes per edge): beyond, the largest clusters are dropped.
 PLAN_MIN_BUDGET = 1 << 19
 
@@ -236,17 +280,17 @@ def default_clusters(chunk_nodes: int, parts: int) -> int:
 
 @dataclass(frozen=True)
 class ClusterPlan:
-    """A planned part for every cluster of the top-level first chunk (seed ``clusters``).
+    """A planned part for every cluster of the stream's prefix (seed ``clusters``).
 
     Attributes:
-        cluster (np.ndarray): ``int32[N]``: cluster of each node of the first
-            chunk, -1 for the nodes outside it.
+        cluster (np.ndarray): ``int32[N]``: cluster of each node of the
+            clustered prefix, -1 for the nodes outside it.
         part (np.ndarray): ``int64[k]``: planned part in ``[0, p)`` of each cluster.
-        sizes (np.ndarray): ``int64[k]``: first-chunk nodes per cluster.
-        support (np.ndarray): ``int64[p]``: first-chunk nodes planned per part.
+        sizes (np.ndarray): ``int64[k]``: prefix nodes per cluster.
+        support (np.ndarray): ``int64[p]``: prefix nodes planned per part.
         cluster_edges (int): Stream edges between two different clusters.
         internal_edges (int): Stream edges inside one cluster.
-        seconds (dict): ``cluster`` (METIS k-way on the chunk), ``stream``
+        seconds (dict): ``cluster`` (components and METIS k-way on the prefix), ``stream``
             (the pass that counts the cluster graph's edges), ``plan`` (METIS on
             the cluster graph).
     """
@@ -266,14 +310,12 @@ class ClusterPlan:
 
 def chunk_nodes_local(pairs: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes of ``pairs`` in increasing id order and the pairs renumbered to those
-    local ids (``int64``), through O(|V|) scratch arrays instead of a sort."""
-    seen = np.zeros(num_nodes, dtype=bool)
-    seen[pairs.reshape(-1)] = True
-    nodes = np.flatnonzero(seen)
-    del seen
-    pos = np.empty(num_nodes, dtype=np.int32 if len(nodes) < 2**31 else np.int64)
-    pos[nodes] = np.arange(len(nodes), dtype=pos.dtype)
-    return nodes, pos[pairs].astype(np.int64)
+    local ids (``int64``), through one O(|V|) scratch array instead of a sort (C++)."""
+    from gnncore import _C
+
+    flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
+    nodes, local, _, _ = _C.grem_chunk_local(flat, int(num_nodes), False, False)
+    return np.asarray(nodes), np.asarray(local).reshape(-1, 2)
 
 
 def chunk_components(local: np.ndarray, n: int) -> np.ndarray:
@@ -301,17 +343,59 @@ def chunk_components(local: np.ndarray, n: int) -> np.ndarray:
 
 
 def metis_chunk(local: np.ndarray, n: int, nparts: int, options: Any, *, recursive: bool,
-                tpwgts: list[float] | None = None) -> np.ndarray:
+                tpwgts: list[float] | None = None, peel: bool | None = None,
+                csr: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """pymetis ``part_graph`` of a chunk's graph over its ``n`` local nodes
-    (``int64[n]`` parts; at most one node per part when ``n <= nparts``)."""
+    (``int64[n]`` parts; at most one node per part when ``n <= nparts``).
+
+    With ``peel`` (default :data:`PEEL_TREES`), the trees hanging off the
+    chunk's graph are peeled first (:func:`tree_roots`): METIS partitions the
+    nodes left, each weighted by the nodes of its tree, and every tree follows
+    its root. A tree kept whole on its root's side cuts none of its edges, so
+    the cut METIS can reach is unchanged while its input shrinks (the 20M-edge
+    graph's 10% chunk: 1.42M nodes and 2.04M edges become 0.72M and 1.34M).
+    Trees stay below the balance tolerance of one part (``ufactor``, default
+    30, per mille of ``n / nparts``), so METIS can still balance the parts.
+    ``csr``: the chunk's :func:`chunk_csr`, when already built.
+    """
     import pymetis
 
     if n <= nparts:
         return np.arange(n, dtype=np.int64) * nparts // max(1, n)
-    indptr, indices = chunk_csr(local, n)
+    indptr, indices = chunk_csr(local, n) if csr is None else csr
+    if PEEL_TREES if peel is None else peel:
+        # no tree heavier than the balance tolerance of a part (METIS's default 3%)
+        ufactor = options.ufactor if options.ufactor > 0 else 30
+        root = tree_roots(indptr, indices, max(1, int(n * ufactor / 1000 / nparts)))
+        core = np.flatnonzero(root == np.arange(n))
+        if nparts < len(core) < n:
+            pos = np.full(n, -1, dtype=np.int64)
+            pos[core] = np.arange(len(core))
+            kept = pos[local]
+            kept = kept[(kept[:, 0] >= 0) & (kept[:, 1] >= 0)]
+            indptr, indices = chunk_csr(kept, len(core))
+            weight = np.bincount(root, minlength=n)[core]
+            result = pymetis.part_graph(nparts, pymetis.CSRAdjacency(indptr, indices),
+                                        vweights=weight, tpwgts=tpwgts, recursive=recursive,
+                                        options=options)
+            return np.asarray(result.vertex_part, dtype=np.int64)[pos[root]]
     result = pymetis.part_graph(nparts, pymetis.CSRAdjacency(indptr, indices), tpwgts=tpwgts,
                                 recursive=recursive, options=options)
     return np.asarray(result.vertex_part, dtype=np.int64)
+
+
+def tree_roots(indptr: np.ndarray, indices: np.ndarray,
+               max_weight: int = 2**62) -> np.ndarray:
+    """``int64[n]``: for each node of a symmetric CSR, itself if it stays after
+    peeling degree-1 nodes until none is left (the 2-core, plus one node per
+    tree component), else the node that stays whose hanging tree holds it (C++).
+    A node is not peeled where its tree and its parent's would together hold
+    more than ``max_weight`` nodes."""
+    from gnncore import _C
+
+    return np.asarray(_C.grem_tree_roots(np.ascontiguousarray(indptr, dtype=np.int64),
+                                         np.ascontiguousarray(indices, dtype=np.int64),
+                                         int(max_weight)))
 
 
 def cluster_chunk(local: np.ndarray, n: int, clusters: int, seed: int) -> np.ndarray:
@@ -355,7 +439,7 @@ def cluster_chunk(local: np.ndarray, n: int, clusters: int, seed: int) -> np.nda
         members = in_big[node_starts[c]:node_starts[c + 1]]
         pos[members] = np.arange(len(members))
         part = metis_chunk(pos[big_edges[edge_starts[c]:edge_starts[c + 1]]], len(members),
-                           -(-len(members) // target), options, recursive=False)
+                           -(-len(members) // target), options, recursive=False, peel=False)
         used, part = np.unique(part, return_inverse=True)  # drop empty clusters
         out[members] = next_id + part
         next_id += len(used)
@@ -364,51 +448,17 @@ def cluster_chunk(local: np.ndarray, n: int, clusters: int, seed: int) -> np.nda
 
 def cluster_graph_edges(edges: EdgeFile, cluster: np.ndarray, k: int,
                         chunk_edges: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """One streaming pass over ``edges``, ``chunk_edges`` rows at a time: the
-    edges of the cluster graph as keys ``a · k + b`` (``a < b``) with their
-    counts (edges with both endpoints clustered, in different clusters), and
-    the number of edges inside one cluster. Memory: ``k²`` counters when
-    ``k² <= 2**22``, else the distinct keys (merged when the chunks' own
-    distinct keys outgrow them)."""
-    dense = k * k <= 1 << 22
-    acc = np.zeros(k * k if dense else 0, dtype=np.int64)
-    keys = np.zeros(0, dtype=np.int64)
-    pending: list[tuple[np.ndarray, np.ndarray]] = []
-    buffered = 0
+    """One streaming pass over ``edges``, ``chunk_edges`` rows at a time (C++):
+    the edges of the cluster graph as keys ``a · k + b`` (``a < b``, increasing)
+    with their counts (edges with both endpoints clustered, in different
+    clusters), and the number of edges inside one cluster. Memory: the distinct
+    keys plus a buffer of at most ``max(2**20, distinct keys)`` raw keys."""
+    from gnncore import _C
 
-    def merge() -> tuple[np.ndarray, np.ndarray]:
-        all_keys = np.concatenate([keys] + [x for x, _ in pending])
-        all_counts = np.concatenate([acc] + [c for _, c in pending])
-        merged, inverse = np.unique(all_keys, return_inverse=True)
-        return merged, np.bincount(inverse, weights=all_counts.astype(np.float64),
-                                   minlength=len(merged)).astype(np.int64)
-
-    internal = 0
-    for begin in range(0, edges.rows, chunk_edges):
-        pairs = edges.read(begin, min(chunk_edges, edges.rows - begin))
-        cu = cluster[pairs[:, 0]]
-        cv = cluster[pairs[:, 1]]
-        del pairs
-        both = (cu >= 0) & (cv >= 0)
-        inside = both & (cu == cv)
-        internal += int(np.count_nonzero(inside))
-        keep = both & ~inside
-        a, b = cu[keep].astype(np.int64), cv[keep].astype(np.int64)
-        key = np.minimum(a, b) * k + np.maximum(a, b)
-        if dense:
-            acc += np.bincount(key, minlength=k * k)
-        else:
-            pending.append(np.unique(key, return_counts=True))
-            buffered += len(pending[-1][0])
-            if buffered > max(len(keys), 1 << 20):
-                keys, acc = merge()
-                pending, buffered = [], 0
-    if dense:
-        keys = np.flatnonzero(acc)
-        acc = acc[keys]
-    elif pending:
-        keys, acc = merge()
-    return keys, acc, internal
+    keys, counts, internal = _C.grem_cluster_edges(
+        edges.path, edges.offset, edges.int64, edges.rows,
+        np.ascontiguousarray(cluster, dtype=np.int32), int(k), int(chunk_edges))
+    return np.asarray(keys), np.asarray(counts), int(internal)
 
 
 def _plan_parts(k: int, sizes: np.ndarray, keys: np.ndarray, counts: np.ndarray, parts: int,
@@ -438,17 +488,19 @@ def _plan_parts(k: int, sizes: np.ndarray, keys: np.ndarray, counts: np.ndarray,
 
 
 def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: int,
-                 clusters: int | None = None, seed: int = 0,
-                 imbalance: float = 0.03) -> ClusterPlan:
+                 clusters: int | None = None, seed: int = 0, imbalance: float = 0.03,
+                 prefix_edges: int | None = None) -> ClusterPlan:
     """The global plan of seed method ``clusters``, made once per run.
 
-    1. :func:`cluster_chunk` clusters the first ``chunk_edges`` rows' subgraph
-       (target size ``chunk nodes / clusters``; ``clusters`` defaults to
-       :func:`default_clusters`).
+    1. :func:`cluster_chunk` clusters the subgraph of the stream's first
+       ``prefix_edges`` rows (default: ``min(chunk_edges, max(ceil(PLAN_PREFIX ·
+       |E|), PLAN_MIN_PREFIX))``, see :data:`PLAN_PREFIX`; target size
+       ``prefix nodes / clusters``;
+       ``clusters`` defaults to :func:`default_clusters`).
     2. One streaming pass over ``edges``, ``chunk_edges`` rows at a time
        (:func:`cluster_graph_edges`), counts the edges between every two
        clusters (edges whose both endpoints are clustered).
-    3. Beyond ``max(chunk_edges, PLAN_MIN_BUDGET)`` cluster-graph edges the
+    3. Beyond ``max(prefix_edges, PLAN_MIN_BUDGET)`` cluster-graph edges the
        largest clusters are dropped (:func:`trim_cluster_graph`).
     4. METIS recursive bisection of that cluster graph into ``parts`` parts
        (vertex weights = cluster sizes, edge weights = counts) gives each
@@ -456,9 +508,14 @@ def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: in
 
     Memory: the ``int32[N]`` cluster array, one chunk and the cluster graph.
     """
+    if prefix_edges is None:
+        prefix_edges = min(chunk_edges,
+                           max(chunk_rows(PLAN_PREFIX, edges.rows), PLAN_MIN_PREFIX))
+    if prefix_edges < 1:
+        raise ValueError(f"prefix_edges must be >= 1, got {prefix_edges}")
     times = {}
     start = time.perf_counter()
-    first = edges.read(0, chunk_edges)
+    first = edges.read(0, prefix_edges)
     nodes, local = chunk_nodes_local(first, num_nodes)
     del first
     n = len(nodes)
@@ -475,7 +532,7 @@ def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: in
     keys, counts, internal = cluster_graph_edges(edges, cluster, k, chunk_edges)
     times["stream"] = time.perf_counter() - start
     start = time.perf_counter()
-    budget = max(chunk_edges, PLAN_MIN_BUDGET)
+    budget = max(prefix_edges, PLAN_MIN_BUDGET)
     if len(keys) > budget:
         keys, counts, sizes, renumber = trim_cluster_graph(keys, counts, sizes, budget)
         valid = cluster >= 0
@@ -520,16 +577,22 @@ def trim_cluster_graph(keys: np.ndarray, counts: np.ndarray, sizes: np.ndarray,
 def plan_applies(plan: ClusterPlan, pairs: np.ndarray, num_nodes: int, first_part: int,
                  weights: tuple[int, int]) -> bool:
     """Whether seed ``clusters`` takes a bisection's seed from the plan: its first
-    chunk ``pairs`` is sparse (average degree below :data:`PLAN_MAX_DEGREE`) and
-    each side has at least :data:`PLAN_MIN_SUPPORT` first-chunk nodes planned into
-    its parts. Otherwise the bisection is seeded by ``metis`` on its own chunk."""
+    chunk ``pairs`` is sparse (average degree below :data:`PLAN_MAX_DEGREE`) or
+    the plan is fine (each side has at least :data:`PLAN_FINE_CLUSTERS` clusters
+    planned into its parts), and each side has at least :data:`PLAN_MIN_SUPPORT`
+    prefix nodes planned into its parts. Otherwise the bisection is seeded by
+    ``metis`` on its own chunk."""
     if len(pairs) == 0:
         return True
-    seen = np.zeros(num_nodes, dtype=bool)
-    seen[pairs.reshape(-1)] = True
-    if 2 * len(pairs) >= PLAN_MAX_DEGREE * np.count_nonzero(seen):
-        return False
     middle = first_part + weights[0]
+    per_part = np.bincount(plan.part, minlength=middle + weights[1])
+    fine = min(int(per_part[first_part:middle].sum()),
+               int(per_part[middle:middle + weights[1]].sum())) >= PLAN_FINE_CLUSTERS
+    if not fine:
+        seen = np.zeros(num_nodes, dtype=bool)
+        seen[pairs.reshape(-1)] = True
+        if 2 * len(pairs) >= PLAN_MAX_DEGREE * np.count_nonzero(seen):
+            return False
     low = int(plan.support[first_part:middle].sum())
     high = int(plan.support[middle:middle + weights[1]].sum())
     return min(low, high) >= PLAN_MIN_SUPPORT
@@ -558,22 +621,9 @@ def plan_sides(pairs: np.ndarray, plan: ClusterPlan, num_nodes: int, first_part:
     sides = np.full(n, -1, dtype=np.int64)
     sides[(rel >= 0) & (rel < weights[0])] = 0
     sides[(rel >= weights[0]) & (rel < weights[0] + weights[1])] = 1
-    # Only edges with an unlabelled endpoint vote; they shrink every round.
-    open_edges = local[(sides[local[:, 0]] < 0) | (sides[local[:, 1]] < 0)]
-    for _ in range(MAJORITY_ROUNDS):
-        if not len(open_edges):
-            break
-        votes = np.zeros(2 * n, dtype=np.int64)
-        for x, y in ((0, 1), (1, 0)):
-            sx, sy = sides[open_edges[:, x]], sides[open_edges[:, y]]
-            m = (sx < 0) & (sy >= 0)
-            votes += np.bincount(open_edges[m, x] * 2 + sy[m], minlength=2 * n)
-        votes = votes.reshape(n, 2)
-        decide = (sides < 0) & (votes[:, 0] != votes[:, 1])
-        if not decide.any():
-            break
-        sides[decide] = (votes[decide, 1] > votes[decide, 0]).astype(np.int64)
-        open_edges = open_edges[(sides[open_edges[:, 0]] < 0) | (sides[open_edges[:, 1]] < 0)]
+    from gnncore import _C
+
+    _C.grem_majority_rounds(np.ascontiguousarray(local).reshape(-1), sides, MAJORITY_ROUNDS)
     rest = np.flatnonzero(sides < 0)
     if len(rest):
         room = [capacities[s] - int(np.count_nonzero(sides == s)) for s in (0, 1)]
@@ -635,6 +685,10 @@ class BisectionRecord:
     capacities: tuple[int, int]
     seconds: float
     seed: str = ""
+    #: wall time of each phase: ``seed`` (read the first chunk and label it),
+    #: ``grem`` (the streaming pass), ``passes`` (one per restreaming pass run)
+    #: and ``split`` (the per-side edge files)
+    phase_seconds: dict[str, Any] = field(default_factory=dict)
 
 
 def grem_partition_file(
@@ -674,7 +728,7 @@ def grem_partition_file(
             (default: the system's temporary directory).
         records (list, optional): Receives one :class:`BisectionRecord` per bisection.
         clusters (int, optional): Seed ``clusters``: target cluster size
-            ``first-chunk nodes / clusters`` (default: :func:`default_clusters`).
+            ``prefix nodes / clusters`` (default: :func:`default_clusters`).
         plan (ClusterPlan, optional): Seed ``clusters``: a plan made by
             :func:`cluster_plan` for this stream and ``parts`` (default: made here).
 
@@ -711,6 +765,7 @@ def grem_partition_file(
                                                  num_nodes=num_nodes, first_part=lo,
                                                  use_plan=use_plan)
             del first
+            seeded = time.perf_counter() - start
             outs = [str(work / f"b{count}-s{s}.bin") if share > 1 else ""
                     for s, share in enumerate((q0, q1))]
             result = grem_bisect(source, num_nodes, members, chunk_edges=chunk_edges,
@@ -726,7 +781,8 @@ def grem_partition_file(
                     lo, q, len(members), source.rows, int(result["num_chunks"]),
                     int(result["first_chunk_nodes"]), int(result["isolated"]),
                     int(result["reassigned"]), list(result["moves"]),
-                    tuple(result["sizes"]), caps, time.perf_counter() - start, method))
+                    tuple(result["sizes"]), caps, time.perf_counter() - start, method,
+                    {"seed": seeded, **result["seconds"]}))
             for s, (share, first_part) in reversed(list(enumerate(((q0, lo), (q1, lo + q0))))):
                 if share > 1:
                     child = EdgeFile(outs[s], 0, source.dtype, int(result["rows_written"][s]))
@@ -780,20 +836,23 @@ class GremPartitioner(Partitioner):
             edges, in ``(0, 1]`` (default: 0.1); fixed across recursion levels.
         passes (int): Restreaming refinement passes per bisection (default: 3;
             0 is the thesis' GREM).
-        seed_method (str): Seed of the first chunk: ``"metis"`` (default),
-            ``"random"``, ``"ldg"`` or ``"clusters"``: one global plan, made
-            once (clusters of the top-level first chunk, the cluster graph
-            counted in one streaming pass and split into ``p`` parts by METIS;
+        seed_method (str, optional): Seed of the first chunk (default:
+            :func:`default_seed_method`: ``"clusters"`` with passes,
+            ``"metis"`` without): ``"metis"``, ``"random"``, ``"ldg"`` or
+            ``"clusters"``: one global plan, made
+            once (clusters of the stream's first ``min(chunk, max(1%, 2**17))`` edges,
+            the cluster graph counted in one streaming pass and split into
+            ``p`` parts by METIS;
             see :func:`cluster_plan`), seeds every bisection whose first chunk
             is sparse; a dense or thinly planned one is seeded by ``metis``
             (see :func:`plan_applies`). Memory stays O(|V|) plus one chunk
-            (and a cluster graph of at most ``max(chunk, 2**19)`` edges).
+            (and a cluster graph of at most ``max(prefix, 2**19)`` edges).
         refine (bool): Averaging refinement of earlier labels (default: True;
             False is streaming greedy).
         tmp_dir (str, optional): Parent of the temporary per-side edge files
             (default: the system's temporary directory).
         clusters (int, optional): Seed ``clusters`` only, in ``[2, 65536]``:
-            sets the target cluster size ``first-chunk nodes / clusters``
+            sets the target cluster size ``prefix nodes / clusters``
             (default: :func:`default_clusters`; see :func:`cluster_chunk`).
 
     After :meth:`assign`, :attr:`last_stats` lists one
@@ -803,13 +862,15 @@ class GremPartitioner(Partitioner):
 
     name = "grem"
 
-    def __init__(self, chunk: float = 0.1, passes: int = 3, seed_method: str = "metis",
+    def __init__(self, chunk: float = 0.1, passes: int = 3, seed_method: str | None = None,
                  refine: bool = True, tmp_dir: str | os.PathLike[str] | None = None,
                  clusters: int | None = None) -> None:
         if isinstance(chunk, bool) or not isinstance(chunk, (int, float)) \
                 or not 0 < chunk <= 1:
             raise ValueError(f"chunk must be a fraction of the edges in (0, 1], got {chunk!r}")
-        _check_method_args(passes, seed_method)
+        _check_method_args(passes, "metis" if seed_method is None else seed_method)
+        if seed_method is None:
+            seed_method = default_seed_method(int(passes))
         _check_clusters(clusters, seed_method)
         if not isinstance(refine, bool):
             raise ValueError(f"refine must be True or False, got {refine!r}")
@@ -878,6 +939,7 @@ __all__ = [
     "chunk_components",
     "chunk_rows",
     "cluster_chunk",
+    "default_seed_method",
     "cluster_graph_edges",
     "cluster_plan",
     "default_clusters",
@@ -888,5 +950,6 @@ __all__ = [
     "plan_sides",
     "seed_sides",
     "side_capacity",
+    "tree_roots",
     "trim_cluster_graph",
 ]

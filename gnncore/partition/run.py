@@ -29,14 +29,20 @@ class MethodSettings:
     Args:
         chunk (float): GREM/greedy chunk size as a fraction of the edges.
         passes (int): GREM restreaming refinement passes (0: the thesis' GREM).
-        seed_method (str): GREM first-chunk seeding: metis, random, ldg or clusters.
+        seed_method (str, optional): GREM first-chunk seeding: metis, random,
+            ldg or clusters (default: :func:`~gnncore.partition.grem.default_seed_method`:
+            clusters with refinement passes, metis, the thesis' seed, without).
         hops (int): ByteGNN block radius.
+        clusters (int, optional): GREM seed ``clusters``: target cluster size
+            ``prefix nodes / clusters`` (default:
+            :func:`~gnncore.partition.grem.default_clusters`).
     """
 
     chunk: float = 0.1
     passes: int = 3
-    seed_method: str = "metis"
+    seed_method: str | None = None
     hops: int = 2
+    clusters: int | None = None
 
 
 # method -> (module, class, settings it takes, fixed keyword arguments)
@@ -44,8 +50,8 @@ _REGISTRY: dict[str, tuple[str, str, tuple[str, ...], dict[str, Any]]] = {
     "metis": ("gnncore.partition.metis", "MetisPartitioner", (), {"recursive": False}),
     "metis-recursive": ("gnncore.partition.metis", "MetisPartitioner", (),
                         {"recursive": True}),
-    "grem": ("gnncore.partition.grem", "GremPartitioner", ("chunk", "passes", "seed_method"),
-             {}),
+    "grem": ("gnncore.partition.grem", "GremPartitioner",
+             ("chunk", "passes", "seed_method", "clusters"), {}),
     "greedy": ("gnncore.partition.grem", "GremPartitioner", ("chunk", "seed_method"),
                {"refine": False, "passes": 0}),
     "ldg": ("gnncore.partition.stream", "LdgPartitioner", (), {}),
@@ -58,8 +64,20 @@ METHODS = tuple(_REGISTRY)
 
 
 def method_params(method: str, settings: MethodSettings) -> dict[str, Any]:
-    """The settings ``method`` uses, by name (what reports and MLflow record)."""
-    return {name: getattr(settings, name) for name in _registered(method)[2]}
+    """The settings ``method`` uses, by name (what reports and MLflow record).
+
+    GREM's ``seed_method`` is resolved (``None`` becomes the default for its
+    passes) and ``clusters`` is left out unless given.
+    """
+    params = {name: getattr(settings, name) for name in _registered(method)[2]}
+    if "seed_method" in params and params["seed_method"] is None:
+        from gnncore.partition.grem import default_seed_method
+
+        fixed = _registered(method)[3]
+        params["seed_method"] = default_seed_method(fixed.get("passes", settings.passes))
+    if params.get("clusters", 0) is None:
+        del params["clusters"]
+    return params
 
 
 def _registered(method: str) -> tuple[str, str, tuple[str, ...], dict[str, Any]]:

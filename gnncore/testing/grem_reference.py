@@ -184,3 +184,98 @@ def grem_bisect_reference(
         reassigned=reassigned,
         moves=moves,
     )
+
+
+# Chunk renumbering and CSR: the numpy formulations the C++ helpers replace -------------
+
+
+def first_appearance_reference(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes of ``pairs`` in first-appearance order and the pairs over those local ids
+    (a sort-based numpy version of ``gnncore.partition.grem.first_appearance``)."""
+    flat = np.asarray(pairs, dtype=np.int64).reshape(-1)
+    uniq, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[order] = np.arange(len(uniq))
+    return uniq[order], rank[inverse].reshape(-1, 2)
+
+
+def chunk_nodes_local_reference(pairs: np.ndarray,
+                                num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes of ``pairs`` in increasing id order and the pairs over those local ids."""
+    flat = np.asarray(pairs, dtype=np.int64).reshape(-1)
+    nodes = np.unique(flat)
+    assert not len(nodes) or (nodes[0] >= 0 and nodes[-1] < num_nodes)
+    return nodes, np.searchsorted(nodes, flat).reshape(-1, 2)
+
+
+def chunk_csr_reference(local_pairs: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The symmetric CSR of local pairs over ``n`` ids, each row sorted by neighbour id."""
+    local = np.asarray(local_pairs, dtype=np.int64).reshape(-1, 2)
+    src = np.concatenate([local[:, 0], local[:, 1]])
+    dst = np.concatenate([local[:, 1], local[:, 0]])
+    order = np.lexsort((dst, src))
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    return indptr, dst[order]
+
+
+def tree_roots_reference(adjacency: Sequence[Sequence[int]], max_weight: int) -> list[int]:
+    """Literal tree peeling (what ``gnncore._C.grem_tree_roots`` computes): nodes of
+    degree 1, queued in id order and then as they reach degree 1, join their one
+    remaining neighbour while the two trees hold at most ``max_weight`` nodes;
+    returns each node's root (itself for the nodes left)."""
+    n = len(adjacency)
+    alive = [True] * n
+    degree = [len(a) for a in adjacency]
+    weight = [1] * n
+    parent = list(range(n))
+    queue = [x for x in range(n) if degree[x] == 1]
+    head = 0
+    while head < len(queue):
+        x = queue[head]
+        head += 1
+        if not alive[x] or degree[x] != 1:
+            continue
+        y = next(z for z in adjacency[x] if alive[z])
+        if weight[x] + weight[y] > max_weight:
+            continue
+        weight[y] += weight[x]
+        alive[x] = False
+        parent[x] = y
+        degree[y] -= 1
+        if degree[y] == 1:
+            queue.append(y)
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    return [root(x) for x in range(n)]
+
+
+def majority_rounds_reference(local: np.ndarray, side: np.ndarray, rounds: int) -> np.ndarray:
+    """Synchronous majority labelling (what ``gnncore._C.grem_majority_rounds``
+    does in place), vectorised: each round, every unlabelled node takes the side
+    more of its labelled neighbours hold (ties stay -1); stops when a round
+    labels nothing. Returns the new sides."""
+    sides = np.array(side, dtype=np.int64)
+    n = len(sides)
+    local = np.asarray(local, dtype=np.int64).reshape(-1, 2)
+    open_edges = local[(sides[local[:, 0]] < 0) | (sides[local[:, 1]] < 0)]
+    for _ in range(rounds):
+        if not len(open_edges):
+            break
+        votes = np.zeros(2 * n, dtype=np.int64)
+        for x, y in ((0, 1), (1, 0)):
+            sx, sy = sides[open_edges[:, x]], sides[open_edges[:, y]]
+            m = (sx < 0) & (sy >= 0)
+            votes += np.bincount(open_edges[m, x] * 2 + sy[m], minlength=2 * n)
+        votes = votes.reshape(n, 2)
+        decide = (sides < 0) & (votes[:, 0] != votes[:, 1])
+        if not decide.any():
+            break
+        sides[decide] = (votes[decide, 1] > votes[decide, 0]).astype(np.int64)
+        open_edges = open_edges[(sides[open_edges[:, 0]] < 0) | (sides[open_edges[:, 1]] < 0)]
+    return sides

@@ -67,6 +67,22 @@ int64_t EdgeChunkReader::next(int64_t max_rows, std::vector<NodeId>& pairs) {
   return n;
 }
 
+template <typename Id>
+int64_t EdgeChunkReader::next_raw(int64_t max_rows, std::vector<Id>& ids) {
+  if (sizeof(Id) != static_cast<size_t>(file_.row_bytes() / 2))
+    throw std::invalid_argument("next_raw: id width differs from the edge file's");
+  const int64_t n = std::min(max_rows, file_.rows - row_);
+  ids.resize(static_cast<size_t>(2 * std::max<int64_t>(n, 0)));
+  if (n <= 0) return 0;
+  const size_t bytes = static_cast<size_t>(n * file_.row_bytes());
+  if (std::fread(ids.data(), 1, bytes, fh_) != bytes) throw io_error("short read from", file_.path);
+  row_ += n;
+  return n;
+}
+
+template int64_t EdgeChunkReader::next_raw<int32_t>(int64_t, std::vector<int32_t>&);
+template int64_t EdgeChunkReader::next_raw<int64_t>(int64_t, std::vector<int64_t>&);
+
 EdgeFileWriter::EdgeFileWriter(const std::string& path, bool int64)
     : path_(path), int64_(int64), buffer_(kWriteBuffer) {
   fh_ = std::fopen(path.c_str(), "wb");
@@ -90,6 +106,14 @@ void EdgeFileWriter::append(NodeId u, NodeId v) {
   }
   used_ += row;
   ++rows_;
+}
+
+void EdgeFileWriter::append_raw(const void* ids, int64_t rows) {
+  if (rows <= 0) return;
+  flush();
+  const size_t bytes = static_cast<size_t>(rows) * (int64_ ? 16 : 8);
+  if (std::fwrite(ids, 1, bytes, fh_) != bytes) throw io_error("cannot write to", path_);
+  rows_ += rows;
 }
 
 void EdgeFileWriter::flush() {

@@ -35,6 +35,10 @@ class EdgeChunkReader {
   // Reads up to `max_rows` rows into `pairs` (u0, v0, u1, v1, ...) and returns
   // the number read; 0 at the end of the file.
   int64_t next(int64_t max_rows, std::vector<NodeId>& pairs);
+  // The same rows in the file's own id width, without conversion: one fread
+  // straight into `ids` (Id must be int32_t for int32 files, int64_t for int64).
+  template <typename Id>
+  int64_t next_raw(int64_t max_rows, std::vector<Id>& ids);
 
  private:
   EdgeFile file_;
@@ -52,6 +56,9 @@ class EdgeFileWriter {
   EdgeFileWriter& operator=(const EdgeFileWriter&) = delete;
 
   void append(NodeId u, NodeId v);
+  // Appends `rows` rows already in the writer's id width (2 · rows ids of 4 or
+  // 8 bytes each, as given by the constructor's `int64`).
+  void append_raw(const void* ids, int64_t rows);
   // Flushes and closes; throws on any write error. Returns the rows written.
   int64_t close();
   int64_t rows() const { return rows_; }

@@ -1,6 +1,7 @@
 #include "partition/grem.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -45,64 +46,109 @@ struct Sides {
 };
 
 // The adjacency of one chunk over local ids 0..k-1, numbered by first
-// appearance in the chunk (the visiting order). `local` maps global ids to
-// local ones; it is reset after each chunk, so each chunk costs O(chunk).
+// appearance in the chunk (the visiting order); the adjacency lists hold the
+// neighbours' global ids, so counting reads their labels directly. `local`
+// maps global ids to local ones; it is reset after each chunk, so each chunk
+// costs O(chunk). Id is the edge file's id width (int32 files keep every
+// array of the chunk at 4 bytes an entry).
+template <typename Id>
 struct ChunkGraph {
-  std::vector<NodeId> nodes;
+  static constexpr size_t kPrefetch = 16;  // rows / nodes ahead of the random accesses
+
+  std::vector<Id> nodes;
   std::vector<int64_t> indptr;
-  std::vector<int64_t> adj;
+  std::vector<Id> adj;
+  std::vector<Id> lp;  // the chunk's pairs over local ids
   std::vector<int64_t> cursor;
 
-  void build(const std::vector<NodeId>& pairs, std::vector<int64_t>& local) {
+  // Returns false, having built nothing usable, when a row has an id outside
+  // [0, part.size()), is a self-loop or has an end outside the sub-problem
+  // (check_chunk then names it); the check rides on the renumbering sweep.
+  bool build(const std::vector<Id>& pairs, std::vector<Id>& local,
+             const std::vector<int8_t>& part) {
     nodes.clear();
-    for (NodeId x : pairs) {
-      if (local[static_cast<size_t>(x)] < 0) {
-        local[static_cast<size_t>(x)] = static_cast<int64_t>(nodes.size());
-        nodes.push_back(x);
+    lp.resize(pairs.size());
+    const size_t m = pairs.size(), n = part.size();
+    bool bad = false;
+    for (size_t e = 0; e < m; e += 2) {
+      if (e + kPrefetch < m) {
+        __builtin_prefetch(&local[static_cast<size_t>(pairs[e + kPrefetch])]);
+        __builtin_prefetch(&local[static_cast<size_t>(pairs[e + kPrefetch + 1])]);
+      }
+      // negative ids wrap to huge size_t values, so one comparison checks both ends
+      const size_t u = static_cast<size_t>(pairs[e]), v = static_cast<size_t>(pairs[e + 1]);
+      if ((u >= n) | (v >= n) | (u == v)) return false;
+      bad |= (part[u] == kNotMember) | (part[v] == kNotMember);
+      for (int end = 0; end < 2; ++end) {
+        const Id x = pairs[e + static_cast<size_t>(end)];
+        Id l = local[static_cast<size_t>(x)];
+        if (l < 0) {
+          l = static_cast<Id>(nodes.size());
+          local[static_cast<size_t>(x)] = l;
+          nodes.push_back(x);
+        }
+        lp[e + static_cast<size_t>(end)] = l;
       }
     }
+    if (bad) return false;
     indptr.assign(nodes.size() + 1, 0);
-    for (NodeId x : pairs) ++indptr[static_cast<size_t>(local[static_cast<size_t>(x)]) + 1];
+    for (const Id l : lp) ++indptr[static_cast<size_t>(l) + 1];
     for (size_t i = 0; i < nodes.size(); ++i) indptr[i + 1] += indptr[i];
     cursor.assign(indptr.begin(), indptr.end() - 1);
     adj.resize(pairs.size());
     for (size_t e = 0; e < pairs.size(); e += 2) {
-      const int64_t a = local[static_cast<size_t>(pairs[e])];
-      const int64_t b = local[static_cast<size_t>(pairs[e + 1])];
-      adj[static_cast<size_t>(cursor[static_cast<size_t>(a)]++)] = b;
-      adj[static_cast<size_t>(cursor[static_cast<size_t>(b)]++)] = a;
+      const size_t a = static_cast<size_t>(lp[e]), b = static_cast<size_t>(lp[e + 1]);
+      adj[static_cast<size_t>(cursor[a]++)] = pairs[e + 1];
+      adj[static_cast<size_t>(cursor[b]++)] = pairs[e];
     }
+    return true;
   }
 
-  void release(std::vector<int64_t>& local) const {
-    for (NodeId x : nodes) local[static_cast<size_t>(x)] = -1;
+  void release(std::vector<Id>& local) const {
+    for (const Id x : nodes) local[static_cast<size_t>(x)] = -1;
   }
 
   // Neighbours of local node i in this chunk, by their current side (-1 not counted).
   void count(size_t i, const std::vector<int8_t>& part, double k[2]) const {
-    int64_t c[2] = {0, 0};
+    int64_t c0 = 0, c1 = 0;
+    const Id* a = adj.data();
     for (int64_t j = indptr[i]; j < indptr[i + 1]; ++j) {
-      const NodeId nbr = nodes[static_cast<size_t>(adj[static_cast<size_t>(j)])];
-      const int8_t s = part[static_cast<size_t>(nbr)];
-      if (s >= 0) ++c[s];
+      const int8_t s = part[static_cast<size_t>(a[j])];
+      c0 += s == 0;
+      c1 += s == 1;
     }
-    k[0] = static_cast<double>(c[0]);
-    k[1] = static_cast<double>(c[1]);
+    k[0] = static_cast<double>(c0);
+    k[1] = static_cast<double>(c1);
   }
 };
 
-void check_chunk(const std::vector<NodeId>& pairs, const std::vector<int8_t>& part,
+// Checks every row of a chunk: ids in [0, n), no self-loop, both endpoints
+// members. One branch-light sweep; the error message (first bad row) is only
+// built when the sweep finds one.
+template <typename Id>
+void check_chunk(const std::vector<Id>& pairs, const std::vector<int8_t>& part,
                  int64_t first_row, const std::string& path) {
-  const NodeId n = static_cast<NodeId>(part.size());
+  const size_t n = part.size();
+  bool bad = false;
   for (size_t e = 0; e < pairs.size(); e += 2) {
-    const NodeId u = pairs[e], v = pairs[e + 1];
-    const std::string where = "row " + std::to_string(first_row + static_cast<int64_t>(e / 2)) +
-                              " (" + std::to_string(u) + ", " + std::to_string(v) + ") of " + path;
-    if (u < 0 || u >= n || v < 0 || v >= n)
-      throw std::out_of_range(where + " has a node id outside [0, " + std::to_string(n) + ")");
-    if (u == v) throw std::invalid_argument(where + " is a self-loop");
+    const size_t u = static_cast<size_t>(pairs[e]), v = static_cast<size_t>(pairs[e + 1]);
+    // negative ids wrap to huge size_t values, so one comparison checks both ends
+    bad |= (u >= n) | (v >= n) | (u == v);
+    if (bad) break;
+    bad |= (part[u] == kNotMember) | (part[v] == kNotMember);
+  }
+  if (!bad) return;
+  for (size_t e = 0; e < pairs.size(); e += 2) {
+    const int64_t u = pairs[e], v = pairs[e + 1];
+    auto where = [&] {
+      return "row " + std::to_string(first_row + static_cast<int64_t>(e / 2)) + " (" +
+             std::to_string(u) + ", " + std::to_string(v) + ") of " + path;
+    };
+    if (u < 0 || u >= static_cast<int64_t>(n) || v < 0 || v >= static_cast<int64_t>(n))
+      throw std::out_of_range(where() + " has a node id outside [0, " + std::to_string(n) + ")");
+    if (u == v) throw std::invalid_argument(where() + " is a self-loop");
     if (part[static_cast<size_t>(u)] == kNotMember || part[static_cast<size_t>(v)] == kNotMember)
-      throw std::invalid_argument(where + " has an endpoint outside the sub-problem's nodes");
+      throw std::invalid_argument(where() + " has an endpoint outside the sub-problem's nodes");
   }
 }
 
@@ -111,29 +157,37 @@ struct Candidate {
   NodeId node;
 };
 
-// One restreaming refinement pass; returns the number of nodes moved.
+// One restreaming refinement pass; returns the number of nodes moved. `cnt`
+// holds each node's neighbours per side, interleaved (2 · x + side); Cnt is
+// int32_t whenever the file has fewer than 2^31 rows (a degree cannot exceed
+// the row count), halving the counters' memory traffic.
+template <typename Id, typename Cnt>
 int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, Span<NodeId> members,
-                    std::vector<int8_t>& part, std::vector<int64_t>& cnt, Sides& sides) {
+                    std::vector<int8_t>& part, std::vector<Cnt>& cnt, Sides& sides) {
   std::fill(cnt.begin(), cnt.end(), 0);
-  std::vector<NodeId> pairs;
+  std::vector<Id> pairs;
   reader.seek(0);
-  while (reader.next(chunk_rows, pairs) > 0) {
-    for (size_t e = 0; e < pairs.size(); e += 2) {
-      const size_t u = static_cast<size_t>(pairs[e]), v = static_cast<size_t>(pairs[e + 1]);
-      ++cnt[2 * u + static_cast<size_t>(part[v])];
-      ++cnt[2 * v + static_cast<size_t>(part[u])];
+  Cnt* c = cnt.data();
+  const int8_t* p = part.data();
+  while (reader.next_raw(chunk_rows, pairs) > 0) {
+    const Id* ids = pairs.data();
+    const size_t m = pairs.size();
+    for (size_t e = 0; e < m; e += 2) {
+      const size_t u = static_cast<size_t>(ids[e]), v = static_cast<size_t>(ids[e + 1]);
+      ++c[2 * u + static_cast<size_t>(p[v])];
+      ++c[2 * v + static_cast<size_t>(p[u])];
     }
   }
   std::vector<Candidate> cand[2];
   for (NodeId m : members) {
     const size_t x = static_cast<size_t>(m);
     const int s = part[x];
-    const int64_t gain =
-        cnt[2 * x + static_cast<size_t>(1 - s)] - cnt[2 * x + static_cast<size_t>(s)];
+    const int64_t gain = static_cast<int64_t>(cnt[2 * x + static_cast<size_t>(1 - s)]) -
+                         static_cast<int64_t>(cnt[2 * x + static_cast<size_t>(s)]);
     if (gain > 0) cand[s].push_back({gain, m});
   }
-  for (auto& c : cand)
-    std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
+  for (auto& cs : cand)
+    std::sort(cs.begin(), cs.end(), [](const Candidate& a, const Candidate& b) {
       return a.gain != b.gain ? a.gain > b.gain : a.node < b.node;
     });
   size_t next[2] = {0, 0};
@@ -161,34 +215,40 @@ int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, Span<NodeId> me
   return moved;
 }
 
-}  // namespace
-
-std::vector<NodeId> read_edge_rows(const EdgeFile& edges, int64_t begin, int64_t count) {
-  if (begin < 0 || count < 0) throw std::invalid_argument("begin and count must be non-negative");
-  EdgeChunkReader reader(edges);
-  std::vector<NodeId> pairs;
-  reader.seek(std::min(begin, edges.rows));
-  reader.next(count, pairs);
-  return pairs;
+// Writes each row whose endpoints share a side to that side's writer (if any),
+// in stream order: one chunk at a time, gathered per side then written at once.
+template <typename Id>
+void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<int8_t>& part,
+                std::unique_ptr<EdgeFileWriter> (&out)[2]) {
+  std::vector<Id> pairs, buf[2];
+  reader.seek(0);
+  const int8_t* p = part.data();
+  while (reader.next_raw(chunk_rows, pairs) > 0) {
+    const size_t m = pairs.size();
+    for (auto& b : buf) b.resize(m);
+    Id* dst[2] = {buf[0].data(), buf[1].data()};
+    size_t used[2] = {0, 0};
+    const Id* ids = pairs.data();
+    for (size_t e = 0; e < m; e += 2) {  // branch-free: write to both, advance the kept one
+      const Id u = ids[e], v = ids[e + 1];
+      const int su = p[static_cast<size_t>(u)], sv = p[static_cast<size_t>(v)];
+      const size_t same = su == sv;
+      dst[0][used[0]] = u;
+      dst[0][used[0] + 1] = v;
+      dst[1][used[1]] = u;
+      dst[1][used[1] + 1] = v;
+      used[0] += 2 * (same & static_cast<size_t>(su == 0));
+      used[1] += 2 * (same & static_cast<size_t>(su == 1));
+    }
+    for (int s = 0; s < 2; ++s)
+      if (out[s]) out[s]->append_raw(dst[s], static_cast<int64_t>(used[s] / 2));
+  }
 }
 
-BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
+template <typename Id>
+BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
                          Span<NodeId> members, Span<NodeId> seed_nodes,
                          Span<int64_t> seed_sides) {
-  if (config.num_nodes < 0) throw std::invalid_argument("num_nodes must be non-negative");
-  if (config.chunk_rows < 1) throw std::invalid_argument("chunk_rows must be >= 1");
-  if (config.passes < 0) throw std::invalid_argument("passes must be >= 0");
-  for (int s = 0; s < 2; ++s) {
-    if (config.capacity[s] < 0) throw std::invalid_argument("capacities must be non-negative");
-    if (config.weight[s] < 1) throw std::invalid_argument("weights must be >= 1");
-  }
-  if (seed_nodes.size != seed_sides.size)
-    throw std::invalid_argument("seed_nodes and seed_sides differ in length");
-  if (static_cast<int64_t>(members.size) > config.capacity[0] + config.capacity[1])
-    throw std::invalid_argument("the sub-problem's " + std::to_string(members.size) +
-                                " nodes exceed the two capacities' sum " +
-                                std::to_string(config.capacity[0] + config.capacity[1]));
-
   const size_t n = static_cast<size_t>(config.num_nodes);
   std::vector<int8_t> part(n, kNotMember);
   for (NodeId m : members) {
@@ -205,21 +265,29 @@ BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
     sides.w[s] = config.weight[s];
   }
   BisectResult result;
+  constexpr size_t kAhead = 8;  // visits between a prefetch and its use
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  auto started = Clock::now();
 
   // The GREM pass (Alg. 4).
   {
     std::vector<double> est(2 * n, 0.0);  // nbr_counts: running neighbour estimates per side
-    std::vector<int64_t> local(n, -1);
-    std::vector<NodeId> pairs;
-    ChunkGraph g;
+    std::vector<Id> local(n, -1);
+    std::vector<Id> pairs;
+    ChunkGraph<Id> g;
     EdgeChunkReader reader(edges);
     int64_t row = 0;
     for (int64_t c = 0;; ++c) {
-      const int64_t got = reader.next(config.chunk_rows, pairs);
+      const int64_t got = reader.next_raw(config.chunk_rows, pairs);
       if (got == 0) break;
-      check_chunk(pairs, part, row, edges.path);
+      if (!g.build(pairs, local, part)) {
+        check_chunk(pairs, part, row, edges.path);  // throws, naming the first bad row
+        throw std::logic_error("a chunk failed its check without a bad row");
+      }
       row += got;
-      g.build(pairs, local);
       ++result.num_chunks;
       double k[2];
       if (c == 0) {  // seed: labels from seed_algo on the first chunk's subgraph
@@ -247,7 +315,10 @@ BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
           est[2 * x + 1] = k[1];
         }
       } else {
-        for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const size_t k_nodes = g.nodes.size();
+        for (size_t i = 0; i < k_nodes; ++i) {
+          if (i + kAhead < k_nodes)  // the estimate of a node a few visits ahead
+            __builtin_prefetch(&est[2 * static_cast<size_t>(g.nodes[i + kAhead])]);
           const size_t x = static_cast<size_t>(g.nodes[i]);
           const int old = part[x];
           if (old != kUnassigned && !config.refine) continue;  // greedy: first label stays
@@ -279,35 +350,41 @@ BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
     sides.fix(s, kUnassigned);
     ++result.isolated;
   }
+  result.seconds_grem = seconds_since(started);
 
   // Restreaming refinement passes, then the split of the edge file.
   const bool split = !config.out_path[0].empty() || !config.out_path[1].empty();
   if (config.passes > 0 || split) {
     EdgeChunkReader reader(edges);
     if (config.passes > 0) {
-      std::vector<int64_t> cnt(2 * n);
-      for (int p = 0; p < config.passes; ++p) {
-        const int64_t moved = refine_pass(reader, config.chunk_rows, members, part, cnt, sides);
-        result.moves.push_back(moved);
-        if (moved == 0) break;
+      auto run = [&](auto& cnt) {
+        for (int p = 0; p < config.passes; ++p) {
+          started = Clock::now();
+          const int64_t moved =
+              refine_pass<Id>(reader, config.chunk_rows, members, part, cnt, sides);
+          result.moves.push_back(moved);
+          result.seconds_passes.push_back(seconds_since(started));
+          if (moved == 0) break;
+        }
+      };
+      if (edges.rows < (int64_t{1} << 31)) {
+        std::vector<int32_t> cnt(2 * n);
+        run(cnt);
+      } else {
+        std::vector<int64_t> cnt(2 * n);
+        run(cnt);
       }
     }
     if (split) {
+      started = Clock::now();
       std::unique_ptr<EdgeFileWriter> out[2];
       for (int s = 0; s < 2; ++s)
         if (!config.out_path[s].empty())
           out[s] = std::make_unique<EdgeFileWriter>(config.out_path[s], edges.int64);
-      std::vector<NodeId> pairs;
-      reader.seek(0);
-      while (reader.next(config.chunk_rows, pairs) > 0) {
-        for (size_t e = 0; e < pairs.size(); e += 2) {
-          const int s = part[static_cast<size_t>(pairs[e])];
-          if (s == part[static_cast<size_t>(pairs[e + 1])] && out[s])
-            out[s]->append(pairs[e], pairs[e + 1]);
-        }
-      }
+      split_pass<Id>(reader, config.chunk_rows, part, out);
       for (int s = 0; s < 2; ++s)
         if (out[s]) result.rows_written[s] = out[s]->close();
+      result.seconds_split = seconds_since(started);
     }
   }
 
@@ -316,6 +393,254 @@ BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
   result.sizes[0] = sides.size[0];
   result.sizes[1] = sides.size[1];
   return result;
+}
+
+}  // namespace
+
+std::vector<NodeId> read_edge_rows(const EdgeFile& edges, int64_t begin, int64_t count) {
+  if (begin < 0 || count < 0) throw std::invalid_argument("begin and count must be non-negative");
+  EdgeChunkReader reader(edges);
+  std::vector<NodeId> pairs;
+  reader.seek(std::min(begin, edges.rows));
+  reader.next(count, pairs);
+  return pairs;
+}
+
+BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
+                         Span<NodeId> members, Span<NodeId> seed_nodes,
+                         Span<int64_t> seed_sides) {
+  if (config.num_nodes < 0) throw std::invalid_argument("num_nodes must be non-negative");
+  if (config.chunk_rows < 1) throw std::invalid_argument("chunk_rows must be >= 1");
+  if (config.passes < 0) throw std::invalid_argument("passes must be >= 0");
+  for (int s = 0; s < 2; ++s) {
+    if (config.capacity[s] < 0) throw std::invalid_argument("capacities must be non-negative");
+    if (config.weight[s] < 1) throw std::invalid_argument("weights must be >= 1");
+  }
+  if (seed_nodes.size != seed_sides.size)
+    throw std::invalid_argument("seed_nodes and seed_sides differ in length");
+  if (static_cast<int64_t>(members.size) > config.capacity[0] + config.capacity[1])
+    throw std::invalid_argument("the sub-problem's " + std::to_string(members.size) +
+                                " nodes exceed the two capacities' sum " +
+                                std::to_string(config.capacity[0] + config.capacity[1]));
+  return edges.int64 ? bisect_impl<int64_t>(edges, config, members, seed_nodes, seed_sides)
+                     : bisect_impl<int32_t>(edges, config, members, seed_nodes, seed_sides);
+}
+
+void chunk_csr(Span<int64_t> local, int64_t n, std::vector<int64_t>& indptr,
+               std::vector<int64_t>& indices) {
+  if (n < 0) throw std::invalid_argument("n must be non-negative");
+  if (local.size % 2) throw std::invalid_argument("pairs must hold an even number of ids");
+  const size_t k = static_cast<size_t>(n);
+  indptr.assign(k + 1, 0);
+  for (const int64_t x : local) {
+    if (x < 0 || x >= n) throw std::out_of_range("local id outside [0, n)");
+    ++indptr[static_cast<size_t>(x) + 1];
+  }
+  for (size_t i = 0; i < k; ++i) indptr[i + 1] += indptr[i];
+  std::vector<int64_t> cursor(indptr.begin(), indptr.end() - 1);
+  indices.resize(local.size);
+  for (size_t e = 0; e < local.size; e += 2) {
+    const size_t u = static_cast<size_t>(local[e]), v = static_cast<size_t>(local[e + 1]);
+    indices[static_cast<size_t>(cursor[u]++)] = local[e + 1];
+    indices[static_cast<size_t>(cursor[v]++)] = local[e];
+  }
+  for (size_t x = 0; x < k; ++x)
+    std::sort(indices.begin() + indptr[x], indices.begin() + indptr[x + 1]);
+}
+
+ChunkLocal chunk_local(Span<NodeId> pairs, NodeId num_nodes, bool first_appearance, bool csr) {
+  if (num_nodes < 0) throw std::invalid_argument("num_nodes must be non-negative");
+  if (pairs.size % 2) throw std::invalid_argument("pairs must hold an even number of ids");
+  for (const NodeId x : pairs)
+    if (x < 0 || x >= num_nodes)
+      throw std::out_of_range("node id " + std::to_string(x) + " outside [0, " +
+                              std::to_string(num_nodes) + ")");
+  ChunkLocal out;
+  std::vector<int64_t> pos(static_cast<size_t>(num_nodes), -1);
+  if (first_appearance) {
+    for (const NodeId x : pairs) {
+      int64_t& l = pos[static_cast<size_t>(x)];
+      if (l < 0) {
+        l = static_cast<int64_t>(out.nodes.size());
+        out.nodes.push_back(x);
+      }
+    }
+  } else {
+    for (const NodeId x : pairs) pos[static_cast<size_t>(x)] = 0;
+    for (size_t x = 0; x < pos.size(); ++x)
+      if (pos[x] == 0) {
+        pos[x] = static_cast<int64_t>(out.nodes.size());
+        out.nodes.push_back(static_cast<NodeId>(x));
+      }
+  }
+  out.local.resize(pairs.size);
+  for (size_t e = 0; e < pairs.size; ++e) out.local[e] = pos[static_cast<size_t>(pairs[e])];
+  if (csr)
+    chunk_csr(Span<int64_t>{out.local.data(), out.local.size()},
+              static_cast<int64_t>(out.nodes.size()), out.indptr, out.indices);
+  return out;
+}
+
+namespace {
+
+// Sorts `buf` and merges its run-length counts into the sorted (keys, counts).
+void merge_keys(std::vector<int64_t>& buf, ClusterEdges& out) {
+  std::sort(buf.begin(), buf.end());
+  std::vector<int64_t> keys, counts;
+  keys.reserve(out.keys.size() + buf.size());
+  counts.reserve(out.keys.size() + buf.size());
+  size_t i = 0, j = 0;
+  while (i < out.keys.size() || j < buf.size()) {
+    int64_t key, count = 0;
+    if (j == buf.size() || (i < out.keys.size() && out.keys[i] <= buf[j])) {
+      key = out.keys[i];
+      count = out.counts[i++];
+    } else {
+      key = buf[j];
+    }
+    while (j < buf.size() && buf[j] == key) {
+      ++count;
+      ++j;
+    }
+    keys.push_back(key);
+    counts.push_back(count);
+  }
+  out.keys.swap(keys);
+  out.counts.swap(counts);
+  buf.clear();
+}
+
+template <typename Id>
+ClusterEdges cluster_edges_impl(const EdgeFile& edges, Span<int32_t> cluster, int64_t k,
+                                int64_t chunk_rows, size_t buffer_keys) {
+  ClusterEdges out;
+  EdgeChunkReader reader(edges);
+  std::vector<Id> pairs;
+  std::vector<int64_t> buf;
+  const size_t n = cluster.size;
+  int64_t row = 0;
+  while (const int64_t got = reader.next_raw(chunk_rows, pairs)) {
+    for (size_t e = 0; e < pairs.size(); e += 2) {
+      const size_t u = static_cast<size_t>(pairs[e]), v = static_cast<size_t>(pairs[e + 1]);
+      if (u >= n || v >= n)
+        throw std::out_of_range("row " + std::to_string(row + static_cast<int64_t>(e / 2)) +
+                                " of " + edges.path + " has a node id outside [0, " +
+                                std::to_string(n) + ")");
+      const int64_t a = cluster[u], b = cluster[v];
+      if (a < 0 || b < 0) continue;
+      if (a == b) {
+        ++out.internal;
+        continue;
+      }
+      buf.push_back(a < b ? a * k + b : b * k + a);
+    }
+    row += got;
+    if (buf.size() > std::max(buffer_keys, out.keys.size())) merge_keys(buf, out);
+  }
+  merge_keys(buf, out);
+  return out;
+}
+
+}  // namespace
+
+ClusterEdges cluster_edges(const EdgeFile& edges, Span<int32_t> cluster, int64_t k,
+                           int64_t chunk_rows, int64_t buffer_keys) {
+  if (chunk_rows < 1) throw std::invalid_argument("chunk_rows must be >= 1");
+  if (buffer_keys < 0) throw std::invalid_argument("buffer_keys must be >= 0");
+  if (k < 0 || (k > 0 && k > (int64_t{1} << 62) / k))
+    throw std::invalid_argument("k must be in [0, 2^31)");
+  for (const int32_t c : cluster)
+    if (c < -1 || c >= k) throw std::out_of_range("cluster ids must be in [-1, k)");
+  const size_t buffer = static_cast<size_t>(buffer_keys);
+  return edges.int64 ? cluster_edges_impl<int64_t>(edges, cluster, k, chunk_rows, buffer)
+                     : cluster_edges_impl<int32_t>(edges, cluster, k, chunk_rows, buffer);
+}
+
+void majority_rounds(Span<int64_t> local, MutSpan<int64_t> side, int rounds) {
+  if (local.size % 2) throw std::invalid_argument("pairs must hold an even number of ids");
+  const size_t n = side.size;
+  for (const int64_t x : local)
+    if (x < 0 || static_cast<size_t>(x) >= n) throw std::out_of_range("local id outside [0, n)");
+  for (const int64_t s : side)
+    if (s < -1 || s > 1) throw std::invalid_argument("sides must be -1, 0 or 1");
+  // Only pairs with an unlabelled end vote; they shrink every round.
+  std::vector<int64_t> open;
+  for (size_t e = 0; e < local.size; e += 2)
+    if (side[static_cast<size_t>(local[e])] < 0 || side[static_cast<size_t>(local[e + 1])] < 0) {
+      open.push_back(local[e]);
+      open.push_back(local[e + 1]);
+    }
+  std::vector<int64_t> votes(2 * n, 0);
+  std::vector<size_t> touched;
+  for (int r = 0; r < rounds && !open.empty(); ++r) {
+    touched.clear();
+    for (size_t e = 0; e < open.size(); e += 2)
+      for (int end = 0; end < 2; ++end) {
+        const size_t x = static_cast<size_t>(open[e + end]);
+        const int64_t sy = side[static_cast<size_t>(open[e + 1 - end])];
+        if (side[x] < 0 && sy >= 0) {
+          if (votes[2 * x] == 0 && votes[2 * x + 1] == 0) touched.push_back(x);
+          ++votes[2 * x + static_cast<size_t>(sy)];
+        }
+      }
+    std::vector<std::pair<size_t, int64_t>> decided;
+    for (const size_t x : touched) {
+      if (votes[2 * x] != votes[2 * x + 1])
+        decided.emplace_back(x, votes[2 * x + 1] > votes[2 * x] ? 1 : 0);
+      votes[2 * x] = votes[2 * x + 1] = 0;
+    }
+    if (decided.empty()) break;
+    for (const auto& [x, s] : decided) side[x] = s;  // synchronous: after all votes
+    size_t kept = 0;
+    for (size_t e = 0; e < open.size(); e += 2)
+      if (side[static_cast<size_t>(open[e])] < 0 || side[static_cast<size_t>(open[e + 1])] < 0) {
+        open[kept++] = open[e];
+        open[kept++] = open[e + 1];
+      }
+    open.resize(kept);
+  }
+}
+
+std::vector<int64_t> tree_roots(Span<int64_t> indptr, Span<int64_t> indices,
+                                int64_t max_weight) {
+  if (indptr.size == 0) throw std::invalid_argument("indptr must hold num_nodes + 1 entries");
+  const size_t n = indptr.size - 1;
+  if (indptr[0] != 0 || indptr[n] != static_cast<int64_t>(indices.size))
+    throw std::invalid_argument("indptr does not match indices");
+  std::vector<int64_t> deg(n), parent(n), weight(n, 1);
+  std::vector<int64_t> queue;  // nodes of degree 1, then the peeling order
+  std::vector<uint8_t> peeled(n, 0);
+  for (size_t x = 0; x < n; ++x) {
+    if (indptr[x + 1] < indptr[x]) throw std::invalid_argument("indptr must be non-decreasing");
+    deg[x] = indptr[x + 1] - indptr[x];
+    parent[x] = static_cast<int64_t>(x);
+    if (deg[x] == 1) queue.push_back(static_cast<int64_t>(x));
+  }
+  for (const int64_t y : indices)
+    if (y < 0 || static_cast<size_t>(y) >= n) throw std::out_of_range("neighbour id out of range");
+  std::vector<int64_t> order;
+  for (size_t head = 0; head < queue.size(); ++head) {
+    const size_t x = static_cast<size_t>(queue[head]);
+    if (peeled[x] || deg[x] != 1) continue;  // degree 0: the last node of a tree component
+    int64_t y = -1;
+    for (int64_t j = indptr[x]; j < indptr[x + 1]; ++j)
+      if (!peeled[static_cast<size_t>(indices[static_cast<size_t>(j)])]) {
+        y = indices[static_cast<size_t>(j)];
+        break;
+      }
+    if (weight[x] + weight[static_cast<size_t>(y)] > max_weight) continue;  // stays
+    weight[static_cast<size_t>(y)] += weight[x];
+    peeled[x] = 1;
+    parent[x] = y;
+    order.push_back(static_cast<int64_t>(x));
+    if (--deg[static_cast<size_t>(y)] == 1) queue.push_back(y);
+  }
+  // A node's parent was peeled later or stays: resolve roots in reverse order.
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const size_t x = static_cast<size_t>(*it);
+    parent[x] = parent[static_cast<size_t>(parent[x])];
+  }
+  return parent;
 }
 
 std::vector<int64_t> ldg_bisect(Span<int64_t> indptr, Span<int64_t> indices,

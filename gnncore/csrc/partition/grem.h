@@ -32,6 +32,9 @@ struct BisectResult {
   int64_t isolated = 0;               // members never seen in any chunk
   int64_t reassigned = 0;             // label changes during the streaming pass
   std::vector<int64_t> moves;         // nodes moved by each restreaming pass run
+  double seconds_grem = 0;            // wall time of the GREM pass (and isolated nodes)
+  std::vector<double> seconds_passes; // wall time of each restreaming pass run
+  double seconds_split = 0;           // wall time of the split into per-side files
 };
 
 // Runs one bisection of the sub-problem whose nodes are `members` (distinct
@@ -46,6 +49,58 @@ BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
 
 // Rows [begin, begin + count) of `edges` as (u0, v0, u1, v1, ...); fewer at the end.
 std::vector<NodeId> read_edge_rows(const EdgeFile& edges, int64_t begin, int64_t count);
+
+// A chunk's graph over local ids, what the first-chunk seeds work on.
+struct ChunkLocal {
+  std::vector<NodeId> nodes;    // global id of each local node
+  std::vector<int64_t> local;   // the pairs over local ids (u0, v0, u1, v1, ...)
+  std::vector<int64_t> indptr;  // symmetric CSR (empty unless asked for)
+  std::vector<int64_t> indices;
+};
+
+// Renumbers the pairs `pairs` (u0, v0, ...; ids in [0, num_nodes)) to local
+// ids 0..k-1: by first appearance (row by row, u before v) when
+// `first_appearance`, else by increasing global id. Scratch: one O(num_nodes)
+// array. With `csr`, also the symmetric CSR over the local ids, each row
+// sorted by neighbour id (what METIS is given; the same as build_csr).
+ChunkLocal chunk_local(Span<NodeId> pairs, NodeId num_nodes, bool first_appearance, bool csr);
+
+// The symmetric CSR of `local` pairs over `n` local ids, rows sorted by neighbour id.
+void chunk_csr(Span<int64_t> local, int64_t n, std::vector<int64_t>& indptr,
+               std::vector<int64_t>& indices);
+
+// The cluster graph of seed `clusters`, counted in one pass over `edges`,
+// `chunk_rows` rows at a time: for every row whose endpoints both have a
+// cluster (`cluster[x]` in [0, k); -1: none) in two different clusters a, b,
+// one count for the key min(a, b) · k + max(a, b). Returns the distinct keys in
+// increasing order with their counts; `internal` receives the rows inside one
+// cluster. Memory: the distinct keys plus a buffer of at most
+// max(buffer_keys, keys) raw keys, sorted and merged when full.
+struct ClusterEdges {
+  std::vector<int64_t> keys;
+  std::vector<int64_t> counts;
+  int64_t internal = 0;
+};
+ClusterEdges cluster_edges(const EdgeFile& edges, Span<int32_t> cluster, int64_t k,
+                           int64_t chunk_rows, int64_t buffer_keys = int64_t{1} << 20);
+
+// Majority labelling of seed `clusters`: in each of at most `rounds`
+// synchronous rounds, every node x with side[x] < 0 counts its neighbours
+// (over the pairs `local`, u0, v0, ...) labelled 0 and 1 in the previous
+// round and takes the side with more of them (ties: stays unlabelled). Stops
+// early when a round labels nothing. `side` (values -1, 0, 1) is updated.
+void majority_rounds(Span<int64_t> local, MutSpan<int64_t> side, int rounds);
+
+// Trees hanging off a graph (symmetric CSR, no self-loops or repeated
+// neighbours): peels nodes of degree 1 until none is left (the 2-core stays)
+// and returns root[x]: x for a node that stays, else the node that stays and
+// whose hanging tree holds x (a tree component keeps one node, its last
+// peeled). Keeping a tree on its root's side cuts none of its edges, so a
+// partitioner can work on the remaining nodes, weighted by their tree sizes.
+// A node is not peeled when its tree and its parent's would together hold
+// more than `max_weight` nodes (a partitioner could not balance heavier ones).
+std::vector<int64_t> tree_roots(Span<int64_t> indptr, Span<int64_t> indices,
+                                int64_t max_weight);
 
 // Linear Deterministic Greedy (Stanton & Kliot 2012) bisection of a small graph
 // given as a symmetric CSR, nodes streamed in id order: v goes to

@@ -18,10 +18,13 @@ from gnncore.partition.grem import (
     GremPartitioner,
     ClusterPlan,
     chunk_components,
+    chunk_csr,
+    chunk_nodes_local,
     chunk_rows,
     cluster_chunk,
     cluster_graph_edges,
     cluster_plan,
+    first_appearance,
     greedy_partitioner,
     grem_bisect,
     grem_partition_file,
@@ -29,10 +32,18 @@ from gnncore.partition.grem import (
     plan_sides,
     seed_sides,
     side_capacity,
+    tree_roots,
     trim_cluster_graph,
 )
 from gnncore.store import GraphDir, create_graph_dir
-from gnncore.testing.grem_reference import grem_bisect_reference
+from gnncore.testing.grem_reference import (
+    chunk_csr_reference,
+    chunk_nodes_local_reference,
+    first_appearance_reference,
+    grem_bisect_reference,
+    majority_rounds_reference,
+    tree_roots_reference,
+)
 
 
 def edge_file(tmp_path: Path, pairs: list[tuple[int, int]] | np.ndarray,
@@ -269,6 +280,114 @@ def test_kernel_matches_the_reference_on_random_graphs(tmp_path, trial):
             np.testing.assert_array_equal(rows, ref.side_edges[s])
 
 
+@pytest.mark.parametrize("trial", range(4))
+def test_kernel_matches_the_reference_on_int64_files(tmp_path, trial):
+    rng = np.random.default_rng(100 + trial)
+    n = int(rng.integers(30, 100))
+    pairs = random_stream(rng, n, int(rng.integers(n, 3 * n)))
+    members = np.arange(n)
+    chunk = int(rng.integers(5, 30))
+    first = np.unique(pairs[:chunk].reshape(-1), return_index=True)
+    nodes = first[0][np.argsort(first[1])]
+    labels = rng.integers(0, 2, len(nodes))
+    caps = (math.ceil(n * 0.53), math.ceil(n * 0.53))
+    edges = edge_file(tmp_path, pairs, dtype="int64")
+    outs = (str(tmp_path / "s0.bin"), str(tmp_path / "s1.bin"))
+    result = grem_bisect(edges, n, members, chunk_edges=chunk, seed_nodes=nodes,
+                         seed_labels=labels, capacities=caps, passes=3, out_paths=outs)
+    ref = grem_bisect_reference(pairs, members.tolist(), chunk, nodes, labels, caps, passes=3)
+    np.testing.assert_array_equal(result["side"], ref.side)
+    assert list(result["moves"]) == ref.moves
+    for s in (0, 1):
+        rows = np.fromfile(outs[s], dtype=np.int64).reshape(-1, 2)
+        np.testing.assert_array_equal(rows, ref.side_edges[s])
+    assert set(result["seconds"]) == {"grem", "passes", "split"}
+    assert len(result["seconds"]["passes"]) == len(ref.moves)
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_chunk_renumbering_and_csr_match_the_numpy_references(trial):
+    rng = np.random.default_rng(trial)
+    n = int(rng.integers(1, 200))
+    pairs = random_stream(rng, n + 1, int(rng.integers(0, 4 * n + 1)))
+    nodes, local = first_appearance(pairs)
+    ref_nodes, ref_local = first_appearance_reference(pairs)
+    np.testing.assert_array_equal(nodes, ref_nodes)
+    np.testing.assert_array_equal(local, ref_local)
+    nodes, local = chunk_nodes_local(pairs, n + 1)
+    ref_nodes, ref_local = chunk_nodes_local_reference(pairs, n + 1)
+    np.testing.assert_array_equal(nodes, ref_nodes)
+    np.testing.assert_array_equal(local, ref_local)
+    for got, want in zip(chunk_csr(local, len(nodes)), chunk_csr_reference(local, len(nodes))):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_tree_roots_by_hand():
+    # a triangle 0-1-2 with a path 2-3-4 hanging off it, and a separate path 5-6-7
+    pairs = np.array([[0, 1], [1, 2], [0, 2], [2, 3], [3, 4], [5, 6], [6, 7]])
+    indptr, indices = chunk_csr(pairs, 8)
+    # leaves 4, 5, 7 go first (id order): 4 -> 3, 5 -> 6, 7 -> 6 (6 is left alone), 3 -> 2
+    assert tree_roots(indptr, indices).tolist() == [0, 1, 2, 2, 2, 6, 6, 6]
+    # trees of at most two nodes: 4 -> 3 and 5 -> 6, then 7, 3 would make three
+    assert tree_roots(indptr, indices, 2).tolist() == [0, 1, 2, 3, 3, 6, 6, 7]
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_tree_roots_match_the_literal_reference(trial):
+    rng = np.random.default_rng(trial)
+    n = int(rng.integers(2, 150))
+    pairs = random_stream(rng, n, int(rng.integers(1, 2 * n)))
+    indptr, indices = chunk_csr(pairs, n)
+    adjacency = [indices[indptr[x]:indptr[x + 1]].tolist() for x in range(n)]
+    for cap in (1, 3, 2**62):
+        root = tree_roots(indptr, indices, cap)
+        assert root.tolist() == tree_roots_reference(adjacency, cap)
+        kept = root == np.arange(n)
+        assert np.all(kept[root]) and np.bincount(root, minlength=n).max() <= cap
+
+
+def test_peeled_metis_keeps_trees_whole_and_balances():
+    import pymetis
+
+    rng = np.random.default_rng(0)
+    core = random_stream(rng, 200, 600)  # a denser part with leaves hung on it
+    leaves = np.stack([rng.integers(0, 200, 300), np.arange(200, 500)], axis=1)
+    local = np.concatenate([core, leaves])
+    options = pymetis.Options()
+    options.seed = 0
+    parts = grem_module.metis_chunk(local, 500, 2, options, recursive=True, peel=True)
+    assert np.all(parts[leaves[:, 0]] == parts[leaves[:, 1]])
+    assert np.bincount(parts, minlength=2).max() <= math.ceil(1.03 * 250)
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_majority_rounds_match_the_vectorised_reference(trial):
+    from gnncore import _C
+
+    rng = np.random.default_rng(trial)
+    n = int(rng.integers(2, 300))
+    local = random_stream(rng, n, int(rng.integers(1, 3 * n)))
+    side = rng.choice([-1, -1, -1, 0, 1], n).astype(np.int64)
+    for rounds in (0, 1, 2, 8):
+        got = side.copy()
+        _C.grem_majority_rounds(local.reshape(-1).copy(), got, rounds)
+        np.testing.assert_array_equal(got, majority_rounds_reference(local, side, rounds))
+    with pytest.raises(ValueError, match="-1, 0 or 1"):
+        _C.grem_majority_rounds(local.reshape(-1).copy(), np.full(n, 2, dtype=np.int64), 1)
+
+
+def test_chunk_helpers_reject_bad_ids():
+    from gnncore import _C
+
+    with pytest.raises(IndexError, match="outside"):
+        chunk_nodes_local(np.array([[0, 5]]), 3)
+    with pytest.raises(IndexError, match="outside"):
+        _C.grem_chunk_csr(np.array([0, 3], dtype=np.int64), 2)
+    with pytest.raises(ValueError, match="even"):
+        _C.grem_chunk_csr(np.array([0, 1, 1], dtype=np.int64), 2)
+    assert [len(a) for a in first_appearance(np.zeros((0, 2), dtype=np.int64))] == [0, 0]
+
+
 # Recursion, the partitioner and its files ----------------------------------------------
 
 
@@ -291,6 +410,10 @@ def test_recursion_keeps_every_part_within_capacity(graph, parts, tmp_path):
     for record in partitioner.last_stats:  # the chunk stays fixed at every level
         assert record.chunks == math.ceil(record.edges / chunk)
         assert all(s <= c for s, c in zip(record.sizes, record.capacities))
+        phases = record.phase_seconds
+        assert set(phases) == {"seed", "grem", "passes", "split"}
+        assert len(phases["passes"]) == len(record.moves)
+        assert phases["seed"] + phases["grem"] + sum(phases["passes"]) <= record.seconds
     assert list(tmp_path.iterdir()) == []
 
 
@@ -487,19 +610,27 @@ def test_cluster_seed_is_balanced_and_deterministic(communities, parts, tmp_path
 
 
 def test_cluster_graph_is_streamed_one_chunk_at_a_time(communities, monkeypatch):
+    from gnncore import _C
+
     edges = EdgeFile.from_npy(communities.path / "edges_shuffled.npy")
     chunk = chunk_rows(0.02, edges.rows)
     reads: list[tuple[int, int]] = []
-    real = EdgeFile.read
+    calls: list[int] = []
+    real, real_pass = EdgeFile.read, _C.grem_cluster_edges
 
     def spy(self, begin, count):
         reads.append((begin, count))
         return real(self, begin, count)
 
+    def spy_pass(*args):
+        calls.append(args[6])  # chunk_rows of the C++ streaming pass
+        return real_pass(*args)
+
     monkeypatch.setattr(EdgeFile, "read", spy)
+    monkeypatch.setattr(_C, "grem_cluster_edges", spy_pass)
     plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
-    assert reads and max(count for _, count in reads) <= chunk
-    assert sorted({begin for begin, _ in reads}) == list(range(0, edges.rows, chunk))
+    assert reads == [(0, chunk)]  # the prefix (here the first chunk), read once
+    assert calls == [chunk]
     # The counted cluster graph matches a count over the whole stream.
     monkeypatch.setattr(EdgeFile, "read", real)
     pairs = edges.read(0, edges.rows)
@@ -516,8 +647,17 @@ def test_cluster_graph_counts_match_a_brute_force_count(tmp_path):
     pairs = random_stream(rng, 60, 300)
     edges = edge_file(tmp_path, pairs)
     cluster = rng.integers(-1, 50, 60).astype(np.int32)
-    for k in (50, 2100):  # dense counters, then the sparse merge (k² > 2**22)
-        keys, counts, internal = cluster_graph_edges(edges, cluster, k, chunk_edges=7)
+    from gnncore import _C
+
+    for k, buffer in ((50, 1 << 20), (2100, 1 << 20), (50, 3), (2100, 0)):
+        # buffer 3 or 0: the raw keys are merged after every chunk
+        flat = _C.grem_cluster_edges(edges.path, edges.offset, edges.int64, edges.rows,
+                                     cluster, k, 7, buffer)
+        keys, counts, internal = np.asarray(flat[0]), np.asarray(flat[1]), flat[2]
+        if buffer == 1 << 20:
+            same = cluster_graph_edges(edges, cluster, k, chunk_edges=7)
+            np.testing.assert_array_equal(same[0], keys)
+            np.testing.assert_array_equal(same[1], counts)
         expected: dict[int, int] = {}
         inside = 0
         for u, v in pairs.tolist():
@@ -531,6 +671,29 @@ def test_cluster_graph_counts_match_a_brute_force_count(tmp_path):
                 expected[key] = expected.get(key, 0) + 1
         assert dict(zip(keys.tolist(), counts.tolist())) == expected
         assert internal == inside and np.all(np.diff(keys) > 0)
+    with pytest.raises(IndexError, match=r"\[-1, k\)"):
+        cluster_graph_edges(edges, np.full(60, 50, dtype=np.int32), 50, chunk_edges=7)
+    with pytest.raises(IndexError, match="outside"):
+        cluster_graph_edges(edges, cluster[:30], 50, chunk_edges=7)
+
+
+def test_the_plan_clusters_only_the_stream_prefix(communities, monkeypatch):
+    edges = EdgeFile.from_npy(communities.path / "edges_shuffled.npy")
+    chunk = chunk_rows(0.1, edges.rows)
+    plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk, prefix_edges=500)
+    clustered = np.zeros(communities.num_nodes, dtype=bool)
+    clustered[edges.read(0, 500).reshape(-1)] = True
+    np.testing.assert_array_equal(plan.cluster >= 0, clustered)
+    # default prefix: min(chunk, max(1% of |E|, PLAN_MIN_PREFIX)) rows
+    monkeypatch.setattr(grem_module, "PLAN_MIN_PREFIX", 0)
+    plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
+    clustered[:] = False
+    clustered[edges.read(0, chunk_rows(0.01, edges.rows)).reshape(-1)] = True
+    np.testing.assert_array_equal(plan.cluster >= 0, clustered)
+    monkeypatch.setattr(grem_module, "PLAN_MIN_PREFIX", 1 << 17)
+    plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
+    clustered[edges.read(0, chunk).reshape(-1)] = True
+    np.testing.assert_array_equal(plan.cluster >= 0, clustered)
 
 
 def test_a_large_cluster_graph_is_trimmed_to_its_budget(communities, monkeypatch):
@@ -615,6 +778,17 @@ def test_dense_or_thinly_planned_bisections_fall_back_to_metis():
     # A clique on 8 nodes: average degree 7 >= PLAN_MAX_DEGREE.
     clique = np.array([(i, j) for i in range(8) for j in range(i + 1, 8)])
     assert not plan_applies(plan, clique, 100, 0, (1, 1))
+    # A fine plan (PLAN_FINE_CLUSTERS clusters planned into each side) seeds a
+    # dense chunk too; one cluster short on a side and METIS seeds it.
+    fine = grem_module.PLAN_FINE_CLUSTERS
+    part = np.repeat(np.arange(4), fine)
+    plan = ClusterPlan(np.zeros(0, dtype=np.int32), part, np.ones(len(part), dtype=np.int64),
+                       np.full(4, 1000), len(part), 0, {})
+    assert plan_applies(plan, clique, 100, 0, (1, 1))
+    plan = ClusterPlan(np.zeros(0, dtype=np.int32), part[1:], np.ones(len(part) - 1,
+                       dtype=np.int64), np.full(4, 1000), len(part), 0, {})
+    assert not plan_applies(plan, clique, 100, 0, (1, 1))
+    assert plan_applies(plan, clique, 100, 1, (1, 1))
 
 
 def test_a_dense_first_chunk_is_seeded_by_metis(communities):
@@ -634,3 +808,28 @@ def test_cli_offers_the_cluster_seed():
     args = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4",
                               "--seed-method", "clusters"])
     assert settings_from(args).seed_method == "clusters"
+
+
+def test_cli_sets_the_cluster_count_and_the_seed_defaults_by_passes():
+    import argparse
+
+    from gnncore.cli.partition import add_arguments, settings_from
+    from gnncore.partition.run import make_partitioner, method_params
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4", "--clusters", "40"])
+    settings = settings_from(args)
+    assert settings.clusters == 40 and settings.seed_method is None
+    assert method_params("grem", settings) == {"chunk": 0.1, "passes": 3,
+                                               "seed_method": "clusters", "clusters": 40}
+    partitioner = make_partitioner("grem", settings)
+    assert partitioner.seed_method == "clusters" and partitioner.clusters == 40
+    args = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4", "--passes", "0"])
+    assert method_params("grem", settings_from(args))["seed_method"] == "metis"
+    assert "clusters" not in method_params("grem", settings_from(args))
+    assert method_params("greedy", settings_from(args))["seed_method"] == "metis"
+    assert GremPartitioner(passes=0).seed_method == "metis"
+    assert GremPartitioner().seed_method == "clusters"
+    with pytest.raises(ValueError, match="clusters applies"):
+        GremPartitioner(passes=0, clusters=40)
