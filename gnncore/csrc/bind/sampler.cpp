@@ -4,6 +4,7 @@
 #include "bind/common.h"
 #include "sampler/neighbor.h"
 #include "sampler/per_layer.h"
+#include "sampler/uniform.h"
 
 namespace gnncore::bind {
 
@@ -78,6 +79,15 @@ per hop). Deterministic given ``seed`` (any int) and independent of
 or neighbour outside ``[0, N)`` and ``ValueError`` for a malformed ``indptr``
 or a fanout below -1.)doc");
 
+  m.def(
+      "set_sampler_direct_map_limit",
+      [](int64_t max_nodes) {
+        return sampling::direct_map_max_nodes().exchange(max_nodes);
+      },
+      nb::arg("max_nodes"),
+      R"doc(Sets the largest graph (in nodes) whose samplers map global to local ids
+through a per-thread array of 4 bytes per node; larger graphs use a hash map.
+The outputs do not depend on it. Returns the previous limit (default 2**26).)doc");
   m.def("sample_per_layer", &sample_per_layer_as<int64_t>, nb::arg("indptr"),
         nb::arg("indices"), nb::arg("seeds"), nb::arg("fanouts"), nb::arg("seed"),
         nb::arg("replace") = false, nb::arg("num_threads") = 0);

@@ -9,7 +9,6 @@
 
 namespace gnncore {
 
-using sampling::IdMap;
 using sampling::node_rng;
 using sampling::Rng;
 using sampling::sample_without_replacement;
@@ -35,7 +34,7 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
   std::vector<NodeId>& node = h.node;
   std::vector<int64_t>& block_start = h.block_start;
   block_start.push_back(0);
-  IdMap local_of(targets.size * 4);
+  sampling::LocalIds local_of(num_nodes, targets.size * 4);
   bool inserted = false;
   for (size_t i = 0; i < targets.size; ++i) {
     local_of.get_or_insert(targets[i], static_cast<int64_t>(node.size()), &inserted);

@@ -11,7 +11,6 @@
 
 namespace gnncore {
 
-using sampling::IdMap;
 using sampling::node_rng;
 using sampling::Rng;
 using sampling::sample_without_replacement;
@@ -24,7 +23,7 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
   sampling::validate_fanouts(fanouts);
 
   NeighborSample out;
-  IdMap local_of(seeds.size * 4);
+  sampling::LocalIds local_of(num_nodes, seeds.size * 4);
   out.node.reserve(seeds.size);
   bool inserted = false;
   for (size_t i = 0; i < seeds.size; ++i) {

@@ -17,7 +17,7 @@ NeighborSample sample_per_layer(Span<int64_t> indptr, Span<IndexT> indices, Span
   sampling::validate_fanouts(fanouts);
 
   NeighborSample out;
-  sampling::IdMap local_of(seeds.size * 4);
+  sampling::LocalIds local_of(num_nodes, seeds.size * 4);
   out.node.reserve(seeds.size);
   bool inserted = false;
   for (size_t i = 0; i < seeds.size; ++i) {

@@ -188,6 +188,9 @@ def test_rejects_bad_input() -> None:
     broken[:] = 20
     with pytest.raises(IndexError):
         _C.sample_per_layer(indptr, broken, np.arange(20), [-1], 0)
+    # the ids the failed batch had mapped are forgotten
+    assert_same(_C.sample_per_layer(indptr, indices, np.arange(19, -1, -1), [3, 2], 0),
+                sample_per_layer_reference(indptr, indices, np.arange(19, -1, -1), [3, 2], 0))
     with pytest.raises(ValueError, match="repeats a seed"):
         PerLayerSampler((indptr, indices), [2]).sample_from_nodes(node_input([1, 1]))
 
@@ -237,3 +240,26 @@ def test_graphsage_trimmed_forward(tmp_path) -> None:
         assert torch.isfinite(trimmed).all()
         batches += 1
     assert batches == (len(train) + 15) // 16
+
+
+@pytest.fixture
+def hashed_ids():
+    """Makes the samplers map ids through the hash map, not the direct array."""
+    previous = _C.set_sampler_direct_map_limit(0)
+    yield
+    _C.set_sampler_direct_map_limit(previous)
+
+
+def test_hash_and_direct_id_maps_agree(hashed_ids) -> None:
+    indptr, indices = random_csr(3_000, 30_000, seed=9)
+    seeds = np.array([7, 2_000, 7, 13, 2_999, 0])
+    fanouts = [6, 3, 2]
+    hashed = [f(indptr, indices, seeds, fanouts, 4) for f in
+              (_C.sample_per_layer, _C.sample_neighbors, _C.sample_dense_pyg, _C.sample_dense)]
+    assert_same(hashed[0], sample_per_layer_reference(indptr, indices, seeds, fanouts, 4))
+    _C.set_sampler_direct_map_limit(1 << 26)
+    direct = [f(indptr, indices, seeds, fanouts, 4) for f in
+              (_C.sample_per_layer, _C.sample_neighbors, _C.sample_dense_pyg, _C.sample_dense)]
+    for a, b in zip(hashed, direct):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
