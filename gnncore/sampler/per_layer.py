@@ -5,9 +5,10 @@ neighbours for *every* node of its frontier -- the seeds and every node
 reached at an earlier hop -- so a node is sampled again at each later hop.
 The output is PyG's layout (seeds first, then the nodes new at each hop,
 duplicate-free; edges grouped by hop), so ``num_sampled_nodes`` /
-``num_sampled_edges`` drive ``trim_to_layer``: with trimming, layer ``l`` of a
-``k``-layer model runs over the edges of hops ``1 .. k - l``, which for a node
-reached early is the union of its samples from those hops.
+``num_sampled_edges`` drive ``trim_to_layer``: with trimming, layer ``l``
+(0-based, from the input) of a ``k``-layer model runs over the edges of hops
+``1 .. k - l``, which for a node reached early is the union of its samples
+from those hops (a DGL block would use hop ``k - l`` alone).
 
 Seeding follows :class:`~gnncore.sampler.NeighborSampler`: batch ``k`` uses a
 seed derived from ``(seed, k)`` (and the DataLoader worker's seed in a worker).
