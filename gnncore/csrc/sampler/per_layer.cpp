@@ -27,9 +27,10 @@ NeighborSample sample_per_layer(Span<int64_t> indptr, Span<IndexT> indices, Span
   out.num_sampled_nodes.push_back(static_cast<int64_t>(out.node.size()));
 
   const int threads = resolve_threads(num_threads);
-  std::vector<int64_t> offset;  // per frontier node: start of its block in `pos`
-  std::vector<int64_t> pos;     // sampled CSR positions, grouped per frontier node
-  std::vector<int64_t> nbr;     // indices[pos]
+  sampling::Scratch& scratch = sampling::thread_scratch();
+  std::vector<int64_t>& offset = scratch.offset;  // per frontier node: start in `pos`
+  std::vector<int64_t>& pos = scratch.pos;  // sampled CSR positions, per frontier node
+  std::vector<int64_t>& nbr = scratch.nbr;  // indices[pos]
   for (size_t hop = 0; hop < fanouts.size(); ++hop) {
     const size_t frontier = out.node.size();  // every node known so far
     offset.assign(frontier + 1, 0);
@@ -38,6 +39,9 @@ NeighborSample sample_per_layer(Span<int64_t> indptr, Span<IndexT> indices, Span
 
     // Serial pass: local ids in frontier order, hash slots prefetched ahead.
     const size_t emitted = pos.size();
+    // At most one new node per sampled edge: one reallocation per hop.
+    out.node.reserve(out.node.size() + emitted);
+    local_of.reserve(out.node.capacity());
     constexpr size_t kAhead = 8;
     for (size_t t = 0; t < std::min(kAhead, emitted); ++t) local_of.prefetch(nbr[t]);
     const size_t base = out.row.size();

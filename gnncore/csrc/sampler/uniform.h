@@ -156,6 +156,10 @@ class LocalIds {
   LocalIds(const LocalIds&) = delete;
   LocalIds& operator=(const LocalIds&) = delete;
 
+  // Room for `n` keys in all, so that inserting them does not reallocate.
+  void reserve(size_t n) {
+    if (direct_) touched_.reserve(n);
+  }
   void prefetch(int64_t key) const {
     if (direct_) __builtin_prefetch(table_ + key);
     else map_.prefetch(key);
@@ -185,6 +189,18 @@ class LocalIds {
   int32_t* table_ = nullptr;
   std::vector<int64_t> touched_;
 };
+
+// Per-thread scratch buffers of the sampling kernels (the CSR offsets and
+// neighbour ids of a batch's draws), kept between calls so that a batch does
+// not map fresh pages for them. A kernel takes them once per call and must not
+// call another kernel while it holds them.
+struct Scratch {
+  std::vector<int64_t> offset, pos, nbr;
+};
+inline Scratch& thread_scratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
 
 // ------------------------------------------------------------------ sampling
 
