@@ -5,8 +5,10 @@ integers, the generator and the uniform row sampling of
 ``gnncore/csrc/sampler/uniform.h`` (xoshiro256++ seeded through splitmix64,
 Lemire's unbiased bounded integers, Floyd's algorithm or a partial
 Fisher-Yates shuffle). :func:`sample_per_layer_reference` builds on them, so it
-consumes exactly the random numbers ``_C.sample_per_layer`` consumes and the
-two agree exactly for every seed. Use them on small inputs only.
+consumes exactly the random numbers ``_C.sample_per_layer`` (and, with
+``resample=False``, ``_C.sample_neighbors`` and ``_C.sample_dense_pyg``)
+consumes and agrees with it exactly for every seed. Use them on small inputs
+only.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ def sample_per_layer_reference(
     fanouts: Sequence[int],
     seed: int,
     replace: bool = False,
+    resample: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[int], list[int]]:
     """Per-layer (DGL / classic PyG) sampling with the output of ``_C.sample_per_layer``.
 
@@ -131,6 +134,11 @@ def sample_per_layer_reference(
     appended in first-seen order), ``col`` = local id of ``v`` and
     ``edge = j``. ``num_sampled_nodes`` lists the unique seeds and the nodes
     new at each hop; ``num_sampled_edges`` the edges emitted per hop.
+
+    With ``resample=False`` hop ``h`` expands only the nodes first reached at
+    hop ``h - 1`` (the seeds at hop 0), the node at position ``i`` of that
+    block drawing with ``node_rng(seed, h, i)``: the output of
+    ``_C.sample_neighbors`` and of DENSE's ``_C.sample_dense_pyg``.
     """
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices)
@@ -149,15 +157,18 @@ def sample_per_layer_reference(
     edge: list[int] = []
     num_sampled_nodes = [len(node)]
     num_sampled_edges: list[int] = []
+    begin = 0
     for hop, fanout in enumerate(fanouts):
         if fanout < -1:
             raise ValueError(f"fanout {fanout} is negative; use -1 for all neighbours")
         frontier = len(node)
+        first = 0 if resample else begin
         emitted = 0
-        for target in range(frontier):
+        for target in range(first, frontier):
             v = node[target]
             lo, hi = int(indptr[v]), int(indptr[v + 1])
-            for off in sample_row_reference(seed, hop, target, hi - lo, fanout, replace):
+            for off in sample_row_reference(seed, hop, target - first, hi - lo, fanout,
+                                            replace):
                 j = lo + off
                 u = int(indices[j])
                 if u not in local_of:
@@ -169,6 +180,7 @@ def sample_per_layer_reference(
                 emitted += 1
         num_sampled_nodes.append(len(node) - frontier)
         num_sampled_edges.append(emitted)
+        begin = frontier
     as64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731
     return (as64(node), as64(row), as64(col), as64(edge), num_sampled_nodes,
             num_sampled_edges)

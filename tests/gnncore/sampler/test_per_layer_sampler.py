@@ -88,6 +88,17 @@ def test_kernel_equals_the_reference_exactly(graph, fanouts, replace) -> None:
         check_per_layer(indptr, indices, seeds, fanouts, got, replace)
 
 
+@pytest.mark.parametrize("fanouts", [[4, 3, 2], [70, 2]])
+def test_dense_and_hop_wise_kernels_equal_the_reference_without_resampling(fanouts) -> None:
+    indptr, indices = random_csr(300, 200_000 if fanouts[0] > 64 else 3_000, seed=10)
+    seeds = np.array([9, 4, 9, 250, 0])
+    for batch_seed in (1, 77):
+        want = sample_per_layer_reference(indptr, indices, seeds, fanouts, batch_seed,
+                                          resample=False)
+        assert_same(_C.sample_dense_pyg(indptr, indices, seeds, fanouts, batch_seed), want)
+        assert_same(_C.sample_neighbors(indptr, indices, seeds, fanouts, batch_seed), want)
+
+
 def test_reference_draws_are_the_shared_kernel_draws() -> None:
     # Hop 0 expands the seeds in every sampler, each seed from node_rng(seed, 0, i).
     indptr, indices = random_csr(300, 200_000, seed=3)
