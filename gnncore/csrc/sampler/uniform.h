@@ -293,9 +293,8 @@ inline void prefetch_row(Span<int64_t> indptr, Span<IndexT> indices, NodeId v) {
   const int64_t lo = indptr[static_cast<size_t>(v)], hi = indptr[static_cast<size_t>(v) + 1];
   if (lo < 0 || hi <= lo || hi > static_cast<int64_t>(indices.size)) return;
   const char* first = reinterpret_cast<const char*>(indices.data + lo);
-  const char* last = reinterpret_cast<const char*>(indices.data + hi) - 1;
-  for (int line = 0; line < 4 && first + 64 * line <= last; ++line)
-    __builtin_prefetch(first + 64 * line);
+  const size_t bytes = static_cast<size_t>(hi - lo) * sizeof(IndexT);
+  for (size_t off = 0; off < bytes && off < 4 * 64; off += 64) __builtin_prefetch(first + off);
 }
 
 // One hop of uniform neighbour sampling: for each of the `n` nodes in
