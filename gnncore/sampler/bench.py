@@ -1,19 +1,24 @@
-"""DENSE vs per-layer sampling on one graph (a thesis Table 3.5-style comparison).
+"""DENSE versus per-layer sampling on one graph (a thesis Table 3.5-style comparison).
 
-Every sampler sees the same random seed batches. Three samplers:
+Every sampler sees the same random seed batches, interleaved batch by batch
+(the order of the samplers rotates from batch to batch), so a change in the
+machine's load hits all of them alike. Samplers:
 
-* ``dense`` -- ``_C.sample_dense_pyg``: each node's neighbours once per batch,
-  in PyG's layout (what :class:`~gnncore.sampler.DenseSampler` returns).
-* ``dense (layout)`` -- ``_C.sample_dense``: the same draws in the DENSE
-  layout of thesis Alg. 1 (``node_ids``, ``nbrs``, ``repr`` ...).
-* ``per-layer`` -- ``_C.sample_neighbors`` (PyG semantics): hop ``h`` expands
-  the nodes first reached at hop ``h - 1``.
-* ``per-layer, re-sampled`` -- DGL-style blocks: layer by layer,
-  ``_C.sample_neighbors`` with one hop over *every* node of the previous
-  block (seeds and earlier nodes are sampled again at each layer).
+* ``dense`` -- :class:`~gnncore.sampler.DenseSampler` (``build_sampler("dense")``):
+  each node's neighbours once per batch, in the PyG :class:`SamplerOutput`
+  that training consumes.
+* ``per-layer`` -- :class:`~gnncore.sampler.PerLayerSampler`
+  (``build_sampler("per-layer")``): the DGL / classic PyG scheme, every hop
+  samples every node known before it again, same PyG output.
+* ``dense, Alg. 1 layout`` -- ``_C.sample_dense``: DENSE's draws in the
+  layout of thesis Alg. 1 (``node_ids``, ``nbrs``, ``repr`` ...), no
+  SamplerOutput; shows what the PyG layout costs.
 
-Per sampler: nodes and edges per batch (mean), ms per batch (median) and
-sampled edges per second per thread (edges/s divided by the threads used).
+Per sampler: nodes and edges per batch (mean), ms per batch (median, and the
+interquartile range), the median over batches of its time divided by
+per-layer's time on the same batch (paired, so robust to slow load drift) and
+sampled edges per second per core (total edges over total time, divided by
+the threads the kernels use).
 """
 
 from __future__ import annotations
@@ -30,61 +35,64 @@ import numpy as np
 
 from gnncore.store import GraphDir
 
-SAMPLERS = ("dense", "dense (layout)", "per-layer", "per-layer, re-sampled")
+SAMPLERS = ("dense", "per-layer", "dense, Alg. 1 layout")
 
 
-def _samplers(indptr: np.ndarray, indices: np.ndarray, fanouts: list[int],
-              threads: int) -> dict[str, Callable[[np.ndarray, int], tuple[int, int]]]:
-    from gnncore import _C
+def _samplers(indptr: np.ndarray, indices: np.ndarray, fanouts: list[int], seed: int,
+              threads: int) -> dict[str, Callable[[np.ndarray], tuple[int, int]]]:
+    """One ``seeds -> (nodes, edges)`` callable per entry of :data:`SAMPLERS`."""
+    import torch
+    from torch_geometric.sampler import NodeSamplerInput
 
-    def dense(seeds: np.ndarray, seed: int) -> tuple[int, int]:
-        node, row, *_ = _C.sample_dense_pyg(indptr, indices, seeds, fanouts, seed,
-                                            num_threads=threads)
-        return len(node), len(row)
+    from gnncore.sampler import DenseSampler, build_sampler
 
-    def dense_layout(seeds: np.ndarray, seed: int) -> tuple[int, int]:
-        node_ids, _, nbrs, *_ = _C.sample_dense(indptr, indices, seeds, fanouts, seed,
-                                                num_threads=threads)
-        return len(node_ids), len(nbrs)
+    def node_input(seeds: np.ndarray) -> NodeSamplerInput:
+        return NodeSamplerInput(input_id=None, node=torch.from_numpy(seeds))
 
-    def per_layer(seeds: np.ndarray, seed: int) -> tuple[int, int]:
-        node, row, *_ = _C.sample_neighbors(indptr, indices, seeds, fanouts, seed,
-                                            num_threads=threads)
-        return len(node), len(row)
+    def through(mode: str) -> Callable[[np.ndarray], tuple[int, int]]:
+        sampler = build_sampler(mode, (indptr, indices), fanouts, seed=seed,
+                                num_threads=threads)
 
-    def resampled(seeds: np.ndarray, seed: int) -> tuple[int, int]:
-        nodes, edges = seeds, 0
-        for layer, fanout in enumerate(fanouts):
-            nodes, row, *_ = _C.sample_neighbors(indptr, indices, nodes, [fanout],
-                                                 seed + layer, num_threads=threads)
-            edges += len(row)
-        return len(nodes), edges
+        def sample(seeds: np.ndarray) -> tuple[int, int]:
+            out = sampler.sample_from_nodes(node_input(seeds))
+            return len(out.node), len(out.row)
 
-    return {"dense": dense, "dense (layout)": dense_layout, "per-layer": per_layer,
-            "per-layer, re-sampled": resampled}
+        return sample
+
+    # same seed and batch counter as "dense": the same draws, another layout
+    layout_sampler = DenseSampler((indptr, indices), fanouts, seed=seed, num_threads=threads)
+
+    def dense_layout(seeds: np.ndarray) -> tuple[int, int]:
+        layout = layout_sampler.sample_dense(node_input(seeds))
+        return len(layout["node_ids"]), len(layout["nbrs"])
+
+    return {"dense": through("dense"), "per-layer": through("per-layer"),
+            "dense, Alg. 1 layout": dense_layout}
 
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     """The rows of :func:`bench_sampling` as a Markdown table."""
     lines = ["| fanouts | sampler | nodes / batch | edges / batch | ms / batch (median) "
-             "| sampled edges/s per thread |",
-             "|---|---|---:|---:|---:|---:|"]
+             "| ms IQR | time / per-layer | sampled edges/s per core |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {','.join(map(str, r['fanouts']))} | {r['sampler']} "
                      f"| {r['nodes_per_batch']:,.0f} | {r['edges_per_batch']:,.0f} "
-                     f"| {r['ms_per_batch']:.1f} | {r['edges_per_s_per_thread']:,.0f} |")
+                     f"| {r['ms_per_batch']:.1f} | {r['ms_q1']:.1f}–{r['ms_q3']:.1f} "
+                     f"| {r['time_vs_per_layer']:.2f} | {r['edges_per_s_per_core']:,.0f} |")
     return "\n".join(lines)
 
 
 def bench_sampling(graph_dir: str | os.PathLike[str], fanouts_list: Sequence[Sequence[int]],
                    batch_size: int, batches: int, out_dir: str | os.PathLike[str],
                    seed: int = 0, num_threads: int = 0) -> dict[str, Any]:
-    """Time every sampler on ``batches`` random seed batches per fanout list.
+    """Time every sampler of :data:`SAMPLERS` on ``batches`` random seed batches per fanout list.
 
-    One warm-up batch per sampler is not timed. ``num_threads`` <= 0 uses
-    every CPU this process may run on. Writes ``sampling.json`` and
-    ``sampling.md`` under ``out_dir``; returns the JSON object plus
-    ``markdown``.
+    The samplers run interleaved on the same batches; one warm-up batch per
+    sampler is not timed. ``num_threads`` <= 0 uses every CPU this process may
+    run on. The 1-minute load average before and after each fanout list is
+    recorded. Writes ``sampling.json`` and ``sampling.md`` under ``out_dir``;
+    returns the JSON object plus ``markdown``.
 
     Raises:
         ValueError: For a batch larger than the graph, or no batches.
@@ -102,28 +110,43 @@ def bench_sampling(graph_dir: str | os.PathLike[str], fanouts_list: Sequence[Seq
     rng = np.random.default_rng(seed)
     seed_batches = [np.sort(rng.choice(num_nodes, batch_size, replace=False))
                     for _ in range(batches + 1)]
-    batch_seeds = rng.integers(0, 2**62, batches + 1).tolist()
 
     rows = []
+    load = []
     for fanouts in fanouts_list:
         fanouts = [int(f) for f in fanouts]
-        for name, sample in _samplers(indptr, indices, fanouts, threads).items():
-            sample(seed_batches[0], batch_seeds[0])  # warm-up: page in the graph
-            nodes, edges, seconds = [], [], []
-            for seeds, s in zip(seed_batches[1:], batch_seeds[1:]):
+        samplers = _samplers(indptr, indices, fanouts, seed, threads)
+        names = list(samplers)
+        for sample in samplers.values():
+            sample(seed_batches[0])  # warm-up: page in the graph
+        stats: dict[str, dict[str, list[float]]] = {
+            name: {"nodes": [], "edges": [], "seconds": []} for name in names}
+        load_before = os.getloadavg()[0]
+        for b, seeds in enumerate(seed_batches[1:]):
+            for name in names[b % len(names):] + names[:b % len(names)]:
                 start = time.perf_counter()
-                n, e = sample(seeds, s)
-                seconds.append(time.perf_counter() - start)
-                nodes.append(n)
-                edges.append(e)
-            total_s = sum(seconds)
+                n, e = samplers[name](seeds)
+                stats[name]["seconds"].append(time.perf_counter() - start)
+                stats[name]["nodes"].append(n)
+                stats[name]["edges"].append(e)
+        load.append({"fanouts": fanouts, "before": load_before,
+                     "after": os.getloadavg()[0]})
+        reference = stats["per-layer"]["seconds"]
+        for name in names:
+            seconds = stats[name]["seconds"]
+            paired = [a / b for a, b in zip(seconds, reference)]
+            q1, _, q3 = statistics.quantiles(seconds, n=4) if len(seconds) > 1 else [
+                seconds[0]] * 3
             rows.append({
                 "fanouts": fanouts,
                 "sampler": name,
-                "nodes_per_batch": float(np.mean(nodes)),
-                "edges_per_batch": float(np.mean(edges)),
+                "nodes_per_batch": float(np.mean(stats[name]["nodes"])),
+                "edges_per_batch": float(np.mean(stats[name]["edges"])),
                 "ms_per_batch": 1000.0 * statistics.median(seconds),
-                "edges_per_s_per_thread": sum(edges) / total_s / threads,
+                "ms_q1": 1000.0 * q1,
+                "ms_q3": 1000.0 * q3,
+                "edges_per_s_per_core": sum(stats[name]["edges"]) / sum(seconds) / threads,
+                "time_vs_per_layer": statistics.median(paired),
             })
     result = {
         "graph_dir": str(graph_dir),
@@ -133,14 +156,18 @@ def bench_sampling(graph_dir: str | os.PathLike[str], fanouts_list: Sequence[Seq
         "batches": batches,
         "seed": seed,
         "threads": threads,
+        "load_average_1min": load,
         "rows": rows,
     }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "sampling.json").write_text(json.dumps(result, indent=2) + "\n")
     table = markdown_table(rows)
+    loads = ", ".join(f"{','.join(map(str, x['fanouts']))}: {x['before']:.1f} -> "
+                      f"{x['after']:.1f}" for x in load)
     (out / "sampling.md").write_text(
         f"Sampling on {graph_dir}: {num_nodes:,} nodes, {len(indices):,} adjacency entries, "
-        f"{batches} batches of {batch_size} seeds, {threads} threads.\n\n{table}\n")
+        f"{batches} batches of {batch_size} seeds, {threads} threads, samplers interleaved; "
+        f"1-min load average {loads}.\n\n{table}\n")
     result["markdown"] = table
     return result

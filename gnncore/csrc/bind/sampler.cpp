@@ -3,6 +3,8 @@
 
 #include "bind/common.h"
 #include "sampler/neighbor.h"
+#include "sampler/per_layer.h"
+#include "sampler/uniform.h"
 
 namespace gnncore::bind {
 
@@ -23,6 +25,25 @@ static nb::tuple sample_neighbors_as(InArray<int64_t> indptr, InArray<IndexT> in
   {
     nb::gil_scoped_release release;
     s = sample_neighbors<IndexT>(span_of(indptr), span_of(indices), span_of(seeds), fanouts,
+                                 seed64, replace, num_threads);
+  }
+  nb::list nodes_per_hop = to_list(s.num_sampled_nodes);
+  nb::list edges_per_hop = to_list(s.num_sampled_edges);
+  return nb::make_tuple(to_numpy(std::move(s.node)), to_numpy(std::move(s.row)),
+                        to_numpy(std::move(s.col)), to_numpy(std::move(s.edge)),
+                        nodes_per_hop, edges_per_hop);
+}
+
+template <typename IndexT>
+static nb::tuple sample_per_layer_as(InArray<int64_t> indptr, InArray<IndexT> indices,
+                                     InArray<NodeId> seeds, const std::vector<int64_t>& fanouts,
+                                     nb::int_ seed, bool replace, int num_threads) {
+  const uint64_t seed64 =
+      nb::cast<uint64_t>(seed & nb::int_(static_cast<uint64_t>(0xffffffffffffffffULL)));
+  NeighborSample s;
+  {
+    nb::gil_scoped_release release;
+    s = sample_per_layer<IndexT>(span_of(indptr), span_of(indices), span_of(seeds), fanouts,
                                  seed64, replace, num_threads);
   }
   nb::list nodes_per_hop = to_list(s.num_sampled_nodes);
@@ -57,6 +78,36 @@ per hop). Deterministic given ``seed`` (any int) and independent of
 ``num_threads`` (<= 0: the OpenMP default). Raises ``IndexError`` for a seed
 or neighbour outside ``[0, N)`` and ``ValueError`` for a malformed ``indptr``
 or a fanout below -1.)doc");
+
+  m.def(
+      "set_sampler_direct_map_limit",
+      [](int64_t max_nodes) {
+        return sampling::direct_map_max_nodes().exchange(max_nodes);
+      },
+      nb::arg("max_nodes"),
+      R"doc(Sets the largest graph (in nodes) whose samplers map global to local ids
+through a per-thread array of 4 bytes per node; larger graphs use a hash map.
+The outputs do not depend on it. Returns the previous limit (default 2**26).)doc");
+  m.def("sample_per_layer", &sample_per_layer_as<int64_t>, nb::arg("indptr"),
+        nb::arg("indices"), nb::arg("seeds"), nb::arg("fanouts"), nb::arg("seed"),
+        nb::arg("replace") = false, nb::arg("num_threads") = 0);
+  m.def("sample_per_layer", &sample_per_layer_as<int32_t>, nb::arg("indptr"),
+        nb::arg("indices"), nb::arg("seeds"), nb::arg("fanouts"), nb::arg("seed"),
+        nb::arg("replace") = false, nb::arg("num_threads") = 0,
+        R"doc(Per-layer (DGL / classic PyG) multi-hop sampling: every layer re-samples every node.
+
+Like ``sample_neighbors``, except that hop ``h`` samples up to ``fanouts[h]``
+entries (-1: all) of the row of *every* node known before the hop (the unique
+seeds and all nodes reached at hops ``0 .. h-1``), not only of the nodes first
+reached at hop ``h - 1``; node ``i`` (local id) draws from its own generator
+keyed by ``(seed, h, i)``. ``node`` stays duplicate-free (seeds first, then
+the nodes new at each hop); edges are grouped by hop, so
+``num_sampled_nodes`` / ``num_sampled_edges`` drive ``trim_to_layer``. A CSR
+entry can be emitted at several hops.
+
+Returns ``(node, row, col, edge, num_sampled_nodes, num_sampled_edges)``.
+Deterministic given ``seed`` (any int) and independent of ``num_threads``.
+Raises ``IndexError`` / ``ValueError`` as ``sample_neighbors``.)doc");
 }
 
 }  // namespace gnncore::bind

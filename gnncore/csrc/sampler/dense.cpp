@@ -9,7 +9,6 @@
 
 namespace gnncore {
 
-using sampling::IdMap;
 using sampling::node_rng;
 using sampling::Rng;
 using sampling::sample_without_replacement;
@@ -18,11 +17,15 @@ namespace {
 
 // A DENSE sample in hop order: node = [targets, Δ_1, ..., Δ_k] with block
 // starts block_start (k + 2 entries); the neighbours of the expanded nodes
-// node[0 : block_start[k]] form a CSR (off, pos, nbr, local).
+// node[0 : block_start[k]] form a CSR (off, pos, nbr, local). `off` and
+// `nbr` are the calling thread's scratch buffers (valid until its next call).
 struct HopOrder {
   std::vector<NodeId> node;
   std::vector<int64_t> block_start;
-  std::vector<int64_t> off, pos, nbr, local;
+  std::vector<int64_t>& off = sampling::thread_scratch().offset;
+  std::vector<int64_t> pos;
+  std::vector<int64_t>& nbr = sampling::thread_scratch().nbr;
+  std::vector<int64_t> local;
 };
 
 template <typename IndexT>
@@ -35,7 +38,7 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
   std::vector<NodeId>& node = h.node;
   std::vector<int64_t>& block_start = h.block_start;
   block_start.push_back(0);
-  IdMap local_of(targets.size * 4);
+  sampling::LocalIds local_of(num_nodes, targets.size * 4);
   bool inserted = false;
   for (size_t i = 0; i < targets.size; ++i) {
     local_of.get_or_insert(targets[i], static_cast<int64_t>(node.size()), &inserted);
@@ -47,7 +50,8 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
   std::vector<int64_t>& pos = h.pos;  // sampled CSR positions
   std::vector<int64_t>& nbr = h.nbr;  // indices[pos]
   std::vector<int64_t>& local = h.local;  // hop-order id of nbr
-  off.push_back(0);
+  off.assign(1, 0);
+  nbr.clear();
   for (size_t hop = 0; hop < fanouts.size(); ++hop) {
     const size_t begin = static_cast<size_t>(block_start[hop]);
     const size_t end = node.size();
@@ -60,6 +64,9 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
              off.data() + begin, pos, nbr);
     const size_t total = pos.size();
     local.resize(total);
+    // At most one new node per sampled edge: one reallocation per hop.
+    node.reserve(node.size() + (total - base));
+    local_of.reserve(node.capacity());
 
     // Serial: the next delta, in first-seen order.
     constexpr size_t kAhead = 8;

@@ -11,7 +11,6 @@
 
 namespace gnncore {
 
-using sampling::IdMap;
 using sampling::node_rng;
 using sampling::Rng;
 using sampling::sample_without_replacement;
@@ -24,7 +23,7 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
   sampling::validate_fanouts(fanouts);
 
   NeighborSample out;
-  IdMap local_of(seeds.size * 4);
+  sampling::LocalIds local_of(num_nodes, seeds.size * 4);
   out.node.reserve(seeds.size);
   bool inserted = false;
   for (size_t i = 0; i < seeds.size; ++i) {
@@ -34,9 +33,10 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
   out.num_sampled_nodes.push_back(static_cast<int64_t>(out.node.size()));
 
   [[maybe_unused]] const int threads = resolve_threads(num_threads);
-  std::vector<int64_t> offset;  // per frontier node: start of its block in `pos`
-  std::vector<int64_t> pos;     // sampled CSR positions, grouped per frontier node
-  std::vector<int64_t> nbr;     // indices[pos], read in the parallel pass
+  sampling::Scratch& scratch = sampling::thread_scratch();
+  std::vector<int64_t>& offset = scratch.offset;  // per frontier node: start in `pos`
+  std::vector<int64_t>& pos = scratch.pos;  // sampled CSR positions, per frontier node
+  std::vector<int64_t>& nbr = scratch.nbr;  // indices[pos]
   size_t begin = 0;
   for (size_t hop = 0; hop < fanouts.size(); ++hop) {
     const size_t end = out.node.size();
@@ -50,6 +50,9 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
     // Serial pass: assign local ids in frontier order, prefetching the hash
     // slots a few edges ahead.
     const size_t emitted = pos.size();
+    // At most one new node per sampled edge: one reallocation per hop.
+    out.node.reserve(out.node.size() + emitted);
+    local_of.reserve(out.node.capacity());
     constexpr size_t kAhead = 8;
     for (size_t t = 0; t < std::min(kAhead, emitted); ++t) local_of.prefetch(nbr[t]);
     out.row.reserve(out.row.size() + emitted);

@@ -3,6 +3,7 @@
 // sampling without replacement and the CSR / seed validation.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -123,6 +124,84 @@ class IdMap {
   unsigned shift_ = 64;
 };
 
+// The largest graph (in nodes) whose samplers map ids through a direct array
+// (LocalIds); 2^26 by default (256 MiB per sampling thread at most).
+inline std::atomic<int64_t>& direct_map_max_nodes() {
+  static std::atomic<int64_t> limit{int64_t{1} << 26};
+  return limit;
+}
+
+// Global id -> local id of one batch. On graphs of at most
+// direct_map_max_nodes() nodes it is an array indexed by global id: one per
+// calling thread, kept between calls (4 bytes per graph node) with only the
+// entries a batch set reset when the map is destroyed, so a batch pays
+// neither hashing, probing, growing nor clearing. Larger graphs use an IdMap.
+// Values must be below 2^31.
+class LocalIds {
+ public:
+  LocalIds(int64_t num_nodes, size_t expected)
+      : direct_(num_nodes <= direct_map_max_nodes().load(std::memory_order_relaxed)),
+        map_(direct_ ? 0 : expected) {
+    if (!direct_) return;
+    std::vector<int32_t>& table = table_of_thread();
+    if (static_cast<int64_t>(table.size()) < num_nodes)
+      table.resize(static_cast<size_t>(num_nodes), -1);
+    table_ = table.data();
+    touched_.reserve(expected);
+  }
+  ~LocalIds() {
+    if (direct_)
+      for (int64_t key : touched_) table_[key] = -1;
+  }
+  LocalIds(const LocalIds&) = delete;
+  LocalIds& operator=(const LocalIds&) = delete;
+
+  // Room for `n` keys in all, so that inserting them does not reallocate.
+  void reserve(size_t n) {
+    if (direct_) touched_.reserve(n);
+  }
+  void prefetch(int64_t key) const {
+    if (direct_) __builtin_prefetch(table_ + key);
+    else map_.prefetch(key);
+  }
+  // Returns the value of `key` (in [0, num_nodes)), inserting `value` first if
+  // it is absent.
+  int64_t get_or_insert(int64_t key, int64_t value, bool* inserted) {
+    if (!direct_) return map_.get_or_insert(key, value, inserted);
+    int32_t& slot = table_[key];
+    if (slot >= 0) {
+      *inserted = false;
+      return slot;
+    }
+    slot = static_cast<int32_t>(value);
+    touched_.push_back(key);
+    *inserted = true;
+    return value;
+  }
+
+ private:
+  static std::vector<int32_t>& table_of_thread() {
+    thread_local std::vector<int32_t> table;
+    return table;
+  }
+  bool direct_;
+  IdMap map_;
+  int32_t* table_ = nullptr;
+  std::vector<int64_t> touched_;
+};
+
+// Per-thread scratch buffers of the sampling kernels (the CSR offsets and
+// neighbour ids of a batch's draws), kept between calls so that a batch does
+// not map fresh pages for them. A kernel takes them once per call and must not
+// call another kernel while it holds them.
+struct Scratch {
+  std::vector<int64_t> offset, pos, nbr;
+};
+inline Scratch& thread_scratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
 // ------------------------------------------------------------------ sampling
 
 // Writes k distinct offsets of [0, n), k < n, into out[0..k), sorted.
@@ -205,6 +284,19 @@ inline void validate_fanouts(const std::vector<int64_t>& fanouts) {
                                   " is negative; use -1 for all neighbours");
 }
 
+// How far ahead draw_hop prefetches a frontier node's indptr entry and row.
+constexpr int64_t kPtrAhead = 16, kRowAhead = 6;
+
+// Prefetches the first cache lines (at most four) of node v's row of `indices`.
+template <typename IndexT>
+inline void prefetch_row(Span<int64_t> indptr, Span<IndexT> indices, NodeId v) {
+  const int64_t lo = indptr[static_cast<size_t>(v)], hi = indptr[static_cast<size_t>(v) + 1];
+  if (lo < 0 || hi <= lo || hi > static_cast<int64_t>(indices.size)) return;
+  const char* first = reinterpret_cast<const char*>(indices.data + lo);
+  const size_t bytes = static_cast<size_t>(hi - lo) * sizeof(IndexT);
+  for (size_t off = 0; off < bytes && off < 4 * 64; off += 64) __builtin_prefetch(first + off);
+}
+
 // One hop of uniform neighbour sampling: for each of the `n` nodes in
 // `frontier`, draws up to `fanout` positions of its CSR row (all when
 // fanout = -1 or the degree is smaller; exactly `fanout` draws with
@@ -249,6 +341,11 @@ void draw_hop(Span<int64_t> indptr, Span<IndexT> indices, const NodeId* frontier
 #endif
     for (int64_t ii = 0; ii < n_i; ++ii) {  // parallel: each node's block
       const size_t i = static_cast<size_t>(ii);
+      // The rows sit at random places of `indices`: fetch them a few nodes
+      // ahead (their indptr entries a few nodes before that).
+      if (ii + kPtrAhead < n_i)
+        __builtin_prefetch(&indptr[static_cast<size_t>(frontier[i + kPtrAhead])]);
+      if (ii + kRowAhead < n_i) prefetch_row(indptr, indices, frontier[i + kRowAhead]);
       const NodeId v = frontier[i];
       const int64_t lo = indptr[static_cast<size_t>(v)];
       const int64_t deg = indptr[static_cast<size_t>(v) + 1] - lo;
