@@ -34,6 +34,8 @@ class TrainConfig(dg.Config):
     patience: int = Field(default=20, description="Early-stopping patience in epochs "
                           "(0: off).")
     seed: int = Field(default=0, description="Random seed.")
+    sampler: str = Field(default="dense", description="Neighbour sampling: dense (each "
+                         "node's neighbours once per batch) or per-layer (DGL-style).")
     device: Optional[str] = Field(default=None, description="auto, cpu, cuda or cuda:N; "
                                   "None: the compute resource's device.")
 
@@ -49,14 +51,16 @@ class TrainConfig(dg.Config):
             return LinkTrainConfig(model=self.model, decoder=self.decoder, epochs=self.epochs,
                                    fanouts=fanouts, batch_size=self.batch_size,
                                    num_negatives=self.num_negatives, patience=self.patience,
-                                   seed=self.seed, device=device, **optional)
+                                   seed=self.seed, device=device, sampler=self.sampler,
+                                   **optional)
         if self.task != "node":
             raise ValueError(f"task={self.task!r}: choose node or link")
         optional = {k: v for k, v in (("hidden", self.hidden), ("lr", self.lr)) if v is not None}
         return NodeTrainConfig(model=self.model, epochs=self.epochs,
                                num_layers=len(self.fanouts), fanouts=tuple(self.fanouts),
                                batch_size=self.batch_size, patience=self.patience,
-                               seed=self.seed, device=device, **optional)
+                               seed=self.seed, device=device, sampler=self.sampler,
+                               **optional)
 
 
 #: task -> (validation metric in the asset metadata / MLflow run, its display name)

@@ -64,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="architecture; 'none' is an MLP on the features alone (node) "
                              "or learned embeddings with the decoder alone (link) "
                              "(default: sage)")
+    parser.add_argument("--sampler", choices=("dense", "per-layer"), default=None,
+                        help="neighbour sampling: dense (each node's neighbours once per "
+                             "batch, default) or per-layer (every layer re-samples)")
     parser.add_argument("--decoder", choices=DECODER_CHOICES, default=None,
                         help="link scoring: distmult (default) or dot")
     parser.add_argument("--dim", type=_positive_int, default=None,
@@ -146,6 +149,7 @@ def build_config(args: argparse.Namespace) -> Any:
         "patience": args.patience, "normalize_features": args.normalize_features,
         "amp": args.amp, "device": args.device, "num_workers": args.num_workers,
         "prefetch_workers": args.prefetch_workers, "prefetch_depth": args.prefetch_depth,
+        "sampler": args.sampler,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if "fanouts" in overrides:  # one layer per hop unless told otherwise
@@ -164,7 +168,7 @@ def build_link_config(args: argparse.Namespace) -> Any:
         "device": args.device, "num_workers": args.num_workers,
         "num_negatives": args.negatives, "negative_sampling": args.negative_sampling,
         "eval_negatives": args.eval_negatives, "prefetch_workers": args.prefetch_workers,
-        "prefetch_depth": args.prefetch_depth,
+        "prefetch_depth": args.prefetch_depth, "sampler": args.sampler,
     }
     return LinkTrainConfig(**{k: v for k, v in overrides.items() if v is not None}).validate()
 
@@ -209,7 +213,8 @@ def run(args: argparse.Namespace,
                                  resume=args.resume, keep_checkpoints=args.keep_checkpoints,
                                  on_epoch_end=on_epoch_end)
     assert result.run_id is not None
-    settings = ("fanouts", "batch_size", "lr", "heads", "dropout", "patience", "amp") + (
+    settings = ("fanouts", "batch_size", "lr", "heads", "dropout", "patience", "amp",
+                "sampler") + (
         ("decoder", "dim", "num_negatives", "negative_sampling", "eval_negatives")
         if args.task == "link" else ("hidden", "weight_decay"))
     return {

@@ -33,8 +33,9 @@ def build_sampler(
         fanouts: Neighbours per node at each hop, from the seeds outward
             (``-1``: all).
         seed: Base seed of the random choices.
-        **kwargs: Passed to the sampler's constructor (``num_threads``; also
-            ``replace`` for ``"per-layer"``).
+        **kwargs: Passed to the sampler's constructor (``num_threads``,
+            ``direction``, ``edge_type`` / ``edge_types``; also ``replace`` for
+            ``"per-layer"``).
 
     Raises:
         ValueError: For a mode not in :data:`SAMPLER_MODES`.

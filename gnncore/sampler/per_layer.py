@@ -32,14 +32,15 @@ class PerLayerSampler(NeighborSampler):
     once per hop in ``edge``. Seeds come first in :obj:`SamplerOutput.node`;
     ``row``/``col``/``edge`` are as in :class:`~gnncore.sampler.NeighborSampler`,
     whose constructor (``graph``, ``fanouts``, ``seed``, ``replace``,
-    ``num_threads``), validation and seeding this class inherits.
+    ``num_threads``, ``direction``, edge types), validation, seeding and edge
+    sampling (``sample_from_edges``) this class inherits.
     """
 
-    def _sample(self, seeds: np.ndarray) -> tuple[Any, ...]:
+    def _sample(self, seeds: np.ndarray, batch_seed: int) -> tuple[Any, ...]:
         """One call into ``_C.sample_per_layer``: ``(node, row, col, edge, num_nodes,
         num_edges)``; :meth:`NeighborSampler.sample_from_nodes` wraps it."""
         from gnncore import _C
 
         return _C.sample_per_layer(self.indptr, self.indices, seeds, self.fanouts,
-                                   self._batch_seed(), replace=self.replace,
+                                   batch_seed, replace=self.replace,
                                    num_threads=self.num_threads)

@@ -99,6 +99,10 @@ class NodeTrainConfig(ConfigMethods):
             (default: :obj:`1`)
         prefetch_depth (int): Most batches the prefetch threads prepare ahead.
             (default: :obj:`4`)
+        sampler (str): Neighbour sampling mode of training and evaluation:
+            ``"dense"`` (each node's neighbours once per batch, thesis §3.3)
+            or ``"per-layer"`` (every layer samples its whole frontier again,
+            DGL / classic PyG). (default: :obj:`"dense"`)
     """
 
     model: str = "sage"
@@ -121,6 +125,7 @@ class NodeTrainConfig(ConfigMethods):
     num_workers: int = 0
     prefetch_workers: int = 1
     prefetch_depth: int = 4
+    sampler: str = "dense"
 
     def __post_init__(self) -> None:
         # Accept lists (from JSON / argparse) but store hashable tuples.
@@ -168,6 +173,10 @@ class NodeTrainConfig(ConfigMethods):
             raise bad("patience", "must be >= 0 (0 turns early stopping off)")
         if self.amp not in AMP_MODES:
             raise bad("amp", f"choose one of {AMP_MODES}")
+        from gnncore.sampler.factory import SAMPLER_MODES
+
+        if self.sampler not in SAMPLER_MODES:
+            raise bad("sampler", f"choose one of {SAMPLER_MODES}")
         if self.num_workers < 0:
             raise bad("num_workers", "must be >= 0")
         if self.prefetch_workers < 0:

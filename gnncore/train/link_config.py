@@ -75,6 +75,8 @@ class LinkTrainConfig(ConfigMethods):
             (:mod:`gnncore.train.prefetch`); ``0`` prepares them in the loop.
             Results do not depend on it. (default: :obj:`1`)
         prefetch_depth (int): Most batches prepared ahead. (default: :obj:`4`)
+        sampler (str): ``"dense"`` or ``"per-layer"`` neighbour sampling (GNN
+            encoders). (default: :obj:`"dense"`)
     """
 
     RESUMABLE: ClassVar[frozenset[str]] = frozenset(
@@ -104,6 +106,7 @@ class LinkTrainConfig(ConfigMethods):
     num_workers: int = 0
     prefetch_workers: int = 1
     prefetch_depth: int = 4
+    sampler: str = "dense"
 
     def __post_init__(self) -> None:
         defaults = ENCODER_DEFAULTS.get(self.model, ENCODER_DEFAULTS["sage"])
@@ -167,6 +170,10 @@ class LinkTrainConfig(ConfigMethods):
                 raise bad(name, "must be >= 0")
         if self.amp not in AMP_MODES:
             raise bad("amp", f"choose one of {AMP_MODES}")
+        from gnncore.sampler.factory import SAMPLER_MODES
+
+        if self.sampler not in SAMPLER_MODES:
+            raise bad("sampler", f"choose one of {SAMPLER_MODES}")
         parse_device(self.device)
         return self
 

@@ -272,8 +272,9 @@ def train_link_predictor(
             ``resumed_from_epoch`` and ``seconds``.
         sampler, eval_sampler (BaseSampler, optional): Training sampler (must
             implement ``sample_from_edges``) and the sampler encoding all nodes
-            for evaluation; default :class:`~gnncore.sampler.DenseSampler`
-            with ``config.fanouts`` / ``config.eval_fanouts``.
+            for evaluation; default ``config.sampler``'s sampler
+            (:func:`gnncore.sampler.build_sampler`) with ``config.fanouts`` /
+            ``config.eval_fanouts``.
         progress (bool): tqdm bars. (default: :obj:`True`)
         checkpoints (CheckpointDir or path, optional): Per-epoch checkpoints.
         resume (bool): Continue from the newest checkpoint in ``checkpoints``.
@@ -310,13 +311,14 @@ def train_link_predictor(
                       heads=config.heads).to(device)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=config.lr)
 
-    from gnncore.sampler import DenseSampler
+    from gnncore.sampler import build_sampler
 
     if sampler is None:
-        sampler = DenseSampler(graph_store, config.fanouts or (0,), seed=config.seed)
+        sampler = build_sampler(config.sampler, graph_store, config.fanouts or (0,),
+                                seed=config.seed)
     if eval_sampler is None and config.model != "none":
-        eval_sampler = DenseSampler(graph_store, config.eval_fanouts
-                                    or (-1,) * config.num_layers, seed=config.seed + 1)
+        eval_sampler = build_sampler(config.sampler, graph_store, config.eval_fanouts
+                                     or (-1,) * config.num_layers, seed=config.seed + 1)
 
     edge_index, edge_relation = _training_edges(splits, config.reciprocal)
     weights = None

@@ -300,14 +300,15 @@ def train_node_classifier(
             ``best_val_accuracy``, ``best_val_macro_f1``, ``stopped_epoch``,
             ``resumed_from_epoch`` and ``seconds``. A resumed run first
             re-logs the epochs its checkpoint covers. (default: :obj:`None`)
-        sampler (BaseSampler, optional): Training sampler; default a
-            :class:`gnncore.sampler.NeighborSampler` over ``graph_store`` with
-            ``config.fanouts`` and ``config.seed``. (default: :obj:`None`)
+        sampler (BaseSampler, optional): Training sampler; default
+            :func:`gnncore.sampler.build_sampler` of ``config.sampler`` over
+            ``graph_store`` with ``config.fanouts`` and ``config.seed``.
+            (default: :obj:`None`)
         progress (bool, optional): Show tqdm bars (epochs, and batches within
             an epoch). (default: :obj:`True`)
         eval_sampler (BaseSampler, optional): Sampler for validation and test;
-            default a :class:`~gnncore.sampler.NeighborSampler` with
-            ``config.eval_fanouts`` (all neighbours when ``None``).
+            default ``config.sampler``'s sampler with ``config.eval_fanouts``
+            (all neighbours when ``None``).
             (default: :obj:`None`)
         in_channels (int, optional): Feature width; read from the feature
             store when omitted. (default: :obj:`None`)
@@ -340,15 +341,17 @@ def train_node_classifier(
     model = build_model(config.model, in_channels, config.hidden, num_classes,
                         config.num_layers, config.dropout, heads=config.heads).to(device)
     if sampler is None or eval_sampler is None:
-        from gnncore.sampler import NeighborSampler
+        from gnncore.sampler import build_sampler
 
         # A model that ignores the edges needs the seeds only: sample no neighbours.
         no_hops = None if uses_edges(model) else (0,) * config.num_layers
         if sampler is None:
-            sampler = NeighborSampler(graph_store, no_hops or config.fanouts, seed=config.seed)
+            sampler = build_sampler(config.sampler, graph_store, no_hops or config.fanouts,
+                                    seed=config.seed)
         if eval_sampler is None:
             fanouts = no_hops or config.eval_fanouts or (-1,) * config.num_layers
-            eval_sampler = NeighborSampler(graph_store, fanouts, seed=config.seed + 1)
+            eval_sampler = build_sampler(config.sampler, graph_store, fanouts,
+                                         seed=config.seed + 1)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr,
                                  weight_decay=config.weight_decay)
     data = (feature_store, graph_store)

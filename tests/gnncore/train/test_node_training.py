@@ -222,6 +222,18 @@ def test_cli_train_writes_the_summary(graph: GraphDir, tmp_path: Path,
     assert not (tmp_path / "mlruns").exists()
 
 
+def test_per_layer_sampler_mode_trains_and_samples_more_edges(graph: GraphDir) -> None:
+    stores = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
+    runs = {mode: train_node_classifier(*stores, *splits(graph), graph.manifest.num_classes,
+                                        dataclasses.replace(FAST, sampler=mode), progress=False)
+            for mode in ("dense", "per-layer")}
+    assert runs["per-layer"].test_accuracy >= 0.85
+    edges = {mode: r.throughput[0]["edges_per_batch"] for mode, r in runs.items()}
+    assert edges["per-layer"] > edges["dense"]  # every layer samples its frontier again
+    with pytest.raises(ConfigError, match="sampler"):
+        dataclasses.replace(FAST, sampler="ladies").validate()
+
+
 def test_cli_options_reach_the_config() -> None:
     from gnncore.cli.main import verb_parser
     from gnncore.cli.train import build_config
@@ -236,8 +248,16 @@ def test_cli_options_reach_the_config() -> None:
     assert (config.prefetch_workers, config.prefetch_depth) == (2, 6)
     assert config.hidden == MODEL_DEFAULTS["gat"]["hidden"]
     assert build_config(parser.parse_args(["g", "--amp", "fp16"])).amp == "fp16"
+    assert config.sampler == "dense"
+    assert build_config(parser.parse_args(["g", "--sampler", "per-layer"])).sampler == "per-layer"
+    link = build_config(parser.parse_args(["g", "--task", "link", "--model", "none", "--dim",
+                                           "32", "--negatives", "64", "--sampler", "per-layer"]))
+    assert (link.task, link.dim, link.num_negatives, link.sampler) == ("link", 32, 64,
+                                                                       "per-layer")
     with pytest.raises(SystemExit):
         parser.parse_args(["g", "--model", "transformer"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["g", "--sampler", "ladies"])
 
 
 def test_cli_resume_with_other_settings_is_a_clear_error(
