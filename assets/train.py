@@ -22,8 +22,9 @@ class TrainConfig(dg.Config):
     decoder: str = Field(default="distmult", description="Link prediction scoring: distmult "
                          "or dot.")
     epochs: int = Field(default=10, description="Most training epochs.")
-    fanouts: list[int] = Field(default=[15, 10], description="Neighbours sampled per hop "
-                               "(link with model none: ignored).")
+    fanouts: Optional[list[int]] = Field(default=None, description="Neighbours sampled per "
+                                         "hop; None: 15,10 (node) or the encoder's default "
+                                         "(link: 10; none for model none).")
     batch_size: int = Field(default=512, description="Seed nodes (node) or triples (link) "
                             "per mini-batch.")
     hidden: Optional[int] = Field(default=None, description="Hidden channels (node) or "
@@ -45,25 +46,27 @@ class TrainConfig(dg.Config):
 
         device = self.device or device
         if self.task == "link":
-            fanouts = () if self.model == "none" else tuple(self.fanouts)
-            optional = {k: v for k, v in (("dim", self.hidden), ("lr", self.lr))
-                        if v is not None}
+            optional = {k: v for k, v in (("dim", self.hidden), ("lr", self.lr),
+                                          ("fanouts", self.fanouts)) if v is not None}
+            if self.model == "none":
+                optional.pop("fanouts", None)
             return LinkTrainConfig(model=self.model, decoder=self.decoder, epochs=self.epochs,
-                                   fanouts=fanouts, batch_size=self.batch_size,
+                                   batch_size=self.batch_size,
                                    num_negatives=self.num_negatives, patience=self.patience,
                                    seed=self.seed, device=device, sampler=self.sampler,
                                    **optional)
         if self.task != "node":
             raise ValueError(f"task={self.task!r}: choose node or link")
         optional = {k: v for k, v in (("hidden", self.hidden), ("lr", self.lr)) if v is not None}
+        fanouts = tuple(self.fanouts or (15, 10))
         return NodeTrainConfig(model=self.model, epochs=self.epochs,
-                               num_layers=len(self.fanouts), fanouts=tuple(self.fanouts),
+                               num_layers=len(fanouts), fanouts=fanouts,
                                batch_size=self.batch_size, patience=self.patience,
                                seed=self.seed, device=device, sampler=self.sampler,
                                **optional)
 
 
-#: task -> (validation metric in the asset metadata / MLflow run, its display name)
+#: task -> the MLflow run metric the quality gate compares (and the asset reports)
 VALIDATION_METRIC = {"node": "best_val_accuracy", "link": "best_val_mrr"}
 
 

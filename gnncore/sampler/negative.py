@@ -8,9 +8,10 @@ resumed run continues the same stream.
 
 :class:`KnownEdges` holds the true ``(head, relation, tail)`` triples of a
 graph as sorted 64-bit keys. It answers, vectorised, "is this candidate a true
-edge?" (to drop false negatives) and "which tails are true for these
+edge?" and "which tails are true for these
 ``(head, relation)`` queries?" (the filtered ranking protocol of link
-prediction evaluation, Bordes et al. 2013).
+prediction evaluation, Bordes et al. 2013, including sampled evaluation
+negatives).
 """
 
 from __future__ import annotations
@@ -109,31 +110,29 @@ class KnownEdges:
 
     def contains(self, heads: np.ndarray, relations: np.ndarray,
                  tails: np.ndarray) -> np.ndarray:
-        """Boolean mask: which ``(heads[i], relations[i], tails[i])`` are known."""
+        """Boolean mask (broadcast shape): which ``(heads, relations, tails)`` are known."""
         heads, relations, tails = np.broadcast_arrays(
             np.asarray(heads, dtype=np.int64), np.asarray(relations, dtype=np.int64),
             np.asarray(tails, dtype=np.int64))
-        query_keys = heads * self.num_relations + relations
-        if self._triple_keys is None:  # keys would overflow int64: search per query
-            lo = np.searchsorted(self.keys, query_keys, side="left")
-            hi = np.searchsorted(self.keys, query_keys, side="right")
-            return np.array([bool(np.any(self.tails[a:b] == t))
-                             for a, b, t in zip(lo, hi, tails.reshape(-1))],
-                            dtype=bool).reshape(heads.shape)
-        full = self._triple_keys
-        query = query_keys * self.num_nodes + tails
-        pos = np.searchsorted(full, query)
-        found = pos < len(full)
-        found[found] = full[pos[found]] == query[found]
-        return found
+        unique_keys, triple_keys = self._composite
+        query_keys = (heads * self.num_relations + relations).reshape(-1)
+        rank = np.searchsorted(unique_keys, query_keys)
+        found = rank < len(unique_keys)
+        found[found] = unique_keys[rank[found]] == query_keys[found]
+        query = rank * self.num_nodes + tails.reshape(-1)
+        pos = np.searchsorted(triple_keys, query[found])
+        hit = pos < len(triple_keys)
+        hit[hit] = triple_keys[pos[hit]] == query[found][hit]
+        found[found] = hit
+        return found.reshape(heads.shape)
 
     @cached_property
-    def _triple_keys(self) -> np.ndarray | None:
-        """``key * num_nodes + tail`` (sorted like the triples), or ``None`` when
-        it does not fit in int64."""
-        if self.num_nodes * self.num_relations * self.num_nodes >= 2**63:
-            return None
-        return self.keys * self.num_nodes + self.tails
+    def _composite(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct ``(head, relation)`` keys and, per triple, ``rank of its key
+        * num_nodes + tail`` (sorted; below ``len(triples) * num_nodes``, so it
+        fits in int64 however many nodes and relations there are)."""
+        unique_keys, rank = np.unique(self.keys, return_inverse=True)
+        return unique_keys, rank.astype(np.int64) * self.num_nodes + self.tails
 
     def true_tails(self, heads: np.ndarray,
                    relations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ from gnncore.train.config import ConfigError, NodeTrainConfig
 from gnncore.train.link_config import LinkTrainConfig
 from gnncore.train.link_data import link_splits
 from gnncore.train.link_loop import LinkTrainResult, train_link_predictor
+from gnncore.train.link_models import LinkModel
 from gnncore.train.loop import EpochCallback, NodeTrainResult, copy_to_cpu, train_node_classifier
 
 if TYPE_CHECKING:
@@ -190,7 +191,8 @@ def _train_link_graph_dir(graph: GraphDir, config: LinkTrainConfig,
 
     if tracking is None:
         return run(None)
-    with _tracked_run(tracking, m.name, "link", config.model, tags, run_name,
+    with _tracked_run(tracking, m.name, "link", config.model, tags,
+                      run_name or f"{m.name}-link-{config.model}-{config.decoder}",
                       previous) as logger:
         logger.log_params({
             **config.to_params(),
@@ -207,18 +209,25 @@ def _train_link_graph_dir(graph: GraphDir, config: LinkTrainConfig,
         result = run(logger)
         logger.set_tags({"device": result.device})
         logger.log_figure(link_curves(result), "curves.png")
+        example = link_example_input(result.model, feature_store, m.num_nodes)
         result.model_uri = logger.log_model(copy_to_cpu(result.model), name="model",
-                                            input_example=link_example_input(m.num_nodes))
+                                            input_example=example)
         result.run_id = logger.run_id
     return result
 
 
-def link_example_input(num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """A tiny ``(n_id, edge_index)`` for exporting a :class:`LinkModel`."""
+def link_example_input(model: LinkModel, feature_store: Any,
+                       num_nodes: int) -> tuple[torch.Tensor, ...]:
+    """A tiny ``(n_id, edge_index)`` -- plus ``x`` when the model reads node
+    features -- for exporting a :class:`LinkModel` (shapes and dtypes matter)."""
     count = max(2, min(EXAMPLE_NODES, num_nodes))
     n_id = torch.arange(count) % max(num_nodes, 1)
     src = torch.arange(count)
-    return n_id, torch.stack([src, (src + 1) % count])
+    edge_index = torch.stack([src, (src + 1) % count])
+    if model.embedding is not None:
+        return n_id, edge_index
+    x = feature_store.get_tensor(group_name=None, attr_name="x", index=n_id).float()
+    return n_id, edge_index, x
 
 
 def link_curves(result: LinkTrainResult) -> Figure:

@@ -30,12 +30,16 @@ ENCODER_DEFAULTS: dict[str, dict[str, Any]] = {
 class LinkTrainConfig(ConfigMethods):
     r"""Configuration of :func:`gnncore.train.train_link_predictor`.
 
-    Each mini-batch takes ``batch_size`` training triples (each also in its
-    reciprocal form ``(t, r + R, h)`` when ``reciprocal``), draws
-    ``num_negatives`` negative tails shared by the whole batch and minimises
-    the cross-entropy of every positive against them (the 1-vs-negatives
-    softmax of Marius and PyTorch-BigGraph). Optimiser: Adagrad (sparse
-    gradients for the embedding table).
+    An epoch runs over the training triples and, when ``reciprocal``, their
+    reciprocal forms ``(t, r + R, h)`` (shuffled together) in mini-batches of
+    ``batch_size``; each batch draws ``num_negatives`` negative tails shared
+    by all its positives and minimises the cross-entropy of every positive
+    against them (the 1-vs-negatives softmax of Marius and PyTorch-BigGraph).
+    The sampler draws negatives in whole multiples of the batch size (PyG's
+    ``"triplet"`` mode), so ``num_negatives`` below ``batch_size`` samples
+    neighbourhoods it does not use; keep it a multiple of ``batch_size`` for
+    GNN encoders. Optimiser: Adagrad (sparse gradients for the embedding
+    table).
 
     Args:
         model (str): Encoder: ``"none"`` (learned embeddings alone), or a GNN

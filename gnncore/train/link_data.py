@@ -31,6 +31,7 @@ class LinkSplits:
     num_nodes: int
     num_relations: int
     source: str  # "kg" (the graph's own triples) or "edges" (split here)
+    symmetric: bool = False  # each triple also holds reversed (undirected edge splits)
 
     def tensors(self) -> list[torch.Tensor]:
         """The three splits as tensors (for checkpoint fingerprints)."""
@@ -64,7 +65,9 @@ def link_splits(graph: GraphDir, val_fraction: float = 0.05,
     Edge splits take the last ``test_fraction`` of ``edges_shuffled.npy`` as
     test edges and the ``val_fraction`` before them as validation edges
     (deterministic for a graph directory: the file is shuffled with
-    ``stats.shuffle_seed``).
+    ``stats.shuffle_seed``). They hold each undirected edge once (``u < v``)
+    with ``symmetric=True``: training uses both orientations under relation 0
+    and filtering knows both, so no id order leaks into the model.
     """
     m = graph.manifest
     if all(graph.has(f"{s}_triples") for s in ("train", "valid", "test")):
@@ -86,7 +89,7 @@ def link_splits(graph: GraphDir, val_fraction: float = 0.05,
     triples = np.zeros((count, 3), dtype=np.int64)
     triples[:, 0], triples[:, 2] = pairs[:, 0], pairs[:, 1]
     return LinkSplits(triples[:num_train], triples[num_train:num_train + num_val],
-                      triples[num_train + num_val:], m.num_nodes, 1, "edges")
+                      triples[num_train + num_val:], m.num_nodes, 1, "edges", symmetric=True)
 
 
 def message_passing_csc(triples: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:

@@ -160,9 +160,11 @@ class LinkEvaluator:
     Args:
         triples (array): int64 ``[T, 3]`` to rank (both directions).
         known (KnownEdges): All known triples (:func:`~gnncore.train.ranking.known_edges`).
-        config (LinkTrainConfig): ``reciprocal``, ``eval_batch_size``,
-            ``eval_negatives`` and ``seed`` are read.
+        config (LinkTrainConfig): ``eval_batch_size``, ``eval_negatives`` and
+            ``seed`` are read.
         num_relations (int): Relations of the graph (not doubled).
+        reciprocal (bool): The model learned reciprocal relations (head
+            queries use ``r + R``).
         node_loader (NodeLoader, optional): Encodes all nodes for GNN
             encoders; ``None`` for ``model="none"``.
         negatives (NegativeDraw, optional): Distribution of sampled
@@ -170,12 +172,13 @@ class LinkEvaluator:
     """
 
     def __init__(self, triples: np.ndarray, known: KnownEdges, config: LinkTrainConfig,
-                 num_relations: int, node_loader: NodeLoader | None = None,
+                 num_relations: int, reciprocal: bool, node_loader: NodeLoader | None = None,
                  negatives: NegativeDraw | None = None) -> None:
         self.triples = triples
         self.known = known
         self.config = config
         self.num_relations = num_relations
+        self.reciprocal = reciprocal
         self.node_loader = node_loader
         self.negatives = negatives
 
@@ -185,7 +188,7 @@ class LinkEvaluator:
         model.eval()
         z = encode_all_nodes(model, self.node_loader, device, amp_dtype, self.known.num_nodes)
         ranks = filtered_ranks(z, model.decoder.query, self.triples, self.known,
-                               self.num_relations, reciprocal=self.config.reciprocal,
+                               self.num_relations, reciprocal=self.reciprocal,
                                batch_size=self.config.eval_batch_size,
                                num_negatives=self.config.eval_negatives,
                                negatives=self.negatives, seed=self.config.seed)
@@ -222,13 +225,15 @@ def encode_all_nodes(model: LinkModel, loader: NodeLoader | None, device: torch.
 
 
 def _training_edges(splits: LinkSplits, reciprocal: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(edge_label_index [2, T'], relation [T'])`` of the training triples
-    (with their reciprocal triples appended when ``reciprocal``)."""
+    """``(edge_label_index [2, T'], relation [T'])`` of the training triples,
+    each also reversed: under its reciprocal relation ``r + R`` when
+    ``reciprocal``, under ``r`` itself for symmetric splits."""
     t = splits.train
     heads, rels, tails = t[:, 0], t[:, 1], t[:, 2]
-    if reciprocal:
+    if reciprocal or splits.symmetric:
         heads, tails = np.concatenate([heads, tails]), np.concatenate([tails, heads])
-        rels = np.concatenate([rels, rels + splits.num_relations])
+        offset = splits.num_relations if reciprocal else 0
+        rels = np.concatenate([rels, rels + offset])
     index = torch.from_numpy(np.stack([heads, tails]).astype(np.int64))
     return index, torch.from_numpy(rels.astype(np.int64))
 
@@ -304,7 +309,9 @@ def train_link_predictor(
                                       for a in feature_store.get_all_tensor_attrs()):
         size = feature_store.get_tensor_size(group_name=None, attr_name="x")
         in_channels = int(size[1]) if size is not None and len(size) == 2 else None
-    decoder_relations = 2 * num_relations if config.reciprocal else num_relations
+    # Undirected edge splits are their own reverse: no reciprocal relations.
+    reciprocal = config.reciprocal and not splits.symmetric
+    decoder_relations = 2 * num_relations if reciprocal else num_relations
     model = LinkModel(num_nodes, decoder_relations, config.dim, encoder=config.model,
                       decoder=config.decoder, num_layers=max(config.num_layers, 1),
                       in_channels=in_channels, dropout=config.dropout,
@@ -320,7 +327,7 @@ def train_link_predictor(
         eval_sampler = build_sampler(config.sampler, graph_store, config.eval_fanouts
                                      or (-1,) * config.num_layers, seed=config.seed + 1)
 
-    edge_index, edge_relation = _training_edges(splits, config.reciprocal)
+    edge_index, edge_relation = _training_edges(splits, reciprocal)
     weights = None
     if config.negative_sampling == "degree":
         weights = torch.from_numpy(degree_weights(num_nodes, splits.train[:, 0],
@@ -343,11 +350,13 @@ def train_link_predictor(
                                  pin_memory=device.type == "cuda")
     train_prefetch = Prefetcher(train_loader, config.prefetch_workers, config.prefetch_depth,
                                 device)
-    known = known_edges([splits.train, splits.val, splits.test], num_nodes, num_relations)
+    known = known_edges([splits.train, splits.val, splits.test], num_nodes, num_relations,
+                        symmetric=splits.symmetric)
     eval_draw = NegativeDraw(num_nodes, weights) if config.eval_negatives else None
     validate = LinkEvaluator(_eval_subset(splits.val, config.max_eval_triples, config.seed),
-                             known, config, num_relations, node_loader, eval_draw)
-    test = LinkEvaluator(splits.test, known, config, num_relations, node_loader, eval_draw)
+                             known, config, num_relations, reciprocal, node_loader, eval_draw)
+    test = LinkEvaluator(splits.test, known, config, num_relations, reciprocal, node_loader,
+                         eval_draw)
     samplers = {"train": sampler, **({"eval": eval_sampler} if eval_sampler else {})}
     fingerprint = data_fingerprint(splits.tensors(), num_relations, in_channels or 0)
 

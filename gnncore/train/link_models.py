@@ -155,12 +155,3 @@ class LinkModel(nn.Module):
         return self(batch.n_id, batch.edge_index, getattr(batch, "x", None),
                     getattr(batch, "num_sampled_nodes", None),
                     getattr(batch, "num_sampled_edges", None))
-
-    def sparse_parameters(self) -> list[nn.Parameter]:
-        """Parameters with sparse gradients (the embedding table)."""
-        return [self.embedding.weight] if self.embedding is not None else []
-
-    def dense_parameters(self) -> list[nn.Parameter]:
-        """Every other parameter (GNN and decoder)."""
-        sparse = {id(p) for p in self.sparse_parameters()}
-        return [p for p in self.parameters() if id(p) not in sparse]

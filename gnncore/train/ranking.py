@@ -61,9 +61,14 @@ class RankingMetrics:
                    count=int(ranks.numel()))
 
 
-def known_edges(triples: list[np.ndarray], num_nodes: int, num_relations: int) -> KnownEdges:
-    """Every true answer of tail and head queries, over ``2 * num_relations`` ids."""
+def known_edges(triples: list[np.ndarray], num_nodes: int, num_relations: int,
+                symmetric: bool = False) -> KnownEdges:
+    """Every true answer of tail and head queries, over ``2 * num_relations`` ids;
+    with ``symmetric`` every triple also holds reversed under its own relation
+    (undirected edges stored once)."""
     t = np.concatenate([np.asarray(a, dtype=np.int64).reshape(-1, 3) for a in triples])
+    if symmetric:
+        t = np.concatenate([t, t[:, ::-1]])
     reverse = np.stack([t[:, 2], t[:, 1] + num_relations, t[:, 0]], axis=1)
     return KnownEdges.from_triples(np.concatenate([t, reverse]), num_nodes, 2 * num_relations)
 

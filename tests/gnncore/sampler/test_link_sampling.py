@@ -132,3 +132,15 @@ def test_known_edges_against_a_set() -> None:
         assert tails[rows == i].tolist() == want
     with pytest.raises(ValueError, match="relations outside"):
         KnownEdges.from_triples(np.array([[0, 4, 1]]), 30, 4)
+
+
+def test_known_edges_on_huge_id_spaces_and_broadcast_shapes() -> None:
+    """head * R + rel then * N + tail would overflow int64 here; lookups still work."""
+    big = 2**40
+    triples = np.array([[big - 1, 2, big - 2], [5, 0, big - 1], [5, 0, 7]])
+    known = KnownEdges.from_triples(triples, big, 3)
+    heads = np.array([[big - 1], [5]])
+    tails = np.array([[big - 2, big - 1, 7]])
+    mask = known.contains(heads, np.array([[2], [0]]), tails)
+    assert mask.shape == (2, 3)
+    assert mask.tolist() == [[True, False, False], [False, True, True]]

@@ -102,6 +102,31 @@ def test_gnn_encoder_reads_features_when_the_graph_has_them(tmp_path: Path) -> N
     assert result.test.mrr > 0.05  # 300 candidates: random is about 0.02
 
 
+def test_tracked_feature_model_is_logged_with_its_features(tmp_path: Path) -> None:
+    """A GNN over node features exports with an (n_id, edge_index, x) example."""
+    import mlflow
+
+    from gnncore.tracking.mlflow import MlflowTracker
+    from gnncore.train import train_graph_dir
+
+    graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=200))
+    tracker = MlflowTracker(f"sqlite:///{tmp_path}/mlflow.db", "links")
+    result = train_graph_dir(graph, fast(model="sage", fanouts=(3,), epochs=1), tracking=tracker,
+                             progress=False)
+    assert result.model_uri and result.run_id
+    run = mlflow.MlflowClient(tracker.tracking_uri).get_run(result.run_id)
+    assert run.info.status == "FINISHED" and run.info.run_name == "planted-link-sage-distmult"
+    assert run.data.params["link_splits"] == "edges"
+
+
+def test_edge_splits_train_both_orientations_without_reciprocal_relations(
+        tmp_path: Path) -> None:
+    graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=200))
+    result = train_link_predictor(link_splits(graph), fast(epochs=1), progress=False)
+    # one relation, no reciprocal copy: the decoder knows relation 0 only
+    assert result.model.decoder.relations.num_embeddings == 1
+
+
 def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="fanouts"):
         LinkTrainConfig(model="none", fanouts=(5,)).validate()

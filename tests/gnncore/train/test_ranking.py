@@ -60,3 +60,12 @@ def test_metrics_from_ranks() -> None:
     assert metrics.mean_rank == pytest.approx(6.75)
     assert metrics.as_dict("test_")["test_hits@10"] == 0.75
     assert metrics.as_dict("val_", metric_names=True)["val_hits_at_3"] == 0.5
+
+
+def test_symmetric_known_edges_filter_both_orientations() -> None:
+    """An undirected edge stored once as (0, 0, 1) is a known answer of (1, 0, ?) too."""
+    known = known_edges([np.array([[0, 0, 1], [1, 0, 2]])], 3, 1, symmetric=True)
+    rows, tails = known.true_tails(np.array([1]), np.array([0]))
+    assert sorted(tails.tolist()) == [0, 2]
+    one_way = known_edges([np.array([[0, 0, 1], [1, 0, 2]])], 3, 1)
+    assert one_way.true_tails(np.array([1]), np.array([0]))[1].tolist() == [2]
