@@ -70,7 +70,8 @@ class LinkTrainConfig(ConfigMethods):
             nodes for evaluation; ``None`` takes every neighbour.
         eval_negatives (int): ``0`` ranks every answer against all entities
             (the standard protocol); ``K > 0`` against ``K`` sampled negatives,
-            filtered, for graphs too large for that. (default: :obj:`0`)
+            filtered, for graphs too large for that, drawn like the training
+            negatives (``negative_sampling``). (default: :obj:`0`)
         max_eval_triples (int): Validate on at most this many validation
             triples per epoch (a fixed random subset; ``0``: all). The test
             metrics always use every test triple. (default: :obj:`0`)

@@ -132,8 +132,8 @@ def filtered_ranks(
         negatives (NegativeDraw, optional): Negative distribution when
             ``num_negatives > 0``; uniform by default.
         seed (int): Seed of the negative draws.
-        entity_chunk (int): Entities scored at once (bounds memory at
-            ``batch_size * entity_chunk`` scores).
+        entity_chunk (int): Entities scored at once (memory: about four
+            ``batch_size * entity_chunk`` float/bool buffers).
 
     Returns:
         Tensor: float64 ranks, ``2 T`` of them (tail queries, then head queries).

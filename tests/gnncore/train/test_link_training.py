@@ -127,6 +127,17 @@ def test_edge_splits_train_both_orientations_without_reciprocal_relations(
     assert result.model.decoder.relations.num_embeddings == 1
 
 
+def test_sampled_evaluation_negatives_and_a_validation_subset(kg: GraphDir) -> None:
+    splits = link_splits(kg)
+    result = train_link_predictor(splits, fast(epochs=2, eval_negatives=30,
+                                               max_eval_triples=20), progress=False)
+    assert result.test.count == 2 * len(splits.test)  # the test split is always whole
+    assert 0 < result.test.mrr <= 1 and result.test.mean_rank <= 31
+    full = train_link_predictor(splits, fast(epochs=2), progress=False)
+    # fewer candidates than all 80 entities: the sampled protocol ranks higher
+    assert result.test.mean_rank < full.test.mean_rank
+
+
 def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="fanouts"):
         LinkTrainConfig(model="none", fanouts=(5,)).validate()
