@@ -43,7 +43,7 @@ from gnncore.train.link_models import LinkModel
 from gnncore.train.loop import EpochCallback, MetricLogger, _amp_settings, _autocast
 from gnncore.train.prefetch import Prefetcher
 from gnncore.train.ranking import RankingMetrics, filtered_ranks, known_edges
-from gnncore.train.session import TrainingSession
+from gnncore.train.session import EpochProgress, TrainingSession
 from gnncore.train.throughput import EpochTimer, mean_throughput
 
 # Adagrad's sparse update of the embedding table builds COO tensors from valid
@@ -109,45 +109,23 @@ class LinkTrainResult:
 
 
 @dataclass
-class _Progress:
-    """The resumable state of a run besides model, optimiser and RNG."""
+class _Progress(EpochProgress):
+    """Progress of link prediction: validation MRR, Hits@10 and all ranking metrics."""
 
-    epoch: int = 0
-    train_loss: list[float] = field(default_factory=list)
     val_mrr: list[float] = field(default_factory=list)
     val_hits10: list[float] = field(default_factory=list)
     val_metrics: list[dict[str, float]] = field(default_factory=list)
-    throughput: list[dict[str, float]] = field(default_factory=list)
-    best_epoch: int = 0
     best_val_mrr: float = -1.0
-    best_state: dict[str, torch.Tensor] | None = None
-    bad_epochs: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in self.__dataclass_fields__}
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> _Progress:
-        return cls(**{key: values[key] for key in cls.__dataclass_fields__})
 
     def record(self, epoch: int, loss: float, val: RankingMetrics,
                throughput: dict[str, float], model: torch.nn.Module) -> None:
-        self.epoch = epoch
-        self.train_loss.append(loss)
+        improved = val.mrr > self.best_val_mrr
         self.val_mrr.append(val.mrr)
         self.val_hits10.append(val.hits[10])
         self.val_metrics.append(val.as_dict("val_", metric_names=True))
-        self.throughput.append(throughput)
-        if val.mrr > self.best_val_mrr:
-            self.best_epoch, self.best_val_mrr = epoch, val.mrr
-            self.best_state = {k: v.detach().to("cpu", copy=True)
-                               for k, v in model.state_dict().items()}
-            self.bad_epochs = 0
-        else:
-            self.bad_epochs += 1
-
-    def should_stop(self, patience: int) -> bool:
-        return patience > 0 and self.bad_epochs >= patience
+        if improved:
+            self.best_val_mrr = val.mrr
+        self.advance(epoch, loss, throughput, improved, model)
 
     def epoch_metrics(self, epoch: int) -> dict[str, float]:
         i = epoch - 1

@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from gnncore.train.checkpoint import CheckpointDir, data_fingerprint
 from gnncore.train.config import ConfigError, NodeTrainConfig
-from gnncore.train.session import TrainingSession
+from gnncore.train.session import EpochProgress, TrainingSession
 from gnncore.train.device import resolve_device
 from gnncore.train.metrics import ClassificationMetrics, confusion_matrix
 from gnncore.train.models import build_model, supports_trimming, uses_edges
@@ -119,45 +119,22 @@ class NodeTrainResult:
 
 
 @dataclass
-class _Progress:
-    """The resumable state of a run besides model, optimiser and RNG."""
+class _Progress(EpochProgress):
+    """Progress of node classification: validation accuracy and macro-F1."""
 
-    epoch: int = 0
-    train_loss: list[float] = field(default_factory=list)
     val_accuracy: list[float] = field(default_factory=list)
     val_macro_f1: list[float] = field(default_factory=list)
-    throughput: list[dict[str, float]] = field(default_factory=list)
-    best_epoch: int = 0
     best_val_accuracy: float = -1.0
     best_val_macro_f1: float = 0.0
-    best_state: dict[str, torch.Tensor] | None = None
-    bad_epochs: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in self.__dataclass_fields__}
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> _Progress:
-        return cls(**{key: values[key] for key in cls.__dataclass_fields__})
 
     def record(self, epoch: int, loss: float, val: ClassificationMetrics,
                throughput: dict[str, float], model: torch.nn.Module) -> None:
-        self.epoch = epoch
-        self.train_loss.append(loss)
+        improved = val.accuracy > self.best_val_accuracy
         self.val_accuracy.append(val.accuracy)
         self.val_macro_f1.append(val.macro_f1)
-        self.throughput.append(throughput)
-        if val.accuracy > self.best_val_accuracy:
-            self.best_epoch, self.best_val_accuracy = epoch, val.accuracy
-            self.best_val_macro_f1 = val.macro_f1
-            self.best_state = {k: v.detach().to("cpu", copy=True)
-                               for k, v in model.state_dict().items()}
-            self.bad_epochs = 0
-        else:
-            self.bad_epochs += 1
-
-    def should_stop(self, patience: int) -> bool:
-        return patience > 0 and self.bad_epochs >= patience
+        if improved:
+            self.best_val_accuracy, self.best_val_macro_f1 = val.accuracy, val.macro_f1
+        self.advance(epoch, loss, throughput, improved, model)
 
     def epoch_metrics(self, epoch: int) -> dict[str, float]:
         """What the logger receives for ``epoch`` (1-based)."""

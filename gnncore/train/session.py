@@ -89,3 +89,43 @@ class TrainingSession:
             "progress": progress,
             "rng": capture_rng(self.generator, self.samplers, cuda=self.device.type == "cuda"),
         })
+
+
+@dataclass
+class EpochProgress:
+    """The resumable state of a run besides model, optimiser and RNG: the
+    per-epoch history, the best epoch (and its weights, on the CPU) and the
+    early-stopping count. Loops subclass it with their metric series."""
+
+    epoch: int = 0
+    train_loss: list[float] = field(default_factory=list)
+    throughput: list[dict[str, float]] = field(default_factory=list)
+    best_epoch: int = 0
+    best_state: dict[str, torch.Tensor] | None = None
+    bad_epochs: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, for the checkpoint's ``progress`` entry."""
+        return {key: getattr(self, key) for key in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> EpochProgress:
+        return cls(**{key: values[key] for key in cls.__dataclass_fields__})
+
+    def advance(self, epoch: int, loss: float, throughput: dict[str, float], improved: bool,
+                model: torch.nn.Module) -> None:
+        """Record the epoch; keep the model's weights when it ``improved``."""
+        self.epoch = epoch
+        self.train_loss.append(loss)
+        self.throughput.append(throughput)
+        if improved:
+            self.best_epoch = epoch
+            self.best_state = {k: v.detach().to("cpu", copy=True)
+                               for k, v in model.state_dict().items()}
+            self.bad_epochs = 0
+        else:
+            self.bad_epochs += 1
+
+    def should_stop(self, patience: int) -> bool:
+        """Early stopping: ``patience`` epochs in a row without improvement."""
+        return patience > 0 and self.bad_epochs >= patience
