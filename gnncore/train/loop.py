@@ -349,12 +349,8 @@ def train_node_classifier(
 
     session = TrainingSession(checkpoints, config, fingerprint, model, optimizer, scaler,
                               generator, samplers, device, getattr(logger, "run_id", None))
-    restored = session.start(resume)
-    state = _Progress() if restored is None else _Progress.from_dict(restored)
+    state = session.resume_progress(resume, _Progress, logger)
     resumed_from = session.resumed_from
-    if logger is not None:
-        for epoch in range(1, resumed_from + 1):
-            logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
 
     epochs = tqdm(range(state.epoch + 1, config.epochs + 1), desc="epochs", unit="epoch",
                   initial=state.epoch, total=config.epochs, disable=not progress,
@@ -375,11 +371,7 @@ def train_node_classifier(
         state.record(epoch, loss, val, throughput, model)
         epochs.set_postfix(loss=f"{loss:.4f}", val_acc=f"{val.accuracy:.4f}",
                            best=f"{state.best_val_accuracy:.4f}@{state.best_epoch}")
-        if logger is not None:
-            logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
-        path = session.save(epoch, state.to_dict())
-        if on_epoch_end is not None:
-            on_epoch_end(epoch, path)
+        session.end_epoch(epoch, state, logger, on_epoch_end)
 
     assert state.best_state is not None  # epochs >= 1
     model.load_state_dict(state.best_state)

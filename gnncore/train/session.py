@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 
@@ -17,6 +18,8 @@ from gnncore.train.checkpoint import (
     check_resumable,
     restore_rng,
 )
+
+P = TypeVar("P", bound="EpochProgress")
 
 
 @dataclass
@@ -77,6 +80,27 @@ class TrainingSession:
         self.resumed_from = found.epoch
         return dict(saved["progress"])
 
+    def resume_progress(self, resume: bool, progress_type: type[P],
+                        logger: Any | None = None) -> P:
+        """:meth:`start`, as a ``progress_type`` (fresh when nothing was resumed);
+        ``logger`` gets the resumed epochs' metrics again, so a resumed run's
+        history is whole."""
+        restored = self.start(resume)
+        state = progress_type() if restored is None else progress_type.from_dict(restored)
+        if logger is not None:
+            for epoch in range(1, self.resumed_from + 1):
+                logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
+        return state
+
+    def end_epoch(self, epoch: int, state: EpochProgress, logger: Any | None = None,
+                  on_epoch_end: Callable[[int, Path | None], None] | None = None) -> None:
+        """Log the epoch's metrics, write its checkpoint, then call ``on_epoch_end``."""
+        if logger is not None:
+            logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
+        path = self.save(epoch, state.to_dict())
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, path)
+
     def save(self, epoch: int, progress: dict[str, Any]) -> Path | None:
         """Write the checkpoint of ``epoch`` (``None`` without a checkpoint directory)."""
         if self.checkpoints is None:
@@ -129,3 +153,7 @@ class EpochProgress:
     def should_stop(self, patience: int) -> bool:
         """Early stopping: ``patience`` epochs in a row without improvement."""
         return patience > 0 and self.bad_epochs >= patience
+
+    def epoch_metrics(self, epoch: int) -> dict[str, float]:
+        """What a run logger receives for ``epoch`` (1-based)."""
+        raise NotImplementedError
