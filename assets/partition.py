@@ -38,6 +38,9 @@ class PartitionConfig(dg.Config):
     clusters: Optional[int] = Field(
         default=None, description="grem seed clusters: target cluster size prefix nodes / "
         "clusters (default: max(16 parts, min(256, prefix nodes / 1000))).")
+    workers: int = Field(default=1, description="grem/greedy: bisections run at once in "
+                         "worker processes (more is faster and holds that many chunks in "
+                         "memory).")
 
 
 def partition_asset_name(method: str) -> str:
@@ -60,7 +63,7 @@ def materialize_partition(context: Any, config: PartitionConfig, method: str,
         imbalance=config.imbalance, tracking=tracker,
         settings=MethodSettings(chunk=config.chunk, passes=config.passes,
                                 seed_method=config.seed_method, hops=config.hops,
-                                clusters=config.clusters),
+                                clusters=config.clusters, workers=config.workers),
         tags={"dagster_run_id": context.run.run_id,
               "dagster_asset": context.asset_key.to_user_string()})
     m = report.metrics

@@ -27,6 +27,9 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grem --seed-method clusters: target cluster size "
                              "prefix nodes / N (default: max(16 p, min(256, prefix nodes "
                              "/ 1000)))")
+    parser.add_argument("--workers", type=int, default=defaults.workers, metavar="W",
+                        help="grem/greedy: bisections run at once in worker processes "
+                             "(default 1; more is faster and holds W chunks in memory)")
     parser.add_argument("--hops", type=int, default=defaults.hops, help="bytegnn: block radius")
     parser.add_argument("--no-balance-splits", action="store_true",
                         help="skip rebalancing train/val/test counts across parts")
@@ -34,7 +37,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace) -> MethodSettings:
     return MethodSettings(chunk=args.chunk, passes=args.passes, seed_method=args.seed_method,
-                          hops=args.hops, clusters=args.clusters)
+                          hops=args.hops, clusters=args.clusters, workers=args.workers)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

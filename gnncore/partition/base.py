@@ -8,6 +8,7 @@ such as the symmetric adjacency are derived here once.
 from __future__ import annotations
 
 import abc
+import resource
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +82,30 @@ class Partitioner(abc.ABC):
     """A method that assigns every node to one of ``parts`` partitions."""
 
     name: str = ""
+    #: Sum of the peak RSS of the worker processes the last :meth:`assign` ran
+    #: (0: it ran in this process only). Reports add it to this process's
+    #: peak: an upper bound of the whole run's, since the peaks need not
+    #: coincide.
+    helper_peak_rss_bytes: int = 0
 
     @abc.abstractmethod
     def assign(self, graph: GraphDir, options: PartitionOptions) -> np.ndarray:
         """Return ``int64[num_nodes]`` with values in ``[0, options.parts)``."""
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process so far, in bytes.
+
+    Reads ``VmHWM`` from ``/proc/self/status``: unlike ``getrusage``'s
+    ``ru_maxrss``, it does not inherit the peak of the process that forked
+    this one, so a benchmark child reports its own peak. Falls back to
+    ``ru_maxrss`` where ``/proc`` is unavailable.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024

@@ -32,7 +32,8 @@ def run_in_subprocess(graph_dir: Path, out_dir: Path, method: str, parts: int, s
     cmd = [sys.executable, "-m", "gnncore.cli.main", "partition", str(graph_dir),
            str(out_dir), "--method", method, "--parts", str(parts), "--seed", str(seed),
            "--imbalance", str(imbalance), "--chunk", str(settings.chunk),
-           "--passes", str(settings.passes), "--hops", str(settings.hops), "--json", json_path]
+           "--passes", str(settings.passes), "--hops", str(settings.hops),
+           "--workers", str(settings.workers), "--json", json_path]
     if settings.seed_method is not None:
         cmd += ["--seed-method", settings.seed_method]
     if settings.clusters is not None:
@@ -52,7 +53,7 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
              "peak RSS MiB |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         settings = ", ".join(f"{k}={r[k]}" for k in ("chunk", "passes", "seed_method", "clusters",
-                                                     "hops") if k in r) or "-"
+                                                     "workers", "hops") if k in r) or "-"
         lines.append(f"| {r['method']} | {r['parts']} | {settings} | {r.get('shuffle', '-')} | "
                      f"{100 * r['edge_cut_fraction']:.2f} | {r['max_part_ratio']:.4f} | "
                      f"{r['seconds']:.2f} | {r['peak_rss_bytes'] / 2**20:,.0f} |")
@@ -62,8 +63,8 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
 def report_row(partition: PartitionDir) -> dict[str, Any]:
     """A partition directory as a benchmark row (what :func:`markdown_table` reads)."""
     info = partition.info
-    keys = ("method", "parts", "seed", "chunk", "passes", "seed_method", "clusters", "hops",
-            "seconds", "peak_rss_bytes")
+    keys = ("method", "parts", "seed", "chunk", "passes", "seed_method", "clusters", "workers",
+            "hops", "seconds", "peak_rss_bytes")
     return {**{k: info[k] for k in keys if k in info},
             "edge_cut_fraction": info["metrics"]["edge_cut_fraction"],
             "max_part_ratio": info["metrics"]["max_part_ratio"]}

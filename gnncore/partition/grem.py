@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from gnncore.partition.base import PartitionOptions, Partitioner
+from gnncore.partition.base import PartitionOptions, Partitioner, peak_rss_bytes
+from gnncore.partition.task_tree import check_workers, run_task_tree
 from gnncore.store import GraphDir
 from gnncore.typing import require_csrc
 
@@ -689,6 +690,86 @@ class BisectionRecord:
     #: ``grem`` (the streaming pass), ``passes`` (one per restreaming pass run)
     #: and ``split`` (the per-side edge files)
     phase_seconds: dict[str, Any] = field(default_factory=dict)
+    #: the process that ran it and that process's peak RSS when it ended
+    pid: int = 0
+    process_peak_rss_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class _Recursion:
+    """What every bisection of one :func:`grem_partition_file` run shares."""
+
+    num_nodes: int
+    parts: int
+    chunk_edges: int
+    passes: int
+    seed_method: str
+    refine: bool
+    seed: int
+    imbalance: float
+    plan: ClusterPlan | None
+    work: str
+
+
+@dataclass(frozen=True)
+class _SubProblem:
+    """One bisection to run: the nodes ``members`` of parts ``[lo, lo + q)``,
+    whose edges are ``source`` (a temporary file of the run when ``owned``)."""
+
+    source: EdgeFile
+    lo: int
+    q: int
+    owned: bool
+    members: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Bisected:
+    """A bisection's outcome: ``side[i]`` of ``members[i]``, the per-side edge
+    files (``None`` for a side of one part) and its record."""
+
+    side: np.ndarray
+    children: tuple[EdgeFile | None, EdgeFile | None]
+    record: BisectionRecord
+
+
+def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
+    """Seed and stream one sub-problem (in this process or a worker)."""
+    start = time.perf_counter()
+    lo, q, members = sub.lo, sub.q, sub.members
+    q0, q1 = q // 2, q - q // 2
+    # P from the global target; on tiny graphs also leave the other side one
+    # node per part so that no part ends up empty.
+    caps = (min(side_capacity(run.num_nodes, q0, run.parts, run.imbalance), len(members) - q1),
+            min(side_capacity(run.num_nodes, q1, run.parts, run.imbalance), len(members) - q0))
+    first = sub.source.read(0, run.chunk_edges)
+    plan = run.plan
+    use_plan = plan is not None and plan_applies(plan, first, run.num_nodes, lo, (q0, q1))
+    method = run.seed_method if use_plan or plan is None else "clusters:metis"
+    seed_nodes, seed_labels = seed_sides(first, run.seed_method, (q0, q1), caps, run.seed,
+                                         run.imbalance, (lo, q), plan=plan,
+                                         num_nodes=run.num_nodes, first_part=lo,
+                                         use_plan=use_plan)
+    del first
+    seeded = time.perf_counter() - start
+    outs = [str(Path(run.work) / f"p{first_part}-q{share}.bin") if share > 1 else ""
+            for share, first_part in ((q0, lo), (q1, lo + q0))]
+    result = grem_bisect(sub.source, run.num_nodes, members, chunk_edges=run.chunk_edges,
+                         seed_nodes=seed_nodes, seed_labels=seed_labels, capacities=caps,
+                         weights=(q0, q1), refine=run.refine, passes=run.passes,
+                         out_paths=(outs[0], outs[1]))
+    if sub.owned:
+        os.remove(sub.source.path)
+    side = np.asarray(result["side"]).astype(np.bool_)
+    children = tuple(EdgeFile(outs[s], 0, sub.source.dtype, int(result["rows_written"][s]))
+                     if outs[s] else None for s in (0, 1))
+    record = BisectionRecord(
+        lo, q, len(members), sub.source.rows, int(result["num_chunks"]),
+        int(result["first_chunk_nodes"]), int(result["isolated"]),
+        int(result["reassigned"]), list(result["moves"]), tuple(result["sizes"]), caps,
+        time.perf_counter() - start, method, {"seed": seeded, **result["seconds"]},
+        pid=os.getpid(), process_peak_rss_bytes=peak_rss_bytes())
+    return _Bisected(side, children, record)  # type: ignore[arg-type]
 
 
 def grem_partition_file(
@@ -706,6 +787,7 @@ def grem_partition_file(
     records: list[BisectionRecord] | None = None,
     clusters: int | None = None,
     plan: ClusterPlan | None = None,
+    workers: int = 1,
 ) -> np.ndarray:
     """GREM recursive bisection of the graph whose edge stream is ``edges``.
 
@@ -726,11 +808,18 @@ def grem_partition_file(
             so no part is empty).
         tmp_dir: Where the private directory of per-side edge files is made
             (default: the system's temporary directory).
-        records (list, optional): Receives one :class:`BisectionRecord` per bisection.
+        records (list, optional): Receives one :class:`BisectionRecord` per
+            bisection, in depth-first order (lower parts first).
         clusters (int, optional): Seed ``clusters``: target cluster size
             ``prefix nodes / clusters`` (default: :func:`default_clusters`).
         plan (ClusterPlan, optional): Seed ``clusters``: a plan made by
             :func:`cluster_plan` for this stream and ``parts`` (default: made here).
+        workers (int): Bisections run at once (default: 1). Sibling
+            bisections are independent: with ``workers > 1`` up to
+            ``workers - 1`` spawned processes run them next to this one (see
+            :func:`~gnncore.partition.task_tree.run_task_tree`). The labels are
+            the same for any ``workers``; time drops and memory grows (each
+            worker holds its own O(|V|) arrays and chunk).
 
     Returns:
         ``int64[num_nodes]`` part labels in ``[0, parts)``.
@@ -738,59 +827,46 @@ def grem_partition_file(
     require_csrc()
     _check_run_args(num_nodes, parts, chunk_edges, passes, seed_method, imbalance)
     _check_clusters(clusters, seed_method)
+    check_workers(workers)
     label = np.zeros(num_nodes, dtype=np.int64)
     if parts == 1:
         return label
     if seed_method == "clusters" and plan is None:
         plan = cluster_plan(edges, num_nodes, parts, chunk_edges=chunk_edges,
                             clusters=clusters, seed=seed, imbalance=imbalance)
+    done: list[BisectionRecord] = []
+
+    def expand(sub: _SubProblem, out: _Bisected) -> list[_SubProblem]:
+        q0 = sub.q // 2
+        label[sub.members[out.side]] = sub.lo + q0
+        done.append(out.record)
+        return [_SubProblem(child, first_part, share, True, sub.members[out.side == bool(s)])
+                for s, (child, first_part, share)
+                in enumerate(zip(out.children, (sub.lo, sub.lo + q0), (q0, sub.q - q0)))
+                if child is not None]
+
     work = Path(tempfile.mkdtemp(prefix="grem-", dir=tmp_dir))
     try:
-        stack: list[tuple[EdgeFile, int, int, bool]] = [(edges, 0, parts, False)]
-        count = 0
-        while stack:
-            source, lo, q, owned = stack.pop()
-            start = time.perf_counter()
-            q0, q1 = q // 2, q - q // 2
-            members = np.flatnonzero(label == lo).astype(np.int64)
-            # P from the global target; on tiny graphs also leave the other side
-            # one node per part so that no part ends up empty.
-            caps = (min(side_capacity(num_nodes, q0, parts, imbalance), len(members) - q1),
-                    min(side_capacity(num_nodes, q1, parts, imbalance), len(members) - q0))
-            first = source.read(0, chunk_edges)
-            use_plan = plan is not None and plan_applies(plan, first, num_nodes, lo, (q0, q1))
-            method = seed_method if use_plan or plan is None else "clusters:metis"
-            seed_nodes, seed_labels = seed_sides(first, seed_method, (q0, q1), caps, seed,
-                                                 imbalance, (lo, q), plan=plan,
-                                                 num_nodes=num_nodes, first_part=lo,
-                                                 use_plan=use_plan)
-            del first
-            seeded = time.perf_counter() - start
-            outs = [str(work / f"b{count}-s{s}.bin") if share > 1 else ""
-                    for s, share in enumerate((q0, q1))]
-            result = grem_bisect(source, num_nodes, members, chunk_edges=chunk_edges,
-                                 seed_nodes=seed_nodes, seed_labels=seed_labels,
-                                 capacities=caps, weights=(q0, q1), refine=refine,
-                                 passes=passes, out_paths=(outs[0], outs[1]))
-            if owned:
-                os.remove(source.path)
-            side = np.asarray(result["side"])
-            label[members[side == 1]] = lo + q0
-            if records is not None:
-                records.append(BisectionRecord(
-                    lo, q, len(members), source.rows, int(result["num_chunks"]),
-                    int(result["first_chunk_nodes"]), int(result["isolated"]),
-                    int(result["reassigned"]), list(result["moves"]),
-                    tuple(result["sizes"]), caps, time.perf_counter() - start, method,
-                    {"seed": seeded, **result["seconds"]}))
-            for s, (share, first_part) in reversed(list(enumerate(((q0, lo), (q1, lo + q0))))):
-                if share > 1:
-                    child = EdgeFile(outs[s], 0, source.dtype, int(result["rows_written"][s]))
-                    stack.append((child, first_part, share, True))
-            count += 1
+        shared = _Recursion(num_nodes, parts, chunk_edges, passes, seed_method, refine, seed,
+                            imbalance, plan, str(work))
+        root = _SubProblem(edges, 0, parts, False, np.arange(num_nodes, dtype=np.int64))
+        # siblings run at once at most parts // 2 at a time (the last level)
+        run_task_tree([root], _bisect, expand, shared, workers=min(workers, parts // 2))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if records is not None:
+        records.extend(sorted(done, key=lambda r: (r.first_part, -r.parts)))
     return label
+
+
+def helper_peak_rss(records: list[BisectionRecord]) -> int:
+    """Summed peak RSS of the processes other than this one that ran ``records``
+    (each worker's largest recorded peak)."""
+    peaks: dict[int, int] = {}
+    for record in records:
+        if record.pid != os.getpid():
+            peaks[record.pid] = max(peaks.get(record.pid, 0), record.process_peak_rss_bytes)
+    return sum(peaks.values())
 
 
 def _check_run_args(num_nodes: int, parts: int, chunk_edges: int, passes: int,
@@ -854,17 +930,21 @@ class GremPartitioner(Partitioner):
         clusters (int, optional): Seed ``clusters`` only, in ``[2, 65536]``:
             sets the target cluster size ``prefix nodes / clusters``
             (default: :func:`default_clusters`; see :func:`cluster_chunk`).
+        workers (int): Bisections run at once, in this process and
+            ``workers - 1`` spawned ones (default: 1). Same labels for any
+            value; less time, more memory (see :func:`grem_partition_file`).
 
     After :meth:`assign`, :attr:`last_stats` lists one
-    :class:`BisectionRecord` per bisection and :attr:`last_plan` holds the
-    :class:`ClusterPlan` of seed ``clusters`` (else ``None``).
+    :class:`BisectionRecord` per bisection, :attr:`last_plan` holds the
+    :class:`ClusterPlan` of seed ``clusters`` (else ``None``) and
+    :attr:`helper_peak_rss_bytes` the summed peak RSS of the worker processes.
     """
 
     name = "grem"
 
     def __init__(self, chunk: float = 0.1, passes: int = 3, seed_method: str | None = None,
                  refine: bool = True, tmp_dir: str | os.PathLike[str] | None = None,
-                 clusters: int | None = None) -> None:
+                 clusters: int | None = None, workers: int = 1) -> None:
         if isinstance(chunk, bool) or not isinstance(chunk, (int, float)) \
                 or not 0 < chunk <= 1:
             raise ValueError(f"chunk must be a fraction of the edges in (0, 1], got {chunk!r}")
@@ -880,6 +960,7 @@ class GremPartitioner(Partitioner):
         self.refine = refine
         self.tmp_dir = tmp_dir
         self.clusters = None if clusters is None else int(clusters)
+        self.workers = check_workers(workers)
         self.last_stats: list[BisectionRecord] = []
         self.last_plan: ClusterPlan | None = None
 
@@ -892,19 +973,24 @@ class GremPartitioner(Partitioner):
                              f"{expected} undirected edges")
         self.last_stats = []
         self.last_plan = None
+        self.helper_peak_rss_bytes = 0
         chunk_edges = chunk_rows(self.chunk, edges.rows)
         if self.seed_method == "clusters" and options.parts > 1:
             self.last_plan = cluster_plan(edges, graph.num_nodes, options.parts,
                                           chunk_edges=chunk_edges, clusters=self.clusters,
                                           seed=options.seed, imbalance=options.imbalance)
-        return grem_partition_file(
+        labels = grem_partition_file(
             edges, graph.num_nodes, options.parts, chunk_edges=chunk_edges,
             passes=self.passes, seed_method=self.seed_method, refine=self.refine,
             seed=options.seed, imbalance=options.imbalance, tmp_dir=self.tmp_dir,
-            records=self.last_stats, clusters=self.clusters, plan=self.last_plan)
+            records=self.last_stats, clusters=self.clusters, plan=self.last_plan,
+            workers=self.workers)
+        self.helper_peak_rss_bytes = helper_peak_rss(self.last_stats)
+        return labels
 
     def __repr__(self) -> str:
         extra = "" if self.clusters is None else f", clusters={self.clusters}"
+        extra += "" if self.workers == 1 else f", workers={self.workers}"
         return (f"{type(self).__name__}(chunk={self.chunk}, passes={self.passes}, "
                 f"seed_method={self.seed_method!r}, refine={self.refine}{extra})")
 
@@ -916,9 +1002,9 @@ class GreedyPartitioner(GremPartitioner):
     name = "greedy"
 
     def __init__(self, chunk: float = 0.1, seed_method: str = "metis",
-                 tmp_dir: str | os.PathLike[str] | None = None) -> None:
+                 tmp_dir: str | os.PathLike[str] | None = None, workers: int = 1) -> None:
         super().__init__(chunk=chunk, passes=0, seed_method=seed_method, refine=False,
-                         tmp_dir=tmp_dir)
+                         tmp_dir=tmp_dir, workers=workers)
 
     def __repr__(self) -> str:
         return f"GreedyPartitioner(chunk={self.chunk}, seed_method={self.seed_method!r})"
@@ -946,6 +1032,7 @@ __all__ = [
     "greedy_partitioner",
     "grem_bisect",
     "grem_partition_file",
+    "helper_peak_rss",
     "plan_applies",
     "plan_sides",
     "seed_sides",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import resource
 import tempfile
 import time
 from collections.abc import Mapping
@@ -14,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gnncore.partition.base import PartitionOptions, Partitioner
+from gnncore.partition.base import PartitionOptions, Partitioner, peak_rss_bytes
 from gnncore.partition.metrics import PartitionMetrics, partition_metrics
 from gnncore.partition.store import PartitionDir, write_partition_dir
 from gnncore.store import GraphDir
@@ -36,6 +35,9 @@ class MethodSettings:
         clusters (int, optional): GREM seed ``clusters``: target cluster size
             ``prefix nodes / clusters`` (default:
             :func:`~gnncore.partition.grem.default_clusters`).
+        workers (int): GREM/greedy bisections run at once, in spawned
+            processes (1: serial, the memory bound of one chunk). Same labels;
+            less time, more memory (reported RSS adds the workers' peaks).
     """
 
     chunk: float = 0.1
@@ -43,6 +45,7 @@ class MethodSettings:
     seed_method: str | None = None
     hops: int = 2
     clusters: int | None = None
+    workers: int = 1
 
 
 # method -> (module, class, settings it takes, fixed keyword arguments)
@@ -51,8 +54,8 @@ _REGISTRY: dict[str, tuple[str, str, tuple[str, ...], dict[str, Any]]] = {
     "metis-recursive": ("gnncore.partition.metis", "MetisPartitioner", (),
                         {"recursive": True}),
     "grem": ("gnncore.partition.grem", "GremPartitioner",
-             ("chunk", "passes", "seed_method", "clusters"), {}),
-    "greedy": ("gnncore.partition.grem", "GremPartitioner", ("chunk", "seed_method"),
+             ("chunk", "passes", "seed_method", "clusters", "workers"), {}),
+    "greedy": ("gnncore.partition.grem", "GremPartitioner", ("chunk", "seed_method", "workers"),
                {"refine": False, "passes": 0}),
     "ldg": ("gnncore.partition.stream", "LdgPartitioner", (), {}),
     "fennel": ("gnncore.partition.stream", "FennelPartitioner", (), {}),
@@ -92,24 +95,6 @@ def make_partitioner(method: str, settings: MethodSettings | None = None) -> Par
     module, cls, _, fixed = _registered(method)
     factory = getattr(importlib.import_module(module), cls)
     return factory(**method_params(method, settings or MethodSettings()), **fixed)
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far, in bytes.
-
-    Reads ``VmHWM`` from ``/proc/self/status``: unlike ``getrusage``'s
-    ``ru_maxrss``, it does not inherit the peak of the process that forked
-    this one, so a benchmark child reports its own peak. Falls back to
-    ``ru_maxrss`` where ``/proc`` is unavailable.
-    """
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 @dataclass
@@ -208,7 +193,8 @@ def _partition(graph: GraphDir, out_dir: str | os.PathLike[str], partitioner: Pa
     start = time.perf_counter()
     assignment = np.asarray(partitioner.assign(graph, options), dtype=np.int64)
     seconds = time.perf_counter() - start
-    rss = peak_rss_bytes()  # the method's own peak, before post-processing
+    # the method's own peak (with its worker processes'), before post-processing
+    rss = peak_rss_bytes() + partitioner.helper_peak_rss_bytes
     balancing = None
     if options.balance_splits and any(graph.has(s) for s in SPLITS):
         from gnncore.partition.postprocess import balance_splits

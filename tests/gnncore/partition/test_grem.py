@@ -483,8 +483,9 @@ def test_temporary_side_files_exist_during_the_run_and_go_afterwards(graph, tmp_
 
     monkeypatch.setattr(grem_module, "seed_sides", spy)
     GremPartitioner(tmp_dir=tmp_path).assign(graph, PartitionOptions(parts=4))
-    assert seen[0] == [] and seen[1] == ["b0-s0.bin", "b0-s1.bin"]
-    assert seen[2] == ["b0-s1.bin"]  # a level's file is removed once it is split
+    # a sub-problem's file is named by its parts (first part, count)
+    assert seen[0] == [] and seen[1] == ["p0-q2.bin", "p2-q2.bin"]
+    assert seen[2] == ["p2-q2.bin"]  # a level's file is removed once it is split
     assert list(tmp_path.iterdir()) == []
 
 
@@ -822,7 +823,8 @@ def test_cli_sets_the_cluster_count_and_the_seed_defaults_by_passes():
     settings = settings_from(args)
     assert settings.clusters == 40 and settings.seed_method is None
     assert method_params("grem", settings) == {"chunk": 0.1, "passes": 3,
-                                               "seed_method": "clusters", "clusters": 40}
+                                               "seed_method": "clusters", "clusters": 40,
+                                               "workers": 1}
     partitioner = make_partitioner("grem", settings)
     assert partitioner.seed_method == "clusters" and partitioner.clusters == 40
     args = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4", "--passes", "0"])

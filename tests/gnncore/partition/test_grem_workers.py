@@ -1,0 +1,120 @@
+"""GREM with sibling bisections in worker processes: same labels, memory counted."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+
+from conftest import planted_graph
+from gnncore.partition import PartitionOptions, partition_graph
+from gnncore.partition.grem import (
+    BisectionRecord,
+    EdgeFile,
+    GremPartitioner,
+    grem_partition_file,
+    helper_peak_rss,
+)
+from gnncore.partition.run import MethodSettings
+from gnncore.store import GraphDir
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory) -> GraphDir:
+    return GraphDir.open(planted_graph(tmp_path_factory.mktemp("grem-workers") / "g",
+                                       num_nodes=3000, communities=8, degree=10))
+
+
+def comparable(record: BisectionRecord) -> dict:
+    """A record without what depends on the process and the clock."""
+    fields = dataclasses.asdict(record)
+    for key in ("seconds", "phase_seconds", "pid", "process_peak_rss_bytes"):
+        fields.pop(key)
+    return fields
+
+
+@pytest.mark.parametrize("parts, passes, seed_method", [(8, 0, "metis"), (5, 3, "clusters"),
+                                                        (6, 1, "ldg")])
+def test_workers_give_the_same_partition_as_one_process(graph, parts, passes, seed_method,
+                                                        tmp_path):
+    options = PartitionOptions(parts=parts, seed=2)
+    runs = {}
+    for workers in (1, 2, 3):
+        partitioner = GremPartitioner(chunk=0.05, passes=passes, seed_method=seed_method,
+                                      workers=workers, tmp_dir=tmp_path)
+        runs[workers] = (partitioner.assign(graph, options), partitioner.last_stats,
+                         partitioner.helper_peak_rss_bytes)
+        assert list(tmp_path.iterdir()) == []  # the side files are gone
+    labels, records, helpers = runs[1]
+    assert helpers == 0 and {r.pid for r in records} == {os.getpid()}
+    for workers in (2, 3):
+        other_labels, other_records, other_helpers = runs[workers]
+        np.testing.assert_array_equal(other_labels, labels)
+        # the same bisections, reported in the same (depth-first) order
+        assert [comparable(r) for r in other_records] == [comparable(r) for r in records]
+        assert records[0].pid == os.getpid()  # the root runs here
+        worker_pids = {r.pid for r in other_records} - {os.getpid()}
+        assert 1 <= len(worker_pids) <= workers
+        assert other_helpers == helper_peak_rss(other_records) > 0
+
+
+def test_helper_peak_sums_each_workers_largest_peak():
+    base = dict(first_part=0, parts=2, nodes=1, edges=1, chunks=1, first_chunk_nodes=1,
+                isolated=0, reassigned=0, moves=[], sizes=(1, 0), capacities=(1, 1),
+                seconds=0.0)
+    records = [BisectionRecord(**base, pid=os.getpid(), process_peak_rss_bytes=500),
+               BisectionRecord(**base, pid=-1, process_peak_rss_bytes=100),
+               BisectionRecord(**base, pid=-1, process_peak_rss_bytes=300),
+               BisectionRecord(**base, pid=-2, process_peak_rss_bytes=50)]
+    assert helper_peak_rss(records) == 300 + 50
+
+
+def test_two_parts_need_no_worker(graph):
+    partitioner = GremPartitioner(chunk=0.1, workers=4)
+    partitioner.assign(graph, PartitionOptions(parts=2))
+    assert partitioner.helper_peak_rss_bytes == 0
+    assert [r.pid for r in partitioner.last_stats] == [os.getpid()]
+
+
+def test_a_bad_row_fails_a_run_with_workers_and_leaves_no_files(tmp_path):
+    rng = np.random.default_rng(0)
+    pairs = rng.integers(0, 50, size=(400, 2))
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    pairs[-1] = (3, 70)  # beyond num_nodes
+    path = tmp_path / "edges.npy"
+    np.save(path, pairs.astype(np.int64))
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(IndexError, match=r"row \d+ \(3, 70\) .* outside \[0, 60\)"):
+        grem_partition_file(EdgeFile.from_npy(path), 60, 4, chunk_edges=40, passes=0,
+                            workers=2, tmp_dir=work)
+    assert list(work.iterdir()) == []
+
+
+def test_reports_add_the_workers_peak_and_record_the_setting(graph, tmp_path):
+    report = partition_graph(graph.path, tmp_path / "p", method="grem", parts=4,
+                             settings=MethodSettings(chunk=0.05, workers=2), balance=False)
+    serial = partition_graph(graph.path, tmp_path / "s", method="grem", parts=4,
+                             settings=MethodSettings(chunk=0.05), balance=False)
+    assert report.params["workers"] == 2 and serial.params["workers"] == 1
+    assert report.to_dict()["workers"] == 2
+    # this process's peak plus at least one worker's own (~90 MiB of interpreter and numpy)
+    assert report.peak_rss_bytes > serial.peak_rss_bytes + 50 * 2**20
+    assert report.metrics.edge_cut_fraction == serial.metrics.edge_cut_fraction
+
+
+def test_cli_takes_workers():
+    import argparse
+
+    from gnncore.cli.partition import add_arguments, settings_from
+    from gnncore.partition.run import make_partitioner
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["g", "o", "--method", "greedy", "--parts", "4", "--workers", "3"])
+    partitioner = make_partitioner("greedy", settings_from(args))
+    assert partitioner.workers == 3 and "workers=3" in repr(partitioner)
+    with pytest.raises(ValueError, match="workers must be an integer >= 1"):
+        GremPartitioner(workers=0)
