@@ -2,6 +2,7 @@
 
 Every run is its own process (``gnncore bench partition``), so peak RSS is per
 method. Variants: GREM 10% chunks with default passes and with passes 0, and
+GREM 10% chunks with passes 0 and two worker processes (``--workers 2``), and
 GREM 1% chunks over several edge-stream shuffles, each with its default seed
 (``clusters`` with passes, ``metis`` for passes 0). Writes JSON and Markdown
 with the ratios to METIS under --out.
@@ -44,6 +45,8 @@ def main() -> int:
     variants = {
         "grem 10% passes 3 (+ metis)": (["metis", "grem"], MethodSettings(chunk=0.1, passes=3), 1),
         "grem 10% passes 0": (["grem"], MethodSettings(chunk=0.1, passes=0), 1),
+        "grem 10% passes 0 workers 2": (["grem"], MethodSettings(chunk=0.1, passes=0,
+                                                                 workers=2), 1),
         "grem 1% passes 3": (["grem"], MethodSettings(chunk=0.01, passes=3), args.shuffles),
     }
     rows = []
