@@ -14,6 +14,8 @@ RUN_CONFIG = {"ops": {
                                "num_classes": 4, "num_features": 8}},
     **{f"partition_{m.replace('-', '_')}": {"config": {"parts": 4, "chunk": 0.2}}
        for m in COMPARED_METHODS},
+    # GREM's sibling bisections in two spawned processes, from a Dagster step
+    "partition_grem": {"config": {"parts": 4, "chunk": 0.2, "workers": 2}},
 }}
 
 
@@ -40,3 +42,5 @@ def test_comparison_job_partitions_with_every_method(tmp_path):
         [client.get_experiment_by_name("gnncore").experiment_id],
         filter_string="tags.task = 'partition'")
     assert sorted(r.data.params["method"] for r in runs) == sorted(COMPARED_METHODS)
+    (grem,) = [r for r in runs if r.data.params["method"] == "grem"]
+    assert grem.data.params["workers"] == "2"
