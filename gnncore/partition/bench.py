@@ -60,6 +60,33 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _setting_label(row: dict[str, Any]) -> str:
+    return row["method"] + "".join(f" {k}={row[k]}" for k in ("chunk", "passes", "hops")
+                                   if k in row)
+
+
+def pivot_tables(rows: Sequence[dict[str, Any]]) -> str:
+    """Edge cut %, seconds and peak RSS MiB as method-by-p tables (one row per
+    method setting, one column per part count; the median over shuffles)."""
+    values: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for row in rows:
+        values.setdefault(_setting_label(row), {}).setdefault(row["parts"], []).append(row)
+    parts = sorted({row["parts"] for row in rows})
+    out = []
+    for title, value, digits in (("Edge cut %", lambda r: 100 * r["edge_cut_fraction"], 2),
+                                 ("Seconds", lambda r: r["seconds"], 3),
+                                 ("Peak RSS MiB", lambda r: r["peak_rss_bytes"] / 2**20, 0)):
+        out += [f"{title} (median over shuffles):", "",
+                "| method | " + " | ".join(f"p={p}" for p in parts) + " |",
+                "|---" * (len(parts) + 1) + "|"]
+        for label, by_p in values.items():
+            cells = [f"{np.median([value(r) for r in by_p[p]]):,.{digits}f}" if p in by_p
+                     else "-" for p in parts]
+            out.append(f"| {label} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def report_row(partition: PartitionDir) -> dict[str, Any]:
     """A partition directory as a benchmark row (what :func:`markdown_table` reads)."""
     info = partition.info
@@ -78,8 +105,7 @@ def comparison_chart(rows: Sequence[dict[str, Any]]) -> bytes:
     values: dict[str, dict[str, dict[int, list[float]]]] = {
         "edge cut %": {}, "seconds": {}, "peak RSS MiB": {}}
     for row in rows:
-        label = row["method"] + "".join(f" {k}={row[k]}" for k in ("chunk", "passes", "hops")
-                                        if k in row)
+        label = _setting_label(row)
         for panel, value in (("edge cut %", 100 * row["edge_cut_fraction"]),
                              ("seconds", row["seconds"]),
                              ("peak RSS MiB", row["peak_rss_bytes"] / 2**20)):
@@ -143,7 +169,8 @@ def bench_partition(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
               "shuffles": [s for s, _ in streams], "rows": rows}
     (out_dir / "bench.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     table = markdown_table(rows)
-    (out_dir / "bench.md").write_text(f"# Partitioning benchmark: {graph_dir}\n\n{table}")
+    (out_dir / "bench.md").write_text(f"# Partitioning benchmark: {graph_dir}\n\n{table}\n"
+                                      f"{pivot_tables(rows)}")
     (out_dir / "bench.png").write_bytes(comparison_chart(rows))
     result["markdown"] = table
     return result

@@ -22,7 +22,14 @@ def test_bench_runs_each_method_and_part_count(small_graph, tmp_path, capsys):
         assert 0 < row["edge_cut_fraction"] < 0.5
         assert row["peak_rss_bytes"] > 20 * 2**20  # a whole Python process, measured alone
     table = (out / "bench.md").read_text()
-    assert table.count("| metis |") == 2 and "peak RSS MiB" in table
+    runs_table = table.split("Edge cut % (median")[0]
+    assert runs_table.count("| metis |") == 2 and "peak RSS MiB" in runs_table
+    # the same runs pivoted: one row per method, one column per p, per measure
+    metis = {(r["parts"]): r for r in result["rows"] if r["method"] == "metis"}
+    cuts = f"| metis | {100 * metis[2]['edge_cut_fraction']:.2f} | " \
+           f"{100 * metis[3]['edge_cut_fraction']:.2f} |"
+    assert "| method | p=2 | p=3 |" in table and cuts in table
+    assert "Seconds (median over shuffles)" in table and "Peak RSS MiB (median" in table
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
