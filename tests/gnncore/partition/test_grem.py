@@ -12,27 +12,32 @@ import pytest
 from conftest import planted_graph
 from gnncore.partition import PartitionOptions, partition_metrics
 from gnncore.partition import grem as grem_module
+from gnncore.partition import grem_plan
+from gnncore.partition.edge_stream import EdgeFile, chunk_rows
 from gnncore.partition.grem import (
-    EdgeFile,
     GreedyPartitioner,
     GremPartitioner,
-    ClusterPlan,
-    chunk_components,
-    chunk_csr,
-    chunk_nodes_local,
-    chunk_rows,
-    cluster_chunk,
-    cluster_graph_edges,
-    cluster_plan,
-    first_appearance,
     greedy_partitioner,
     grem_bisect,
     grem_partition_file,
-    plan_applies,
-    plan_sides,
     seed_sides,
     side_capacity,
+)
+from gnncore.partition.grem_chunk import (
+    chunk_components,
+    chunk_csr,
+    chunk_nodes_local,
+    first_appearance,
+    metis_chunk,
     tree_roots,
+)
+from gnncore.partition.grem_plan import (
+    ClusterPlan,
+    cluster_chunk,
+    cluster_graph_edges,
+    cluster_plan,
+    plan_applies,
+    plan_sides,
     trim_cluster_graph,
 )
 from gnncore.store import GraphDir, create_graph_dir
@@ -355,7 +360,7 @@ def test_peeled_metis_keeps_trees_whole_and_balances():
     local = np.concatenate([core, leaves])
     options = pymetis.Options()
     options.seed = 0
-    parts = grem_module.metis_chunk(local, 500, 2, options, recursive=True, peel=True)
+    parts = metis_chunk(local, 500, 2, options, recursive=True, peel=True)
     assert np.all(parts[leaves[:, 0]] == parts[leaves[:, 1]])
     assert np.bincount(parts, minlength=2).max() <= math.ceil(1.03 * 250)
 
@@ -686,12 +691,12 @@ def test_the_plan_clusters_only_the_stream_prefix(communities, monkeypatch):
     clustered[edges.read(0, 500).reshape(-1)] = True
     np.testing.assert_array_equal(plan.cluster >= 0, clustered)
     # default prefix: min(chunk, max(1% of |E|, PLAN_MIN_PREFIX)) rows
-    monkeypatch.setattr(grem_module, "PLAN_MIN_PREFIX", 0)
+    monkeypatch.setattr(grem_plan, "PLAN_MIN_PREFIX", 0)
     plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
     clustered[:] = False
     clustered[edges.read(0, chunk_rows(0.01, edges.rows)).reshape(-1)] = True
     np.testing.assert_array_equal(plan.cluster >= 0, clustered)
-    monkeypatch.setattr(grem_module, "PLAN_MIN_PREFIX", 1 << 17)
+    monkeypatch.setattr(grem_plan, "PLAN_MIN_PREFIX", 1 << 17)
     plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
     clustered[edges.read(0, chunk).reshape(-1)] = True
     np.testing.assert_array_equal(plan.cluster >= 0, clustered)
@@ -701,7 +706,7 @@ def test_a_large_cluster_graph_is_trimmed_to_its_budget(communities, monkeypatch
     edges = EdgeFile.from_npy(communities.path / "edges_shuffled.npy")
     chunk = chunk_rows(0.05, edges.rows)
     full = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk, clusters=2000)
-    monkeypatch.setattr(grem_module, "PLAN_MIN_BUDGET", 0)  # budget: one chunk
+    monkeypatch.setattr(grem_plan, "PLAN_MIN_BUDGET", 0)  # budget: one chunk
     trimmed = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk, clusters=2000)
     assert trimmed.clusters < full.clusters and trimmed.cluster_edges < full.cluster_edges
     assert trimmed.cluster.max() == trimmed.clusters - 1
@@ -781,7 +786,7 @@ def test_dense_or_thinly_planned_bisections_fall_back_to_metis():
     assert not plan_applies(plan, clique, 100, 0, (1, 1))
     # A fine plan (PLAN_FINE_CLUSTERS clusters planned into each side) seeds a
     # dense chunk too; one cluster short on a side and METIS seeds it.
-    fine = grem_module.PLAN_FINE_CLUSTERS
+    fine = grem_plan.PLAN_FINE_CLUSTERS
     part = np.repeat(np.arange(4), fine)
     plan = ClusterPlan(np.zeros(0, dtype=np.int32), part, np.ones(len(part), dtype=np.int64),
                        np.full(4, 1000), len(part), 0, {})

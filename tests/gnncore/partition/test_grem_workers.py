@@ -10,9 +10,9 @@ import pytest
 
 from conftest import planted_graph
 from gnncore.partition import PartitionOptions, partition_graph
+from gnncore.partition.edge_stream import EdgeFile
 from gnncore.partition.grem import (
     BisectionRecord,
-    EdgeFile,
     GremPartitioner,
     grem_partition_file,
     helper_peak_rss,

@@ -1,0 +1,147 @@
+"""One chunk of GREM's edge stream as a small graph (C++ where it is hot):
+renumbering to local ids, symmetric CSR, connected components, METIS with the
+hanging trees peeled, and the capacity repair of a chunk's two sides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: Seed ``clusters``: METIS on a first chunk (the plan's clusters, the fallback
+#: bisections) works on the chunk's graph with its hanging trees peeled (see
+#: :func:`metis_chunk`). The ``metis`` seed (the thesis') never peels.
+PEEL_TREES = True
+
+
+def first_appearance(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes of ``pairs`` in first-appearance order (row by row, ``u`` before
+    ``v``) and the pairs renumbered to those local ids (C++, O(max id) scratch)."""
+    from gnncore import _C
+
+    flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
+    num_nodes = int(flat.max()) + 1 if len(flat) else 0
+    nodes, local, _, _ = _C.grem_chunk_local(flat, num_nodes, True, False)
+    return np.asarray(nodes), np.asarray(local).reshape(-1, 2)
+
+
+def chunk_csr(local_pairs: np.ndarray, num_local: int) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric CSR (int64, rows sorted by neighbour id) of a chunk over its
+    local ids (C++)."""
+    from gnncore import _C
+
+    flat = np.ascontiguousarray(local_pairs, dtype=np.int64).reshape(-1)
+    indptr, indices = _C.grem_chunk_csr(flat, int(num_local))
+    return np.asarray(indptr), np.asarray(indices)
+
+
+def repair_capacity(sides: np.ndarray, local: np.ndarray,
+                     capacities: tuple[int, int]) -> np.ndarray:
+    for s in (0, 1):
+        excess = int(np.count_nonzero(sides == s)) - capacities[s]
+        if excess <= 0:
+            continue
+        same = sides[local[:, 0]] == sides[local[:, 1]]
+        sign = np.where(same, 1.0, -1.0)
+        # own-side minus other-side neighbours (exact in float64 below 2**53)
+        score = (np.bincount(local[:, 0], weights=sign, minlength=len(sides))
+                 + np.bincount(local[:, 1], weights=sign, minlength=len(sides))).astype(np.int64)
+        mine = np.flatnonzero(sides == s)
+        move = mine[np.argsort(score[mine], kind="stable")[:excess]]
+        sides = sides.copy()
+        sides[move] = 1 - s
+    return sides
+
+
+def chunk_nodes_local(pairs: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes of ``pairs`` in increasing id order and the pairs renumbered to those
+    local ids (``int64``), through one O(|V|) scratch array instead of a sort (C++)."""
+    from gnncore import _C
+
+    flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
+    nodes, local, _, _ = _C.grem_chunk_local(flat, int(num_nodes), False, False)
+    return np.asarray(nodes), np.asarray(local).reshape(-1, 2)
+
+
+def chunk_components(local: np.ndarray, n: int) -> np.ndarray:
+    """Connected component of each of the ``n`` local nodes of a chunk
+    (vectorised hooking and pointer jumping), as ``int64[n]`` ids in
+    ``[0, components)`` ordered by each component's smallest node."""
+    parent = np.arange(n, dtype=np.int64)
+    u, v = local[:, 0], local[:, 1]
+    while True:
+        pu, pv = parent[u], parent[v]
+        differ = pu != pv
+        if not differ.any():
+            break
+        np.minimum.at(parent, np.maximum(pu[differ], pv[differ]),
+                      np.minimum(pu[differ], pv[differ]))
+        while True:  # pointer jumping until every node points at its root
+            grand = parent[parent]
+            if np.array_equal(grand, parent):
+                break
+            parent = grand
+    roots = np.flatnonzero(parent == np.arange(n))
+    ids = np.empty(n, dtype=np.int64)
+    ids[roots] = np.arange(len(roots))
+    return ids[parent]
+
+
+def metis_chunk(local: np.ndarray, n: int, nparts: int, options: Any, *, recursive: bool,
+                tpwgts: list[float] | None = None, peel: bool | None = None,
+                csr: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """pymetis ``part_graph`` of a chunk's graph over its ``n`` local nodes
+    (``int64[n]`` parts; at most one node per part when ``n <= nparts``).
+
+    With ``peel`` (default :data:`PEEL_TREES`), the trees hanging off the
+    chunk's graph are peeled first (:func:`tree_roots`): METIS partitions the
+    nodes left, each weighted by the nodes of its tree, and every tree follows
+    its root. A tree kept whole on its root's side cuts none of its edges, so
+    the cut METIS can reach is unchanged while its input shrinks (the 20M-edge
+    graph's 10% chunk: 1.42M nodes and 2.04M edges become 0.72M and 1.34M).
+    Trees stay below the balance tolerance of one part (``ufactor``, default
+    30, per mille of ``n / nparts``), so METIS can still balance the parts.
+    ``csr``: the chunk's :func:`chunk_csr`, when already built.
+    """
+    import pymetis
+
+    if n <= nparts:
+        return np.arange(n, dtype=np.int64) * nparts // max(1, n)
+    indptr, indices = chunk_csr(local, n) if csr is None else csr
+    if PEEL_TREES if peel is None else peel:
+        # no tree heavier than the balance tolerance of a part (METIS's default 3%)
+        ufactor = options.ufactor if options.ufactor > 0 else 30
+        root = tree_roots(indptr, indices, max(1, int(n * ufactor / 1000 / nparts)))
+        core = np.flatnonzero(root == np.arange(n))
+        if nparts < len(core) < n:
+            pos = np.full(n, -1, dtype=np.int64)
+            pos[core] = np.arange(len(core))
+            kept = pos[local]
+            kept = kept[(kept[:, 0] >= 0) & (kept[:, 1] >= 0)]
+            indptr, indices = chunk_csr(kept, len(core))
+            weight = np.bincount(root, minlength=n)[core]
+            result = pymetis.part_graph(nparts, pymetis.CSRAdjacency(indptr, indices),
+                                        vweights=weight, tpwgts=tpwgts, recursive=recursive,
+                                        options=options)
+            return np.asarray(result.vertex_part, dtype=np.int64)[pos[root]]
+    result = pymetis.part_graph(nparts, pymetis.CSRAdjacency(indptr, indices), tpwgts=tpwgts,
+                                recursive=recursive, options=options)
+    return np.asarray(result.vertex_part, dtype=np.int64)
+
+
+def tree_roots(indptr: np.ndarray, indices: np.ndarray,
+               max_weight: int = 2**62) -> np.ndarray:
+    """``int64[n]``: for each node of a symmetric CSR, itself if it stays after
+    peeling degree-1 nodes until none is left (the 2-core, plus one node per
+    tree component), else the node that stays whose hanging tree holds it (C++).
+    A node is not peeled where its tree and its parent's would together hold
+    more than ``max_weight`` nodes."""
+    from gnncore import _C
+
+    return np.asarray(_C.grem_tree_roots(np.ascontiguousarray(indptr, dtype=np.int64),
+                                         np.ascontiguousarray(indices, dtype=np.int64),
+                                         int(max_weight)))
+
+
+__all__ = ["PEEL_TREES", "chunk_components", "chunk_csr", "chunk_nodes_local",
+           "first_appearance", "metis_chunk", "repair_capacity", "tree_roots"]

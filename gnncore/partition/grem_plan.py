@@ -1,0 +1,333 @@
+"""GREM's ``clusters`` seed: one global plan, made once per run.
+
+The stream's prefix is clustered, the edges between clusters are counted over
+the whole stream, and METIS splits the cluster graph into the ``p`` parts; each
+bisection is then seeded from the plan (or by METIS on its chunk where the plan
+is coarse or thin). See docs/ARCHITECTURE.md, "GREM's clusters seed".
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from gnncore.partition.edge_stream import EdgeFile, chunk_rows
+from gnncore.partition.grem_chunk import (
+    chunk_components,
+    chunk_nodes_local,
+    metis_chunk,
+    repair_capacity,
+)
+
+MAX_CLUSTERS = 1 << 16
+#: METIS refinement iterations when clustering the first chunk (``niter``; METIS's
+#: default 10 costs ~3.5x the time for a ~2% smaller cut of the chunk).
+CLUSTER_NITER = 1
+#: Propagation rounds that label a plan-less chunk node by the majority side of its
+#: labelled chunk neighbours.
+MAJORITY_ROUNDS = 8
+#: A bisection whose first chunk has at least this average degree is seeded by
+#: METIS on that chunk (``metis``) when the plan is coarse (fewer than
+#: :data:`PLAN_FINE_CLUSTERS` clusters planned into a side): the dense chunk
+#: shows the sub-problem better than a few large clusters (FB15k-237 at 10%
+#: chunks: 16 clusters per part). A fine plan (the 20M-edge graph's: thousands
+#: of clusters per part) seeds it as well as METIS for a fraction of the time.
+PLAN_MAX_DEGREE = 5.5
+PLAN_FINE_CLUSTERS = 256
+#: A bisection is seeded from the plan only when each side has at least this many
+#: first-chunk nodes planned into its parts; else (a thin plan) by ``metis``.
+PLAN_MIN_SUPPORT = 400
+#: The plan clusters the stream's first ``min(chunk, max(PLAN_PREFIX · |E|,
+#: PLAN_MIN_PREFIX))`` edges. The structure comes from the whole-stream count of
+#: the edges between the clusters; a 1% prefix (mostly components of a few
+#: nodes) plans the 20M-edge graph as well as its 10% first chunk (cut 18.79%
+#: both) for 1/40 of the clustering time (METIS k-way on a 2M-edge chunk against
+#: components of a 0.2M-edge one). Smaller graphs keep their first chunk up to
+#: PLAN_MIN_PREFIX edges (a 1,000-edge prefix of a 100k-edge graph plans badly).
+PLAN_PREFIX = 0.01
+PLAN_MIN_PREFIX = 1 << 17
+#: The cluster graph keeps at most ``max(prefix_edges, PLAN_MIN_BUDGET)`` edges
+#: (METIS needs ~200 bytes per edge): beyond, the largest clusters are dropped.
+PLAN_MIN_BUDGET = 1 << 19
+
+
+def default_clusters(chunk_nodes: int, parts: int) -> int:
+    """Clusters of the first chunk when ``clusters`` is not given:
+    ``max(16 · p, min(256, chunk_nodes // 1000))``, at most the chunk's nodes
+    (it sets the target cluster size ``chunk_nodes / clusters``; see
+    :func:`cluster_chunk`)."""
+    return max(1, min(chunk_nodes, max(16 * parts, min(256, chunk_nodes // 1000))))
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """A planned part for every cluster of the stream's prefix (seed ``clusters``).
+
+    Attributes:
+        cluster (np.ndarray): ``int32[N]``: cluster of each node of the
+            clustered prefix, -1 for the nodes outside it.
+        part (np.ndarray): ``int64[k]``: planned part in ``[0, p)`` of each cluster.
+        sizes (np.ndarray): ``int64[k]``: prefix nodes per cluster.
+        support (np.ndarray): ``int64[p]``: prefix nodes planned per part.
+        cluster_edges (int): Stream edges between two different clusters.
+        internal_edges (int): Stream edges inside one cluster.
+        seconds (dict): ``cluster`` (components and METIS k-way on the prefix), ``stream``
+            (the pass that counts the cluster graph's edges), ``plan`` (METIS on
+            the cluster graph).
+    """
+
+    cluster: np.ndarray
+    part: np.ndarray
+    sizes: np.ndarray
+    support: np.ndarray
+    cluster_edges: int
+    internal_edges: int
+    seconds: dict[str, float]
+
+    @property
+    def clusters(self) -> int:
+        return len(self.part)
+
+
+def cluster_chunk(local: np.ndarray, n: int, clusters: int, seed: int) -> np.ndarray:
+    """Clusters of a chunk's ``n`` local nodes (``int64[n]`` ids from 0).
+
+    The target size is ``ceil(n / clusters)``: a connected component of the
+    chunk up to that size is one cluster (METIS k-way on a disconnected chunk
+    would pack unrelated components into one cluster); a larger one is split by
+    METIS k-way (``niter`` :data:`CLUSTER_NITER`) into ``ceil(size / target)``
+    clusters.
+    """
+    import pymetis
+
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    target = max(1, -(-n // max(1, clusters)))
+    if target == 1:
+        return np.arange(n, dtype=np.int64)
+    comp = chunk_components(local, n)
+    sizes = np.bincount(comp)
+    whole = sizes <= target
+    next_id = int(np.count_nonzero(whole))
+    cid = np.full(len(sizes), -1, dtype=np.int64)
+    cid[whole] = np.arange(next_id)
+    out = cid[comp]
+    del cid
+    big = np.flatnonzero(~whole)
+    if not len(big):
+        return out
+    in_big = np.flatnonzero(~whole[comp])
+    in_big = in_big[np.argsort(comp[in_big], kind="stable")]
+    node_starts = np.searchsorted(comp[in_big], np.arange(len(sizes) + 1))
+    big_edges = local[~whole[comp[local[:, 0]]]]
+    big_edges = big_edges[np.argsort(comp[big_edges[:, 0]], kind="stable")]
+    edge_starts = np.searchsorted(comp[big_edges[:, 0]], np.arange(len(sizes) + 1))
+    pos = np.empty(n, dtype=np.int64)
+    options = pymetis.Options()
+    options.seed = seed
+    options.niter = CLUSTER_NITER
+    for c in big.tolist():
+        members = in_big[node_starts[c]:node_starts[c + 1]]
+        pos[members] = np.arange(len(members))
+        part = metis_chunk(pos[big_edges[edge_starts[c]:edge_starts[c + 1]]], len(members),
+                           -(-len(members) // target), options, recursive=False, peel=False)
+        used, part = np.unique(part, return_inverse=True)  # drop empty clusters
+        out[members] = next_id + part
+        next_id += len(used)
+    return out
+
+
+def cluster_graph_edges(edges: EdgeFile, cluster: np.ndarray, k: int,
+                        chunk_edges: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """One streaming pass over ``edges``, ``chunk_edges`` rows at a time (C++):
+    the edges of the cluster graph as keys ``a · k + b`` (``a < b``, increasing)
+    with their counts (edges with both endpoints clustered, in different
+    clusters), and the number of edges inside one cluster. Memory: the distinct
+    keys plus a buffer of at most ``max(2**20, distinct keys)`` raw keys."""
+    from gnncore import _C
+
+    keys, counts, internal = _C.grem_cluster_edges(
+        edges.path, edges.offset, edges.int64, edges.rows,
+        np.ascontiguousarray(cluster, dtype=np.int32), int(k), int(chunk_edges))
+    return np.asarray(keys), np.asarray(counts), int(internal)
+
+
+def _plan_parts(k: int, sizes: np.ndarray, keys: np.ndarray, counts: np.ndarray, parts: int,
+                seed: int, imbalance: float) -> np.ndarray:
+    """A part per cluster: METIS recursive bisection of the cluster graph
+    (vertex weights = cluster sizes, edge weights = edge counts)."""
+    if k <= parts:  # tiny graphs: one cluster per part, spread over the range
+        return np.arange(k, dtype=np.int64) * parts // max(k, 1)
+    import pymetis
+
+    a, b = keys // k, keys % k
+    if len(counts) and counts.max() > 2**30:  # METIS's idx_t may be 32-bit
+        counts = np.maximum(1, counts * (2**30 / counts.max())).astype(np.int64)
+    src = np.concatenate([a, b])
+    dst = np.concatenate([b, a])
+    weight = np.concatenate([counts, counts])
+    order = np.lexsort((dst, src))
+    xadj = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=k), out=xadj[1:])
+    options = pymetis.Options()
+    options.seed = seed
+    options.ufactor = int(round(imbalance * 1000))
+    result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj, dst[order]),
+                                vweights=np.maximum(sizes, 1), eweights=weight[order],
+                                recursive=True, options=options)
+    return np.asarray(result.vertex_part, dtype=np.int64)
+
+
+def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: int,
+                 clusters: int | None = None, seed: int = 0, imbalance: float = 0.03,
+                 prefix_edges: int | None = None) -> ClusterPlan:
+    """The global plan of seed method ``clusters``, made once per run.
+
+    1. :func:`cluster_chunk` clusters the subgraph of the stream's first
+       ``prefix_edges`` rows (default: ``min(chunk_edges, max(ceil(PLAN_PREFIX ·
+       |E|), PLAN_MIN_PREFIX))``, see :data:`PLAN_PREFIX`; target size
+       ``prefix nodes / clusters``;
+       ``clusters`` defaults to :func:`default_clusters`).
+    2. One streaming pass over ``edges``, ``chunk_edges`` rows at a time
+       (:func:`cluster_graph_edges`), counts the edges between every two
+       clusters (edges whose both endpoints are clustered).
+    3. Beyond ``max(prefix_edges, PLAN_MIN_BUDGET)`` cluster-graph edges the
+       largest clusters are dropped (:func:`trim_cluster_graph`).
+    4. METIS recursive bisection of that cluster graph into ``parts`` parts
+       (vertex weights = cluster sizes, edge weights = counts) gives each
+       cluster a planned part.
+
+    Memory: the ``int32[N]`` cluster array, one chunk and the cluster graph.
+    """
+    if prefix_edges is None:
+        prefix_edges = min(chunk_edges,
+                           max(chunk_rows(PLAN_PREFIX, edges.rows), PLAN_MIN_PREFIX))
+    if prefix_edges < 1:
+        raise ValueError(f"prefix_edges must be >= 1, got {prefix_edges}")
+    times = {}
+    start = time.perf_counter()
+    first = edges.read(0, prefix_edges)
+    nodes, local = chunk_nodes_local(first, num_nodes)
+    del first
+    n = len(nodes)
+    member = cluster_chunk(local, n, default_clusters(n, parts) if clusters is None
+                           else int(clusters), seed)
+    del local
+    k = int(member.max()) + 1 if n else 0
+    sizes = np.bincount(member[member >= 0], minlength=k)
+    cluster = np.full(num_nodes, -1, dtype=np.int32)
+    cluster[nodes] = member
+    del nodes, member
+    times["cluster"] = time.perf_counter() - start
+    start = time.perf_counter()
+    keys, counts, internal = cluster_graph_edges(edges, cluster, k, chunk_edges)
+    times["stream"] = time.perf_counter() - start
+    start = time.perf_counter()
+    budget = max(prefix_edges, PLAN_MIN_BUDGET)
+    if len(keys) > budget:
+        keys, counts, sizes, renumber = trim_cluster_graph(keys, counts, sizes, budget)
+        valid = cluster >= 0
+        cluster[valid] = renumber[cluster[valid]]
+        k = len(sizes)
+    part = _plan_parts(k, sizes, keys, counts, parts, seed, imbalance)
+    times["plan"] = time.perf_counter() - start
+    sizes = np.asarray(sizes, dtype=np.int64)
+    support = np.bincount(part, weights=sizes, minlength=parts).astype(np.int64)
+    return ClusterPlan(cluster, part, sizes, support, int(counts.sum()), internal, times)
+
+
+def trim_cluster_graph(keys: np.ndarray, counts: np.ndarray, sizes: np.ndarray,
+                       budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Drop the largest clusters (ties: the higher id first) until at most
+    ``budget`` cluster-graph edges remain (METIS's memory grows with them).
+
+    On a sparse chunk the large clusters are the least pure (big tree-like
+    components, whose chunk edges cross communities here and there) and hold
+    the most cluster-graph edges; the many small components are mostly inside
+    one community. (Measured on a planted 16-community graph with 1% chunks:
+    dropping the largest first keeps 91% of each community's clustered nodes on
+    one side of the plan's top split, dropping the smallest first 72-76%.)
+
+    Returns the kept edges' keys (renumbered) and counts, the kept clusters'
+    sizes and ``renumber`` (``int64[k]``: new id, -1 for a dropped cluster)."""
+    k = len(sizes)
+    rank = np.empty(k, dtype=np.int64)  # removal order
+    rank[np.lexsort((-np.arange(k), -sizes))] = np.arange(k)
+    gone = np.minimum(rank[keys // k], rank[keys % k])  # an edge goes with its first end
+    left = len(keys) - np.cumsum(np.bincount(gone, minlength=k))
+    drop = int(np.argmax(left <= budget)) + 1  # clusters dropped: ranks < drop
+    keep = rank >= drop
+    renumber = np.full(k, -1, dtype=np.int64)
+    renumber[keep] = np.arange(int(keep.sum()))
+    alive = gone >= drop
+    a, b = renumber[keys[alive] // k], renumber[keys[alive] % k]
+    k2 = int(keep.sum())
+    return np.minimum(a, b) * k2 + np.maximum(a, b), counts[alive], sizes[keep], renumber
+
+
+def plan_applies(plan: ClusterPlan, pairs: np.ndarray, num_nodes: int, first_part: int,
+                 weights: tuple[int, int]) -> bool:
+    """Whether seed ``clusters`` takes a bisection's seed from the plan: its first
+    chunk ``pairs`` is sparse (average degree below :data:`PLAN_MAX_DEGREE`) or
+    the plan is fine (each side has at least :data:`PLAN_FINE_CLUSTERS` clusters
+    planned into its parts), and each side has at least :data:`PLAN_MIN_SUPPORT`
+    prefix nodes planned into its parts. Otherwise the bisection is seeded by
+    ``metis`` on its own chunk."""
+    if len(pairs) == 0:
+        return True
+    middle = first_part + weights[0]
+    per_part = np.bincount(plan.part, minlength=middle + weights[1])
+    fine = min(int(per_part[first_part:middle].sum()),
+               int(per_part[middle:middle + weights[1]].sum())) >= PLAN_FINE_CLUSTERS
+    if not fine:
+        seen = np.zeros(num_nodes, dtype=bool)
+        seen[pairs.reshape(-1)] = True
+        if 2 * len(pairs) >= PLAN_MAX_DEGREE * np.count_nonzero(seen):
+            return False
+    low = int(plan.support[first_part:middle].sum())
+    high = int(plan.support[middle:middle + weights[1]].sum())
+    return min(low, high) >= PLAN_MIN_SUPPORT
+
+
+def plan_sides(pairs: np.ndarray, plan: ClusterPlan, num_nodes: int, first_part: int,
+               weights: tuple[int, int],
+               capacities: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Seed labels of a sub-problem's first chunk from the global plan.
+
+    The sub-problem owns parts ``[first_part, first_part + w0 + w1)``: a chunk
+    node whose cluster is planned in the lower ``w0`` of them gets side 0, in
+    the upper ``w1`` side 1. The others (no cluster, or a cluster planned
+    outside the range) take the majority side of their labelled chunk
+    neighbours, repeated while that labels more nodes (at most
+    :data:`MAJORITY_ROUNDS` rounds); those left (ties, no labelled neighbour)
+    fill the side with more remaining capacity until both have the same room,
+    then alternate. Then :func:`seed_sides`' capacity repair. Nodes come in
+    increasing id order.
+    """
+    nodes, local = chunk_nodes_local(pairs, num_nodes)
+    n = len(nodes)
+    c = plan.cluster[nodes]
+    planned = np.where(c >= 0, plan.part[np.maximum(c, 0)] if plan.clusters else -1, -1)
+    rel = planned - first_part
+    sides = np.full(n, -1, dtype=np.int64)
+    sides[(rel >= 0) & (rel < weights[0])] = 0
+    sides[(rel >= weights[0]) & (rel < weights[0] + weights[1])] = 1
+    from gnncore import _C
+
+    _C.grem_majority_rounds(np.ascontiguousarray(local).reshape(-1), sides, MAJORITY_ROUNDS)
+    rest = np.flatnonzero(sides < 0)
+    if len(rest):
+        room = [capacities[s] - int(np.count_nonzero(sides == s)) for s in (0, 1)]
+        more = 0 if room[0] >= room[1] else 1
+        lead = min(len(rest), abs(room[0] - room[1]))
+        fill = np.full(len(rest), more, dtype=np.int64)
+        fill[lead + 1::2] = 1 - more
+        sides[rest] = fill
+    return nodes, repair_capacity(sides, local, capacities)
+
+
+__all__ = ["ClusterPlan", "MAX_CLUSTERS", "cluster_chunk", "cluster_graph_edges",
+           "cluster_plan", "default_clusters", "plan_applies", "plan_sides",
+           "trim_cluster_graph"]
