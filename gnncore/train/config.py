@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from gnncore.train.config_base import ConfigError, ConfigMethods
+from gnncore.train.config_base import AMP_MODES, ConfigError, ConfigMethods
 
 __all__ = ["AMP_MODES", "MODEL_DEFAULTS", "RESUMABLE_FIELDS", "ConfigError", "NodeTrainConfig"]
 
@@ -33,7 +33,6 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
              "epochs": 50},
 }
 
-AMP_MODES = ("off", "bf16", "fp16")
 
 #: Fields a resumed run may change without invalidating its checkpoint: they do
 #: not alter what an epoch computes (``epochs`` and ``patience`` only move the end).
@@ -142,9 +141,7 @@ class NodeTrainConfig(ConfigMethods):
         """Raise :class:`ConfigError` naming the first bad field; return ``self``."""
         from gnncore.train.models import MODELS
 
-        def bad(name: str, problem: str) -> ConfigError:
-            return ConfigError(f"{name}={getattr(self, name)!r}: {problem}")
-
+        bad = self.field_error
         if self.model not in MODELS:
             raise bad("model", f"unknown model; choose one of {sorted(MODELS)}")
         for name in ("hidden", "num_layers", "batch_size", "epochs", "eval_batch_size",
@@ -153,39 +150,9 @@ class NodeTrainConfig(ConfigMethods):
                 raise bad(name, "must be at least 1")
         if len(self.fanouts) != self.num_layers:
             raise bad("fanouts", f"needs one fan-out per layer (num_layers={self.num_layers})")
-        if any(f < 1 and f != -1 for f in self.fanouts):
-            raise bad("fanouts", "each fan-out must be positive, or -1 for all neighbours")
-        if self.eval_fanouts is not None and (
-                len(self.eval_fanouts) != self.num_layers
-                or any(f < 1 and f != -1 for f in self.eval_fanouts)):
-            raise bad("eval_fanouts", f"needs {self.num_layers} positive fan-outs or -1")
-        if not self.lr > 0:
-            raise bad("lr", "must be positive")
         if not self.weight_decay >= 0:
             raise bad("weight_decay", "must be >= 0")
-        if not 0 <= self.dropout < 1:
-            raise bad("dropout", "must be in [0, 1)")
-        if self.model == "gat" and self.hidden % self.heads != 0:
-            raise bad("heads", f"must divide hidden={self.hidden} (GAT splits it over heads)")
-        if self.model != "gat" and self.heads != 1:
-            raise bad("heads", f"only GAT has attention heads; model {self.model!r} takes 1")
-        if self.patience < 0:
-            raise bad("patience", "must be >= 0 (0 turns early stopping off)")
-        if self.amp not in AMP_MODES:
-            raise bad("amp", f"choose one of {AMP_MODES}")
-        from gnncore.sampler.factory import SAMPLER_MODES
-
-        if self.sampler not in SAMPLER_MODES:
-            raise bad("sampler", f"choose one of {SAMPLER_MODES}")
-        if self.num_workers < 0:
-            raise bad("num_workers", "must be >= 0")
-        if self.prefetch_workers < 0:
-            raise bad("prefetch_workers", "must be >= 0 (0 prepares batches synchronously)")
-        if self.prefetch_depth < 1:
-            raise bad("prefetch_depth", "must be at least 1")
-        from gnncore.train.device import parse_device
-
-        parse_device(self.device)
+        self.check_common(width="hidden")
         return self
 
     RESUMABLE: ClassVar[frozenset[str]] = RESUMABLE_FIELDS

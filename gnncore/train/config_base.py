@@ -12,6 +12,9 @@ class ConfigError(GnnCoreError, ValueError):
     """A training configuration that cannot be run (names the field and the problem)."""
 
 
+#: Mixed-precision modes of every training config.
+AMP_MODES = ("off", "bf16", "fp16")
+
 
 C = TypeVar("C", bound="ConfigMethods")
 
@@ -49,6 +52,49 @@ class ConfigMethods:
         if unknown:
             raise ConfigError(f"unknown configuration fields {unknown}")
         return cls(**values)
+
+    def field_error(self, name: str, problem: str) -> ConfigError:
+        """The :class:`ConfigError` for field ``name``: ``"name=value: problem"``."""
+        return ConfigError(f"{name}={getattr(self, name)!r}: {problem}")
+
+    def check_common(self, width: str) -> None:
+        """The checks every task's config shares: fan-out values and evaluation
+        fan-outs, ``lr``, ``dropout``, attention heads (GAT splits the ``width``
+        field over them), ``patience``, ``amp``, ``sampler``, the loader and
+        prefetch workers, and ``device``. Raises the first :meth:`field_error`."""
+        from gnncore.sampler.factory import SAMPLER_MODES
+        from gnncore.train.device import parse_device
+
+        values: Any = self
+        bad = self.field_error
+        if any(f < 1 and f != -1 for f in values.fanouts):
+            raise bad("fanouts", "each fan-out must be positive, or -1 for all neighbours")
+        if values.eval_fanouts is not None and (
+                len(values.eval_fanouts) != values.num_layers
+                or any(f < 1 and f != -1 for f in values.eval_fanouts)):
+            raise bad("eval_fanouts", f"needs {values.num_layers} positive fan-outs or -1")
+        if not values.lr > 0:
+            raise bad("lr", "must be positive")
+        if not 0 <= values.dropout < 1:
+            raise bad("dropout", "must be in [0, 1)")
+        if values.model == "gat" and getattr(values, width) % values.heads != 0:
+            raise bad("heads", f"must divide {width}={getattr(values, width)} "
+                               "(GAT splits it over heads)")
+        if values.model != "gat" and values.heads != 1:
+            raise bad("heads", f"only GAT has attention heads; model {values.model!r} takes 1")
+        if values.patience < 0:
+            raise bad("patience", "must be >= 0 (0 turns early stopping off)")
+        if values.amp not in AMP_MODES:
+            raise bad("amp", f"choose one of {AMP_MODES}")
+        if values.sampler not in SAMPLER_MODES:
+            raise bad("sampler", f"choose one of {SAMPLER_MODES}")
+        if values.num_workers < 0:
+            raise bad("num_workers", "must be >= 0")
+        if values.prefetch_workers < 0:
+            raise bad("prefetch_workers", "must be >= 0 (0 prepares batches synchronously)")
+        if values.prefetch_depth < 1:
+            raise bad("prefetch_depth", "must be at least 1")
+        parse_device(values.device)
 
     def mismatches(self, other: dict[str, Any]) -> list[str]:
         """Fields (outside ``RESUMABLE``) where ``other``, a :meth:`to_dict` of

@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gnncore.sampler.negative import NEGATIVE_MODES
-from gnncore.train.config import AMP_MODES
-from gnncore.train.config_base import ConfigError, ConfigMethods
+from gnncore.train.config_base import ConfigMethods
 from gnncore.train.link_models import DECODERS
 
 #: Placeholder of the per-encoder fields; replaced in ``__post_init__``.
@@ -133,13 +132,11 @@ class LinkTrainConfig(ConfigMethods):
         return "link"
 
     def validate(self) -> LinkTrainConfig:
-        """Raise :class:`ConfigError` naming the first bad field; return ``self``."""
-        from gnncore.train.device import parse_device
+        """Raise :class:`~gnncore.train.config_base.ConfigError` naming the first bad field;
+        return ``self``."""
         from gnncore.train.models import MODELS
 
-        def bad(name: str, problem: str) -> ConfigError:
-            return ConfigError(f"{name}={getattr(self, name)!r}: {problem}")
-
+        bad = self.field_error
         if self.model != "none" and self.model not in MODELS:
             raise bad("model", f"unknown encoder; choose 'none' or one of {sorted(MODELS)}")
         if self.decoder not in DECODERS:
@@ -151,35 +148,12 @@ class LinkTrainConfig(ConfigMethods):
             raise bad("fanouts", "the 'none' encoder samples no neighbours; leave it empty")
         if self.model != "none" and not self.fanouts:
             raise bad("fanouts", f"encoder {self.model!r} needs one fan-out per layer")
-        if any(f < 1 and f != -1 for f in self.fanouts):
-            raise bad("fanouts", "each fan-out must be positive, or -1 for all neighbours")
-        if self.eval_fanouts is not None and (
-                len(self.eval_fanouts) != self.num_layers
-                or any(f < 1 and f != -1 for f in self.eval_fanouts)):
-            raise bad("eval_fanouts", f"needs {self.num_layers} positive fan-outs or -1")
         if self.negative_sampling not in NEGATIVE_MODES:
             raise bad("negative_sampling", f"choose one of {NEGATIVE_MODES}")
-        if not self.lr > 0:
-            raise bad("lr", "must be positive")
-        if not 0 <= self.dropout < 1:
-            raise bad("dropout", "must be in [0, 1)")
-        if self.model == "gat" and self.dim % self.heads != 0:
-            raise bad("heads", f"must divide dim={self.dim} (GAT splits it over heads)")
-        if self.model != "gat" and self.heads != 1:
-            raise bad("heads", f"only GAT has attention heads; model {self.model!r} takes 1")
-        if self.prefetch_depth < 1:
-            raise bad("prefetch_depth", "must be at least 1")
-        for name in ("patience", "eval_negatives", "max_eval_triples", "num_workers",
-                     "prefetch_workers"):
+        for name in ("eval_negatives", "max_eval_triples"):
             if int(getattr(self, name)) < 0:
                 raise bad(name, "must be >= 0")
-        if self.amp not in AMP_MODES:
-            raise bad("amp", f"choose one of {AMP_MODES}")
-        from gnncore.sampler.factory import SAMPLER_MODES
-
-        if self.sampler not in SAMPLER_MODES:
-            raise bad("sampler", f"choose one of {SAMPLER_MODES}")
-        parse_device(self.device)
+        self.check_common(width="dim")
         return self
 
     def to_params(self) -> dict[str, Any]:

@@ -21,7 +21,6 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +30,6 @@ import torch.nn.functional as F
 from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.loader import LinkLoader, NodeLoader
 from torch_geometric.sampler import BaseSampler, NegativeSampling
-from tqdm.auto import tqdm
 
 from gnncore.sampler.negative import KnownEdges, NegativeDraw, degree_weights
 from gnncore.train.checkpoint import CheckpointDir, data_fingerprint
@@ -40,11 +38,12 @@ from gnncore.train.device import resolve_device
 from gnncore.train.link_config import LinkTrainConfig
 from gnncore.train.link_data import LinkSplits, message_passing_csc
 from gnncore.train.link_models import LinkModel
-from gnncore.train.loop import EpochCallback, MetricLogger, _amp_settings, _autocast
+from gnncore.train.loop import EpochCallback, MetricLogger
 from gnncore.train.prefetch import Prefetcher
 from gnncore.train.ranking import RankingMetrics, filtered_ranks, known_edges
-from gnncore.train.session import EpochProgress, TrainingSession
-from gnncore.train.throughput import EpochTimer, mean_throughput
+from gnncore.train.session import EpochProgress, TrainingSession, run_summary
+from gnncore.train.steps import amp_settings, autocast, backward_and_step, train_epoch
+from gnncore.train.throughput import EpochTimer
 
 # Adagrad's sparse update of the embedding table builds COO tensors from valid
 # indices; PyTorch warns that it skips invariant checks on every first use.
@@ -97,14 +96,7 @@ class LinkTrainResult:
             "val_mrr": self.best_val_mrr,
             **self.test.as_dict("test_"),
             "num_test_queries": self.test.count,
-            "final_train_loss": self.train_loss[-1] if self.train_loss else None,
-            "seconds": self.seconds,
-            "device": self.device,
-            "num_parameters": self.num_parameters,
-            "seed": self.config.seed,
-            "resumed_from_epoch": self.resumed_from_epoch,
-            "checkpoint_dir": self.checkpoint_dir,
-            "throughput": mean_throughput(self.throughput),
+            **run_summary(self),
         }
 
 
@@ -192,7 +184,7 @@ def encode_all_nodes(model: LinkModel, loader: NodeLoader | None, device: torch.
     out: torch.Tensor | None = None
     for batch in loader:
         batch = batch.to(device, non_blocking=True)
-        with _autocast(device, amp_dtype):
+        with autocast(device, amp_dtype):
             z = model.encode_batch(batch)[:batch.batch_size].float()
         if out is None:
             out = torch.zeros(num_nodes, z.size(1), device=device)
@@ -268,7 +260,7 @@ def train_link_predictor(
         raise ConfigError("resume=True needs a checkpoint directory (checkpoints=...)")
     started = time.perf_counter()
     device = resolve_device(config.device)
-    amp_dtype, scaler = _amp_settings(config, device)
+    amp_dtype, scaler = amp_settings(config, device)
     torch.manual_seed(config.seed)
     num_nodes, num_relations = splits.num_nodes, splits.num_relations
     if len(splits.train) == 0:
@@ -343,25 +335,19 @@ def train_link_predictor(
     state = session.resume_progress(resume, _Progress, logger)
     resumed_from = session.resumed_from
 
-    epochs = tqdm(range(state.epoch + 1, config.epochs + 1), desc="epochs", unit="epoch",
-                  initial=state.epoch, total=config.epochs, disable=not progress,
-                  dynamic_ncols=True)
-    for epoch in epochs:
-        if state.should_stop(config.patience):
-            break
-        bar = tqdm(desc=f"epoch {epoch}", unit="batch", leave=False, disable=not progress,
-                   total=len(train_loader), dynamic_ncols=True)
-        with bar:
-            loss, throughput = _train_epoch(model, train_prefetch, edge_relation, optimizer,
-                                            device, amp_dtype, scaler, config.num_negatives,
-                                            bar.update)
-        eval_started = time.perf_counter()
-        val = validate(model, device, amp_dtype)
-        throughput["eval_s"] = time.perf_counter() - eval_started
-        state.record(epoch, loss, val, throughput, model)
-        epochs.set_postfix(loss=f"{loss:.4f}", val_mrr=f"{val.mrr:.4f}",
-                           best=f"{state.best_val_mrr:.4f}@{state.best_epoch}")
-        session.end_epoch(epoch, state, logger, on_epoch_end)
+    def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
+        return _train_step(model, batch, edge_relation, optimizer, device, amp_dtype, scaler,
+                           config.num_negatives, timer, total_loss)
+
+    session.run_epochs(
+        state, epochs=config.epochs, patience=config.patience,
+        train_epoch=lambda on_batch: train_epoch(model, train_prefetch, device, step, on_batch),
+        validate=lambda: validate(model, device, amp_dtype),
+        num_batches=len(train_loader), logger=logger, on_epoch_end=on_epoch_end,
+        progress=progress,
+        describe=lambda loss, val, state: {
+            "loss": f"{loss:.4f}", "val_mrr": f"{val.mrr:.4f}",
+            "best": f"{state.best_val_mrr:.4f}@{state.best_epoch}"})
 
     assert state.best_state is not None  # epochs >= 1
     model.load_state_dict(state.best_state)
@@ -385,24 +371,6 @@ def train_link_predictor(
         checkpoint_dir=session.directory)
 
 
-def _train_epoch(model: LinkModel, loader: Prefetcher, edge_relation: torch.Tensor,
-                 optimizer: torch.optim.Optimizer, device: torch.device,
-                 amp_dtype: torch.dtype | None, scaler: Any | None, num_negatives: int,
-                 step: Callable[[], Any]) -> tuple[float, dict[str, float]]:
-    """One pass: the mean loss per positive triple, and the throughput figures;
-    ``step()`` after each batch."""
-    model.train()
-    total_loss = torch.zeros((), device=device)
-    total = 0
-    timer = EpochTimer(device)
-    with iter(loader) as batches:
-        while (batch := timer.next_batch(batches)) is not None:
-            total += _train_step(model, batch, edge_relation, optimizer, device, amp_dtype,
-                                 scaler, num_negatives, timer, total_loss)
-            step()
-    return float(total_loss) / max(total, 1), timer.summary()
-
-
 def _train_step(model: LinkModel, batch: Any, edge_relation: torch.Tensor,
                 optimizer: torch.optim.Optimizer, device: torch.device,
                 amp_dtype: torch.dtype | None, scaler: Any | None, num_negatives: int,
@@ -415,7 +383,7 @@ def _train_step(model: LinkModel, batch: Any, edge_relation: torch.Tensor,
         relation = edge_relation[batch.input_id.cpu()].to(device, non_blocking=True)
     with timer.phase("compute"):
         optimizer.zero_grad(set_to_none=True)
-        with _autocast(device, amp_dtype):
+        with autocast(device, amp_dtype):
             z = model.encode_batch(batch)
             query = model.decoder.query(z[batch.src_index], relation)
             negatives = z[batch.dst_neg_index.reshape(-1)[:num_negatives]]
@@ -423,12 +391,6 @@ def _train_step(model: LinkModel, batch: Any, edge_relation: torch.Tensor,
             logits = torch.cat([positive, query @ negatives.t()], dim=1)
         target = torch.zeros(logits.size(0), dtype=torch.long, device=device)
         loss = F.cross_entropy(logits.float(), target)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
+        backward_and_step(loss, optimizer, scaler)
         total_loss += loss.detach() * logits.size(0)
     return int(logits.size(0))

@@ -21,11 +21,9 @@ carries the model, the optimiser, and every random state an epoch draws from
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,16 +34,16 @@ import torch.nn.functional as F
 from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import BaseSampler
-from tqdm.auto import tqdm
 
 from gnncore.train.checkpoint import CheckpointDir, data_fingerprint
 from gnncore.train.config import ConfigError, NodeTrainConfig
-from gnncore.train.session import EpochProgress, TrainingSession
 from gnncore.train.device import resolve_device
 from gnncore.train.metrics import ClassificationMetrics, confusion_matrix
 from gnncore.train.models import build_model, supports_trimming, uses_edges
 from gnncore.train.prefetch import Prefetcher
-from gnncore.train.throughput import EpochTimer, mean_throughput
+from gnncore.train.session import EpochProgress, TrainingSession, run_summary
+from gnncore.train.steps import amp_settings, autocast, backward_and_step, train_epoch
+from gnncore.train.throughput import EpochTimer
 
 Index = torch.Tensor
 #: ``on_epoch_end(epoch, checkpoint_path)``: called after an epoch's metrics are
@@ -107,14 +105,7 @@ class NodeTrainResult:
             "val_macro_f1": self.best_val_macro_f1,
             "test_accuracy": self.test_accuracy,
             "test_macro_f1": self.test_macro_f1,
-            "final_train_loss": self.train_loss[-1] if self.train_loss else None,
-            "seconds": self.seconds,
-            "device": self.device,
-            "num_parameters": self.num_parameters,
-            "seed": self.config.seed,
-            "resumed_from_epoch": self.resumed_from_epoch,
-            "checkpoint_dir": self.checkpoint_dir,
-            "throughput": mean_throughput(self.throughput),
+            **run_summary(self),
         }
 
 
@@ -184,29 +175,6 @@ def _forward(model: torch.nn.Module, batch: Any, normalize_features: bool = Fals
     return out[:batch.batch_size]
 
 
-def _autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def _amp_settings(config: NodeTrainConfig,
-                  device: torch.device) -> tuple[torch.dtype | None, Any | None]:
-    """``(autocast dtype, GradScaler)``; both ``None`` when mixed precision is off."""
-    if config.amp == "off":
-        return None, None
-    if device.type != "cuda":
-        warnings.warn(f"amp={config.amp!r} needs a CUDA device; training on {device} in "
-                      "float32", RuntimeWarning, stacklevel=3)
-        return None, None
-    if config.amp == "bf16":
-        if not torch.cuda.is_bf16_supported():
-            raise ConfigError(f"amp='bf16': {torch.cuda.get_device_name(device)} has no "
-                              "bfloat16 support; use amp='fp16'")
-        return torch.bfloat16, None
-    return torch.float16, torch.amp.GradScaler("cuda")
-
-
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, loader: NodeLoader, device: torch.device, *,
              normalize_features: bool = False,
@@ -224,7 +192,7 @@ def evaluate(model: torch.nn.Module, loader: NodeLoader, device: torch.device, *
     with iter(Prefetcher(loader, prefetch_workers, prefetch_depth, device)) as batches:
         for batch in batches:
             batch = batch.to(device, non_blocking=True)
-            with _autocast(device, amp_dtype):
+            with autocast(device, amp_dtype):
                 logits = _forward(model, batch, normalize_features)
             batch_confusion = confusion_matrix(logits.argmax(dim=-1),
                                                batch.y[:batch.batch_size], logits.size(-1))
@@ -307,7 +275,7 @@ def train_node_classifier(
         raise ConfigError("resume=True needs a checkpoint directory (checkpoints=...)")
     started = time.perf_counter()
     device = resolve_device(config.device)
-    amp_dtype, scaler = _amp_settings(config, device)
+    amp_dtype, scaler = amp_settings(config, device)
     torch.manual_seed(config.seed)
 
     if in_channels is None:
@@ -352,26 +320,21 @@ def train_node_classifier(
     state = session.resume_progress(resume, _Progress, logger)
     resumed_from = session.resumed_from
 
-    epochs = tqdm(range(state.epoch + 1, config.epochs + 1), desc="epochs", unit="epoch",
-                  initial=state.epoch, total=config.epochs, disable=not progress,
-                  dynamic_ncols=True)
-    for epoch in epochs:
-        if state.should_stop(config.patience):
-            break
-        bar = tqdm(desc=f"epoch {epoch}", unit="batch", leave=False, disable=not progress,
-                   total=len(train_loader), dynamic_ncols=True)
-        with bar:
-            loss, throughput = _train_epoch(
-                model, train_prefetch, optimizer, device, amp_dtype, scaler,
-                config.normalize_features, bar.update)
-        eval_started = time.perf_counter()
-        val = evaluate(model, val_loader, device, normalize_features=config.normalize_features,
-                       amp_dtype=amp_dtype, **prefetch)
-        throughput["eval_s"] = time.perf_counter() - eval_started
-        state.record(epoch, loss, val, throughput, model)
-        epochs.set_postfix(loss=f"{loss:.4f}", val_acc=f"{val.accuracy:.4f}",
-                           best=f"{state.best_val_accuracy:.4f}@{state.best_epoch}")
-        session.end_epoch(epoch, state, logger, on_epoch_end)
+    def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
+        return _train_step(model, batch, optimizer, device, amp_dtype, scaler,
+                           config.normalize_features, timer, total_loss)
+
+    session.run_epochs(
+        state, epochs=config.epochs, patience=config.patience,
+        train_epoch=lambda on_batch: train_epoch(model, train_prefetch, device, step, on_batch),
+        validate=lambda: evaluate(model, val_loader, device,
+                                  normalize_features=config.normalize_features,
+                                  amp_dtype=amp_dtype, **prefetch),
+        num_batches=len(train_loader), logger=logger, on_epoch_end=on_epoch_end,
+        progress=progress,
+        describe=lambda loss, val, state: {
+            "loss": f"{loss:.4f}", "val_acc": f"{val.accuracy:.4f}",
+            "best": f"{state.best_val_accuracy:.4f}@{state.best_epoch}"})
 
     assert state.best_state is not None  # epochs >= 1
     model.load_state_dict(state.best_state)
@@ -399,25 +362,6 @@ def train_node_classifier(
         checkpoint_dir=session.directory)
 
 
-def _train_epoch(model: torch.nn.Module, loader: Prefetcher, optimizer: torch.optim.Optimizer,
-                 device: torch.device, amp_dtype: torch.dtype | None, scaler: Any | None,
-                 normalize_features: bool,
-                 step: Callable[[], Any]) -> tuple[float, dict[str, float]]:
-    """One pass over ``loader``: the mean loss per seed node, and the epoch's
-    throughput figures (:meth:`EpochTimer.summary`); ``step()`` after each batch."""
-    model.train()
-    total_loss = torch.zeros((), device=device)  # summed on device: one sync per epoch
-    total = 0
-    timer = EpochTimer(device)
-    with iter(loader) as batches:
-        while (batch := timer.next_batch(batches)) is not None:
-            total += _train_step(model, batch, optimizer, device, amp_dtype, scaler,
-                                 normalize_features, timer, total_loss)
-            step()
-    throughput = timer.summary()
-    return float(total_loss) / max(total, 1), throughput
-
-
 def _train_step(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer,
                 device: torch.device, amp_dtype: torch.dtype | None, scaler: Any | None,
                 normalize_features: bool, timer: EpochTimer, total_loss: torch.Tensor) -> int:
@@ -428,16 +372,10 @@ def _train_step(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optim
         batch = batch.to(device, non_blocking=True)
     with timer.phase("compute"):
         optimizer.zero_grad(set_to_none=True)
-        with _autocast(device, amp_dtype):
+        with autocast(device, amp_dtype):
             out = _forward(model, batch, normalize_features)
         loss = F.cross_entropy(out.float(), batch.y[:batch.batch_size])
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
+        backward_and_step(loss, optimizer, scaler)
         total_loss += loss.detach() * batch.batch_size
     return int(batch.batch_size)
 

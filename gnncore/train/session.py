@@ -1,14 +1,17 @@
-"""Checkpoint bookkeeping shared by the training loops: resume at the start, save per epoch."""
+"""What the training loops share around their batches: the epoch loop, resuming
+at the start and checkpointing after every epoch, and the per-epoch progress."""
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
+from tqdm.auto import tqdm
 
 from gnncore.train.checkpoint import (
     FORMAT,
@@ -18,6 +21,7 @@ from gnncore.train.checkpoint import (
     check_resumable,
     restore_rng,
 )
+from gnncore.train.throughput import mean_throughput
 
 P = TypeVar("P", bound="EpochProgress")
 
@@ -101,6 +105,36 @@ class TrainingSession:
         if on_epoch_end is not None:
             on_epoch_end(epoch, path)
 
+    def run_epochs(self, state: EpochProgress, *, epochs: int, patience: int,
+                   train_epoch: Callable[[Callable[[], Any]], tuple[float, dict[str, float]]],
+                   validate: Callable[[], Any], num_batches: int,
+                   describe: Callable[[float, Any, EpochProgress], dict[str, str]],
+                   logger: Any | None = None,
+                   on_epoch_end: Callable[[int, Path | None], None] | None = None,
+                   progress: bool = True) -> None:
+        """The epoch loop of every task, from the epoch after ``state.epoch`` to
+        ``epochs`` unless early stopping (``patience``) ends it first.
+
+        Each epoch: ``train_epoch(on_batch) -> (loss, throughput)``, then
+        ``validate() -> metrics`` (its wall time added as ``eval_s``), then
+        ``state.record`` and :meth:`end_epoch`. ``describe(loss, metrics,
+        state)`` labels the epoch bar; ``num_batches`` sizes the batch bar.
+        """
+        bar = tqdm(range(state.epoch + 1, epochs + 1), desc="epochs", unit="epoch",
+                   initial=state.epoch, total=epochs, disable=not progress, dynamic_ncols=True)
+        for epoch in bar:
+            if state.should_stop(patience):
+                break
+            with tqdm(desc=f"epoch {epoch}", unit="batch", leave=False, disable=not progress,
+                      total=num_batches, dynamic_ncols=True) as batches:
+                loss, throughput = train_epoch(batches.update)
+            eval_started = time.perf_counter()
+            metrics = validate()
+            throughput["eval_s"] = time.perf_counter() - eval_started
+            state.record(epoch, loss, metrics, throughput, self.model)
+            bar.set_postfix(**describe(loss, metrics, state))
+            self.end_epoch(epoch, state, logger, on_epoch_end)
+
     def save(self, epoch: int, progress: dict[str, Any]) -> Path | None:
         """Write the checkpoint of ``epoch`` (``None`` without a checkpoint directory)."""
         if self.checkpoints is None:
@@ -150,6 +184,12 @@ class EpochProgress:
         else:
             self.bad_epochs += 1
 
+    def record(self, epoch: int, loss: float, metrics: Any, throughput: dict[str, float],
+               model: torch.nn.Module) -> None:
+        """Add epoch ``epoch``'s validation ``metrics`` to the task's series, then
+        :meth:`advance` (improved or not, by the task's validation metric)."""
+        raise NotImplementedError
+
     def should_stop(self, patience: int) -> bool:
         """Early stopping: ``patience`` epochs in a row without improvement."""
         return patience > 0 and self.bad_epochs >= patience
@@ -157,3 +197,20 @@ class EpochProgress:
     def epoch_metrics(self, epoch: int) -> dict[str, float]:
         """What a run logger receives for ``epoch`` (1-based)."""
         raise NotImplementedError
+
+
+def run_summary(result: Any) -> dict[str, Any]:
+    """The summary keys every task's result shares (a node or link training
+    result: ``train_loss``, ``seconds``, ``device``, ``num_parameters``,
+    ``config.seed``, ``resumed_from_epoch``, ``checkpoint_dir``, ``throughput``
+    as the mean per epoch)."""
+    return {
+        "final_train_loss": result.train_loss[-1] if result.train_loss else None,
+        "seconds": result.seconds,
+        "device": result.device,
+        "num_parameters": result.num_parameters,
+        "seed": result.config.seed,
+        "resumed_from_epoch": result.resumed_from_epoch,
+        "checkpoint_dir": result.checkpoint_dir,
+        "throughput": mean_throughput(result.throughput),
+    }
