@@ -22,6 +22,18 @@ Span<T> span_of(const InArray<T>& a) {
   return Span<T>{a.data(), a.shape(0)};
 }
 
+// Any Python int is a valid seed: it is reduced modulo 2**64.
+inline uint64_t seed_of(const nb::int_& seed) {
+  return nb::cast<uint64_t>(seed & nb::int_(static_cast<uint64_t>(0xffffffffffffffffULL)));
+}
+
+// A Python list of ints; needs the GIL.
+inline nb::list int_list(const std::vector<int64_t>& v) {
+  nb::list out;
+  for (int64_t x : v) out.append(x);
+  return out;
+}
+
 // Moves a std::vector into a numpy array without copying; needs the GIL.
 template <typename T>
 OutArray<T> to_numpy(std::vector<T>&& v) {

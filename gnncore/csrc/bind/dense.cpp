@@ -2,19 +2,10 @@
 #include <nanobind/stl/vector.h>
 
 #include "bind/common.h"
+#include "bind/neighbor_sample.h"
 #include "sampler/dense.h"
 
 namespace gnncore::bind {
-
-static nb::list int_list(const std::vector<int64_t>& v) {
-  nb::list out;
-  for (int64_t x : v) out.append(x);
-  return out;
-}
-
-static uint64_t seed_of(nb::int_ seed) {  // any Python int, modulo 2**64
-  return nb::cast<uint64_t>(seed & nb::int_(static_cast<uint64_t>(0xffffffffffffffffULL)));
-}
 
 template <typename IndexT>
 static nb::tuple sample_dense_as(InArray<int64_t> indptr, InArray<IndexT> indices,
@@ -43,11 +34,7 @@ static nb::tuple sample_dense_pyg_as(InArray<int64_t> indptr, InArray<IndexT> in
     s = sample_dense_pyg<IndexT>(span_of(indptr), span_of(indices), span_of(targets), fanouts,
                                  seed64, num_threads);
   }
-  nb::list nodes_per_hop = int_list(s.num_sampled_nodes);
-  nb::list edges_per_hop = int_list(s.num_sampled_edges);
-  return nb::make_tuple(to_numpy(std::move(s.node)), to_numpy(std::move(s.row)),
-                        to_numpy(std::move(s.col)), to_numpy(std::move(s.edge)),
-                        nodes_per_hop, edges_per_hop);
+  return sample_tuple(std::move(s));
 }
 
 static std::vector<int64_t> copy_of(const InArray<int64_t>& a) {
@@ -65,11 +52,7 @@ static nb::tuple dense_to_pyg_py(InArray<NodeId> node_ids, InArray<int64_t> node
     nb::gil_scoped_release release;
     s = dense_to_pyg(d, num_threads);
   }
-  nb::list nodes_per_hop = int_list(s.num_sampled_nodes);
-  nb::list edges_per_hop = int_list(s.num_sampled_edges);
-  return nb::make_tuple(to_numpy(std::move(s.node)), to_numpy(std::move(s.row)),
-                        to_numpy(std::move(s.col)), to_numpy(std::move(s.edge)),
-                        nodes_per_hop, edges_per_hop);
+  return sample_tuple(std::move(s));
 }
 
 void bind_dense(nb::module_& m) {

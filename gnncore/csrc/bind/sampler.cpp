@@ -2,64 +2,37 @@
 #include <nanobind/stl/vector.h>
 
 #include "bind/common.h"
+#include "bind/neighbor_sample.h"
 #include "sampler/neighbor.h"
 #include "sampler/per_layer.h"
 #include "sampler/uniform.h"
 
 namespace gnncore::bind {
 
-static nb::list to_list(const std::vector<int64_t>& v) {
-  nb::list out;
-  for (int64_t x : v) out.append(x);
-  return out;
-}
-
-template <typename IndexT>
-static nb::tuple sample_neighbors_as(InArray<int64_t> indptr, InArray<IndexT> indices,
-                                     InArray<NodeId> seeds, const std::vector<int64_t>& fanouts,
-                                     nb::int_ seed, bool replace, int num_threads) {
-  // Any Python int is a valid seed: it is reduced modulo 2**64.
-  const uint64_t seed64 =
-      nb::cast<uint64_t>(seed & nb::int_(static_cast<uint64_t>(0xffffffffffffffffULL)));
+// One sampling kernel (sample_neighbors or sample_per_layer), run without the GIL.
+template <typename IndexT,
+          NeighborSample (*Kernel)(Span<int64_t>, Span<IndexT>, Span<NodeId>,
+                                   const std::vector<int64_t>&, uint64_t, bool, int)>
+static nb::tuple run_sampler(InArray<int64_t> indptr, InArray<IndexT> indices,
+                             InArray<NodeId> seeds, const std::vector<int64_t>& fanouts,
+                             nb::int_ seed, bool replace, int num_threads) {
+  const uint64_t seed64 = seed_of(seed);
   NeighborSample s;
   {
     nb::gil_scoped_release release;
-    s = sample_neighbors<IndexT>(span_of(indptr), span_of(indices), span_of(seeds), fanouts,
-                                 seed64, replace, num_threads);
+    s = Kernel(span_of(indptr), span_of(indices), span_of(seeds), fanouts, seed64, replace,
+               num_threads);
   }
-  nb::list nodes_per_hop = to_list(s.num_sampled_nodes);
-  nb::list edges_per_hop = to_list(s.num_sampled_edges);
-  return nb::make_tuple(to_numpy(std::move(s.node)), to_numpy(std::move(s.row)),
-                        to_numpy(std::move(s.col)), to_numpy(std::move(s.edge)),
-                        nodes_per_hop, edges_per_hop);
-}
-
-template <typename IndexT>
-static nb::tuple sample_per_layer_as(InArray<int64_t> indptr, InArray<IndexT> indices,
-                                     InArray<NodeId> seeds, const std::vector<int64_t>& fanouts,
-                                     nb::int_ seed, bool replace, int num_threads) {
-  const uint64_t seed64 =
-      nb::cast<uint64_t>(seed & nb::int_(static_cast<uint64_t>(0xffffffffffffffffULL)));
-  NeighborSample s;
-  {
-    nb::gil_scoped_release release;
-    s = sample_per_layer<IndexT>(span_of(indptr), span_of(indices), span_of(seeds), fanouts,
-                                 seed64, replace, num_threads);
-  }
-  nb::list nodes_per_hop = to_list(s.num_sampled_nodes);
-  nb::list edges_per_hop = to_list(s.num_sampled_edges);
-  return nb::make_tuple(to_numpy(std::move(s.node)), to_numpy(std::move(s.row)),
-                        to_numpy(std::move(s.col)), to_numpy(std::move(s.edge)),
-                        nodes_per_hop, edges_per_hop);
+  return sample_tuple(std::move(s));
 }
 
 void bind_sampler(nb::module_& m) {
   // int64 first: an array that needs converting (non-contiguous, other dtype)
   // is then copied to int64 rather than narrowed to int32.
-  m.def("sample_neighbors", &sample_neighbors_as<int64_t>, nb::arg("indptr"),
+  m.def("sample_neighbors", &run_sampler<int64_t, sample_neighbors<int64_t>>, nb::arg("indptr"),
         nb::arg("indices"), nb::arg("seeds"), nb::arg("fanouts"), nb::arg("seed"),
         nb::arg("replace") = false, nb::arg("num_threads") = 0);
-  m.def("sample_neighbors", &sample_neighbors_as<int32_t>, nb::arg("indptr"),
+  m.def("sample_neighbors", &run_sampler<int32_t, sample_neighbors<int32_t>>, nb::arg("indptr"),
         nb::arg("indices"), nb::arg("seeds"), nb::arg("fanouts"), nb::arg("seed"),
         nb::arg("replace") = false, nb::arg("num_threads") = 0,
         R"doc(Multi-hop uniform neighbour sampling (PyG NeighborSampler semantics).
@@ -88,10 +61,10 @@ or a fanout below -1.)doc");
       R"doc(Sets the largest graph (in nodes) whose samplers map global to local ids
 through a per-thread array of 4 bytes per node; larger graphs use a hash map.
 The outputs do not depend on it. Returns the previous limit (default 2**26).)doc");
-  m.def("sample_per_layer", &sample_per_layer_as<int64_t>, nb::arg("indptr"),
+  m.def("sample_per_layer", &run_sampler<int64_t, sample_per_layer<int64_t>>, nb::arg("indptr"),
         nb::arg("indices"), nb::arg("seeds"), nb::arg("fanouts"), nb::arg("seed"),
         nb::arg("replace") = false, nb::arg("num_threads") = 0);
-  m.def("sample_per_layer", &sample_per_layer_as<int32_t>, nb::arg("indptr"),
+  m.def("sample_per_layer", &run_sampler<int32_t, sample_per_layer<int32_t>>, nb::arg("indptr"),
         nb::arg("indices"), nb::arg("seeds"), nb::arg("fanouts"), nb::arg("seed"),
         nb::arg("replace") = false, nb::arg("num_threads") = 0,
         R"doc(Per-layer (DGL / classic PyG) multi-hop sampling: every layer re-samples every node.

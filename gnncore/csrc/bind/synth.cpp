@@ -12,11 +12,6 @@ using InMatrix = nb::ndarray<const T, nb::ndim<2>, nb::c_contig, nb::device::cpu
 template <typename T>
 using OutMatrix = nb::ndarray<T, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
-// Any Python int is a valid seed: it is reduced modulo 2**64.
-static uint64_t seed_of(const nb::int_& seed) {
-  return nb::cast<uint64_t>(seed & nb::int_(static_cast<uint64_t>(0xffffffffffffffffULL)));
-}
-
 void bind_synth(nb::module_& m) {
   nb::class_<PlantedPartition>(m, "PlantedPartition",
                                R"doc(Edge stream of a degree-corrected planted-partition graph.

@@ -4,15 +4,10 @@
 
 namespace gnncore::bind {
 
-// Any Python int is a valid seed: it is reduced modulo 2**64.
-static uint64_t stream_seed(const nb::int_& seed) {
-  return nb::cast<uint64_t>(seed & nb::int_(static_cast<uint64_t>(0xffffffffffffffffULL)));
-}
-
 template <typename IndexT>
 static OutArray<int64_t> ldg_as(InArray<int64_t> indptr, InArray<IndexT> indices, int64_t parts,
                                 int64_t capacity, nb::int_ seed) {
-  const uint64_t s = stream_seed(seed);
+  const uint64_t s = seed_of(seed);
   std::vector<int64_t> out;
   {
     nb::gil_scoped_release release;
@@ -25,7 +20,7 @@ template <typename IndexT>
 static OutArray<int64_t> fennel_as(InArray<int64_t> indptr, InArray<IndexT> indices,
                                    int64_t parts, int64_t capacity, double alpha, double gamma,
                                    nb::int_ seed) {
-  const uint64_t s = stream_seed(seed);
+  const uint64_t s = seed_of(seed);
   std::vector<int64_t> out;
   {
     nb::gil_scoped_release release;
@@ -39,7 +34,7 @@ void bind_vertex_stream(nb::module_& m) {
   m.def(
       "stream_order",
       [](NodeId num_nodes, nb::int_ seed) {
-        const uint64_t s = stream_seed(seed);
+        const uint64_t s = seed_of(seed);
         std::vector<NodeId> out;
         {
           nb::gil_scoped_release release;

@@ -39,11 +39,8 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
   std::vector<int64_t>& block_start = h.block_start;
   block_start.push_back(0);
   sampling::LocalIds local_of(num_nodes, targets.size * 4);
+  sampling::add_seed_nodes(targets, local_of, node);
   bool inserted = false;
-  for (size_t i = 0; i < targets.size; ++i) {
-    local_of.get_or_insert(targets[i], static_cast<int64_t>(node.size()), &inserted);
-    if (inserted) node.push_back(targets[i]);
-  }
   block_start.push_back(static_cast<int64_t>(node.size()));
 
   std::vector<int64_t>& off = h.off;  // per expanded node: start in pos

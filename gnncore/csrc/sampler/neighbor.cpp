@@ -24,12 +24,8 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
 
   NeighborSample out;
   sampling::LocalIds local_of(num_nodes, seeds.size * 4);
-  out.node.reserve(seeds.size);
+  sampling::add_seed_nodes(seeds, local_of, out.node);
   bool inserted = false;
-  for (size_t i = 0; i < seeds.size; ++i) {
-    local_of.get_or_insert(seeds[i], static_cast<int64_t>(out.node.size()), &inserted);
-    if (inserted) out.node.push_back(seeds[i]);
-  }
   out.num_sampled_nodes.push_back(static_cast<int64_t>(out.node.size()));
 
   [[maybe_unused]] const int threads = resolve_threads(num_threads);

@@ -190,6 +190,17 @@ class LocalIds {
   std::vector<int64_t> touched_;
 };
 
+// The first nodes of a sample: appends the distinct `seeds` to `node` in
+// first-seen order, each mapped in `local_of` to its position in `node`.
+inline void add_seed_nodes(Span<NodeId> seeds, LocalIds& local_of, std::vector<NodeId>& node) {
+  node.reserve(node.size() + seeds.size);
+  bool inserted = false;
+  for (size_t i = 0; i < seeds.size; ++i) {
+    local_of.get_or_insert(seeds[i], static_cast<int64_t>(node.size()), &inserted);
+    if (inserted) node.push_back(seeds[i]);
+  }
+}
+
 // Per-thread scratch buffers of the sampling kernels (the CSR offsets and
 // neighbour ids of a batch's draws), kept between calls so that a batch does
 // not map fresh pages for them. A kernel takes them once per call and must not
