@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gnncore.testing.reference import sample_hops_reference
+
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 
@@ -140,47 +142,9 @@ def sample_per_layer_reference(
     block drawing with ``node_rng(seed, h, i)``: the output of
     ``_C.sample_neighbors`` and of DENSE's ``_C.sample_dense_pyg``.
     """
-    indptr = np.asarray(indptr, dtype=np.int64)
-    indices = np.asarray(indices)
-    num_nodes = len(indptr) - 1
     seed &= _MASK
-    node: list[int] = []
-    local_of: dict[int, int] = {}
-    for s in np.asarray(seeds, dtype=np.int64).tolist():
-        if not 0 <= s < num_nodes:
-            raise IndexError(f"seed {s} is outside [0, {num_nodes})")
-        if s not in local_of:
-            local_of[s] = len(node)
-            node.append(s)
-    row: list[int] = []
-    col: list[int] = []
-    edge: list[int] = []
-    num_sampled_nodes = [len(node)]
-    num_sampled_edges: list[int] = []
-    begin = 0
-    for hop, fanout in enumerate(fanouts):
-        if fanout < -1:
-            raise ValueError(f"fanout {fanout} is negative; use -1 for all neighbours")
-        frontier = len(node)
-        first = 0 if resample else begin
-        emitted = 0
-        for target in range(first, frontier):
-            v = node[target]
-            lo, hi = int(indptr[v]), int(indptr[v + 1])
-            for off in sample_row_reference(seed, hop, target - first, hi - lo, fanout,
-                                            replace):
-                j = lo + off
-                u = int(indices[j])
-                if u not in local_of:
-                    local_of[u] = len(node)
-                    node.append(u)
-                row.append(local_of[u])
-                col.append(target)
-                edge.append(j)
-                emitted += 1
-        num_sampled_nodes.append(len(node) - frontier)
-        num_sampled_edges.append(emitted)
-        begin = frontier
-    as64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731
-    return (as64(node), as64(row), as64(col), as64(edge), num_sampled_nodes,
-            num_sampled_edges)
+
+    def draw(hop: int, pos: int, degree: int, fanout: int) -> list[int]:
+        return sample_row_reference(seed, hop, pos, degree, fanout, replace)
+
+    return sample_hops_reference(indptr, indices, seeds, fanouts, draw, resample=resample)

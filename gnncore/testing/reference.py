@@ -5,9 +5,24 @@ They favour being obviously correct over speed; use them on small inputs only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
+
+
+def seed_nodes_reference(seeds: Sequence[int] | np.ndarray,
+                         num_nodes: int) -> tuple[list[int], dict[int, int]]:
+    """The first nodes of a sample: the distinct ``seeds`` in first-seen order
+    and each one's local id; a seed outside ``[0, num_nodes)`` raises ``IndexError``."""
+    node: list[int] = []
+    local_of: dict[int, int] = {}
+    for s in np.asarray(seeds, dtype=np.int64).tolist():
+        if not 0 <= s < num_nodes:
+            raise IndexError(f"seed {s} is outside [0, {num_nodes})")
+        if s not in local_of:
+            local_of[s] = len(node)
+            node.append(s)
+    return node, local_of
 
 
 def sample_neighbors_reference(
@@ -35,41 +50,59 @@ def sample_neighbors_reference(
         ``(node, row, col, edge, num_sampled_nodes, num_sampled_edges)``: four
         int64 arrays and two lists of ints.
     """
+
+    def draw(hop: int, pos: int, degree: int, fanout: int) -> list[int]:
+        if degree == 0:
+            return []
+        if fanout == -1 or (not replace and fanout >= degree):
+            return list(range(degree))
+        if replace:
+            return sorted(rng.integers(0, degree, size=fanout).tolist())
+        return sorted(rng.choice(degree, size=fanout, replace=False).tolist())
+
+    return sample_hops_reference(indptr, indices, seeds, fanouts, draw)
+
+
+#: ``draw(hop, position, degree, fanout) -> offsets``: the row offsets sampled
+#: for the node at ``position`` of the block a hop expands.
+RowDraw = Callable[[int, int, int, int], list[int]]
+
+
+def sample_hops_reference(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    seeds: Sequence[int] | np.ndarray,
+    fanouts: Sequence[int],
+    draw: RowDraw,
+    resample: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[int], list[int]]:
+    """The hop loop of the sampler references, rows drawn by ``draw``.
+
+    Hop ``h`` expands the nodes first reached at hop ``h - 1`` (the seeds at
+    hop 0), or with ``resample`` every node known so far; each drawn offset of
+    row ``v`` emits ``row`` = local id of its neighbour (new nodes appended in
+    first-seen order), ``col`` = local id of ``v``, ``edge`` = CSR position.
+    Returns ``(node, row, col, edge, num_sampled_nodes, num_sampled_edges)``.
+    """
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices)
-    num_nodes = len(indptr) - 1
-    node: list[int] = []
-    local_of: dict[int, int] = {}
-    for s in np.asarray(seeds, dtype=np.int64).tolist():
-        if not 0 <= s < num_nodes:
-            raise IndexError(f"seed {s} is outside [0, {num_nodes})")
-        if s not in local_of:
-            local_of[s] = len(node)
-            node.append(s)
+    node, local_of = seed_nodes_reference(seeds, len(indptr) - 1)
     row: list[int] = []
     col: list[int] = []
     edge: list[int] = []
     num_sampled_nodes = [len(node)]
     num_sampled_edges: list[int] = []
     begin = 0
-    for fanout in fanouts:
+    for hop, fanout in enumerate(fanouts):
         if fanout < -1:
             raise ValueError(f"fanout {fanout} is negative; use -1 for all neighbours")
-        end = len(node)
+        frontier = len(node)
+        first = 0 if resample else begin
         emitted = 0
-        for target in range(begin, end):
+        for target in range(first, frontier):
             v = node[target]
             lo, hi = int(indptr[v]), int(indptr[v + 1])
-            deg = hi - lo
-            if deg == 0:
-                continue
-            if fanout == -1 or (not replace and fanout >= deg):
-                offsets = list(range(deg))
-            elif replace:
-                offsets = sorted(rng.integers(0, deg, size=fanout).tolist())
-            else:
-                offsets = sorted(rng.choice(deg, size=fanout, replace=False).tolist())
-            for off in offsets:
+            for off in draw(hop, target - first, hi - lo, fanout):
                 j = lo + off
                 u = int(indices[j])
                 if u not in local_of:
@@ -79,17 +112,12 @@ def sample_neighbors_reference(
                 col.append(target)
                 edge.append(j)
                 emitted += 1
-        num_sampled_nodes.append(len(node) - end)
+        num_sampled_nodes.append(len(node) - frontier)
         num_sampled_edges.append(emitted)
-        begin = end
-    return (
-        np.asarray(node, dtype=np.int64),
-        np.asarray(row, dtype=np.int64),
-        np.asarray(col, dtype=np.int64),
-        np.asarray(edge, dtype=np.int64),
-        num_sampled_nodes,
-        num_sampled_edges,
-    )
+        begin = frontier
+    as64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731
+    return (as64(node), as64(row), as64(col), as64(edge), num_sampled_nodes,
+            num_sampled_edges)
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
