@@ -425,7 +425,8 @@ class GreedyPartitioner(GremPartitioner):
                          tmp_dir=tmp_dir, workers=workers)
 
     def __repr__(self) -> str:
-        return f"GreedyPartitioner(chunk={self.chunk}, seed_method={self.seed_method!r})"
+        extra = "" if self.workers == 1 else f", workers={self.workers}"
+        return f"GreedyPartitioner(chunk={self.chunk}, seed_method={self.seed_method!r}{extra})"
 
 
 def greedy_partitioner(chunk: float = 0.1) -> GreedyPartitioner:

@@ -13,6 +13,7 @@ from gnncore.partition import PartitionOptions, partition_graph
 from gnncore.partition.edge_stream import EdgeFile
 from gnncore.partition.grem import (
     BisectionRecord,
+    GreedyPartitioner,
     GremPartitioner,
     grem_partition_file,
     helper_peak_rss,
@@ -116,5 +117,7 @@ def test_cli_takes_workers():
     args = parser.parse_args(["g", "o", "--method", "greedy", "--parts", "4", "--workers", "3"])
     partitioner = make_partitioner("greedy", settings_from(args))
     assert partitioner.workers == 3 and "workers=3" in repr(partitioner)
+    assert repr(GreedyPartitioner(workers=2)).endswith("workers=2)")
+    assert "workers" not in repr(GreedyPartitioner())
     with pytest.raises(ValueError, match="workers must be an integer >= 1"):
         GremPartitioner(workers=0)
