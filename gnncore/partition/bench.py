@@ -61,8 +61,8 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _setting_label(row: dict[str, Any]) -> str:
-    return row["method"] + "".join(f" {k}={row[k]}" for k in ("chunk", "passes", "hops")
-                                   if k in row)
+    keys = ("chunk", "passes", "seed_method", "clusters", "workers", "hops")
+    return row["method"] + "".join(f" {k}={row[k]}" for k in keys if k in row)
 
 
 def pivot_tables(rows: Sequence[dict[str, Any]]) -> str:

@@ -233,11 +233,13 @@ def grem_partition_file(
         plan (ClusterPlan, optional): Seed ``clusters``: a plan made by
             :func:`cluster_plan` for this stream and ``parts`` (default: made here).
         workers (int): Bisections run at once (default: 1). Sibling
-            bisections are independent: with ``workers > 1`` up to
-            ``workers - 1`` spawned processes run them next to this one (see
+            bisections are independent: with ``workers > 1`` this process runs
+            the top bisection, then ``workers`` spawned processes (at most as
+            many as the widest level of the recursion has bisections) run the
+            others while this one waits (see
             :func:`~gnncore.partition.task_tree.run_task_tree`). The labels are
-            the same for any ``workers``; time drops and memory grows (each
-            worker holds its own O(|V|) arrays and chunk).
+            the same for any ``workers``; time drops and memory grows: each
+            worker holds its own interpreter (~90 MiB), O(|V|) arrays and chunk.
 
     Returns:
         ``int64[num_nodes]`` part labels in ``[0, parts)``.
@@ -268,13 +270,24 @@ def grem_partition_file(
         shared = _Recursion(num_nodes, parts, chunk_edges, passes, seed_method, refine, seed,
                             imbalance, plan, str(work))
         root = _SubProblem(edges, 0, parts, False, np.arange(num_nodes, dtype=np.int64))
-        # siblings run at once at most parts // 2 at a time (the last level)
-        run_task_tree([root], _bisect, expand, shared, workers=min(workers, parts // 2))
+        run_task_tree([root], _bisect, expand, shared,
+                      workers=min(workers, widest_level(parts)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if records is not None:
         records.extend(sorted(done, key=lambda r: (r.first_part, -r.parts)))
     return label
+
+
+def widest_level(parts: int) -> int:
+    """The most bisections one level of the recursion into ``parts`` holds
+    (sub-problems of more than one part), so the most that can run at once."""
+    level, widest = [parts], 0
+    while level:
+        level = [q for q in level if q > 1]
+        widest = max(widest, len(level))
+        level = [side for q in level for side in (q // 2, q - q // 2)]
+    return max(widest, 1)
 
 
 def helper_peak_rss(records: list[BisectionRecord]) -> int:
@@ -348,9 +361,10 @@ class GremPartitioner(Partitioner):
         clusters (int, optional): Seed ``clusters`` only, in ``[2, 65536]``:
             sets the target cluster size ``prefix nodes / clusters``
             (default: :func:`default_clusters`; see :func:`cluster_chunk`).
-        workers (int): Bisections run at once, in this process and
-            ``workers - 1`` spawned ones (default: 1). Same labels for any
-            value; less time, more memory (see :func:`grem_partition_file`).
+        workers (int): Bisections run at once, in ``workers`` spawned
+            processes after this one ran the top bisection (default: 1, all
+            here). Same labels for any value; less time, more memory (see
+            :func:`grem_partition_file`).
 
     After :meth:`assign`, :attr:`last_stats` lists one
     :class:`BisectionRecord` per bisection, :attr:`last_plan` holds the
@@ -452,6 +466,7 @@ __all__ = [
     "grem_bisect",
     "grem_partition_file",
     "helper_peak_rss",
+    "widest_level",
     "plan_applies",
     "plan_sides",
     "seed_sides",

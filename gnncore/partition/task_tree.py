@@ -19,6 +19,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
+from gnncore.errors import GnnCoreError
+
 Task = TypeVar("Task")
 Result = TypeVar("Result")
 
@@ -68,8 +70,10 @@ def run_task_tree(roots: Iterable[Task], run: Callable[[Any, Task], Result],
             this process runs the first root itself while they start, then
             only hands out tasks, each as soon as its parent is done.
 
-    A task's exception propagates once the tasks already running in workers
-    have finished; tasks not yet started are dropped. A worker that dies
+    A task's exception propagates once the tasks already handed to workers
+    have finished (up to ``workers + 1`` of them may be queued there already;
+    on a large graph that can take as long as a bisection); the tasks not yet
+    handed out are dropped. A worker that dies
     (killed for memory, or a calling script without the
     ``if __name__ == "__main__":`` guard that spawned processes need) raises
     :class:`WorkerError`.
@@ -108,7 +112,7 @@ def run_task_tree(roots: Iterable[Task], run: Callable[[Any, Task], Result],
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-class WorkerError(RuntimeError):
+class WorkerError(GnnCoreError, RuntimeError):
     """A worker process of :func:`run_task_tree` died before returning its result."""
 
 

@@ -82,17 +82,17 @@ class ConfigMethods:
                                "(GAT splits it over heads)")
         if values.model != "gat" and values.heads != 1:
             raise bad("heads", f"only GAT has attention heads; model {values.model!r} takes 1")
-        if values.patience < 0:
+        if int(values.patience) < 0:
             raise bad("patience", "must be >= 0 (0 turns early stopping off)")
         if values.amp not in AMP_MODES:
             raise bad("amp", f"choose one of {AMP_MODES}")
         if values.sampler not in SAMPLER_MODES:
             raise bad("sampler", f"choose one of {SAMPLER_MODES}")
-        if values.num_workers < 0:
+        if int(values.num_workers) < 0:
             raise bad("num_workers", "must be >= 0")
-        if values.prefetch_workers < 0:
+        if int(values.prefetch_workers) < 0:
             raise bad("prefetch_workers", "must be >= 0 (0 prepares batches synchronously)")
-        if values.prefetch_depth < 1:
+        if int(values.prefetch_depth) < 1:
             raise bad("prefetch_depth", "must be at least 1")
         parse_device(values.device)
 

@@ -17,6 +17,7 @@ from gnncore.partition.grem import (
     GremPartitioner,
     grem_partition_file,
     helper_peak_rss,
+    widest_level,
 )
 from gnncore.partition.run import MethodSettings
 from gnncore.store import GraphDir
@@ -70,6 +71,12 @@ def test_helper_peak_sums_each_workers_largest_peak():
                BisectionRecord(**base, pid=-1, process_peak_rss_bytes=300),
                BisectionRecord(**base, pid=-2, process_peak_rss_bytes=50)]
     assert helper_peak_rss(records) == 300 + 50
+
+
+@pytest.mark.parametrize("parts, widest", [(1, 1), (2, 1), (3, 1), (4, 2), (5, 2), (6, 2),
+                                           (7, 3), (8, 4), (12, 4), (16, 8)])
+def test_workers_are_capped_by_the_widest_level(parts, widest):
+    assert widest_level(parts) == widest
 
 
 def test_two_parts_need_no_worker(graph):

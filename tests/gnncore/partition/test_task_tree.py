@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 
 import pytest
+
+from gnncore.errors import GnnCoreError
 
 from gnncore.partition.task_tree import WorkerError, check_workers, run_task_tree
 
@@ -55,13 +58,17 @@ def test_workers_run_the_same_tasks_in_other_processes():
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_task_error_propagates(workers):
+    # with workers, (4, 8) runs in a worker: only the first root runs here
     with pytest.raises(ValueError, match=r"task \(4, \d+\) fails on purpose"):
         tree(workers, fail_at=4)
+    assert multiprocessing.active_children() == []
 
 
-def test_a_dead_worker_is_reported():
-    with pytest.raises(WorkerError, match="worker process died"):
+def test_a_dead_worker_is_reported_and_no_worker_is_left():
+    with pytest.raises(WorkerError, match="worker process died") as raised:
         run_task_tree([0], die, lambda task, result: [1, 2], workers=2)
+    assert isinstance(raised.value, GnnCoreError)  # the CLI prints it as one line
+    assert multiprocessing.active_children() == []
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
