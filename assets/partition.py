@@ -65,7 +65,8 @@ def materialize_partition(context: Any, config: PartitionConfig, method: str,
                                 seed_method=config.seed_method, hops=config.hops,
                                 clusters=config.clusters, workers=config.workers),
         tags={"dagster_run_id": context.run.run_id,
-              "dagster_asset": context.asset_key.to_user_string()})
+              "dagster_asset": context.asset_key.to_user_string()},
+        progress=context.log.info)
     m = report.metrics
     context.log.info(f"{method} p={config.parts}: cut {m.edge_cut_fraction:.4f}, "
                      f"max part {m.max_part_ratio:.4f}, {report.seconds:.2f}s")

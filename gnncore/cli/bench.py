@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         result = bench_partition(args.graph_dir, args.out, args.methods, args.parts,
                                  seed=args.seed, imbalance=args.imbalance,
-                                 settings=settings_from(args), shuffles=args.shuffles)
+                                 settings=settings_from(args), shuffles=args.shuffles,
+                                 progress=not args.no_progress)
     except ValueError as exc:
         raise InputError(str(exc), args.graph_dir) from exc
     print(result.pop("markdown"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hops", type=int, default=defaults.hops, help="bytegnn: block radius")
     parser.add_argument("--no-balance-splits", action="store_true",
                         help="skip rebalancing train/val/test counts across parts")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="print no progress lines on stderr (bench: no line per run)")
 
 
 def settings_from(args: argparse.Namespace) -> MethodSettings:
@@ -52,11 +55,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from gnncore.errors import InputError
     from gnncore.partition import partition_graph
 
+    def say(message: str) -> None:
+        print(f"[partition] {message}", file=sys.stderr, flush=True)
+
     try:
         report = partition_graph(args.graph_dir, args.out_dir, method=args.method,
                                  parts=args.parts, seed=args.seed, imbalance=args.imbalance,
                                  settings=settings_from(args),
-                                 balance=not args.no_balance_splits)
+                                 balance=not args.no_balance_splits,
+                                 progress=None if args.no_progress else say)
     except ValueError as exc:
         if isinstance(exc, InputError):
             raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import resource
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +88,10 @@ class Partitioner(abc.ABC):
     #: peak: an upper bound of the whole run's, since the peaks need not
     #: coincide.
     helper_peak_rss_bytes: int = 0
+    #: ``progress(message)``, set by :func:`~gnncore.partition.run.partition_graph`
+    #: for the duration of a call: methods with steps worth reporting (GREM's
+    #: bisections) send one line per step. ``None``: silent.
+    progress: Callable[[str], None] | None = None
 
     @abc.abstractmethod
     def assign(self, graph: GraphDir, options: PartitionOptions) -> np.ndarray:

@@ -33,7 +33,7 @@ def run_in_subprocess(graph_dir: Path, out_dir: Path, method: str, parts: int, s
            str(out_dir), "--method", method, "--parts", str(parts), "--seed", str(seed),
            "--imbalance", str(imbalance), "--chunk", str(settings.chunk),
            "--passes", str(settings.passes), "--hops", str(settings.hops),
-           "--workers", str(settings.workers), "--json", json_path]
+           "--workers", str(settings.workers), "--no-progress", "--json", json_path]
     if settings.seed_method is not None:
         cmd += ["--seed-method", settings.seed_method]
     if settings.clusters is not None:

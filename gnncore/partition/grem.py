@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,7 @@ def grem_partition_file(
     clusters: int | None = None,
     plan: ClusterPlan | None = None,
     workers: int = 1,
+    on_bisection: Callable[[BisectionRecord, int], None] | None = None,
 ) -> np.ndarray:
     """GREM recursive bisection of the graph whose edge stream is ``edges``.
 
@@ -240,6 +242,8 @@ def grem_partition_file(
             :func:`~gnncore.partition.task_tree.run_task_tree`). The labels are
             the same for any ``workers``; time drops and memory grows: each
             worker holds its own interpreter (~90 MiB), O(|V|) arrays and chunk.
+        on_bisection (callable, optional): ``f(record, done)`` as each
+            bisection ends (in completion order; ``done`` of ``parts - 1``).
 
     Returns:
         ``int64[num_nodes]`` part labels in ``[0, parts)``.
@@ -260,6 +264,8 @@ def grem_partition_file(
         q0 = sub.q // 2
         label[sub.members[out.side]] = sub.lo + q0
         done.append(out.record)
+        if on_bisection is not None:
+            on_bisection(out.record, len(done))
         return [_SubProblem(child, first_part, share, True, sub.members[out.side == bool(s)])
                 for s, (child, first_part, share)
                 in enumerate(zip(out.children, (sub.lo, sub.lo + q0), (q0, sub.q - q0)))
@@ -416,9 +422,25 @@ class GremPartitioner(Partitioner):
             passes=self.passes, seed_method=self.seed_method, refine=self.refine,
             seed=options.seed, imbalance=options.imbalance, tmp_dir=self.tmp_dir,
             records=self.last_stats, clusters=self.clusters, plan=self.last_plan,
-            workers=self.workers)
+            workers=self.workers, on_bisection=self._report(options.parts))
         self.helper_peak_rss_bytes = helper_peak_rss(self.last_stats)
         return labels
+
+    def _report(self, parts: int) -> Callable[[BisectionRecord, int], None] | None:
+        """The :attr:`progress` line of each finished bisection."""
+        say = self.progress
+        if say is None:
+            return None
+        label = self.name if self.refine else "greedy"
+
+        def report(record: BisectionRecord, done: int) -> None:
+            where = "" if record.pid == os.getpid() else f", worker {record.pid}"
+            say(f"{label}: bisection {done}/{parts - 1} of parts {record.first_part}.."
+                f"{record.first_part + record.parts - 1}: {record.nodes:,} nodes, "
+                f"{record.edges:,} edges, sides {record.sizes[0]:,}/{record.sizes[1]:,} "
+                f"in {record.seconds:.2f} s{where}")
+
+        return report
 
     def __repr__(self) -> str:
         extra = "" if self.clusters is None else f", clusters={self.clusters}"

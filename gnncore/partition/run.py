@@ -6,7 +6,7 @@ import importlib
 import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,7 +136,8 @@ def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
                     imbalance: float = 0.03, settings: MethodSettings | None = None,
                     balance: bool = True, split_tolerance: float = 0.10,
                     tracking: RunTracker | None = None,
-                    tags: Mapping[str, Any] | None = None) -> PartitionReport:
+                    tags: Mapping[str, Any] | None = None,
+                    progress: Callable[[str], None] | None = None) -> PartitionReport:
     """Partition the graph at ``graph_dir`` into ``out_dir`` (written atomically).
 
     Args:
@@ -157,6 +158,9 @@ def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
             cut, balance, seconds, peak RSS; a part-size chart). A failure
             marks the run failed.
         tags (Mapping, optional): Extra run tags (e.g. the Dagster run id).
+        progress (callable, optional): Receives one line per stage (the
+            method, each GREM bisection, split balancing, post-processing,
+            writing): the CLI prints them, the Dagster assets log them.
     """
     graph = GraphDir.open(graph_dir)
     settings = settings or MethodSettings()
@@ -165,6 +169,7 @@ def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     options = PartitionOptions(parts=parts, seed=seed, imbalance=imbalance,
                                balance_splits=balance, split_tolerance=split_tolerance)
     options.validate(graph.num_nodes)
+    partitioner.progress = progress
     if tracking is None:
         return _partition(graph, out_dir, partitioner, method, options, params)
     name = graph.manifest.name
@@ -190,15 +195,23 @@ def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
 def _partition(graph: GraphDir, out_dir: str | os.PathLike[str], partitioner: Partitioner,
                method: str, options: PartitionOptions,
                params: dict[str, Any]) -> PartitionReport:
+    say = partitioner.progress or (lambda message: None)
+    settings = "".join(f", {k}={v}" for k, v in params.items())
+    say(f"{method}: {graph.num_nodes:,} nodes, "
+        f"{graph.manifest.num_undirected_edges:,} undirected edges into {options.parts} "
+        f"parts (seed={options.seed}{settings})")
     start = time.perf_counter()
     assignment = np.asarray(partitioner.assign(graph, options), dtype=np.int64)
     seconds = time.perf_counter() - start
     # the method's own peak (with its worker processes'), before post-processing
     rss = peak_rss_bytes() + partitioner.helper_peak_rss_bytes
+    say(f"{method}: assigned in {seconds:.2f} s, peak RSS {rss / 2**20:,.0f} MiB")
     balancing = None
     if options.balance_splits and any(graph.has(s) for s in SPLITS):
         from gnncore.partition.postprocess import balance_splits
 
+        say(f"balancing train/val/test counts to within {options.split_tolerance:.0%} "
+            "of their per-part mean")
         started = time.perf_counter()
         balanced = balance_splits(graph, assignment, options.parts,
                                   tolerance=options.split_tolerance,
@@ -208,8 +221,11 @@ def _partition(graph: GraphDir, out_dir: str | os.PathLike[str], partitioner: Pa
                      "cut_before": balanced.cut_before, "cut_after": balanced.cut_after,
                      "cut_cost": balanced.cut_cost, "satisfied": balanced.satisfied,
                      "seconds": time.perf_counter() - started}
+        say(f"balancing moved {balanced.moved:,} nodes (cut cost {balanced.cut_cost:+,} "
+            f"edges){'' if balanced.satisfied else '; tolerance NOT reached'}")
     from gnncore.partition.postprocess import halo_sizes, postprocess_arrays
 
+    say("metrics, relabelling and 1-hop halos")
     metrics = partition_metrics(graph, assignment, options.parts)
     arrays = postprocess_arrays(graph, assignment, options.parts)
     halos = halo_sizes([arrays[f"halo_{i}"] for i in range(options.parts)]).tolist()
@@ -218,6 +234,8 @@ def _partition(graph: GraphDir, out_dir: str | os.PathLike[str], partitioner: Pa
             "peak_rss_bytes": rss, "metrics": metrics.to_dict(), "halo_sizes": halos,
             "split_balancing": balancing}
     write_partition_dir(out_dir, graph, assignment, info, arrays)
+    say(f"wrote {out_dir}: edge cut {metrics.edge_cut_fraction:.2%}, "
+        f"max part {metrics.max_part_ratio:.4f} x N/p")
     return PartitionReport(method, options.parts, options.seed, str(Path(out_dir)), seconds,
                            rss, metrics, params, halo_sizes=halos, balancing=balancing)
 

@@ -128,3 +128,33 @@ def test_cli_takes_workers():
     assert "workers" not in repr(GreedyPartitioner())
     with pytest.raises(ValueError, match="workers must be an integer >= 1"):
         GremPartitioner(workers=0)
+
+
+@pytest.mark.parametrize("method, workers", [("grem", 1), ("grem", 2), ("greedy", 1),
+                                             ("metis", 1)])
+def test_partitioning_reports_its_progress(graph, tmp_path, method, workers):
+    lines: list[str] = []
+    partition_graph(graph.path, tmp_path / "p", method=method, parts=5,
+                    settings=MethodSettings(chunk=0.05, workers=workers), progress=lines.append)
+    assert lines[0].startswith(f"{method}: 3,000 nodes, ") and "into 5 parts" in lines[0]
+    bisections = [line for line in lines if ": bisection " in line]
+    if method == "metis":
+        assert bisections == []
+    else:  # one line per bisection, numbered in completion order
+        assert [b.split(" of parts")[0] for b in bisections] == [
+            f"{method}: bisection {k}/4" for k in range(1, 5)]
+        assert bisections[0].startswith(f"{method}: bisection 1/4 of parts 0..4: 3,000 nodes")
+        assert any(", worker " in b for b in bisections) == (workers > 1)
+    assert lines[-1].startswith(f"wrote {tmp_path / 'p'}: edge cut ")
+
+
+def test_cli_prints_progress_unless_told_not_to(graph, tmp_path, capsys):
+    from gnncore.cli.main import main
+
+    base = ["partition", str(graph.path), str(tmp_path / "p"), "--method", "grem", "--parts",
+            "3", "--chunk", "0.05"]
+    assert main(base) == 0
+    err = capsys.readouterr().err
+    assert "[partition] grem: bisection 2/2 of parts " in err
+    assert main(base + ["--no-progress"]) == 0
+    assert "[partition]" not in capsys.readouterr().err
