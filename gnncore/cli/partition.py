@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gnncore.cli.arg_types import positive_int
 from gnncore.partition.run import METHODS, MethodSettings
 
 
@@ -28,7 +29,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grem --seed-method clusters: target cluster size "
                              "prefix nodes / N (default: max(16 p, min(256, prefix nodes "
                              "/ 1000)))")
-    parser.add_argument("--workers", type=int, default=defaults.workers, metavar="W",
+    parser.add_argument("--workers", type=positive_int, default=defaults.workers, metavar="W",
                         help="grem/greedy: bisections run at once in worker processes "
                              "(default 1; more is faster and holds W chunks in memory)")
     parser.add_argument("--hops", type=int, default=defaults.hops, help="bytegnn: block radius")

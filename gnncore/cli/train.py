@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gnncore.cli.arg_types import positive_int
 from gnncore.errors import GnnCoreError
 
 TASKS = ("node", "link")
@@ -46,16 +47,6 @@ def _fanouts(text: str) -> tuple[int, ...]:
     return values
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument("--task", choices=TASKS, default="node",
@@ -69,9 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "batch, default) or per-layer (every layer re-samples)")
     parser.add_argument("--decoder", choices=DECODER_CHOICES, default=None,
                         help="link scoring: distmult (default) or dot")
-    parser.add_argument("--dim", type=_positive_int, default=None,
+    parser.add_argument("--dim", type=positive_int, default=None,
                         help="link: embedding and representation width (default: 200)")
-    parser.add_argument("--negatives", type=_positive_int, default=None, metavar="K",
+    parser.add_argument("--negatives", type=positive_int, default=None, metavar="K",
                         help="link: negatives per mini-batch, shared by its positives "
                              "(default: 1000)")
     parser.add_argument("--negative-sampling", choices=("uniform", "degree"), default=None,
@@ -110,7 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-dir", type=Path, default=None, metavar="DIR",
                         help="per-epoch checkpoints (default: "
                              "<data_root>/checkpoints/<dataset>-<model>-seed<seed>)")
-    parser.add_argument("--keep-checkpoints", type=_positive_int, default=2, metavar="K",
+    parser.add_argument("--keep-checkpoints", type=positive_int, default=2, metavar="K",
                         help="newest checkpoints kept (default: 2)")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest checkpoint (fresh start if none)")

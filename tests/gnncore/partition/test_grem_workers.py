@@ -158,3 +158,16 @@ def test_cli_prints_progress_unless_told_not_to(graph, tmp_path, capsys):
     assert "[partition] grem: bisection 2/2 of parts " in err
     assert main(base + ["--no-progress"]) == 0
     assert "[partition]" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "two"])
+def test_cli_rejects_a_bad_worker_count_at_parse_time(graph, tmp_path, capsys, bad):
+    from gnncore.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["partition", str(graph.path), str(tmp_path / "p"), "--parts", "2",
+              "--workers", bad])
+    assert exited.value.code == 2
+    assert f"argument --workers: expected a positive integer; got '{bad}'" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
