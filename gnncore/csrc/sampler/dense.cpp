@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <stdexcept>
-#include <string>
 
 #include "parallel.h"
 #include "sampler/uniform.h"
@@ -40,7 +39,6 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
   block_start.push_back(0);
   sampling::LocalIds local_of(num_nodes, targets.size * 4);
   sampling::add_seed_nodes(targets, local_of, node);
-  bool inserted = false;
   block_start.push_back(static_cast<int64_t>(node.size()));
 
   std::vector<int64_t>& off = h.off;  // per expanded node: start in pos
@@ -70,13 +68,7 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
     for (size_t t = base; t < std::min(base + kAhead, total); ++t) local_of.prefetch(nbr[t]);
     for (size_t t = base; t < total; ++t) {
       if (t + kAhead < total) local_of.prefetch(nbr[t + kAhead]);
-      const int64_t u = nbr[t];
-      if (u < 0 || u >= num_nodes)
-        throw std::out_of_range("indices[" + std::to_string(pos[t]) + "] = " +
-                                std::to_string(u) + " is outside [0, " +
-                                std::to_string(num_nodes) + ")");
-      local[t] = local_of.get_or_insert(u, static_cast<int64_t>(node.size()), &inserted);
-      if (inserted) node.push_back(u);
+      local[t] = sampling::neighbor_local_id(local_of, node, nbr[t], pos[t], num_nodes);
     }
     block_start.push_back(static_cast<int64_t>(node.size()));
   }

@@ -5,8 +5,6 @@
 #include "sampler/uniform.h"
 
 #include <algorithm>
-#include <stdexcept>
-#include <string>
 
 
 namespace gnncore {
@@ -25,7 +23,6 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
   NeighborSample out;
   sampling::LocalIds local_of(num_nodes, seeds.size * 4);
   sampling::add_seed_nodes(seeds, local_of, out.node);
-  bool inserted = false;
   out.num_sampled_nodes.push_back(static_cast<int64_t>(out.node.size()));
 
   [[maybe_unused]] const int threads = resolve_threads(num_threads);
@@ -60,14 +57,8 @@ NeighborSample sample_neighbors(Span<int64_t> indptr, Span<IndexT> indices,
         const size_t ts = static_cast<size_t>(t);
         if (ts + kAhead < emitted) local_of.prefetch(nbr[ts + kAhead]);
         const int64_t j = pos[ts];
-        const int64_t u = nbr[ts];
-        if (u < 0 || u >= num_nodes)
-          throw std::out_of_range("indices[" + std::to_string(j) + "] = " + std::to_string(u) +
-                                  " is outside [0, " + std::to_string(num_nodes) + ")");
-        const int64_t local =
-            local_of.get_or_insert(u, static_cast<int64_t>(out.node.size()), &inserted);
-        if (inserted) out.node.push_back(u);
-        out.row.push_back(local);
+        out.row.push_back(
+            sampling::neighbor_local_id(local_of, out.node, nbr[ts], j, num_nodes));
         out.col.push_back(target);
         out.edge.push_back(j);
       }

@@ -1,8 +1,6 @@
 #include "sampler/per_layer.h"
 
 #include <algorithm>
-#include <stdexcept>
-#include <string>
 
 #include "parallel.h"
 #include "sampler/uniform.h"
@@ -19,7 +17,6 @@ NeighborSample sample_per_layer(Span<int64_t> indptr, Span<IndexT> indices, Span
   NeighborSample out;
   sampling::LocalIds local_of(num_nodes, seeds.size * 4);
   sampling::add_seed_nodes(seeds, local_of, out.node);
-  bool inserted = false;
   out.num_sampled_nodes.push_back(static_cast<int64_t>(out.node.size()));
 
   const int threads = resolve_threads(num_threads);
@@ -49,15 +46,8 @@ NeighborSample sample_per_layer(Span<int64_t> indptr, Span<IndexT> indices, Span
       for (int64_t t = offset[i]; t < offset[i + 1]; ++t) {
         const size_t ts = static_cast<size_t>(t);
         if (ts + kAhead < emitted) local_of.prefetch(nbr[ts + kAhead]);
-        const int64_t u = nbr[ts];
-        if (u < 0 || u >= num_nodes)
-          throw std::out_of_range("indices[" + std::to_string(pos[ts]) + "] = " +
-                                  std::to_string(u) + " is outside [0, " +
-                                  std::to_string(num_nodes) + ")");
-        const int64_t local =
-            local_of.get_or_insert(u, static_cast<int64_t>(out.node.size()), &inserted);
-        if (inserted) out.node.push_back(u);
-        out.row[base + ts] = local;
+        out.row[base + ts] =
+            sampling::neighbor_local_id(local_of, out.node, nbr[ts], pos[ts], num_nodes);
         out.col[base + ts] = target;
       }
     }

@@ -190,6 +190,20 @@ class LocalIds {
   std::vector<int64_t> touched_;
 };
 
+// Local id of neighbour `u`, read from indices[j]: appended to `node` (and
+// mapped in `local_of`) when first seen. Throws std::out_of_range when `u` is
+// outside [0, num_nodes).
+inline int64_t neighbor_local_id(LocalIds& local_of, std::vector<NodeId>& node, int64_t u,
+                                 int64_t j, int64_t num_nodes) {
+  if (u < 0 || u >= num_nodes)
+    throw std::out_of_range("indices[" + std::to_string(j) + "] = " + std::to_string(u) +
+                            " is outside [0, " + std::to_string(num_nodes) + ")");
+  bool inserted = false;
+  const int64_t local = local_of.get_or_insert(u, static_cast<int64_t>(node.size()), &inserted);
+  if (inserted) node.push_back(u);
+  return local;
+}
+
 // The first nodes of a sample: appends the distinct `seeds` to `node` in
 // first-seen order, each mapped in `local_of` to its position in `node`.
 inline void add_seed_nodes(Span<NodeId> seeds, LocalIds& local_of, std::vector<NodeId>& node) {
