@@ -74,3 +74,18 @@ def tiny_kg(out: Path, entities: int = 80, communities: int = 8, relations: int 
         (raw / f"{name}.txt").write_text("\n".join(part) + "\n")
     ingest(raw, out, format="kg", name="tiny-kg")
     return out
+
+
+def assert_batch_matches_graph(batch, graph, train) -> None:
+    """A NodeLoader batch over ``graph`` is consistent with it: the seeds come
+    first, the features are the sampled nodes' rows, and every edge is the CSR
+    entry its ``e_id`` names (source = ``indices[e_id]``, in the target's row)."""
+    x = np.asarray(graph.features())
+    indptr, indices = np.asarray(graph.indptr), np.asarray(graph.indices)
+    n_id = batch.n_id.numpy()
+    np.testing.assert_array_equal(n_id[:batch.batch_size], train[batch.input_id].numpy())
+    np.testing.assert_array_equal(batch.x.numpy(), x[n_id])
+    e_id = batch.e_id.numpy()
+    np.testing.assert_array_equal(indices[e_id], n_id[batch.edge_index[0].numpy()])
+    dst = n_id[batch.edge_index[1].numpy()]
+    assert np.all((indptr[dst] <= e_id) & (e_id < indptr[dst + 1]))

@@ -227,14 +227,18 @@ class NeighborSampler(BaseSampler):
 
     # Node-based sampling -----------------------------------------------------
 
-    def _seeds(self, index: NodeSamplerInput) -> np.ndarray:
-        """The batch's seed ids; rejects heterogeneous and temporal input."""
+    def _check_homogeneous(self, index: Any, time_name: str) -> None:
+        """Reject heterogeneous input and temporal input (its ``time_name``)."""
         name = type(self).__name__
         if index.input_type is not None:
             raise ValueError(f"{name} samples homogeneous graphs; got input type "
                              f"{index.input_type!r}")
         if index.time is not None:
-            raise ValueError(f"{name} does not do temporal sampling (input_time)")
+            raise ValueError(f"{name} does not do temporal sampling ({time_name})")
+
+    def _seeds(self, index: NodeSamplerInput) -> np.ndarray:
+        """The batch's seed ids; rejects heterogeneous and temporal input."""
+        self._check_homogeneous(index, "input_time")
         return np.ascontiguousarray(index.node.detach().cpu().numpy(), dtype=np.int64)
 
     def _sample(self, seeds: np.ndarray, batch_seed: int) -> tuple[Any, ...]:
@@ -287,12 +291,7 @@ class NeighborSampler(BaseSampler):
         Raises:
             ValueError: For heterogeneous or temporal input.
         """
-        name = type(self).__name__
-        if index.input_type is not None:
-            raise ValueError(f"{name} samples homogeneous graphs; got input type "
-                             f"{index.input_type!r}")
-        if index.time is not None:
-            raise ValueError(f"{name} does not do temporal sampling (edge_label_time)")
+        self._check_homogeneous(index, "edge_label_time")
         src = index.row.detach().cpu().to(torch.int64)
         dst = index.col.detach().cpu().to(torch.int64)
         label = index.label

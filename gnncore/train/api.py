@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -100,14 +100,10 @@ def train_graph_dir(
     feature_store, graph_store = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
     splits = {name: torch.from_numpy(np.array(graph.split(name), dtype=np.int64))
               for name in ("train", "val", "test")}
-    if resume and checkpoint_dir is None:
-        raise ConfigError("resume needs a checkpoint directory (checkpoint_dir=...)")
-    checkpoints = None if checkpoint_dir is None else CheckpointDir(checkpoint_dir,
-                                                                    keep=keep_checkpoints)
-    previous = checkpoints.latest() if (resume and checkpoints is not None) else None
-    if previous is not None:  # refuse a foreign checkpoint before a run is created
-        check_resumable(previous, config, data_fingerprint(
-            [splits["train"], splits["val"], splits["test"]], m.num_classes, m.num_features))
+    checkpoints, previous = _open_checkpoints(
+        checkpoint_dir, resume, keep_checkpoints, config,
+        lambda: data_fingerprint([splits["train"], splits["val"], splits["test"]],
+                                 m.num_classes, m.num_features))
 
     def run(logger: Any) -> NodeTrainResult:
         return train_node_classifier(feature_store, graph_store, splits["train"],
@@ -135,13 +131,36 @@ def train_graph_dir(
             **input_partitioning(tags),
         })
         result = run(logger)
-        logger.set_tags({"device": result.device})
-        logger.log_figure(training_curves(result), "curves.png")
-        result.model_uri = logger.log_model(
-            copy_to_cpu(result.model), name="model",
-            input_example=example_input(feature_store, m.num_features))
-        result.run_id = logger.run_id
+        _log_outcome(logger, result, training_curves(result),
+                     example_input(feature_store, m.num_features))
     return result
+
+
+def _log_outcome(logger: Any, result: NodeTrainResult | LinkTrainResult, curves: Figure,
+                 input_example: Any) -> None:
+    """What every tracked training run ends with: the device tag, the curves
+    figure and the model (with ``input_example``); sets ``result.model_uri``
+    and ``result.run_id``."""
+    logger.set_tags({"device": result.device})
+    logger.log_figure(curves, "curves.png")
+    result.model_uri = logger.log_model(copy_to_cpu(result.model), name="model",
+                                        input_example=input_example)
+    result.run_id = logger.run_id
+
+
+def _open_checkpoints(checkpoint_dir: str | os.PathLike[str] | None, resume: bool, keep: int,
+                      config: Any, fingerprint: Callable[[], dict[str, Any]]
+                      ) -> tuple[CheckpointDir | None, Checkpoint | None]:
+    """The run's checkpoint directory and, with ``resume``, its newest
+    checkpoint, refused (before any run is created) when it was written by
+    another configuration or other data (``fingerprint()``)."""
+    if resume and checkpoint_dir is None:
+        raise ConfigError("resume needs a checkpoint directory (checkpoint_dir=...)")
+    checkpoints = None if checkpoint_dir is None else CheckpointDir(checkpoint_dir, keep=keep)
+    previous = checkpoints.latest() if (resume and checkpoints is not None) else None
+    if previous is not None:
+        check_resumable(previous, config, fingerprint())
+    return checkpoints, previous
 
 
 @contextlib.contextmanager
@@ -174,15 +193,10 @@ def _train_link_graph_dir(graph: GraphDir, config: LinkTrainConfig,
     m = graph.manifest
     splits = link_splits(graph)
     feature_store = GraphDirFeatureStore(graph)
-    if resume and checkpoint_dir is None:
-        raise ConfigError("resume needs a checkpoint directory (checkpoint_dir=...)")
-    checkpoints = None if checkpoint_dir is None else CheckpointDir(checkpoint_dir,
-                                                                    keep=keep_checkpoints)
-    previous = checkpoints.latest() if (resume and checkpoints is not None) else None
-    if previous is not None:  # refuse a foreign checkpoint before a run is created
-        in_channels = m.num_features if config.model != "none" else 0
-        check_resumable(previous, config, data_fingerprint(
-            splits.tensors(), splits.num_relations, in_channels))
+    checkpoints, previous = _open_checkpoints(
+        checkpoint_dir, resume, keep_checkpoints, config,
+        lambda: data_fingerprint(splits.tensors(), splits.num_relations,
+                                 m.num_features if config.model != "none" else 0))
 
     def run(logger: Any) -> LinkTrainResult:
         return train_link_predictor(splits, config, feature_store=feature_store,
@@ -207,12 +221,8 @@ def _train_link_graph_dir(graph: GraphDir, config: LinkTrainConfig,
             **input_partitioning(tags),
         })
         result = run(logger)
-        logger.set_tags({"device": result.device})
-        logger.log_figure(link_curves(result), "curves.png")
-        example = link_example_input(result.model, feature_store, m.num_nodes)
-        result.model_uri = logger.log_model(copy_to_cpu(result.model), name="model",
-                                            input_example=example)
-        result.run_id = logger.run_id
+        _log_outcome(logger, result, link_curves(result),
+                     link_example_input(result.model, feature_store, m.num_nodes))
     return result
 
 

@@ -8,7 +8,7 @@ import torch
 from torch_geometric.loader import NodeLoader
 from torch_geometric.nn import GraphSAGE
 
-from conftest import planted_graph
+from conftest import assert_batch_matches_graph, planted_graph
 from gnncore import _C
 from gnncore.sampler import DenseSampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
@@ -168,8 +168,6 @@ def test_rejects_bad_input() -> None:
 def test_graphsage_trimmed_forward_matches_untrimmed(tmp_path, num_layers: int) -> None:
     graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=300, features=6))
     features, topology = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
-    x = np.asarray(graph.features())
-    indptr, indices = np.asarray(graph.indptr), np.asarray(graph.indices)
     train = torch.from_numpy(graph.split("train").copy())
     fanouts = [5, 4, 3][:num_layers]
     loader = NodeLoader(data=(features, topology),
@@ -180,13 +178,7 @@ def test_graphsage_trimmed_forward_matches_untrimmed(tmp_path, num_layers: int) 
     model = GraphSAGE(6, 8, num_layers, out_channels=4).eval()
     batches = 0
     for batch in loader:
-        n_id = batch.n_id.numpy()
-        np.testing.assert_array_equal(n_id[:batch.batch_size], train[batch.input_id].numpy())
-        np.testing.assert_array_equal(batch.x.numpy(), x[n_id])
-        e_id = batch.e_id.numpy()
-        np.testing.assert_array_equal(indices[e_id], n_id[batch.edge_index[0].numpy()])
-        dst = n_id[batch.edge_index[1].numpy()]
-        assert np.all((indptr[dst] <= e_id) & (e_id < indptr[dst + 1]))
+        assert_batch_matches_graph(batch, graph, train)
         with torch.no_grad():
             full = model(batch.x, batch.edge_index)[:batch.batch_size]
             trimmed = model(batch.x, batch.edge_index,
