@@ -50,6 +50,11 @@ from gnncore.store import GraphDir
 from gnncore.typing import require_csrc
 
 
+def halves(q: int) -> tuple[int, int]:
+    """The parts each side of a bisection of ``q`` parts takes: ``⌊q/2⌋, ⌈q/2⌉``."""
+    return q // 2, q - q // 2
+
+
 def side_capacity(num_nodes: int, share: int, parts: int, imbalance: float) -> int:
     """``P = ceil(N · q/p · (1 + imbalance))`` for a side holding ``q`` of ``p`` parts."""
     return int(math.ceil((1 + imbalance) * num_nodes * share / parts - 1e-9))
@@ -156,7 +161,7 @@ def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
     """Seed and stream one sub-problem (in this process or a worker)."""
     start = time.perf_counter()
     lo, q, members = sub.lo, sub.q, sub.members
-    q0, q1 = q // 2, q - q // 2
+    q0, q1 = halves(q)
     # P from the global target; on tiny graphs also leave the other side one
     # node per part so that no part ends up empty.
     caps = (min(side_capacity(run.num_nodes, q0, run.parts, run.imbalance), len(members) - q1),
@@ -261,14 +266,14 @@ def grem_partition_file(
     done: list[BisectionRecord] = []
 
     def expand(sub: _SubProblem, out: _Bisected) -> list[_SubProblem]:
-        q0 = sub.q // 2
+        q0, q1 = halves(sub.q)
         label[sub.members[out.side]] = sub.lo + q0
         done.append(out.record)
         if on_bisection is not None:
             on_bisection(out.record, len(done))
         return [_SubProblem(child, first_part, share, True, sub.members[out.side == bool(s)])
                 for s, (child, first_part, share)
-                in enumerate(zip(out.children, (sub.lo, sub.lo + q0), (q0, sub.q - q0)))
+                in enumerate(zip(out.children, (sub.lo, sub.lo + q0), (q0, q1)))
                 if child is not None]
 
     work = Path(tempfile.mkdtemp(prefix="grem-", dir=tmp_dir))
@@ -292,7 +297,7 @@ def widest_level(parts: int) -> int:
     while level:
         level = [q for q in level if q > 1]
         widest = max(widest, len(level))
-        level = [side for q in level for side in (q // 2, q - q // 2)]
+        level = [side for q in level for side in halves(q)]
     return max(widest, 1)
 
 
