@@ -1,34 +1,43 @@
-"""Small PNG charts for Dagster metadata and MLflow artifacts (matplotlib, Agg)."""
+"""Small PNG charts for Dagster metadata and MLflow artifacts.
+
+Every chart is a :class:`matplotlib.figure.Figure` on its own Agg canvas: no
+pyplot, no GUI backend, and no change to matplotlib's global backend (a user's
+notebook keeps its own).
+"""
 
 from __future__ import annotations
 
 import base64
 import io
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
-def _figure():
-    import matplotlib
+def new_figure(width: float, height: float) -> Figure:
+    """A figure of ``width`` x ``height`` inches drawn by its own Agg canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
 
-    return plt
 
-
-def _to_png(fig) -> bytes:
+def _to_png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=100)
-    _figure().close(fig)
     return buf.getvalue()
 
 
 def bar_chart_png(values: Sequence[float], title: str, xlabel: str, ylabel: str,
                   reference: float | None = None) -> bytes:
     """Bars for ``values`` (e.g. part sizes), with an optional reference line."""
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(6, 3))
+    fig = new_figure(6, 3)
+    ax = fig.subplots()
     ax.bar(range(len(values)), values, color="#4C72B0")
     if reference is not None:
         ax.axhline(reference, color="#C44E52", linestyle="--", label=f"target {reference:g}")
@@ -39,8 +48,8 @@ def bar_chart_png(values: Sequence[float], title: str, xlabel: str, ylabel: str,
 
 def line_chart_png(series: Mapping[str, Sequence[float]], title: str, xlabel: str) -> bytes:
     """One line per named series over a shared x axis starting at 1 (e.g. epochs)."""
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(6, 3))
+    fig = new_figure(6, 3)
+    ax = fig.subplots()
     for name, values in series.items():
         ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3, label=name)
     ax.set(title=title, xlabel=xlabel)
@@ -61,8 +70,8 @@ def panels_png(panels: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence
     Used for method comparisons (cut, seconds, memory against the part count).
     Panels named in ``log_y`` use a logarithmic y axis.
     """
-    plt = _figure()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    fig = new_figure(4.2 * len(panels), 3.4)
+    axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, (title, series) in zip(axes[0], panels.items()):
         for name, (xs, ys) in series.items():
             ax.plot(xs, ys, marker="o", markersize=3, label=name)
@@ -72,3 +81,30 @@ def panels_png(panels: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     return _to_png(fig)
+
+
+def curves_figure(train_loss: Sequence[float], metrics: Mapping[str, Sequence[float]],
+                  best_epoch: int, test: tuple[str, float], title: str, ylabel: str,
+                  legend: str, suptitle: str) -> Figure:
+    """Loss per epoch on the left; validation series, the best epoch and the test
+    score on the right (how a training run's curves go to MLflow)."""
+    import numpy as np
+
+    epochs = np.arange(1, len(train_loss) + 1)
+    fig = new_figure(9, 3.5)
+    loss_ax, metric_ax = fig.subplots(1, 2)
+    loss_ax.plot(epochs, train_loss, color="tab:blue")
+    loss_ax.set(title="training loss", xlabel="epoch", ylabel="cross-entropy")
+    styles: list[Any] = [("tab:green", "-"), ("tab:olive", "--")]
+    for (label, series), (color, style) in zip(metrics.items(), styles):
+        if len(series) == len(epochs):
+            metric_ax.plot(epochs, series, color=color, linestyle=style, label=label)
+    metric_ax.axvline(best_epoch, color="grey", linestyle="--", label=f"best epoch {best_epoch}")
+    metric_ax.axhline(test[1], color="tab:red", linestyle=":", label=f"{test[0]} {test[1]:.3f}")
+    metric_ax.set(title=title, xlabel="epoch", ylabel=ylabel, ylim=(0, 1))
+    metric_ax.legend(loc=legend)
+    for ax in (loss_ax, metric_ax):
+        ax.grid(alpha=0.3)
+    fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from gnncore.errors import InputError
+from gnncore.plots import curves_figure
 from gnncore.store import GraphDir
 from gnncore.train.checkpoint import Checkpoint, CheckpointDir, check_resumable, data_fingerprint
 from gnncore.train.config import ConfigError, NodeTrainConfig
@@ -242,7 +243,7 @@ def link_example_input(model: LinkModel, feature_store: Any,
 
 def link_curves(result: LinkTrainResult) -> Figure:
     """Training loss and validation MRR / Hits@10 per epoch, best epoch marked."""
-    return _curves(result.train_loss, {"validation MRR": result.val_mrr,
+    return curves_figure(result.train_loss, {"validation MRR": result.val_mrr,
                                        "validation Hits@10": result.val_hits10},
                    result.best_epoch, ("test MRR", result.test.mrr), "filtered ranking",
                    "MRR / Hits@10", "upper left",
@@ -308,38 +309,9 @@ def training_curves(result: NodeTrainResult) -> Figure:
     Built on :class:`matplotlib.figure.Figure` with the Agg canvas, so no GUI
     backend or pyplot global state is involved.
     """
-    return _curves(result.train_loss, {"validation": result.val_accuracy,
+    return curves_figure(result.train_loss, {"validation": result.val_accuracy,
                                        "validation macro-F1": result.val_macro_f1},
                    result.best_epoch, ("test", result.test_accuracy), "accuracy",
                    "accuracy / F1", "lower right",
                    f"{result.config.model}: best val {result.best_val_accuracy:.3f}, "
                    f"test {result.test_accuracy:.3f}")
-
-
-def _curves(train_loss: list[float], metrics: dict[str, list[float]], best_epoch: int,
-            test: tuple[str, float], title: str, ylabel: str, legend: str,
-            suptitle: str) -> Figure:
-    """Loss per epoch on the left; validation series, best epoch and the test
-    score on the right (Agg canvas: no GUI backend, no pyplot state)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    epochs = np.arange(1, len(train_loss) + 1)
-    fig = Figure(figsize=(9, 3.5), dpi=100)
-    FigureCanvasAgg(fig)
-    loss_ax, metric_ax = fig.subplots(1, 2)
-    loss_ax.plot(epochs, train_loss, color="tab:blue")
-    loss_ax.set(title="training loss", xlabel="epoch", ylabel="cross-entropy")
-    for (label, series), color, style in zip(metrics.items(), ("tab:green", "tab:olive"),
-                                             ("-", "--")):
-        if len(series) == len(epochs):
-            metric_ax.plot(epochs, series, color=color, linestyle=style, label=label)
-    metric_ax.axvline(best_epoch, color="grey", linestyle="--", label=f"best epoch {best_epoch}")
-    metric_ax.axhline(test[1], color="tab:red", linestyle=":", label=f"{test[0]} {test[1]:.3f}")
-    metric_ax.set(title=title, xlabel="epoch", ylabel=ylabel, ylim=(0, 1))
-    metric_ax.legend(loc=legend)
-    for ax in (loss_ax, metric_ax):
-        ax.grid(alpha=0.3)
-    fig.suptitle(suptitle)
-    fig.tight_layout()
-    return fig
