@@ -1,69 +1,13 @@
 """The trained model (node classifier or link predictor), tracked in MLflow."""
 
 
-from typing import Optional
-
 import dagster as dg
-from pydantic import Field
 
 from assets.graph import graph
 from assets.partition import graph_partition
+from assets.train_config import TrainConfig
 from assets.upstream import latest_metadata
 from resources import ComputeResource, DataRootResource, MlflowResource
-
-
-class TrainConfig(dg.Config):
-    """Hyper-parameters of the training run (None: the task's / model's default)."""
-
-    task: str = Field(default="node", description="node (classification) or link "
-                      "(prediction on the graph's triples or a split of its edges).")
-    model: str = Field(default="sage", description="GNN architecture: sage, gcn, gat, gin or "
-                       "none (node: features only; link: learned embeddings and the decoder).")
-    decoder: str = Field(default="distmult", description="Link prediction scoring: distmult "
-                         "or dot.")
-    epochs: int = Field(default=10, description="Most training epochs.")
-    fanouts: Optional[list[int]] = Field(default=None, description="Neighbours sampled per "
-                                         "hop; None: 15,10 (node) or the encoder's default "
-                                         "(link: 10; none for model none).")
-    batch_size: int = Field(default=512, description="Seed nodes (node) or triples (link) "
-                            "per mini-batch.")
-    hidden: Optional[int] = Field(default=None, description="Hidden channels (node) or "
-                                  "embedding width (link).")
-    lr: Optional[float] = Field(default=None, description="Learning rate (Adam for node, "
-                                "Adagrad for link).")
-    num_negatives: int = Field(default=1000, description="Link: negatives per mini-batch.")
-    patience: int = Field(default=20, description="Early-stopping patience in epochs "
-                          "(0: off).")
-    seed: int = Field(default=0, description="Random seed.")
-    sampler: str = Field(default="dense", description="Neighbour sampling: dense (each "
-                         "node's neighbours once per batch) or per-layer (DGL-style).")
-    device: Optional[str] = Field(default=None, description="auto, cpu, cuda or cuda:N; "
-                                  "None: the compute resource's device.")
-
-    def build(self, device: str):  # -> NodeTrainConfig | LinkTrainConfig
-        """The library configuration of this task."""
-        from gnncore.train import LinkTrainConfig, NodeTrainConfig
-
-        device = self.device or device
-        if self.task == "link":
-            optional = {k: v for k, v in (("dim", self.hidden), ("lr", self.lr),
-                                          ("fanouts", self.fanouts)) if v is not None}
-            if self.model == "none":
-                optional.pop("fanouts", None)
-            return LinkTrainConfig(model=self.model, decoder=self.decoder, epochs=self.epochs,
-                                   batch_size=self.batch_size,
-                                   num_negatives=self.num_negatives, patience=self.patience,
-                                   seed=self.seed, device=device, sampler=self.sampler,
-                                   **optional)
-        if self.task != "node":
-            raise ValueError(f"task={self.task!r}: choose node or link")
-        optional = {k: v for k, v in (("hidden", self.hidden), ("lr", self.lr)) if v is not None}
-        fanouts = tuple(self.fanouts or (15, 10))
-        return NodeTrainConfig(model=self.model, epochs=self.epochs,
-                               num_layers=len(fanouts), fanouts=fanouts,
-                               batch_size=self.batch_size, patience=self.patience,
-                               seed=self.seed, device=device, sampler=self.sampler,
-                               **optional)
 
 
 #: task -> the MLflow run metric the quality gate compares (and the asset reports)

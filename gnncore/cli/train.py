@@ -11,8 +11,10 @@ root (``--data-root``, else ``$GNNCORE_DATA_ROOT``, else ``./data``):
 ``<data_root>/mlflow/mlflow.db`` with artifacts in ``<data_root>/mlflow/artifacts``.
 A checkpoint is written after every epoch to ``--checkpoint-dir``, by default
 ``<data_root>/checkpoints/<dataset>-<model>-seed<seed>``; ``--resume``
-continues a killed run from its newest checkpoint. Unset options take the
-:class:`~gnncore.train.NodeTrainConfig` defaults of the chosen model.
+continues a killed run from its newest checkpoint. The training flags are
+derived from the fields of :class:`~gnncore.train.NodeTrainConfig` and
+:class:`~gnncore.train.LinkTrainConfig` (:mod:`gnncore.train.options`); unset
+ones take the chosen task's (and model's) defaults.
 ``SIGTERM`` (a cancelled Dagster run, ``kill``) ends the MLflow run ``KILLED``.
 """
 
@@ -30,12 +32,6 @@ from gnncore.cli.arg_types import positive_int
 from gnncore.errors import GnnCoreError
 
 TASKS = ("node", "link")
-MODEL_CHOICES = ("sage", "gcn", "gat", "gin", "none")
-AMP_CHOICES = ("bf16", "fp16")
-DECODER_CHOICES = ("distmult", "dot")
-#: Options that only one task reads.
-NODE_ONLY = ("hidden", "weight_decay", "normalize_features")
-LINK_ONLY = ("decoder", "dim", "negatives", "negative_sampling", "eval_negatives")
 
 
 def _fanouts(text: str) -> tuple[int, ...]:
@@ -47,57 +43,72 @@ def _fanouts(text: str) -> tuple[int, ...]:
     return values
 
 
+def _fanouts_or_all(text: str) -> tuple[int, ...] | None:
+    """``15,10``, or ``all`` for every neighbour (``None``)."""
+    return None if text.strip().lower() in ("all", "none") else _fanouts(text)
+
+
+def _task_options() -> dict[str, list[Any]]:
+    """Task -> the :class:`~gnncore.train.options.OptionSpec` list of its config."""
+    from gnncore.train import LinkTrainConfig, NodeTrainConfig
+    from gnncore.train.options import describe_options
+
+    return {"node": describe_options(NodeTrainConfig), "link": describe_options(LinkTrainConfig)}
+
+
+def _default_text(spec: Any) -> str:
+    if spec.info.per_model:
+        return "per model"
+    value = spec.default
+    if isinstance(value, tuple):
+        value = ",".join(str(v) for v in value) or "none"
+    return str("all" if value is None and spec.kind == "ints" else value)
+
+
+def _defaults_text(entries: list[tuple[str, Any]]) -> str:
+    """``default: 5`` when every task agrees, else ``default node: 20; link: 5``."""
+    texts = {task: _default_text(spec) for task, spec in entries}
+    if len(set(texts.values())) == 1:
+        return f"default: {next(iter(texts.values()))}"
+    return "default " + "; ".join(f"{task}: {text}" for task, text in texts.items())
+
+
+def add_option_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per training option of either task, derived from the config classes.
+
+    Unset flags are absent from the namespace (``argparse.SUPPRESS``), so the
+    chosen task's config takes its own default."""
+    per_task = _task_options()
+    seen: dict[str, list[tuple[str, Any]]] = {}
+    for task, specs in per_task.items():
+        for spec in specs:
+            seen.setdefault(spec.name, []).append((task, spec))
+    group = parser.add_argument_group("training options (defaults from the task's config)")
+    for name, entries in seen.items():
+        spec = entries[0][1]
+        tasks = [task for task, _ in entries]
+        only = "" if len(tasks) == len(per_task) else f"{tasks[0].capitalize()} only: "
+        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS,
+                                  "help": f"{only}{spec.info.help} ({_defaults_text(entries)})"}
+        if spec.kind == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif spec.kind == "choice":
+            kwargs["choices"] = spec.choices
+            if spec.info.bare is not None:
+                kwargs.update(nargs="?", const=spec.info.bare)
+        elif spec.kind == "ints":
+            kwargs["type"] = _fanouts_or_all if spec.optional else _fanouts
+            kwargs["metavar"] = "F1,F2" + (" | all" if spec.optional else "")
+        else:
+            kwargs["type"] = {"int": int, "float": float, "str": str}[spec.kind]
+        group.add_argument(spec.flag, *spec.info.aliases, **kwargs)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument("--task", choices=TASKS, default="node",
                         help="node classification or link prediction (default: node)")
-    parser.add_argument("--model", choices=MODEL_CHOICES, default="sage",
-                        help="architecture; 'none' is an MLP on the features alone (node) "
-                             "or learned embeddings with the decoder alone (link) "
-                             "(default: sage)")
-    parser.add_argument("--sampler", choices=("dense", "per-layer"), default=None,
-                        help="neighbour sampling: dense (each node's neighbours once per "
-                             "batch, default) or per-layer (every layer re-samples)")
-    parser.add_argument("--decoder", choices=DECODER_CHOICES, default=None,
-                        help="link scoring: distmult (default) or dot")
-    parser.add_argument("--dim", type=positive_int, default=None,
-                        help="link: embedding and representation width (default: 200)")
-    parser.add_argument("--negatives", type=positive_int, default=None, metavar="K",
-                        help="link: negatives per mini-batch, shared by its positives "
-                             "(default: 1000)")
-    parser.add_argument("--negative-sampling", choices=("uniform", "degree"), default=None,
-                        help="link: negative distribution (default: uniform)")
-    parser.add_argument("--eval-negatives", type=int, default=None, metavar="K",
-                        help="link: rank against K sampled (filtered) negatives instead of "
-                             "all entities (default: 0 = all)")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="most epochs (default: per model)")
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--fanouts", type=_fanouts, default=None, metavar="F1,F2",
-                        help="neighbours per hop while training, -1 = all (default: 15,10)")
-    parser.add_argument("--eval-fanouts", type=_fanouts, default=None, metavar="F1,F2",
-                        help="neighbours per hop for validation and test (default: all)")
-    parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--lr", type=float, default=None)
-    parser.add_argument("--hidden", type=int, default=None)
-    parser.add_argument("--heads", type=int, default=None,
-                        help="GAT attention heads (default: 8)")
-    parser.add_argument("--dropout", type=float, default=None)
-    parser.add_argument("--weight-decay", type=float, default=None)
-    parser.add_argument("--patience", type=int, default=None,
-                        help="early stopping: epochs without a better validation "
-                             "accuracy, 0 = off (default: 20)")
-    parser.add_argument("--normalize-features", action="store_true", default=None,
-                        help="divide each feature row by its sum (bag-of-words features)")
-    parser.add_argument("--amp", nargs="?", const="bf16", choices=AMP_CHOICES, default=None,
-                        help="mixed precision on CUDA: bf16 (the default of a bare --amp) "
-                             "or fp16 with gradient scaling; ignored on a CPU")
-    parser.add_argument("--device", default=None, help="auto (default), cpu, cuda or cuda:N")
-    parser.add_argument("--num-workers", type=int, default=None)
-    parser.add_argument("--prefetch-workers", type=int, default=None, metavar="N",
-                        help="threads preparing batches ahead of compute (default 1; 0: none)")
-    parser.add_argument("--prefetch-depth", type=int, default=None, metavar="D",
-                        help="most batches prepared ahead (default 4)")
+    add_option_arguments(parser)
     parser.add_argument("--checkpoint-dir", type=Path, default=None, metavar="DIR",
                         help="per-epoch checkpoints (default: "
                              "<data_root>/checkpoints/<dataset>-<model>-seed<seed>)")
@@ -121,47 +132,25 @@ def data_root(arg: Path | None) -> Path:
     return Path(os.environ.get("GNNCORE_DATA_ROOT") or "data")
 
 
+def config_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The training options given on the command line for ``args.task`` (by
+    field name). An option of the other task is an error naming its flag."""
+    per_task = _task_options()
+    mine = {spec.name for spec in per_task[args.task]}
+    other = [spec.flag for task, specs in per_task.items() if task != args.task
+             for spec in specs if spec.name not in mine and hasattr(args, spec.name)]
+    if other:
+        raise GnnCoreError(f"{', '.join(dict.fromkeys(other))}: not used by --task {args.task}")
+    return {name: getattr(args, name) for name in mine if hasattr(args, name)}
+
+
 def build_config(args: argparse.Namespace) -> Any:
-    """The task's training configuration from ``args`` (unset options: defaults)."""
-    unused = NODE_ONLY if args.task == "link" else LINK_ONLY
-    given = [f"--{name.replace('_', '-')}" for name in unused
-             if getattr(args, name, None) is not None]
-    if given:
-        raise GnnCoreError(f"{', '.join(given)}: not used by --task {args.task}")
-    if args.task == "link":
-        return build_link_config(args)
-    from gnncore.train import NodeTrainConfig
+    """The task's validated training configuration: the options given on the
+    command line, the config's defaults for the rest."""
+    from gnncore.train import LinkTrainConfig, NodeTrainConfig
 
-    overrides = {
-        "model": args.model, "epochs": args.epochs, "seed": args.seed,
-        "fanouts": args.fanouts, "eval_fanouts": args.eval_fanouts,
-        "batch_size": args.batch_size, "lr": args.lr, "hidden": args.hidden,
-        "heads": args.heads, "dropout": args.dropout, "weight_decay": args.weight_decay,
-        "patience": args.patience, "normalize_features": args.normalize_features,
-        "amp": args.amp, "device": args.device, "num_workers": args.num_workers,
-        "prefetch_workers": args.prefetch_workers, "prefetch_depth": args.prefetch_depth,
-        "sampler": args.sampler,
-    }
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    if "fanouts" in overrides:  # one layer per hop unless told otherwise
-        overrides["num_layers"] = len(overrides["fanouts"])
-    return NodeTrainConfig(**overrides).validate()
-
-
-def build_link_config(args: argparse.Namespace) -> Any:
-    from gnncore.train import LinkTrainConfig
-
-    overrides = {
-        "model": args.model, "decoder": args.decoder, "dim": args.dim, "epochs": args.epochs,
-        "seed": args.seed, "fanouts": args.fanouts, "eval_fanouts": args.eval_fanouts,
-        "batch_size": args.batch_size, "lr": args.lr, "heads": args.heads,
-        "dropout": args.dropout, "patience": args.patience, "amp": args.amp,
-        "device": args.device, "num_workers": args.num_workers,
-        "num_negatives": args.negatives, "negative_sampling": args.negative_sampling,
-        "eval_negatives": args.eval_negatives, "prefetch_workers": args.prefetch_workers,
-        "prefetch_depth": args.prefetch_depth, "sampler": args.sampler,
-    }
-    return LinkTrainConfig(**{k: v for k, v in overrides.items() if v is not None}).validate()
+    config_cls = LinkTrainConfig if args.task == "link" else NodeTrainConfig
+    return config_cls(**config_options(args)).validate()
 
 
 @contextmanager
@@ -204,17 +193,12 @@ def run(args: argparse.Namespace,
                                  resume=args.resume, keep_checkpoints=args.keep_checkpoints,
                                  on_epoch_end=on_epoch_end)
     assert result.run_id is not None
-    settings = ("fanouts", "batch_size", "lr", "heads", "dropout", "patience", "amp",
-                "sampler") + (
-        ("decoder", "dim", "num_negatives", "negative_sampling", "eval_negatives")
-        if args.task == "link" else ("hidden", "weight_decay"))
     return {
         "task": args.task,
         "graph_dir": str(args.graph_dir),
         "dataset": graph.manifest.name,
+        **config.to_dict(),
         **result.summary(),
-        **{name: list(value) if isinstance(value := getattr(config, name), tuple) else value
-           for name in settings},
         "mlflow_run_id": result.run_id,
         "mlflow_tracking_uri": uri,
         "mlflow_experiment_id": tracker.experiment_id,

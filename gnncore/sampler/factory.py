@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 from torch_geometric.data import GraphStore
 
@@ -11,8 +11,10 @@ from gnncore.sampler.dense import DenseSampler
 from gnncore.sampler.neighbor import ArrayLike, NeighborSampler
 from gnncore.sampler.per_layer import PerLayerSampler
 
-#: The modes :func:`build_sampler` accepts.
-SAMPLER_MODES: tuple[str, ...] = ("dense", "per-layer")
+#: A mode :func:`build_sampler` accepts.
+SamplerMode = Literal["dense", "per-layer"]
+#: Every :data:`SamplerMode`.
+SAMPLER_MODES: tuple[str, ...] = get_args(SamplerMode)
 
 
 def build_sampler(

@@ -18,11 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 
-NEGATIVE_MODES = ("uniform", "degree")
+#: How negatives are drawn: uniformly or proportional to training degree.
+NegativeMode = Literal["uniform", "degree"]
+#: Every :data:`NegativeMode`.
+NEGATIVE_MODES: tuple[str, ...] = get_args(NegativeMode)
 
 
 class NegativeDraw:

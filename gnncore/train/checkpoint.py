@@ -202,7 +202,7 @@ def data_fingerprint(splits: Sequence[torch.Tensor], num_classes: int,
 
 def check_resumable(checkpoint: Checkpoint, config: Any, fingerprint: Mapping[str, Any]) -> None:
     """Raise :class:`CheckpointError` when ``checkpoint`` was written with other
-    settings (see :data:`gnncore.train.config.RESUMABLE_FIELDS`) or other data."""
+    settings (the options declared ``resumable``) or other data."""
     problems = list(config.mismatches(dict(checkpoint.state["config"])))
     saved = dict(checkpoint.state["data"])
     problems += [f"data {key}: {saved.get(key)!r} (checkpoint) != {value!r} (this run)"

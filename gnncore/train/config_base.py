@@ -2,31 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
-from typing import Any, ClassVar, TypeVar
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal, TypeVar, get_args
 
 from gnncore.errors import GnnCoreError
+from gnncore.sampler.factory import SamplerMode
+from gnncore.train.options import option
 
 
 class ConfigError(GnnCoreError, ValueError):
     """A training configuration that cannot be run (names the field and the problem)."""
 
 
-#: Mixed-precision modes of every training config.
-AMP_MODES = ("off", "bf16", "fp16")
+#: Mixed precision on CUDA: off, bfloat16, or float16 with gradient scaling.
+AmpMode = Literal["off", "bf16", "fp16"]
+#: Every :data:`AmpMode`.
+AMP_MODES: tuple[str, ...] = get_args(AmpMode)
 
 
 C = TypeVar("C", bound="ConfigMethods")
 
 
 class ConfigMethods:
-    """Mixin for frozen config dataclasses (tuples stored, lists accepted).
+    """Mixin for frozen config dataclasses whose fields are declared with
+    :func:`gnncore.train.options.option` (tuples stored, lists accepted).
 
-    ``RESUMABLE`` names the fields a resumed run may change without
+    Options declared ``resumable=True`` may change when a run resumes without
     invalidating its checkpoint.
     """
-
-    RESUMABLE: ClassVar[frozenset[str]] = frozenset()
 
     def to_params(self) -> dict[str, Any]:
         """Flat, string-friendly parameters for a run logger (tuples as ``"15,10"``,
@@ -53,20 +56,29 @@ class ConfigMethods:
             raise ConfigError(f"unknown configuration fields {unknown}")
         return cls(**values)
 
+    @property
+    def num_layers(self) -> int:
+        """Message-passing layers: one per training fan-out."""
+        return len(getattr(self, "fanouts"))
+
     def field_error(self, name: str, problem: str) -> ConfigError:
         """The :class:`ConfigError` for field ``name``: ``"name=value: problem"``."""
         return ConfigError(f"{name}={getattr(self, name)!r}: {problem}")
 
     def check_common(self, width: str) -> None:
-        """The checks every task's config shares: fan-out values and evaluation
-        fan-outs, ``lr``, ``dropout``, attention heads (GAT splits the ``width``
-        field over them), ``patience``, ``amp``, ``sampler``, the loader and
-        prefetch workers, and ``device``. Raises the first :meth:`field_error`."""
-        from gnncore.sampler.factory import SAMPLER_MODES
+        """The checks every task's config shares: every choice option against its
+        ``Literal`` choices, fan-out values and evaluation fan-outs, ``lr``,
+        ``dropout``, attention heads (GAT splits the ``width`` field over them),
+        ``patience``, the loader and prefetch workers, and ``device``. Raises
+        the first :meth:`field_error`."""
         from gnncore.train.device import parse_device
+        from gnncore.train.options import describe_options
 
         values: Any = self
         bad = self.field_error
+        for spec in describe_options(type(self)):
+            if spec.choices and getattr(self, spec.name) not in spec.choices:
+                raise bad(spec.name, f"choose one of {spec.choices}")
         if any(f < 1 and f != -1 for f in values.fanouts):
             raise bad("fanouts", "each fan-out must be positive, or -1 for all neighbours")
         if values.eval_fanouts is not None and (
@@ -84,10 +96,6 @@ class ConfigMethods:
             raise bad("heads", f"only GAT has attention heads; model {values.model!r} takes 1")
         if int(values.patience) < 0:
             raise bad("patience", "must be >= 0 (0 turns early stopping off)")
-        if values.amp not in AMP_MODES:
-            raise bad("amp", f"choose one of {AMP_MODES}")
-        if values.sampler not in SAMPLER_MODES:
-            raise bad("sampler", f"choose one of {SAMPLER_MODES}")
         if int(values.num_workers) < 0:
             raise bad("num_workers", "must be >= 0")
         if int(values.prefetch_workers) < 0:
@@ -97,9 +105,44 @@ class ConfigMethods:
         parse_device(values.device)
 
     def mismatches(self, other: dict[str, Any]) -> list[str]:
-        """Fields (outside ``RESUMABLE``) where ``other``, a :meth:`to_dict` of
-        another config, differs: ``"lr: 0.01 (checkpoint) != 0.005 (this run)"``."""
+        """Options (other than the resumable ones) where ``other``, a :meth:`to_dict`
+        of another config, differs: ``"lr: 0.01 (checkpoint) != 0.005 (this run)"``."""
+        from gnncore.train.options import resumable_options
+
+        resumable = resumable_options(type(self))
         mine = self.to_dict()
         return [f"{key}: {other.get(key)!r} (checkpoint) != {mine[key]!r} (this run)"
                 for key in mine
-                if key not in self.RESUMABLE and other.get(key) != mine[key]]
+                if key not in resumable and other.get(key) != mine[key]]
+
+
+@dataclass(frozen=True)
+class SharedTrainOptions(ConfigMethods):
+    """The options node classification and link prediction share, declared once
+    (same meaning and default for both tasks); each task's config adds its own."""
+
+    amp: AmpMode = option("off", "Mixed precision on CUDA: off, bf16, or fp16 with gradient "
+                          "scaling; ignored with a warning on a CPU.", bare="bf16")
+    seed: int = option(0, "Seeds initialisation, dropout, shuffling, negatives and sampling; "
+                       "on a CPU the same seed gives the same trained parameters.")
+    device: str = option("auto", "auto (CUDA when available), cpu, cuda or cuda:N.",
+                         resumable=True)
+    eval_fanouts: tuple[int, ...] | None = option(
+        None, "Fan-outs of validation and test (one per layer); none takes every neighbour "
+        "(exact, deterministic). Set it where 2-hop neighbourhoods are huge.")
+    num_workers: int = option(0, "DataLoader worker processes; a resumed run continues "
+                              "bit-identically only with 0.", resumable=True)
+    prefetch_workers: int = option(1, "Threads preparing batches ahead of compute (0: in the "
+                                   "loop); results do not depend on it.", resumable=True)
+    prefetch_depth: int = option(4, "Most batches prepared ahead.", resumable=True)
+    sampler: SamplerMode = option("dense", "Neighbour sampling: dense (each node's neighbours "
+                                  "once per batch) or per-layer (every layer re-samples).")
+
+    def __post_init__(self) -> None:
+        # Accept lists (from JSON / argparse) but store hashable tuples.
+        fanouts = getattr(self, "fanouts", None)
+        if fanouts is not None:
+            object.__setattr__(self, "fanouts", tuple(int(f) for f in fanouts))
+        if self.eval_fanouts is not None:
+            object.__setattr__(self, "eval_fanouts", tuple(int(f) for f in self.eval_fanouts))
+        object.__setattr__(self, "amp", str(self.amp).lower())

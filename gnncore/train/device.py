@@ -6,7 +6,7 @@ import re
 
 import torch
 
-from gnncore.train.config import ConfigError
+from gnncore.train.config_base import ConfigError
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
 

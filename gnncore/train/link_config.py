@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any
 
-from gnncore.sampler.negative import NEGATIVE_MODES
-from gnncore.train.config_base import ConfigMethods
-from gnncore.train.link_models import DECODERS
-
-#: Placeholder of the per-encoder fields; replaced in ``__post_init__``.
-ENCODER_DEFAULT: Any = None
+from gnncore.sampler.negative import NegativeMode
+from gnncore.train.config_base import SharedTrainOptions
+from gnncore.train.link_models import DecoderName
+from gnncore.train.models import ModelName
+from gnncore.train.options import option
 
 #: Encoder -> defaults of the per-encoder fields, chosen on FB15k-237's
 #: validation triples. ``none`` is plain DistMult (thesis: 0.2533 test MRR in
@@ -26,7 +25,7 @@ ENCODER_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
-class LinkTrainConfig(ConfigMethods):
+class LinkTrainConfig(SharedTrainOptions):
     r"""Configuration of :func:`gnncore.train.train_link_predictor`.
 
     An epoch runs over the training triples and, when ``reciprocal``, their
@@ -40,92 +39,46 @@ class LinkTrainConfig(ConfigMethods):
     GNN encoders. Optimiser: Adagrad (sparse gradients for the embedding
     table).
 
-    Args:
-        model (str): Encoder: ``"none"`` (learned embeddings alone), or a GNN
-            of :data:`gnncore.train.MODELS` over learned embeddings (or the
-            graph's features). (default: :obj:`"none"`)
-        decoder (str): ``"distmult"`` or ``"dot"``. (default: :obj:`"distmult"`)
-        dim (int): Width of embeddings and representations. (default: :obj:`200`)
-        fanouts (tuple[int, ...]): Neighbours sampled per node and hop (one
-            per GNN layer; empty for ``"none"``). (default: per encoder)
-        batch_size (int): Training triples per mini-batch. (default: :obj:`1000`)
-        num_negatives (int): Negatives per mini-batch, shared by its
-            positives. (default: :obj:`1000`)
-        negative_sampling (str): ``"uniform"`` or ``"degree"`` (proportional
-            to training degree). (default: :obj:`"uniform"`)
-        epochs (int): Most passes over the training triples. (default: per encoder)
-        lr (float): Adagrad learning rate. (default: :obj:`0.1`)
-        dropout (float): Dropout between GNN layers. (default: :obj:`0.0`)
-        heads (int): GAT attention heads (must divide ``dim``). (default: :obj:`1`)
-        reciprocal (bool): Learn a reciprocal relation per relation and train
-            both directions of every triple. (default: :obj:`True`)
-        patience (int): Early stopping after this many epochs without a
-            higher validation MRR; ``0`` turns it off. (default: :obj:`5`)
-        amp (str): Mixed precision on CUDA (``"off"``, ``"bf16"``, ``"fp16"``).
-        seed (int): Seeds initialisation, shuffling, negatives and sampling.
-        device (str): ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
-        eval_batch_size (int): Queries ranked at once. (default: :obj:`512`)
-        eval_fanouts (tuple[int, ...], optional): Fan-outs when encoding all
-            nodes for evaluation; ``None`` takes every neighbour.
-        eval_negatives (int): ``0`` ranks every answer against all entities
-            (the standard protocol); ``K > 0`` against ``K`` sampled negatives,
-            filtered, for graphs too large for that, drawn like the training
-            negatives (``negative_sampling``). (default: :obj:`0`)
-        max_eval_triples (int): Validate on at most this many validation
-            triples per epoch (a fixed random subset; ``0``: all). The test
-            metrics always use every test triple. (default: :obj:`0`)
-        num_workers (int): DataLoader worker processes. (default: :obj:`0`)
-        prefetch_workers (int): Threads preparing batches ahead of compute
-            (:mod:`gnncore.train.prefetch`); ``0`` prepares them in the loop.
-            Results do not depend on it. (default: :obj:`1`)
-        prefetch_depth (int): Most batches prepared ahead. (default: :obj:`4`)
-        sampler (str): ``"dense"`` or ``"per-layer"`` neighbour sampling (GNN
-            encoders). (default: :obj:`"dense"`)
+    Each field is declared once, with its help, by
+    :func:`~gnncore.train.options.option`; the ``gnncore train --task link``
+    flags and the Dagster launchpad derive from it. The options both tasks
+    share are in :class:`~gnncore.train.config_base.SharedTrainOptions`.
     """
 
-    RESUMABLE: ClassVar[frozenset[str]] = frozenset(
-        {"epochs", "patience", "device", "num_workers", "eval_batch_size", "prefetch_workers",
-         "prefetch_depth"})
-
-    model: str = "none"
-    decoder: str = "distmult"
-    dim: int = 200
-    fanouts: tuple[int, ...] = ENCODER_DEFAULT
-    batch_size: int = 1000
-    num_negatives: int = 1000
-    negative_sampling: str = "uniform"
-    epochs: int = ENCODER_DEFAULT
-    lr: float = 0.1
-    dropout: float = 0.0
-    heads: int = 1
-    reciprocal: bool = True
-    patience: int = 5
-    amp: str = "off"
-    seed: int = 0
-    device: str = "auto"
-    eval_batch_size: int = 512
-    eval_fanouts: tuple[int, ...] | None = field(default=None)
-    eval_negatives: int = 0
-    max_eval_triples: int = 0
-    num_workers: int = 0
-    prefetch_workers: int = 1
-    prefetch_depth: int = 4
-    sampler: str = "dense"
+    model: ModelName = option(
+        "none", "Encoder: none (learned embeddings and the decoder alone), or a GNN (sage, "
+        "gcn, gat, gin) over learned embeddings or the graph's features.")
+    decoder: DecoderName = option("distmult", "Link scoring: distmult or dot.")
+    dim: int = option(200, "Width of embeddings and representations.")
+    fanouts: tuple[int, ...] = option(help="Neighbours sampled per node and hop, one per GNN "
+                                      "layer (none for the none encoder; else 10).",
+                                      per_model=True)
+    batch_size: int = option(1000, "Training triples per mini-batch.")
+    num_negatives: int = option(1000, "Negatives per mini-batch, shared by its positives.",
+                                aliases=("--negatives",))
+    negative_sampling: NegativeMode = option("uniform", "Negative distribution: uniform, or "
+                                             "degree (proportional to training degree).")
+    epochs: int = option(help="Most passes over the training triples.", per_model=True,
+                         resumable=True)
+    lr: float = option(0.1, "Adagrad learning rate.")
+    dropout: float = option(0.0, "Dropout between GNN layers.")
+    heads: int = option(1, "GAT attention heads (must divide dim).")
+    reciprocal: bool = option(True, "Learn a reciprocal relation per relation and train both "
+                              "directions of every triple (knowledge graphs).")
+    patience: int = option(5, "Early stopping after this many epochs without a higher "
+                           "validation MRR; 0 turns it off.", resumable=True)
+    eval_batch_size: int = option(512, "Queries ranked at once.", resumable=True)
+    eval_negatives: int = option(0, "0 ranks every answer against all entities (standard); "
+                                 "K > 0 against K sampled, filtered negatives.")
+    max_eval_triples: int = option(0, "Validate on at most this many validation triples per "
+                                   "epoch (a fixed random subset; 0: all).")
 
     def __post_init__(self) -> None:
         defaults = ENCODER_DEFAULTS.get(self.model, ENCODER_DEFAULTS["sage"])
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-        object.__setattr__(self, "fanouts", tuple(int(f) for f in self.fanouts))
-        if self.eval_fanouts is not None:
-            object.__setattr__(self, "eval_fanouts", tuple(int(f) for f in self.eval_fanouts))
-        object.__setattr__(self, "amp", str(self.amp).lower())
-
-    @property
-    def num_layers(self) -> int:
-        """GNN layers: one per fan-out (0 for ``"none"``)."""
-        return len(self.fanouts)
+        super().__post_init__()
 
     @property
     def task(self) -> str:
@@ -139,8 +92,6 @@ class LinkTrainConfig(ConfigMethods):
         bad = self.field_error
         if self.model != "none" and self.model not in MODELS:
             raise bad("model", f"unknown encoder; choose 'none' or one of {sorted(MODELS)}")
-        if self.decoder not in DECODERS:
-            raise bad("decoder", f"choose one of {DECODERS}")
         for name in ("dim", "batch_size", "num_negatives", "epochs", "eval_batch_size", "heads"):
             if int(getattr(self, name)) < 1:
                 raise bad(name, "must be at least 1")
@@ -148,8 +99,6 @@ class LinkTrainConfig(ConfigMethods):
             raise bad("fanouts", "the 'none' encoder samples no neighbours; leave it empty")
         if self.model != "none" and not self.fanouts:
             raise bad("fanouts", f"encoder {self.model!r} needs one fan-out per layer")
-        if self.negative_sampling not in NEGATIVE_MODES:
-            raise bad("negative_sampling", f"choose one of {NEGATIVE_MODES}")
         for name in ("eval_negatives", "max_eval_triples"):
             if int(getattr(self, name)) < 0:
                 raise bad(name, "must be >= 0")

@@ -22,7 +22,7 @@ negatives and evaluation ranks all entities.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
 from torch import nn
@@ -73,7 +73,10 @@ class DotProduct(LinkDecoder):
         return heads
 
 
-DECODERS = ("distmult", "dot")
+#: A decoder name.
+DecoderName = Literal["distmult", "dot"]
+#: Every :data:`DecoderName`.
+DECODERS: tuple[str, ...] = get_args(DecoderName)
 
 
 def build_decoder(name: str, num_relations: int, dim: int) -> LinkDecoder:

@@ -9,13 +9,14 @@ whether a model may drop the hops a layer no longer needs
 (``trim_to_layer``) without changing the seed nodes' outputs.
 
 To add an architecture, write a builder with the signature of
-:data:`ModelBuilder` and register it in :data:`MODELS` (and its defaults in
-:data:`gnncore.train.config.MODEL_DEFAULTS`).
+:data:`ModelBuilder`, register it in :data:`MODELS`, name it in
+:data:`ModelName` (the choices of the CLI and Dagster) and give its defaults in
+:data:`gnncore.train.config.MODEL_DEFAULTS`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 from torch_geometric.nn import MLP
@@ -98,7 +99,10 @@ def build_mlp(in_channels: int, hidden: int, out_channels: int, num_layers: int,
     return EdgeFreeMLP(in_channels, hidden, out_channels, num_layers, dropout)
 
 
-#: Architecture name -> builder.
+#: An architecture name (``"none"``: an MLP that ignores the edges).
+ModelName = Literal["sage", "gcn", "gat", "gin", "none"]
+
+#: Architecture name -> builder (one entry per :data:`ModelName`).
 MODELS: dict[str, ModelBuilder] = {
     "sage": build_sage,
     "gcn": build_gcn,

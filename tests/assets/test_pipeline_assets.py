@@ -18,7 +18,7 @@ RUN_CONFIG = {"ops": {
     "raw_dataset": {"config": {"name": "tiny", "num_nodes": 1500, "avg_degree": 8,
                                "num_classes": 4, "num_features": 16}},
     "graph_partition": {"config": {"parts": 3}},
-    "trained_model": {"config": {"epochs": 3, "hidden": 32, "batch_size": 128}},
+    "trained_model": {"config": {"node": {"epochs": 3, "hidden": 32, "batch_size": 128}}},
 }}
 
 
@@ -140,8 +140,8 @@ def test_quality_gate_promotes_a_good_model_and_blocks_a_worse_one(pipeline):
     assert registry.production(first["registered_model"]).version == first["model_version"]
 
     # A features-only model for one epoch is far worse: the gate fails, nothing is promoted.
-    worse_config = {"ops": {"trained_model": {"config": {"model": "none", "epochs": 1,
-                                                         "hidden": 8, "lr": 0.001}}}}
+    worse_config = {"ops": {"trained_model": {"config": {"node": {
+        "model": "none", "epochs": 1, "hidden": 8, "lr": 0.001}}}}}
     second = dg.materialize(PIPELINE_ASSETS + PIPELINE_CHECKS, instance=instance,
                             resources=resources, run_config=worse_config,
                             selection=dg.AssetSelection.assets("trained_model",
@@ -159,8 +159,8 @@ def test_quality_gate_promotes_a_good_model_and_blocks_a_worse_one(pipeline):
 def test_link_task_is_trained_registered_and_gated_on_mrr(pipeline):
     _, instance, resources, _ = pipeline
     link_config = {"ops": {"trained_model": {"config": {
-        "task": "link", "model": "none", "epochs": 2, "hidden": 16, "batch_size": 256,
-        "num_negatives": 256}}}}
+        "task": "link", "link": {"model": "none", "epochs": 2, "dim": 16, "batch_size": 256,
+                                 "num_negatives": 256}}}}}
     result = dg.materialize(PIPELINE_ASSETS + PIPELINE_CHECKS, instance=instance,
                             resources=resources, run_config=link_config,
                             selection=dg.AssetSelection.assets("trained_model",

@@ -118,7 +118,7 @@ def test_config_defaults_and_validation() -> None:
     assert NodeTrainConfig(fanouts=[5, 5]).fanouts == (5, 5)  # type: ignore[arg-type]
     assert NodeTrainConfig().to_params()["fanouts"] == "15,10"
     assert NodeTrainConfig().to_params()["prefetch_workers"] == 1
-    for bad, field in [({"fanouts": (10,)}, "fanouts"), ({"model": "gpt"}, "model"),
+    for bad, field in [({"fanouts": ()}, "fanouts"), ({"model": "gpt"}, "model"),
                        ({"lr": 0.0}, "lr"), ({"dropout": 1.0}, "dropout"),
                        ({"device": "gpu"}, "device"), ({"epochs": 0}, "epochs"),
                        ({"eval_fanouts": (5,)}, "eval_fanouts"),
@@ -277,8 +277,8 @@ def test_cli_rejects_options_of_the_other_task(graph: GraphDir,
                                                capsys: pytest.CaptureFixture) -> None:
     from gnncore.cli.main import main
 
-    assert main(["train", str(graph.path), "--task", "node", "--negatives", "10"]) == 1
-    assert "--negatives: not used by --task node" in capsys.readouterr().err
+    assert main(["train", str(graph.path), "--task", "node", "--num-negatives", "10"]) == 1
+    assert "--num-negatives: not used by --task node" in capsys.readouterr().err
     assert main(["train", str(graph.path), "--task", "link", "--hidden", "10"]) == 1
     assert "--hidden: not used by --task link" in capsys.readouterr().err
 
