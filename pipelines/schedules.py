@@ -9,6 +9,7 @@ nightly_retraining = dg.ScheduleDefinition(
     cron_schedule="0 2 * * *",
     execution_timezone="UTC",
     job=train_job,
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Re-ingest, re-partition and retrain every night at 02:00 UTC.",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Re-ingest, re-partition and retrain every night at 02:00 UTC (ships stopped: "
+                "turn it on under Automation in the Dagster UI).",
 )

@@ -37,6 +37,8 @@ def test_nightly_schedule_requests_the_train_job():
     schedule = defs.resolve_schedule_def("nightly_retraining")
     assert schedule.cron_schedule == "0 2 * * *"
     assert schedule.job_name == "train_job"
+    # Ships stopped: a fresh deployment must not retrain a generated graph every night.
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     context = dg.build_schedule_context(
         scheduled_execution_time=datetime.datetime(2026, 11, 24, 2, 0,
                                                    tzinfo=datetime.timezone.utc))
