@@ -41,7 +41,7 @@ from gnncore.train.loop import EpochCallback, MetricLogger
 from gnncore.train.prefetch import Prefetcher
 from gnncore.train.ranking import RankingMetrics, filtered_ranks, known_edges
 from gnncore.train.session import EpochProgress, TrainingSession, run_summary
-from gnncore.train.steps import amp_settings, autocast, backward_and_step, train_epoch
+from gnncore.train.steps import OptimizerStep, amp_settings, autocast, train_epoch
 from gnncore.train.throughput import EpochTimer
 
 
@@ -334,8 +334,10 @@ def train_link_predictor(
     state = session.resume_progress(resume, _Progress, logger)
     resumed_from = session.resumed_from
 
+    optimize = OptimizerStep(optimizer, scaler)
+
     def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
-        return _train_step(model, batch, edge_relation, optimizer, device, amp_dtype, scaler,
+        return _train_step(model, batch, edge_relation, optimize, device, amp_dtype,
                            config.num_negatives, timer, total_loss)
 
     session.run_epochs(
@@ -371,8 +373,8 @@ def train_link_predictor(
 
 
 def _train_step(model: LinkModel, batch: Any, edge_relation: torch.Tensor,
-                optimizer: torch.optim.Optimizer, device: torch.device,
-                amp_dtype: torch.dtype | None, scaler: Any | None, num_negatives: int,
+                optimize: OptimizerStep, device: torch.device,
+                amp_dtype: torch.dtype | None, num_negatives: int,
                 timer: EpochTimer, total_loss: torch.Tensor) -> int:
     """Softmax cross-entropy of every positive against the batch's shared
     negatives; adds the summed loss to ``total_loss`` and returns the positives."""
@@ -381,7 +383,7 @@ def _train_step(model: LinkModel, batch: Any, edge_relation: torch.Tensor,
         batch = batch.to(device, non_blocking=True)
         relation = edge_relation[batch.input_id.cpu()].to(device, non_blocking=True)
     with timer.phase("compute"):
-        optimizer.zero_grad(set_to_none=True)
+        optimize.zero_grad()
         with autocast(device, amp_dtype):
             z = model.encode_batch(batch)
             query = model.decoder.query(z[batch.src_index], relation)
@@ -390,6 +392,6 @@ def _train_step(model: LinkModel, batch: Any, edge_relation: torch.Tensor,
             logits = torch.cat([positive, query @ negatives.t()], dim=1)
         target = torch.zeros(logits.size(0), dtype=torch.long, device=device)
         loss = F.cross_entropy(logits.float(), target)
-        backward_and_step(loss, optimizer, scaler)
+        optimize(loss)
         total_loss += loss.detach() * logits.size(0)
     return int(logits.size(0))

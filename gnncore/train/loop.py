@@ -42,7 +42,7 @@ from gnncore.train.metrics import ClassificationMetrics, confusion_matrix
 from gnncore.train.models import build_model, supports_trimming, uses_edges
 from gnncore.train.prefetch import Prefetcher
 from gnncore.train.session import EpochProgress, TrainingSession, run_summary
-from gnncore.train.steps import amp_settings, autocast, backward_and_step, train_epoch
+from gnncore.train.steps import OptimizerStep, amp_settings, autocast, train_epoch
 from gnncore.train.throughput import EpochTimer
 
 Index = torch.Tensor
@@ -320,8 +320,10 @@ def train_node_classifier(
     state = session.resume_progress(resume, _Progress, logger)
     resumed_from = session.resumed_from
 
+    optimize = OptimizerStep(optimizer, scaler)
+
     def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
-        return _train_step(model, batch, optimizer, device, amp_dtype, scaler,
+        return _train_step(model, batch, optimize, device, amp_dtype,
                            config.normalize_features, timer, total_loss)
 
     session.run_epochs(
@@ -362,20 +364,19 @@ def train_node_classifier(
         checkpoint_dir=session.directory)
 
 
-def _train_step(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer,
-                device: torch.device, amp_dtype: torch.dtype | None, scaler: Any | None,
-                normalize_features: bool, timer: EpochTimer, total_loss: torch.Tensor) -> int:
+def _train_step(model: torch.nn.Module, batch: Any, optimize: OptimizerStep,
+                device: torch.device, amp_dtype: torch.dtype | None, normalize_features: bool, timer: EpochTimer, total_loss: torch.Tensor) -> int:
     """Forward, backward and step on one batch; adds its summed loss to
     ``total_loss`` (on the device) and returns its number of seed nodes."""
     timer.count(batch)
     with timer.phase("transfer"):
         batch = batch.to(device, non_blocking=True)
     with timer.phase("compute"):
-        optimizer.zero_grad(set_to_none=True)
+        optimize.zero_grad()
         with autocast(device, amp_dtype):
             out = _forward(model, batch, normalize_features)
         loss = F.cross_entropy(out.float(), batch.y[:batch.batch_size])
-        backward_and_step(loss, optimizer, scaler)
+        optimize(loss)
         total_loss += loss.detach() * batch.batch_size
     return int(batch.batch_size)
 

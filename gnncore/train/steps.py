@@ -49,16 +49,57 @@ def amp_settings(config: Any, device: torch.device) -> tuple[torch.dtype | None,
     return torch.float16, torch.amp.GradScaler("cuda")
 
 
-def backward_and_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer,
-                      scaler: Any | None) -> None:
-    """Backward pass and optimiser step, through the fp16 ``scaler`` when there is one."""
-    if scaler is not None:
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-    else:
+def clip_gradients(parameters: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+    """Scale every gradient so that their joint L2 norm is at most ``max_norm``
+    (``torch.nn.utils.clip_grad_norm_``'s rule, also for the sparse gradients of
+    an ``nn.Embedding(sparse=True)``); returns the norm before clipping."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    norms = [torch.linalg.vector_norm((g.coalesce().values() if g.is_sparse else g).float())
+             for g in grads]
+    total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
+    coefficient = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        if g.is_sparse:
+            g.mul_(coefficient.to(g.device).item())  # sparse tensors take a number
+        else:
+            g.mul_(coefficient.to(g.device, g.dtype))
+    return total
+
+
+class OptimizerStep:
+    """Backward pass and optimiser step of every task: through the fp16 ``scaler``
+    when there is one, clipping the gradient norm to ``max_grad_norm`` when it is
+    positive (after unscaling, so the bound applies to the true gradients)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, scaler: Any | None = None,
+                 max_grad_norm: float = 0.0) -> None:
+        self.optimizer = optimizer
+        self.scaler = scaler
+        self.max_grad_norm = float(max_grad_norm)
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def __call__(self, loss: torch.Tensor) -> None:
+        """``loss.backward()``, then clip and step."""
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            if self.max_grad_norm > 0:
+                self.scaler.unscale_(self.optimizer)
+                self._clip()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            return
         loss.backward()
-        optimizer.step()
+        if self.max_grad_norm > 0:
+            self._clip()
+        self.optimizer.step()
+
+    def _clip(self) -> None:
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        clip_gradients(params, self.max_grad_norm)
 
 
 def train_epoch(model: torch.nn.Module, loader: Prefetcher, device: torch.device,
@@ -77,4 +118,5 @@ def train_epoch(model: torch.nn.Module, loader: Prefetcher, device: torch.device
     return float(total_loss) / max(total, 1), timer.summary()
 
 
-__all__ = ["BatchStep", "amp_settings", "autocast", "backward_and_step", "train_epoch"]
+__all__ = ["BatchStep", "OptimizerStep", "amp_settings", "autocast", "clip_gradients",
+           "train_epoch"]
