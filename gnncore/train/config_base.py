@@ -100,6 +100,8 @@ class ConfigMethods:
             raise bad("num_workers", "must be >= 0")
         if int(values.prefetch_workers) < 0:
             raise bad("prefetch_workers", "must be >= 0 (0 prepares batches synchronously)")
+        if not values.max_grad_norm >= 0:
+            raise bad("max_grad_norm", "must be >= 0 (0 turns clipping off)")
         if int(values.prefetch_depth) < 1:
             raise bad("prefetch_depth", "must be at least 1")
         parse_device(values.device)
@@ -137,6 +139,8 @@ class SharedTrainOptions(ConfigMethods):
     prefetch_depth: int = option(4, "Most batches prepared ahead.", resumable=True)
     sampler: SamplerMode = option("dense", "Neighbour sampling: dense (each node's neighbours "
                                   "once per batch) or per-layer (every layer re-samples).")
+    max_grad_norm: float = option(0.0, "Clip the joint L2 norm of the gradients to this "
+                                  "value before each optimiser step; 0 turns clipping off.")
 
     def __post_init__(self) -> None:
         # Accept lists (from JSON / argparse) but store hashable tuples.

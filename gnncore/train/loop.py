@@ -320,7 +320,7 @@ def train_node_classifier(
     state = session.resume_progress(resume, _Progress, logger)
     resumed_from = session.resumed_from
 
-    optimize = OptimizerStep(optimizer, scaler)
+    optimize = OptimizerStep(optimizer, scaler, config.max_grad_norm)
 
     def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
         return _train_step(model, batch, optimize, device, amp_dtype,

@@ -317,3 +317,18 @@ def test_trimming_would_change_gcn_so_it_is_off(graph: GraphDir) -> None:
                         num_sampled_edges_per_hop=batch.num_sampled_edges)[:25]
         full = model(batch.x, batch.edge_index)[:25]
     assert not torch.allclose(trimmed, full, atol=1e-5)
+
+
+def test_gradient_clipping_reaches_the_optimiser_step(graph: GraphDir) -> None:
+    """``max_grad_norm`` reaches the optimiser step: a tight bound changes what one
+    epoch learns; a negative bound is a config error."""
+    stores = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
+    one_epoch = dataclasses.replace(FAST, epochs=1)
+    runs = {norm: train_node_classifier(*stores, *splits(graph), graph.manifest.num_classes,
+                                        dataclasses.replace(one_epoch, max_grad_norm=norm),
+                                        progress=False)
+            for norm in (0.0, 1e-3)}
+    plain, clipped = (dict(runs[n].model.named_parameters()) for n in (0.0, 1e-3))
+    assert any(not torch.equal(plain[k], clipped[k]) for k in plain)
+    with pytest.raises(ConfigError, match="max_grad_norm"):
+        dataclasses.replace(FAST, max_grad_norm=-1.0).validate()
