@@ -14,7 +14,7 @@ import dagster as dg
 from pydantic import Field, create_model
 
 from gnncore.train import LinkTrainConfig, NodeTrainConfig
-from gnncore.train.options import describe_options
+from gnncore.train.core.options import describe_options
 
 #: Library options the launchpad does not repeat, and where they come from instead.
 FROM_RESOURCES = {"device": "the compute resource (ComputeResource.device)"}

@@ -12,6 +12,6 @@ class ComputeResource(dg.ConfigurableResource):
 
     def resolve(self) -> str:
         """The concrete torch device string for this run."""
-        from gnncore.train.device import resolve_device
+        from gnncore.train.core.device import resolve_device
 
         return str(resolve_device(self.device))

@@ -13,7 +13,7 @@ A checkpoint is written after every epoch to ``--checkpoint-dir``, by default
 ``<data_root>/checkpoints/<dataset>-<model>-seed<seed>``; ``--resume``
 continues a killed run from its newest checkpoint. The training flags are
 derived from the fields of :class:`~gnncore.train.NodeTrainConfig` and
-:class:`~gnncore.train.LinkTrainConfig` (:mod:`gnncore.train.options`); unset
+:class:`~gnncore.train.LinkTrainConfig` (:mod:`gnncore.train.core.options`); unset
 ones take the chosen task's (and model's) defaults.
 ``SIGTERM`` (a cancelled Dagster run, ``kill``) ends the MLflow run ``KILLED``.
 """
@@ -49,9 +49,9 @@ def _fanouts_or_all(text: str) -> tuple[int, ...] | None:
 
 
 def _task_options() -> dict[str, list[Any]]:
-    """Task -> the :class:`~gnncore.train.options.OptionSpec` list of its config."""
+    """Task -> the :class:`~gnncore.train.core.options.OptionSpec` list of its config."""
     from gnncore.train import LinkTrainConfig, NodeTrainConfig
-    from gnncore.train.options import describe_options
+    from gnncore.train.core.options import describe_options
 
     return {"node": describe_options(NodeTrainConfig), "link": describe_options(LinkTrainConfig)}
 

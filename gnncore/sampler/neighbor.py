@@ -12,7 +12,7 @@ Reproducibility: batch ``k`` sampled by one process uses a seed derived from
 ``(seed, k)``; inside a DataLoader worker the worker's own seed (drawn by the
 loader from its generator, so different every epoch and reproducible when the
 loader is given a seeded ``generator``) is mixed in as well. Batches prepared
-in threads (:mod:`gnncore.train.prefetch`) keep the plain-iteration seeds: the
+in threads (:mod:`gnncore.train.core.prefetch`) keep the plain-iteration seeds: the
 dispatching thread reserves counters in batch order
 (:meth:`NeighborSampler.reserve_batch_seeds`) and the preparing thread draws
 from its reservation (:meth:`NeighborSampler.use_batch_seeds`).

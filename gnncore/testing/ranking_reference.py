@@ -1,4 +1,4 @@
-"""A slow, loop-based filtered ranking (both directions) to check gnncore.train.ranking."""
+"""A slow, loop-based filtered ranking (both directions) to check gnncore.train.link.ranking."""
 
 from __future__ import annotations
 

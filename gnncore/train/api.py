@@ -13,13 +13,13 @@ import torch
 from gnncore.errors import InputError
 from gnncore.plots import curves_figure
 from gnncore.store import GraphDir
-from gnncore.train.checkpoint import Checkpoint, CheckpointDir, check_resumable, data_fingerprint
-from gnncore.train.config import ConfigError, NodeTrainConfig
-from gnncore.train.link_config import LinkTrainConfig
-from gnncore.train.link_data import link_splits
-from gnncore.train.link_loop import LinkTrainResult, train_link_predictor
-from gnncore.train.link_models import LinkModel
-from gnncore.train.loop import EpochCallback, NodeTrainResult, copy_to_cpu, train_node_classifier
+from gnncore.train.core.checkpoint import Checkpoint, CheckpointDir, check_resumable, data_fingerprint
+from gnncore.train.node.config import ConfigError, NodeTrainConfig
+from gnncore.train.link.config import LinkTrainConfig
+from gnncore.train.link.data import link_splits
+from gnncore.train.link.loop import LinkTrainResult, train_link_predictor
+from gnncore.train.link.models import LinkModel
+from gnncore.train.node.loop import EpochCallback, NodeTrainResult, copy_to_cpu, train_node_classifier
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

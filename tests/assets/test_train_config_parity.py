@@ -12,7 +12,7 @@ import pytest
 from assets.train_config import FROM_RESOURCES, TASK_CONFIGS, TrainConfig
 from gnncore.cli.main import verb_parser
 from gnncore.cli.train import build_config, config_options
-from gnncore.train.options import OptionSpec, describe_options
+from gnncore.train.core.options import OptionSpec, describe_options
 from resources import ComputeResource
 
 TASKS = ("node", "link")
@@ -99,7 +99,7 @@ def test_the_choice_types_name_what_the_library_accepts() -> None:
     from gnncore.sampler.factory import SAMPLER_MODES
     from gnncore.sampler.negative import NEGATIVE_MODES
     from gnncore.train import DECODERS, MODELS
-    from gnncore.train.models import ModelName
+    from gnncore.train.core.models import ModelName
 
     assert tuple(MODELS) == typing.get_args(ModelName)
     choices = {spec.name: spec.choices for spec in describe_options(TASK_CONFIGS["link"])}

@@ -12,8 +12,8 @@ import torch
 from conftest import planted_graph, tiny_kg
 from gnncore.store import GraphDir, GraphDirFeatureStore
 from gnncore.train import LinkTrainConfig, link_splits, train_link_predictor
-from gnncore.train.config import ConfigError
-from gnncore.train.link_data import message_passing_csc
+from gnncore.train.node.config import ConfigError
+from gnncore.train.link.data import message_passing_csc
 
 #: Expected filtered MRR of random scores over the tiny KG's 80 entities: about
 #: H(80) / 80 = 0.062 (fewer candidates after filtering, so a little higher).

@@ -24,7 +24,7 @@ from gnncore.train import (
     train_graph_dir,
     train_node_classifier,
 )
-from gnncore.train.models import supports_trimming
+from gnncore.train.core.models import supports_trimming
 
 FAST = NodeTrainConfig(hidden=32, epochs=10, batch_size=32, lr=0.01, device="cpu")
 
@@ -287,7 +287,7 @@ def test_trimmed_forward_equals_the_full_forward(graph: GraphDir) -> None:
     """The sampler emits edges hop by hop, so trim_to_layer may drop finished hops."""
     from torch_geometric.loader import NodeLoader
 
-    from gnncore.train.loop import _forward
+    from gnncore.train.node.loop import _forward
 
     topology = GraphDirGraphStore(graph)
     loader = NodeLoader((GraphDirFeatureStore(graph), topology),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gnncore.train.steps import OptimizerStep, clip_gradients
+from gnncore.train.core.steps import OptimizerStep, clip_gradients
 
 
 def _dense_and_sparse_grads() -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]]:

@@ -1,4 +1,4 @@
-"""gnncore.train.prefetch: threaded batch preparation yields exactly the batches of
+"""gnncore.train.core.prefetch: threaded batch preparation yields exactly the batches of
 plain iteration, propagates worker errors, and never leaves threads behind."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from conftest import planted_graph
 from gnncore.sampler import DenseSampler, NeighborSampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.testing.graphs import node_input, random_csr
-from gnncore.train.prefetch import Prefetcher, supports_threads
+from gnncore.train.core.prefetch import Prefetcher, supports_threads
 
 
 @pytest.fixture(scope="module")

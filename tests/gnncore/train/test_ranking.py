@@ -8,8 +8,8 @@ import torch
 
 from gnncore.sampler import NegativeDraw
 from gnncore.testing.ranking_reference import filtered_ranks_reference
-from gnncore.train.link_models import DistMult, DotProduct
-from gnncore.train.ranking import RankingMetrics, filtered_ranks, known_edges
+from gnncore.train.link.models import DistMult, DotProduct
+from gnncore.train.link.ranking import RankingMetrics, filtered_ranks, known_edges
 
 N, R = 25, 3
 

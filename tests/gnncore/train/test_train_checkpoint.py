@@ -1,4 +1,4 @@
-"""gnncore.train.checkpoint and resuming: atomic files, safe loads, exact resumes,
+"""gnncore.train.core.checkpoint and resuming: atomic files, safe loads, exact resumes,
 early stopping, and a ``gnncore train`` process killed with SIGKILL."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gnncore.train import (
     default_checkpoint_dir,
     train_graph_dir,
 )
-from gnncore.train.checkpoint import capture_rng, restore_rng
+from gnncore.train.core.checkpoint import capture_rng, restore_rng
 
 HERE = Path(__file__).resolve().parent
 CONFIG = NodeTrainConfig(hidden=16, epochs=4, batch_size=32, lr=0.01, device="cpu", seed=5,

@@ -1,11 +1,11 @@
-"""gnncore.train.metrics: confusion matrix, accuracy and macro-F1 in torch."""
+"""gnncore.train.node.metrics: confusion matrix, accuracy and macro-F1 in torch."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from gnncore.train.metrics import ClassificationMetrics, accuracy, confusion_matrix, macro_f1
+from gnncore.train.node.metrics import ClassificationMetrics, accuracy, confusion_matrix, macro_f1
 
 
 def test_confusion_matrix_counts_true_against_predicted() -> None:

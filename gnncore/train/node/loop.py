@@ -8,11 +8,11 @@ directories, or from a placed / remote store. Metrics go to an optional run
 logger (:class:`gnncore.tracking.RunLogger`); MLflow is not imported here.
 
 Pipelining: with ``config.prefetch_workers > 0`` batches are prepared in
-threads ahead of compute (:mod:`gnncore.train.prefetch`), with the same
+threads ahead of compute (:mod:`gnncore.train.core.prefetch`), with the same
 batches, and so the same parameters, as synchronous iteration.
 
 Robustness: with a checkpoint directory the loop writes a checkpoint after
-every epoch (:mod:`gnncore.train.checkpoint`), and with ``resume=True`` it
+every epoch (:mod:`gnncore.train.core.checkpoint`), and with ``resume=True`` it
 continues from the newest one. On a CPU, with ``num_workers=0``, a resumed run
 ends with exactly the parameters of an uninterrupted one: the checkpoint
 carries the model, the optimiser, and every random state an epoch draws from
@@ -35,15 +35,15 @@ from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import BaseSampler
 
-from gnncore.train.checkpoint import CheckpointDir, data_fingerprint
-from gnncore.train.config import ConfigError, NodeTrainConfig
-from gnncore.train.device import resolve_device
-from gnncore.train.metrics import ClassificationMetrics, confusion_matrix
-from gnncore.train.models import build_model, supports_trimming, uses_edges
-from gnncore.train.prefetch import Prefetcher
-from gnncore.train.session import EpochProgress, TrainingSession, run_summary
-from gnncore.train.steps import OptimizerStep, amp_settings, autocast, train_epoch
-from gnncore.train.throughput import EpochTimer
+from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
+from gnncore.train.node.config import ConfigError, NodeTrainConfig
+from gnncore.train.core.device import resolve_device
+from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
+from gnncore.train.core.models import build_model, supports_trimming, uses_edges
+from gnncore.train.core.prefetch import Prefetcher
+from gnncore.train.core.session import EpochProgress, TrainingSession, run_summary
+from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast, train_epoch
+from gnncore.train.core.throughput import EpochTimer
 
 Index = torch.Tensor
 #: ``on_epoch_end(epoch, checkpoint_path)``: called after an epoch's metrics are
@@ -159,7 +159,7 @@ def _forward(model: torch.nn.Module, batch: Any, normalize_features: bool = Fals
     """Seed-node logits.
 
     Layer ``i`` is trimmed to the hops it still needs when the model allows it
-    (:func:`~gnncore.train.models.supports_trimming`) and the sampler reported
+    (:func:`~gnncore.train.core.models.supports_trimming`) and the sampler reported
     one hop per layer (edges emitted hop by hop).
     """
     x = batch.x
@@ -185,7 +185,7 @@ def evaluate(model: torch.nn.Module, loader: NodeLoader, device: torch.device, *
     The confusion matrix is summed on the device (one host sync at the end);
     the number of classes is the width of the model's output. With
     ``prefetch_workers > 0`` batches are prepared in that many threads, up to
-    ``prefetch_depth`` ahead (:class:`~gnncore.train.prefetch.Prefetcher`).
+    ``prefetch_depth`` ahead (:class:`~gnncore.train.core.prefetch.Prefetcher`).
     """
     model.eval()
     confusion: torch.Tensor | None = None
@@ -263,7 +263,7 @@ def train_node_classifier(
             (default: :obj:`None`, no checkpoints)
         resume (bool, optional): Continue from the newest readable checkpoint
             in ``checkpoints`` (a fresh start when there is none). Raises
-            :class:`~gnncore.train.checkpoint.CheckpointError` when it was
+            :class:`~gnncore.train.core.checkpoint.CheckpointError` when it was
             written with other settings or data. (default: :obj:`False`)
         on_epoch_end (callable, optional): ``f(epoch, checkpoint_path)`` after
             each epoch is logged and checkpointed. (default: :obj:`None`)

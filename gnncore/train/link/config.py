@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gnncore.sampler.negative import NegativeMode
-from gnncore.train.config_base import SharedTrainOptions
-from gnncore.train.link_models import DecoderName
-from gnncore.train.models import ModelName
-from gnncore.train.options import option
+from gnncore.train.core.config import SharedTrainOptions
+from gnncore.train.link.models import DecoderName
+from gnncore.train.core.models import ModelName
+from gnncore.train.core.options import option
 
 #: Encoder -> defaults of the per-encoder fields, chosen on FB15k-237's
 #: validation triples. ``none`` is plain DistMult (thesis: 0.2533 test MRR in
@@ -40,9 +40,9 @@ class LinkTrainConfig(SharedTrainOptions):
     table).
 
     Each field is declared once, with its help, by
-    :func:`~gnncore.train.options.option`; the ``gnncore train --task link``
+    :func:`~gnncore.train.core.options.option`; the ``gnncore train --task link``
     flags and the Dagster launchpad derive from it. The options both tasks
-    share are in :class:`~gnncore.train.config_base.SharedTrainOptions`.
+    share are in :class:`~gnncore.train.core.config.SharedTrainOptions`.
     """
 
     model: ModelName = option(
@@ -85,9 +85,9 @@ class LinkTrainConfig(SharedTrainOptions):
         return "link"
 
     def validate(self) -> LinkTrainConfig:
-        """Raise :class:`~gnncore.train.config_base.ConfigError` naming the first bad field;
+        """Raise :class:`~gnncore.train.core.config.ConfigError` naming the first bad field;
         return ``self``."""
-        from gnncore.train.models import MODELS
+        from gnncore.train.core.models import MODELS
 
         bad = self.field_error
         if self.model != "none" and self.model not in MODELS:

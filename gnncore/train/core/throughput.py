@@ -3,7 +3,7 @@ r"""Where an epoch's time goes: sampling, waiting, host-to-device transfer, comp
 *Sampling* is the time spent preparing mini-batches (the sampler plus the
 feature join). *Waiting* is the time the training loop spent blocked on the
 next batch. Iterating a loader synchronously the two are the same; with a
-:class:`~gnncore.train.prefetch.Prefetcher` sampling runs in worker threads
+:class:`~gnncore.train.core.prefetch.Prefetcher` sampling runs in worker threads
 (summed over the workers, so it can exceed the wall time) and waiting is what
 was not hidden behind compute. *Transfer* is ``batch.to(device)`` (plus, when
 a prefetcher copies batches on its own CUDA stream, those copies); *compute*
@@ -59,7 +59,7 @@ class EpochTimer:
         """``next(iterator)`` (``None`` when exhausted), timed as waiting.
 
         When the iterator reports how the batch was made (the ``last_timing``
-        of a :class:`~gnncore.train.prefetch.PrefetchIterator` in threaded
+        of a :class:`~gnncore.train.core.prefetch.PrefetchIterator` in threaded
         mode), its preparation counts as sampling and its copy as transfer;
         otherwise the wait was the sampling.
         """

@@ -120,7 +120,7 @@ def filtered_ranks(
         z (Tensor): ``[N, D]`` representations of all nodes (on the scoring
             device).
         query (callable): ``query(z_heads, relations) -> [B, D]`` (the
-            decoder's :meth:`~gnncore.train.link_models.LinkDecoder.query`).
+            decoder's :meth:`~gnncore.train.link.models.LinkDecoder.query`).
         triples (array): int64 ``[T, 3]`` ``(head, relation, tail)``.
         known (KnownEdges): From :func:`known_edges` (all known triples).
         num_relations (int): Relations of the graph (not doubled).

@@ -27,7 +27,7 @@ from typing import Any, Literal, get_args
 import torch
 from torch import nn
 
-from gnncore.train.models import build_model, supports_trimming
+from gnncore.train.core.models import build_model, supports_trimming
 
 
 class LinkDecoder(nn.Module):

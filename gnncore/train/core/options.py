@@ -9,7 +9,7 @@ an option's name, type, choices, default and help are written in one place.
 Choice options are ``Literal`` types: argparse gets ``choices=`` and Dagster
 shows a drop-down. Options whose default depends on the architecture
 (``per_model=True``) default to ``None`` in the derived interfaces, meaning
-"the model's default" (:data:`gnncore.train.config.MODEL_DEFAULTS`).
+"the model's default" (:data:`gnncore.train.node.config.MODEL_DEFAULTS`).
 """
 
 from __future__ import annotations

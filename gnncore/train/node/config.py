@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gnncore.train.config_base import AMP_MODES, ConfigError, SharedTrainOptions
-from gnncore.train.models import ModelName
-from gnncore.train.options import option
+from gnncore.train.core.config import AMP_MODES, ConfigError, SharedTrainOptions
+from gnncore.train.core.models import ModelName
+from gnncore.train.core.options import option
 
 __all__ = ["AMP_MODES", "MODEL_DEFAULTS", "ConfigError", "NodeTrainConfig"]
 
@@ -39,10 +39,10 @@ class NodeTrainConfig(SharedTrainOptions):
     With the defaults, every architecture clears its usual accuracy on
     Planetoid Cora (public split) in seconds on a CPU: GraphSAGE and GAT
     about 0.81, GCN about 0.81 test accuracy (mean of five seeds). Each field
-    is declared once, with its help, by :func:`~gnncore.train.options.option`;
+    is declared once, with its help, by :func:`~gnncore.train.core.options.option`;
     the ``gnncore train`` flags and the Dagster launchpad derive from it.
     The options both tasks share are in
-    :class:`~gnncore.train.config_base.SharedTrainOptions`. Message-passing
+    :class:`~gnncore.train.core.config.SharedTrainOptions`. Message-passing
     layers: one per fan-out (:attr:`num_layers`).
     """
 
@@ -80,7 +80,7 @@ class NodeTrainConfig(SharedTrainOptions):
 
     def validate(self) -> NodeTrainConfig:
         """Raise :class:`ConfigError` naming the first bad field; return ``self``."""
-        from gnncore.train.models import MODELS
+        from gnncore.train.core.models import MODELS
 
         bad = self.field_error
         if self.model not in MODELS:

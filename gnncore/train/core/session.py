@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import torch
 from tqdm.auto import tqdm
 
-from gnncore.train.checkpoint import (
+from gnncore.train.core.checkpoint import (
     FORMAT,
     VERSION,
     CheckpointDir,
@@ -21,7 +21,7 @@ from gnncore.train.checkpoint import (
     check_resumable,
     restore_rng,
 )
-from gnncore.train.throughput import mean_throughput
+from gnncore.train.core.throughput import mean_throughput
 
 P = TypeVar("P", bound="EpochProgress")
 
@@ -34,7 +34,7 @@ class TrainingSession:
         checkpoints: A :class:`CheckpointDir`, a path (newest 2 kept), or
             ``None`` for no checkpoints.
         config: The run's configuration (``to_dict`` / ``mismatches``).
-        fingerprint: :func:`~gnncore.train.checkpoint.data_fingerprint` of the data.
+        fingerprint: :func:`~gnncore.train.core.checkpoint.data_fingerprint` of the data.
         model, optimizer, scaler: Trained objects (``scaler`` may be ``None``).
         generator: The loader's shuffling generator.
         samplers: Name -> sampler whose batch counters are checkpointed.

@@ -6,7 +6,7 @@ import re
 
 import torch
 
-from gnncore.train.config_base import ConfigError
+from gnncore.train.core.config import ConfigError
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
 
@@ -25,7 +25,7 @@ def resolve_device(spec: str = "auto") -> torch.device:
 
     ``"auto"`` picks the current CUDA device when one is available, else the
     CPU. Asking for CUDA on a machine without it, or for a GPU index that does
-    not exist, raises :class:`~gnncore.train.config.ConfigError`.
+    not exist, raises :class:`~gnncore.train.node.config.ConfigError`.
     """
     kind, index = parse_device(spec)
     if kind == "auto":

@@ -7,7 +7,7 @@ from typing import Any, Literal, TypeVar, get_args
 
 from gnncore.errors import GnnCoreError
 from gnncore.sampler.factory import SamplerMode
-from gnncore.train.options import option
+from gnncore.train.core.options import option
 
 
 class ConfigError(GnnCoreError, ValueError):
@@ -25,7 +25,7 @@ C = TypeVar("C", bound="ConfigMethods")
 
 class ConfigMethods:
     """Mixin for frozen config dataclasses whose fields are declared with
-    :func:`gnncore.train.options.option` (tuples stored, lists accepted).
+    :func:`gnncore.train.core.options.option` (tuples stored, lists accepted).
 
     Options declared ``resumable=True`` may change when a run resumes without
     invalidating its checkpoint.
@@ -71,8 +71,8 @@ class ConfigMethods:
         ``dropout``, attention heads (GAT splits the ``width`` field over them),
         ``patience``, the loader and prefetch workers, and ``device``. Raises
         the first :meth:`field_error`."""
-        from gnncore.train.device import parse_device
-        from gnncore.train.options import describe_options
+        from gnncore.train.core.device import parse_device
+        from gnncore.train.core.options import describe_options
 
         values: Any = self
         bad = self.field_error
@@ -109,7 +109,7 @@ class ConfigMethods:
     def mismatches(self, other: dict[str, Any]) -> list[str]:
         """Options (other than the resumable ones) where ``other``, a :meth:`to_dict`
         of another config, differs: ``"lr: 0.01 (checkpoint) != 0.005 (this run)"``."""
-        from gnncore.train.options import resumable_options
+        from gnncore.train.core.options import resumable_options
 
         resumable = resumable_options(type(self))
         mine = self.to_dict()

@@ -10,9 +10,9 @@ of its batch (shared negatives) under a softmax cross-entropy.
 Evaluation encodes every node (the embedding table itself for
 ``model="none"``; otherwise a :class:`~torch_geometric.loader.NodeLoader`
 pass with the evaluation fan-outs) and ranks each validation/test answer
-with the filtered protocol of :mod:`gnncore.train.ranking`. Early stopping,
+with the filtered protocol of :mod:`gnncore.train.link.ranking`. Early stopping,
 the best-epoch weights and per-epoch checkpoints work as in node
-classification (:mod:`gnncore.train.loop`), with validation MRR as the metric.
+classification (:mod:`gnncore.train.node.loop`), with validation MRR as the metric.
 """
 
 from __future__ import annotations
@@ -31,18 +31,18 @@ from torch_geometric.loader import LinkLoader, NodeLoader
 from torch_geometric.sampler import BaseSampler, NegativeSampling
 
 from gnncore.sampler.negative import KnownEdges, NegativeDraw, degree_weights
-from gnncore.train.checkpoint import CheckpointDir, data_fingerprint
-from gnncore.train.config import ConfigError
-from gnncore.train.device import resolve_device
-from gnncore.train.link_config import LinkTrainConfig
-from gnncore.train.link_data import LinkSplits, message_passing_csc
-from gnncore.train.link_models import LinkModel
-from gnncore.train.loop import EpochCallback, MetricLogger
-from gnncore.train.prefetch import Prefetcher
-from gnncore.train.ranking import RankingMetrics, filtered_ranks, known_edges
-from gnncore.train.session import EpochProgress, TrainingSession, run_summary
-from gnncore.train.steps import OptimizerStep, amp_settings, autocast, train_epoch
-from gnncore.train.throughput import EpochTimer
+from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
+from gnncore.train.node.config import ConfigError
+from gnncore.train.core.device import resolve_device
+from gnncore.train.link.config import LinkTrainConfig
+from gnncore.train.link.data import LinkSplits, message_passing_csc
+from gnncore.train.link.models import LinkModel
+from gnncore.train.node.loop import EpochCallback, MetricLogger
+from gnncore.train.core.prefetch import Prefetcher
+from gnncore.train.link.ranking import RankingMetrics, filtered_ranks, known_edges
+from gnncore.train.core.session import EpochProgress, TrainingSession, run_summary
+from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast, train_epoch
+from gnncore.train.core.throughput import EpochTimer
 
 
 @dataclass
@@ -124,7 +124,7 @@ class LinkEvaluator:
 
     Args:
         triples (array): int64 ``[T, 3]`` to rank (both directions).
-        known (KnownEdges): All known triples (:func:`~gnncore.train.ranking.known_edges`).
+        known (KnownEdges): All known triples (:func:`~gnncore.train.link.ranking.known_edges`).
         config (LinkTrainConfig): ``eval_batch_size``, ``eval_negatives`` and
             ``seed`` are read.
         num_relations (int): Relations of the graph (not doubled).
@@ -227,14 +227,14 @@ def train_link_predictor(
 
     Args:
         splits (LinkSplits): Training, validation and test triples
-            (:func:`~gnncore.train.link_data.link_splits`).
+            (:func:`~gnncore.train.link.data.link_splits`).
         config (LinkTrainConfig): Hyper-parameters; validated here.
         feature_store (FeatureStore, optional): Node features ``"x"`` for GNN
             encoders; without it (or without ``"x"``) node embeddings are
             learned. (default: :obj:`None`)
         graph_store (GraphStore, optional): The message-passing graph; default
             the training triples in both directions
-            (:func:`~gnncore.train.link_data.message_passing_csc`).
+            (:func:`~gnncore.train.link.data.message_passing_csc`).
         logger (RunLogger, optional): Per epoch ``train_loss``, ``val_mrr``,
             ``val_hits_at_k``, ``val_mean_rank`` and the throughput figures; at
             the end ``test_mrr``, ``test_hits_at_k``, ``test_mean_rank``,

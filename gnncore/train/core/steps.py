@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from gnncore.train.config_base import ConfigError
-from gnncore.train.prefetch import Prefetcher
-from gnncore.train.throughput import EpochTimer
+from gnncore.train.core.config import ConfigError
+from gnncore.train.core.prefetch import Prefetcher
+from gnncore.train.core.throughput import EpochTimer
 
 #: ``step(batch, timer, total_loss) -> count``: one batch forward, backward and
 #: optimiser step; adds the batch's summed loss to ``total_loss`` (on the

@@ -11,7 +11,7 @@ whether a model may drop the hops a layer no longer needs
 To add an architecture, write a builder with the signature of
 :data:`ModelBuilder`, register it in :data:`MODELS`, name it in
 :data:`ModelName` (the choices of the CLI and Dagster) and give its defaults in
-:data:`gnncore.train.config.MODEL_DEFAULTS`.
+:data:`gnncore.train.node.config.MODEL_DEFAULTS`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Link prediction: its configuration, data splits, models (encoder + decoder),
+loop (step, evaluation) and filtered ranking metrics."""

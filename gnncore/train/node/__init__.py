@@ -1,0 +1,1 @@
+"""Node classification: its configuration, loop (step, evaluation) and metrics."""
