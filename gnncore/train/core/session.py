@@ -21,6 +21,8 @@ from gnncore.train.core.checkpoint import (
     check_resumable,
     restore_rng,
 )
+from gnncore.train.core.batches import BatchSource
+from gnncore.train.core.steps import BatchStep, train_epoch
 from gnncore.train.core.throughput import mean_throughput
 
 P = TypeVar("P", bound="EpochProgress")
@@ -36,10 +38,12 @@ class TrainingSession:
         config: The run's configuration (``to_dict`` / ``mismatches``).
         fingerprint: :func:`~gnncore.train.core.checkpoint.data_fingerprint` of the data.
         model, optimizer, scaler: Trained objects (``scaler`` may be ``None``).
-        generator: The loader's shuffling generator.
-        samplers: Name -> sampler whose batch counters are checkpointed.
+        source: The training batches (:class:`~gnncore.train.core.batches.BatchSource`);
+            its :meth:`random_state` is checkpointed.
         device: The training device (CUDA RNG states are saved on CUDA).
         run_id: The tracked run, recorded in every checkpoint.
+        eval_samplers: Name -> evaluation sampler whose batch counters are
+            checkpointed too.
     """
 
     checkpoints: CheckpointDir | str | os.PathLike[str] | None
@@ -48,10 +52,10 @@ class TrainingSession:
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     scaler: Any | None
-    generator: torch.Generator
-    samplers: dict[str, Any]
+    source: BatchSource
     device: torch.device
     run_id: str | None = None
+    eval_samplers: dict[str, Any] = field(default_factory=dict)
     resumed_from: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
@@ -79,7 +83,8 @@ class TrainingSession:
         self.optimizer.load_state_dict(saved["optimizer"])
         if self.scaler is not None and saved.get("scaler") is not None:
             self.scaler.load_state_dict(saved["scaler"])
-        restore_rng(saved["rng"], self.generator, self.samplers)
+        generator, samplers = self._random_state()
+        restore_rng(saved["rng"], generator, samplers)
         store.remove_temporaries()
         self.resumed_from = found.epoch
         return dict(saved["progress"])
@@ -105,9 +110,12 @@ class TrainingSession:
         if on_epoch_end is not None:
             on_epoch_end(epoch, path)
 
-    def run_epochs(self, state: EpochProgress, *, epochs: int, patience: int,
-                   train_epoch: Callable[[Callable[[], Any]], tuple[float, dict[str, float]]],
-                   validate: Callable[[], Any], num_batches: int,
+    def _random_state(self) -> tuple[torch.Generator, dict[str, Any]]:
+        generator, samplers = self.source.random_state()
+        return generator, {**samplers, **self.eval_samplers}
+
+    def run_epochs(self, state: EpochProgress, *, epochs: int, patience: int, step: BatchStep,
+                   validate: Callable[[], Any],
                    describe: Callable[[float, Any, EpochProgress], dict[str, str]],
                    logger: Any | None = None,
                    on_epoch_end: Callable[[int, Path | None], None] | None = None,
@@ -115,10 +123,11 @@ class TrainingSession:
         """The epoch loop of every task, from the epoch after ``state.epoch`` to
         ``epochs`` unless early stopping (``patience``) ends it first.
 
-        Each epoch: ``train_epoch(on_batch) -> (loss, throughput)``, then
-        ``validate() -> metrics`` (its wall time added as ``eval_s``), then
-        ``state.record`` and :meth:`end_epoch`. ``describe(loss, metrics,
-        state)`` labels the epoch bar; ``num_batches`` sizes the batch bar.
+        Each epoch: ``source.start_epoch``, ``step`` on every batch of the
+        source (:func:`~gnncore.train.core.steps.train_epoch`),
+        ``source.end_epoch``, then ``validate() -> metrics`` (its wall time
+        added as ``eval_s``), then ``state.record`` and :meth:`end_epoch`.
+        ``describe(loss, metrics, state)`` labels the epoch bar.
         """
         bar = tqdm(range(state.epoch + 1, epochs + 1), desc="epochs", unit="epoch",
                    initial=state.epoch, total=epochs, disable=not progress, dynamic_ncols=True)
@@ -126,8 +135,11 @@ class TrainingSession:
             if state.should_stop(patience):
                 break
             with tqdm(desc=f"epoch {epoch}", unit="batch", leave=False, disable=not progress,
-                      total=num_batches, dynamic_ncols=True) as batches:
-                loss, throughput = train_epoch(batches.update)
+                      total=len(self.source), dynamic_ncols=True) as batches:
+                self.source.start_epoch(epoch)
+                loss, throughput = train_epoch(self.model, self.source, self.device, step,
+                                               batches.update)
+                self.source.end_epoch(epoch)
             eval_started = time.perf_counter()
             metrics = validate()
             throughput["eval_s"] = time.perf_counter() - eval_started
@@ -145,7 +157,7 @@ class TrainingSession:
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
             "progress": progress,
-            "rng": capture_rng(self.generator, self.samplers, cuda=self.device.type == "cuda"),
+            "rng": capture_rng(*self._random_state(), cuda=self.device.type == "cuda"),
         })
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from gnncore.train.core.config import ConfigError
-from gnncore.train.core.prefetch import Prefetcher
+from gnncore.train.core.batches import BatchSource
 from gnncore.train.core.throughput import EpochTimer
 
 #: ``step(batch, timer, total_loss) -> count``: one batch forward, backward and
@@ -102,16 +102,16 @@ class OptimizerStep:
         clip_gradients(params, self.max_grad_norm)
 
 
-def train_epoch(model: torch.nn.Module, loader: Prefetcher, device: torch.device,
+def train_epoch(model: torch.nn.Module, source: BatchSource, device: torch.device,
                 step: BatchStep, on_batch: Callable[[], Any]) -> tuple[float, dict[str, float]]:
-    """One pass over ``loader``: the mean loss per counted item, and the epoch's
-    throughput figures (:meth:`EpochTimer.summary`); ``on_batch()`` after each batch.
-    The loss is summed on the device: one host sync per epoch."""
+    """One pass over ``source.batches()``: the mean loss per counted item, and the
+    epoch's throughput figures (:meth:`EpochTimer.summary`); ``on_batch()`` after
+    each batch. The loss is summed on the device: one host sync per epoch."""
     model.train()
     total_loss = torch.zeros((), device=device)
     total = 0
     timer = EpochTimer(device)
-    with iter(loader) as batches:
+    with source.batches() as batches:
         while (batch := timer.next_batch(batches)) is not None:
             total += step(batch, timer, total_loss)
             on_batch()

@@ -38,10 +38,10 @@ from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.link.data import LinkSplits, message_passing_csc
 from gnncore.train.link.models import LinkModel
 from gnncore.train.node.loop import EpochCallback, MetricLogger
-from gnncore.train.core.prefetch import Prefetcher
+from gnncore.train.core.batches import BatchSource, LoaderBatchSource
 from gnncore.train.link.ranking import RankingMetrics, filtered_ranks, known_edges
 from gnncore.train.core.session import EpochProgress, TrainingSession, run_summary
-from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast, train_epoch
+from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast
 from gnncore.train.core.throughput import EpochTimer
 
 
@@ -222,6 +222,7 @@ def train_link_predictor(
     checkpoints: CheckpointDir | str | os.PathLike[str] | None = None,
     resume: bool = False,
     on_epoch_end: EpochCallback | None = None,
+    train_batches: BatchSource | None = None,
 ) -> LinkTrainResult:
     r"""Train a link predictor with negative-sampled mini-batches.
 
@@ -249,6 +250,12 @@ def train_link_predictor(
         checkpoints (CheckpointDir or path, optional): Per-epoch checkpoints.
         resume (bool): Continue from the newest checkpoint in ``checkpoints``.
         on_epoch_end (callable, optional): ``f(epoch, checkpoint_path)``.
+        train_batches (BatchSource, optional): Where training batches come
+            from (:mod:`gnncore.train.core.batches`), yielding
+            :class:`~torch_geometric.loader.LinkLoader` triplet batches over
+            the training edges (``input_id`` indexes them). Default: a
+            :class:`~gnncore.train.core.batches.LoaderBatchSource` over a
+            shuffled ``LinkLoader``.
     """
     config.validate()
     if resume and checkpoints is None:
@@ -305,11 +312,16 @@ def train_link_predictor(
     generator = torch.Generator().manual_seed(config.seed)
     data = (feature_store, graph_store)
     workers = config.num_workers
-    train_loader = LinkLoader(data, sampler, edge_label_index=(None, edge_index),
-                              neg_sampling=NegativeSampling("triplet", amount, dst_weight=weights),
-                              batch_size=config.batch_size, shuffle=True, generator=generator,
-                              num_workers=workers, persistent_workers=workers > 0,
-                              pin_memory=device.type == "cuda")
+    if train_batches is None:
+        train_loader = LinkLoader(
+            data, sampler, edge_label_index=(None, edge_index),
+            neg_sampling=NegativeSampling("triplet", amount, dst_weight=weights),
+            batch_size=config.batch_size, shuffle=True, generator=generator,
+            num_workers=workers, persistent_workers=workers > 0,
+            pin_memory=device.type == "cuda")
+        train_batches = LoaderBatchSource(train_loader, feature_store, generator,
+                                          {"train": sampler}, device, config.prefetch_workers,
+                                          config.prefetch_depth)
     node_loader = None
     if eval_sampler is not None:
         node_loader = NodeLoader(data, node_sampler=eval_sampler,
@@ -317,8 +329,6 @@ def train_link_predictor(
                                  batch_size=max(config.eval_batch_size, 1024),
                                  num_workers=workers, persistent_workers=workers > 0,
                                  pin_memory=device.type == "cuda")
-    train_prefetch = Prefetcher(train_loader, config.prefetch_workers, config.prefetch_depth,
-                                device)
     known = known_edges([splits.train, splits.val, splits.test], num_nodes, num_relations,
                         symmetric=splits.symmetric)
     eval_draw = NegativeDraw(num_nodes, weights) if config.eval_negatives else None
@@ -326,11 +336,11 @@ def train_link_predictor(
                              known, config, num_relations, reciprocal, node_loader, eval_draw)
     test = LinkEvaluator(splits.test, known, config, num_relations, reciprocal, node_loader,
                          eval_draw)
-    samplers = {"train": sampler, **({"eval": eval_sampler} if eval_sampler else {})}
     fingerprint = data_fingerprint(splits.tensors(), num_relations, in_channels or 0)
 
     session = TrainingSession(checkpoints, config, fingerprint, model, optimizer, scaler,
-                              generator, samplers, device, getattr(logger, "run_id", None))
+                              train_batches, device, getattr(logger, "run_id", None),
+                              eval_samplers={"eval": eval_sampler} if eval_sampler else {})
     state = session.resume_progress(resume, _Progress, logger)
     resumed_from = session.resumed_from
 
@@ -341,10 +351,9 @@ def train_link_predictor(
                            config.num_negatives, timer, total_loss)
 
     session.run_epochs(
-        state, epochs=config.epochs, patience=config.patience,
-        train_epoch=lambda on_batch: train_epoch(model, train_prefetch, device, step, on_batch),
+        state, epochs=config.epochs, patience=config.patience, step=step,
         validate=lambda: validate(model, device, amp_dtype),
-        num_batches=len(train_loader), logger=logger, on_epoch_end=on_epoch_end,
+        logger=logger, on_epoch_end=on_epoch_end,
         progress=progress,
         describe=lambda loss, val, state: {
             "loss": f"{loss:.4f}", "val_mrr": f"{val.mrr:.4f}",

@@ -35,6 +35,7 @@ from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import BaseSampler
 
+from gnncore.train.core.batches import BatchSource, LoaderBatchSource
 from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
 from gnncore.train.node.config import ConfigError, NodeTrainConfig
 from gnncore.train.core.device import resolve_device
@@ -42,7 +43,7 @@ from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
 from gnncore.train.core.models import build_model, supports_trimming, uses_edges
 from gnncore.train.core.prefetch import Prefetcher
 from gnncore.train.core.session import EpochProgress, TrainingSession, run_summary
-from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast, train_epoch
+from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast
 from gnncore.train.core.throughput import EpochTimer
 
 Index = torch.Tensor
@@ -221,6 +222,7 @@ def train_node_classifier(
     checkpoints: CheckpointDir | str | os.PathLike[str] | None = None,
     resume: bool = False,
     on_epoch_end: EpochCallback | None = None,
+    train_batches: BatchSource | None = None,
 ) -> NodeTrainResult:
     r"""Train a node classifier with neighbour-sampled mini-batches.
 
@@ -267,6 +269,13 @@ def train_node_classifier(
             written with other settings or data. (default: :obj:`False`)
         on_epoch_end (callable, optional): ``f(epoch, checkpoint_path)`` after
             each epoch is logged and checkpointed. (default: :obj:`None`)
+        train_batches (BatchSource, optional): Where training batches come
+            from (:mod:`gnncore.train.core.batches`), yielding
+            :class:`~torch_geometric.loader.NodeLoader`-style batches (``x``,
+            ``y``, ``edge_index``, ``batch_size``, hop counts); ``train_idx``
+            and ``sampler`` then only fingerprint the data. Default: a
+            :class:`~gnncore.train.core.batches.LoaderBatchSource` over a
+            shuffled ``NodeLoader`` of ``train_idx``. (default: :obj:`None`)
     """
     config.validate()
     if num_classes < 2:
@@ -302,21 +311,20 @@ def train_node_classifier(
     data = (feature_store, graph_store)
     splits = [_as_index(train_idx), _as_index(val_idx), _as_index(test_idx)]
     generator = torch.Generator().manual_seed(config.seed)
-    train_loader = _make_loader(data, sampler, splits[0], config.batch_size,
-                                config, device, generator)
     val_loader = _make_loader(data, eval_sampler, splits[1], config.eval_batch_size,
                               config, device)
     test_loader = _make_loader(data, eval_sampler, splits[2], config.eval_batch_size,
                                config, device)
-    samplers = {"train": sampler, "eval": eval_sampler}
     prefetch = {"prefetch_workers": config.prefetch_workers,
                 "prefetch_depth": config.prefetch_depth}
-    train_prefetch = Prefetcher(train_loader, config.prefetch_workers, config.prefetch_depth,
-                                device)
+    source = train_batches or LoaderBatchSource(
+        _make_loader(data, sampler, splits[0], config.batch_size, config, device, generator),
+        feature_store, generator, {"train": sampler}, device, **prefetch)
     fingerprint = data_fingerprint(splits, num_classes, in_channels)
 
     session = TrainingSession(checkpoints, config, fingerprint, model, optimizer, scaler,
-                              generator, samplers, device, getattr(logger, "run_id", None))
+                              source, device, getattr(logger, "run_id", None),
+                              eval_samplers={"eval": eval_sampler})
     state = session.resume_progress(resume, _Progress, logger)
     resumed_from = session.resumed_from
 
@@ -327,12 +335,11 @@ def train_node_classifier(
                            config.normalize_features, timer, total_loss)
 
     session.run_epochs(
-        state, epochs=config.epochs, patience=config.patience,
-        train_epoch=lambda on_batch: train_epoch(model, train_prefetch, device, step, on_batch),
+        state, epochs=config.epochs, patience=config.patience, step=step,
         validate=lambda: evaluate(model, val_loader, device,
                                   normalize_features=config.normalize_features,
                                   amp_dtype=amp_dtype, **prefetch),
-        num_batches=len(train_loader), logger=logger, on_epoch_end=on_epoch_end,
+        logger=logger, on_epoch_end=on_epoch_end,
         progress=progress,
         describe=lambda loss, val, state: {
             "loss": f"{loss:.4f}", "val_acc": f"{val.accuracy:.4f}",
