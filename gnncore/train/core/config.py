@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 from gnncore.errors import GnnCoreError
 from gnncore.sampler.factory import SamplerMode
@@ -142,7 +142,23 @@ class SharedTrainOptions(ConfigMethods):
     max_grad_norm: float = option(0.0, "Clip the joint L2 norm of the gradients to this "
                                   "value before each optimiser step; 0 turns clipping off.")
 
+    #: Model name -> defaults of the ``per_model`` options (each task sets its own).
+    MODEL_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: The task's name (``"node"``, ``"link"``).
+    TASK: ClassVar[str] = ""
+
+    @property
+    def task(self) -> str:
+        return self.TASK
+
     def __post_init__(self) -> None:
+        # Per-model options left unset take the model's defaults (any model the
+        # table lacks takes sage's; validate() then names the bad model).
+        values: Any = self
+        defaults = self.MODEL_DEFAULTS.get(values.model, self.MODEL_DEFAULTS.get("sage", {}))
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
         # Accept lists (from JSON / argparse) but store hashable tuples.
         fanouts = getattr(self, "fanouts", None)
         if fanouts is not None:

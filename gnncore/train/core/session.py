@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import torch
 from tqdm.auto import tqdm
@@ -26,6 +26,50 @@ from gnncore.train.core.steps import BatchStep, train_epoch
 from gnncore.train.core.throughput import mean_throughput
 
 P = TypeVar("P", bound="EpochProgress")
+M = TypeVar("M")
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[M]):
+    """What :meth:`TrainingSession.finish` measured: the test metrics of the best
+    epoch's weights, the run's wall seconds, whether early stopping ended it,
+    and the model's parameter count."""
+
+    test: M
+    seconds: float
+    early_stopped: bool
+    num_parameters: int
+
+
+@dataclass(kw_only=True)
+class TrainResult:
+    """What every task's training returns besides its own metrics.
+
+    ``model`` holds the weights of ``best_epoch`` (the best validation epoch,
+    earliest on ties), on the training device. Epochs count from 1;
+    ``train_loss[e - 1]`` and ``throughput[e - 1]`` belong to epoch ``e``
+    (epochs before a resume included). ``stopped_epoch`` is the last epoch
+    trained: ``config.epochs``, or earlier when early stopping ended the run
+    (``early_stopped``). ``resumed_from_epoch`` is the checkpoint's epoch the
+    run continued from (0 for a fresh run). ``seconds`` is the wall time of
+    the call. ``run_id`` and ``model_uri`` are set by
+    :func:`gnncore.train.train_graph_dir` when the run was tracked.
+    """
+
+    model: torch.nn.Module
+    config: Any
+    train_loss: list[float]
+    best_epoch: int
+    seconds: float
+    device: str
+    num_parameters: int
+    stopped_epoch: int = 0
+    early_stopped: bool = False
+    resumed_from_epoch: int = 0
+    throughput: list[dict[str, float]] = field(default_factory=list)
+    checkpoint_dir: str | None = None
+    run_id: str | None = None
+    model_uri: str | None = None
 
 
 @dataclass
@@ -146,6 +190,36 @@ class TrainingSession:
             state.record(epoch, loss, metrics, throughput, self.model)
             bar.set_postfix(**describe(loss, metrics, state))
             self.end_epoch(epoch, state, logger, on_epoch_end)
+
+    def finish(self, state: EpochProgress, test: Callable[[], M],
+               final_metrics: Callable[[M], dict[str, float]], started: float,
+               logger: Any | None = None) -> Outcome[M]:
+        """End of every task's run: restore the best epoch's weights, measure
+        ``test()``, and log ``final_metrics(test)`` with the run's bookkeeping
+        (best and stopped epoch, resumed-from epoch, seconds since ``started``)."""
+        assert state.best_state is not None  # epochs >= 1
+        self.model.load_state_dict(state.best_state)
+        metrics = test()
+        seconds = time.perf_counter() - started
+        config: Any = self.config
+        early_stopped = state.should_stop(config.patience) and state.epoch < config.epochs
+        if logger is not None:
+            logger.log_metrics({**final_metrics(metrics),
+                                "best_epoch": float(state.best_epoch),
+                                "stopped_epoch": float(state.epoch),
+                                "resumed_from_epoch": float(self.resumed_from),
+                                "seconds": seconds}, step=state.epoch)
+        return Outcome(metrics, seconds, early_stopped,
+                       sum(p.numel() for p in self.model.parameters()))
+
+    def result_fields(self, state: EpochProgress, outcome: Outcome[Any]) -> dict[str, Any]:
+        """The :class:`TrainResult` fields of a finished run, by name."""
+        return {"model": self.model, "config": self.config, "train_loss": state.train_loss,
+                "best_epoch": state.best_epoch, "seconds": outcome.seconds,
+                "device": str(self.device), "num_parameters": outcome.num_parameters,
+                "stopped_epoch": state.epoch, "early_stopped": outcome.early_stopped,
+                "resumed_from_epoch": self.resumed_from, "throughput": state.throughput,
+                "checkpoint_dir": self.directory}
 
     def save(self, epoch: int, progress: dict[str, Any]) -> Path | None:
         """Write the checkpoint of ``epoch`` (``None`` without a checkpoint directory)."""

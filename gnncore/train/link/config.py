@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from gnncore.sampler.negative import NegativeMode
 from gnncore.train.core.config import SharedTrainOptions
@@ -73,16 +73,8 @@ class LinkTrainConfig(SharedTrainOptions):
     max_eval_triples: int = option(0, "Validate on at most this many validation triples per "
                                    "epoch (a fixed random subset; 0: all).")
 
-    def __post_init__(self) -> None:
-        defaults = ENCODER_DEFAULTS.get(self.model, ENCODER_DEFAULTS["sage"])
-        for name, value in defaults.items():
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
-        super().__post_init__()
-
-    @property
-    def task(self) -> str:
-        return "link"
+    MODEL_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = ENCODER_DEFAULTS
+    TASK: ClassVar[str] = "link"
 
     def validate(self) -> LinkTrainConfig:
         """Raise :class:`~gnncore.train.core.config.ConfigError` naming the first bad field;

@@ -40,39 +40,26 @@ from gnncore.train.link.models import LinkModel
 from gnncore.train.node.loop import EpochCallback, MetricLogger
 from gnncore.train.core.batches import BatchSource, LoaderBatchSource
 from gnncore.train.link.ranking import RankingMetrics, filtered_ranks, known_edges
-from gnncore.train.core.session import EpochProgress, TrainingSession, run_summary
+from gnncore.train.core.session import EpochProgress, TrainingSession, TrainResult, run_summary
 from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast
 from gnncore.train.core.throughput import EpochTimer
 
 
-@dataclass
-class LinkTrainResult:
-    """What :func:`train_link_predictor` returns.
-
-    ``model`` holds the weights of ``best_epoch`` (highest validation MRR).
-    ``train_loss[e - 1]``, ``val_mrr[e - 1]`` and ``throughput[e - 1]``
-    belong to epoch ``e``. ``test`` holds the filtered test metrics (both
-    directions, ranked against all entities unless ``eval_negatives`` was set).
-    """
+@dataclass(kw_only=True)
+class LinkTrainResult(TrainResult):
+    """What :func:`train_link_predictor` returns: the shared
+    :class:`~gnncore.train.core.session.TrainResult` fields (``model`` holds the
+    weights of the highest validation MRR), plus ``val_mrr[e - 1]`` and
+    ``val_hits10[e - 1]`` of epoch ``e``, the best validation MRR, and ``test``,
+    the filtered test metrics (both directions, ranked against all entities
+    unless ``eval_negatives`` was set)."""
 
     model: LinkModel
     config: LinkTrainConfig
-    train_loss: list[float]
     val_mrr: list[float]
-    best_epoch: int
     best_val_mrr: float
     test: RankingMetrics
-    seconds: float
-    device: str
-    num_parameters: int
-    run_id: str | None = None
-    model_uri: str | None = None
     val_hits10: list[float] = field(default_factory=list)
-    stopped_epoch: int = 0
-    early_stopped: bool = False
-    resumed_from_epoch: int = 0
-    throughput: list[dict[str, float]] = field(default_factory=list)
-    checkpoint_dir: str | None = None
 
     @property
     def test_mrr(self) -> float:
@@ -342,7 +329,6 @@ def train_link_predictor(
                               train_batches, device, getattr(logger, "run_id", None),
                               eval_samplers={"eval": eval_sampler} if eval_sampler else {})
     state = session.resume_progress(resume, _Progress, logger)
-    resumed_from = session.resumed_from
 
     optimize = OptimizerStep(optimizer, scaler, config.max_grad_norm)
 
@@ -359,26 +345,13 @@ def train_link_predictor(
             "loss": f"{loss:.4f}", "val_mrr": f"{val.mrr:.4f}",
             "best": f"{state.best_val_mrr:.4f}@{state.best_epoch}"})
 
-    assert state.best_state is not None  # epochs >= 1
-    model.load_state_dict(state.best_state)
-    test_metrics = test(model, device, amp_dtype)
-    seconds = time.perf_counter() - started
-    early_stopped = state.should_stop(config.patience) and state.epoch < config.epochs
-    if logger is not None:
-        logger.log_metrics({**test_metrics.as_dict("test_", metric_names=True),
-                            "best_val_mrr": state.best_val_mrr,
-                            "best_epoch": float(state.best_epoch),
-                            "stopped_epoch": float(state.epoch),
-                            "resumed_from_epoch": float(resumed_from),
-                            "seconds": seconds}, step=state.epoch)
+    outcome = session.finish(
+        state, lambda: test(model, device, amp_dtype), started=started, logger=logger,
+        final_metrics=lambda m: {**m.as_dict("test_", metric_names=True),
+                                 "best_val_mrr": state.best_val_mrr})
     return LinkTrainResult(
-        model=model, config=config, train_loss=state.train_loss, val_mrr=state.val_mrr,
-        best_epoch=state.best_epoch, best_val_mrr=state.best_val_mrr, test=test_metrics,
-        seconds=seconds, device=str(device),
-        num_parameters=sum(p.numel() for p in model.parameters()),
-        val_hits10=state.val_hits10, stopped_epoch=state.epoch, early_stopped=early_stopped,
-        resumed_from_epoch=resumed_from, throughput=state.throughput,
-        checkpoint_dir=session.directory)
+        **session.result_fields(state, outcome), val_mrr=state.val_mrr,
+        best_val_mrr=state.best_val_mrr, test=outcome.test, val_hits10=state.val_hits10)
 
 
 def _train_step(model: LinkModel, batch: Any, edge_relation: torch.Tensor,

@@ -8,7 +8,7 @@ split); any value given explicitly wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from gnncore.train.core.config import AMP_MODES, ConfigError, SharedTrainOptions
 from gnncore.train.core.models import ModelName
@@ -67,16 +67,8 @@ class NodeTrainConfig(SharedTrainOptions):
     eval_batch_size: int = option(1024, "Seed nodes per evaluation mini-batch.",
                                   resumable=True)
 
-    def __post_init__(self) -> None:
-        defaults = MODEL_DEFAULTS.get(self.model, MODEL_DEFAULTS["sage"])
-        for name, value in defaults.items():
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
-        super().__post_init__()
-
-    @property
-    def task(self) -> str:
-        return "node"
+    MODEL_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = MODEL_DEFAULTS
+    TASK: ClassVar[str] = "node"
 
     def validate(self) -> NodeTrainConfig:
         """Raise :class:`ConfigError` naming the first bad field; return ``self``."""

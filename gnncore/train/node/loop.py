@@ -42,7 +42,7 @@ from gnncore.train.core.device import resolve_device
 from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
 from gnncore.train.core.models import build_model, supports_trimming, uses_edges
 from gnncore.train.core.prefetch import Prefetcher
-from gnncore.train.core.session import EpochProgress, TrainingSession, run_summary
+from gnncore.train.core.session import EpochProgress, TrainingSession, TrainResult, run_summary
 from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast
 from gnncore.train.core.throughput import EpochTimer
 
@@ -58,41 +58,21 @@ class MetricLogger(Protocol):
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None: ...
 
 
-@dataclass
-class NodeTrainResult:
-    """What :func:`train_node_classifier` returns.
+@dataclass(kw_only=True)
+class NodeTrainResult(TrainResult):
+    """What :func:`train_node_classifier` returns: the shared
+    :class:`~gnncore.train.core.session.TrainResult` fields (``model`` holds the
+    weights of the highest validation accuracy), plus ``val_accuracy[e - 1]``
+    and ``val_macro_f1[e - 1]`` of epoch ``e``, the best epoch's validation
+    figures and the test accuracy and macro-F1."""
 
-    ``model`` holds the weights of ``best_epoch`` (highest validation accuracy,
-    earliest on ties), on the training device. Epochs count from 1;
-    ``train_loss[e - 1]``, ``val_accuracy[e - 1]``, ``val_macro_f1[e - 1]`` and
-    ``throughput[e - 1]`` belong to epoch ``e`` (epochs before a resume
-    included). ``stopped_epoch`` is the last epoch trained: ``config.epochs``,
-    or earlier when early stopping ended the run (``early_stopped``).
-    ``resumed_from_epoch`` is the checkpoint's epoch the run continued from
-    (0 for a fresh run). ``seconds`` is the wall time of this call. ``run_id``
-    is set by :func:`gnncore.train.train_graph_dir` when the run was tracked.
-    """
-
-    model: torch.nn.Module
     config: NodeTrainConfig
-    train_loss: list[float]
     val_accuracy: list[float]
-    best_epoch: int
     best_val_accuracy: float
     test_accuracy: float
-    seconds: float
-    device: str
-    num_parameters: int
-    run_id: str | None = None
-    model_uri: str | None = None
     val_macro_f1: list[float] = field(default_factory=list)
     best_val_macro_f1: float = 0.0
     test_macro_f1: float = 0.0
-    stopped_epoch: int = 0
-    early_stopped: bool = False
-    resumed_from_epoch: int = 0
-    throughput: list[dict[str, float]] = field(default_factory=list)
-    checkpoint_dir: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly scalars (no model); ``throughput`` is the mean per epoch."""
@@ -326,7 +306,6 @@ def train_node_classifier(
                               source, device, getattr(logger, "run_id", None),
                               eval_samplers={"eval": eval_sampler})
     state = session.resume_progress(resume, _Progress, logger)
-    resumed_from = session.resumed_from
 
     optimize = OptimizerStep(optimizer, scaler, config.max_grad_norm)
 
@@ -345,30 +324,19 @@ def train_node_classifier(
             "loss": f"{loss:.4f}", "val_acc": f"{val.accuracy:.4f}",
             "best": f"{state.best_val_accuracy:.4f}@{state.best_epoch}"})
 
-    assert state.best_state is not None  # epochs >= 1
-    model.load_state_dict(state.best_state)
-    test = evaluate(model, test_loader, device, normalize_features=config.normalize_features,
-                    amp_dtype=amp_dtype, **prefetch)
-    seconds = time.perf_counter() - started
-    early_stopped = state.should_stop(config.patience) and state.epoch < config.epochs
-    if logger is not None:
-        logger.log_metrics({"test_accuracy": test.accuracy, "test_macro_f1": test.macro_f1,
-                            "best_val_accuracy": state.best_val_accuracy,
-                            "best_val_macro_f1": state.best_val_macro_f1,
-                            "best_epoch": float(state.best_epoch),
-                            "stopped_epoch": float(state.epoch),
-                            "resumed_from_epoch": float(resumed_from),
-                            "seconds": seconds}, step=state.epoch)
+    outcome = session.finish(
+        state, lambda: evaluate(model, test_loader, device,
+                                normalize_features=config.normalize_features,
+                                amp_dtype=amp_dtype, **prefetch),
+        started=started, logger=logger,
+        final_metrics=lambda m: {"test_accuracy": m.accuracy, "test_macro_f1": m.macro_f1,
+                                 "best_val_accuracy": state.best_val_accuracy,
+                                 "best_val_macro_f1": state.best_val_macro_f1})
     return NodeTrainResult(
-        model=model, config=config, train_loss=state.train_loss,
-        val_accuracy=state.val_accuracy, best_epoch=state.best_epoch,
-        best_val_accuracy=state.best_val_accuracy, test_accuracy=test.accuracy,
-        seconds=seconds, device=str(device),
-        num_parameters=sum(p.numel() for p in model.parameters()),
+        **session.result_fields(state, outcome), val_accuracy=state.val_accuracy,
+        best_val_accuracy=state.best_val_accuracy, test_accuracy=outcome.test.accuracy,
         val_macro_f1=state.val_macro_f1, best_val_macro_f1=state.best_val_macro_f1,
-        test_macro_f1=test.macro_f1, stopped_epoch=state.epoch, early_stopped=early_stopped,
-        resumed_from_epoch=resumed_from, throughput=state.throughput,
-        checkpoint_dir=session.directory)
+        test_macro_f1=outcome.test.macro_f1)
 
 
 def _train_step(model: torch.nn.Module, batch: Any, optimize: OptimizerStep,
