@@ -26,7 +26,7 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainConfig,
     failed attempt stopped, while every new run trains from scratch."""
     from gnncore.plots import line_chart_png, markdown_image
     from gnncore.tracking.registry import registered_model_name
-    from gnncore.train import train_graph_dir
+    from gnncore.train import LinkTrainResult, train_graph_dir
 
     upstream = latest_metadata(context, graph.key)
     partition = latest_metadata(context, graph_partition.key)
@@ -43,7 +43,7 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainConfig,
     version = mlflow.registry(metric).register(
         registered_model_name(config.task, str(upstream["name"])), str(result.model_uri),
         str(result.run_id))
-    if config.task == "link":
+    if isinstance(result, LinkTrainResult):
         validation, scores = result.best_val_mrr, {
             "test_mrr": dg.MetadataValue.float(result.test.mrr),
             "test_hits@10": dg.MetadataValue.float(result.test.hits[10]),

@@ -1,5 +1,7 @@
 """The on-disk graph format (see docs/FORMAT.md) and PyG storage views of it."""
 
+from typing import TYPE_CHECKING, Any
+
 from gnncore.store.atomic import atomic_directory
 from gnncore.store.graph_dir import GraphDir, open_graph
 from gnncore.store.manifest import FORMAT_VERSION, Manifest
@@ -20,6 +22,10 @@ __all__ = [
     "GraphDirGraphStore",
 ]
 
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from gnncore.store.feature_store import EmptyFeatureStore, GraphDirFeatureStore
+    from gnncore.store.graph_store import CSCGraphStore, GraphDirGraphStore
+
 # The PyG storage views import torch and torch_geometric (seconds); load them on
 # first use so `gnncore validate` and other torch-free users stay fast.
 _LAZY = {
@@ -30,7 +36,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 

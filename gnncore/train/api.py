@@ -40,7 +40,7 @@ def train_graph_dir(
     resume: bool = False,
     keep_checkpoints: int = 2,
     on_epoch_end: EpochCallback | None = None,
-) -> NodeTrainResult:
+) -> NodeTrainResult | LinkTrainResult:
     r"""Train a node classifier (or, with a :class:`LinkTrainConfig`, a link
     predictor: :func:`train_link_predictor` on :func:`link_splits`) on a graph
     directory and (optionally) track it.

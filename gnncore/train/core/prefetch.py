@@ -74,10 +74,10 @@ def _preparer(loader: DataLoader) -> Callable[[list[int]], Any]:
     dataset fetch, ``collate_fn``, and PyG's main-process ``filter_fn``."""
     dataset, collate = loader.dataset, loader.collate_fn
     getitems = getattr(dataset, "__getitems__", None)
-    post = None
-    if getattr(loader, "filter_per_worker", True) is False and callable(
-            getattr(loader, "filter_fn", None)):
-        post = loader.filter_fn  # PyG's DataLoaderIterator applies it in the main process
+    post: Callable[[Any], Any] | None = None
+    filter_fn = getattr(loader, "filter_fn", None)
+    if getattr(loader, "filter_per_worker", True) is False and callable(filter_fn):
+        post = filter_fn  # PyG's DataLoaderIterator applies it in the main process
 
     def prepare(index: list[int]) -> Any:
         items = getitems(index) if callable(getitems) else [dataset[i] for i in index]
@@ -197,6 +197,7 @@ class _Pipeline:
 
     def __init__(self, loader: DataLoader, workers: int, depth: int,
                  device: torch.device | None) -> None:
+        assert loader.batch_sampler is not None  # supports_threads() checked it
         self._indices = iter(loader.batch_sampler)
         # DataLoader.__iter__ draws a base seed from the loader's generator (the
         # global one when it has none); draw it too so every RNG stream matches.
@@ -212,7 +213,7 @@ class _Pipeline:
         self._dispatched = self._delivered = 0
         self._exhausted = self._closed = False
         cuda = device is not None and device.type == "cuda"
-        if cuda and device.index is None:  # worker threads start on device 0
+        if device is not None and cuda and device.index is None:  # threads start on device 0
             device = torch.device("cuda", torch.cuda.current_device())
         work = _Worker(_preparer(loader), self._sampler, device if cuda else None,
                        self._tasks, self._done, self._ready, self._stop)
@@ -325,7 +326,7 @@ class _Worker:
                 self.ready.notify_all()
 
     def _prepare(self, index: list[int], seeds: range | None) -> Any:
-        if seeds is None:
+        if seeds is None or self.sampler is None:
             return self.prepare(index)
         with self.sampler.use_batch_seeds(seeds):
             return self.prepare(index)

@@ -102,19 +102,22 @@ class TrainingSession:
     eval_samplers: dict[str, Any] = field(default_factory=dict)
     resumed_from: int = field(default=0, init=False)
 
+    store: CheckpointDir | None = field(default=None, init=False)
+
     def __post_init__(self) -> None:
-        if self.checkpoints is not None and not isinstance(self.checkpoints, CheckpointDir):
-            self.checkpoints = CheckpointDir(self.checkpoints)
+        if self.checkpoints is not None:
+            self.store = (self.checkpoints if isinstance(self.checkpoints, CheckpointDir)
+                          else CheckpointDir(self.checkpoints))
 
     @property
     def directory(self) -> str | None:
-        return None if self.checkpoints is None else str(self.checkpoints.directory)
+        return None if self.store is None else str(self.store.directory)
 
     def start(self, resume: bool) -> dict[str, Any] | None:
         """Fresh run: remove old checkpoints and return ``None``. With ``resume``
         and a checkpoint: load it into the objects (after checking it was written
         by this configuration and data) and return its ``progress`` dict."""
-        store = self.checkpoints
+        store = self.store
         if store is None:
             return None
         found = store.latest() if resume else None
@@ -160,7 +163,7 @@ class TrainingSession:
 
     def run_epochs(self, state: EpochProgress, *, epochs: int, patience: int, step: BatchStep,
                    validate: Callable[[], Any],
-                   describe: Callable[[float, Any, EpochProgress], dict[str, str]],
+                   describe: Callable[[float, Any, Any], dict[str, str]],
                    logger: Any | None = None,
                    on_epoch_end: Callable[[int, Path | None], None] | None = None,
                    progress: bool = True) -> None:
@@ -223,9 +226,9 @@ class TrainingSession:
 
     def save(self, epoch: int, progress: dict[str, Any]) -> Path | None:
         """Write the checkpoint of ``epoch`` (``None`` without a checkpoint directory)."""
-        if self.checkpoints is None:
+        if self.store is None:
             return None
-        return self.checkpoints.save(epoch, {
+        return self.store.save(epoch, {
             "format": FORMAT, "version": VERSION, "epoch": epoch,
             "config": self.config.to_dict(), "data": self.fingerprint, "run_id": self.run_id,
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -253,7 +256,7 @@ class EpochProgress:
         return {key: getattr(self, key) for key in self.__dataclass_fields__}
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> EpochProgress:
+    def from_dict(cls: type[P], values: dict[str, Any]) -> P:
         return cls(**{key: values[key] for key in cls.__dataclass_fields__})
 
     def advance(self, epoch: int, loss: float, throughput: dict[str, float], improved: bool,
