@@ -27,7 +27,7 @@ def main() -> int:
         return 1
     print("\n=== gnncore demo: pipeline materialized ===")
     for event in result.get_asset_materialization_events():
-        mat = event.event_specific_data.materialization
+        mat = event.materialization
         values = {k: v.value for k, v in mat.metadata.items()}
         shown = {k: values[k] for k in ("path", "num_nodes", "num_edges", "edge_cut_fraction",
                                         "max_part_ratio", "test_accuracy", "val_accuracy",
