@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     graph = GraphDir.open(path)
     fanouts = tuple(int(f) for f in args.fanouts.split(","))
     base = NodeTrainConfig(model="sage", hidden=args.hidden, fanouts=fanouts,
-                           num_layers=len(fanouts), eval_fanouts=fanouts,
+                           eval_fanouts=fanouts,
                            batch_size=args.batch_size, epochs=args.epochs, patience=0,
                            device="cpu", seed=args.seed, lr=0.005)
     settings = [int(w) for w in args.workers.split(",")]
