@@ -75,8 +75,9 @@ def bytegnn_blocks(graph: SymmetricGraph, centres: np.ndarray,
     require_csrc()
     from gnncore import _C
 
-    return _C.bytegnn_blocks(np.asarray(graph.indptr), np.asarray(graph.indices),
-                             np.ascontiguousarray(centres, dtype=np.int64), hops)
+    blocks = _C.bytegnn_blocks(np.asarray(graph.indptr), np.asarray(graph.indices),
+                               np.ascontiguousarray(centres, dtype=np.int64), hops)
+    return blocks.block, blocks.level
 
 
 def bytegnn_partition(graph: SymmetricGraph, codes: np.ndarray, parts: int, capacity: int,
@@ -98,9 +99,10 @@ def bytegnn_partition(graph: SymmetricGraph, codes: np.ndarray, parts: int, capa
 
     codes = np.ascontiguousarray(codes, dtype=np.int8)
     block, level = bytegnn_blocks(graph, np.flatnonzero(codes >= 0), hops)
-    w = _checked_weights(weights)
+    options = _C.ByteGnnAssignOptions(parts=parts, capacity=capacity,
+                                      weights=_checked_weights(weights))
     return _C.bytegnn_assign(np.asarray(graph.indptr), np.asarray(graph.indices), block, level,
-                             codes, parts, capacity, *w)
+                             codes, options)
 
 
 def _checked_hops(hops: object) -> int:

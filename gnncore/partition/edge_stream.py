@@ -6,8 +6,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from gnncore import _C
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,17 @@ class EdgeFile:
         return cls(str(path), int(offset), "int64" if dtype.str == "<i8" else "int32",
                    int(shape[0]))
 
+    def spec(self) -> _C.EdgeFileSpec:
+        """The file as the C++ core's :class:`gnncore._C.EdgeFileSpec`."""
+        from gnncore import _C
+
+        return _C.EdgeFileSpec(self.path, offset=self.offset, int64=self.int64, rows=self.rows)
+
     def read(self, begin: int, count: int) -> np.ndarray:
         """Rows ``[begin, begin + count)`` as ``int64[k, 2]`` (one chunk)."""
         from gnncore import _C
 
-        flat = _C.grem_read_edges(self.path, self.offset, self.int64, self.rows, begin, count)
+        flat = _C.grem_read_edges(self.spec(), begin, count)
         return np.asarray(flat).reshape(-1, 2)
 
 

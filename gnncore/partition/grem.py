@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from gnncore.partition.grem_seed import SEED_METHODS, default_seed_method, seed_
 from gnncore.partition.task_tree import check_workers, run_task_tree
 from gnncore.store import GraphDir
 from gnncore.typing import require_csrc
+
+if TYPE_CHECKING:
+    from gnncore import _C
 
 
 def halves(q: int) -> tuple[int, int]:
@@ -73,24 +76,25 @@ def grem_bisect(
     refine: bool = True,
     passes: int = 0,
     out_paths: tuple[str, str] = ("", ""),
-) -> dict[str, Any]:
+) -> _C.GremBisectResult:
     """One GREM bisection of a sub-problem over the edge file ``edges`` (C++).
 
     The low-level step :func:`grem_partition_file` repeats: ``seed_nodes`` /
     ``seed_labels`` must label exactly the nodes of the first ``chunk_edges``
-    rows; see ``gnncore._C.grem_bisect`` for the returned dict (``side`` is
-    aligned with ``members``).
+    rows. Returns ``gnncore._C.GremBisectResult`` (``side`` is aligned with
+    ``members``); bad options raise ``ValueError`` naming the
+    ``GremBisectOptions`` field.
     """
     require_csrc()
     from gnncore import _C
 
+    options = _C.GremBisectOptions(
+        num_nodes=num_nodes, chunk_rows=chunk_edges, capacities=capacities, weights=weights,
+        refine=refine, passes=passes, out_paths=(str(out_paths[0]), str(out_paths[1])))
     return _C.grem_bisect(
-        edges.path, edges.offset, edges.int64, edges.rows, num_nodes,
-        np.ascontiguousarray(members, dtype=np.int64),
+        edges.spec(), np.ascontiguousarray(members, dtype=np.int64),
         np.ascontiguousarray(seed_nodes, dtype=np.int64),
-        np.ascontiguousarray(seed_labels, dtype=np.int64),
-        chunk_edges, capacities[0], capacities[1], weights[0], weights[1], refine, passes,
-        str(out_paths[0]), str(out_paths[1]))
+        np.ascontiguousarray(seed_labels, dtype=np.int64), options)
 
 
 @dataclass
@@ -184,14 +188,15 @@ def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
                          out_paths=(outs[0], outs[1]))
     if sub.owned:
         os.remove(sub.source.path)
-    side = np.asarray(result["side"]).astype(np.bool_)
-    children = tuple(EdgeFile(outs[s], 0, sub.source.dtype, int(result["rows_written"][s]))
+    side = np.asarray(result.side).astype(np.bool_)
+    children = tuple(EdgeFile(outs[s], 0, sub.source.dtype, result.rows_written[s])
                      if outs[s] else None for s in (0, 1))
+    phases = {"seed": seeded, "grem": result.seconds_grem, "passes": result.seconds_passes,
+              "split": result.seconds_split}
     record = BisectionRecord(
-        lo, q, len(members), sub.source.rows, int(result["num_chunks"]),
-        int(result["first_chunk_nodes"]), int(result["isolated"]),
-        int(result["reassigned"]), list(result["moves"]), tuple(result["sizes"]), caps,
-        time.perf_counter() - start, method, {"seed": seeded, **result["seconds"]},
+        lo, q, len(members), sub.source.rows, result.num_chunks, result.first_chunk_nodes,
+        result.isolated, result.reassigned, result.moves, result.sizes, caps,
+        time.perf_counter() - start, method, phases,
         pid=os.getpid(), process_peak_rss_bytes=peak_rss_bytes())
     return _Bisected(side, children, record)  # type: ignore[arg-type]
 

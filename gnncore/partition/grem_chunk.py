@@ -21,8 +21,8 @@ def first_appearance(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
     num_nodes = int(flat.max()) + 1 if len(flat) else 0
-    nodes, local, _, _ = _C.grem_chunk_local(flat, num_nodes, True, False)
-    return np.asarray(nodes), np.asarray(local).reshape(-1, 2)
+    chunk = _C.grem_chunk_local(flat, num_nodes, first_appearance=True, csr=False)
+    return np.asarray(chunk.nodes), np.asarray(chunk.local).reshape(-1, 2)
 
 
 def chunk_csr(local_pairs: np.ndarray, num_local: int) -> tuple[np.ndarray, np.ndarray]:
@@ -59,8 +59,8 @@ def chunk_nodes_local(pairs: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np
     from gnncore import _C
 
     flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
-    nodes, local, _, _ = _C.grem_chunk_local(flat, int(num_nodes), False, False)
-    return np.asarray(nodes), np.asarray(local).reshape(-1, 2)
+    chunk = _C.grem_chunk_local(flat, int(num_nodes), first_appearance=False, csr=False)
+    return np.asarray(chunk.nodes), np.asarray(chunk.local).reshape(-1, 2)
 
 
 def chunk_components(local: np.ndarray, n: int) -> np.ndarray:

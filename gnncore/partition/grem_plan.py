@@ -148,10 +148,9 @@ def cluster_graph_edges(edges: EdgeFile, cluster: np.ndarray, k: int,
     keys plus a buffer of at most ``max(2**20, distinct keys)`` raw keys."""
     from gnncore import _C
 
-    keys, counts, internal = _C.grem_cluster_edges(
-        edges.path, edges.offset, edges.int64, edges.rows,
-        np.ascontiguousarray(cluster, dtype=np.int32), int(k), int(chunk_edges))
-    return np.asarray(keys), np.asarray(counts), int(internal)
+    graph = _C.grem_cluster_edges(edges.spec(), np.ascontiguousarray(cluster, dtype=np.int32),
+                                  int(k), chunk_rows=int(chunk_edges))
+    return np.asarray(graph.keys), np.asarray(graph.counts), graph.internal
 
 
 def _plan_parts(k: int, sizes: np.ndarray, keys: np.ndarray, counts: np.ndarray, parts: int,

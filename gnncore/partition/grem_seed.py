@@ -81,9 +81,10 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
         return _metis_chunk_sides(pairs, num_nodes, weights, capacities, seed, imbalance)
     if method == "metis":  # renumbering and CSR in one C++ call
         flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
-        nodes, local, indptr, indices = _C.grem_chunk_local(
-            flat, int(flat.max()) + 1 if len(flat) else 0, True, True)
-        nodes, local = np.asarray(nodes), np.asarray(local).reshape(-1, 2)
+        chunk = _C.grem_chunk_local(flat, int(flat.max()) + 1 if len(flat) else 0,
+                                    first_appearance=True, csr=True)
+        nodes, local = np.asarray(chunk.nodes), np.asarray(chunk.local).reshape(-1, 2)
+        indptr, indices = chunk.indptr, chunk.indices
     else:
         nodes, local = first_appearance(pairs)
     k = len(nodes)

@@ -215,19 +215,21 @@ def balance_splits(graph: GraphDir, assignment: np.ndarray, parts: int,
     totals = np.bincount(codes[codes >= 0], minlength=3)
     bounds = [split_bounds(int(t), parts, tolerance) for t in totals]
     sym = symmetric_graph(graph)
-    new, split_moves, evictions, satisfied = _C.balance_splits(
-        np.asarray(sym.indptr), np.asarray(sym.indices), a, codes, parts,
-        [lo for lo, _ in bounds], [hi for _, hi in bounds],
-        max_part_size(n, parts, imbalance))
+    options = _C.SplitBalanceOptions(
+        parts=parts, lo=(bounds[0][0], bounds[1][0], bounds[2][0]),
+        hi=(bounds[0][1], bounds[1][1], bounds[2][1]), capacity=max_part_size(n, parts, imbalance))
+    balanced = _C.balance_splits(np.asarray(sym.indptr), np.asarray(sym.indices), a, codes,
+                                 options)
+    new = balanced.assignment
     u, v = undirected_edges(graph)
     return BalanceReport(
         assignment=new,
         moved=int(np.count_nonzero(new != a)),
         cut_before=edge_cut(u, v, a),
         cut_after=edge_cut(u, v, new),
-        split_moves=int(split_moves),
-        evictions=int(evictions),
-        satisfied=bool(satisfied),
+        split_moves=balanced.split_moves,
+        evictions=balanced.evictions,
+        satisfied=balanced.satisfied,
         bounds={name: bounds[c] for c, name in enumerate(SPLIT_NAMES) if totals[c]},
         counts_before=split_counts(codes, a, parts),
         counts_after=split_counts(codes, new, parts),

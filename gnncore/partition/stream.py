@@ -94,8 +94,9 @@ class FennelPartitioner(_VertexStreamPartitioner):
         alpha = self.alpha
         if alpha is None:
             alpha = fennel_alpha(graph.num_nodes, len(graph.indices) // 2, parts, self.gamma)
-        return _C.fennel_partition(np.asarray(graph.indptr), np.asarray(graph.indices), parts,
-                                   capacity, alpha, self.gamma, seed)
+        options = _C.FennelOptions(parts=parts, capacity=capacity, alpha=alpha,
+                                   gamma=self.gamma, seed=seed)
+        return _C.fennel_partition(np.asarray(graph.indptr), np.asarray(graph.indices), options)
 
 
 __all__ = ["FennelPartitioner", "LdgPartitioner", "fennel_alpha"]

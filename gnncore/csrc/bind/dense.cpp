@@ -7,8 +7,12 @@
 
 namespace gnncore::bind {
 
+// The DENSE layout ``(node_ids, node_id_offsets, nbrs, nbr_offsets, repr, nbr_edges)``.
+using DenseTuple = std::tuple<OutArray<int64_t>, OutArray<int64_t>, OutArray<int64_t>,
+                              OutArray<int64_t>, OutArray<int64_t>, OutArray<int64_t>>;
+
 template <typename IndexT>
-static nb::tuple sample_dense_as(InArray<int64_t> indptr, InArray<IndexT> indices,
+static DenseTuple sample_dense_as(InArray<int64_t> indptr, InArray<IndexT> indices,
                                  InArray<NodeId> targets, const std::vector<int64_t>& fanouts,
                                  nb::int_ seed, int num_threads) {
   const uint64_t seed64 = seed_of(seed);
@@ -18,13 +22,13 @@ static nb::tuple sample_dense_as(InArray<int64_t> indptr, InArray<IndexT> indice
     s = sample_dense<IndexT>(span_of(indptr), span_of(indices), span_of(targets), fanouts,
                              seed64, num_threads);
   }
-  return nb::make_tuple(to_numpy(std::move(s.node_ids)), to_numpy(std::move(s.node_id_offsets)),
-                        to_numpy(std::move(s.nbrs)), to_numpy(std::move(s.nbr_offsets)),
-                        to_numpy(std::move(s.repr)), to_numpy(std::move(s.nbr_edges)));
+  return DenseTuple(to_numpy(std::move(s.node_ids)), to_numpy(std::move(s.node_id_offsets)),
+                    to_numpy(std::move(s.nbrs)), to_numpy(std::move(s.nbr_offsets)),
+                    to_numpy(std::move(s.repr)), to_numpy(std::move(s.nbr_edges)));
 }
 
 template <typename IndexT>
-static nb::tuple sample_dense_pyg_as(InArray<int64_t> indptr, InArray<IndexT> indices,
+static SampleTuple sample_dense_pyg_as(InArray<int64_t> indptr, InArray<IndexT> indices,
                                      InArray<NodeId> targets, const std::vector<int64_t>& fanouts,
                                      nb::int_ seed, int num_threads) {
   const uint64_t seed64 = seed_of(seed);
@@ -41,7 +45,7 @@ static std::vector<int64_t> copy_of(const InArray<int64_t>& a) {
   return std::vector<int64_t>(a.data(), a.data() + a.shape(0));
 }
 
-static nb::tuple dense_to_pyg_py(InArray<NodeId> node_ids, InArray<int64_t> node_id_offsets,
+static SampleTuple dense_to_pyg_py(InArray<NodeId> node_ids, InArray<int64_t> node_id_offsets,
                                  InArray<NodeId> nbrs, InArray<int64_t> nbr_offsets,
                                  InArray<int64_t> repr, InArray<EdgeId> nbr_edges,
                                  int num_threads) {

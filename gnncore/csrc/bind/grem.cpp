@@ -1,6 +1,10 @@
 // Bindings for GREM: one streaming bisection, chunk reading and the LDG seed.
+// Structured options (EdgeFileSpec, GremBisectOptions) in, typed results out.
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
+#include <array>
+#include <climits>
 #include <stdexcept>
 #include <string>
 
@@ -9,25 +13,198 @@
 
 namespace gnncore::bind {
 
+// The options of one GREM bisection; validate() runs on construction and on every use.
+struct GremBisectOptions {
+  int64_t num_nodes = 0;
+  int64_t chunk_rows = 1;
+  std::array<int64_t, 2> capacities{0, 0};
+  std::array<int64_t, 2> weights{1, 1};
+  bool refine = true;
+  int64_t passes = 0;
+  std::array<std::string, 2> out_paths;
+
+  void validate() const {
+    static const char* cls = "GremBisectOptions";
+    check_field(num_nodes >= 0, cls, "num_nodes", ">= 0", num_nodes);
+    check_field(chunk_rows >= 1, cls, "chunk_rows", ">= 1", chunk_rows);
+    for (int s = 0; s < 2; ++s) {
+      const std::string i = "[" + std::to_string(s) + "]";
+      check_field(capacities[s] >= 0, cls, "capacities" + i, ">= 0", capacities[s]);
+      check_field(weights[s] >= 1, cls, "weights" + i, ">= 1", weights[s]);
+    }
+    check_field(passes >= 0 && passes <= INT_MAX, cls, "passes", "in [0, 2**31)", passes);
+  }
+
+  BisectConfig config() const {
+    validate();
+    BisectConfig c;
+    c.num_nodes = num_nodes;
+    c.chunk_rows = chunk_rows;
+    c.refine = refine;
+    c.passes = static_cast<int>(passes);
+    for (int s = 0; s < 2; ++s) {
+      c.capacity[s] = capacities[s];
+      c.weight[s] = weights[s];
+      c.out_path[s] = out_paths[s];
+    }
+    return c;
+  }
+};
+
+// What one bisection did, with numpy arrays and plain numbers.
+struct GremBisectResult {
+  OutArray<int8_t> side;
+  std::array<int64_t, 2> sizes{0, 0};
+  std::array<int64_t, 2> rows_written{0, 0};
+  int64_t num_chunks = 0;
+  int64_t first_chunk_nodes = 0;
+  int64_t isolated = 0;
+  int64_t reassigned = 0;
+  std::vector<int64_t> moves;
+  double seconds_grem = 0;
+  std::vector<double> seconds_passes;
+  double seconds_split = 0;
+};
+
+// A chunk over local ids (grem_chunk_local).
+struct GremChunkLocal {
+  OutArray<int64_t> nodes, local, indptr, indices;
+};
+
+// The cluster graph of seed ``clusters`` (grem_cluster_edges).
+struct GremClusterEdges {
+  OutArray<int64_t> keys, counts;
+  int64_t internal = 0;
+};
+
 static EdgeFile edge_file(const std::string& path, int64_t offset, bool int64, int64_t rows) {
-  if (offset < 0) throw std::invalid_argument("offset must be non-negative");
-  if (rows < 0) throw std::invalid_argument("rows must be non-negative");
+  check_field(offset >= 0, "EdgeFileSpec", "offset", ">= 0", offset);
+  check_field(rows >= 0, "EdgeFileSpec", "rows", ">= 0", rows);
   return EdgeFile{path, offset, int64, rows};
 }
 
-template <typename T>
-static nb::list list_of(const std::vector<T>& v) {
-  nb::list out;
-  for (const T& x : v) out.append(x);
-  return out;
+static void bind_grem_types(nb::module_& m) {
+  nb::class_<EdgeFile>(m, "EdgeFileSpec",
+                       R"doc(Where the rows of a binary edge file lie (read-only once built).
+
+The file holds ``rows`` rows of two little-endian node ids, int64 when
+``int64`` else int32, starting at byte ``offset`` (a ``.npy`` file's data
+offset, or 0 for raw files).)doc")
+      .def(
+          "__init__",
+          [](EdgeFile* self, const std::string& path, int64_t offset, bool int64, int64_t rows) {
+            new (self) EdgeFile(edge_file(path, offset, int64, rows));
+          },
+          nb::arg("path"), nb::kw_only(), nb::arg("offset"), nb::arg("int64"), nb::arg("rows"),
+          "Raises ``ValueError`` naming the field for a negative ``offset`` or ``rows``.")
+      .def_ro("path", &EdgeFile::path, "The file.")
+      .def_ro("offset", &EdgeFile::offset, "Byte offset of row 0.")
+      .def_ro("int64", &EdgeFile::int64, "Id width: int64 when true, else int32.")
+      .def_ro("rows", &EdgeFile::rows, "Number of ``(u, v)`` rows.")
+      .def("__repr__", [](const EdgeFile& f) {
+        return "EdgeFileSpec(" + nb::cast<std::string>(nb::repr(nb::str(f.path.c_str()))) +
+               ", offset=" + std::to_string(f.offset) + ", int64=" +
+               (f.int64 ? "True" : "False") + ", rows=" + std::to_string(f.rows) + ")";
+      });
+
+  nb::class_<GremBisectOptions> options(m, "GremBisectOptions",
+                                R"doc(Options of one GREM bisection (``grem_bisect``).
+
+Checked when built and again by every call that uses them: a bad value raises
+``ValueError`` naming the field, e.g. ``GremBisectOptions.chunk_rows must be
+>= 1, got 0``.)doc");
+  options
+      .def(
+          "__init__",
+          [](GremBisectOptions* self, int64_t num_nodes, int64_t chunk_rows,
+             TupleOf<int64_t, 2> capacities, TupleOf<int64_t, 2> weights, bool refine,
+             int64_t passes, TupleOf<std::string, 2> out_paths) {
+            GremBisectOptions o{num_nodes,
+                                chunk_rows,
+                                as_array<int64_t>(capacities),
+                                as_array<int64_t>(weights),
+                                refine,
+                                passes,
+                                as_array<std::string>(out_paths)};
+            o.validate();
+            new (self) GremBisectOptions(std::move(o));
+          },
+          nb::kw_only(), nb::arg("num_nodes"), nb::arg("chunk_rows"), nb::arg("capacities"),
+          nb::arg("weights") = std::make_tuple(int64_t{1}, int64_t{1}),
+          nb::arg("refine") = true, nb::arg("passes") = 0,
+          nb::arg("out_paths") = std::make_tuple(std::string(), std::string()))
+      .def_rw("num_nodes", &GremBisectOptions::num_nodes,
+              "Id space: the whole graph's node count (>= 0).")
+      .def_rw("chunk_rows", &GremBisectOptions::chunk_rows,
+              "Edges per chunk, fixed across recursion levels (>= 1).")
+      .def_rw("refine", &GremBisectOptions::refine,
+              "GREM's averaging refinement (True) or streaming greedy: a node keeps its "
+              "first label (False).")
+      .def_rw("passes", &GremBisectOptions::passes,
+              "Restreaming refinement passes after the GREM pass (>= 0).")
+      .def("__repr__", [](const GremBisectOptions& o) {
+        return "GremBisectOptions(num_nodes=" + std::to_string(o.num_nodes) +
+               ", chunk_rows=" + std::to_string(o.chunk_rows) + ", capacities=(" +
+               std::to_string(o.capacities[0]) + ", " + std::to_string(o.capacities[1]) +
+               "), weights=(" + std::to_string(o.weights[0]) + ", " +
+               std::to_string(o.weights[1]) + "), refine=" + (o.refine ? "True" : "False") +
+               ", passes=" + std::to_string(o.passes) + ", out_paths=" +
+               nb::cast<std::string>(nb::repr(nb::cast(as_tuple(o.out_paths)))) + ")";
+      });
+  def_tuple_rw(options, "capacities", &GremBisectOptions::capacities,
+               "``(P0, P1)``: the most nodes each side may hold (>= 0).");
+  def_tuple_rw(options, "weights", &GremBisectOptions::weights,
+               "``(w0, w1)``: target shares used when no neighbour count decides (>= 1).");
+  def_tuple_rw(options, "out_paths", &GremBisectOptions::out_paths,
+               "Per-side edge files for the edges inside each side (\"\" = none).");
+
+  nb::class_<GremBisectResult> result(m, "GremBisectResult",
+                                      "What one GREM bisection (``grem_bisect``) did.");
+  def_tuple_ro(result, "sizes", &GremBisectResult::sizes, "Nodes on side 0 and side 1.");
+  def_tuple_ro(result, "rows_written", &GremBisectResult::rows_written,
+               "Rows written to each side's edge file (0 where none was asked for).");
+  result
+      .def_ro("side", &GremBisectResult::side, nb::rv_policy::reference,
+              "int8 side (0 or 1) of each member, aligned "
+              "with ``members``.")
+      .def_ro("num_chunks", &GremBisectResult::num_chunks, "Chunks streamed.")
+      .def_ro("first_chunk_nodes", &GremBisectResult::first_chunk_nodes,
+              "Nodes of the first (seeded) chunk.")
+      .def_ro("isolated", &GremBisectResult::isolated, "Members never seen in any chunk.")
+      .def_ro("reassigned", &GremBisectResult::reassigned,
+              "Label changes during the streaming pass.")
+      .def_ro("moves", &GremBisectResult::moves, "Nodes moved by each refinement pass run.")
+      .def_ro("seconds_grem", &GremBisectResult::seconds_grem,
+              "Wall time of the GREM pass (and the isolated nodes).")
+      .def_ro("seconds_passes", &GremBisectResult::seconds_passes,
+              "Wall time of each restreaming pass run.")
+      .def_ro("seconds_split", &GremBisectResult::seconds_split,
+              "Wall time of the split into per-side edge files.");
+
+  nb::class_<GremChunkLocal>(m, "GremChunkLocal", "A chunk's graph over local ids.")
+      .def_ro("nodes", &GremChunkLocal::nodes, nb::rv_policy::reference,
+              "Global id of each local id (int64).")
+      .def_ro("local", &GremChunkLocal::local, nb::rv_policy::reference,
+              "The pairs renumbered to local ids (flat int64).")
+      .def_ro("indptr", &GremChunkLocal::indptr, nb::rv_policy::reference,
+              "Symmetric CSR offsets over local ids (empty unless asked for).")
+      .def_ro("indices", &GremChunkLocal::indices, nb::rv_policy::reference,
+              "Symmetric CSR neighbours, each row sorted (empty unless asked for).");
+
+  nb::class_<GremClusterEdges>(m, "GremClusterEdges",
+                               "The cluster graph of GREM's ``clusters`` seed.")
+      .def_ro("keys", &GremClusterEdges::keys, nb::rv_policy::reference,
+              "Distinct keys ``min(a, b) · k + max(a, b)``, increasing (int64).")
+      .def_ro("counts", &GremClusterEdges::counts, nb::rv_policy::reference,
+              "Rows counted for each key (int64).")
+      .def_ro("internal", &GremClusterEdges::internal, "Rows inside one cluster.");
 }
 
 void bind_grem(nb::module_& m) {
+  bind_grem_types(m);
   m.def(
       "grem_read_edges",
-      [](const std::string& path, int64_t offset, bool int64, int64_t rows, int64_t begin,
-         int64_t count) {
-        const EdgeFile file = edge_file(path, offset, int64, rows);
+      [](const EdgeFile& file, int64_t begin, int64_t count) {
         std::vector<NodeId> pairs;
         {
           nb::gil_scoped_release release;
@@ -35,76 +212,49 @@ void bind_grem(nb::module_& m) {
         }
         return to_numpy(std::move(pairs));
       },
-      nb::arg("path"), nb::arg("offset"), nb::arg("int64"), nb::arg("rows"), nb::arg("begin"),
-      nb::arg("count"),
-      R"doc(Rows ``[begin, begin + count)`` of a binary edge file as flat int64
-``(u0, v0, u1, v1, ...)`` (fewer rows at the end of the file).
-
-The file holds ``rows`` rows of two int32 (or int64 when ``int64``) ids starting
-at byte ``offset``.)doc");
+      nb::arg("file"), nb::arg("begin"), nb::arg("count"),
+      R"doc(Rows ``[begin, begin + count)`` of the edge file ``file`` as flat int64
+``(u0, v0, u1, v1, ...)`` (fewer rows at the end of the file).)doc");
 
   m.def(
       "grem_bisect",
-      [](const std::string& path, int64_t offset, bool int64, int64_t rows, NodeId num_nodes,
-         InArray<NodeId> members, InArray<NodeId> seed_nodes, InArray<int64_t> seed_sides,
-         int64_t chunk_rows, int64_t capacity0, int64_t capacity1, int64_t weight0,
-         int64_t weight1, bool refine, int passes, const std::string& out0,
-         const std::string& out1) {
-        const EdgeFile file = edge_file(path, offset, int64, rows);
-        BisectConfig config;
-        config.num_nodes = num_nodes;
-        config.chunk_rows = chunk_rows;
-        config.capacity[0] = capacity0;
-        config.capacity[1] = capacity1;
-        config.weight[0] = weight0;
-        config.weight[1] = weight1;
-        config.refine = refine;
-        config.passes = passes;
-        config.out_path[0] = out0;
-        config.out_path[1] = out1;
+      [](const EdgeFile& file, InArray<NodeId> members, InArray<NodeId> seed_nodes,
+         InArray<int64_t> seed_sides, const GremBisectOptions& options) {
+        const BisectConfig config = options.config();
         BisectResult r;
         {
           nb::gil_scoped_release release;
           r = grem_bisect(file, config, span_of(members), span_of(seed_nodes),
                           span_of(seed_sides));
         }
-        nb::dict out;
-        out["side"] = to_numpy(std::move(r.side));
-        out["sizes"] = nb::make_tuple(r.sizes[0], r.sizes[1]);
-        out["rows_written"] = nb::make_tuple(r.rows_written[0], r.rows_written[1]);
-        out["num_chunks"] = r.num_chunks;
-        out["first_chunk_nodes"] = r.first_chunk_nodes;
-        out["isolated"] = r.isolated;
-        out["reassigned"] = r.reassigned;
-        out["moves"] = list_of(r.moves);
-        nb::dict seconds;
-        seconds["grem"] = r.seconds_grem;
-        seconds["passes"] = list_of(r.seconds_passes);
-        seconds["split"] = r.seconds_split;
-        out["seconds"] = seconds;
+        GremBisectResult out;
+        out.side = to_numpy(std::move(r.side));
+        out.sizes = {r.sizes[0], r.sizes[1]};
+        out.rows_written = {r.rows_written[0], r.rows_written[1]};
+        out.num_chunks = r.num_chunks;
+        out.first_chunk_nodes = r.first_chunk_nodes;
+        out.isolated = r.isolated;
+        out.reassigned = r.reassigned;
+        out.moves = std::move(r.moves);
+        out.seconds_grem = r.seconds_grem;
+        out.seconds_passes = std::move(r.seconds_passes);
+        out.seconds_split = r.seconds_split;
         return out;
       },
-      nb::arg("path"), nb::arg("offset"), nb::arg("int64"), nb::arg("rows"),
-      nb::arg("num_nodes"), nb::arg("members"), nb::arg("seed_nodes"), nb::arg("seed_sides"),
-      nb::arg("chunk_rows"), nb::arg("capacity0"), nb::arg("capacity1"), nb::arg("weight0") = 1,
-      nb::arg("weight1") = 1, nb::arg("refine") = true, nb::arg("passes") = 0,
-      nb::arg("out0") = "", nb::arg("out1") = "",
-      R"doc(One GREM bisection (ALGORITHMS.md §1) streamed over a binary edge file.
+      nb::arg("file"), nb::arg("members"), nb::arg("seed_nodes"), nb::arg("seed_sides"),
+      nb::arg("options"),
+      R"doc(One GREM bisection (ALGORITHMS.md §1) streamed over the edge file ``file``.
 
-``members`` (int64, distinct ids in ``[0, num_nodes)``) are the sub-problem's
-nodes; every row of the file must join two members. ``seed_nodes`` /
-``seed_sides`` label exactly the nodes of the first ``chunk_rows`` rows. Side
-``s`` holds at most ``capacity<s>`` nodes; ``weight0 : weight1`` are the target
-shares used when no neighbour count decides. ``refine=False`` is streaming
-greedy (a node keeps its first label). ``passes`` restreaming refinement
-passes follow. Edges with both endpoints on side ``s`` are written, in stream
-order, to ``out<s>`` (raw rows of the input's id width) unless it is empty.
+``members`` (int64, distinct ids in ``[0, options.num_nodes)``) are the
+sub-problem's nodes; every row of the file must join two members.
+``seed_nodes`` / ``seed_sides`` label exactly the nodes of the first
+``options.chunk_rows`` rows. Side ``s`` holds at most ``options.capacities[s]``
+nodes; ``options.weights`` are the target shares used when no neighbour count
+decides. ``options.passes`` restreaming refinement passes follow. Edges with
+both endpoints on side ``s`` are written, in stream order, to
+``options.out_paths[s]`` (raw rows of the input's id width) unless it is empty.
 
-Returns a dict: ``side`` (int8, aligned with ``members``), ``sizes``,
-``rows_written``, ``num_chunks``, ``first_chunk_nodes``, ``isolated``,
-``reassigned`` (label changes in the streaming pass), ``moves`` (nodes
-moved by each refinement pass run) and ``seconds`` (wall time of each phase:
-``grem``, ``passes`` (a list) and ``split``). Releases the GIL.)doc");
+Returns a ``GremBisectResult``. Releases the GIL.)doc");
 
   m.def(
       "grem_chunk_local",
@@ -114,11 +264,12 @@ moved by each refinement pass run) and ``seconds`` (wall time of each phase:
           nb::gil_scoped_release release;
           c = chunk_local(span_of(pairs), num_nodes, first_appearance, csr);
         }
-        return nb::make_tuple(to_numpy(std::move(c.nodes)), to_numpy(std::move(c.local)),
-                              to_numpy(std::move(c.indptr)), to_numpy(std::move(c.indices)));
+        return GremChunkLocal{to_numpy(std::move(c.nodes)), to_numpy(std::move(c.local)),
+                              to_numpy(std::move(c.indptr)), to_numpy(std::move(c.indices))};
       },
-      nb::arg("pairs"), nb::arg("num_nodes"), nb::arg("first_appearance"), nb::arg("csr"),
-      R"doc(A chunk's graph over local ids: ``(nodes, local, indptr, indices)``.
+      nb::arg("pairs"), nb::arg("num_nodes"), nb::kw_only(), nb::arg("first_appearance"),
+      nb::arg("csr"),
+      R"doc(A chunk's graph over local ids, as a ``GremChunkLocal``.
 
 ``pairs`` is the chunk as flat int64 ``(u0, v0, u1, v1, ...)`` with ids in
 ``[0, num_nodes)``. Local ids follow first appearance (row by row, ``u``
@@ -135,7 +286,7 @@ by neighbour id, else empty. Releases the GIL.)doc");
           nb::gil_scoped_release release;
           chunk_csr(span_of(local), n, indptr, indices);
         }
-        return nb::make_tuple(to_numpy(std::move(indptr)), to_numpy(std::move(indices)));
+        return ArrayPair<int64_t>(to_numpy(std::move(indptr)), to_numpy(std::move(indices)));
       },
       nb::arg("local"), nb::arg("n"),
       R"doc(The symmetric CSR ``(indptr, indices)`` of flat local pairs over ``n``
@@ -143,22 +294,20 @@ ids, each row sorted by neighbour id. Releases the GIL.)doc");
 
   m.def(
       "grem_cluster_edges",
-      [](const std::string& path, int64_t offset, bool int64, int64_t rows,
-         InArray<int32_t> cluster, int64_t k, int64_t chunk_rows, int64_t buffer_keys) {
-        const EdgeFile file = edge_file(path, offset, int64, rows);
+      [](const EdgeFile& file, InArray<int32_t> cluster, int64_t k, int64_t chunk_rows,
+         int64_t buffer_keys) {
         ClusterEdges c;
         {
           nb::gil_scoped_release release;
           c = cluster_edges(file, span_of(cluster), k, chunk_rows, buffer_keys);
         }
-        return nb::make_tuple(to_numpy(std::move(c.keys)), to_numpy(std::move(c.counts)),
-                              c.internal);
+        return GremClusterEdges{to_numpy(std::move(c.keys)), to_numpy(std::move(c.counts)),
+                                c.internal};
       },
-      nb::arg("path"), nb::arg("offset"), nb::arg("int64"), nb::arg("rows"),
-      nb::arg("cluster"), nb::arg("k"), nb::arg("chunk_rows"),
+      nb::arg("file"), nb::arg("cluster"), nb::arg("k"), nb::kw_only(), nb::arg("chunk_rows"),
       nb::arg("buffer_keys") = int64_t{1} << 20,
-      R"doc(The cluster graph of GREM's ``clusters`` seed in one pass over an edge
-file, ``chunk_rows`` rows at a time: ``(keys, counts, internal)``.
+      R"doc(The cluster graph of GREM's ``clusters`` seed in one pass over the edge
+file ``file``, ``chunk_rows`` rows at a time, as a ``GremClusterEdges``.
 
 ``cluster`` (int32, one entry per node, -1 for none) assigns clusters in
 ``[0, k)``. Rows joining two clustered nodes of different clusters ``a, b``

@@ -13,9 +13,9 @@ namespace gnncore::bind {
 template <typename IndexT,
           NeighborSample (*Kernel)(Span<int64_t>, Span<IndexT>, Span<NodeId>,
                                    const std::vector<int64_t>&, uint64_t, bool, int)>
-static nb::tuple run_sampler(InArray<int64_t> indptr, InArray<IndexT> indices,
-                             InArray<NodeId> seeds, const std::vector<int64_t>& fanouts,
-                             nb::int_ seed, bool replace, int num_threads) {
+static SampleTuple run_sampler(InArray<int64_t> indptr, InArray<IndexT> indices,
+                               InArray<NodeId> seeds, const std::vector<int64_t>& fanouts,
+                               nb::int_ seed, bool replace, int num_threads) {
   const uint64_t seed64 = seed_of(seed);
   NeighborSample s;
   {

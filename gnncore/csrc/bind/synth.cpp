@@ -45,7 +45,7 @@ on ``(seed, e)``, so any chunking and any thread count give the same stream.)doc
               self.generate(first, MutSpan<NodeId>{src.data(), src.size()},
                             MutSpan<NodeId>{dst.data(), dst.size()}, num_threads);
             }
-            return nb::make_tuple(to_numpy(std::move(src)), to_numpy(std::move(dst)));
+            return ArrayPair<NodeId>(to_numpy(std::move(src)), to_numpy(std::move(dst)));
           },
           nb::arg("first"), nb::arg("count"), nb::arg("num_threads") = 0,
           "Edges ``[first, first + count)`` of the stream as ``(src int64, dst int64)``.");

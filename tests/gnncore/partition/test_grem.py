@@ -73,11 +73,11 @@ def bisect(tmp_path: Path, pairs, members, chunk: int, seeds: dict[int, int],
                          weights=weights, refine=refine, passes=passes, out_paths=outs)
     ref = grem_bisect_reference(np.asarray(pairs), members.tolist(), chunk, nodes, labels,
                                 capacities, weights, refine, passes)
-    np.testing.assert_array_equal(result["side"], ref.side)
-    assert tuple(result["sizes"]) == ref.sizes
-    assert list(result["moves"]) == ref.moves
-    assert result["reassigned"] == ref.reassigned and result["isolated"] == ref.isolated
-    return dict(zip(members.tolist(), np.asarray(result["side"]).tolist())), result
+    np.testing.assert_array_equal(result.side, ref.side)
+    assert tuple(result.sizes) == ref.sizes
+    assert list(result.moves) == ref.moves
+    assert result.reassigned == ref.reassigned and result.isolated == ref.isolated
+    return dict(zip(members.tolist(), np.asarray(result.side).tolist())), result
 
 
 # The stream format --------------------------------------------------------------
@@ -116,7 +116,7 @@ SEED = {0: 0, 1: 0, 2: 0, 3: 1, 4: 1}
 
 def test_first_chunk_keeps_the_seed_labels(tmp_path):
     side, result = bisect(tmp_path, SEED_CHUNK, range(5), 3, SEED, (3, 3))
-    assert side == SEED and result["first_chunk_nodes"] == 5 and result["num_chunks"] == 1
+    assert side == SEED and result.first_chunk_nodes == 5 and result.num_chunks == 1
 
 
 def test_metis_seed_splits_the_first_chunk_along_its_sparse_cut():
@@ -152,9 +152,9 @@ def test_refinement_averages_the_running_estimate(tmp_path):
     # Chunk 2 shows one more side-1 neighbour: ((1 + 0) / 2, (0.5 + 1) / 2) =
     # (0.5, 0.75), so node 0 moves to side 1.
     side, result = bisect(tmp_path, AVERAGING, range(8), 3, SEED, (6, 6))
-    assert side[0] == 1 and result["reassigned"] == 1
+    assert side[0] == 1 and result.reassigned == 1
     # Chunk 1 also placed the new nodes: 5 (tie -> argmin(3, 2) = 1), 6 and 7 follow.
-    assert side[5] == side[6] == side[7] == 1 and tuple(result["sizes"]) == (2, 6)
+    assert side[5] == side[6] == side[7] == 1 and tuple(result.sizes) == (2, 6)
 
 
 def test_refinement_respects_a_full_side(tmp_path):
@@ -168,7 +168,7 @@ def test_greedy_keeps_first_labels_where_grem_refines(tmp_path):
     grem, _ = bisect(tmp_path, AVERAGING, range(8), 3, SEED, (6, 6))
     greedy, result = bisect(tmp_path, AVERAGING, range(8), 3, SEED, (6, 6), refine=False)
     assert grem[0] == 1 and greedy[0] == 0
-    assert result["reassigned"] == 0
+    assert result.reassigned == 0
     assert {n: greedy[n] for n in SEED} == SEED
 
 
@@ -180,9 +180,9 @@ def test_capacity_does_not_count_a_node_twice(tmp_path):
     seeds = {0: 0, 1: 0, 2: 0, 3: 1, 4: 1}
     side, result = bisect(tmp_path, pairs, range(6), 3, seeds, (3, 3))
     assert side[0] == 0 and side[2] == 0
-    assert result["reassigned"] == 0
+    assert result.reassigned == 0
     # Node 5 (new, neighbour on side 1) joins side 1: sizes (3, 3).
-    assert side[5] == 1 and tuple(result["sizes"]) == (3, 3)
+    assert side[5] == 1 and tuple(result.sizes) == (3, 3)
 
 
 def test_a_full_side_sends_new_nodes_to_the_other_side(tmp_path):
@@ -190,7 +190,7 @@ def test_a_full_side_sends_new_nodes_to_the_other_side(tmp_path):
     pairs = [(0, 1), (3, 4), (3, 5)]
     seeds = {0: 0, 1: 0, 3: 1, 4: 1}
     side, result = bisect(tmp_path, pairs, [0, 1, 3, 4, 5], 2, seeds, (4, 2))
-    assert side[5] == 0 and tuple(result["sizes"]) == (3, 2)
+    assert side[5] == 0 and tuple(result.sizes) == (3, 2)
 
 
 def test_updates_within_a_chunk_are_visible_to_later_nodes(tmp_path):
@@ -207,8 +207,8 @@ def test_isolated_nodes_go_to_the_smaller_side(tmp_path):
     # Sizes after streaming (3, 2); isolated 8 -> side 1, then 9 -> side 0 (tie).
     members = [0, 1, 2, 3, 4, 8, 9]
     side, result = bisect(tmp_path, SEED_CHUNK, members, 3, SEED, (4, 4))
-    assert side[8] == 1 and side[9] == 0 and result["isolated"] == 2
-    assert tuple(result["sizes"]) == (4, 3)
+    assert side[8] == 1 and side[9] == 0 and result.isolated == 2
+    assert tuple(result.sizes) == (4, 3)
 
 
 def test_one_restreaming_pass_moves_a_misplaced_node(tmp_path):
@@ -219,9 +219,9 @@ def test_one_restreaming_pass_moves_a_misplaced_node(tmp_path):
     seeds = {0: 1, 1: 0, 2: 0, 3: 1, 4: 1}
     side, result = bisect(tmp_path, pairs, range(5), 4, seeds, (3, 3), passes=3)
     assert side == {0: 0, 1: 0, 2: 0, 3: 1, 4: 1}
-    assert list(result["moves"]) == [1, 0]
+    assert list(result.moves) == [1, 0]
     side, result = bisect(tmp_path, pairs, range(5), 4, seeds, (3, 3), passes=0)
-    assert side[0] == 1 and list(result["moves"]) == []
+    assert side[0] == 1 and list(result.moves) == []
 
 
 def test_restreaming_moves_by_gain_and_respects_capacity(tmp_path):
@@ -232,7 +232,7 @@ def test_restreaming_moves_by_gain_and_respects_capacity(tmp_path):
     pairs = [(0, 1), (0, 2), (3, 4)]
     seeds = {0: 1, 1: 0, 2: 0, 3: 1, 4: 1}
     side, result = bisect(tmp_path, pairs, range(5), 3, seeds, (3, 3), passes=5)
-    assert list(result["moves"]) == [2, 1, 0]
+    assert list(result.moves) == [2, 1, 0]
     assert side == {0: 0, 1: 0, 2: 0, 3: 1, 4: 1}
 
 
@@ -244,7 +244,7 @@ def test_split_writes_each_sides_edges_in_stream_order(tmp_path):
         rows = np.fromfile(tmp_path / f"s{s}.bin", dtype=np.int32).reshape(-1, 2)
         expected = [p for p in pairs if side[p[0]] == side[p[1]] == s]
         assert rows.tolist() == [list(p) for p in expected]
-        assert result["rows_written"][s] == len(expected)
+        assert result.rows_written[s] == len(expected)
 
 
 # The C++ kernel against the literal reference --------------------------------------
@@ -277,7 +277,7 @@ def test_kernel_matches_the_reference_on_random_graphs(tmp_path, trial):
         d.mkdir()
         _, result = bisect(d, pairs, members, chunk, seeds, caps, weights, refine, passes,
                            split=True)
-        assert all(result["sizes"][s] <= caps[s] for s in (0, 1))
+        assert all(result.sizes[s] <= caps[s] for s in (0, 1))
         ref = grem_bisect_reference(pairs, members.tolist(), chunk, list(seeds),
                                     list(seeds.values()), caps, weights, refine, passes)
         for s in (0, 1):
@@ -301,13 +301,13 @@ def test_kernel_matches_the_reference_on_int64_files(tmp_path, trial):
     result = grem_bisect(edges, n, members, chunk_edges=chunk, seed_nodes=nodes,
                          seed_labels=labels, capacities=caps, passes=3, out_paths=outs)
     ref = grem_bisect_reference(pairs, members.tolist(), chunk, nodes, labels, caps, passes=3)
-    np.testing.assert_array_equal(result["side"], ref.side)
-    assert list(result["moves"]) == ref.moves
+    np.testing.assert_array_equal(result.side, ref.side)
+    assert list(result.moves) == ref.moves
     for s in (0, 1):
         rows = np.fromfile(outs[s], dtype=np.int64).reshape(-1, 2)
         np.testing.assert_array_equal(rows, ref.side_edges[s])
-    assert set(result["seconds"]) == {"grem", "passes", "split"}
-    assert len(result["seconds"]["passes"]) == len(ref.moves)
+    assert result.seconds_grem >= 0 and result.seconds_split >= 0
+    assert len(result.seconds_passes) == len(ref.moves)
 
 
 @pytest.mark.parametrize("trial", range(6))
@@ -628,9 +628,9 @@ def test_cluster_graph_is_streamed_one_chunk_at_a_time(communities, monkeypatch)
         reads.append((begin, count))
         return real(self, begin, count)
 
-    def spy_pass(*args):
-        calls.append(args[6])  # chunk_rows of the C++ streaming pass
-        return real_pass(*args)
+    def spy_pass(*args, **kwargs):
+        calls.append(kwargs["chunk_rows"])  # of the C++ streaming pass
+        return real_pass(*args, **kwargs)
 
     monkeypatch.setattr(EdgeFile, "read", spy)
     monkeypatch.setattr(_C, "grem_cluster_edges", spy_pass)
@@ -657,9 +657,9 @@ def test_cluster_graph_counts_match_a_brute_force_count(tmp_path):
 
     for k, buffer in ((50, 1 << 20), (2100, 1 << 20), (50, 3), (2100, 0)):
         # buffer 3 or 0: the raw keys are merged after every chunk
-        flat = _C.grem_cluster_edges(edges.path, edges.offset, edges.int64, edges.rows,
-                                     cluster, k, 7, buffer)
-        keys, counts, internal = np.asarray(flat[0]), np.asarray(flat[1]), flat[2]
+        graph = _C.grem_cluster_edges(edges.spec(), cluster, k, chunk_rows=7,
+                                      buffer_keys=buffer)
+        keys, counts, internal = np.asarray(graph.keys), np.asarray(graph.counts), graph.internal
         if buffer == 1 << 20:
             same = cluster_graph_edges(edges, cluster, k, chunk_edges=7)
             np.testing.assert_array_equal(same[0], keys)

@@ -53,8 +53,8 @@ def test_ldg_and_fennel_match_the_references(random_graphs):
 def test_int32_and_int64_indices_agree(random_graphs):
     sym = symmetric_graph(random_graphs[1])
     i32, i64 = sym.indices.astype(np.int32), sym.indices.astype(np.int64)
-    for fn, args in ((_C.ldg_partition, (4, 40, 3)),
-                     (_C.fennel_partition, (4, 40, 0.1, 1.5, 3))):
+    fennel = _C.FennelOptions(parts=4, capacity=40, alpha=0.1, gamma=1.5, seed=3)
+    for fn, args in ((_C.ldg_partition, (4, 40, 3)), (_C.fennel_partition, (fennel,))):
         assert np.array_equal(fn(sym.indptr, i32, *args), fn(sym.indptr, i64, *args))
 
 
