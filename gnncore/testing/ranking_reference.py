@@ -24,14 +24,13 @@ def filtered_ranks_reference(z: np.ndarray, relation_vectors: np.ndarray | None,
         for h, r, t in np.asarray(triples).tolist():
             if direction == "tail":
                 source, rel, answer = h, r, t
-                is_known = lambda c: (h, r, c) in known  # noqa: E731
             else:
                 source, rel, answer = t, (r + num_relations if reciprocal else r), h
-                is_known = lambda c: (c, r, t) in known  # noqa: E731
             target = score(source, rel, answer)
             greater = ties = 0
             for cand in range(len(z)):
-                if cand == answer or is_known(cand):
+                known_triple = (h, r, cand) if direction == "tail" else (cand, r, t)
+                if cand == answer or known_triple in known:
                     continue
                 s = score(source, rel, cand)
                 greater += s > target

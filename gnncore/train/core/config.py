@@ -59,7 +59,8 @@ class ConfigMethods:
     @property
     def num_layers(self) -> int:
         """Message-passing layers: one per training fan-out."""
-        return len(getattr(self, "fanouts"))
+        values: Any = self
+        return len(values.fanouts)
 
     def field_error(self, name: str, problem: str) -> ConfigError:
         """The :class:`ConfigError` for field ``name``: ``"name=value: problem"``."""

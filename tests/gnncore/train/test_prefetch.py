@@ -95,7 +95,7 @@ def test_leaving_early_joins_the_threads_and_gives_back_the_seeds(graph: GraphDi
     assert loader.node_sampler.num_batches == 2  # as if two batches had been drawn plainly
     assert_same_batches(first, plain[:2])
 
-    for batch in iter(prefetcher):  # no `with`: dropping the iterator closes it
+    for batch in iter(prefetcher):  # noqa: B007 (no `with`: dropping the iterator closes it)
         break
     del batch
     assert prefetch_threads() == []
