@@ -75,7 +75,7 @@ def remap_int_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndar
         present[dst] = True
         raw_ids = np.flatnonzero(present).astype(np.int64)
         lut_dtype = np.int32 if len(raw_ids) <= np.iinfo(np.int32).max else np.int64
-        lut = np.cumsum(present, dtype=lut_dtype)
+        lut: np.ndarray = np.cumsum(present, dtype=lut_dtype)
         lut -= 1
         del present
         return lut[src], lut[dst], raw_ids
@@ -236,7 +236,7 @@ def write_graph(
         started (float): ``time.perf_counter()`` when the ingestion began.
     """
     started = time.perf_counter() if started is None else started
-    details = _plain(dict(details or {}))
+    plain_details: dict[str, Any] = _plain(dict(details or {}))
     counts = {
         "format": fmt,
         "source": str(Path(source).absolute()),
@@ -251,7 +251,7 @@ def write_graph(
                               rel=edges.rel, num_relations=num_relations, shuffle_seed=seed)
         for table, frame in (tables or {}).items():
             writer.write_table(table, frame)
-        writer.stats.update(details)
+        writer.stats.update(plain_details)
         writer.stats.update(counts)
     return IngestReport(
         format=fmt,
@@ -268,5 +268,5 @@ def write_graph(
         num_classes=writer.num_classes,
         num_relations=writer.num_relations,
         seconds=round(time.perf_counter() - started, 3),
-        details=details,
+        details=plain_details,
     )

@@ -39,6 +39,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -341,12 +342,13 @@ def _collect(lf: pl.LazyFrame, path: Path) -> pl.DataFrame | None:
         raise
 
 
-def _scan(path: Path, layout: Layout, dtype: pl.DataType) -> pl.LazyFrame:
+def _scan(path: Path, layout: Layout, dtype: pl.DataType | type[pl.DataType]) -> pl.LazyFrame:
     """A lazy frame of ``src``, ``dst`` and ``missing`` (a row lacks a value).
 
     Blank lines are dropped here (they parse as all-null rows).
     """
-    common = dict(has_header=False, comment_prefix=COMMENT, skip_lines=layout.skip_lines)
+    common: dict[str, Any] = dict(has_header=False, comment_prefix=COMMENT,
+                                  skip_lines=layout.skip_lines)
     if layout.separator is None:
         lf = pl.scan_csv(path, separator="\x1f", quote_char=None, schema={"line": pl.String},
                          **common)
@@ -358,7 +360,7 @@ def _scan(path: Path, layout: Layout, dtype: pl.DataType) -> pl.LazyFrame:
         return lf.select(src=pl.col("src").cast(dtype, strict=True),
                          dst=pl.col("dst").cast(dtype, strict=True),
                          missing=pl.col("src").is_null() | pl.col("dst").is_null())
-    schema = {"src": dtype, "dst": dtype}
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {"src": dtype, "dst": dtype}
     if layout.ncols == 3:
         schema["weight"] = pl.String
     lf = pl.scan_csv(path, separator=layout.separator, schema=schema,
@@ -374,7 +376,7 @@ def _scan(path: Path, layout: Layout, dtype: pl.DataType) -> pl.LazyFrame:
     return lf
 
 
-def _parse(path: Path, layouts: list[Layout], dtype: pl.DataType
+def _parse(path: Path, layouts: list[Layout], dtype: pl.DataType | type[pl.DataType]
            ) -> tuple[pl.DataFrame, Layout] | None:
     for layout in layouts:
         df = _collect(_scan(path, layout, dtype), path)
@@ -491,9 +493,12 @@ def write_remapped(src: np.ndarray | pl.Series, dst: np.ndarray | pl.Series, id_
                    name: str, seed: int, started: float,
                    details: dict | None = None) -> IngestReport:
     """Remap raw ids, canonicalise and write (shared by the edge-list and Parquet readers)."""
+    raw_ids: np.ndarray | pl.Series
     if id_type == "int":
-        src, dst, raw_ids = remap_int_ids(src, dst)
+        # remap_int_ids applies np.asarray itself; ints arrive as numpy arrays
+        src, dst, raw_ids = remap_int_ids(np.asarray(src), np.asarray(dst))
     else:
+        assert isinstance(src, pl.Series) and isinstance(dst, pl.Series)  # string ids
         src, dst, raw_ids = remap_str_ids(src, dst)
     edges = canonicalize(src, dst, len(raw_ids), directed=directed)
     del src, dst

@@ -263,6 +263,7 @@ def ingest_ogb(
 
     parsed = read_edges(edge_file, id_type="int", layout=Layout(",", False, 2, 0))
     src, dst = parsed.src, parsed.dst
+    assert isinstance(src, np.ndarray) and isinstance(dst, np.ndarray)  # integer ids: numpy
     labels = None if label_file is None else read_int_column(label_file, "label")
 
     if declared is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -81,7 +82,9 @@ def read_parquet_edges(path: str | os.PathLike[str], *, id_type: str = "auto"
                 raise InputError(f"node id {series[row]!r} in column {column!r} is not an "
                                  "integer (ids are declared integers)", path, row=row)
             series = as_int
-        if series.dtype == pl.UInt64 and series.max() > np.iinfo(np.int64).max:
+        # max() of a non-empty UInt64 column without nulls is an int
+        if (series.dtype == pl.UInt64
+                and cast(int, series.max()) > np.iinfo(np.int64).max):
             row = _first_row(series > np.iinfo(np.int64).max)
             raise InputError(f"node id {series[row]} in column {column!r} does not fit in 64 "
                              "bits", path, row=row)

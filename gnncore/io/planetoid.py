@@ -60,8 +60,8 @@ def load_planetoid(root: Path):
         target = Path(tmp) / name / "raw"
         target.mkdir(parents=True)
         for suffix in RAW_SUFFIXES:  # copyfile: the copies stay writable (and removable)
-            file = f"ind.{name.lower()}.{suffix}"
-            shutil.copyfile(raw / file, target / file)
+            file_name = f"ind.{name.lower()}.{suffix}"
+            shutil.copyfile(raw / file_name, target / file_name)
         quiet = io.StringIO()
         try:
             with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):

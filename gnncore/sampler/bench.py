@@ -111,8 +111,8 @@ def bench_sampling(graph_dir: str | os.PathLike[str], fanouts_list: Sequence[Seq
     seed_batches = [np.sort(rng.choice(num_nodes, batch_size, replace=False))
                     for _ in range(batches + 1)]
 
-    rows = []
-    load = []
+    rows: list[dict[str, Any]] = []
+    load: list[dict[str, Any]] = []
     for fanouts in fanouts_list:
         fanouts = [int(f) for f in fanouts]
         samplers = _samplers(indptr, indices, fanouts, seed, threads)

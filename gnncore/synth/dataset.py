@@ -12,7 +12,7 @@ import gzip
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import numpy as np
 import polars as pl
@@ -83,7 +83,8 @@ def spec_dict(spec: SynthSpec) -> dict[str, Any]:
 
 def _write_csv_gz(path: Path, frame: pl.DataFrame, append: bool = False) -> None:
     with gzip.open(path, "ab" if append else "wb", compresslevel=1) as fh:
-        frame.write_csv(fh, include_header=False)
+        # GzipFile is a binary file object, but typeshed does not declare it an IO[bytes]
+        frame.write_csv(cast(IO[bytes], fh), include_header=False)
 
 
 def write_ogb_raw(out_dir: str | os.PathLike[str], spec: SynthSpec,

@@ -129,7 +129,8 @@ class SynthSpec:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise ValueError(f"SynthSpec.{name} must be an integer, got {value!r}")
-            if value < low or (high is not None and value >= high):
+            number = int(value)  # exact for an Integral; typeshed's Integral lacks >=
+            if number < low or (high is not None and number >= high):
                 bound = f"[{low}, {high})" if high is not None else f">= {low}"
                 raise ValueError(f"SynthSpec.{name} must be {bound}, got {value}")
 

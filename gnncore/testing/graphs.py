@@ -24,5 +24,5 @@ def random_csr(num_nodes: int, num_edges: int, seed: int) -> tuple[np.ndarray, n
 
 def node_input(seeds: list[int] | np.ndarray) -> NodeSamplerInput:
     """A :class:`NodeSamplerInput` for ``seeds`` (input ids 0..len-1)."""
-    seeds = torch.as_tensor(np.asarray(seeds), dtype=torch.long)
-    return NodeSamplerInput(input_id=torch.arange(len(seeds)), node=seeds)
+    node = torch.as_tensor(np.asarray(seeds), dtype=torch.long)
+    return NodeSamplerInput(input_id=torch.arange(len(node)), node=node)

@@ -159,7 +159,7 @@ def synth_feature_rows_reference(
     num_features = centroids.shape[1]
     rows = np.asarray(rows, dtype=np.int64)
     with np.errstate(over="ignore"):
-        key = _mix64(_mix64(np.uint64(seed % 2**64)) + np.uint64(2))
+        key = _mix64(_mix64(np.asarray(np.uint64(seed % 2**64))) + np.uint64(2))
     row_key = _stream(key, rows.astype(np.uint64))[:, None]
     pairs = np.arange(0, num_features, 2, dtype=np.uint64)[None, :]
     a = _stream(row_key, pairs)
