@@ -27,20 +27,44 @@ from typing import Any
 KEYS = ("edge_cut_fraction", "max_part_ratio", "seconds", "peak_rss_bytes")
 
 
-def partition(graph: Path, out: Path, tag: str, method: str, parts: int,
-              chunk: float | None = None, seed_method: str | None = None) -> dict[str, Any]:
+def partition(
+    graph: Path,
+    out: Path,
+    tag: str,
+    method: str,
+    parts: int,
+    chunk: float | None = None,
+    seed_method: str | None = None,
+) -> dict[str, Any]:
     report = out / f"{tag}.json"
-    cmd = [str(Path(sys.executable).with_name("gnncore")), "partition", str(graph),
-           str(out / tag), "--method", method, "--parts", str(parts), "--no-balance-splits",
-           "--json", str(report)]
+    cmd = [
+        str(Path(sys.executable).with_name("gnncore")),
+        "partition",
+        str(graph),
+        str(out / tag),
+        "--method",
+        method,
+        "--parts",
+        str(parts),
+        "--no-balance-splits",
+        "--json",
+        str(report),
+    ]
     if method == "grem":
         cmd += ["--chunk", str(chunk), "--passes", "3", "--seed-method", str(seed_method)]
     print(f"[grem_cluster_seed] {tag}", flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     row = {k: json.loads(report.read_text())[k] for k in KEYS}
     subprocess.run(["rm", "-rf", str(out / tag)], check=True)
-    return {"run": tag, "graph": str(graph), "method": method, "parts": parts, "chunk": chunk,
-            "seed_method": seed_method, **row}
+    return {
+        "run": tag,
+        "graph": str(graph),
+        "method": method,
+        "parts": parts,
+        "chunk": chunk,
+        "seed_method": seed_method,
+        **row,
+    }
 
 
 def shuffled(graph: Path, k: int) -> Path:
@@ -63,40 +87,67 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    lines = ["# GREM seed `clusters` (passes 3)", "",
-             f"Machine: {platform.machine()}, Python {platform.python_version()}.", ""]
+    lines = [
+        "# GREM seed `clusters` (passes 3)",
+        "",
+        f"Machine: {platform.machine()}, Python {platform.python_version()}.",
+        "",
+    ]
     if args.graph:
         metis = partition(args.graph, args.out, "large-metis", "metis", 8)
         rows.append(metis)
         runs = [partition(args.graph, args.out, "large-10pct", "grem", 8, 0.1, "clusters")]
-        runs += [partition(shuffled(args.graph, k), args.out, f"large-1pct-s{k}", "grem", 8,
-                           0.01, "clusters") for k in range(args.shuffles)]
+        runs += [
+            partition(
+                shuffled(args.graph, k), args.out, f"large-1pct-s{k}", "grem", 8, 0.01, "clusters"
+            )
+            for k in range(args.shuffles)
+        ]
         rows += runs
-        lines += [f"## {args.graph} (p = 8)", "",
-                  "| run | cut % | Δ vs METIS (points) | max part | seconds | time / METIS "
-                  "| peak RSS MiB | RSS / METIS |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {args.graph} (p = 8)",
+            "",
+            "| run | cut % | Δ vs METIS (points) | max part | seconds | time / METIS "
+            "| peak RSS MiB | RSS / METIS |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in [metis] + runs:
             lines.append(
                 f"| {r['run']} | {100 * r['edge_cut_fraction']:.2f} | "
                 f"{100 * (r['edge_cut_fraction'] - metis['edge_cut_fraction']):+.2f} | "
                 f"{r['max_part_ratio']:.4f} | {r['seconds']:.1f} | "
                 f"{r['seconds'] / metis['seconds']:.3f} | {r['peak_rss_bytes'] / 2**20:,.0f} | "
-                f"{r['peak_rss_bytes'] / metis['peak_rss_bytes']:.3f} |")
+                f"{r['peak_rss_bytes'] / metis['peak_rss_bytes']:.3f} |"
+            )
         lines.append("")
     if args.kg:
         table: dict[tuple[str, float], dict[int, float]] = {}
         for chunk in (0.1, 0.01):
             for seed_method in ("metis", "clusters"):
                 for parts in (2, 4, 8, 16, 32):
-                    r = partition(args.kg, args.out, f"kg-{seed_method}-{chunk}-p{parts}", "grem",
-                                  parts, chunk, seed_method)
+                    r = partition(
+                        args.kg,
+                        args.out,
+                        f"kg-{seed_method}-{chunk}-p{parts}",
+                        "grem",
+                        parts,
+                        chunk,
+                        seed_method,
+                    )
                     rows.append(r)
                     table.setdefault((seed_method, chunk), {})[parts] = r["edge_cut_fraction"]
-        lines += [f"## {args.kg}", "", "| seed (chunk) | p=2 | p=4 | p=8 | p=16 | p=32 |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            f"## {args.kg}",
+            "",
+            "| seed (chunk) | p=2 | p=4 | p=8 | p=16 | p=32 |",
+            "|---|---|---|---|---|---|",
+        ]
         for (seed_method, chunk), cuts in table.items():
-            lines.append(f"| {seed_method} ({chunk:.0%}) | "
-                         + " | ".join(f"{cuts[p]:.3f}" for p in (2, 4, 8, 16, 32)) + " |")
+            lines.append(
+                f"| {seed_method} ({chunk:.0%}) | "
+                + " | ".join(f"{cuts[p]:.3f}" for p in (2, 4, 8, 16, 32))
+                + " |"
+            )
         lines.append("")
     (args.out / "results.json").write_text(json.dumps(rows, indent=2))
     (args.out / "results.md").write_text("\n".join(lines))

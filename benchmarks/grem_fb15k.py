@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from gnncore.io import ingest
-from gnncore.partition.base import PartitionOptions, Partitioner
+from gnncore.partition.base import Partitioner, PartitionOptions
 from gnncore.partition.grem import GreedyPartitioner, GremPartitioner
 from gnncore.partition.metis import MetisPartitioner
 from gnncore.partition.metrics import max_part_size, partition_metrics
@@ -89,12 +89,17 @@ def graphs(cache: Path) -> list[GraphDir]:
 
 def run(partitioner: Partitioner, graph: GraphDir, parts: int, seed: int) -> dict:
     start = time.perf_counter()
-    labels = partitioner.assign(graph, PartitionOptions(parts=parts, seed=seed,
-                                                        imbalance=IMBALANCE))
+    labels = partitioner.assign(
+        graph, PartitionOptions(parts=parts, seed=seed, imbalance=IMBALANCE)
+    )
     seconds = time.perf_counter() - start
     m = partition_metrics(graph, np.asarray(labels, dtype=np.int64), parts)
-    return {"cut": m.edge_cut_fraction, "max_part_ratio": m.max_part_ratio,
-            "max_part": max(m.part_sizes), "seconds": seconds}
+    return {
+        "cut": m.edge_cut_fraction,
+        "max_part_ratio": m.max_part_ratio,
+        "max_part": max(m.part_sizes),
+        "seconds": seconds,
+    }
 
 
 def expected_cut(graph: GraphDir, sides: np.ndarray, x: float) -> float:
@@ -107,8 +112,7 @@ def expected_cut(graph: GraphDir, sides: np.ndarray, x: float) -> float:
     n = graph.num_nodes
     same = sides[u] == sides[v]
     k = np.bincount(u, minlength=n) + np.bincount(v, minlength=n)
-    k_same = np.bincount(u, weights=same, minlength=n) + np.bincount(v, weights=same,
-                                                                   minlength=n)
+    k_same = np.bincount(u, weights=same, minlength=n) + np.bincount(v, weights=same, minlength=n)
     k0 = np.maximum(k_same, k - k_same).astype(np.int64)
     draws = np.rint(k * x).astype(np.int64)
     keep = k > 0
@@ -129,10 +133,15 @@ def machine() -> dict:
             mem = int(fh.readline().split()[1]) // 1024
     except OSError:
         pass
-    return {"cpus": os.cpu_count(), "affinity_cpus": len(os.sched_getaffinity(0)),
-            "memory_mib": mem, "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(), "numpy": np.__version__}
+    return {
+        "cpus": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)),
+        "memory_mib": mem,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
 
 
 def checks(table: dict) -> list[dict]:
@@ -141,23 +150,42 @@ def checks(table: dict) -> list[dict]:
     mean = {name: [table[name][str(p)]["cut"] for p in PARTS] for name in table}
     for name, tol in (("grem-p0-10%", 0.015), ("grem-p0-1%", 0.015)):
         for p, got, ref in zip(PARTS, mean[name], REFERENCE[name]):
-            out.append({"check": f"{name} p={p} within {tol * 100:g} pt of reference {ref}",
-                        "value": round(got, 4), "ok": bool(abs(got - ref) <= tol + 1e-12)})
+            out.append(
+                {
+                    "check": f"{name} p={p} within {tol * 100:g} pt of reference {ref}",
+                    "value": round(got, 4),
+                    "ok": bool(abs(got - ref) <= tol + 1e-12),
+                }
+            )
     for name, tol in (("grem-p3-10%", 0.02), ("grem-p3-1%", 0.08)):
         for p, got, metis in zip(PARTS, mean[name], mean["metis-recursive"]):
-            out.append({"check": f"{name} p={p} within {tol * 100:g} pt of METIS "
-                                 f"({metis:.3f})",
-                        "value": round(got, 4), "ok": bool(got - metis <= tol + 1e-12)})
+            out.append(
+                {
+                    "check": f"{name} p={p} within {tol * 100:g} pt of METIS ({metis:.3f})",
+                    "value": round(got, 4),
+                    "ok": bool(got - metis <= tol + 1e-12),
+                }
+            )
     for p, greedy, grem in zip(PARTS, mean["greedy-1%"], mean["grem-p0-1%"]):
-        out.append({"check": f"greedy-1% p={p} cuts more than grem-p0-1% ({grem:.3f})",
-                    "value": round(greedy, 4), "ok": bool(greedy > grem)})
+        out.append(
+            {
+                "check": f"greedy-1% p={p} cuts more than grem-p0-1% ({grem:.3f})",
+                "value": round(greedy, 4),
+                "ok": bool(greedy > grem),
+            }
+        )
     for name in table:
         for p in PARTS:
             n = table[name][str(p)]["num_nodes"]
             limit = max_part_size(n, p, IMBALANCE) / (n / p)
             worst = table[name][str(p)]["max_part_ratio_max"]
-            out.append({"check": f"{name} p={p} max part ratio <= {limit:.4f}",
-                        "value": round(worst, 4), "ok": bool(worst <= limit + 1e-12)})
+            out.append(
+                {
+                    "check": f"{name} p={p} max part ratio <= {limit:.4f}",
+                    "value": round(worst, 4),
+                    "ok": bool(worst <= limit + 1e-12),
+                }
+            )
     return out
 
 
@@ -169,19 +197,36 @@ def plot(sweep: dict, theory: dict, metis_cut: float, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     xs = [c * 100 for c in SWEEP]
-    styles = {"grem-p0": ("GREM, passes 0 (thesis)", "#4C72B0", "o"),
-              "grem-p3": ("GREM, passes 3 (default)", "#55A868", "s"),
-              "greedy": ("streaming greedy (fixed)", "#C44E52", "^")}
+    styles = {
+        "grem-p0": ("GREM, passes 0 (thesis)", "#4C72B0", "o"),
+        "grem-p3": ("GREM, passes 3 (default)", "#55A868", "s"),
+        "greedy": ("streaming greedy (fixed)", "#C44E52", "^"),
+    }
     for key, (label, color, marker) in styles.items():
-        ax.plot(xs, [sweep[key][str(c)] * 100 for c in SWEEP], marker=marker, color=color,
-                label=label)
-    ax.plot(xs, [theory["fixed"][str(c)] * 100 for c in SWEEP], linestyle=":",
-            color="#C44E52", label="Eq. 4.1, fixed (x)")
-    ax.plot(xs, [theory["refined"][str(c)] * 100 for c in SWEEP], linestyle=":",
-            color="#4C72B0", label="Eq. 4.1, refined (2x)")
+        ax.plot(
+            xs, [sweep[key][str(c)] * 100 for c in SWEEP], marker=marker, color=color, label=label
+        )
+    ax.plot(
+        xs,
+        [theory["fixed"][str(c)] * 100 for c in SWEEP],
+        linestyle=":",
+        color="#C44E52",
+        label="Eq. 4.1, fixed (x)",
+    )
+    ax.plot(
+        xs,
+        [theory["refined"][str(c)] * 100 for c in SWEEP],
+        linestyle=":",
+        color="#4C72B0",
+        label="Eq. 4.1, refined (2x)",
+    )
     ax.axhline(metis_cut * 100, color="black", linestyle="--", label="METIS (whole graph)")
-    ax.set(xlabel="chunk size (% of edges)", ylabel="edges cut (%)",
-           title="FB15k-237, p = 2 (mean of 3 shuffles)", xscale="log")
+    ax.set(
+        xlabel="chunk size (% of edges)",
+        ylabel="edges cut (%)",
+        title="FB15k-237, p = 2 (mean of 3 shuffles)",
+        xscale="log",
+    )
     ax.set_xticks(xs, [f"{x:g}" for x in xs])
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -207,36 +252,69 @@ def markdown(results: dict) -> str:
         for p, ref in zip(PARTS, REFERENCE[name]):
             cells.append(f"{table[name][str(p)]['cut']:.3f} ({ref:.3f})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "Largest part / (N/p) (max over shuffles; limit ceil(1.03·N/p)/(N/p)):", "",
-              "| variant | " + " | ".join(f"p={p}" for p in PARTS) + " |",
-              "|---|" + "---|" * len(PARTS)]
+    lines += [
+        "",
+        "Largest part / (N/p) (max over shuffles; limit ceil(1.03·N/p)/(N/p)):",
+        "",
+        "| variant | " + " | ".join(f"p={p}" for p in PARTS) + " |",
+        "|---|" + "---|" * len(PARTS),
+    ]
     n = results["graph"]["num_nodes"]
-    lines.append("| limit | " + " | ".join(
-        f"{max_part_size(n, p, IMBALANCE) / (n / p):.4f}" for p in PARTS) + " |")
+    lines.append(
+        "| limit | "
+        + " | ".join(f"{max_part_size(n, p, IMBALANCE) / (n / p):.4f}" for p in PARTS)
+        + " |"
+    )
     for name in table:
-        lines.append(f"| {name} | " + " | ".join(
-            f"{table[name][str(p)]['max_part_ratio_max']:.4f}" for p in PARTS) + " |")
-    lines += ["", "Seconds per run (mean over shuffles; in-process, includes the seed):", "",
-              "| variant | " + " | ".join(f"p={p}" for p in PARTS) + " |",
-              "|---|" + "---|" * len(PARTS)]
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{table[name][str(p)]['max_part_ratio_max']:.4f}" for p in PARTS)
+            + " |"
+        )
+    lines += [
+        "",
+        "Seconds per run (mean over shuffles; in-process, includes the seed):",
+        "",
+        "| variant | " + " | ".join(f"p={p}" for p in PARTS) + " |",
+        "|---|" + "---|" * len(PARTS),
+    ]
     for name in table:
-        lines.append(f"| {name} | " + " | ".join(
-            f"{table[name][str(p)]['seconds']:.3f}" for p in PARTS) + " |")
-    lines += ["", "Chunk-size sweep at p = 2 (thesis Fig. 4.3; `grem_fb15k_chunks.png`):", "",
-              "| chunk | GREM passes 0 | GREM passes 3 | greedy | Eq. 4.1 fixed (x) | "
-              "Eq. 4.1 refined (2x) |", "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{table[name][str(p)]['seconds']:.3f}" for p in PARTS)
+            + " |"
+        )
+    lines += [
+        "",
+        "Chunk-size sweep at p = 2 (thesis Fig. 4.3; `grem_fb15k_chunks.png`):",
+        "",
+        "| chunk | GREM passes 0 | GREM passes 3 | greedy | Eq. 4.1 fixed (x) | "
+        "Eq. 4.1 refined (2x) |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in SWEEP:
-        lines.append(f"| {c * 100:g}% | {sweep['grem-p0'][str(c)]:.3f} | "
-                     f"{sweep['grem-p3'][str(c)]:.3f} | {sweep['greedy'][str(c)]:.3f} | "
-                     f"{theory['fixed'][str(c)]:.3f} | {theory['refined'][str(c)]:.3f} |")
-    lines += ["", f"METIS recursive, p = 2: {table['metis-recursive']['2']['cut']:.3f}.", "",
-              "Checks:", ""]
+        lines.append(
+            f"| {c * 100:g}% | {sweep['grem-p0'][str(c)]:.3f} | "
+            f"{sweep['grem-p3'][str(c)]:.3f} | {sweep['greedy'][str(c)]:.3f} | "
+            f"{theory['fixed'][str(c)]:.3f} | {theory['refined'][str(c)]:.3f} |"
+        )
+    lines += [
+        "",
+        f"METIS recursive, p = 2: {table['metis-recursive']['2']['cut']:.3f}.",
+        "",
+        "Checks:",
+        "",
+    ]
     for c in results["checks"]:
         lines.append(f"- {'PASS' if c['ok'] else 'FAIL'}: {c['check']}: {c['value']}")
     m = results["machine"]
-    lines += ["", f"Machine: {m['affinity_cpus']} CPUs ({m['processor']}), "
-                  f"{(m['memory_mib'] or 0) / 1024:.0f} GiB RAM, {m['platform']}, "
-                  f"Python {m['python']}, NumPy {m['numpy']}; total {results['seconds']} s.", ""]
+    lines += [
+        "",
+        f"Machine: {m['affinity_cpus']} CPUs ({m['processor']}), "
+        f"{(m['memory_mib'] or 0) / 1024:.0f} GiB RAM, {m['platform']}, "
+        f"Python {m['python']}, NumPy {m['numpy']}; total {results['seconds']} s.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -262,29 +340,45 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": float(np.mean([r["seconds"] for r in runs])),
                 "num_nodes": gs[0].num_nodes,
             }
-        print(f"{name:16s} " + " ".join(f"{table[name][str(p)]['cut']:.3f}" for p in PARTS)
-              + "   (ref " + " ".join(f"{r:.3f}" for r in REFERENCE[name]) + ")", flush=True)
+        print(
+            f"{name:16s} "
+            + " ".join(f"{table[name][str(p)]['cut']:.3f}" for p in PARTS)
+            + "   (ref "
+            + " ".join(f"{r:.3f}" for r in REFERENCE[name])
+            + ")",
+            flush=True,
+        )
 
     sweep: dict[str, dict] = {"grem-p0": {}, "grem-p3": {}, "greedy": {}}
     for c in SWEEP:
-        for key, partitioner in (("grem-p0", GremPartitioner(chunk=c, passes=0)),
-                                 ("grem-p3", GremPartitioner(chunk=c, passes=3)),
-                                 ("greedy", GreedyPartitioner(chunk=c))):
-            sweep[key][str(c)] = float(np.mean([run(partitioner, g, 2, s)["cut"]
-                                                for g, s in zip(gs, SHUFFLES)]))
-        print(f"chunk {c * 100:4g}%: " + " ".join(f"{k} {sweep[k][str(c)]:.3f}" for k in sweep),
-              flush=True)
+        for key, partitioner in (
+            ("grem-p0", GremPartitioner(chunk=c, passes=0)),
+            ("grem-p3", GremPartitioner(chunk=c, passes=3)),
+            ("greedy", GreedyPartitioner(chunk=c)),
+        ):
+            sweep[key][str(c)] = float(
+                np.mean([run(partitioner, g, 2, s)["cut"] for g, s in zip(gs, SHUFFLES)])
+            )
+        print(
+            f"chunk {c * 100:4g}%: " + " ".join(f"{k} {sweep[k][str(c)]:.3f}" for k in sweep),
+            flush=True,
+        )
     metis_sides = MetisPartitioner(recursive=True).assign(gs[0], PartitionOptions(parts=2))
-    theory = {"fixed": {str(c): expected_cut(gs[0], metis_sides, c) for c in SWEEP},
-              "refined": {str(c): expected_cut(gs[0], metis_sides, min(2 * c, 1.0))
-                          for c in SWEEP}}
+    theory = {
+        "fixed": {str(c): expected_cut(gs[0], metis_sides, c) for c in SWEEP},
+        "refined": {str(c): expected_cut(gs[0], metis_sides, min(2 * c, 1.0)) for c in SWEEP},
+    }
 
     results = {
         "benchmark": "grem_fb15k",
-        "graph": {"num_nodes": gs[0].num_nodes,
-                  "num_edges": gs[0].manifest.num_undirected_edges,
-                  "paths": [str(g.path) for g in gs]},
-        "parts": list(PARTS), "shuffles": list(SHUFFLES), "imbalance": IMBALANCE,
+        "graph": {
+            "num_nodes": gs[0].num_nodes,
+            "num_edges": gs[0].manifest.num_undirected_edges,
+            "paths": [str(g.path) for g in gs],
+        },
+        "parts": list(PARTS),
+        "shuffles": list(SHUFFLES),
+        "imbalance": IMBALANCE,
         "reference": {k: list(v) for k, v in REFERENCE.items()},
         "table": table,
         "sweep_p2": sweep,

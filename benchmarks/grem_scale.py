@@ -27,9 +27,26 @@ from gnncore.partition.run import MethodSettings
 def ensure_graph(path: Path, nodes: int, degree: float) -> None:
     if (path / "manifest.json").exists():
         return
-    subprocess.run([sys.executable, "-m", "gnncore.cli.main", "synth", str(path), "--nodes",
-                    str(nodes), "--avg-degree", str(degree), "--classes", "16",
-                    "--features", "16", "--no-progress"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gnncore.cli.main",
+            "synth",
+            str(path),
+            "--nodes",
+            str(nodes),
+            "--avg-degree",
+            str(degree),
+            "--classes",
+            "16",
+            "--features",
+            "16",
+            "--no-progress",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def main() -> int:
@@ -45,22 +62,31 @@ def main() -> int:
     variants = {
         "grem 10% passes 3 (+ metis)": (["metis", "grem"], MethodSettings(chunk=0.1, passes=3), 1),
         "grem 10% passes 0": (["grem"], MethodSettings(chunk=0.1, passes=0), 1),
-        "grem 10% passes 0 workers 2": (["grem"], MethodSettings(chunk=0.1, passes=0,
-                                                                 workers=2), 1),
+        "grem 10% passes 0 workers 2": (
+            ["grem"],
+            MethodSettings(chunk=0.1, passes=0, workers=2),
+            1,
+        ),
         "grem 1% passes 3": (["grem"], MethodSettings(chunk=0.01, passes=3), args.shuffles),
     }
     rows = []
     for name, (methods, settings, shuffles) in variants.items():
         out = args.out / name.split(" (")[0].replace(" ", "_").replace("%", "pct")
-        result = bench_partition(args.graph, out, methods, [args.parts], settings=settings,
-                                 shuffles=shuffles)
+        result = bench_partition(
+            args.graph, out, methods, [args.parts], settings=settings, shuffles=shuffles
+        )
         rows += [{**r, "variant": name} for r in result["rows"]]
     metis = next(r for r in rows if r["method"] == "metis")
-    lines = [f"# GREM vs METIS, {args.graph} (p = {args.parts})", "",
-             f"Machine: {platform.machine()}, {platform.python_version()}, "
-             f"{__import__('os').cpu_count()} cores.", "",
-             "| run | shuffle | edge cut % | Δ cut vs METIS (points) | seconds | time / METIS | "
-             "peak RSS MiB | RSS / METIS |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# GREM vs METIS, {args.graph} (p = {args.parts})",
+        "",
+        f"Machine: {platform.machine()}, {platform.python_version()}, "
+        f"{__import__('os').cpu_count()} cores.",
+        "",
+        "| run | shuffle | edge cut % | Δ cut vs METIS (points) | seconds | time / METIS | "
+        "peak RSS MiB | RSS / METIS |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         label = "metis" if r["method"] == "metis" else r["variant"].split(" (")[0]
         lines.append(
@@ -68,11 +94,15 @@ def main() -> int:
             f"{100 * (r['edge_cut_fraction'] - metis['edge_cut_fraction']):+.2f} | "
             f"{r['seconds']:.1f} | {r['seconds'] / metis['seconds']:.3f} | "
             f"{r['peak_rss_bytes'] / 2**20:,.0f} | "
-            f"{r['peak_rss_bytes'] / metis['peak_rss_bytes']:.3f} |")
+            f"{r['peak_rss_bytes'] / metis['peak_rss_bytes']:.3f} |"
+        )
     one = [r["edge_cut_fraction"] for r in rows if r["variant"] == "grem 1% passes 3"]
-    lines += ["", f"GREM 1% passes 3 over {len(one)} shuffles: median cut "
-              f"{100 * statistics.median(one):.2f}%, worst {100 * max(one):.2f}% "
-              f"(METIS {100 * metis['edge_cut_fraction']:.2f}%)."]
+    lines += [
+        "",
+        f"GREM 1% passes 3 over {len(one)} shuffles: median cut "
+        f"{100 * statistics.median(one):.2f}%, worst {100 * max(one):.2f}% "
+        f"(METIS {100 * metis['edge_cut_fraction']:.2f}%).",
+    ]
     text = "\n".join(lines) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "grem_scale.md").write_text(text)

@@ -42,10 +42,8 @@ def generate(path: Path, num_edges: int, num_nodes: int, seed: int) -> None:
         fh.write(b"src,dst\n")
         for start in range(0, num_edges, CHUNK):
             n = min(CHUNK, num_edges - start)
-            src = perm[np.minimum((num_nodes * rng.random(n) ** 3).astype(np.int64),
-                                  num_nodes - 1)]
-            dst = perm[np.minimum((num_nodes * rng.random(n) ** 2).astype(np.int64),
-                                  num_nodes - 1)]
+            src = perm[np.minimum((num_nodes * rng.random(n) ** 3).astype(np.int64), num_nodes - 1)]
+            dst = perm[np.minimum((num_nodes * rng.random(n) ** 2).astype(np.int64), num_nodes - 1)]
             pl.DataFrame({"src": src, "dst": dst}).write_csv(fh, include_header=False)
     os.replace(tmp, path)
 
@@ -57,11 +55,16 @@ def machine() -> dict:
             mem = int(fh.readline().split()[1]) // 1024  # MiB
     except OSError:
         pass
-    return {"cpus": os.cpu_count(), "affinity_cpus": len(os.sched_getaffinity(0)),
-            "memory_mib": mem, "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(), "polars": pl.__version__,
-            "numpy": np.__version__}
+    return {
+        "cpus": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)),
+        "memory_mib": mem,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "polars": pl.__version__,
+        "numpy": np.__version__,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,11 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=2_000_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench-out/ingest"))
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="where the generated CSV lives (default: OUT/data)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where the generated CSV lives (default: OUT/data)",
+    )
     parser.add_argument("--directed", action="store_true")
-    parser.add_argument("--keep-graph", action="store_true",
-                        help="keep the ingested graph directory (OUT/graph)")
+    parser.add_argument(
+        "--keep-graph", action="store_true", help="keep the ingested graph directory (OUT/graph)"
+    )
     args = parser.parse_args(argv)
 
     out = args.out
@@ -86,20 +94,30 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         generate(csv, args.edges, args.nodes, args.seed)
         gen_seconds = round(time.perf_counter() - t0, 2)
-        print(f"generated {csv} ({csv.stat().st_size / 2**20:.0f} MiB) in {gen_seconds} s",
-              file=sys.stderr)
+        print(
+            f"generated {csv} ({csv.stat().st_size / 2**20:.0f} MiB) in {gen_seconds} s",
+            file=sys.stderr,
+        )
 
     graph = out / "graph"
     summary_file = out / "ingest_summary.json"
     exe = Path(sys.executable).parent / "gnncore"
-    command = ([str(exe)] if exe.exists() else [sys.executable, "-m", "gnncore.cli.main"])
-    command += ["ingest", str(csv), str(graph), "--format", "edgelist", "--id-type", "int",
-                "--json", str(summary_file)]
+    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "gnncore.cli.main"]
+    command += [
+        "ingest",
+        str(csv),
+        str(graph),
+        "--format",
+        "edgelist",
+        "--id-type",
+        "int",
+        "--json",
+        str(summary_file),
+    ]
     if args.directed:
         command.append("--directed")
     t0 = time.perf_counter()
-    result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t0
     if result.returncode != 0:
         print(result.stderr, file=sys.stderr)

@@ -32,18 +32,34 @@ GNNCORE = [sys.executable, "-m", "gnncore.cli.main"]
 
 #: name -> (CLI arguments, target test MRR)
 RUNS: dict[str, tuple[list[str], float]] = {
-    "DistMult": (["--model", "none", "--decoder", "distmult", "--epochs", "10",
-                  "--patience", "3"], 0.27),
-    "GraphSAGE + DistMult": (["--model", "sage", "--decoder", "distmult", "--fanouts", "10",
-                              "--epochs", "10", "--patience", "3"], 0.2825),
+    "DistMult": (
+        ["--model", "none", "--decoder", "distmult", "--epochs", "10", "--patience", "3"],
+        0.27,
+    ),
+    "GraphSAGE + DistMult": (
+        [
+            "--model",
+            "sage",
+            "--decoder",
+            "distmult",
+            "--fanouts",
+            "10",
+            "--epochs",
+            "10",
+            "--patience",
+            "3",
+        ],
+        0.2825,
+    ),
 }
 
 
 def ingest_once(cache: Path) -> Path:
     graph = cache / "graph"
     if not (graph / "manifest.json").is_file():
-        subprocess.run([*GNNCORE, "ingest", str(DATASET), str(graph), "--format", "kg"],
-                       check=True, cwd=REPO)
+        subprocess.run(
+            [*GNNCORE, "ingest", str(DATASET), str(graph), "--format", "kg"], check=True, cwd=REPO
+        )
     return graph
 
 
@@ -51,9 +67,25 @@ def train(graph: Path, name: str, args: list[str], seed: int, out: Path) -> dict
     slug = name.lower().replace(" + ", "-").replace(" ", "-")
     result = out / f"{slug}-seed{seed}.json"
     started = time.perf_counter()
-    subprocess.run([*GNNCORE, "train", str(graph), "--task", "link", *args, "--seed", str(seed),
-                    "--data-root", str(out / "data"), "--no-progress", "--json", str(result)],
-                   check=True, cwd=REPO)
+    subprocess.run(
+        [
+            *GNNCORE,
+            "train",
+            str(graph),
+            "--task",
+            "link",
+            *args,
+            "--seed",
+            str(seed),
+            "--data-root",
+            str(out / "data"),
+            "--no-progress",
+            "--json",
+            str(result),
+        ],
+        check=True,
+        cwd=REPO,
+    )
     summary = json.loads(result.read_text())
     summary["process_seconds"] = time.perf_counter() - started
     return summary
@@ -79,10 +111,16 @@ def main() -> int:
         runs = [train(graph, name, args, seed, opts.out) for seed in seeds]
         mrr = statistics.mean(r["test_mrr"] for r in runs)
         row = {
-            "name": name, "args": args, "seeds": seeds, "target": target,
-            "test_mrr": mrr, "met": mrr >= target,
-            **{f"test_hits@{k}": statistics.mean(r[f"test_hits@{k}"] for r in runs)
-               for k in (1, 3, 10)},
+            "name": name,
+            "args": args,
+            "seeds": seeds,
+            "target": target,
+            "test_mrr": mrr,
+            "met": mrr >= target,
+            **{
+                f"test_hits@{k}": statistics.mean(r[f"test_hits@{k}"] for r in runs)
+                for k in (1, 3, 10)
+            },
             "epochs": [r["stopped_epoch"] for r in runs],
             "best_epoch": [r["best_epoch"] for r in runs],
             "seconds": statistics.median(r["seconds"] for r in runs),
@@ -90,19 +128,27 @@ def main() -> int:
             "runs": runs,
         }
         rows.append(row)
-        print(f"{name}: test MRR {mrr:.4f} (target {target}) hits@10 "
-              f"{row['test_hits@10']:.4f} epochs {row['epochs']} {row['seconds']:.0f}s",
-              flush=True)
+        print(
+            f"{name}: test MRR {mrr:.4f} (target {target}) hits@10 "
+            f"{row['test_hits@10']:.4f} epochs {row['epochs']} {row['seconds']:.0f}s",
+            flush=True,
+        )
     machine = f"{platform.machine()}, {os.cpu_count()} cores, torch threads default"
-    (opts.out / "link_fb15k.json").write_text(json.dumps({"machine": machine, "rows": rows},
-                                                         indent=2))
-    lines = ["| model | test MRR | Hits@1 | Hits@3 | Hits@10 | target | epochs (best) | "
-             "s / epoch | total s |", "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    (opts.out / "link_fb15k.json").write_text(
+        json.dumps({"machine": machine, "rows": rows}, indent=2)
+    )
+    lines = [
+        "| model | test MRR | Hits@1 | Hits@3 | Hits@10 | target | epochs (best) | "
+        "s / epoch | total s |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['name']} | {r['test_mrr']:.4f} | {r['test_hits@1']:.4f} | "
-                     f"{r['test_hits@3']:.4f} | {r['test_hits@10']:.4f} | {r['target']} | "
-                     f"{r['epochs']} ({r['best_epoch']}) | {r['train_s_per_epoch']:.0f} | "
-                     f"{r['seconds']:.0f} |")
+        lines.append(
+            f"| {r['name']} | {r['test_mrr']:.4f} | {r['test_hits@1']:.4f} | "
+            f"{r['test_hits@3']:.4f} | {r['test_hits@10']:.4f} | {r['target']} | "
+            f"{r['epochs']} ({r['best_epoch']}) | {r['train_s_per_epoch']:.0f} | "
+            f"{r['seconds']:.0f} |"
+        )
     (opts.out / "link_fb15k.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0 if all(r["met"] for r in rows) else 1

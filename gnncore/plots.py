@@ -33,8 +33,9 @@ def _to_png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def bar_chart_png(values: Sequence[float], title: str, xlabel: str, ylabel: str,
-                  reference: float | None = None) -> bytes:
+def bar_chart_png(
+    values: Sequence[float], title: str, xlabel: str, ylabel: str, reference: float | None = None
+) -> bytes:
     """Bars for ``values`` (e.g. part sizes), with an optional reference line."""
     fig = new_figure(6, 3)
     ax = fig.subplots()
@@ -63,8 +64,11 @@ def markdown_image(png: bytes, alt: str) -> str:
     return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
 
 
-def panels_png(panels: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]],
-               xlabel: str, log_y: Sequence[str] = ()) -> bytes:
+def panels_png(
+    panels: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]],
+    xlabel: str,
+    log_y: Sequence[str] = (),
+) -> bytes:
     """Side-by-side panels, each with one line per named series of ``(xs, ys)``.
 
     Used for method comparisons (cut, seconds, memory against the part count).
@@ -83,9 +87,16 @@ def panels_png(panels: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence
     return _to_png(fig)
 
 
-def curves_figure(train_loss: Sequence[float], metrics: Mapping[str, Sequence[float]],
-                  best_epoch: int, test: tuple[str, float], title: str, ylabel: str,
-                  legend: str, suptitle: str) -> Figure:
+def curves_figure(
+    train_loss: Sequence[float],
+    metrics: Mapping[str, Sequence[float]],
+    best_epoch: int,
+    test: tuple[str, float],
+    title: str,
+    ylabel: str,
+    legend: str,
+    suptitle: str,
+) -> Figure:
     """Loss per epoch on the left; validation series, the best epoch and the test
     score on the right (how a training run's curves go to MLflow)."""
     import numpy as np

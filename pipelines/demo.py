@@ -29,9 +29,20 @@ def main() -> int:
     for event in result.get_asset_materialization_events():
         mat = event.materialization
         values = {k: v.value for k, v in mat.metadata.items()}
-        shown = {k: values[k] for k in ("path", "num_nodes", "num_edges", "edge_cut_fraction",
-                                        "max_part_ratio", "test_accuracy", "val_accuracy",
-                                        "mlflow_run") if k in values}
+        shown = {
+            k: values[k]
+            for k in (
+                "path",
+                "num_nodes",
+                "num_edges",
+                "edge_cut_fraction",
+                "max_part_ratio",
+                "test_accuracy",
+                "val_accuracy",
+                "mlflow_run",
+            )
+            if k in values
+        }
         print(f"- {mat.asset_key.to_user_string()}: {shown}")
     for check in result.get_asset_check_evaluations():
         print(f"- check {check.check_name}: {'passed' if check.passed else 'FAILED'}")

@@ -11,5 +11,5 @@ nightly_retraining = dg.ScheduleDefinition(
     job=train_job,
     default_status=dg.DefaultScheduleStatus.STOPPED,
     description="Re-ingest, re-partition and retrain every night at 02:00 UTC (ships stopped: "
-                "turn it on under Automation in the Dagster UI).",
+    "turn it on under Automation in the Dagster UI).",
 )

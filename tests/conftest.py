@@ -21,8 +21,15 @@ def require_dataset(*parts: str) -> Path:
     return path
 
 
-def planted_graph(out: Path, num_nodes: int = 400, communities: int = 4, degree: int = 8,
-                  features: int = 16, seed: int = 0, noise: float = 0.8) -> Path:
+def planted_graph(
+    out: Path,
+    num_nodes: int = 400,
+    communities: int = 4,
+    degree: int = 8,
+    features: int = 16,
+    seed: int = 0,
+    noise: float = 0.8,
+) -> Path:
     """A small undirected planted-partition graph with features, labels, splits."""
     rng = np.random.default_rng(seed)
     community = np.arange(num_nodes) % communities
@@ -43,7 +50,7 @@ def planted_graph(out: Path, num_nodes: int = 400, communities: int = 4, degree:
         w.save_array("features", x)
         w.save_array("labels", community.astype(np.int64))
         w.num_features, w.num_classes = features, communities
-        w.save_splits(perm[:n_train], perm[n_train:n_train + n_val], perm[n_train + n_val:])
+        w.save_splits(perm[:n_train], perm[n_train : n_train + n_val], perm[n_train + n_val :])
     return out
 
 
@@ -53,8 +60,14 @@ def small_graph(tmp_path: Path) -> Path:
     return planted_graph(tmp_path / "graph")
 
 
-def tiny_kg(out: Path, entities: int = 80, communities: int = 8, relations: int = 3,
-            triples: int = 1600, seed: int = 0) -> Path:
+def tiny_kg(
+    out: Path,
+    entities: int = 80,
+    communities: int = 8,
+    relations: int = 3,
+    triples: int = 1600,
+    seed: int = 0,
+) -> Path:
     """A knowledge graph directory (ingested from generated ``train/valid/test.txt``)
     in which relation ``r`` joins community ``c`` to community ``(c + r + 1) % C``:
     a model that learns the relations ranks the right community first."""
@@ -69,8 +82,11 @@ def tiny_kg(out: Path, entities: int = 80, communities: int = 8, relations: int 
     raw = out.parent / f"{out.name}-raw"
     raw.mkdir(parents=True, exist_ok=True)
     cut_valid, cut_test = int(triples * 0.8), int(triples * 0.9)
-    for name, part in (("train", lines[:cut_valid]), ("valid", lines[cut_valid:cut_test]),
-                       ("test", lines[cut_test:])):
+    for name, part in (
+        ("train", lines[:cut_valid]),
+        ("valid", lines[cut_valid:cut_test]),
+        ("test", lines[cut_test:]),
+    ):
         (raw / f"{name}.txt").write_text("\n".join(part) + "\n")
     ingest(raw, out, format="kg", name="tiny-kg")
     return out
@@ -83,7 +99,7 @@ def assert_batch_matches_graph(batch, graph, train) -> None:
     x = np.asarray(graph.features())
     indptr, indices = np.asarray(graph.indptr), np.asarray(graph.indices)
     n_id = batch.n_id.numpy()
-    np.testing.assert_array_equal(n_id[:batch.batch_size], train[batch.input_id].numpy())
+    np.testing.assert_array_equal(n_id[: batch.batch_size], train[batch.input_id].numpy())
     np.testing.assert_array_equal(batch.x.numpy(), x[n_id])
     e_id = batch.e_id.numpy()
     np.testing.assert_array_equal(indices[e_id], n_id[batch.edge_index[0].numpy()])

@@ -10,19 +10,41 @@ FORMAT_CHOICES = ("auto", "edgelist", "parquet", "ogb", "planetoid", "kg")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", type=Path, metavar="SOURCE",
-                        help="an edge-list/Parquet file or an OGB/Planetoid/KG dataset directory")
-    parser.add_argument("out_dir", type=Path, metavar="OUT_DIR",
-                        help="the graph directory to create (replaced if present)")
-    parser.add_argument("--format", choices=FORMAT_CHOICES, default="auto",
-                        help="input format (default: detected from SOURCE)")
-    parser.add_argument("--directed", action="store_true",
-                        help="keep edge direction (default: undirected; kg is always directed)")
-    parser.add_argument("--id-type", choices=("auto", "int", "string"), default="auto",
-                        help="node ids of edge lists and Parquet tables (default: auto)")
-    parser.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
-                        help="edge lists: the first data line is (not) a header "
-                             "(default: detected)")
+    parser.add_argument(
+        "source",
+        type=Path,
+        metavar="SOURCE",
+        help="an edge-list/Parquet file or an OGB/Planetoid/KG dataset directory",
+    )
+    parser.add_argument(
+        "out_dir",
+        type=Path,
+        metavar="OUT_DIR",
+        help="the graph directory to create (replaced if present)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMAT_CHOICES,
+        default="auto",
+        help="input format (default: detected from SOURCE)",
+    )
+    parser.add_argument(
+        "--directed",
+        action="store_true",
+        help="keep edge direction (default: undirected; kg is always directed)",
+    )
+    parser.add_argument(
+        "--id-type",
+        choices=("auto", "int", "string"),
+        default="auto",
+        help="node ids of edge lists and Parquet tables (default: auto)",
+    )
+    parser.add_argument(
+        "--header",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="edge lists: the first data line is (not) a header (default: detected)",
+    )
     parser.add_argument("--name", default=None, help="dataset name for the manifest")
     parser.add_argument("--seed", type=int, default=0, help="seed of the shuffled edge stream")
 
@@ -34,6 +56,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     fmt = detect_format(args.source) if args.format == "auto" else args.format
     if args.header is not None and fmt != "edgelist":
         raise GnnCoreError(f"--header/--no-header apply to edge lists, not to {fmt} input")
-    report = ingest(args.source, args.out_dir, format=fmt, directed=args.directed,
-                    name=args.name, id_type=args.id_type, seed=args.seed, header=args.header)
+    report = ingest(
+        args.source,
+        args.out_dir,
+        format=fmt,
+        directed=args.directed,
+        name=args.name,
+        id_type=args.id_type,
+        seed=args.seed,
+        header=args.header,
+    )
     return report.to_dict()

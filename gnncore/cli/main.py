@@ -39,16 +39,24 @@ def build_parser() -> argparse.ArgumentParser:
 def json_option() -> argparse.ArgumentParser:
     """A parent parser holding ``--json PATH`` (verbs with subcommands give it to each)."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--json", type=Path, default=None, metavar="PATH",
-                        help="write the summary object to PATH as JSON")
+    parent.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="write the summary object to PATH as JSON",
+    )
     return parent
 
 
 def verb_parser(verb: str) -> tuple[argparse.ArgumentParser, Any]:
     module = importlib.import_module(f"gnncore.cli.{verb}")
     has_subcommands = getattr(module, "HAS_SUBCOMMANDS", False)
-    parser = argparse.ArgumentParser(prog=f"gnncore {verb}", description=VERBS[verb],
-                                     parents=[] if has_subcommands else [json_option()])
+    parser = argparse.ArgumentParser(
+        prog=f"gnncore {verb}",
+        description=VERBS[verb],
+        parents=[] if has_subcommands else [json_option()],
+    )
     module.add_arguments(parser)
     return parser, module
 
@@ -74,8 +82,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         summary = module.run(args)
-    except (GnnCoreError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
-            PermissionError) as exc:
+    except (
+        GnnCoreError,
+        FileNotFoundError,
+        NotADirectoryError,
+        IsADirectoryError,
+        PermissionError,
+    ) as exc:
         print(f"gnncore {argv[0]}: error: {exc}", file=sys.stderr)
         return 1
     if args.json is not None:

@@ -15,33 +15,70 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by ``partition`` and ``bench partition``."""
     defaults = MethodSettings()
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--imbalance", type=float, default=0.03,
-                        help="allowed excess of the largest part over N/P (default 0.03)")
-    parser.add_argument("--chunk", type=float, default=defaults.chunk,
-                        help="grem/greedy: chunk size as a fraction of the edges (default 0.1)")
-    parser.add_argument("--passes", type=int, default=defaults.passes,
-                        help="grem: restreaming refinement passes; 0 is the thesis' GREM")
-    parser.add_argument("--seed-method", default=defaults.seed_method,
-                        choices=("metis", "random", "ldg", "clusters"),
-                        help="grem: first-chunk seeding (default: clusters with --passes > 0, "
-                             "metis, the thesis' seed, with --passes 0)")
-    parser.add_argument("--clusters", type=int, default=defaults.clusters, metavar="N",
-                        help="grem --seed-method clusters: target cluster size "
-                             "prefix nodes / N (default: max(16 p, min(256, prefix nodes "
-                             "/ 1000)))")
-    parser.add_argument("--workers", type=positive_int, default=defaults.workers, metavar="W",
-                        help="grem/greedy: bisections run at once in worker processes "
-                             "(default 1; more is faster and holds W chunks in memory)")
+    parser.add_argument(
+        "--imbalance",
+        type=float,
+        default=0.03,
+        help="allowed excess of the largest part over N/P (default 0.03)",
+    )
+    parser.add_argument(
+        "--chunk",
+        type=float,
+        default=defaults.chunk,
+        help="grem/greedy: chunk size as a fraction of the edges (default 0.1)",
+    )
+    parser.add_argument(
+        "--passes",
+        type=int,
+        default=defaults.passes,
+        help="grem: restreaming refinement passes; 0 is the thesis' GREM",
+    )
+    parser.add_argument(
+        "--seed-method",
+        default=defaults.seed_method,
+        choices=("metis", "random", "ldg", "clusters"),
+        help="grem: first-chunk seeding (default: clusters with --passes > 0, "
+        "metis, the thesis' seed, with --passes 0)",
+    )
+    parser.add_argument(
+        "--clusters",
+        type=int,
+        default=defaults.clusters,
+        metavar="N",
+        help="grem --seed-method clusters: target cluster size "
+        "prefix nodes / N (default: max(16 p, min(256, prefix nodes "
+        "/ 1000)))",
+    )
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=defaults.workers,
+        metavar="W",
+        help="grem/greedy: bisections run at once in worker processes "
+        "(default 1; more is faster and holds W chunks in memory)",
+    )
     parser.add_argument("--hops", type=int, default=defaults.hops, help="bytegnn: block radius")
-    parser.add_argument("--no-balance-splits", action="store_true",
-                        help="skip rebalancing train/val/test counts across parts")
-    parser.add_argument("--no-progress", action="store_true",
-                        help="print no progress lines on stderr (bench: no line per run)")
+    parser.add_argument(
+        "--no-balance-splits",
+        action="store_true",
+        help="skip rebalancing train/val/test counts across parts",
+    )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="print no progress lines on stderr (bench: no line per run)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> MethodSettings:
-    return MethodSettings(chunk=args.chunk, passes=args.passes, seed_method=args.seed_method,
-                          hops=args.hops, clusters=args.clusters, workers=args.workers)
+    return MethodSettings(
+        chunk=args.chunk,
+        passes=args.passes,
+        seed_method=args.seed_method,
+        hops=args.hops,
+        clusters=args.clusters,
+        workers=args.workers,
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,11 +97,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"[partition] {message}", file=sys.stderr, flush=True)
 
     try:
-        report = partition_graph(args.graph_dir, args.out_dir, method=args.method,
-                                 parts=args.parts, seed=args.seed, imbalance=args.imbalance,
-                                 settings=settings_from(args),
-                                 balance=not args.no_balance_splits,
-                                 progress=None if args.no_progress else say)
+        report = partition_graph(
+            args.graph_dir,
+            args.out_dir,
+            method=args.method,
+            parts=args.parts,
+            seed=args.seed,
+            imbalance=args.imbalance,
+            settings=settings_from(args),
+            balance=not args.no_balance_splits,
+            progress=None if args.no_progress else say,
+        )
     except ValueError as exc:
         if isinstance(exc, InputError):
             raise

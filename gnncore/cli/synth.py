@@ -14,12 +14,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--classes", type=int, default=8)
     parser.add_argument("--features", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--intra-fraction", type=float, default=None,
-                        help="expected fraction of intra-community edges")
+    parser.add_argument(
+        "--intra-fraction",
+        type=float,
+        default=None,
+        help="expected fraction of intra-community edges",
+    )
     parser.add_argument("--feature-noise", type=float, default=None)
     parser.add_argument("--name", default="synthetic", help="dataset name in the manifest")
-    parser.add_argument("--layout", choices=("graph", "ogb"), default="graph",
-                        help="graph: a graph directory (default); ogb: OGB raw files to ingest")
+    parser.add_argument(
+        "--layout",
+        choices=("graph", "ogb"),
+        default="graph",
+        help="graph: a graph directory (default); ogb: OGB raw files to ingest",
+    )
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -27,17 +35,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from gnncore.errors import InputError
     from gnncore.synth import SynthSpec, generate_graph, write_ogb_raw
 
-    extra = {k: v for k, v in (("intra_fraction", args.intra_fraction),
-                               ("feature_noise", args.feature_noise)) if v is not None}
-    spec = SynthSpec(num_nodes=args.nodes, avg_degree=args.avg_degree,
-                     num_classes=args.classes, num_features=args.features, seed=args.seed,
-                     **extra)
+    extra = {
+        k: v
+        for k, v in (("intra_fraction", args.intra_fraction), ("feature_noise", args.feature_noise))
+        if v is not None
+    }
+    spec = SynthSpec(
+        num_nodes=args.nodes,
+        avg_degree=args.avg_degree,
+        num_classes=args.classes,
+        num_features=args.features,
+        seed=args.seed,
+        **extra,
+    )
     try:
         spec.validate()
     except ValueError as exc:
         raise InputError(f"bad generator setting: {exc}") from exc
     if args.layout == "ogb":
-        return {"layout": "ogb", **write_ogb_raw(args.out_dir, spec,
-                                                 progress=not args.no_progress)}
+        return {"layout": "ogb", **write_ogb_raw(args.out_dir, spec, progress=not args.no_progress)}
     report = generate_graph(args.out_dir, spec, name=args.name, progress=not args.no_progress)
     return {"layout": "graph", **report.to_dict()}

@@ -38,8 +38,9 @@ def _fanouts(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated ints like 15,10; "
-                                         f"got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated ints like 15,10; got {text!r}"
+        ) from None
     return values
 
 
@@ -88,8 +89,11 @@ def add_option_arguments(parser: argparse.ArgumentParser) -> None:
         spec = entries[0][1]
         tasks = [task for task, _ in entries]
         only = "" if len(tasks) == len(per_task) else f"{tasks[0].capitalize()} only: "
-        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS,
-                                  "help": f"{only}{spec.info.help} ({_defaults_text(entries)})"}
+        kwargs: dict[str, Any] = {
+            "dest": name,
+            "default": argparse.SUPPRESS,
+            "help": f"{only}{spec.info.help} ({_defaults_text(entries)})",
+        }
         if spec.kind == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         elif spec.kind == "choice":
@@ -106,22 +110,48 @@ def add_option_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
-    parser.add_argument("--task", choices=TASKS, default="node",
-                        help="node classification or link prediction (default: node)")
+    parser.add_argument(
+        "--task",
+        choices=TASKS,
+        default="node",
+        help="node classification or link prediction (default: node)",
+    )
     add_option_arguments(parser)
-    parser.add_argument("--checkpoint-dir", type=Path, default=None, metavar="DIR",
-                        help="per-epoch checkpoints (default: "
-                             "<data_root>/checkpoints/<dataset>-<model>-seed<seed>)")
-    parser.add_argument("--keep-checkpoints", type=positive_int, default=2, metavar="K",
-                        help="newest checkpoints kept (default: 2)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest checkpoint (fresh start if none)")
-    parser.add_argument("--mlflow-uri", default=None, metavar="URI",
-                        help="MLflow tracking URI (default: sqlite under the data root)")
+    parser.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="per-epoch checkpoints (default: "
+        "<data_root>/checkpoints/<dataset>-<model>-seed<seed>)",
+    )
+    parser.add_argument(
+        "--keep-checkpoints",
+        type=positive_int,
+        default=2,
+        metavar="K",
+        help="newest checkpoints kept (default: 2)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the newest checkpoint (fresh start if none)",
+    )
+    parser.add_argument(
+        "--mlflow-uri",
+        default=None,
+        metavar="URI",
+        help="MLflow tracking URI (default: sqlite under the data root)",
+    )
     parser.add_argument("--experiment", default="gnncore", help="MLflow experiment name")
     parser.add_argument("--run-name", default=None, help="MLflow run name")
-    parser.add_argument("--data-root", type=Path, default=None, metavar="DIR",
-                        help="data root (default: $GNNCORE_DATA_ROOT or ./data)")
+    parser.add_argument(
+        "--data-root",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="data root (default: $GNNCORE_DATA_ROOT or ./data)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
@@ -137,8 +167,13 @@ def config_options(args: argparse.Namespace) -> dict[str, Any]:
     field name). An option of the other task is an error naming its flag."""
     per_task = _task_options()
     mine = {spec.name for spec in per_task[args.task]}
-    other = [spec.flag for task, specs in per_task.items() if task != args.task
-             for spec in specs if spec.name not in mine and hasattr(args, spec.name)]
+    other = [
+        spec.flag
+        for task, specs in per_task.items()
+        if task != args.task
+        for spec in specs
+        if spec.name not in mine and hasattr(args, spec.name)
+    ]
     if other:
         raise GnnCoreError(f"{', '.join(dict.fromkeys(other))}: not used by --task {args.task}")
     return {name: getattr(args, name) for name in mine if hasattr(args, name)}
@@ -157,6 +192,7 @@ def build_config(args: argparse.Namespace) -> Any:
 def _sigterm_as_interrupt() -> Iterator[None]:
     """Turn ``SIGTERM`` into ``KeyboardInterrupt`` for the block, so the tracked
     run ends ``KILLED`` instead of staying ``RUNNING`` (main thread only)."""
+
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
@@ -171,8 +207,9 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run(args: argparse.Namespace,
-        on_epoch_end: Callable[[int, Path | None], None] | None = None) -> dict[str, Any]:
+def run(
+    args: argparse.Namespace, on_epoch_end: Callable[[int, Path | None], None] | None = None
+) -> dict[str, Any]:
     """Train as ``args`` say; ``on_epoch_end(epoch, checkpoint_path)`` is passed
     to :func:`gnncore.train.train_graph_dir` (for tests and embedding)."""
     config = build_config(args)
@@ -184,14 +221,22 @@ def run(args: argparse.Namespace,
     root = data_root(args.data_root)
     run_kind = config.model if args.task == "node" else f"link-{config.model}-{config.decoder}"
     checkpoint_dir = args.checkpoint_dir or default_checkpoint_dir(
-        root, graph.manifest.name, run_kind, config.seed)
+        root, graph.manifest.name, run_kind, config.seed
+    )
     uri = args.mlflow_uri or default_tracking_uri(root)
     tracker = MlflowTracker(uri, args.experiment)
     with _sigterm_as_interrupt():
-        result = train_graph_dir(graph, config, tracking=tracker, progress=not args.no_progress,
-                                 run_name=args.run_name, checkpoint_dir=checkpoint_dir,
-                                 resume=args.resume, keep_checkpoints=args.keep_checkpoints,
-                                 on_epoch_end=on_epoch_end)
+        result = train_graph_dir(
+            graph,
+            config,
+            tracking=tracker,
+            progress=not args.no_progress,
+            run_name=args.run_name,
+            checkpoint_dir=checkpoint_dir,
+            resume=args.resume,
+            keep_checkpoints=args.keep_checkpoints,
+            on_epoch_end=on_epoch_end,
+        )
     assert result.run_id is not None
     return {
         "task": args.task,

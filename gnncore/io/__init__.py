@@ -75,13 +75,15 @@ def ingest(
     if fmt == "edgelist":
         from gnncore.io.edgelist import ingest_edgelist
 
-        return ingest_edgelist(source, out_dir, directed=directed, name=name, id_type=id_type,
-                               seed=seed, header=header)
+        return ingest_edgelist(
+            source, out_dir, directed=directed, name=name, id_type=id_type, seed=seed, header=header
+        )
     if fmt == "parquet":
         from gnncore.io.parquet import ingest_parquet
 
-        return ingest_parquet(source, out_dir, directed=directed, name=name, id_type=id_type,
-                              seed=seed)
+        return ingest_parquet(
+            source, out_dir, directed=directed, name=name, id_type=id_type, seed=seed
+        )
     if fmt == "ogb":
         from gnncore.io.ogb import ingest_ogb
 

@@ -99,8 +99,12 @@ def remap_str_ids(src: pl.Series, dst: pl.Series) -> tuple[np.ndarray, np.ndarra
 def node_id_table(raw_ids: np.ndarray | pl.Series) -> pl.DataFrame:
     """The ``node_ids`` table: ``raw_id`` (int64 or string), ``node_id`` (int64)."""
     raw = raw_ids if isinstance(raw_ids, pl.Series) else pl.Series(raw_ids)
-    return pl.DataFrame({"raw_id": raw.rename("raw_id"),
-                         "node_id": pl.int_range(len(raw), eager=True, dtype=pl.Int64)})
+    return pl.DataFrame(
+        {
+            "raw_id": raw.rename("raw_id"),
+            "node_id": pl.int_range(len(raw), eager=True, dtype=pl.Int64),
+        }
+    )
 
 
 # Canonical edges -----------------------------------------------------------------
@@ -181,7 +185,10 @@ def canonicalize(
         out_src, out_dst = lo[first], hi[first]
         out_rel = None if rel64 is None else rel64[first].astype(np.int32)
     return CanonicalEdges(
-        src=out_src, dst=out_dst, rel=out_rel, num_input_edges=int(num_input),
+        src=out_src,
+        dst=out_dst,
+        rel=out_rel,
+        num_input_edges=int(num_input),
         self_loops_removed=num_loops,
         duplicates_removed=int(num_input - num_loops - len(out_src)),
     )
@@ -247,8 +254,15 @@ def write_graph(
     with create_graph_dir(out_dir, name) as writer:
         if before is not None:
             before(writer)
-        writer.write_topology(int(num_nodes), edges.src, edges.dst, directed=directed,
-                              rel=edges.rel, num_relations=num_relations, shuffle_seed=seed)
+        writer.write_topology(
+            int(num_nodes),
+            edges.src,
+            edges.dst,
+            directed=directed,
+            rel=edges.rel,
+            num_relations=num_relations,
+            shuffle_seed=seed,
+        )
         for table, frame in (tables or {}).items():
             writer.write_table(table, frame)
         writer.stats.update(plain_details)

@@ -38,9 +38,12 @@ def detect_format(source: str | os.PathLike[str]) -> str:
             return "planetoid"
         if (path / "train.txt").is_file() or (path / "raw" / "train.txt").is_file():
             return "kg"
-        raise InputError("cannot tell the dataset format of this directory (expected an OGB "
-                         "raw/edge.csv.gz, Planetoid raw/ind.*.x files or a KG train.txt); "
-                         "pass --format", path)
+        raise InputError(
+            "cannot tell the dataset format of this directory (expected an OGB "
+            "raw/edge.csv.gz, Planetoid raw/ind.*.x files or a KG train.txt); "
+            "pass --format",
+            path,
+        )
     if path.suffix.lower() in (".parquet", ".pq"):
         return "parquet"
     return "edgelist"

@@ -153,28 +153,37 @@ def sniff(path: Path, header: bool | None = None) -> Layout:
     else:
         separator = " "
     if separator in ("\t", " ") and any(
-            "" in t.split(separator) or any(s.strip() != s for s in t.split(separator))
-            for t in texts):
+        "" in t.split(separator) or any(s.strip() != s for s in t.split(separator)) for t in texts
+    ):
         separator = None  # irregular whitespace: the regex pass handles it
     probe = Layout(separator, False, 2, 0)
     rows = [probe.tokens(t) for t in texts]
     if header is None:
-        header = (len(rows) > 1 and not all(is_number(t) for t in rows[0])
-                  and all(is_number(t) for row in rows[1:] for t in row))
+        header = (
+            len(rows) > 1
+            and not all(is_number(t) for t in rows[0])
+            and all(is_number(t) for row in rows[1:] for t in row)
+        )
     first = 1 if header else 0
     if first >= len(data):
         raise InputError("empty file: no edges after the header", path)
     ncols = len(rows[first])
     if ncols not in (2, 3):
-        raise InputError(f"expected 2 columns (src dst) or 3 (src dst weight), found {ncols}",
-                         path, line=data[first][0])
+        raise InputError(
+            f"expected 2 columns (src dst) or 3 (src dst weight), found {ncols}",
+            path,
+            line=data[first][0],
+        )
     if ncols == 3:
         for (number, _), row in zip(data[first:], rows[first:]):
             if len(row) == 3 and not is_number(row[2]):
                 raise InputError(
                     f"third column {row[2]!r} is not a number: 3-column edge lists are "
                     "'src dst weight' (the weight is ignored); for head/relation/tail "
-                    "triples use --format kg", path, line=number)
+                    "triples use --format kg",
+                    path,
+                    line=number,
+                )
     return Layout(separator, bool(header), ncols, data[first][0] - 1)
 
 
@@ -207,12 +216,18 @@ def find_bad_line(
             keep = keep & ~line.str.starts_with(COMMENT)
         if skip_blank:
             keep = keep & (line.str.strip_chars() != "")
-        lf = pl.scan_csv(path, has_header=False, separator="\x1f", quote_char=None,
-                         schema={"line": pl.String}, encoding="utf8-lossy",
-                         row_index_name="n", row_index_offset=1)
+        lf = pl.scan_csv(
+            path,
+            has_header=False,
+            separator="\x1f",
+            quote_char=None,
+            schema={"line": pl.String},
+            encoding="utf8-lossy",
+            row_index_name="n",
+            row_index_offset=1,
+        )
         try:
-            found = (lf.filter(keep & suspect(line)).head(MAX_SUSPECTS)
-                     .collect(engine="streaming"))
+            found = lf.filter(keep & suspect(line)).head(MAX_SUSPECTS).collect(engine="streaming")
         except pl.exceptions.PolarsError:
             found = None
         except OSError as exc:
@@ -268,8 +283,9 @@ def line_regex(separator: str | None, columns: list[bool]) -> str:
     return f"^{edge}" + gap.join(parts) + f"{edge}$"
 
 
-def int_token_problem(token: str, what: str, max_value: int | None,
-                      max_hint: str = "") -> str | None:
+def int_token_problem(
+    token: str, what: str, max_value: int | None, max_hint: str = ""
+) -> str | None:
     """Why ``token`` is not a non-negative integer ``<= max_value`` (None if it is)."""
     if INT_RE.fullmatch(token) is None:
         return f"{what} {token!r} is not an integer{max_hint}"
@@ -306,8 +322,7 @@ def locate_problem(
             if not token:
                 return f"empty {what}"
             if as_int:
-                problem = int_token_problem(token, what, max_id,
-                                            " (ids are declared integers)")
+                problem = int_token_problem(token, what, max_id, " (ids are declared integers)")
                 if problem:
                     return problem
         return None
@@ -347,37 +362,50 @@ def _scan(path: Path, layout: Layout, dtype: pl.DataType | type[pl.DataType]) ->
 
     Blank lines are dropped here (they parse as all-null rows).
     """
-    common: dict[str, Any] = dict(has_header=False, comment_prefix=COMMENT,
-                                  skip_lines=layout.skip_lines)
+    common: dict[str, Any] = dict(
+        has_header=False, comment_prefix=COMMENT, skip_lines=layout.skip_lines
+    )
     if layout.separator is None:
-        lf = pl.scan_csv(path, separator="\x1f", quote_char=None, schema={"line": pl.String},
-                         **common)
-        pattern = r"^\s*(?P<src>\S+)\s+(?P<dst>\S+)" + (r"\s+\S+" if layout.ncols == 3
-                                                         else "") + r"\s*$"
+        lf = pl.scan_csv(
+            path, separator="\x1f", quote_char=None, schema={"line": pl.String}, **common
+        )
+        pattern = (
+            r"^\s*(?P<src>\S+)\s+(?P<dst>\S+)" + (r"\s+\S+" if layout.ncols == 3 else "") + r"\s*$"
+        )
         groups = pl.col("line").str.extract_groups(pattern)
-        lf = (lf.filter(pl.col("line").str.strip_chars().fill_null("") != "")
-                .select(src=groups.struct.field("src"), dst=groups.struct.field("dst")))
-        return lf.select(src=pl.col("src").cast(dtype, strict=True),
-                         dst=pl.col("dst").cast(dtype, strict=True),
-                         missing=pl.col("src").is_null() | pl.col("dst").is_null())
+        lf = lf.filter(pl.col("line").str.strip_chars().fill_null("") != "").select(
+            src=groups.struct.field("src"), dst=groups.struct.field("dst")
+        )
+        return lf.select(
+            src=pl.col("src").cast(dtype, strict=True),
+            dst=pl.col("dst").cast(dtype, strict=True),
+            missing=pl.col("src").is_null() | pl.col("dst").is_null(),
+        )
     schema: dict[str, pl.DataType | type[pl.DataType]] = {"src": dtype, "dst": dtype}
     if layout.ncols == 3:
         schema["weight"] = pl.String
-    lf = pl.scan_csv(path, separator=layout.separator, schema=schema,
-                     quote_char='"' if layout.separator == "," else None, **common)
+    lf = pl.scan_csv(
+        path,
+        separator=layout.separator,
+        schema=schema,
+        quote_char='"' if layout.separator == "," else None,
+        **common,
+    )
     columns = [pl.col(c) for c in schema]
     blank = pl.all_horizontal([c.is_null() for c in columns])
     missing = pl.any_horizontal([c.is_null() for c in columns])
     lf = lf.filter(~blank).select("src", "dst", missing=missing)
     if dtype == pl.String and layout.separator == ",":
         lf = lf.with_columns(pl.col("src").str.strip_chars(), pl.col("dst").str.strip_chars())
-        lf = lf.with_columns(missing=pl.col("missing") | (pl.col("src") == "")
-                             | (pl.col("dst") == ""))
+        lf = lf.with_columns(
+            missing=pl.col("missing") | (pl.col("src") == "") | (pl.col("dst") == "")
+        )
     return lf
 
 
-def _parse(path: Path, layouts: list[Layout], dtype: pl.DataType | type[pl.DataType]
-           ) -> tuple[pl.DataFrame, Layout] | None:
+def _parse(
+    path: Path, layouts: list[Layout], dtype: pl.DataType | type[pl.DataType]
+) -> tuple[pl.DataFrame, Layout] | None:
     for layout in layouts:
         df = _collect(_scan(path, layout, dtype), path)
         if df is not None:
@@ -395,8 +423,13 @@ class ParsedEdges:
     layout: Layout
 
 
-def read_edges(path: str | os.PathLike[str], *, id_type: str = "auto",
-               header: bool | None = None, layout: Layout | None = None) -> ParsedEdges:
+def read_edges(
+    path: str | os.PathLike[str],
+    *,
+    id_type: str = "auto",
+    header: bool | None = None,
+    layout: Layout | None = None,
+) -> ParsedEdges:
     """Parse a text edge list (see the module docstring).
 
     Args:
@@ -409,8 +442,11 @@ def read_edges(path: str | os.PathLike[str], *, id_type: str = "auto",
     if id_type not in ID_TYPES:
         raise ValueError(f"id_type must be one of {ID_TYPES}, not {id_type!r}")
     if path.is_dir():
-        raise InputError("is a directory, not an edge-list file (for a dataset directory "
-                         "use --format ogb, planetoid or kg)", path)
+        raise InputError(
+            "is a directory, not an edge-list file (for a dataset directory "
+            "use --format ogb, planetoid or kg)",
+            path,
+        )
     if not path.is_file():
         raise InputError("no such file", path)
     if layout is None:
@@ -481,17 +517,40 @@ def ingest_edgelist(
     source = Path(source)
     parsed = read_edges(source, id_type=id_type, header=header)
     layout = parsed.layout
-    details = {"separator": layout.separator_name, "header": layout.header,
-               "ignored_weight_column": layout.ncols == 3}
-    return write_remapped(parsed.src, parsed.dst, parsed.id_type, source, out_dir,
-                          directed=directed, fmt="edgelist", name=name or default_name(source),
-                          seed=seed, started=started, details=details)
+    details = {
+        "separator": layout.separator_name,
+        "header": layout.header,
+        "ignored_weight_column": layout.ncols == 3,
+    }
+    return write_remapped(
+        parsed.src,
+        parsed.dst,
+        parsed.id_type,
+        source,
+        out_dir,
+        directed=directed,
+        fmt="edgelist",
+        name=name or default_name(source),
+        seed=seed,
+        started=started,
+        details=details,
+    )
 
 
-def write_remapped(src: np.ndarray | pl.Series, dst: np.ndarray | pl.Series, id_type: str,
-                   source: Path, out_dir: str | os.PathLike[str], *, directed: bool, fmt: str,
-                   name: str, seed: int, started: float,
-                   details: dict | None = None) -> IngestReport:
+def write_remapped(
+    src: np.ndarray | pl.Series,
+    dst: np.ndarray | pl.Series,
+    id_type: str,
+    source: Path,
+    out_dir: str | os.PathLike[str],
+    *,
+    directed: bool,
+    fmt: str,
+    name: str,
+    seed: int,
+    started: float,
+    details: dict | None = None,
+) -> IngestReport:
     """Remap raw ids, canonicalise and write (shared by the edge-list and Parquet readers)."""
     raw_ids: np.ndarray | pl.Series
     if id_type == "int":
@@ -504,7 +563,16 @@ def write_remapped(src: np.ndarray | pl.Series, dst: np.ndarray | pl.Series, id_
     del src, dst
     details = dict(details or {})
     details["id_type"] = id_type
-    return write_graph(out_dir, fmt=fmt, source=source, name=name, num_nodes=len(raw_ids),
-                       edges=edges, directed=directed, seed=seed,
-                       tables={"node_ids": node_id_table(raw_ids)}, details=details,
-                       started=started)
+    return write_graph(
+        out_dir,
+        fmt=fmt,
+        source=source,
+        name=name,
+        num_nodes=len(raw_ids),
+        edges=edges,
+        directed=directed,
+        seed=seed,
+        tables={"node_ids": node_id_table(raw_ids)},
+        details=details,
+        started=started,
+    )

@@ -54,8 +54,7 @@ def locate_triple_problem(path: Path) -> None:
     def check(text: str) -> str | None:
         tokens = text.split("\t")
         if len(tokens) != 3:
-            return (f"expected 3 tab-separated columns (head relation tail), found "
-                    f"{len(tokens)}")
+            return f"expected 3 tab-separated columns (head relation tail), found {len(tokens)}"
         for column, token in zip(COLUMNS, tokens):
             if not token.strip():
                 return f"empty {column}"
@@ -111,7 +110,7 @@ def ingest_kg(
 
     train_entities = pl.concat([train["h"], train["t"]]).unique().sort()
     others = [f[c] for s, f in frames.items() if s != "train" for c in ("h", "t")]
-    extra = (pl.concat(others).unique() if others else pl.Series("h", [], dtype=pl.String))
+    extra = pl.concat(others).unique() if others else pl.Series("h", [], dtype=pl.String)
     extra = extra.filter(~extra.is_in(train_entities.implode())).sort()
     entities = pl.concat([train_entities, extra.rename(train_entities.name)])
     relations = pl.concat([f["r"] for f in frames.values()]).unique().sort()
@@ -128,20 +127,35 @@ def ingest_kg(
 
     num_nodes, num_relations = len(entities), len(relations)
     tr = triples["train"]
-    edges = canonicalize(tr[:, 0], tr[:, 2], num_nodes, directed=True, rel=tr[:, 1],
-                         num_relations=num_relations)
+    edges = canonicalize(
+        tr[:, 0], tr[:, 2], num_nodes, directed=True, rel=tr[:, 1], num_relations=num_relations
+    )
 
     def before(writer: GraphDirWriter) -> None:
         for split, array in triples.items():
             writer.save_array(f"{split}_triples", array)
 
-    details = {"num_train_entities": len(train_entities),
-               **{f"num_{split}_triples": len(array) for split, array in triples.items()}}
+    details = {
+        "num_train_entities": len(train_entities),
+        **{f"num_{split}_triples": len(array) for split, array in triples.items()},
+    }
     root = directory.parent if directory.name == "raw" else directory
-    tables = {"node_ids": node_id_table(entities),
-              "relations": pl.DataFrame({"raw_id": relations.rename("raw_id"),
-                                         "rel_id": relation_ids})}
-    return write_graph(out_dir, fmt="kg", source=source, name=name or root.name,
-                       num_nodes=num_nodes, edges=edges, directed=True, seed=seed,
-                       num_relations=num_relations, tables=tables, before=before,
-                       details=details, started=started)
+    tables = {
+        "node_ids": node_id_table(entities),
+        "relations": pl.DataFrame({"raw_id": relations.rename("raw_id"), "rel_id": relation_ids}),
+    }
+    return write_graph(
+        out_dir,
+        fmt="kg",
+        source=source,
+        name=name or root.name,
+        num_nodes=num_nodes,
+        edges=edges,
+        directed=True,
+        seed=seed,
+        num_relations=num_relations,
+        tables=tables,
+        before=before,
+        details=details,
+        started=started,
+    )

@@ -41,9 +41,9 @@ from gnncore.io.edgelist import (
     int_token_problem,
     is_gzip,
     iter_lines,
+    line_regex,
     locate_problem,
     read_edges,
-    line_regex,
 )
 from gnncore.io.report import IngestReport
 from gnncore.store.writer import GraphDirWriter
@@ -72,8 +72,9 @@ def dataset_root(source: str | os.PathLike[str]) -> Path:
 # Numeric CSV files ---------------------------------------------------------------------
 
 
-def locate_numeric(path: Path, ncols: int, *, integer: bool, what: str,
-                   max_value: int | None = None) -> None:
+def locate_numeric(
+    path: Path, ncols: int, *, integer: bool, what: str, max_value: int | None = None
+) -> None:
     """Raise for the first bad line of a comma-separated numeric file, if any."""
     plural = "s" if ncols > 1 else ""
 
@@ -135,16 +136,20 @@ def read_int_column(path: Path, what: str, *, max_value: int | None = None) -> n
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         value = int(arr[row])
-        problem = (f"negative {what} {value}" if value < 0
-                   else f"{what} {value} is out of range (at most {max_value})")
+        problem = (
+            f"negative {what} {value}"
+            if value < 0
+            else f"{what} {value} is out of range (at most {max_value})"
+        )
         raise InputError(problem, path, line=row + 1)
     return arr
 
 
 def count_lines(path: Path) -> int:
     """Data rows of a headerless CSV file (for the node count from features)."""
-    lf = pl.scan_csv(path, has_header=False, quote_char=None, separator="\x1f",
-                     schema={"line": pl.String})
+    lf = pl.scan_csv(
+        path, has_header=False, quote_char=None, separator="\x1f", schema={"line": pl.String}
+    )
     try:
         return int(lf.select(pl.len()).collect(engine="streaming").item())
     except OSError as exc:
@@ -167,8 +172,9 @@ def write_features(writer: GraphDirWriter, path: Path, num_nodes: int) -> int:
         for batch in lf.collect_batches(chunk_size=FEATURE_BATCH_ROWS, engine="streaming"):
             n = batch.height
             if row + n > num_nodes:
-                raise InputError(f"more feature rows than the {num_nodes} nodes", path,
-                                 line=num_nodes + 1)
+                raise InputError(
+                    f"more feature rows than the {num_nodes} nodes", path, line=num_nodes + 1
+                )
             if sum(batch.null_count().row(0)):
                 locate_numeric(path, ncols, integer=False, what="feature value")
                 raise InputError("a feature row lacks values", path)
@@ -177,7 +183,7 @@ def write_features(writer: GraphDirWriter, path: Path, num_nodes: int) -> int:
             if not finite.all():
                 bad = int(np.flatnonzero(~finite)[0])
                 raise InputError("feature row holds NaN or inf", path, line=row + bad + 1)
-            out[row:row + n] = block
+            out[row : row + n] = block
             row += n
     except pl.exceptions.PolarsError:
         locate_numeric(path, ncols, integer=False, what="feature value")
@@ -187,8 +193,11 @@ def write_features(writer: GraphDirWriter, path: Path, num_nodes: int) -> int:
             raise gzip_error(path, exc) from exc
         raise
     if row != num_nodes:
-        raise InputError(f"file ends after {row} feature rows; expected {num_nodes} "
-                         "(one per node)", path, line=row + 1)
+        raise InputError(
+            f"file ends after {row} feature rows; expected {num_nodes} (one per node)",
+            path,
+            line=row + 1,
+        )
     out.flush()
     del out
     writer.num_features = ncols
@@ -217,14 +226,16 @@ def read_splits(root: Path, num_nodes: int) -> tuple[str | None, dict[str, np.nd
         repeat = np.flatnonzero(ids[order][1:] == ids[order][:-1])
         if len(repeat):
             row = int(order[repeat + 1].min())
-            raise InputError(f"node id {int(ids[row])} is repeated in this split", path,
-                             line=row + 1)
+            raise InputError(
+                f"node id {int(ids[row])} is repeated in this split", path, line=row + 1
+            )
         clash = np.flatnonzero(owner[ids])
         if len(clash):
             row = int(clash[0])
             other = files[owner[ids[row]] - 1]
-            raise InputError(f"node id {int(ids[row])} is also in {other} (splits overlap)",
-                             path, line=row + 1)
+            raise InputError(
+                f"node id {int(ids[row])} is also in {other} (splits overlap)", path, line=row + 1
+            )
         files.append(path)
         owner[ids] = len(files)
         splits[key] = ids
@@ -257,8 +268,11 @@ def ingest_ogb(
     if count_file is not None:
         counts = read_int_column(count_file, "node count")
         if len(counts) != 1:
-            raise InputError(f"lists {len(counts)} graphs; only single-graph "
-                             "(node-property) datasets are supported", count_file)
+            raise InputError(
+                f"lists {len(counts)} graphs; only single-graph "
+                "(node-property) datasets are supported",
+                count_file,
+            )
         declared = int(counts[0])
 
     parsed = read_edges(edge_file, id_type="int", layout=Layout(",", False, 2, 0))
@@ -278,15 +292,20 @@ def ingest_ogb(
         locate_problem(edge_file, parsed.layout, as_int=True, max_id=num_nodes - 1)
         raise InputError(f"node id out of range (the graph has {num_nodes} nodes)", edge_file)
     if labels is not None and len(labels) != num_nodes:
-        raise InputError(f"has {len(labels)} labels; expected {num_nodes} (one per node)",
-                         label_file, line=min(len(labels), num_nodes) + 1)
+        raise InputError(
+            f"has {len(labels)} labels; expected {num_nodes} (one per node)",
+            label_file,
+            line=min(len(labels), num_nodes) + 1,
+        )
     split_name, splits = read_splits(root, num_nodes)
 
     edges = canonicalize(src, dst, num_nodes, directed=directed)
     del src, dst, parsed
 
-    details: dict = {"split": split_name,
-                     **{f"num_{k.removesuffix('_idx')}": len(v) for k, v in splits.items()}}
+    details: dict = {
+        "split": split_name,
+        **{f"num_{k.removesuffix('_idx')}": len(v) for k, v in splits.items()},
+    }
 
     def before(writer: GraphDirWriter) -> None:
         if feat_file is not None:
@@ -297,6 +316,16 @@ def ingest_ogb(
         if splits:
             writer.save_splits(splits["train_idx"], splits["val_idx"], splits["test_idx"])
 
-    return write_graph(out_dir, fmt="ogb", source=source, name=name or root.name,
-                       num_nodes=num_nodes, edges=edges, directed=directed, seed=seed,
-                       before=before, details=details, started=started)
+    return write_graph(
+        out_dir,
+        fmt="ogb",
+        source=source,
+        name=name or root.name,
+        num_nodes=num_nodes,
+        edges=edges,
+        directed=directed,
+        seed=seed,
+        before=before,
+        details=details,
+        started=started,
+    )

@@ -28,8 +28,9 @@ def _first_row(mask: pl.Series) -> int:
     return int(mask.arg_true()[0])
 
 
-def read_parquet_edges(path: str | os.PathLike[str], *, id_type: str = "auto"
-                       ) -> tuple[np.ndarray | pl.Series, np.ndarray | pl.Series, str, list[str]]:
+def read_parquet_edges(
+    path: str | os.PathLike[str], *, id_type: str = "auto"
+) -> tuple[np.ndarray | pl.Series, np.ndarray | pl.Series, str, list[str]]:
     """Read the edge columns; returns ``(src, dst, id_type, column_names)``."""
     path = Path(path)
     if id_type not in ID_TYPES:
@@ -46,8 +47,11 @@ def read_parquet_edges(path: str | os.PathLike[str], *, id_type: str = "auto"
     else:
         raise InputError(f"an edge table needs 2 columns (src, dst), found {len(names)}", path)
     try:
-        df = (pl.scan_parquet(path).select(src=pl.col(columns[0]), dst=pl.col(columns[1]))
-              .collect(engine="streaming"))
+        df = (
+            pl.scan_parquet(path)
+            .select(src=pl.col(columns[0]), dst=pl.col(columns[1]))
+            .collect(engine="streaming")
+        )
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"not a readable Parquet file ({exc})", path) from exc
     if df.height == 0:
@@ -60,12 +64,12 @@ def read_parquet_edges(path: str | os.PathLike[str], *, id_type: str = "auto"
         elif dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum):
             kinds.append("string")
         else:
-            raise InputError(f"column {column!r} has type {dtype}; node ids must be integers "
-                             "or strings", path)
+            raise InputError(
+                f"column {column!r} has type {dtype}; node ids must be integers or strings", path
+            )
         nulls = df[key].is_null()
         if nulls.any():
-            raise InputError(f"missing node id in column {column!r}", path,
-                             row=_first_row(nulls))
+            raise InputError(f"missing node id in column {column!r}", path, row=_first_row(nulls))
     if id_type == "string" or (id_type == "auto" and "string" in kinds):
         src = df["src"].cast(pl.String)
         dst = df["dst"].cast(pl.String)
@@ -79,21 +83,24 @@ def read_parquet_edges(path: str | os.PathLike[str], *, id_type: str = "auto"
             bad = as_int.is_null()
             if bad.any():
                 row = _first_row(bad)
-                raise InputError(f"node id {series[row]!r} in column {column!r} is not an "
-                                 "integer (ids are declared integers)", path, row=row)
+                raise InputError(
+                    f"node id {series[row]!r} in column {column!r} is not an "
+                    "integer (ids are declared integers)",
+                    path,
+                    row=row,
+                )
             series = as_int
         # max() of a non-empty UInt64 column without nulls is an int
-        if (series.dtype == pl.UInt64
-                and cast(int, series.max()) > np.iinfo(np.int64).max):
+        if series.dtype == pl.UInt64 and cast(int, series.max()) > np.iinfo(np.int64).max:
             row = _first_row(series > np.iinfo(np.int64).max)
-            raise InputError(f"node id {series[row]} in column {column!r} does not fit in 64 "
-                             "bits", path, row=row)
+            raise InputError(
+                f"node id {series[row]} in column {column!r} does not fit in 64 bits", path, row=row
+            )
         series = series.cast(pl.Int64)
         negative = series < 0
         if negative.any():
             row = _first_row(negative)
-            raise InputError(f"negative node id {series[row]} in column {column!r}", path,
-                             row=row)
+            raise InputError(f"negative node id {series[row]} in column {column!r}", path, row=row)
         out.append(series.to_numpy())
     return out[0], out[1], "int", columns
 
@@ -113,6 +120,16 @@ def ingest_parquet(
     if not source.is_file():
         raise InputError("no such file", source)
     src, dst, kind, columns = read_parquet_edges(source, id_type=id_type)
-    return write_remapped(src, dst, kind, source, out_dir, directed=directed, fmt="parquet",
-                          name=name or default_name(source), seed=seed, started=started,
-                          details={"columns": columns})
+    return write_remapped(
+        src,
+        dst,
+        kind,
+        source,
+        out_dir,
+        directed=directed,
+        fmt="parquet",
+        name=name or default_name(source),
+        seed=seed,
+        started=started,
+        details={"columns": columns},
+    )

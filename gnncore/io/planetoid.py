@@ -47,8 +47,11 @@ def load_planetoid(root: Path):
     """Load the PyG ``Data`` of a Planetoid folder without touching ``root``."""
     name = root.name
     if name.lower() not in NAMES:
-        raise InputError(f"unknown Planetoid dataset {name!r} (the folder name must be one of "
-                         "Cora, CiteSeer, PubMed)", root)
+        raise InputError(
+            f"unknown Planetoid dataset {name!r} (the folder name must be one of "
+            "Cora, CiteSeer, PubMed)",
+            root,
+        )
     raw = root / "raw"
     for suffix in RAW_SUFFIXES:
         file = raw / f"ind.{name.lower()}.{suffix}"
@@ -90,8 +93,9 @@ def ingest_planetoid(
     x = data.x.numpy().astype(np.float32, copy=False)
     finite = np.isfinite(x).all(axis=1)
     if not finite.all():
-        raise InputError("feature row holds NaN or inf", root / "raw",
-                         row=int(np.flatnonzero(~finite)[0]))
+        raise InputError(
+            "feature row holds NaN or inf", root / "raw", row=int(np.flatnonzero(~finite)[0])
+        )
     y = data.y.numpy().astype(np.int64, copy=False)
     splits = [np.flatnonzero(data[m].numpy()) for m in ("train_mask", "val_mask", "test_mask")]
 
@@ -102,8 +106,17 @@ def ingest_planetoid(
         writer.num_classes = int(y.max()) + 1 if len(y) else 0
         writer.save_splits(*splits)
 
-    details = {"num_train": len(splits[0]), "num_val": len(splits[1]),
-               "num_test": len(splits[2])}
-    return write_graph(out_dir, fmt="planetoid", source=source, name=name or root.name,
-                       num_nodes=num_nodes, edges=edges, directed=directed, seed=seed,
-                       before=before, details=details, started=started)
+    details = {"num_train": len(splits[0]), "num_val": len(splits[1]), "num_test": len(splits[2])}
+    return write_graph(
+        out_dir,
+        fmt="planetoid",
+        source=source,
+        name=name or root.name,
+        num_nodes=num_nodes,
+        edges=edges,
+        directed=directed,
+        seed=seed,
+        before=before,
+        details=details,
+        started=started,
+    )

@@ -7,7 +7,7 @@ from gnncore.sampler.neighbor import NeighborSampler
 __all__ = ["NEGATIVE_MODES", "KnownEdges", "NegativeDraw", "NeighborSampler", "degree_weights"]
 
 from gnncore.sampler.dense import DenseSampler  # noqa: E402
-from gnncore.sampler.per_layer import PerLayerSampler  # noqa: E402
 from gnncore.sampler.factory import SAMPLER_MODES, build_sampler  # noqa: E402
+from gnncore.sampler.per_layer import PerLayerSampler  # noqa: E402
 
 __all__ += ["DenseSampler", "PerLayerSampler", "SAMPLER_MODES", "build_sampler"]

@@ -38,8 +38,9 @@ from gnncore.store import GraphDir
 SAMPLERS = ("dense", "per-layer", "dense, Alg. 1 layout")
 
 
-def _samplers(indptr: np.ndarray, indices: np.ndarray, fanouts: list[int], seed: int,
-              threads: int) -> dict[str, Callable[[np.ndarray], tuple[int, int]]]:
+def _samplers(
+    indptr: np.ndarray, indices: np.ndarray, fanouts: list[int], seed: int, threads: int
+) -> dict[str, Callable[[np.ndarray], tuple[int, int]]]:
     """One ``seeds -> (nodes, edges)`` callable per entry of :data:`SAMPLERS`."""
     import torch
     from torch_geometric.sampler import NodeSamplerInput
@@ -50,8 +51,7 @@ def _samplers(indptr: np.ndarray, indices: np.ndarray, fanouts: list[int], seed:
         return NodeSamplerInput(input_id=None, node=torch.from_numpy(seeds))
 
     def through(mode: str) -> Callable[[np.ndarray], tuple[int, int]]:
-        sampler = build_sampler(mode, (indptr, indices), fanouts, seed=seed,
-                                num_threads=threads)
+        sampler = build_sampler(mode, (indptr, indices), fanouts, seed=seed, num_threads=threads)
 
         def sample(seeds: np.ndarray) -> tuple[int, int]:
             out = sampler.sample_from_nodes(node_input(seeds))
@@ -66,26 +66,39 @@ def _samplers(indptr: np.ndarray, indices: np.ndarray, fanouts: list[int], seed:
         layout = layout_sampler.sample_dense(node_input(seeds))
         return len(layout["node_ids"]), len(layout["nbrs"])
 
-    return {"dense": through("dense"), "per-layer": through("per-layer"),
-            "dense, Alg. 1 layout": dense_layout}
+    return {
+        "dense": through("dense"),
+        "per-layer": through("per-layer"),
+        "dense, Alg. 1 layout": dense_layout,
+    }
 
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     """The rows of :func:`bench_sampling` as a Markdown table."""
-    lines = ["| fanouts | sampler | nodes / batch | edges / batch | ms / batch (median) "
-             "| ms IQR | time / per-layer | sampled edges/s per core |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| fanouts | sampler | nodes / batch | edges / batch | ms / batch (median) "
+        "| ms IQR | time / per-layer | sampled edges/s per core |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {','.join(map(str, r['fanouts']))} | {r['sampler']} "
-                     f"| {r['nodes_per_batch']:,.0f} | {r['edges_per_batch']:,.0f} "
-                     f"| {r['ms_per_batch']:.1f} | {r['ms_q1']:.1f}–{r['ms_q3']:.1f} "
-                     f"| {r['time_vs_per_layer']:.2f} | {r['edges_per_s_per_core']:,.0f} |")
+        lines.append(
+            f"| {','.join(map(str, r['fanouts']))} | {r['sampler']} "
+            f"| {r['nodes_per_batch']:,.0f} | {r['edges_per_batch']:,.0f} "
+            f"| {r['ms_per_batch']:.1f} | {r['ms_q1']:.1f}–{r['ms_q3']:.1f} "
+            f"| {r['time_vs_per_layer']:.2f} | {r['edges_per_s_per_core']:,.0f} |"
+        )
     return "\n".join(lines)
 
 
-def bench_sampling(graph_dir: str | os.PathLike[str], fanouts_list: Sequence[Sequence[int]],
-                   batch_size: int, batches: int, out_dir: str | os.PathLike[str],
-                   seed: int = 0, num_threads: int = 0) -> dict[str, Any]:
+def bench_sampling(
+    graph_dir: str | os.PathLike[str],
+    fanouts_list: Sequence[Sequence[int]],
+    batch_size: int,
+    batches: int,
+    out_dir: str | os.PathLike[str],
+    seed: int = 0,
+    num_threads: int = 0,
+) -> dict[str, Any]:
     """Time every sampler of :data:`SAMPLERS` on ``batches`` random seed batches per fanout list.
 
     The samplers run interleaved on the same batches; one warm-up batch per
@@ -104,12 +117,15 @@ def bench_sampling(graph_dir: str | os.PathLike[str], fanouts_list: Sequence[Seq
         indices = indices.astype(np.int64)
     num_nodes = len(indptr) - 1
     if batches < 1 or not 0 < batch_size <= num_nodes:
-        raise ValueError(f"need batches >= 1 and 0 < batch_size <= {num_nodes}; got "
-                         f"batches={batches}, batch_size={batch_size}")
+        raise ValueError(
+            f"need batches >= 1 and 0 < batch_size <= {num_nodes}; got "
+            f"batches={batches}, batch_size={batch_size}"
+        )
     threads = num_threads if num_threads > 0 else len(os.sched_getaffinity(0))
     rng = np.random.default_rng(seed)
-    seed_batches = [np.sort(rng.choice(num_nodes, batch_size, replace=False))
-                    for _ in range(batches + 1)]
+    seed_batches = [
+        np.sort(rng.choice(num_nodes, batch_size, replace=False)) for _ in range(batches + 1)
+    ]
 
     rows: list[dict[str, Any]] = []
     load: list[dict[str, Any]] = []
@@ -120,34 +136,35 @@ def bench_sampling(graph_dir: str | os.PathLike[str], fanouts_list: Sequence[Seq
         for sample in samplers.values():
             sample(seed_batches[0])  # warm-up: page in the graph
         stats: dict[str, dict[str, list[float]]] = {
-            name: {"nodes": [], "edges": [], "seconds": []} for name in names}
+            name: {"nodes": [], "edges": [], "seconds": []} for name in names
+        }
         load_before = os.getloadavg()[0]
         for b, seeds in enumerate(seed_batches[1:]):
-            for name in names[b % len(names):] + names[:b % len(names)]:
+            for name in names[b % len(names) :] + names[: b % len(names)]:
                 start = time.perf_counter()
                 n, e = samplers[name](seeds)
                 stats[name]["seconds"].append(time.perf_counter() - start)
                 stats[name]["nodes"].append(n)
                 stats[name]["edges"].append(e)
-        load.append({"fanouts": fanouts, "before": load_before,
-                     "after": os.getloadavg()[0]})
+        load.append({"fanouts": fanouts, "before": load_before, "after": os.getloadavg()[0]})
         reference = stats["per-layer"]["seconds"]
         for name in names:
             seconds = stats[name]["seconds"]
             paired = [a / b for a, b in zip(seconds, reference)]
-            q1, _, q3 = statistics.quantiles(seconds, n=4) if len(seconds) > 1 else [
-                seconds[0]] * 3
-            rows.append({
-                "fanouts": fanouts,
-                "sampler": name,
-                "nodes_per_batch": float(np.mean(stats[name]["nodes"])),
-                "edges_per_batch": float(np.mean(stats[name]["edges"])),
-                "ms_per_batch": 1000.0 * statistics.median(seconds),
-                "ms_q1": 1000.0 * q1,
-                "ms_q3": 1000.0 * q3,
-                "edges_per_s_per_core": sum(stats[name]["edges"]) / sum(seconds) / threads,
-                "time_vs_per_layer": statistics.median(paired),
-            })
+            q1, _, q3 = statistics.quantiles(seconds, n=4) if len(seconds) > 1 else [seconds[0]] * 3
+            rows.append(
+                {
+                    "fanouts": fanouts,
+                    "sampler": name,
+                    "nodes_per_batch": float(np.mean(stats[name]["nodes"])),
+                    "edges_per_batch": float(np.mean(stats[name]["edges"])),
+                    "ms_per_batch": 1000.0 * statistics.median(seconds),
+                    "ms_q1": 1000.0 * q1,
+                    "ms_q3": 1000.0 * q3,
+                    "edges_per_s_per_core": sum(stats[name]["edges"]) / sum(seconds) / threads,
+                    "time_vs_per_layer": statistics.median(paired),
+                }
+            )
     result = {
         "graph_dir": str(graph_dir),
         "num_nodes": num_nodes,
@@ -163,11 +180,13 @@ def bench_sampling(graph_dir: str | os.PathLike[str], fanouts_list: Sequence[Seq
     out.mkdir(parents=True, exist_ok=True)
     (out / "sampling.json").write_text(json.dumps(result, indent=2) + "\n")
     table = markdown_table(rows)
-    loads = ", ".join(f"{','.join(map(str, x['fanouts']))}: {x['before']:.1f} -> "
-                      f"{x['after']:.1f}" for x in load)
+    loads = ", ".join(
+        f"{','.join(map(str, x['fanouts']))}: {x['before']:.1f} -> {x['after']:.1f}" for x in load
+    )
     (out / "sampling.md").write_text(
         f"Sampling on {graph_dir}: {num_nodes:,} nodes, {len(indices):,} adjacency entries, "
         f"{batches} batches of {batch_size} seeds, {threads} threads, samplers interleaved; "
-        f"1-min load average {loads}.\n\n{table}\n")
+        f"1-min load average {loads}.\n\n{table}\n"
+    )
     result["markdown"] = table
     return result

@@ -57,8 +57,7 @@ class DenseSampler(NeighborSampler):
         num_threads: int = 0,
         **view: Any,
     ) -> None:
-        super().__init__(graph, fanouts, seed=seed, replace=False, num_threads=num_threads,
-                         **view)
+        super().__init__(graph, fanouts, seed=seed, replace=False, num_threads=num_threads, **view)
 
     def sample_dense(self, index: NodeSamplerInput) -> dict[str, np.ndarray]:
         """The raw DENSE layout of one batch (thesis Alg. 1), as numpy arrays.
@@ -70,8 +69,14 @@ class DenseSampler(NeighborSampler):
         """
         from gnncore import _C
 
-        arrays = _C.sample_dense(self.indptr, self.indices, self._seeds(index), self.fanouts,
-                                 self._batch_seed(), num_threads=self.num_threads)
+        arrays = _C.sample_dense(
+            self.indptr,
+            self.indices,
+            self._seeds(index),
+            self.fanouts,
+            self._batch_seed(),
+            num_threads=self.num_threads,
+        )
         keys = ("node_ids", "node_id_offsets", "nbrs", "nbr_offsets", "repr", "nbr_edges")
         return dict(zip(keys, arrays))
 
@@ -82,9 +87,12 @@ class DenseSampler(NeighborSampler):
         :meth:`NeighborSampler.sample_from_nodes` wraps it in a SamplerOutput."""
         from gnncore import _C
 
-        return _C.sample_dense_pyg(self.indptr, self.indices, seeds, self.fanouts,
-                                   batch_seed, num_threads=self.num_threads)
+        return _C.sample_dense_pyg(
+            self.indptr, self.indices, seeds, self.fanouts, batch_seed, num_threads=self.num_threads
+        )
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(num_nodes={self.num_nodes}, "
-                f"num_edges={len(self.indices)}, fanouts={self.fanouts}, seed={self.seed})")
+        return (
+            f"{type(self).__name__}(num_nodes={self.num_nodes}, "
+            f"num_edges={len(self.indices)}, fanouts={self.fanouts}, seed={self.seed})"
+        )

@@ -46,5 +46,6 @@ def build_sampler(
         return DenseSampler(graph, fanouts, seed=seed, **kwargs)
     if mode == "per-layer":
         return PerLayerSampler(graph, fanouts, seed=seed, **kwargs)
-    raise ValueError(f"unknown sampler mode {mode!r}; choose one of "
-                     f"{', '.join(repr(m) for m in SAMPLER_MODES)}")
+    raise ValueError(
+        f"unknown sampler mode {mode!r}; choose one of {', '.join(repr(m) for m in SAMPLER_MODES)}"
+    )

@@ -44,8 +44,10 @@ class NegativeDraw:
         self.num_nodes = int(num_nodes)
         self._cdf: np.ndarray | None = None
         if weights is not None:
-            w = np.asarray(weights.detach().cpu() if isinstance(weights, torch.Tensor)
-                           else weights, dtype=np.float64).reshape(-1)
+            w = np.asarray(
+                weights.detach().cpu() if isinstance(weights, torch.Tensor) else weights,
+                dtype=np.float64,
+            ).reshape(-1)
             if len(w) != num_nodes:
                 raise ValueError(f"weights has {len(w)} entries for {num_nodes} nodes")
             if not np.all(np.isfinite(w)) or np.any(w < 0):
@@ -68,13 +70,15 @@ class NegativeDraw:
         return np.minimum(ids, self.num_nodes - 1).astype(np.int64, copy=False)
 
 
-def degree_weights(num_nodes: int, src: np.ndarray, dst: np.ndarray,
-                   power: float = 1.0) -> np.ndarray:
+def degree_weights(
+    num_nodes: int, src: np.ndarray, dst: np.ndarray, power: float = 1.0
+) -> np.ndarray:
     """Node weights ``(in + out degree) ** power`` over the given edges; nodes
     without edges get weight 0 (they are never drawn)."""
-    degree = np.bincount(np.concatenate([np.asarray(src), np.asarray(dst)]).astype(np.int64),
-                         minlength=num_nodes).astype(np.float64)
-    return degree ** power if power != 1.0 else degree
+    degree = np.bincount(
+        np.concatenate([np.asarray(src), np.asarray(dst)]).astype(np.int64), minlength=num_nodes
+    ).astype(np.float64)
+    return degree**power if power != 1.0 else degree
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,7 @@ class KnownEdges:
     num_relations: int
 
     @classmethod
-    def from_triples(cls, triples: np.ndarray, num_nodes: int,
-                     num_relations: int) -> KnownEdges:
+    def from_triples(cls, triples: np.ndarray, num_nodes: int, num_relations: int) -> KnownEdges:
         """From an int64 ``[T, 3]`` array of ``(head, relation, tail)``; repeats
         are removed."""
         t = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
@@ -112,12 +115,13 @@ class KnownEdges:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def contains(self, heads: np.ndarray, relations: np.ndarray,
-                 tails: np.ndarray) -> np.ndarray:
+    def contains(self, heads: np.ndarray, relations: np.ndarray, tails: np.ndarray) -> np.ndarray:
         """Boolean mask (broadcast shape): which ``(heads, relations, tails)`` are known."""
         heads, relations, tails = np.broadcast_arrays(
-            np.asarray(heads, dtype=np.int64), np.asarray(relations, dtype=np.int64),
-            np.asarray(tails, dtype=np.int64))
+            np.asarray(heads, dtype=np.int64),
+            np.asarray(relations, dtype=np.int64),
+            np.asarray(tails, dtype=np.int64),
+        )
         unique_keys, triple_keys = self._composite
         query_keys = (heads * self.num_relations + relations).reshape(-1)
         rank = np.searchsorted(unique_keys, query_keys)
@@ -138,12 +142,12 @@ class KnownEdges:
         unique_keys, rank = np.unique(self.keys, return_inverse=True)
         return unique_keys, rank.astype(np.int64) * self.num_nodes + self.tails
 
-    def true_tails(self, heads: np.ndarray,
-                   relations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def true_tails(self, heads: np.ndarray, relations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(query_index, tail)`` pairs: every known tail of each query
         ``(heads[i], relations[i])``, ``query_index`` ascending."""
-        query = (np.asarray(heads, dtype=np.int64) * self.num_relations
-                 + np.asarray(relations, dtype=np.int64))
+        query = np.asarray(heads, dtype=np.int64) * self.num_relations + np.asarray(
+            relations, dtype=np.int64
+        )
         lo = np.searchsorted(self.keys, query, side="left")
         hi = np.searchsorted(self.keys, query, side="right")
         counts = hi - lo

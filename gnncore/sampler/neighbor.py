@@ -60,10 +60,15 @@ def _to_numpy(array: ArrayLike) -> np.ndarray:
 def _sampler_output(sampled: tuple[Any, ...], metadata: Any) -> SamplerOutput:
     """Wrap a kernel's ``(node, row, col, edge, num_nodes, num_edges)``."""
     node, row, col, edge, num_nodes, num_edges = sampled
-    return SamplerOutput(node=torch.from_numpy(node), row=torch.from_numpy(row),
-                         col=torch.from_numpy(col), edge=torch.from_numpy(edge),
-                         num_sampled_nodes=list(num_nodes), num_sampled_edges=list(num_edges),
-                         metadata=metadata)
+    return SamplerOutput(
+        node=torch.from_numpy(node),
+        row=torch.from_numpy(row),
+        col=torch.from_numpy(col),
+        edge=torch.from_numpy(edge),
+        num_sampled_nodes=list(num_nodes),
+        num_sampled_edges=list(num_edges),
+        metadata=metadata,
+    )
 
 
 class NeighborSampler(BaseSampler):
@@ -119,8 +124,10 @@ class NeighborSampler(BaseSampler):
         if isinstance(graph, GraphStore):
             attrs = graph.get_all_edge_attrs()
             if len(attrs) != 1 or attrs[0].edge_type is not None:
-                raise ValueError("NeighborSampler needs a homogeneous GraphStore (one edge "
-                                 f"attribute with edge_type=None); got {attrs}")
+                raise ValueError(
+                    "NeighborSampler needs a homogeneous GraphStore (one edge "
+                    f"attribute with edge_type=None); got {attrs}"
+                )
             row, colptr, perm = graph.csc()
             indptr, indices = _to_numpy(colptr), _to_numpy(row)
         else:
@@ -132,18 +139,25 @@ class NeighborSampler(BaseSampler):
         if indptr.ndim != 1 or indices.ndim != 1 or len(indptr) < 1:
             raise ValueError("indptr and indices must be 1-d arrays, indptr of length N + 1")
         if int(indptr[-1]) != len(indices):
-            raise ValueError(f"indptr ends at {int(indptr[-1])} but indices has "
-                             f"{len(indices)} entries")
+            raise ValueError(
+                f"indptr ends at {int(indptr[-1])} but indices has {len(indices)} entries"
+            )
         indptr, indices, position = orient_adjacency(
-            indptr, indices, direction, None if edge_type is None else _to_numpy(edge_type),
-            edge_types)
+            indptr,
+            indices,
+            direction,
+            None if edge_type is None else _to_numpy(edge_type),
+            edge_types,
+        )
         if position is not None:
             view = torch.from_numpy(position)
             perm = view if perm is None else perm[view]
         fanouts = [int(f) for f in fanouts]
         if not fanouts or any(f < -1 for f in fanouts):
-            raise ValueError(f"fanouts must be a non-empty list of ints >= 0, or -1 for all "
-                             f"neighbours; got {fanouts}")
+            raise ValueError(
+                f"fanouts must be a non-empty list of ints >= 0, or -1 for all "
+                f"neighbours; got {fanouts}"
+            )
         self.indptr = indptr
         self.indices = indices
         self.fanouts = fanouts
@@ -173,8 +187,10 @@ class NeighborSampler(BaseSampler):
         reserved = getattr(_RESERVED, "slots", {}).get(id(self))
         if reserved is not None:  # inside use_batch_seeds: take the next reserved counter
             if reserved[0] >= reserved[1]:
-                raise RuntimeError(f"{type(self).__name__} drew more batch seeds than were "
-                                   "reserved for this batch (reserve_batch_seeds(count))")
+                raise RuntimeError(
+                    f"{type(self).__name__} drew more batch seeds than were "
+                    "reserved for this batch (reserve_batch_seeds(count))"
+                )
             counter = reserved[0]
             reserved[0] += 1
         else:
@@ -231,8 +247,9 @@ class NeighborSampler(BaseSampler):
         """Reject heterogeneous input and temporal input (its ``time_name``)."""
         name = type(self).__name__
         if index.input_type is not None:
-            raise ValueError(f"{name} samples homogeneous graphs; got input type "
-                             f"{index.input_type!r}")
+            raise ValueError(
+                f"{name} samples homogeneous graphs; got input type {index.input_type!r}"
+            )
         if index.time is not None:
             raise ValueError(f"{name} does not do temporal sampling ({time_name})")
 
@@ -248,9 +265,15 @@ class NeighborSampler(BaseSampler):
         """
         from gnncore import _C
 
-        return _C.sample_neighbors(self.indptr, self.indices, seeds, self.fanouts,
-                                   batch_seed, replace=self.replace,
-                                   num_threads=self.num_threads)
+        return _C.sample_neighbors(
+            self.indptr,
+            self.indices,
+            seeds,
+            self.fanouts,
+            batch_seed,
+            replace=self.replace,
+            num_threads=self.num_threads,
+        )
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> SamplerOutput:
         """Sample the multi-hop neighbourhood of ``index.node``.
@@ -263,8 +286,10 @@ class NeighborSampler(BaseSampler):
         seeds = self._seeds(index)
         sampled = self._sample(seeds, self._batch_seed())
         if sampled[4][0] != len(seeds):
-            raise ValueError(f"the batch repeats a seed node ({len(seeds)} seeds, "
-                             f"{sampled[4][0]} unique); pass unique input nodes")
+            raise ValueError(
+                f"the batch repeats a seed node ({len(seeds)} seeds, "
+                f"{sampled[4][0]} unique); pass unique input nodes"
+            )
         return _sampler_output(sampled, (index.input_id, index.time))
 
     # Edge-based sampling -----------------------------------------------------
@@ -317,15 +342,21 @@ class NeighborSampler(BaseSampler):
         if neg_sampling is None or neg_sampling.is_binary():
             metadata: tuple[Any, ...] = (index.input_id, inverse.view(2, -1), label, None)
         else:
-            dst_neg = inverse[2 * num_pos:]
+            dst_neg = inverse[2 * num_pos :]
             if num_pos:
                 dst_neg = dst_neg.view(num_pos, -1).squeeze(-1)
-            metadata = (index.input_id, inverse[:num_pos], inverse[num_pos:2 * num_pos],
-                        dst_neg, None)
+            metadata = (
+                index.input_id,
+                inverse[:num_pos],
+                inverse[num_pos : 2 * num_pos],
+                dst_neg,
+                None,
+            )
         return _sampler_output(sampled, metadata)
 
-    def _negatives(self, rng: np.random.Generator, count: int,
-                   weight: torch.Tensor | None) -> torch.Tensor:
+    def _negatives(
+        self, rng: np.random.Generator, count: int, weight: torch.Tensor | None
+    ) -> torch.Tensor:
         """``count`` negative node ids, uniform or weighted by ``weight``."""
         cached = self._negative_draws.get(id(weight))
         if cached is None or cached[0] is not weight:
@@ -334,6 +365,8 @@ class NeighborSampler(BaseSampler):
         return torch.from_numpy(cached[1](rng, count))
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(num_nodes={self.num_nodes}, "
-                f"num_edges={len(self.indices)}, fanouts={self.fanouts}, seed={self.seed}, "
-                f"replace={self.replace})")
+        return (
+            f"{type(self).__name__}(num_nodes={self.num_nodes}, "
+            f"num_edges={len(self.indices)}, fanouts={self.fanouts}, seed={self.seed}, "
+            f"replace={self.replace})"
+        )

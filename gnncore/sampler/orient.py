@@ -16,10 +16,13 @@ import numpy as np
 DIRECTIONS = ("in", "out", "both")
 
 
-def orient_adjacency(indptr: np.ndarray, indices: np.ndarray, direction: str = "in",
-                     edge_type: np.ndarray | None = None,
-                     edge_types: Sequence[int] | None = None,
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def orient_adjacency(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    direction: str = "in",
+    edge_type: np.ndarray | None = None,
+    edge_types: Sequence[int] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``(indptr, indices, position)`` of the requested view of a CSC adjacency.
 
     Args:
@@ -62,6 +65,5 @@ def orient_adjacency(indptr: np.ndarray, indices: np.ndarray, direction: str = "
         _, first = np.unique(rows * num_nodes + nbrs, return_index=True)
         first.sort()  # keep each (row, neighbour) pair once, in input order
         rows, nbrs, position = rows[first], nbrs[first], position[first]
-    new_indptr, new_indices, order = _C.build_csr(rows, nbrs, num_nodes,
-                                                  indices.dtype == np.int32)
+    new_indptr, new_indices, order = _C.build_csr(rows, nbrs, num_nodes, indices.dtype == np.int32)
     return new_indptr, new_indices, position[order]

@@ -41,6 +41,12 @@ class PerLayerSampler(NeighborSampler):
         num_edges)``; :meth:`NeighborSampler.sample_from_nodes` wraps it."""
         from gnncore import _C
 
-        return _C.sample_per_layer(self.indptr, self.indices, seeds, self.fanouts,
-                                   batch_seed, replace=self.replace,
-                                   num_threads=self.num_threads)
+        return _C.sample_per_layer(
+            self.indptr,
+            self.indices,
+            seeds,
+            self.fanouts,
+            batch_seed,
+            replace=self.replace,
+            num_threads=self.num_threads,
+        )

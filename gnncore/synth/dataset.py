@@ -30,10 +30,15 @@ def _edges(spec: SynthSpec, progress: bool) -> tuple[np.ndarray, np.ndarray]:
     src = np.empty(spec.num_edges, dtype=np.int64)
     dst = np.empty(spec.num_edges, dtype=np.int64)
     done = 0
-    with tqdm(total=spec.num_edges, unit="edge", unit_scale=True, desc="generate edges",
-              disable=not progress) as bar:
+    with tqdm(
+        total=spec.num_edges,
+        unit="edge",
+        unit_scale=True,
+        desc="generate edges",
+        disable=not progress,
+    ) as bar:
         for s, d in iter_edge_chunks(spec, EDGE_CHUNK):
-            src[done:done + len(s)], dst[done:done + len(d)] = s, d
+            src[done : done + len(s)], dst[done : done + len(d)] = s, d
             done += len(s)
             bar.update(len(s))
     return src, dst
@@ -45,8 +50,12 @@ def _node_data(spec: SynthSpec) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     return y, split_nodes(spec, y)
 
 
-def generate_graph(out_dir: str | os.PathLike[str], spec: SynthSpec, name: str = "synthetic",
-                   progress: bool = False):
+def generate_graph(
+    out_dir: str | os.PathLike[str],
+    spec: SynthSpec,
+    name: str = "synthetic",
+    progress: bool = False,
+):
     """Generate ``spec`` straight into a graph directory (docs/FORMAT.md).
 
     Self-loops and repeated pairs from the generator are dropped and counted
@@ -64,16 +73,26 @@ def generate_graph(out_dir: str | os.PathLike[str], spec: SynthSpec, name: str =
     def before(writer: GraphDirWriter) -> None:
         x = writer.open_array("features", np.float32, (spec.num_nodes, spec.num_features))
         for start in range(0, spec.num_nodes, FEATURE_ROWS):
-            fill_features(spec, y, start, x[start:start + FEATURE_ROWS])
+            fill_features(spec, y, start, x[start : start + FEATURE_ROWS])
         x.flush()
         del x
         writer.save_array("labels", y)
         writer.num_features, writer.num_classes = spec.num_features, spec.num_classes
         writer.save_splits(train, val, test)
 
-    return write_graph(out_dir, fmt="synth", source=out_dir, name=name,
-                       num_nodes=spec.num_nodes, edges=edges, directed=False, seed=spec.seed,
-                       before=before, details={"synth_spec": spec_dict(spec)}, started=started)
+    return write_graph(
+        out_dir,
+        fmt="synth",
+        source=out_dir,
+        name=name,
+        num_nodes=spec.num_nodes,
+        edges=edges,
+        directed=False,
+        seed=spec.seed,
+        before=before,
+        details={"synth_spec": spec_dict(spec)},
+        started=started,
+    )
 
 
 def spec_dict(spec: SynthSpec) -> dict[str, Any]:
@@ -87,8 +106,9 @@ def _write_csv_gz(path: Path, frame: pl.DataFrame, append: bool = False) -> None
         frame.write_csv(cast(IO[bytes], fh), include_header=False)
 
 
-def write_ogb_raw(out_dir: str | os.PathLike[str], spec: SynthSpec,
-                  progress: bool = False) -> dict[str, Any]:
+def write_ogb_raw(
+    out_dir: str | os.PathLike[str], spec: SynthSpec, progress: bool = False
+) -> dict[str, Any]:
     """Write ``spec`` in OGB's raw node-property layout (atomically).
 
     ``raw/edge.csv.gz``, ``raw/num-node-list.csv.gz``, ``raw/node-feat.csv.gz``,
@@ -106,21 +126,25 @@ def write_ogb_raw(out_dir: str | os.PathLike[str], spec: SynthSpec,
         split_dir.mkdir(parents=True)
         edge_file = raw / "edge.csv.gz"
         edge_file.write_bytes(b"")
-        for s, d in tqdm(iter_edge_chunks(spec, EDGE_CHUNK), desc="write edges",
-                         disable=not progress):
+        for s, d in tqdm(
+            iter_edge_chunks(spec, EDGE_CHUNK), desc="write edges", disable=not progress
+        ):
             _write_csv_gz(edge_file, pl.DataFrame({"src": s, "dst": d}), append=True)
         _write_csv_gz(raw / "num-node-list.csv.gz", pl.DataFrame({"n": [spec.num_nodes]}))
         feat_file = raw / "node-feat.csv.gz"
         feat_file.write_bytes(b"")
         block = np.empty((FEATURE_ROWS, spec.num_features), dtype=np.float32)
         for start in range(0, spec.num_nodes, FEATURE_ROWS):
-            rows = fill_features(spec, y, start, block[:min(FEATURE_ROWS,
-                                                             spec.num_nodes - start)])
-            _write_csv_gz(feat_file, pl.DataFrame(rows.astype(np.float64).round(6)),
-                          append=True)
+            rows = fill_features(spec, y, start, block[: min(FEATURE_ROWS, spec.num_nodes - start)])
+            _write_csv_gz(feat_file, pl.DataFrame(rows.astype(np.float64).round(6)), append=True)
         _write_csv_gz(raw / "node-label.csv.gz", pl.DataFrame({"y": y}))
         for file, idx in (("train", train), ("valid", val), ("test", test)):
             _write_csv_gz(split_dir / f"{file}.csv.gz", pl.DataFrame({"id": idx}))
-    return {"path": str(out_dir), "num_nodes": spec.num_nodes, "num_edges": spec.num_edges,
-            "num_classes": spec.num_classes, "num_features": spec.num_features,
-            "seconds": time.perf_counter() - started}
+    return {
+        "path": str(out_dir),
+        "num_nodes": spec.num_nodes,
+        "num_edges": spec.num_edges,
+        "num_classes": spec.num_classes,
+        "num_features": spec.num_features,
+        "seconds": time.perf_counter() - started,
+    }

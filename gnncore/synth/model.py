@@ -219,9 +219,7 @@ def labels(spec: SynthSpec, community: np.ndarray) -> np.ndarray:
     """
     community = np.asarray(community)
     if community.shape != (spec.num_nodes,):
-        raise ValueError(
-            f"community must have shape ({spec.num_nodes},), got {community.shape}"
-        )
+        raise ValueError(f"community must have shape ({spec.num_nodes},), got {community.shape}")
     y = community.astype(np.int64, copy=True)
     if spec.label_noise > 0:
         rng = _rng(spec, _TAG_LABELS)
@@ -262,8 +260,12 @@ def fill_features(
     if labels.shape != (spec.num_nodes,):
         raise ValueError(f"labels must have shape ({spec.num_nodes},), got {labels.shape}")
     _C.fill_features(
-        class_centroids(spec), labels, int(start_row), spec.seed,
-        float(spec.feature_noise), out,
+        class_centroids(spec),
+        labels,
+        int(start_row),
+        spec.seed,
+        float(spec.feature_noise),
+        out,
     )
     return out
 

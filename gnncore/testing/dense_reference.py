@@ -77,8 +77,14 @@ def sample_dense_reference(
     nbr_offsets = np.zeros(len(nbr_lists) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in nbr_lists], out=nbr_offsets[1:])
     as64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731
-    return (as64(node_ids), as64(node_id_offsets), as64(nbrs), nbr_offsets,
-            as64([index_of[u] for u in nbrs]), as64(nbr_edges))
+    return (
+        as64(node_ids),
+        as64(node_id_offsets),
+        as64(nbrs),
+        nbr_offsets,
+        as64([index_of[u] for u in nbrs]),
+        as64(nbr_edges),
+    )
 
 
 def dense_to_pyg_reference(layout: DenseLayout) -> PygLayout:
@@ -110,6 +116,11 @@ def dense_to_pyg_reference(layout: DenseLayout) -> PygLayout:
                 edge.append(int(nbr_edges[t]))
                 count += 1
         num_edges.append(count)
-    return (node_ids[order].astype(np.int64), np.asarray(row, dtype=np.int64),
-            np.asarray(col, dtype=np.int64), np.asarray(edge, dtype=np.int64),
-            [b - a for a, b in blocks], num_edges)
+    return (
+        node_ids[order].astype(np.int64),
+        np.asarray(row, dtype=np.int64),
+        np.asarray(col, dtype=np.int64),
+        np.asarray(edge, dtype=np.int64),
+        [b - a for a, b in blocks],
+        num_edges,
+    )

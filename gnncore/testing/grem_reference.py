@@ -88,7 +88,7 @@ def grem_bisect_reference(
                     counts[part[nbr]] += 1
         return counts
 
-    chunks = [pairs[i:i + chunk_rows] for i in range(0, len(pairs), chunk_rows)]
+    chunks = [pairs[i : i + chunk_rows] for i in range(0, len(pairs), chunk_rows)]
     reassigned = 0
     for i, chunk in enumerate(chunks):
         c_nodes: list[int] = []
@@ -172,9 +172,11 @@ def grem_bisect_reference(
             break
 
     side_edges = tuple(
-        np.asarray([(u, v) for u, v in pairs if part[u] == part[v] == s],
-                   dtype=np.int64).reshape(-1, 2)
-        for s in (0, 1))
+        np.asarray([(u, v) for u, v in pairs if part[u] == part[v] == s], dtype=np.int64).reshape(
+            -1, 2
+        )
+        for s in (0, 1)
+    )
     return ReferenceBisection(
         side=np.asarray([part[int(m)] for m in members], dtype=np.int8),
         sizes=(sizes[0], sizes[1]),
@@ -200,8 +202,7 @@ def first_appearance_reference(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return uniq[order], rank[inverse].reshape(-1, 2)
 
 
-def chunk_nodes_local_reference(pairs: np.ndarray,
-                                num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+def chunk_nodes_local_reference(pairs: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes of ``pairs`` in increasing id order and the pairs over those local ids."""
     flat = np.asarray(pairs, dtype=np.int64).reshape(-1)
     nodes = np.unique(flat)

@@ -31,11 +31,17 @@ def stream_order_reference(num_nodes: int, seed: int) -> list[int]:
 
 
 def _neighbours(indptr: np.ndarray, indices: np.ndarray, v: int) -> list[int]:
-    return [int(u) for u in indices[int(indptr[v]):int(indptr[v + 1])]]
+    return [int(u) for u in indices[int(indptr[v]) : int(indptr[v + 1])]]
 
 
-def _stream(indptr: np.ndarray, indices: np.ndarray, parts: int, capacity: int, seed: int,
-            score: Callable[[int, int], float]) -> np.ndarray:
+def _stream(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    parts: int,
+    capacity: int,
+    seed: int,
+    score: Callable[[int, int], float],
+) -> np.ndarray:
     n = len(indptr) - 1
     part = [-1] * n
     size = [0] * parts
@@ -52,22 +58,36 @@ def _stream(indptr: np.ndarray, indices: np.ndarray, parts: int, capacity: int, 
     return np.array(part, dtype=np.int64)
 
 
-def ldg_reference(indptr: np.ndarray, indices: np.ndarray, parts: int, capacity: int,
-                  seed: int) -> np.ndarray:
+def ldg_reference(
+    indptr: np.ndarray, indices: np.ndarray, parts: int, capacity: int, seed: int
+) -> np.ndarray:
     """LDG: ``argmax_i k_i·(1 − |P_i|/C)`` (ranked exactly as ``k_i·(C − |P_i|)``)."""
-    return _stream(indptr, indices, parts, capacity, seed,
-                   lambda k, size: k * (capacity - size))
+    return _stream(indptr, indices, parts, capacity, seed, lambda k, size: k * (capacity - size))
 
 
-def fennel_reference(indptr: np.ndarray, indices: np.ndarray, parts: int, capacity: int,
-                     alpha: float, gamma: float, seed: int) -> np.ndarray:
+def fennel_reference(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    parts: int,
+    capacity: int,
+    alpha: float,
+    gamma: float,
+    seed: int,
+) -> np.ndarray:
     """Fennel: ``argmax_i k_i − α·γ·|P_i|^(γ−1)`` in double precision."""
-    return _stream(indptr, indices, parts, capacity, seed,
-                   lambda k, size: float(k) - alpha * gamma * float(size) ** (gamma - 1.0))
+    return _stream(
+        indptr,
+        indices,
+        parts,
+        capacity,
+        seed,
+        lambda k, size: float(k) - alpha * gamma * float(size) ** (gamma - 1.0),
+    )
 
 
-def bytegnn_blocks_reference(indptr: np.ndarray, indices: np.ndarray,
-                             centres: Sequence[int], hops: int) -> tuple[np.ndarray, np.ndarray]:
+def bytegnn_blocks_reference(
+    indptr: np.ndarray, indices: np.ndarray, centres: Sequence[int], hops: int
+) -> tuple[np.ndarray, np.ndarray]:
     """One BFS per centre; a node within ``hops`` of some centre joins the
     block of its nearest centre (the smallest id on a tie) and its level is
     that distance; other nodes are singletons (block = own id, level -1)."""
@@ -92,9 +112,16 @@ def bytegnn_blocks_reference(indptr: np.ndarray, indices: np.ndarray,
     return block, level
 
 
-def bytegnn_assign_reference(indptr: np.ndarray, indices: np.ndarray, block: np.ndarray,
-                             level: np.ndarray, split_of: np.ndarray, parts: int,
-                             capacity: int, weights: Sequence[float]) -> np.ndarray:
+def bytegnn_assign_reference(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    block: np.ndarray,
+    level: np.ndarray,
+    split_of: np.ndarray,
+    parts: int,
+    capacity: int,
+    weights: Sequence[float],
+) -> np.ndarray:
     """Algorithm 2 as documented in ``csrc/partition/bytegnn.h``."""
     n = len(indptr) - 1
     members: dict[int, list[int]] = {}
@@ -144,8 +171,9 @@ def bytegnn_assign_reference(indptr: np.ndarray, indices: np.ndarray, block: np.
     return np.array(part, dtype=np.int64)
 
 
-def halo_reference(indptr: np.ndarray, indices: np.ndarray, assignment: np.ndarray,
-                   parts: int) -> list[np.ndarray]:
+def halo_reference(
+    indptr: np.ndarray, indices: np.ndarray, assignment: np.ndarray, parts: int
+) -> list[np.ndarray]:
     """Per part, the sorted nodes outside it that have a neighbour inside it."""
     halos: list[set[int]] = [set() for _ in range(parts)]
     for v in range(len(indptr) - 1):
@@ -165,8 +193,14 @@ def relabel_reference(assignment: np.ndarray, parts: int) -> tuple[list[int], li
     return old_of_new, offsets
 
 
-def write_random_graph(out: str | os.PathLike[str], num_nodes: int, num_edges: int, seed: int,
-                       labelled: float = 0.3, isolated: int = 3) -> Path:
+def write_random_graph(
+    out: str | os.PathLike[str],
+    num_nodes: int,
+    num_edges: int,
+    seed: int,
+    labelled: float = 0.3,
+    isolated: int = 3,
+) -> Path:
     """A random undirected graph directory for the partitioning tests.
 
     Edges join uniform pairs, a third of them inside ten id-blocks so the
@@ -181,15 +215,18 @@ def write_random_graph(out: str | os.PathLike[str], num_nodes: int, num_edges: i
     src = rng.integers(0, span, num_edges)
     near = rng.random(num_edges) < 1 / 3
     width = max(span // 10, 2)
-    dst = np.where(near, np.minimum(src // width * width + rng.integers(0, width, num_edges),
-                                    span - 1), rng.integers(0, span, num_edges))
+    dst = np.where(
+        near,
+        np.minimum(src // width * width + rng.integers(0, width, num_edges), span - 1),
+        rng.integers(0, span, num_edges),
+    )
     keep = src != dst
     u, v = np.minimum(src, dst)[keep], np.maximum(src, dst)[keep]
     key = np.unique(u * num_nodes + v)
     with create_graph_dir(out, name="random") as w:
         w.write_topology(num_nodes, key // num_nodes, key % num_nodes, directed=False)
         if labelled > 0:
-            chosen = rng.permutation(num_nodes)[:max(int(labelled * num_nodes), 3)]
+            chosen = rng.permutation(num_nodes)[: max(int(labelled * num_nodes), 3)]
             a, b = len(chosen) // 2, len(chosen) * 3 // 4
             w.save_splits(np.sort(chosen[:a]), np.sort(chosen[a:b]), np.sort(chosen[b:]))
     return Path(out)

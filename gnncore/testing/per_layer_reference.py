@@ -99,8 +99,9 @@ def sample_without_replacement_reference(rng: KernelRng, n: int, k: int) -> list
     return sorted(out)
 
 
-def sample_row_reference(seed: int, hop: int, pos: int, degree: int, fanout: int,
-                         replace: bool) -> list[int]:
+def sample_row_reference(
+    seed: int, hop: int, pos: int, degree: int, fanout: int, replace: bool
+) -> list[int]:
     """The row offsets that ``sampling::draw_hop`` picks for frontier position ``pos``.
 
     All ``degree`` offsets when ``fanout == -1`` or (without replacement)

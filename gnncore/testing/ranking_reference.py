@@ -5,9 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 
-def filtered_ranks_reference(z: np.ndarray, relation_vectors: np.ndarray | None,
-                             triples: np.ndarray, known: set[tuple[int, int, int]],
-                             num_relations: int, reciprocal: bool) -> list[float]:
+def filtered_ranks_reference(
+    z: np.ndarray,
+    relation_vectors: np.ndarray | None,
+    triples: np.ndarray,
+    known: set[tuple[int, int, int]],
+    num_relations: int,
+    reciprocal: bool,
+) -> list[float]:
     """Ranks of every tail query ``(h, r, ?)``, then every head query ``(?, r, t)``.
 
     Scores are DistMult's ``sum(z_h * w_r * z_c)`` (dot product when
@@ -15,6 +20,7 @@ def filtered_ranks_reference(z: np.ndarray, relation_vectors: np.ndarray | None,
     ``r' = r + R`` when ``reciprocal`` else ``r``. Candidates forming a known
     triple other than the answer are skipped; ties count half.
     """
+
     def score(head: int, rel: int, cand: int) -> float:
         w = relation_vectors[rel] if relation_vectors is not None else 1.0
         return float(np.sum(z[head] * w * z[cand]))

@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 
-def seed_nodes_reference(seeds: Sequence[int] | np.ndarray,
-                         num_nodes: int) -> tuple[list[int], dict[int, int]]:
+def seed_nodes_reference(
+    seeds: Sequence[int] | np.ndarray, num_nodes: int
+) -> tuple[list[int], dict[int, int]]:
     """The first nodes of a sample: the distinct ``seeds`` in first-seen order
     and each one's local id; a seed outside ``[0, num_nodes)`` raises ``IndexError``."""
     node: list[int] = []
@@ -116,8 +117,7 @@ def sample_hops_reference(
         num_sampled_edges.append(emitted)
         begin = frontier
     as64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731
-    return (as64(node), as64(row), as64(col), as64(edge), num_sampled_nodes,
-            num_sampled_edges)
+    return (as64(node), as64(row), as64(col), as64(edge), num_sampled_nodes, num_sampled_edges)
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -35,27 +35,34 @@ class RunLogger(Protocol):
 
     def set_tags(self, tags: Mapping[str, Any]) -> None: ...
 
-    def log_artifact(self, path: str | os.PathLike[str],
-                     artifact_path: str | None = None) -> None: ...
+    def log_artifact(
+        self, path: str | os.PathLike[str], artifact_path: str | None = None
+    ) -> None: ...
 
     def log_figure(self, figure: Any, artifact_file: str) -> None: ...
 
-    def log_model(self, module: Any, name: str = "model",
-                  input_example: Any | None = None) -> str: ...
+    def log_model(
+        self, module: Any, name: str = "model", input_example: Any | None = None
+    ) -> str: ...
 
     def end(self, status: str = FINISHED) -> None: ...
 
     def __enter__(self) -> RunLogger: ...
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> bool | None: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None: ...
 
 
 class RunTracker(Protocol):
     """Starts runs in one experiment of one tracking backend."""
 
-    def start_run(self, run_name: str | None = None,
-                  tags: Mapping[str, Any] | None = None) -> RunLogger: ...
+    def start_run(
+        self, run_name: str | None = None, tags: Mapping[str, Any] | None = None
+    ) -> RunLogger: ...
 
     def run_url(self, run_id: str) -> str: ...
 
@@ -63,8 +70,7 @@ class RunTracker(Protocol):
         """``RUNNING``, ``FINISHED``, ``FAILED``, ...; ``None`` for an unknown run."""
         ...
 
-    def end_run(self, run_id: str, status: str,
-                tags: Mapping[str, Any] | None = None) -> None:
+    def end_run(self, run_id: str, status: str, tags: Mapping[str, Any] | None = None) -> None:
         """Set tags on another run (one this process may not have started) and
         mark it terminated with ``status``."""
         ...
@@ -88,8 +94,7 @@ class BaseRunLogger(ABC):
         """Set (or overwrite) run tags."""
 
     @abstractmethod
-    def log_artifact(self, path: str | os.PathLike[str],
-                     artifact_path: str | None = None) -> None:
+    def log_artifact(self, path: str | os.PathLike[str], artifact_path: str | None = None) -> None:
         """Copy a local file into the run's artifacts."""
 
     @abstractmethod
@@ -97,8 +102,7 @@ class BaseRunLogger(ABC):
         """Save a matplotlib figure as ``artifact_file`` (e.g. ``curves.png``)."""
 
     @abstractmethod
-    def log_model(self, module: Any, name: str = "model",
-                  input_example: Any | None = None) -> str:
+    def log_model(self, module: Any, name: str = "model", input_example: Any | None = None) -> str:
         """Log a torch module; return its URI."""
 
     @abstractmethod
@@ -108,8 +112,12 @@ class BaseRunLogger(ABC):
     def __enter__(self) -> BaseRunLogger:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if exc is None:
             self.end(FINISHED)
             return

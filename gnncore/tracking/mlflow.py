@@ -46,7 +46,7 @@ def default_artifact_root(tracking_uri: str) -> Path | None:
     prefix = "sqlite:///"
     if not tracking_uri.startswith(prefix):
         return None
-    return Path(tracking_uri[len(prefix):]).parent / "artifacts"
+    return Path(tracking_uri[len(prefix) :]).parent / "artifacts"
 
 
 @contextmanager
@@ -73,8 +73,9 @@ class MlflowRunLogger(BaseRunLogger):
     tag when an exception escapes.
     """
 
-    def __init__(self, client: MlflowClient, run_id: str, experiment_id: str,
-                 tracking_uri: str) -> None:
+    def __init__(
+        self, client: MlflowClient, run_id: str, experiment_id: str, tracking_uri: str
+    ) -> None:
         self.client = client
         self.run_id = run_id
         self.experiment_id = experiment_id
@@ -84,7 +85,7 @@ class MlflowRunLogger(BaseRunLogger):
     def log_params(self, params: Mapping[str, Any]) -> None:
         batch = [Param(str(k), str(v)[:MAX_PARAM_LENGTH]) for k, v in params.items()]
         for start in range(0, len(batch), 100):  # MLflow caps a batch at 100 params
-            self.client.log_batch(self.run_id, params=batch[start:start + 100])
+            self.client.log_batch(self.run_id, params=batch[start : start + 100])
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         now = int(time.time() * 1000)
@@ -100,8 +101,7 @@ class MlflowRunLogger(BaseRunLogger):
     def log_figure(self, figure: Any, artifact_file: str) -> None:
         self.client.log_figure(self.run_id, figure, artifact_file)
 
-    def log_model(self, module: Any, name: str = "model",
-                  input_example: Any | None = None) -> str:
+    def log_model(self, module: Any, name: str = "model", input_example: Any | None = None) -> str:
         """Log ``module`` with ``mlflow.pytorch.log_model``; return its ``models:/`` URI.
 
         With ``input_example`` (a tensor or a tuple of tensors, e.g.
@@ -118,11 +118,17 @@ class MlflowRunLogger(BaseRunLogger):
         module = module.eval()
         kwargs: dict[str, Any] = {}
         if input_example is not None:
-            example = tuple(input_example) if isinstance(input_example, (tuple, list)) \
+            example = (
+                tuple(input_example)
+                if isinstance(input_example, (tuple, list))
                 else (input_example,)
+            )
             example = tuple(t.detach().cpu() for t in example)
-            kwargs.update(serialization_format="pt2", signature=_tensor_signature(module, example),
-                          input_example=tuple(t.numpy() for t in example))
+            kwargs.update(
+                serialization_format="pt2",
+                signature=_tensor_signature(module, example),
+                input_example=tuple(t.numpy() for t in example),
+            )
         else:
             kwargs.update(serialization_format="pickle")
         requirements = [f"torch=={torch.__version__.split('+')[0]}"]
@@ -137,12 +143,18 @@ class MlflowRunLogger(BaseRunLogger):
         # artifacts in ./mlruns) when no fluent run is active. ``run_id`` links it to
         # the run without starting a fluent run (closing one would end ours).
         params = self.client.get_run(self.run_id).data.params
-        logged = self.client.create_logged_model(self.experiment_id, name=name,
-                                                 source_run_id=self.run_id, params=params)
+        logged = self.client.create_logged_model(
+            self.experiment_id, name=name, source_run_id=self.run_id, params=params
+        )
         with global_tracking_uri(self.tracking_uri):
-            info = mlflow.pytorch.log_model(module, name=name, model_id=logged.model_id,
-                                            run_id=self.run_id,
-                                            pip_requirements=requirements, **kwargs)
+            info = mlflow.pytorch.log_model(
+                module,
+                name=name,
+                model_id=logged.model_id,
+                run_id=self.run_id,
+                pip_requirements=requirements,
+                **kwargs,
+            )
         return str(info.model_uri)
 
     def end(self, status: str = FINISHED) -> None:
@@ -191,15 +203,22 @@ class MlflowTracker:
             (default: :obj:`"http://127.0.0.1:5000"`)
     """
 
-    def __init__(self, tracking_uri: str, experiment: str = "gnncore",
-                 artifact_root: str | os.PathLike[str] | None = None,
-                 ui_url: str = DEFAULT_UI_URL) -> None:
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment: str = "gnncore",
+        artifact_root: str | os.PathLike[str] | None = None,
+        ui_url: str = DEFAULT_UI_URL,
+    ) -> None:
         self.tracking_uri = tracking_uri
         self.experiment = experiment
         self.ui_url = ui_url.rstrip("/")
         self.client = MlflowClient(tracking_uri=tracking_uri)
-        root = Path(artifact_root) if artifact_root is not None \
+        root = (
+            Path(artifact_root)
+            if artifact_root is not None
             else default_artifact_root(tracking_uri)
+        )
         self.experiment_id = self._experiment_id(root)
 
     def _experiment_id(self, artifact_root: Path | None) -> str:
@@ -215,13 +234,16 @@ class MlflowTracker:
             location = artifact_root.as_uri()
         return str(self.client.create_experiment(self.experiment, artifact_location=location))
 
-    def start_run(self, run_name: str | None = None,
-                  tags: Mapping[str, Any] | None = None) -> MlflowRunLogger:
+    def start_run(
+        self, run_name: str | None = None, tags: Mapping[str, Any] | None = None
+    ) -> MlflowRunLogger:
         """Create a ``RUNNING`` run; use the result as a context manager."""
-        run = self.client.create_run(self.experiment_id, run_name=run_name,
-                                     tags={str(k): str(v) for k, v in (tags or {}).items()})
-        return MlflowRunLogger(self.client, run.info.run_id, self.experiment_id,
-                               self.tracking_uri)
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=run_name,
+            tags={str(k): str(v) for k, v in (tags or {}).items()},
+        )
+        return MlflowRunLogger(self.client, run.info.run_id, self.experiment_id, self.tracking_uri)
 
     def run_status(self, run_id: str) -> str | None:
         """The run's status (``RUNNING``, ``FINISHED``, ``FAILED``, ``KILLED``, ...),
@@ -233,8 +255,7 @@ class MlflowTracker:
         except MlflowException:
             return None
 
-    def end_run(self, run_id: str, status: str,
-                tags: Mapping[str, Any] | None = None) -> None:
+    def end_run(self, run_id: str, status: str, tags: Mapping[str, Any] | None = None) -> None:
         """Tag ``run_id`` and mark it terminated with ``status`` (e.g. a run whose
         process was killed before it could end the run itself)."""
         if tags:
@@ -246,5 +267,7 @@ class MlflowTracker:
         return f"{self.ui_url}/#/experiments/{self.experiment_id}/runs/{run_id}"
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(tracking_uri={self.tracking_uri!r}, "
-                f"experiment={self.experiment!r})")
+        return (
+            f"{type(self).__name__}(tracking_uri={self.tracking_uri!r}, "
+            f"experiment={self.experiment!r})"
+        )

@@ -53,9 +53,14 @@ def quality_gate(candidate: float, production: float | None, margin: float) -> G
         return GateDecision(True, candidate, None, margin, "no production version yet")
     passed = candidate >= production - margin
     relation = "within" if passed else "worse than"
-    return GateDecision(passed, candidate, production, margin,
-                        f"candidate {candidate:.4f} is {relation} production {production:.4f} "
-                        f"minus margin {margin:g}")
+    return GateDecision(
+        passed,
+        candidate,
+        production,
+        margin,
+        f"candidate {candidate:.4f} is {relation} production {production:.4f} "
+        f"minus margin {margin:g}",
+    )
 
 
 class ModelRegistry:
@@ -77,8 +82,9 @@ class ModelRegistry:
         try:
             self.client.get_registered_model(name)
         except MlflowException:
-            self.client.create_registered_model(name, description="gnncore: "
-                                                "versions promoted through the quality gate")
+            self.client.create_registered_model(
+                name, description="gnncore: versions promoted through the quality gate"
+            )
         # MLflow's registry resolves ``models:/`` sources through the process-wide
         # tracking URI, so point it at this store for the call.
         with global_tracking_uri(self.tracking_uri):
@@ -91,8 +97,9 @@ class ModelRegistry:
             version = self.client.get_model_version_by_alias(name, PRODUCTION_ALIAS)
         except MlflowException:
             return None
-        return ModelVersion(name, str(version.version), str(version.run_id),
-                            self._metric(str(version.run_id)))
+        return ModelVersion(
+            name, str(version.version), str(version.run_id), self._metric(str(version.run_id))
+        )
 
     def promote(self, version: ModelVersion) -> None:
         """Point the ``production`` alias at ``version``."""

@@ -2,15 +2,15 @@
 
 from gnncore.train.api import example_input, train_graph_dir, training_curves
 from gnncore.train.core.checkpoint import CheckpointDir, CheckpointError, default_checkpoint_dir
-from gnncore.train.node.config import MODEL_DEFAULTS, ConfigError, NodeTrainConfig
 from gnncore.train.core.device import resolve_device
+from gnncore.train.core.models import MODELS, build_model
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.link.data import LinkSplits, link_splits
 from gnncore.train.link.loop import LinkTrainResult, train_link_predictor
 from gnncore.train.link.models import DECODERS, LinkModel
+from gnncore.train.node.config import MODEL_DEFAULTS, ConfigError, NodeTrainConfig
 from gnncore.train.node.loop import NodeTrainResult, evaluate, train_node_classifier
 from gnncore.train.node.metrics import ClassificationMetrics
-from gnncore.train.core.models import MODELS, build_model
 
 __all__ = [
     "MODELS",

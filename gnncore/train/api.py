@@ -13,13 +13,23 @@ import torch
 from gnncore.errors import InputError
 from gnncore.plots import curves_figure
 from gnncore.store import GraphDir
-from gnncore.train.core.checkpoint import Checkpoint, CheckpointDir, check_resumable, data_fingerprint
-from gnncore.train.node.config import ConfigError, NodeTrainConfig
+from gnncore.train.core.checkpoint import (
+    Checkpoint,
+    CheckpointDir,
+    check_resumable,
+    data_fingerprint,
+)
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.link.data import link_splits
 from gnncore.train.link.loop import LinkTrainResult, train_link_predictor
 from gnncore.train.link.models import LinkModel
-from gnncore.train.node.loop import EpochCallback, NodeTrainResult, copy_to_cpu, train_node_classifier
+from gnncore.train.node.config import ConfigError, NodeTrainConfig
+from gnncore.train.node.loop import (
+    EpochCallback,
+    NodeTrainResult,
+    copy_to_cpu,
+    train_node_classifier,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -94,64 +104,99 @@ def train_graph_dir(
     config = (config or NodeTrainConfig()).validate()
     graph = graph_dir if isinstance(graph_dir, GraphDir) else GraphDir.open(graph_dir)
     if isinstance(config, LinkTrainConfig):
-        return _train_link_graph_dir(graph, config, tracking, tags, progress, run_name,
-                                     checkpoint_dir, resume, keep_checkpoints, on_epoch_end)
+        return _train_link_graph_dir(
+            graph,
+            config,
+            tracking,
+            tags,
+            progress,
+            run_name,
+            checkpoint_dir,
+            resume,
+            keep_checkpoints,
+            on_epoch_end,
+        )
     _check_trainable(graph)
     m = graph.manifest
     feature_store, graph_store = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
-    splits = {name: torch.from_numpy(np.array(graph.split(name), dtype=np.int64))
-              for name in ("train", "val", "test")}
+    splits = {
+        name: torch.from_numpy(np.array(graph.split(name), dtype=np.int64))
+        for name in ("train", "val", "test")
+    }
     checkpoints, previous = _open_checkpoints(
-        checkpoint_dir, resume, keep_checkpoints, config,
-        lambda: data_fingerprint([splits["train"], splits["val"], splits["test"]],
-                                 m.num_classes, m.num_features))
+        checkpoint_dir,
+        resume,
+        keep_checkpoints,
+        config,
+        lambda: data_fingerprint(
+            [splits["train"], splits["val"], splits["test"]], m.num_classes, m.num_features
+        ),
+    )
 
     def run(logger: Any) -> NodeTrainResult:
-        return train_node_classifier(feature_store, graph_store, splits["train"],
-                                     splits["val"], splits["test"], m.num_classes, config,
-                                     logger=logger, progress=progress,
-                                     in_channels=m.num_features, checkpoints=checkpoints,
-                                     resume=resume, on_epoch_end=on_epoch_end)
+        return train_node_classifier(
+            feature_store,
+            graph_store,
+            splits["train"],
+            splits["val"],
+            splits["test"],
+            m.num_classes,
+            config,
+            logger=logger,
+            progress=progress,
+            in_channels=m.num_features,
+            checkpoints=checkpoints,
+            resume=resume,
+            on_epoch_end=on_epoch_end,
+        )
 
     if tracking is None:
         return run(None)
 
-    with _tracked_run(tracking, m.name, "node", config.model, tags, run_name,
-                      previous) as logger:
-        logger.log_params({
-            **config.to_params(),
-            "dataset": m.name,
-            "num_nodes": m.num_nodes,
-            "num_edges": m.num_edges,
-            "num_features": m.num_features,
-            "num_classes": m.num_classes,
-            "num_train": len(splits["train"]),
-            "num_val": len(splits["val"]),
-            "num_test": len(splits["test"]),
-            "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
-            **input_partitioning(tags),
-        })
+    with _tracked_run(tracking, m.name, "node", config.model, tags, run_name, previous) as logger:
+        logger.log_params(
+            {
+                **config.to_params(),
+                "dataset": m.name,
+                "num_nodes": m.num_nodes,
+                "num_edges": m.num_edges,
+                "num_features": m.num_features,
+                "num_classes": m.num_classes,
+                "num_train": len(splits["train"]),
+                "num_val": len(splits["val"]),
+                "num_test": len(splits["test"]),
+                "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
+                **input_partitioning(tags),
+            }
+        )
         result = run(logger)
-        _log_outcome(logger, result, training_curves(result),
-                     example_input(feature_store, m.num_features))
+        _log_outcome(
+            logger, result, training_curves(result), example_input(feature_store, m.num_features)
+        )
     return result
 
 
-def _log_outcome(logger: Any, result: NodeTrainResult | LinkTrainResult, curves: Figure,
-                 input_example: Any) -> None:
+def _log_outcome(
+    logger: Any, result: NodeTrainResult | LinkTrainResult, curves: Figure, input_example: Any
+) -> None:
     """What every tracked training run ends with: the device tag, the curves
     figure and the model (with ``input_example``); sets ``result.model_uri``
     and ``result.run_id``."""
     logger.set_tags({"device": result.device})
     logger.log_figure(curves, "curves.png")
-    result.model_uri = logger.log_model(copy_to_cpu(result.model), name="model",
-                                        input_example=input_example)
+    result.model_uri = logger.log_model(
+        copy_to_cpu(result.model), name="model", input_example=input_example
+    )
     result.run_id = logger.run_id
 
 
-def _open_checkpoints(checkpoint_dir: str | os.PathLike[str] | None, resume: bool, keep: int,
-                      config: Any, fingerprint: Callable[[], dict[str, Any]]
-                      ) -> tuple[CheckpointDir | None, Checkpoint | None]:
+def _open_checkpoints(
+    checkpoint_dir: str | os.PathLike[str] | None,
+    resume: bool,
+    keep: int,
+    config: Any,
+    fingerprint: Callable[[], dict[str, Any]],
+) -> tuple[CheckpointDir | None, Checkpoint | None]:
     """The run's checkpoint directory and, with ``resume``, its newest
     checkpoint, refused (before any run is created) when it was written by
     another configuration or other data (``fingerprint()``)."""
@@ -165,9 +210,15 @@ def _open_checkpoints(checkpoint_dir: str | os.PathLike[str] | None, resume: boo
 
 
 @contextlib.contextmanager
-def _tracked_run(tracking: RunTracker, dataset: str, task: str, model: str,
-                 tags: Mapping[str, Any] | None, run_name: str | None,
-                 previous: Checkpoint | None) -> Iterator[Any]:
+def _tracked_run(
+    tracking: RunTracker,
+    dataset: str,
+    task: str,
+    model: str,
+    tags: Mapping[str, Any] | None,
+    run_name: str | None,
+    previous: Checkpoint | None,
+) -> Iterator[Any]:
     """Start the run (tagged with dataset, task, model and the checkpoint it
     resumes from, if any) and close the run a killed process left open."""
     all_tags = {"dataset": dataset, "task": task, "model": model, **(tags or {})}
@@ -182,12 +233,18 @@ def _tracked_run(tracking: RunTracker, dataset: str, task: str, model: str,
         yield logger
 
 
-def _train_link_graph_dir(graph: GraphDir, config: LinkTrainConfig,
-                          tracking: RunTracker | None, tags: Mapping[str, Any] | None,
-                          progress: bool, run_name: str | None,
-                          checkpoint_dir: str | os.PathLike[str] | None, resume: bool,
-                          keep_checkpoints: int,
-                          on_epoch_end: EpochCallback | None) -> LinkTrainResult:
+def _train_link_graph_dir(
+    graph: GraphDir,
+    config: LinkTrainConfig,
+    tracking: RunTracker | None,
+    tags: Mapping[str, Any] | None,
+    progress: bool,
+    run_name: str | None,
+    checkpoint_dir: str | os.PathLike[str] | None,
+    resume: bool,
+    keep_checkpoints: int,
+    on_epoch_end: EpochCallback | None,
+) -> LinkTrainResult:
     """:func:`train_graph_dir` for link prediction."""
     from gnncore.store import GraphDirFeatureStore
 
@@ -195,40 +252,65 @@ def _train_link_graph_dir(graph: GraphDir, config: LinkTrainConfig,
     splits = link_splits(graph)
     feature_store = GraphDirFeatureStore(graph)
     checkpoints, previous = _open_checkpoints(
-        checkpoint_dir, resume, keep_checkpoints, config,
-        lambda: data_fingerprint(splits.tensors(), splits.num_relations,
-                                 m.num_features if config.model != "none" else 0))
+        checkpoint_dir,
+        resume,
+        keep_checkpoints,
+        config,
+        lambda: data_fingerprint(
+            splits.tensors(), splits.num_relations, m.num_features if config.model != "none" else 0
+        ),
+    )
 
     def run(logger: Any) -> LinkTrainResult:
-        return train_link_predictor(splits, config, feature_store=feature_store,
-                                    logger=logger, progress=progress, checkpoints=checkpoints,
-                                    resume=resume, on_epoch_end=on_epoch_end)
+        return train_link_predictor(
+            splits,
+            config,
+            feature_store=feature_store,
+            logger=logger,
+            progress=progress,
+            checkpoints=checkpoints,
+            resume=resume,
+            on_epoch_end=on_epoch_end,
+        )
 
     if tracking is None:
         return run(None)
-    with _tracked_run(tracking, m.name, "link", config.model, tags,
-                      run_name or f"{m.name}-link-{config.model}-{config.decoder}",
-                      previous) as logger:
-        logger.log_params({
-            **config.to_params(),
-            "dataset": m.name,
-            "num_nodes": m.num_nodes,
-            "num_relations": splits.num_relations,
-            "num_train_triples": len(splits.train),
-            "num_val_triples": len(splits.val),
-            "num_test_triples": len(splits.test),
-            "link_splits": splits.source,
-            "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
-            **input_partitioning(tags),
-        })
+    with _tracked_run(
+        tracking,
+        m.name,
+        "link",
+        config.model,
+        tags,
+        run_name or f"{m.name}-link-{config.model}-{config.decoder}",
+        previous,
+    ) as logger:
+        logger.log_params(
+            {
+                **config.to_params(),
+                "dataset": m.name,
+                "num_nodes": m.num_nodes,
+                "num_relations": splits.num_relations,
+                "num_train_triples": len(splits.train),
+                "num_val_triples": len(splits.val),
+                "num_test_triples": len(splits.test),
+                "link_splits": splits.source,
+                "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
+                **input_partitioning(tags),
+            }
+        )
         result = run(logger)
-        _log_outcome(logger, result, link_curves(result),
-                     link_example_input(result.model, feature_store, m.num_nodes))
+        _log_outcome(
+            logger,
+            result,
+            link_curves(result),
+            link_example_input(result.model, feature_store, m.num_nodes),
+        )
     return result
 
 
-def link_example_input(model: LinkModel, feature_store: Any,
-                       num_nodes: int) -> tuple[torch.Tensor, ...]:
+def link_example_input(
+    model: LinkModel, feature_store: Any, num_nodes: int
+) -> tuple[torch.Tensor, ...]:
     """A tiny ``(n_id, edge_index)`` -- plus ``x`` when the model reads node
     features -- for exporting a :class:`LinkModel` (shapes and dtypes matter)."""
     count = max(2, min(EXAMPLE_NODES, num_nodes))
@@ -243,12 +325,17 @@ def link_example_input(model: LinkModel, feature_store: Any,
 
 def link_curves(result: LinkTrainResult) -> Figure:
     """Training loss and validation MRR / Hits@10 per epoch, best epoch marked."""
-    return curves_figure(result.train_loss, {"validation MRR": result.val_mrr,
-                                       "validation Hits@10": result.val_hits10},
-                   result.best_epoch, ("test MRR", result.test.mrr), "filtered ranking",
-                   "MRR / Hits@10", "upper left",
-                   f"{result.config.model} + {result.config.decoder}: best val MRR "
-                   f"{result.best_val_mrr:.3f}, test MRR {result.test.mrr:.3f}")
+    return curves_figure(
+        result.train_loss,
+        {"validation MRR": result.val_mrr, "validation Hits@10": result.val_hits10},
+        result.best_epoch,
+        ("test MRR", result.test.mrr),
+        "filtered ranking",
+        "MRR / Hits@10",
+        "upper left",
+        f"{result.config.model} + {result.config.decoder}: best val MRR "
+        f"{result.best_val_mrr:.3f}, test MRR {result.test.mrr:.3f}",
+    )
 
 
 def input_partitioning(tags: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -256,33 +343,46 @@ def input_partitioning(tags: Mapping[str, Any] | None) -> dict[str, Any]:
     / ``partition_parts`` tags the Dagster asset passes (``none`` / ``1`` when the
     input was not partitioned), so runs compare by partitioning in the MLflow UI."""
     tags = tags or {}
-    return {"partitioner": tags.get("partition_method", "none"),
-            "num_parts": tags.get("partition_parts", 1)}
+    return {
+        "partitioner": tags.get("partition_method", "none"),
+        "num_parts": tags.get("partition_parts", 1),
+    }
 
 
-def _close_abandoned_run(tracking: RunTracker, run_id: str, resumed_by: str,
-                         epoch: int) -> None:
+def _close_abandoned_run(tracking: RunTracker, run_id: str, resumed_by: str, epoch: int) -> None:
     """Mark ``run_id`` ``FAILED`` if it is still ``RUNNING``: its process died
     without ending it (an exception ends a run itself)."""
     from gnncore.tracking import FAILED, RUNNING
 
     if tracking.run_status(run_id) == RUNNING:
-        tracking.end_run(run_id, FAILED, tags={
-            "error": "the training process ended without closing this run (killed?); "
-                     f"resumed from its epoch-{epoch} checkpoint in run {resumed_by}",
-            "resumed_in_run_id": resumed_by})
+        tracking.end_run(
+            run_id,
+            FAILED,
+            tags={
+                "error": "the training process ended without closing this run (killed?); "
+                f"resumed from its epoch-{epoch} checkpoint in run {resumed_by}",
+                "resumed_in_run_id": resumed_by,
+            },
+        )
 
 
 def _check_trainable(graph: GraphDir) -> None:
     m = graph.manifest
-    missing = [name for name in ("features", "labels", "train_idx", "val_idx", "test_idx")
-               if not graph.has(name)]
+    missing = [
+        name
+        for name in ("features", "labels", "train_idx", "val_idx", "test_idx")
+        if not graph.has(name)
+    ]
     if missing:
-        raise InputError(f"node classification needs {', '.join(missing)}; the graph "
-                         "directory has none", graph.path)
+        raise InputError(
+            f"node classification needs {', '.join(missing)}; the graph directory has none",
+            graph.path,
+        )
     if m.num_classes < 2:
-        raise InputError(f"manifest says num_classes={m.num_classes}; node classification "
-                         "needs at least 2", graph.path)
+        raise InputError(
+            f"manifest says num_classes={m.num_classes}; node classification needs at least 2",
+            graph.path,
+        )
     for name in ("train", "val", "test"):
         if len(graph.split(name)) == 0:
             raise InputError(f"the {name} split is empty", graph.path / f"{name}_idx.npy")
@@ -294,8 +394,9 @@ def example_input(feature_store: Any, num_features: int) -> tuple[torch.Tensor, 
     size = feature_store.get_tensor_size(group_name=None, attr_name="x")
     count = min(EXAMPLE_NODES, int(size[0])) if size is not None else 0
     if count >= 2:
-        x = feature_store.get_tensor(group_name=None, attr_name="x",
-                                     index=torch.arange(count)).float()
+        x = feature_store.get_tensor(
+            group_name=None, attr_name="x", index=torch.arange(count)
+        ).float()
     else:
         count, x = EXAMPLE_NODES, torch.zeros(EXAMPLE_NODES, num_features)
     src = np.arange(count)
@@ -309,9 +410,14 @@ def training_curves(result: NodeTrainResult) -> Figure:
     Built on :class:`matplotlib.figure.Figure` with the Agg canvas, so no GUI
     backend or pyplot global state is involved.
     """
-    return curves_figure(result.train_loss, {"validation": result.val_accuracy,
-                                       "validation macro-F1": result.val_macro_f1},
-                   result.best_epoch, ("test", result.test_accuracy), "accuracy",
-                   "accuracy / F1", "lower right",
-                   f"{result.config.model}: best val {result.best_val_accuracy:.3f}, "
-                   f"test {result.test_accuracy:.3f}")
+    return curves_figure(
+        result.train_loss,
+        {"validation": result.val_accuracy, "validation macro-F1": result.val_macro_f1},
+        result.best_epoch,
+        ("test", result.test_accuracy),
+        "accuracy",
+        "accuracy / F1",
+        "lower right",
+        f"{result.config.model}: best val {result.best_val_accuracy:.3f}, "
+        f"test {result.test_accuracy:.3f}",
+    )

@@ -12,10 +12,20 @@ import gnncore
 from gnncore import _C
 from gnncore.partition.edge_stream import EdgeFile
 
-OPTIONS = ("GremBisectOptions", "FennelOptions", "ByteGnnAssignOptions", "SplitBalanceOptions",
-           "EdgeFileSpec")
-RESULTS = ("GremBisectResult", "GremChunkLocal", "GremClusterEdges", "ByteGnnBlocks",
-           "SplitBalanceResult")
+OPTIONS = (
+    "GremBisectOptions",
+    "FennelOptions",
+    "ByteGnnAssignOptions",
+    "SplitBalanceOptions",
+    "EdgeFileSpec",
+)
+RESULTS = (
+    "GremBisectResult",
+    "GremChunkLocal",
+    "GremClusterEdges",
+    "ByteGnnBlocks",
+    "SplitBalanceResult",
+)
 
 
 def _stub(path: Path) -> ast.Module:
@@ -61,51 +71,98 @@ def test_stub_signatures_use_the_options_and_result_classes(installed_stub):
     names = _top_level(_stub(installed_stub))
     bisect = names["grem_bisect"]
     assert isinstance(bisect, ast.FunctionDef)
-    assert [a.arg for a in bisect.args.args] == ["file", "members", "seed_nodes", "seed_sides",
-                                                 "options"]
+    assert [a.arg for a in bisect.args.args] == [
+        "file",
+        "members",
+        "seed_nodes",
+        "seed_sides",
+        "options",
+    ]
     assert ast.unparse(bisect.args.args[-1].annotation) == "GremBisectOptions"
     assert ast.unparse(bisect.returns) == "GremBisectResult"
     options = names["GremBisectOptions"]
     assert isinstance(options, ast.ClassDef)
     init = next(n for n in options.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
-    assert [a.arg for a in init.args.kwonlyargs] == ["num_nodes", "chunk_rows", "capacities",
-                                                     "weights", "refine", "passes", "out_paths"]
-    capacities = next(n for n in options.body
-                      if isinstance(n, ast.FunctionDef) and n.name == "capacities")
+    assert [a.arg for a in init.args.kwonlyargs] == [
+        "num_nodes",
+        "chunk_rows",
+        "capacities",
+        "weights",
+        "refine",
+        "passes",
+        "out_paths",
+    ]
+    capacities = next(
+        n for n in options.body if isinstance(n, ast.FunctionDef) and n.name == "capacities"
+    )
     assert ast.unparse(capacities.returns) == "tuple[int, int]"
 
 
 BAD_OPTIONS = [
-    (_C.GremBisectOptions, {"num_nodes": -1, "chunk_rows": 1, "capacities": (1, 1)},
-     "GremBisectOptions.num_nodes must be >= 0, got -1"),
-    (_C.GremBisectOptions, {"num_nodes": 4, "chunk_rows": 0, "capacities": (2, 2)},
-     "GremBisectOptions.chunk_rows must be >= 1, got 0"),
-    (_C.GremBisectOptions, {"num_nodes": 4, "chunk_rows": 1, "capacities": (2, -2)},
-     r"GremBisectOptions.capacities\[1\] must be >= 0, got -2"),
-    (_C.GremBisectOptions,
-     {"num_nodes": 4, "chunk_rows": 1, "capacities": (2, 2), "weights": (0, 1)},
-     r"GremBisectOptions.weights\[0\] must be >= 1, got 0"),
-    (_C.GremBisectOptions,
-     {"num_nodes": 4, "chunk_rows": 1, "capacities": (2, 2), "passes": -1},
-     "GremBisectOptions.passes must be in"),
-    (_C.FennelOptions, {"parts": 0, "capacity": 4, "alpha": 1.0},
-     "FennelOptions.parts must be >= 1"),
-    (_C.FennelOptions, {"parts": 2, "capacity": 4, "alpha": float("nan")},
-     "FennelOptions.alpha must be a finite number >= 0, got nan"),
-    (_C.FennelOptions, {"parts": 2, "capacity": 4, "alpha": 1.0, "gamma": 0.5},
-     "FennelOptions.gamma must be a finite number >= 1, got 0.5"),
+    (
+        _C.GremBisectOptions,
+        {"num_nodes": -1, "chunk_rows": 1, "capacities": (1, 1)},
+        "GremBisectOptions.num_nodes must be >= 0, got -1",
+    ),
+    (
+        _C.GremBisectOptions,
+        {"num_nodes": 4, "chunk_rows": 0, "capacities": (2, 2)},
+        "GremBisectOptions.chunk_rows must be >= 1, got 0",
+    ),
+    (
+        _C.GremBisectOptions,
+        {"num_nodes": 4, "chunk_rows": 1, "capacities": (2, -2)},
+        r"GremBisectOptions.capacities\[1\] must be >= 0, got -2",
+    ),
+    (
+        _C.GremBisectOptions,
+        {"num_nodes": 4, "chunk_rows": 1, "capacities": (2, 2), "weights": (0, 1)},
+        r"GremBisectOptions.weights\[0\] must be >= 1, got 0",
+    ),
+    (
+        _C.GremBisectOptions,
+        {"num_nodes": 4, "chunk_rows": 1, "capacities": (2, 2), "passes": -1},
+        "GremBisectOptions.passes must be in",
+    ),
+    (
+        _C.FennelOptions,
+        {"parts": 0, "capacity": 4, "alpha": 1.0},
+        "FennelOptions.parts must be >= 1",
+    ),
+    (
+        _C.FennelOptions,
+        {"parts": 2, "capacity": 4, "alpha": float("nan")},
+        "FennelOptions.alpha must be a finite number >= 0, got nan",
+    ),
+    (
+        _C.FennelOptions,
+        {"parts": 2, "capacity": 4, "alpha": 1.0, "gamma": 0.5},
+        "FennelOptions.gamma must be a finite number >= 1, got 0.5",
+    ),
     (_C.ByteGnnAssignOptions, {"parts": 2, "capacity": -1}, "ByteGnnAssignOptions.capacity"),
-    (_C.ByteGnnAssignOptions, {"parts": 2, "capacity": 4, "weights": (1.0, -1.0, 1.0)},
-     r"ByteGnnAssignOptions.weights\[1\] must be a finite number >= 0"),
-    (_C.SplitBalanceOptions, {"parts": 2, "lo": (1, 2, 3), "hi": (1, 1, 3), "capacity": 4},
-     r"SplitBalanceOptions.hi\[1\] must be >= lo\[1\], got 1"),
-    (_C.EdgeFileSpec, {"path": "x", "offset": -8, "int64": False, "rows": 1},
-     "EdgeFileSpec.offset must be >= 0, got -8"),
+    (
+        _C.ByteGnnAssignOptions,
+        {"parts": 2, "capacity": 4, "weights": (1.0, -1.0, 1.0)},
+        r"ByteGnnAssignOptions.weights\[1\] must be a finite number >= 0",
+    ),
+    (
+        _C.SplitBalanceOptions,
+        {"parts": 2, "lo": (1, 2, 3), "hi": (1, 1, 3), "capacity": 4},
+        r"SplitBalanceOptions.hi\[1\] must be >= lo\[1\], got 1",
+    ),
+    (
+        _C.EdgeFileSpec,
+        {"path": "x", "offset": -8, "int64": False, "rows": 1},
+        "EdgeFileSpec.offset must be >= 0, got -8",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("cls", "kwargs", "message"), BAD_OPTIONS,
-                         ids=[m.split(" must")[0].replace("\\", "") for *_, m in BAD_OPTIONS])
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "message"),
+    BAD_OPTIONS,
+    ids=[m.split(" must")[0].replace("\\", "") for *_, m in BAD_OPTIONS],
+)
 def test_bad_option_values_name_the_field(cls, kwargs, message):
     if cls is _C.EdgeFileSpec:
         path = kwargs.pop("path")
@@ -122,8 +179,12 @@ def test_options_are_keyword_only_and_typed():
     with pytest.raises(TypeError):
         _C.GremBisectOptions(num_nodes=4, chunk_rows=1, capacities=(2, 2, 2))
     options = _C.GremBisectOptions(num_nodes=4, chunk_rows=3, capacities=(2, 3))
-    assert (options.weights, options.refine, options.passes, options.out_paths) == \
-        ((1, 1), True, 0, ("", ""))
+    assert (options.weights, options.refine, options.passes, options.out_paths) == (
+        (1, 1),
+        True,
+        0,
+        ("", ""),
+    )
     options.capacities = (5, 6)
     assert options.capacities == (5, 6)
     assert "capacities=(5, 6)" in repr(options)
@@ -153,8 +214,9 @@ def test_fields_set_after_construction_are_checked_on_use(tmp_path):
 
 
 def test_result_arrays_outlive_their_result():
-    blocks = _C.bytegnn_blocks(np.array([0, 1, 2], dtype=np.int64),
-                               np.array([1, 0], dtype=np.int64), np.array([0]), 1)
+    blocks = _C.bytegnn_blocks(
+        np.array([0, 1, 2], dtype=np.int64), np.array([1, 0], dtype=np.int64), np.array([0]), 1
+    )
     block = blocks.block
     del blocks
     assert block.tolist() == [0, 0]

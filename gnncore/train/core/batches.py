@@ -77,9 +77,16 @@ class LoaderBatchSource:
             :class:`~gnncore.train.core.prefetch.Prefetcher`.
     """
 
-    def __init__(self, loader: Any, feature_store: FeatureStore, generator: torch.Generator,
-                 samplers: dict[str, Any], device: torch.device, prefetch_workers: int = 1,
-                 prefetch_depth: int = 4) -> None:
+    def __init__(
+        self,
+        loader: Any,
+        feature_store: FeatureStore,
+        generator: torch.Generator,
+        samplers: dict[str, Any],
+        device: torch.device,
+        prefetch_workers: int = 1,
+        prefetch_depth: int = 4,
+    ) -> None:
         self.loader = loader
         self.feature_store = feature_store
         self.generator = generator

@@ -42,16 +42,26 @@ FORMAT = "gnncore.checkpoint"
 VERSION = 1
 _NAME = re.compile(r"^epoch-(\d+)\.pt$")
 _TEMP = re.compile(r"^\.epoch-\d+\.pt\..*\.tmp$")
-REQUIRED_KEYS = ("format", "version", "epoch", "config", "data", "model", "optimizer",
-                 "progress", "rng")
+REQUIRED_KEYS = (
+    "format",
+    "version",
+    "epoch",
+    "config",
+    "data",
+    "model",
+    "optimizer",
+    "progress",
+    "rng",
+)
 
 
 class CheckpointError(GnnCoreError, ValueError):
     """A checkpoint that cannot be used for this run (says which file and why)."""
 
 
-def default_checkpoint_dir(data_root: str | os.PathLike[str], dataset: str, model: str,
-                           seed: int) -> Path:
+def default_checkpoint_dir(
+    data_root: str | os.PathLike[str], dataset: str, model: str, seed: int
+) -> Path:
     """``<data_root>/checkpoints/<dataset>-<model>-seed<seed>``."""
     return Path(data_root) / "checkpoints" / f"{dataset}-{model}-seed{seed}"
 
@@ -110,7 +120,7 @@ class CheckpointDir:
             Path(tmp).unlink(missing_ok=True)
             raise
         _fsync_directory(self.directory)
-        kept = [e for e in self.epochs() if e <= epoch][-self.keep:]
+        kept = [e for e in self.epochs() if e <= epoch][-self.keep :]
         for other in self.epochs():
             if other not in kept:
                 self.path(other).unlink(missing_ok=True)
@@ -128,13 +138,16 @@ class CheckpointDir:
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:  # truncated, corrupt, or holds non-tensor objects
-            raise CheckpointError(f"{path}: cannot be read as a checkpoint "
-                                  f"({type(exc).__name__}: {str(exc)[:200]})") from exc
+            raise CheckpointError(
+                f"{path}: cannot be read as a checkpoint ({type(exc).__name__}: {str(exc)[:200]})"
+            ) from exc
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             raise CheckpointError(f"{path}: not a gnncore checkpoint")
         if state.get("version") != VERSION:
-            raise CheckpointError(f"{path}: checkpoint version {state.get('version')!r}, "
-                                  f"this gnncore reads version {VERSION}")
+            raise CheckpointError(
+                f"{path}: checkpoint version {state.get('version')!r}, "
+                f"this gnncore reads version {VERSION}"
+            )
         missing = [key for key in REQUIRED_KEYS if key not in state]
         if missing:
             raise CheckpointError(f"{path}: checkpoint lacks {missing}")
@@ -188,8 +201,9 @@ def _fsync_directory(directory: Path) -> None:
 # Compatibility checks ----------------------------------------------------------
 
 
-def data_fingerprint(splits: Sequence[torch.Tensor], num_classes: int,
-                     in_channels: int) -> dict[str, Any]:
+def data_fingerprint(
+    splits: Sequence[torch.Tensor], num_classes: int, in_channels: int
+) -> dict[str, Any]:
     """Sizes and CRC-32 of the split node ids, with the class and feature counts:
     enough to tell that a checkpoint was written for other data."""
     out: dict[str, Any] = {"num_classes": int(num_classes), "in_channels": int(in_channels)}
@@ -205,21 +219,27 @@ def check_resumable(checkpoint: Checkpoint, config: Any, fingerprint: Mapping[st
     settings (the options declared ``resumable``) or other data."""
     problems = list(config.mismatches(dict(checkpoint.state["config"])))
     saved = dict(checkpoint.state["data"])
-    problems += [f"data {key}: {saved.get(key)!r} (checkpoint) != {value!r} (this run)"
-                 for key, value in fingerprint.items() if saved.get(key) != value]
+    problems += [
+        f"data {key}: {saved.get(key)!r} (checkpoint) != {value!r} (this run)"
+        for key, value in fingerprint.items()
+        if saved.get(key) != value
+    ]
     if problems:
         raise CheckpointError(
             f"{checkpoint.path} was written by a different training run, so it cannot be "
             f"resumed: {'; '.join(problems)}. Resume with the same settings and data, or "
-            "start afresh (without --resume) or in another --checkpoint-dir")
+            "start afresh (without --resume) or in another --checkpoint-dir"
+        )
 
 
 # RNG state ---------------------------------------------------------------------
 
 
-def capture_rng(generator: torch.Generator | None = None,
-                samplers: Mapping[str, Any] | None = None,
-                cuda: bool = False) -> dict[str, Any]:
+def capture_rng(
+    generator: torch.Generator | None = None,
+    samplers: Mapping[str, Any] | None = None,
+    cuda: bool = False,
+) -> dict[str, Any]:
     """Every random state a training epoch draws from, as tensors and numbers.
 
     Args:
@@ -235,10 +255,17 @@ def capture_rng(generator: torch.Generator | None = None,
     _, keys, pos, has_gauss, cached = np_state
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "python": {"version": int(version), "state": torch.tensor(mt_state, dtype=torch.int64),
-                   "gauss_next": gauss},
-        "numpy": {"keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "python": {
+            "version": int(version),
+            "state": torch.tensor(mt_state, dtype=torch.int64),
+            "gauss_next": gauss,
+        },
+        "numpy": {
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
         "generator": generator.get_state() if generator is not None else None,
         "samplers": {name: _sampler_state(s) for name, s in (samplers or {}).items()},
     }
@@ -247,16 +274,25 @@ def capture_rng(generator: torch.Generator | None = None,
     return state
 
 
-def restore_rng(state: Mapping[str, Any], generator: torch.Generator | None = None,
-                samplers: Mapping[str, Any] | None = None) -> None:
+def restore_rng(
+    state: Mapping[str, Any],
+    generator: torch.Generator | None = None,
+    samplers: Mapping[str, Any] | None = None,
+) -> None:
     """Put back what :func:`capture_rng` recorded."""
     torch.set_rng_state(state["torch"])
     py = state["python"]
-    random.setstate((py["version"], tuple(int(v) for v in py["state"].tolist()),
-                     py["gauss_next"]))
+    random.setstate((py["version"], tuple(int(v) for v in py["state"].tolist()), py["gauss_next"]))
     npy = state["numpy"]
-    np.random.set_state(("MT19937", npy["keys"].numpy().astype(np.uint32), npy["pos"],
-                         npy["has_gauss"], npy["cached_gaussian"]))
+    np.random.set_state(
+        (
+            "MT19937",
+            npy["keys"].numpy().astype(np.uint32),
+            npy["pos"],
+            npy["has_gauss"],
+            npy["cached_gaussian"],
+        )
+    )
     if generator is not None and state.get("generator") is not None:
         generator.set_state(state["generator"])
     saved = state.get("samplers", {})
@@ -268,9 +304,12 @@ def restore_rng(state: Mapping[str, Any], generator: torch.Generator | None = No
         if len(cuda) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all(cuda)
         else:
-            warnings.warn(f"checkpoint holds {len(cuda)} CUDA RNG states, this machine has "
-                          f"{torch.cuda.device_count()} devices; CUDA RNG not restored",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"checkpoint holds {len(cuda)} CUDA RNG states, this machine has "
+                f"{torch.cuda.device_count()} devices; CUDA RNG not restored",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
 
 def _sampler_state(sampler: Any) -> dict[str, Any]:

@@ -44,8 +44,10 @@ class ConfigMethods:
     def to_dict(self) -> dict[str, Any]:
         """Plain ``str -> int/float/str/bool/list/None`` (tuples as lists), safe to
         store in a checkpoint loaded with ``weights_only=True``."""
-        return {key: list(value) if isinstance(value, tuple) else value
-                for key, value in asdict(self).items()}  # type: ignore[call-overload]
+        return {
+            key: list(value) if isinstance(value, tuple) else value
+            for key, value in asdict(self).items()
+        }  # type: ignore[call-overload]
 
     @classmethod
     def from_dict(cls: type[C], values: dict[str, Any]) -> C:
@@ -83,16 +85,18 @@ class ConfigMethods:
         if any(f < 1 and f != -1 for f in values.fanouts):
             raise bad("fanouts", "each fan-out must be positive, or -1 for all neighbours")
         if values.eval_fanouts is not None and (
-                len(values.eval_fanouts) != values.num_layers
-                or any(f < 1 and f != -1 for f in values.eval_fanouts)):
+            len(values.eval_fanouts) != values.num_layers
+            or any(f < 1 and f != -1 for f in values.eval_fanouts)
+        ):
             raise bad("eval_fanouts", f"needs {values.num_layers} positive fan-outs or -1")
         if not values.lr > 0:
             raise bad("lr", "must be positive")
         if not 0 <= values.dropout < 1:
             raise bad("dropout", "must be in [0, 1)")
         if values.model == "gat" and getattr(values, width) % values.heads != 0:
-            raise bad("heads", f"must divide {width}={getattr(values, width)} "
-                               "(GAT splits it over heads)")
+            raise bad(
+                "heads", f"must divide {width}={getattr(values, width)} (GAT splits it over heads)"
+            )
         if values.model != "gat" and values.heads != 1:
             raise bad("heads", f"only GAT has attention heads; model {values.model!r} takes 1")
         if int(values.patience) < 0:
@@ -114,9 +118,11 @@ class ConfigMethods:
 
         resumable = resumable_options(type(self))
         mine = self.to_dict()
-        return [f"{key}: {other.get(key)!r} (checkpoint) != {mine[key]!r} (this run)"
-                for key in mine
-                if key not in resumable and other.get(key) != mine[key]]
+        return [
+            f"{key}: {other.get(key)!r} (checkpoint) != {mine[key]!r} (this run)"
+            for key in mine
+            if key not in resumable and other.get(key) != mine[key]
+        ]
 
 
 @dataclass(frozen=True)
@@ -124,24 +130,44 @@ class SharedTrainOptions(ConfigMethods):
     """The options node classification and link prediction share, declared once
     (same meaning and default for both tasks); each task's config adds its own."""
 
-    amp: AmpMode = option("off", "Mixed precision on CUDA: off, bf16, or fp16 with gradient "
-                          "scaling; ignored with a warning on a CPU.", bare="bf16")
-    seed: int = option(0, "Seeds initialisation, dropout, shuffling, negatives and sampling; "
-                       "on a CPU the same seed gives the same trained parameters.")
-    device: str = option("auto", "auto (CUDA when available), cpu, cuda or cuda:N.",
-                         resumable=True)
+    amp: AmpMode = option(
+        "off",
+        "Mixed precision on CUDA: off, bf16, or fp16 with gradient "
+        "scaling; ignored with a warning on a CPU.",
+        bare="bf16",
+    )
+    seed: int = option(
+        0,
+        "Seeds initialisation, dropout, shuffling, negatives and sampling; "
+        "on a CPU the same seed gives the same trained parameters.",
+    )
+    device: str = option("auto", "auto (CUDA when available), cpu, cuda or cuda:N.", resumable=True)
     eval_fanouts: tuple[int, ...] | None = option(
-        None, "Fan-outs of validation and test (one per layer); none takes every neighbour "
-        "(exact, deterministic). Set it where 2-hop neighbourhoods are huge.")
-    num_workers: int = option(0, "DataLoader worker processes; a resumed run continues "
-                              "bit-identically only with 0.", resumable=True)
-    prefetch_workers: int = option(1, "Threads preparing batches ahead of compute (0: in the "
-                                   "loop); results do not depend on it.", resumable=True)
+        None,
+        "Fan-outs of validation and test (one per layer); none takes every neighbour "
+        "(exact, deterministic). Set it where 2-hop neighbourhoods are huge.",
+    )
+    num_workers: int = option(
+        0,
+        "DataLoader worker processes; a resumed run continues bit-identically only with 0.",
+        resumable=True,
+    )
+    prefetch_workers: int = option(
+        1,
+        "Threads preparing batches ahead of compute (0: in the loop); results do not depend on it.",
+        resumable=True,
+    )
     prefetch_depth: int = option(4, "Most batches prepared ahead.", resumable=True)
-    sampler: SamplerMode = option("dense", "Neighbour sampling: dense (each node's neighbours "
-                                  "once per batch) or per-layer (every layer re-samples).")
-    max_grad_norm: float = option(0.0, "Clip the joint L2 norm of the gradients to this "
-                                  "value before each optimiser step; 0 turns clipping off.")
+    sampler: SamplerMode = option(
+        "dense",
+        "Neighbour sampling: dense (each node's neighbours "
+        "once per batch) or per-layer (every layer re-samples).",
+    )
+    max_grad_norm: float = option(
+        0.0,
+        "Clip the joint L2 norm of the gradients to this "
+        "value before each optimiser step; 0 turns clipping off.",
+    )
 
     #: Model name -> defaults of the ``per_model`` options (each task sets its own).
     MODEL_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {}

@@ -35,6 +35,7 @@ def resolve_device(spec: str = "auto") -> torch.device:
     if not torch.cuda.is_available():
         raise ConfigError(f"device={spec!r}: CUDA is not available on this machine")
     if index is not None and index >= torch.cuda.device_count():
-        raise ConfigError(f"device={spec!r}: only {torch.cuda.device_count()} CUDA "
-                          "device(s) present")
+        raise ConfigError(
+            f"device={spec!r}: only {torch.cuda.device_count()} CUDA device(s) present"
+        )
     return torch.device("cuda", index) if index is not None else torch.device("cuda")

@@ -27,8 +27,16 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 class ModelBuilder(Protocol):
     """``(in_channels, hidden, out_channels, num_layers, dropout, *, heads=1)``."""
 
-    def __call__(self, in_channels: int, hidden: int, out_channels: int, num_layers: int,
-                 dropout: float, *, heads: int = 1) -> torch.nn.Module: ...
+    def __call__(
+        self,
+        in_channels: int,
+        hidden: int,
+        out_channels: int,
+        num_layers: int,
+        dropout: float,
+        *,
+        heads: int = 1,
+    ) -> torch.nn.Module: ...
 
 
 class EdgeFreeMLP(torch.nn.Module):
@@ -39,16 +47,23 @@ class EdgeFreeMLP(torch.nn.Module):
     the GNNs.
     """
 
-    def __init__(self, in_channels: int, hidden: int, out_channels: int, num_layers: int,
-                 dropout: float) -> None:
+    def __init__(
+        self, in_channels: int, hidden: int, out_channels: int, num_layers: int, dropout: float
+    ) -> None:
         super().__init__()
         self.num_layers = num_layers
-        self.mlp = MLP(in_channels=in_channels, hidden_channels=hidden,
-                       out_channels=out_channels, num_layers=num_layers, dropout=dropout,
-                       norm=None)
+        self.mlp = MLP(
+            in_channels=in_channels,
+            hidden_channels=hidden,
+            out_channels=out_channels,
+            num_layers=num_layers,
+            dropout=dropout,
+            norm=None,
+        )
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor | None = None,
-                **kwargs: Any) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, edge_index: torch.Tensor | None = None, **kwargs: Any
+    ) -> torch.Tensor:
         return self.mlp(x)
 
 
@@ -57,16 +72,31 @@ def _no_heads(name: str, heads: int) -> None:
         raise ValueError(f"{name} has no attention heads; got heads={heads}")
 
 
-def build_sage(in_channels: int, hidden: int, out_channels: int, num_layers: int,
-               dropout: float, *, heads: int = 1) -> BasicGNN:
+def build_sage(
+    in_channels: int,
+    hidden: int,
+    out_channels: int,
+    num_layers: int,
+    dropout: float,
+    *,
+    heads: int = 1,
+) -> BasicGNN:
     """GraphSAGE with mean aggregation and ReLU (Hamilton et al., 2017)."""
     _no_heads("GraphSAGE", heads)
-    return GraphSAGE(in_channels, hidden, num_layers, out_channels=out_channels,
-                     dropout=dropout, aggr="mean")
+    return GraphSAGE(
+        in_channels, hidden, num_layers, out_channels=out_channels, dropout=dropout, aggr="mean"
+    )
 
 
-def build_gcn(in_channels: int, hidden: int, out_channels: int, num_layers: int,
-              dropout: float, *, heads: int = 1) -> BasicGNN:
+def build_gcn(
+    in_channels: int,
+    hidden: int,
+    out_channels: int,
+    num_layers: int,
+    dropout: float,
+    *,
+    heads: int = 1,
+) -> BasicGNN:
     """GCN with self-loops and symmetric normalisation (Kipf and Welling, 2017).
 
     The normalisation is computed on the sampled subgraph, from the degrees
@@ -76,24 +106,46 @@ def build_gcn(in_channels: int, hidden: int, out_channels: int, num_layers: int,
     return GCN(in_channels, hidden, num_layers, out_channels=out_channels, dropout=dropout)
 
 
-def build_gat(in_channels: int, hidden: int, out_channels: int, num_layers: int,
-              dropout: float, *, heads: int = 8) -> BasicGNN:
+def build_gat(
+    in_channels: int,
+    hidden: int,
+    out_channels: int,
+    num_layers: int,
+    dropout: float,
+    *,
+    heads: int = 8,
+) -> BasicGNN:
     """GAT (Velickovic et al., 2018): ``heads`` heads of ``hidden // heads`` channels
     concatenated in hidden layers, averaged in the output layer; ``dropout`` also
     drops attention coefficients."""
-    return GAT(in_channels, hidden, num_layers, out_channels=out_channels, dropout=dropout,
-               heads=heads)
+    return GAT(
+        in_channels, hidden, num_layers, out_channels=out_channels, dropout=dropout, heads=heads
+    )
 
 
-def build_gin(in_channels: int, hidden: int, out_channels: int, num_layers: int,
-              dropout: float, *, heads: int = 1) -> BasicGNN:
+def build_gin(
+    in_channels: int,
+    hidden: int,
+    out_channels: int,
+    num_layers: int,
+    dropout: float,
+    *,
+    heads: int = 1,
+) -> BasicGNN:
     """GIN (Xu et al., 2019): sum aggregation and a 2-layer MLP per layer."""
     _no_heads("GIN", heads)
     return GIN(in_channels, hidden, num_layers, out_channels=out_channels, dropout=dropout)
 
 
-def build_mlp(in_channels: int, hidden: int, out_channels: int, num_layers: int,
-              dropout: float, *, heads: int = 1) -> EdgeFreeMLP:
+def build_mlp(
+    in_channels: int,
+    hidden: int,
+    out_channels: int,
+    num_layers: int,
+    dropout: float,
+    *,
+    heads: int = 1,
+) -> EdgeFreeMLP:
     """:class:`EdgeFreeMLP`: the no-graph baseline."""
     _no_heads("the MLP", heads)
     return EdgeFreeMLP(in_channels, hidden, out_channels, num_layers, dropout)
@@ -112,8 +164,15 @@ MODELS: dict[str, ModelBuilder] = {
 }
 
 
-def build_model(name: str, in_channels: int, hidden: int, out_channels: int,
-                num_layers: int, dropout: float, heads: int | None = None) -> torch.nn.Module:
+def build_model(
+    name: str,
+    in_channels: int,
+    hidden: int,
+    out_channels: int,
+    num_layers: int,
+    dropout: float,
+    heads: int | None = None,
+) -> torch.nn.Module:
     """Build the model ``name`` (``heads``: the builder's default when ``None``);
     raises ``KeyError`` listing the known names."""
     try:

@@ -49,12 +49,19 @@ class OptionInfo:
     bare: str | None = None
 
 
-def option(default: Any = dataclasses.MISSING, help: str = "", *, per_model: bool = False,
-           resumable: bool = False, aliases: tuple[str, ...] = (),
-           bare: str | None = None) -> Any:
+def option(
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    *,
+    per_model: bool = False,
+    resumable: bool = False,
+    aliases: tuple[str, ...] = (),
+    bare: str | None = None,
+) -> Any:
     """A dataclass field carrying its :class:`OptionInfo` (use as a field default)."""
-    info = OptionInfo(help=help, per_model=per_model, resumable=resumable, aliases=aliases,
-                      bare=bare)
+    info = OptionInfo(
+        help=help, per_model=per_model, resumable=resumable, aliases=aliases, bare=bare
+    )
     if per_model:
         default = PER_MODEL
     return dataclasses.field(default=default, metadata={_META_KEY: info})
@@ -85,8 +92,9 @@ class OptionSpec:
     def python_type(self) -> Any:
         """The type of the option in a pydantic / Dagster model (lists for tuples,
         ``Literal`` for choices; optional when ``None`` is allowed or per model)."""
-        base: Any = {"int": int, "float": float, "bool": bool, "str": str,
-                     "ints": list[int]}.get(self.kind)
+        base: Any = {"int": int, "float": float, "bool": bool, "str": str, "ints": list[int]}.get(
+            self.kind
+        )
         if self.kind == "choice":
             base = Literal.__getitem__(self.choices)
         if self.optional or self.info.per_model:
@@ -127,8 +135,16 @@ def describe_options(config_cls: type) -> list[OptionSpec]:
         if info is None:
             continue
         kind, choices, optional = _kind(hints[f.name])
-        specs.append(OptionSpec(name=f.name, kind=kind, default=f.default, info=info,
-                                choices=choices, optional=optional))
+        specs.append(
+            OptionSpec(
+                name=f.name,
+                kind=kind,
+                default=f.default,
+                info=info,
+                choices=choices,
+                optional=optional,
+            )
+        )
     return specs
 
 

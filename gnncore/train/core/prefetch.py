@@ -55,9 +55,12 @@ def supports_threads(loader: Any) -> bool:
     """Whether :class:`Prefetcher` can prepare ``loader``'s batches in threads: a
     map-style :class:`~torch.utils.data.DataLoader` with a batch sampler and no
     worker processes."""
-    return (isinstance(loader, DataLoader) and loader.num_workers == 0
-            and loader.batch_sampler is not None
-            and not isinstance(loader.dataset, IterableDataset))
+    return (
+        isinstance(loader, DataLoader)
+        and loader.num_workers == 0
+        and loader.batch_sampler is not None
+        and not isinstance(loader.dataset, IterableDataset)
+    )
 
 
 def _sampler_of(loader: Any) -> Any | None:
@@ -118,8 +121,13 @@ class Prefetcher:
             them to this device on their own stream. (default: :obj:`None`)
     """
 
-    def __init__(self, loader: Any, workers: int = 1, depth: int = 4,
-                 device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        loader: Any,
+        workers: int = 1,
+        depth: int = 4,
+        device: torch.device | str | None = None,
+    ) -> None:
         if int(workers) < 0:
             raise ValueError(f"workers={workers}: must be >= 0")
         if int(depth) < 1:
@@ -182,8 +190,12 @@ class PrefetchIterator(Iterator[Any]):
     def __enter__(self) -> PrefetchIterator:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.close()
 
     def __del__(self) -> None:
@@ -195,8 +207,9 @@ class _Pipeline:
     (with reserved sampling seeds) to a task queue; workers post results by
     batch number; the consumer takes them in order."""
 
-    def __init__(self, loader: DataLoader, workers: int, depth: int,
-                 device: torch.device | None) -> None:
+    def __init__(
+        self, loader: DataLoader, workers: int, depth: int, device: torch.device | None
+    ) -> None:
         assert loader.batch_sampler is not None  # supports_threads() checked it
         self._indices = iter(loader.batch_sampler)
         # DataLoader.__iter__ draws a base seed from the loader's generator (the
@@ -204,8 +217,9 @@ class _Pipeline:
         torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
         self._sampler = _sampler_of(loader)
         self._depth = depth
-        self._tasks: queue.SimpleQueue[tuple[int, list[int], range | None] | None] = \
+        self._tasks: queue.SimpleQueue[tuple[int, list[int], range | None] | None] = (
             queue.SimpleQueue()
+        )
         self._done: dict[int, tuple[Any, BaseException | None, BatchTiming]] = {}
         self._ready = threading.Condition()
         self._stop = threading.Event()
@@ -215,10 +229,19 @@ class _Pipeline:
         cuda = device is not None and device.type == "cuda"
         if device is not None and cuda and device.index is None:  # threads start on device 0
             device = torch.device("cuda", torch.cuda.current_device())
-        work = _Worker(_preparer(loader), self._sampler, device if cuda else None,
-                       self._tasks, self._done, self._ready, self._stop)
-        self._threads = [threading.Thread(target=work.run, name=f"gnncore-prefetch-{i}",
-                                          daemon=True) for i in range(workers)]
+        work = _Worker(
+            _preparer(loader),
+            self._sampler,
+            device if cuda else None,
+            self._tasks,
+            self._done,
+            self._ready,
+            self._stop,
+        )
+        self._threads = [
+            threading.Thread(target=work.run, name=f"gnncore-prefetch-{i}", daemon=True)
+            for i in range(workers)
+        ]
         self._device = device if cuda else None
         for thread in self._threads:
             thread.start()
@@ -248,9 +271,9 @@ class _Pipeline:
         with self._ready:
             while k not in self._done:
                 if not self._ready.wait(timeout=1.0) and not any(
-                        t.is_alive() for t in self._threads):
-                    raise RuntimeError("prefetch threads ended without delivering batch "
-                                       f"{k}")
+                    t.is_alive() for t in self._threads
+                ):
+                    raise RuntimeError(f"prefetch threads ended without delivering batch {k}")
             batch, error, timing = self._done.pop(k)
         self._delivered += 1
         self._reserved.pop(k, None)
@@ -318,8 +341,9 @@ class _Worker:
                 if stream is not None:
                     batch, transfer = self._to_device(batch, stream)
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-                exc.add_note(f"(raised in {threading.current_thread().name} while "
-                             f"preparing batch {k})")
+                exc.add_note(
+                    f"(raised in {threading.current_thread().name} while preparing batch {k})"
+                )
                 error, prepared = exc, time.perf_counter() - start
             with self.ready:
                 self.done[k] = (batch, error, BatchTiming(prepared, transfer))
@@ -331,8 +355,9 @@ class _Worker:
         with self.sampler.use_batch_seeds(seeds):
             return self.prepare(index)
 
-    def _to_device(self, batch: Any, stream: torch.cuda.Stream
-                   ) -> tuple[Any, tuple[torch.cuda.Event, torch.cuda.Event]]:
+    def _to_device(
+        self, batch: Any, stream: torch.cuda.Stream
+    ) -> tuple[Any, tuple[torch.cuda.Event, torch.cuda.Event]]:
         """Pin, then copy on ``stream`` between two timing events."""
         batch = _apply(batch, lambda t: t if t.is_cuda else t.pin_memory())
         start = torch.cuda.Event(enable_timing=True)

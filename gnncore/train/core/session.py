@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 import torch
 from tqdm.auto import tqdm
 
+from gnncore.train.core.batches import BatchSource
 from gnncore.train.core.checkpoint import (
     FORMAT,
     VERSION,
@@ -21,7 +22,6 @@ from gnncore.train.core.checkpoint import (
     check_resumable,
     restore_rng,
 )
-from gnncore.train.core.batches import BatchSource
 from gnncore.train.core.steps import BatchStep, train_epoch
 from gnncore.train.core.throughput import mean_throughput
 
@@ -106,8 +106,11 @@ class TrainingSession:
 
     def __post_init__(self) -> None:
         if self.checkpoints is not None:
-            self.store = (self.checkpoints if isinstance(self.checkpoints, CheckpointDir)
-                          else CheckpointDir(self.checkpoints))
+            self.store = (
+                self.checkpoints
+                if isinstance(self.checkpoints, CheckpointDir)
+                else CheckpointDir(self.checkpoints)
+            )
 
     @property
     def directory(self) -> str | None:
@@ -136,8 +139,7 @@ class TrainingSession:
         self.resumed_from = found.epoch
         return dict(saved["progress"])
 
-    def resume_progress(self, resume: bool, progress_type: type[P],
-                        logger: Any | None = None) -> P:
+    def resume_progress(self, resume: bool, progress_type: type[P], logger: Any | None = None) -> P:
         """:meth:`start`, as a ``progress_type`` (fresh when nothing was resumed);
         ``logger`` gets the resumed epochs' metrics again, so a resumed run's
         history is whole."""
@@ -148,8 +150,13 @@ class TrainingSession:
                 logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
         return state
 
-    def end_epoch(self, epoch: int, state: EpochProgress, logger: Any | None = None,
-                  on_epoch_end: Callable[[int, Path | None], None] | None = None) -> None:
+    def end_epoch(
+        self,
+        epoch: int,
+        state: EpochProgress,
+        logger: Any | None = None,
+        on_epoch_end: Callable[[int, Path | None], None] | None = None,
+    ) -> None:
         """Log the epoch's metrics, write its checkpoint, then call ``on_epoch_end``."""
         if logger is not None:
             logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
@@ -161,12 +168,19 @@ class TrainingSession:
         generator, samplers = self.source.random_state()
         return generator, {**samplers, **self.eval_samplers}
 
-    def run_epochs(self, state: EpochProgress, *, epochs: int, patience: int, step: BatchStep,
-                   validate: Callable[[], Any],
-                   describe: Callable[[float, Any, Any], dict[str, str]],
-                   logger: Any | None = None,
-                   on_epoch_end: Callable[[int, Path | None], None] | None = None,
-                   progress: bool = True) -> None:
+    def run_epochs(
+        self,
+        state: EpochProgress,
+        *,
+        epochs: int,
+        patience: int,
+        step: BatchStep,
+        validate: Callable[[], Any],
+        describe: Callable[[float, Any, Any], dict[str, str]],
+        logger: Any | None = None,
+        on_epoch_end: Callable[[int, Path | None], None] | None = None,
+        progress: bool = True,
+    ) -> None:
         """The epoch loop of every task, from the epoch after ``state.epoch`` to
         ``epochs`` unless early stopping (``patience``) ends it first.
 
@@ -176,16 +190,30 @@ class TrainingSession:
         added as ``eval_s``), then ``state.record`` and :meth:`end_epoch`.
         ``describe(loss, metrics, state)`` labels the epoch bar.
         """
-        bar = tqdm(range(state.epoch + 1, epochs + 1), desc="epochs", unit="epoch",
-                   initial=state.epoch, total=epochs, disable=not progress, dynamic_ncols=True)
+        bar = tqdm(
+            range(state.epoch + 1, epochs + 1),
+            desc="epochs",
+            unit="epoch",
+            initial=state.epoch,
+            total=epochs,
+            disable=not progress,
+            dynamic_ncols=True,
+        )
         for epoch in bar:
             if state.should_stop(patience):
                 break
-            with tqdm(desc=f"epoch {epoch}", unit="batch", leave=False, disable=not progress,
-                      total=len(self.source), dynamic_ncols=True) as batches:
+            with tqdm(
+                desc=f"epoch {epoch}",
+                unit="batch",
+                leave=False,
+                disable=not progress,
+                total=len(self.source),
+                dynamic_ncols=True,
+            ) as batches:
                 self.source.start_epoch(epoch)
-                loss, throughput = train_epoch(self.model, self.source, self.device, step,
-                                               batches.update)
+                loss, throughput = train_epoch(
+                    self.model, self.source, self.device, step, batches.update
+                )
                 self.source.end_epoch(epoch)
             eval_started = time.perf_counter()
             metrics = validate()
@@ -194,9 +222,14 @@ class TrainingSession:
             bar.set_postfix(**describe(loss, metrics, state))
             self.end_epoch(epoch, state, logger, on_epoch_end)
 
-    def finish(self, state: EpochProgress, test: Callable[[], M],
-               final_metrics: Callable[[M], dict[str, float]], started: float,
-               logger: Any | None = None) -> Outcome[M]:
+    def finish(
+        self,
+        state: EpochProgress,
+        test: Callable[[], M],
+        final_metrics: Callable[[M], dict[str, float]],
+        started: float,
+        logger: Any | None = None,
+    ) -> Outcome[M]:
         """End of every task's run: restore the best epoch's weights, measure
         ``test()``, and log ``final_metrics(test)`` with the run's bookkeeping
         (best and stopped epoch, resumed-from epoch, seconds since ``started``)."""
@@ -207,35 +240,57 @@ class TrainingSession:
         config: Any = self.config
         early_stopped = state.should_stop(config.patience) and state.epoch < config.epochs
         if logger is not None:
-            logger.log_metrics({**final_metrics(metrics),
-                                "best_epoch": float(state.best_epoch),
-                                "stopped_epoch": float(state.epoch),
-                                "resumed_from_epoch": float(self.resumed_from),
-                                "seconds": seconds}, step=state.epoch)
-        return Outcome(metrics, seconds, early_stopped,
-                       sum(p.numel() for p in self.model.parameters()))
+            logger.log_metrics(
+                {
+                    **final_metrics(metrics),
+                    "best_epoch": float(state.best_epoch),
+                    "stopped_epoch": float(state.epoch),
+                    "resumed_from_epoch": float(self.resumed_from),
+                    "seconds": seconds,
+                },
+                step=state.epoch,
+            )
+        return Outcome(
+            metrics, seconds, early_stopped, sum(p.numel() for p in self.model.parameters())
+        )
 
     def result_fields(self, state: EpochProgress, outcome: Outcome[Any]) -> dict[str, Any]:
         """The :class:`TrainResult` fields of a finished run, by name."""
-        return {"model": self.model, "config": self.config, "train_loss": state.train_loss,
-                "best_epoch": state.best_epoch, "seconds": outcome.seconds,
-                "device": str(self.device), "num_parameters": outcome.num_parameters,
-                "stopped_epoch": state.epoch, "early_stopped": outcome.early_stopped,
-                "resumed_from_epoch": self.resumed_from, "throughput": state.throughput,
-                "checkpoint_dir": self.directory}
+        return {
+            "model": self.model,
+            "config": self.config,
+            "train_loss": state.train_loss,
+            "best_epoch": state.best_epoch,
+            "seconds": outcome.seconds,
+            "device": str(self.device),
+            "num_parameters": outcome.num_parameters,
+            "stopped_epoch": state.epoch,
+            "early_stopped": outcome.early_stopped,
+            "resumed_from_epoch": self.resumed_from,
+            "throughput": state.throughput,
+            "checkpoint_dir": self.directory,
+        }
 
     def save(self, epoch: int, progress: dict[str, Any]) -> Path | None:
         """Write the checkpoint of ``epoch`` (``None`` without a checkpoint directory)."""
         if self.store is None:
             return None
-        return self.store.save(epoch, {
-            "format": FORMAT, "version": VERSION, "epoch": epoch,
-            "config": self.config.to_dict(), "data": self.fingerprint, "run_id": self.run_id,
-            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-            "progress": progress,
-            "rng": capture_rng(*self._random_state(), cuda=self.device.type == "cuda"),
-        })
+        return self.store.save(
+            epoch,
+            {
+                "format": FORMAT,
+                "version": VERSION,
+                "epoch": epoch,
+                "config": self.config.to_dict(),
+                "data": self.fingerprint,
+                "run_id": self.run_id,
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+                "progress": progress,
+                "rng": capture_rng(*self._random_state(), cuda=self.device.type == "cuda"),
+            },
+        )
 
 
 @dataclass
@@ -259,22 +314,35 @@ class EpochProgress:
     def from_dict(cls: type[P], values: dict[str, Any]) -> P:
         return cls(**{key: values[key] for key in cls.__dataclass_fields__})
 
-    def advance(self, epoch: int, loss: float, throughput: dict[str, float], improved: bool,
-                model: torch.nn.Module) -> None:
+    def advance(
+        self,
+        epoch: int,
+        loss: float,
+        throughput: dict[str, float],
+        improved: bool,
+        model: torch.nn.Module,
+    ) -> None:
         """Record the epoch; keep the model's weights when it ``improved``."""
         self.epoch = epoch
         self.train_loss.append(loss)
         self.throughput.append(throughput)
         if improved:
             self.best_epoch = epoch
-            self.best_state = {k: v.detach().to("cpu", copy=True)
-                               for k, v in model.state_dict().items()}
+            self.best_state = {
+                k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()
+            }
             self.bad_epochs = 0
         else:
             self.bad_epochs += 1
 
-    def record(self, epoch: int, loss: float, metrics: Any, throughput: dict[str, float],
-               model: torch.nn.Module) -> None:
+    def record(
+        self,
+        epoch: int,
+        loss: float,
+        metrics: Any,
+        throughput: dict[str, float],
+        model: torch.nn.Module,
+    ) -> None:
         """Add epoch ``epoch``'s validation ``metrics`` to the task's series, then
         :meth:`advance` (improved or not, by the task's validation metric)."""
         raise NotImplementedError

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from gnncore.train.core.config import ConfigError
 from gnncore.train.core.batches import BatchSource
+from gnncore.train.core.config import ConfigError
 from gnncore.train.core.throughput import EpochTimer
 
 #: ``step(batch, timer, total_loss) -> count``: one batch forward, backward and
@@ -38,13 +38,18 @@ def amp_settings(config: Any, device: torch.device) -> tuple[torch.dtype | None,
     if config.amp == "off":
         return None, None
     if device.type != "cuda":
-        warnings.warn(f"amp={config.amp!r} needs a CUDA device; training on {device} in "
-                      "float32", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"amp={config.amp!r} needs a CUDA device; training on {device} in float32",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None, None
     if config.amp == "bf16":
         if not torch.cuda.is_bf16_supported():
-            raise ConfigError(f"amp='bf16': {torch.cuda.get_device_name(device)} has no "
-                              "bfloat16 support; use amp='fp16'")
+            raise ConfigError(
+                f"amp='bf16': {torch.cuda.get_device_name(device)} has no "
+                "bfloat16 support; use amp='fp16'"
+            )
         return torch.bfloat16, None
     return torch.float16, torch.amp.GradScaler("cuda")
 
@@ -56,8 +61,10 @@ def clip_gradients(parameters: list[torch.nn.Parameter], max_norm: float) -> tor
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return torch.zeros(())
-    norms = [torch.linalg.vector_norm((g.coalesce().values() if g.is_sparse else g).float())
-             for g in grads]
+    norms = [
+        torch.linalg.vector_norm((g.coalesce().values() if g.is_sparse else g).float())
+        for g in grads
+    ]
     total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
     coefficient = torch.clamp(max_norm / (total + 1e-6), max=1.0)
     for g in grads:
@@ -73,8 +80,12 @@ class OptimizerStep:
     when there is one, clipping the gradient norm to ``max_grad_norm`` when it is
     positive (after unscaling, so the bound applies to the true gradients)."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, scaler: Any | None = None,
-                 max_grad_norm: float = 0.0) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        scaler: Any | None = None,
+        max_grad_norm: float = 0.0,
+    ) -> None:
         self.optimizer = optimizer
         self.scaler = scaler
         self.max_grad_norm = float(max_grad_norm)
@@ -102,8 +113,13 @@ class OptimizerStep:
         clip_gradients(params, self.max_grad_norm)
 
 
-def train_epoch(model: torch.nn.Module, source: BatchSource, device: torch.device,
-                step: BatchStep, on_batch: Callable[[], Any]) -> tuple[float, dict[str, float]]:
+def train_epoch(
+    model: torch.nn.Module,
+    source: BatchSource,
+    device: torch.device,
+    step: BatchStep,
+    on_batch: Callable[[], Any],
+) -> tuple[float, dict[str, float]]:
     """One pass over ``source.batches()``: the mean loss per counted item, and the
     epoch's throughput figures (:meth:`EpochTimer.summary`); ``on_batch()`` after
     each batch. The loss is summed on the device: one host sync per epoch."""
@@ -118,5 +134,11 @@ def train_epoch(model: torch.nn.Module, source: BatchSource, device: torch.devic
     return float(total_loss) / max(total, 1), timer.summary()
 
 
-__all__ = ["BatchStep", "OptimizerStep", "amp_settings", "autocast", "clip_gradients",
-           "train_epoch"]
+__all__ = [
+    "BatchStep",
+    "OptimizerStep",
+    "amp_settings",
+    "autocast",
+    "clip_gradients",
+    "train_epoch",
+]

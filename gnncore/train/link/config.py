@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 
 from gnncore.sampler.negative import NegativeMode
 from gnncore.train.core.config import SharedTrainOptions
-from gnncore.train.link.models import DecoderName
 from gnncore.train.core.models import ModelName
 from gnncore.train.core.options import option
+from gnncore.train.link.models import DecoderName
 
 #: Encoder -> defaults of the per-encoder fields, chosen on FB15k-237's
 #: validation triples. ``none`` is plain DistMult (thesis: 0.2533 test MRR in
@@ -46,32 +46,51 @@ class LinkTrainConfig(SharedTrainOptions):
     """
 
     model: ModelName = option(
-        "none", "Encoder: none (learned embeddings and the decoder alone), or a GNN (sage, "
-        "gcn, gat, gin) over learned embeddings or the graph's features.")
+        "none",
+        "Encoder: none (learned embeddings and the decoder alone), or a GNN (sage, "
+        "gcn, gat, gin) over learned embeddings or the graph's features.",
+    )
     decoder: DecoderName = option("distmult", "Link scoring: distmult or dot.")
     dim: int = option(200, "Width of embeddings and representations.")
-    fanouts: tuple[int, ...] = option(help="Neighbours sampled per node and hop, one per GNN "
-                                      "layer (none for the none encoder; else 10).",
-                                      per_model=True)
+    fanouts: tuple[int, ...] = option(
+        help="Neighbours sampled per node and hop, one per GNN "
+        "layer (none for the none encoder; else 10).",
+        per_model=True,
+    )
     batch_size: int = option(1000, "Training triples per mini-batch.")
-    num_negatives: int = option(1000, "Negatives per mini-batch, shared by its positives.",
-                                aliases=("--negatives",))
-    negative_sampling: NegativeMode = option("uniform", "Negative distribution: uniform, or "
-                                             "degree (proportional to training degree).")
-    epochs: int = option(help="Most passes over the training triples.", per_model=True,
-                         resumable=True)
+    num_negatives: int = option(
+        1000, "Negatives per mini-batch, shared by its positives.", aliases=("--negatives",)
+    )
+    negative_sampling: NegativeMode = option(
+        "uniform", "Negative distribution: uniform, or degree (proportional to training degree)."
+    )
+    epochs: int = option(
+        help="Most passes over the training triples.", per_model=True, resumable=True
+    )
     lr: float = option(0.1, "Adagrad learning rate.")
     dropout: float = option(0.0, "Dropout between GNN layers.")
     heads: int = option(1, "GAT attention heads (must divide dim).")
-    reciprocal: bool = option(True, "Learn a reciprocal relation per relation and train both "
-                              "directions of every triple (knowledge graphs).")
-    patience: int = option(5, "Early stopping after this many epochs without a higher "
-                           "validation MRR; 0 turns it off.", resumable=True)
+    reciprocal: bool = option(
+        True,
+        "Learn a reciprocal relation per relation and train both "
+        "directions of every triple (knowledge graphs).",
+    )
+    patience: int = option(
+        5,
+        "Early stopping after this many epochs without a higher validation MRR; 0 turns it off.",
+        resumable=True,
+    )
     eval_batch_size: int = option(512, "Queries ranked at once.", resumable=True)
-    eval_negatives: int = option(0, "0 ranks every answer against all entities (standard); "
-                                 "K > 0 against K sampled, filtered negatives.")
-    max_eval_triples: int = option(0, "Validate on at most this many validation triples per "
-                                   "epoch (a fixed random subset; 0: all).")
+    eval_negatives: int = option(
+        0,
+        "0 ranks every answer against all entities (standard); "
+        "K > 0 against K sampled, filtered negatives.",
+    )
+    max_eval_triples: int = option(
+        0,
+        "Validate on at most this many validation triples per "
+        "epoch (a fixed random subset; 0: all).",
+    )
 
     MODEL_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = ENCODER_DEFAULTS
     TASK: ClassVar[str] = "link"

@@ -35,31 +35,36 @@ class LinkSplits:
 
     def tensors(self) -> list[torch.Tensor]:
         """The three splits as tensors (for checkpoint fingerprints)."""
-        return [torch.from_numpy(np.ascontiguousarray(a)) for a in (self.train, self.val,
-                                                                    self.test)]
+        return [
+            torch.from_numpy(np.ascontiguousarray(a)) for a in (self.train, self.val, self.test)
+        ]
 
 
 def _triples(graph: GraphDir, name: str) -> np.ndarray:
     array = np.array(graph.array(name), dtype=np.int64)  # a small, writable copy
     if array.ndim != 2 or array.shape[1] != 3:
-        raise InputError(f"expected an int64 [T, 3] array, found shape {array.shape}",
-                         graph.path / f"{name}.npy")
+        raise InputError(
+            f"expected an int64 [T, 3] array, found shape {array.shape}", graph.path / f"{name}.npy"
+        )
     m = graph.manifest
     bad = (array[:, [0, 2]] < 0) | (array[:, [0, 2]] >= m.num_nodes)
     if bad.any():
         row = int(np.nonzero(bad.any(axis=1))[0][0])
-        raise InputError(f"row {row}: node id outside [0, {m.num_nodes})",
-                         graph.path / f"{name}.npy")
+        raise InputError(
+            f"row {row}: node id outside [0, {m.num_nodes})", graph.path / f"{name}.npy"
+        )
     rel_bad = (array[:, 1] < 0) | (array[:, 1] >= max(m.num_relations, 1))
     if rel_bad.any():
         row = int(np.nonzero(rel_bad)[0][0])
-        raise InputError(f"row {row}: relation outside [0, {m.num_relations})",
-                         graph.path / f"{name}.npy")
+        raise InputError(
+            f"row {row}: relation outside [0, {m.num_relations})", graph.path / f"{name}.npy"
+        )
     return array
 
 
-def link_splits(graph: GraphDir, val_fraction: float = 0.05,
-                test_fraction: float = 0.05) -> LinkSplits:
+def link_splits(
+    graph: GraphDir, val_fraction: float = 0.05, test_fraction: float = 0.05
+) -> LinkSplits:
     """The graph's own triples (knowledge graphs), or a split of its edges.
 
     Edge splits take the last ``test_fraction`` of ``edges_shuffled.npy`` as
@@ -71,25 +76,40 @@ def link_splits(graph: GraphDir, val_fraction: float = 0.05,
     """
     m = graph.manifest
     if all(graph.has(f"{s}_triples") for s in ("train", "valid", "test")):
-        return LinkSplits(_triples(graph, "train_triples"), _triples(graph, "valid_triples"),
-                          _triples(graph, "test_triples"), m.num_nodes,
-                          max(m.num_relations, 1), "kg")
-    if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1
-            and val_fraction + test_fraction < 1):
-        raise ValueError(f"val_fraction={val_fraction}, test_fraction={test_fraction}: each "
-                         "must be in [0, 1) and together below 1")
+        return LinkSplits(
+            _triples(graph, "train_triples"),
+            _triples(graph, "valid_triples"),
+            _triples(graph, "test_triples"),
+            m.num_nodes,
+            max(m.num_relations, 1),
+            "kg",
+        )
+    if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise ValueError(
+            f"val_fraction={val_fraction}, test_fraction={test_fraction}: each "
+            "must be in [0, 1) and together below 1"
+        )
     pairs = np.asarray(graph.array("edges_shuffled"), dtype=np.int64)
     count = len(pairs)
     num_test, num_val = int(count * test_fraction), int(count * val_fraction)
     num_train = count - num_test - num_val
-    if num_train < 1 or (val_fraction > 0 and num_val < 1) or (test_fraction > 0
-                                                               and num_test < 1):
-        raise InputError(f"{count} edges are too few to split {val_fraction:.0%} / "
-                         f"{test_fraction:.0%} for validation / test", graph.path)
+    if num_train < 1 or (val_fraction > 0 and num_val < 1) or (test_fraction > 0 and num_test < 1):
+        raise InputError(
+            f"{count} edges are too few to split {val_fraction:.0%} / "
+            f"{test_fraction:.0%} for validation / test",
+            graph.path,
+        )
     triples = np.zeros((count, 3), dtype=np.int64)
     triples[:, 0], triples[:, 2] = pairs[:, 0], pairs[:, 1]
-    return LinkSplits(triples[:num_train], triples[num_train:num_train + num_val],
-                      triples[num_train + num_val:], m.num_nodes, 1, "edges", symmetric=True)
+    return LinkSplits(
+        triples[:num_train],
+        triples[num_train : num_train + num_val],
+        triples[num_train + num_val :],
+        m.num_nodes,
+        1,
+        "edges",
+        symmetric=True,
+    )
 
 
 def message_passing_csc(triples: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,12 +122,19 @@ def message_passing_csc(triples: np.ndarray, num_nodes: int) -> tuple[np.ndarray
     keep = t[:, 0] != t[:, 2]
     u, v = t[keep, 0], t[keep, 2]
     lo, hi = np.minimum(u, v), np.maximum(u, v)
-    pairs = np.unique(lo * num_nodes + hi) if num_nodes < 2**31 else \
-        np.unique(np.stack([lo, hi], axis=1), axis=0)
+    pairs = (
+        np.unique(lo * num_nodes + hi)
+        if num_nodes < 2**31
+        else np.unique(np.stack([lo, hi], axis=1), axis=0)
+    )
     if pairs.ndim == 1:
         lo, hi = pairs // num_nodes, pairs % num_nodes
     else:
         lo, hi = pairs[:, 0], pairs[:, 1]
-    indptr, indices, _ = _C.build_csr(np.concatenate([hi, lo]), np.concatenate([lo, hi]),
-                                      num_nodes, num_nodes <= np.iinfo(np.int32).max)
+    indptr, indices, _ = _C.build_csr(
+        np.concatenate([hi, lo]),
+        np.concatenate([lo, hi]),
+        num_nodes,
+        num_nodes <= np.iinfo(np.int32).max,
+    )
     return indptr, indices

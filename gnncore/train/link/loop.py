@@ -31,18 +31,18 @@ from torch_geometric.loader import LinkLoader, NodeLoader
 from torch_geometric.sampler import BaseSampler, NegativeSampling
 
 from gnncore.sampler.negative import KnownEdges, NegativeDraw, degree_weights
-from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
-from gnncore.train.node.config import ConfigError
-from gnncore.train.core.device import resolve_device
-from gnncore.train.link.config import LinkTrainConfig
-from gnncore.train.link.data import LinkSplits, message_passing_csc
-from gnncore.train.link.models import LinkModel
-from gnncore.train.node.loop import EpochCallback, MetricLogger
 from gnncore.train.core.batches import BatchSource, LoaderBatchSource
-from gnncore.train.link.ranking import RankingMetrics, filtered_ranks, known_edges
+from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
+from gnncore.train.core.device import resolve_device
 from gnncore.train.core.session import EpochProgress, TrainingSession, TrainResult, run_summary
 from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast
 from gnncore.train.core.throughput import EpochTimer
+from gnncore.train.link.config import LinkTrainConfig
+from gnncore.train.link.data import LinkSplits, message_passing_csc
+from gnncore.train.link.models import LinkModel
+from gnncore.train.link.ranking import RankingMetrics, filtered_ranks, known_edges
+from gnncore.train.node.config import ConfigError
+from gnncore.train.node.loop import EpochCallback, MetricLogger
 
 
 @dataclass(kw_only=True)
@@ -91,8 +91,14 @@ class _Progress(EpochProgress):
     val_metrics: list[dict[str, float]] = field(default_factory=list)
     best_val_mrr: float = -1.0
 
-    def record(self, epoch: int, loss: float, val: RankingMetrics,
-               throughput: dict[str, float], model: torch.nn.Module) -> None:
+    def record(
+        self,
+        epoch: int,
+        loss: float,
+        val: RankingMetrics,
+        throughput: dict[str, float],
+        model: torch.nn.Module,
+    ) -> None:
         improved = val.mrr > self.best_val_mrr
         self.val_mrr.append(val.mrr)
         self.val_hits10.append(val.hits[10])
@@ -123,9 +129,16 @@ class LinkEvaluator:
             evaluation negatives (``eval_negatives > 0``).
     """
 
-    def __init__(self, triples: np.ndarray, known: KnownEdges, config: LinkTrainConfig,
-                 num_relations: int, reciprocal: bool, node_loader: NodeLoader | None = None,
-                 negatives: NegativeDraw | None = None) -> None:
+    def __init__(
+        self,
+        triples: np.ndarray,
+        known: KnownEdges,
+        config: LinkTrainConfig,
+        num_relations: int,
+        reciprocal: bool,
+        node_loader: NodeLoader | None = None,
+        negatives: NegativeDraw | None = None,
+    ) -> None:
         self.triples = triples
         self.known = known
         self.config = config
@@ -135,22 +148,34 @@ class LinkEvaluator:
         self.negatives = negatives
 
     @torch.no_grad()
-    def __call__(self, model: LinkModel, device: torch.device,
-                 amp_dtype: torch.dtype | None = None) -> RankingMetrics:
+    def __call__(
+        self, model: LinkModel, device: torch.device, amp_dtype: torch.dtype | None = None
+    ) -> RankingMetrics:
         model.eval()
         z = encode_all_nodes(model, self.node_loader, device, amp_dtype, self.known.num_nodes)
-        ranks = filtered_ranks(z, model.decoder.query, self.triples, self.known,
-                               self.num_relations, reciprocal=self.reciprocal,
-                               batch_size=self.config.eval_batch_size,
-                               num_negatives=self.config.eval_negatives,
-                               negatives=self.negatives, seed=self.config.seed)
+        ranks = filtered_ranks(
+            z,
+            model.decoder.query,
+            self.triples,
+            self.known,
+            self.num_relations,
+            reciprocal=self.reciprocal,
+            batch_size=self.config.eval_batch_size,
+            num_negatives=self.config.eval_negatives,
+            negatives=self.negatives,
+            seed=self.config.seed,
+        )
         return RankingMetrics.from_ranks(ranks)
 
 
 @torch.no_grad()
-def encode_all_nodes(model: LinkModel, loader: NodeLoader | None, device: torch.device,
-                     amp_dtype: torch.dtype | None = None,
-                     num_nodes: int | None = None) -> torch.Tensor:
+def encode_all_nodes(
+    model: LinkModel,
+    loader: NodeLoader | None,
+    device: torch.device,
+    amp_dtype: torch.dtype | None = None,
+    num_nodes: int | None = None,
+) -> torch.Tensor:
     """``[N, dim]`` representations of every node: the embedding table when the
     model has no GNN, else one pass of ``loader`` whose seeds cover every node
     ``0 .. num_nodes - 1`` (default: the embedding table's rows)."""
@@ -167,10 +192,10 @@ def encode_all_nodes(model: LinkModel, loader: NodeLoader | None, device: torch.
     for batch in loader:
         batch = batch.to(device, non_blocking=True)
         with autocast(device, amp_dtype):
-            z = model.encode_batch(batch)[:batch.batch_size].float()
+            z = model.encode_batch(batch)[: batch.batch_size].float()
         if out is None:
             out = torch.zeros(num_nodes, z.size(1), device=device)
-        out[batch.n_id[:batch.batch_size]] = z
+        out[batch.n_id[: batch.batch_size]] = z
     if out is None:
         raise ValueError("the node loader yielded no batches")
     return out
@@ -264,17 +289,25 @@ def train_link_predictor(
 
         feature_store = EmptyFeatureStore()
     in_channels = None
-    if config.model != "none" and any(a.attr_name == "x"
-                                      for a in feature_store.get_all_tensor_attrs()):
+    if config.model != "none" and any(
+        a.attr_name == "x" for a in feature_store.get_all_tensor_attrs()
+    ):
         size = feature_store.get_tensor_size(group_name=None, attr_name="x")
         in_channels = int(size[1]) if size is not None and len(size) == 2 else None
     # Undirected edge splits are their own reverse: no reciprocal relations.
     reciprocal = config.reciprocal and not splits.symmetric
     decoder_relations = 2 * num_relations if reciprocal else num_relations
-    model = LinkModel(num_nodes, decoder_relations, config.dim, encoder=config.model,
-                      decoder=config.decoder, num_layers=max(config.num_layers, 1),
-                      in_channels=in_channels, dropout=config.dropout,
-                      heads=config.heads).to(device)
+    model = LinkModel(
+        num_nodes,
+        decoder_relations,
+        config.dim,
+        encoder=config.model,
+        decoder=config.decoder,
+        num_layers=max(config.num_layers, 1),
+        in_channels=in_channels,
+        dropout=config.dropout,
+        heads=config.heads,
+    ).to(device)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=config.lr)
     # Adagrad's sparse update of the embedding table builds COO tensors from valid
     # indices. PyTorch skips their invariant checks by default and warns unless the
@@ -284,80 +317,156 @@ def train_link_predictor(
     from gnncore.sampler import build_sampler
 
     if sampler is None:
-        sampler = build_sampler(config.sampler, graph_store, config.fanouts or (0,),
-                                seed=config.seed)
+        sampler = build_sampler(
+            config.sampler, graph_store, config.fanouts or (0,), seed=config.seed
+        )
     if eval_sampler is None and config.model != "none":
-        eval_sampler = build_sampler(config.sampler, graph_store, config.eval_fanouts
-                                     or (-1,) * config.num_layers, seed=config.seed + 1)
+        eval_sampler = build_sampler(
+            config.sampler,
+            graph_store,
+            config.eval_fanouts or (-1,) * config.num_layers,
+            seed=config.seed + 1,
+        )
 
     edge_index, edge_relation = _training_edges(splits, reciprocal)
     weights = None
     if config.negative_sampling == "degree":
-        weights = torch.from_numpy(degree_weights(num_nodes, splits.train[:, 0],
-                                                  splits.train[:, 2]))
+        weights = torch.from_numpy(
+            degree_weights(num_nodes, splits.train[:, 0], splits.train[:, 2])
+        )
     amount = math.ceil(config.num_negatives / config.batch_size)
     generator = torch.Generator().manual_seed(config.seed)
     data = (feature_store, graph_store)
     workers = config.num_workers
     if train_batches is None:
         train_loader = LinkLoader(
-            data, sampler, edge_label_index=(None, edge_index),
+            data,
+            sampler,
+            edge_label_index=(None, edge_index),
             neg_sampling=NegativeSampling("triplet", amount, dst_weight=weights),
-            batch_size=config.batch_size, shuffle=True, generator=generator,
-            num_workers=workers, persistent_workers=workers > 0,
-            pin_memory=device.type == "cuda")
-        train_batches = LoaderBatchSource(train_loader, feature_store, generator,
-                                          {"train": sampler}, device, config.prefetch_workers,
-                                          config.prefetch_depth)
+            batch_size=config.batch_size,
+            shuffle=True,
+            generator=generator,
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            pin_memory=device.type == "cuda",
+        )
+        train_batches = LoaderBatchSource(
+            train_loader,
+            feature_store,
+            generator,
+            {"train": sampler},
+            device,
+            config.prefetch_workers,
+            config.prefetch_depth,
+        )
     node_loader = None
     if eval_sampler is not None:
-        node_loader = NodeLoader(data, node_sampler=eval_sampler,
-                                 input_nodes=torch.arange(num_nodes),
-                                 batch_size=max(config.eval_batch_size, 1024),
-                                 num_workers=workers, persistent_workers=workers > 0,
-                                 pin_memory=device.type == "cuda")
-    known = known_edges([splits.train, splits.val, splits.test], num_nodes, num_relations,
-                        symmetric=splits.symmetric)
+        node_loader = NodeLoader(
+            data,
+            node_sampler=eval_sampler,
+            input_nodes=torch.arange(num_nodes),
+            batch_size=max(config.eval_batch_size, 1024),
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            pin_memory=device.type == "cuda",
+        )
+    known = known_edges(
+        [splits.train, splits.val, splits.test],
+        num_nodes,
+        num_relations,
+        symmetric=splits.symmetric,
+    )
     eval_draw = NegativeDraw(num_nodes, weights) if config.eval_negatives else None
-    validate = LinkEvaluator(_eval_subset(splits.val, config.max_eval_triples, config.seed),
-                             known, config, num_relations, reciprocal, node_loader, eval_draw)
-    test = LinkEvaluator(splits.test, known, config, num_relations, reciprocal, node_loader,
-                         eval_draw)
+    validate = LinkEvaluator(
+        _eval_subset(splits.val, config.max_eval_triples, config.seed),
+        known,
+        config,
+        num_relations,
+        reciprocal,
+        node_loader,
+        eval_draw,
+    )
+    test = LinkEvaluator(
+        splits.test, known, config, num_relations, reciprocal, node_loader, eval_draw
+    )
     fingerprint = data_fingerprint(splits.tensors(), num_relations, in_channels or 0)
 
-    session = TrainingSession(checkpoints, config, fingerprint, model, optimizer, scaler,
-                              train_batches, device, getattr(logger, "run_id", None),
-                              eval_samplers={"eval": eval_sampler} if eval_sampler else {})
+    session = TrainingSession(
+        checkpoints,
+        config,
+        fingerprint,
+        model,
+        optimizer,
+        scaler,
+        train_batches,
+        device,
+        getattr(logger, "run_id", None),
+        eval_samplers={"eval": eval_sampler} if eval_sampler else {},
+    )
     state = session.resume_progress(resume, _Progress, logger)
 
     optimize = OptimizerStep(optimizer, scaler, config.max_grad_norm)
 
     def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
-        return _train_step(model, batch, edge_relation, optimize, device, amp_dtype,
-                           config.num_negatives, timer, total_loss)
+        return _train_step(
+            model,
+            batch,
+            edge_relation,
+            optimize,
+            device,
+            amp_dtype,
+            config.num_negatives,
+            timer,
+            total_loss,
+        )
 
     session.run_epochs(
-        state, epochs=config.epochs, patience=config.patience, step=step,
+        state,
+        epochs=config.epochs,
+        patience=config.patience,
+        step=step,
         validate=lambda: validate(model, device, amp_dtype),
-        logger=logger, on_epoch_end=on_epoch_end,
+        logger=logger,
+        on_epoch_end=on_epoch_end,
         progress=progress,
         describe=lambda loss, val, state: {
-            "loss": f"{loss:.4f}", "val_mrr": f"{val.mrr:.4f}",
-            "best": f"{state.best_val_mrr:.4f}@{state.best_epoch}"})
+            "loss": f"{loss:.4f}",
+            "val_mrr": f"{val.mrr:.4f}",
+            "best": f"{state.best_val_mrr:.4f}@{state.best_epoch}",
+        },
+    )
 
     outcome = session.finish(
-        state, lambda: test(model, device, amp_dtype), started=started, logger=logger,
-        final_metrics=lambda m: {**m.as_dict("test_", metric_names=True),
-                                 "best_val_mrr": state.best_val_mrr})
+        state,
+        lambda: test(model, device, amp_dtype),
+        started=started,
+        logger=logger,
+        final_metrics=lambda m: {
+            **m.as_dict("test_", metric_names=True),
+            "best_val_mrr": state.best_val_mrr,
+        },
+    )
     return LinkTrainResult(
-        **session.result_fields(state, outcome), val_mrr=state.val_mrr,
-        best_val_mrr=state.best_val_mrr, test=outcome.test, val_hits10=state.val_hits10)
+        **session.result_fields(state, outcome),
+        val_mrr=state.val_mrr,
+        best_val_mrr=state.best_val_mrr,
+        test=outcome.test,
+        val_hits10=state.val_hits10,
+    )
 
 
-def _train_step(model: LinkModel, batch: Any, edge_relation: torch.Tensor,
-                optimize: OptimizerStep, device: torch.device,
-                amp_dtype: torch.dtype | None, num_negatives: int,
-                timer: EpochTimer, total_loss: torch.Tensor) -> int:
+def _train_step(
+    model: LinkModel,
+    batch: Any,
+    edge_relation: torch.Tensor,
+    optimize: OptimizerStep,
+    device: torch.device,
+    amp_dtype: torch.dtype | None,
+    num_negatives: int,
+    timer: EpochTimer,
+    total_loss: torch.Tensor,
+) -> int:
     """Softmax cross-entropy of every positive against the batch's shared
     negatives; adds the summed loss to ``total_loss`` and returns the positives."""
     timer.count(batch)

@@ -37,13 +37,15 @@ class LinkDecoder(nn.Module):
         """``[B, D]`` query vectors such that ``score = query @ tail``."""
         raise NotImplementedError
 
-    def score(self, heads: torch.Tensor, relations: torch.Tensor,
-              tails: torch.Tensor) -> torch.Tensor:
+    def score(
+        self, heads: torch.Tensor, relations: torch.Tensor, tails: torch.Tensor
+    ) -> torch.Tensor:
         """``[B]`` scores of matching rows of ``heads`` / ``relations`` / ``tails``."""
         return (self.query(heads, relations) * tails).sum(dim=-1)
 
-    def score_against(self, heads: torch.Tensor, relations: torch.Tensor,
-                      candidates: torch.Tensor) -> torch.Tensor:
+    def score_against(
+        self, heads: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor
+    ) -> torch.Tensor:
         """``[B, C]`` scores of every query against every candidate tail."""
         return self.query(heads, relations) @ candidates.t()
 
@@ -108,10 +110,18 @@ class LinkModel(nn.Module):
         heads (int): GAT attention heads.
     """
 
-    def __init__(self, num_nodes: int, num_relations: int, dim: int, encoder: str = "none",
-                 decoder: str = "distmult", num_layers: int = 1,
-                 in_channels: int | None = None, dropout: float = 0.0,
-                 heads: int = 1) -> None:
+    def __init__(
+        self,
+        num_nodes: int,
+        num_relations: int,
+        dim: int,
+        encoder: str = "none",
+        decoder: str = "distmult",
+        num_layers: int = 1,
+        in_channels: int | None = None,
+        dropout: float = 0.0,
+        heads: int = 1,
+    ) -> None:
         super().__init__()
         self.embedding: nn.Embedding | None = None
         if not in_channels:
@@ -122,8 +132,7 @@ class LinkModel(nn.Module):
             raise ValueError("encoder 'none' learns node embeddings; it takes no features")
         self.gnn: nn.Module | None = None
         if encoder != "none":
-            self.gnn = build_model(encoder, in_channels, dim, dim, num_layers, dropout,
-                                   heads=heads)
+            self.gnn = build_model(encoder, in_channels, dim, dim, num_layers, dropout, heads=heads)
         self.decoder = build_decoder(decoder, num_relations, dim)
         self.num_layers = num_layers if self.gnn is not None else 0
 
@@ -135,26 +144,41 @@ class LinkModel(nn.Module):
             raise ValueError("this model reads node features, but the batch has no 'x'")
         return x.float()
 
-    def forward(self, n_id: torch.Tensor, edge_index: torch.Tensor,
-                x: torch.Tensor | None = None,
-                num_sampled_nodes_per_hop: list[int] | None = None,
-                num_sampled_edges_per_hop: list[int] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        n_id: torch.Tensor,
+        edge_index: torch.Tensor,
+        x: torch.Tensor | None = None,
+        num_sampled_nodes_per_hop: list[int] | None = None,
+        num_sampled_edges_per_hop: list[int] | None = None,
+    ) -> torch.Tensor:
         """Representations ``[len(n_id), dim]`` of the subgraph's nodes (only the
         seeds' rows are exact when the GNN trims layers by hop)."""
         h = self.node_input(n_id, x)
         if self.gnn is None:
             return h
-        trim = (num_sampled_nodes_per_hop is not None and num_sampled_edges_per_hop is not None
-                and len(num_sampled_edges_per_hop) == self.num_layers
-                and supports_trimming(self.gnn))
+        trim = (
+            num_sampled_nodes_per_hop is not None
+            and num_sampled_edges_per_hop is not None
+            and len(num_sampled_edges_per_hop) == self.num_layers
+            and supports_trimming(self.gnn)
+        )
         if not trim:
             return self.gnn(h, edge_index)
-        return self.gnn(h, edge_index, num_sampled_nodes_per_hop=num_sampled_nodes_per_hop,
-                        num_sampled_edges_per_hop=num_sampled_edges_per_hop)
+        return self.gnn(
+            h,
+            edge_index,
+            num_sampled_nodes_per_hop=num_sampled_nodes_per_hop,
+            num_sampled_edges_per_hop=num_sampled_edges_per_hop,
+        )
 
     def encode_batch(self, batch: Any) -> torch.Tensor:
         """Representations of a PyG loader batch's nodes (``n_id``, ``edge_index``,
         optional ``x`` and the per-hop counts)."""
-        return self(batch.n_id, batch.edge_index, getattr(batch, "x", None),
-                    getattr(batch, "num_sampled_nodes", None),
-                    getattr(batch, "num_sampled_edges", None))
+        return self(
+            batch.n_id,
+            batch.edge_index,
+            getattr(batch, "x", None),
+            getattr(batch, "num_sampled_nodes", None),
+            getattr(batch, "num_sampled_edges", None),
+        )

@@ -56,13 +56,17 @@ class RankingMetrics:
         ranks = ranks.double()
         if ranks.numel() == 0:
             return cls(0.0, 0.0, {k: 0.0 for k in HITS_AT}, 0)
-        return cls(mrr=float((1.0 / ranks).mean()), mean_rank=float(ranks.mean()),
-                   hits={k: float((ranks <= k).double().mean()) for k in HITS_AT},
-                   count=int(ranks.numel()))
+        return cls(
+            mrr=float((1.0 / ranks).mean()),
+            mean_rank=float(ranks.mean()),
+            hits={k: float((ranks <= k).double().mean()) for k in HITS_AT},
+            count=int(ranks.numel()),
+        )
 
 
-def known_edges(triples: list[np.ndarray], num_nodes: int, num_relations: int,
-                symmetric: bool = False) -> KnownEdges:
+def known_edges(
+    triples: list[np.ndarray], num_nodes: int, num_relations: int, symmetric: bool = False
+) -> KnownEdges:
     """Every true answer of tail and head queries, over ``2 * num_relations`` ids;
     with ``symmetric`` every triple also holds reversed under its own relation
     (undirected edges stored once)."""
@@ -73,8 +77,9 @@ def known_edges(triples: list[np.ndarray], num_nodes: int, num_relations: int,
     return KnownEdges.from_triples(np.concatenate([t, reverse]), num_nodes, 2 * num_relations)
 
 
-def ranking_queries(triples: np.ndarray, num_relations: int,
-                    reciprocal: bool) -> tuple[np.ndarray, ...]:
+def ranking_queries(
+    triples: np.ndarray, num_relations: int, reciprocal: bool
+) -> tuple[np.ndarray, ...]:
     """Both directions of ``triples`` as queries: ``(source, decoder relation,
     filter relation, answer)`` int64 arrays, tail queries first."""
     t = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
@@ -86,8 +91,9 @@ def ranking_queries(triples: np.ndarray, num_relations: int,
     return source, decoder_rel, filter_rel, answer
 
 
-def _outranking(scores: torch.Tensor,
-                true_score: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _outranking(
+    scores: torch.Tensor, true_score: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row, candidates scoring above the answer and those tied with it.
 
     A tie is a score within ``TIE_TOLERANCE`` (relative) of the answer's: the
@@ -138,8 +144,7 @@ def filtered_ranks(
     Returns:
         Tensor: float64 ranks, ``2 T`` of them (tail queries, then head queries).
     """
-    source, decoder_rel, filter_rel, answer = ranking_queries(triples, num_relations,
-                                                              reciprocal)
+    source, decoder_rel, filter_rel, answer = ranking_queries(triples, num_relations, reciprocal)
     device = z.device
     num_nodes = z.size(0)
     rng = np.random.default_rng(seed)
@@ -155,8 +160,7 @@ def filtered_ranks(
         if num_negatives > 0:
             candidates = draw(rng, num_negatives)
             scores = q @ z[torch.from_numpy(candidates).to(device)].float().t()
-            mask = known.contains(source[sl][:, None], filter_rel[sl][:, None],
-                                  candidates[None, :])
+            mask = known.contains(source[sl][:, None], filter_rel[sl][:, None], candidates[None, :])
             scores[torch.from_numpy(mask).to(device)] = float("-inf")
             greater, ties = _outranking(scores, true_score)
         else:
@@ -166,8 +170,10 @@ def filtered_ranks(
                 hi = min(lo + entity_chunk, num_nodes)
                 scores = q @ z[lo:hi].float().t()
                 inside = (cols >= lo) & (cols < hi)  # known answers (the target too)
-                scores[torch.from_numpy(rows[inside]).to(device),
-                       torch.from_numpy(cols[inside] - lo).to(device)] = float("-inf")
+                scores[
+                    torch.from_numpy(rows[inside]).to(device),
+                    torch.from_numpy(cols[inside] - lo).to(device),
+                ] = float("-inf")
                 chunk_greater, chunk_ties = _outranking(scores, true_score)
                 greater += chunk_greater
                 ties += chunk_ties

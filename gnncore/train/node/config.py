@@ -19,16 +19,46 @@ __all__ = ["AMP_MODES", "MODEL_DEFAULTS", "ConfigError", "NodeTrainConfig"]
 #: Architecture -> defaults of the per-model fields. Chosen on Cora's validation
 #: split (mean of seeds 0-4, public split).
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
-    "sage": {"hidden": 256, "lr": 0.005, "weight_decay": 5e-4, "dropout": 0.5, "heads": 1,
-             "epochs": 20},
-    "gcn": {"hidden": 128, "lr": 0.01, "weight_decay": 5e-4, "dropout": 0.7, "heads": 1,
-            "epochs": 50},
-    "gat": {"hidden": 64, "lr": 0.005, "weight_decay": 5e-4, "dropout": 0.6, "heads": 8,
-            "epochs": 50},
-    "gin": {"hidden": 64, "lr": 0.01, "weight_decay": 5e-3, "dropout": 0.5, "heads": 1,
-            "epochs": 50},
-    "none": {"hidden": 256, "lr": 0.01, "weight_decay": 5e-4, "dropout": 0.5, "heads": 1,
-             "epochs": 50},
+    "sage": {
+        "hidden": 256,
+        "lr": 0.005,
+        "weight_decay": 5e-4,
+        "dropout": 0.5,
+        "heads": 1,
+        "epochs": 20,
+    },
+    "gcn": {
+        "hidden": 128,
+        "lr": 0.01,
+        "weight_decay": 5e-4,
+        "dropout": 0.7,
+        "heads": 1,
+        "epochs": 50,
+    },
+    "gat": {
+        "hidden": 64,
+        "lr": 0.005,
+        "weight_decay": 5e-4,
+        "dropout": 0.6,
+        "heads": 8,
+        "epochs": 50,
+    },
+    "gin": {
+        "hidden": 64,
+        "lr": 0.01,
+        "weight_decay": 5e-3,
+        "dropout": 0.5,
+        "heads": 1,
+        "epochs": 50,
+    },
+    "none": {
+        "hidden": 256,
+        "lr": 0.01,
+        "weight_decay": 5e-4,
+        "dropout": 0.5,
+        "heads": 1,
+        "epochs": 50,
+    },
 }
 
 
@@ -46,26 +76,34 @@ class NodeTrainConfig(SharedTrainOptions):
     layers: one per fan-out (:attr:`num_layers`).
     """
 
-    model: ModelName = option("sage", "Architecture: sage, gcn, gat, gin, or none (an MLP "
-                              "on the features alone).")
+    model: ModelName = option(
+        "sage", "Architecture: sage, gcn, gat, gin, or none (an MLP on the features alone)."
+    )
     hidden: int = option(help="Hidden channels (GAT: all heads together).", per_model=True)
-    fanouts: tuple[int, ...] = option((15, 10), "Neighbours sampled per node at each hop "
-                                      "while training, -1 for all; one per layer.")
+    fanouts: tuple[int, ...] = option(
+        (15, 10),
+        "Neighbours sampled per node at each hop while training, -1 for all; one per layer.",
+    )
     batch_size: int = option(64, "Seed nodes per training mini-batch.")
-    epochs: int = option(help="Most passes over the training nodes.", per_model=True,
-                         resumable=True)
+    epochs: int = option(
+        help="Most passes over the training nodes.", per_model=True, resumable=True
+    )
     lr: float = option(help="Adam learning rate.", per_model=True)
     weight_decay: float = option(help="Adam weight decay (L2).", per_model=True)
-    dropout: float = option(help="Dropout between layers (GAT: also on attention).",
-                            per_model=True)
-    heads: int = option(help="GAT attention heads, must divide hidden; other models take 1.",
-                        per_model=True)
-    patience: int = option(20, "Early stopping: epochs without a higher validation accuracy "
-                           "before training ends; 0 turns it off.", resumable=True)
-    normalize_features: bool = option(False, "Divide each feature row by its sum (bag-of-"
-                                      "words features), per mini-batch.")
-    eval_batch_size: int = option(1024, "Seed nodes per evaluation mini-batch.",
-                                  resumable=True)
+    dropout: float = option(help="Dropout between layers (GAT: also on attention).", per_model=True)
+    heads: int = option(
+        help="GAT attention heads, must divide hidden; other models take 1.", per_model=True
+    )
+    patience: int = option(
+        20,
+        "Early stopping: epochs without a higher validation accuracy "
+        "before training ends; 0 turns it off.",
+        resumable=True,
+    )
+    normalize_features: bool = option(
+        False, "Divide each feature row by its sum (bag-of-words features), per mini-batch."
+    )
+    eval_batch_size: int = option(1024, "Seed nodes per evaluation mini-batch.", resumable=True)
 
     MODEL_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = MODEL_DEFAULTS
     TASK: ClassVar[str] = "node"

@@ -37,14 +37,14 @@ from torch_geometric.sampler import BaseSampler
 
 from gnncore.train.core.batches import BatchSource, LoaderBatchSource
 from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
-from gnncore.train.node.config import ConfigError, NodeTrainConfig
 from gnncore.train.core.device import resolve_device
-from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
 from gnncore.train.core.models import build_model, supports_trimming, uses_edges
 from gnncore.train.core.prefetch import Prefetcher
 from gnncore.train.core.session import EpochProgress, TrainingSession, TrainResult, run_summary
 from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast
 from gnncore.train.core.throughput import EpochTimer
+from gnncore.train.node.config import ConfigError, NodeTrainConfig
+from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
 
 Index = torch.Tensor
 #: ``on_epoch_end(epoch, checkpoint_path)``: called after an epoch's metrics are
@@ -99,8 +99,14 @@ class _Progress(EpochProgress):
     best_val_accuracy: float = -1.0
     best_val_macro_f1: float = 0.0
 
-    def record(self, epoch: int, loss: float, val: ClassificationMetrics,
-               throughput: dict[str, float], model: torch.nn.Module) -> None:
+    def record(
+        self,
+        epoch: int,
+        loss: float,
+        val: ClassificationMetrics,
+        throughput: dict[str, float],
+        model: torch.nn.Module,
+    ) -> None:
         improved = val.accuracy > self.best_val_accuracy
         self.val_accuracy.append(val.accuracy)
         self.val_macro_f1.append(val.macro_f1)
@@ -111,8 +117,12 @@ class _Progress(EpochProgress):
     def epoch_metrics(self, epoch: int) -> dict[str, float]:
         """What the logger receives for ``epoch`` (1-based)."""
         i = epoch - 1
-        return {"train_loss": self.train_loss[i], "val_accuracy": self.val_accuracy[i],
-                "val_macro_f1": self.val_macro_f1[i], **self.throughput[i]}
+        return {
+            "train_loss": self.train_loss[i],
+            "val_accuracy": self.val_accuracy[i],
+            "val_macro_f1": self.val_macro_f1[i],
+            **self.throughput[i],
+        }
 
 
 # Helpers ---------------------------------------------------------------------
@@ -125,15 +135,28 @@ def _as_index(nodes: Any) -> Index:
     return index.to(torch.long)
 
 
-def _make_loader(data: tuple[FeatureStore, GraphStore], sampler: BaseSampler, nodes: Index,
-                 batch_size: int, config: NodeTrainConfig, device: torch.device,
-                 generator: torch.Generator | None = None) -> NodeLoader:
+def _make_loader(
+    data: tuple[FeatureStore, GraphStore],
+    sampler: BaseSampler,
+    nodes: Index,
+    batch_size: int,
+    config: NodeTrainConfig,
+    device: torch.device,
+    generator: torch.Generator | None = None,
+) -> NodeLoader:
     shuffle = generator is not None
     workers = config.num_workers
-    return NodeLoader(data=data, node_sampler=sampler, input_nodes=nodes,
-                      batch_size=batch_size, shuffle=shuffle, generator=generator,
-                      num_workers=workers, persistent_workers=workers > 0,
-                      pin_memory=device.type == "cuda")
+    return NodeLoader(
+        data=data,
+        node_sampler=sampler,
+        input_nodes=nodes,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        generator=generator,
+        num_workers=workers,
+        persistent_workers=workers > 0,
+        pin_memory=device.type == "cuda",
+    )
 
 
 def _forward(model: torch.nn.Module, batch: Any, normalize_features: bool = False) -> torch.Tensor:
@@ -148,19 +171,25 @@ def _forward(model: torch.nn.Module, batch: Any, normalize_features: bool = Fals
         x = x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
     nodes, edges = batch.num_sampled_nodes, batch.num_sampled_edges
     num_layers = getattr(model, "num_layers", None)
-    if (nodes is None or edges is None or len(edges) != num_layers
-            or not supports_trimming(model)):
+    if nodes is None or edges is None or len(edges) != num_layers or not supports_trimming(model):
         nodes = edges = None
-    out = model(x, batch.edge_index, num_sampled_nodes_per_hop=nodes,
-                num_sampled_edges_per_hop=edges)
-    return out[:batch.batch_size]
+    out = model(
+        x, batch.edge_index, num_sampled_nodes_per_hop=nodes, num_sampled_edges_per_hop=edges
+    )
+    return out[: batch.batch_size]
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, loader: NodeLoader, device: torch.device, *,
-             normalize_features: bool = False,
-             amp_dtype: torch.dtype | None = None, prefetch_workers: int = 0,
-             prefetch_depth: int = 4) -> ClassificationMetrics:
+def evaluate(
+    model: torch.nn.Module,
+    loader: NodeLoader,
+    device: torch.device,
+    *,
+    normalize_features: bool = False,
+    amp_dtype: torch.dtype | None = None,
+    prefetch_workers: int = 0,
+    prefetch_depth: int = 4,
+) -> ClassificationMetrics:
     """Accuracy and macro-F1 of ``model`` on the seed nodes of ``loader``.
 
     The confusion matrix is summed on the device (one host sync at the end);
@@ -175,8 +204,9 @@ def evaluate(model: torch.nn.Module, loader: NodeLoader, device: torch.device, *
             batch = batch.to(device, non_blocking=True)
             with autocast(device, amp_dtype):
                 logits = _forward(model, batch, normalize_features)
-            batch_confusion = confusion_matrix(logits.argmax(dim=-1),
-                                               batch.y[:batch.batch_size], logits.size(-1))
+            batch_confusion = confusion_matrix(
+                logits.argmax(dim=-1), batch.y[: batch.batch_size], logits.size(-1)
+            )
             confusion = batch_confusion if confusion is None else confusion + batch_confusion
     if confusion is None:
         return ClassificationMetrics(0.0, 0.0, 0)
@@ -272,75 +302,133 @@ def train_node_classifier(
         if size is None or len(size) != 2:
             raise ValueError(f"feature store 'x' must be 2-d [num_nodes, F]; size is {size}")
         in_channels = int(size[1])
-    model = build_model(config.model, in_channels, config.hidden, num_classes,
-                        config.num_layers, config.dropout, heads=config.heads).to(device)
+    model = build_model(
+        config.model,
+        in_channels,
+        config.hidden,
+        num_classes,
+        config.num_layers,
+        config.dropout,
+        heads=config.heads,
+    ).to(device)
     if sampler is None or eval_sampler is None:
         from gnncore.sampler import build_sampler
 
         # A model that ignores the edges needs the seeds only: sample no neighbours.
         no_hops = None if uses_edges(model) else (0,) * config.num_layers
         if sampler is None:
-            sampler = build_sampler(config.sampler, graph_store, no_hops or config.fanouts,
-                                    seed=config.seed)
+            sampler = build_sampler(
+                config.sampler, graph_store, no_hops or config.fanouts, seed=config.seed
+            )
         if eval_sampler is None:
             fanouts = no_hops or config.eval_fanouts or (-1,) * config.num_layers
-            eval_sampler = build_sampler(config.sampler, graph_store, fanouts,
-                                         seed=config.seed + 1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr,
-                                 weight_decay=config.weight_decay)
+            eval_sampler = build_sampler(config.sampler, graph_store, fanouts, seed=config.seed + 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     data = (feature_store, graph_store)
     splits = [_as_index(train_idx), _as_index(val_idx), _as_index(test_idx)]
     generator = torch.Generator().manual_seed(config.seed)
-    val_loader = _make_loader(data, eval_sampler, splits[1], config.eval_batch_size,
-                              config, device)
-    test_loader = _make_loader(data, eval_sampler, splits[2], config.eval_batch_size,
-                               config, device)
-    prefetch = {"prefetch_workers": config.prefetch_workers,
-                "prefetch_depth": config.prefetch_depth}
+    val_loader = _make_loader(data, eval_sampler, splits[1], config.eval_batch_size, config, device)
+    test_loader = _make_loader(
+        data, eval_sampler, splits[2], config.eval_batch_size, config, device
+    )
+    prefetch = {
+        "prefetch_workers": config.prefetch_workers,
+        "prefetch_depth": config.prefetch_depth,
+    }
     source = train_batches or LoaderBatchSource(
         _make_loader(data, sampler, splits[0], config.batch_size, config, device, generator),
-        feature_store, generator, {"train": sampler}, device, **prefetch)
+        feature_store,
+        generator,
+        {"train": sampler},
+        device,
+        **prefetch,
+    )
     fingerprint = data_fingerprint(splits, num_classes, in_channels)
 
-    session = TrainingSession(checkpoints, config, fingerprint, model, optimizer, scaler,
-                              source, device, getattr(logger, "run_id", None),
-                              eval_samplers={"eval": eval_sampler})
+    session = TrainingSession(
+        checkpoints,
+        config,
+        fingerprint,
+        model,
+        optimizer,
+        scaler,
+        source,
+        device,
+        getattr(logger, "run_id", None),
+        eval_samplers={"eval": eval_sampler},
+    )
     state = session.resume_progress(resume, _Progress, logger)
 
     optimize = OptimizerStep(optimizer, scaler, config.max_grad_norm)
 
     def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
-        return _train_step(model, batch, optimize, device, amp_dtype,
-                           config.normalize_features, timer, total_loss)
+        return _train_step(
+            model, batch, optimize, device, amp_dtype, config.normalize_features, timer, total_loss
+        )
 
     session.run_epochs(
-        state, epochs=config.epochs, patience=config.patience, step=step,
-        validate=lambda: evaluate(model, val_loader, device,
-                                  normalize_features=config.normalize_features,
-                                  amp_dtype=amp_dtype, **prefetch),
-        logger=logger, on_epoch_end=on_epoch_end,
+        state,
+        epochs=config.epochs,
+        patience=config.patience,
+        step=step,
+        validate=lambda: evaluate(
+            model,
+            val_loader,
+            device,
+            normalize_features=config.normalize_features,
+            amp_dtype=amp_dtype,
+            **prefetch,
+        ),
+        logger=logger,
+        on_epoch_end=on_epoch_end,
         progress=progress,
         describe=lambda loss, val, state: {
-            "loss": f"{loss:.4f}", "val_acc": f"{val.accuracy:.4f}",
-            "best": f"{state.best_val_accuracy:.4f}@{state.best_epoch}"})
+            "loss": f"{loss:.4f}",
+            "val_acc": f"{val.accuracy:.4f}",
+            "best": f"{state.best_val_accuracy:.4f}@{state.best_epoch}",
+        },
+    )
 
     outcome = session.finish(
-        state, lambda: evaluate(model, test_loader, device,
-                                normalize_features=config.normalize_features,
-                                amp_dtype=amp_dtype, **prefetch),
-        started=started, logger=logger,
-        final_metrics=lambda m: {"test_accuracy": m.accuracy, "test_macro_f1": m.macro_f1,
-                                 "best_val_accuracy": state.best_val_accuracy,
-                                 "best_val_macro_f1": state.best_val_macro_f1})
+        state,
+        lambda: evaluate(
+            model,
+            test_loader,
+            device,
+            normalize_features=config.normalize_features,
+            amp_dtype=amp_dtype,
+            **prefetch,
+        ),
+        started=started,
+        logger=logger,
+        final_metrics=lambda m: {
+            "test_accuracy": m.accuracy,
+            "test_macro_f1": m.macro_f1,
+            "best_val_accuracy": state.best_val_accuracy,
+            "best_val_macro_f1": state.best_val_macro_f1,
+        },
+    )
     return NodeTrainResult(
-        **session.result_fields(state, outcome), val_accuracy=state.val_accuracy,
-        best_val_accuracy=state.best_val_accuracy, test_accuracy=outcome.test.accuracy,
-        val_macro_f1=state.val_macro_f1, best_val_macro_f1=state.best_val_macro_f1,
-        test_macro_f1=outcome.test.macro_f1)
+        **session.result_fields(state, outcome),
+        val_accuracy=state.val_accuracy,
+        best_val_accuracy=state.best_val_accuracy,
+        test_accuracy=outcome.test.accuracy,
+        val_macro_f1=state.val_macro_f1,
+        best_val_macro_f1=state.best_val_macro_f1,
+        test_macro_f1=outcome.test.macro_f1,
+    )
 
 
-def _train_step(model: torch.nn.Module, batch: Any, optimize: OptimizerStep,
-                device: torch.device, amp_dtype: torch.dtype | None, normalize_features: bool, timer: EpochTimer, total_loss: torch.Tensor) -> int:
+def _train_step(
+    model: torch.nn.Module,
+    batch: Any,
+    optimize: OptimizerStep,
+    device: torch.device,
+    amp_dtype: torch.dtype | None,
+    normalize_features: bool,
+    timer: EpochTimer,
+    total_loss: torch.Tensor,
+) -> int:
     """Forward, backward and step on one batch; adds its summed loss to
     ``total_loss`` (on the device) and returns its number of seed nodes."""
     timer.count(batch)
@@ -350,7 +438,7 @@ def _train_step(model: torch.nn.Module, batch: Any, optimize: OptimizerStep,
         optimize.zero_grad()
         with autocast(device, amp_dtype):
             out = _forward(model, batch, normalize_features)
-        loss = F.cross_entropy(out.float(), batch.y[:batch.batch_size])
+        loss = F.cross_entropy(out.float(), batch.y[: batch.batch_size])
         optimize(loss)
         total_loss += loss.detach() * batch.batch_size
     return int(batch.batch_size)

@@ -24,8 +24,10 @@ def confusion_matrix(pred: torch.Tensor, target: torch.Tensor, num_classes: int)
         raise ValueError(f"pred has {pred.numel()} entries, target {target.numel()}")
     outside = (target < 0) | (target >= num_classes) | (pred < 0) | (pred >= num_classes)
     if bool(outside.any()):  # one host sync
-        raise ValueError(f"labels and predictions must lie in [0, {num_classes}); an "
-                         "evaluation split holds an unlabelled or out-of-range node")
+        raise ValueError(
+            f"labels and predictions must lie in [0, {num_classes}); an "
+            "evaluation split holds an unlabelled or out-of-range node"
+        )
     counts = torch.bincount(target * num_classes + pred, minlength=num_classes * num_classes)
     return counts.reshape(num_classes, num_classes)
 

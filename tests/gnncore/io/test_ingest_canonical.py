@@ -42,8 +42,7 @@ def test_canonicalize_relations(force_lexsort, monkeypatch):
     if force_lexsort:
         monkeypatch.setattr(canonical, "INT64_MAX", 0)
     rng = np.random.default_rng(2)
-    src, dst, rel = (rng.integers(0, 12, 400), rng.integers(0, 12, 400),
-                     rng.integers(0, 4, 400))
+    src, dst, rel = (rng.integers(0, 12, 400), rng.integers(0, 12, 400), rng.integers(0, 4, 400))
     out = canonicalize(src, dst, 12, directed=True, rel=rel, num_relations=4)
     assert out.rel.dtype == np.int32
     got = sorted(zip(out.src.tolist(), out.rel.tolist(), out.dst.tolist()))

@@ -16,8 +16,20 @@ def test_cli_ingest_json(tmp_path, capsys):
     src.write_text("# c\nfrom\tto\n1\t2\n2\t3\n3\t1\n1\t2\n")
     out = tmp_path / "graph"
     summary_path = tmp_path / "summary.json"
-    code = main(["ingest", str(src), str(out), "--directed", "--seed", "5", "--name", "tri",
-                 "--json", str(summary_path)])
+    code = main(
+        [
+            "ingest",
+            str(src),
+            str(out),
+            "--directed",
+            "--seed",
+            "5",
+            "--name",
+            "tri",
+            "--json",
+            str(summary_path),
+        ]
+    )
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
     saved = json.loads(summary_path.read_text())
@@ -34,8 +46,21 @@ def test_cli_header_flags_and_id_type(tmp_path, capsys):
     src.write_text("1 2\n2 3\n")
     assert main(["ingest", str(src), str(tmp_path / "a"), "--header"]) == 0
     assert json.loads(capsys.readouterr().out)["num_input_edges"] == 1
-    assert main(["ingest", str(src), str(tmp_path / "b"), "--no-header", "--id-type", "string",
-                 "--format", "edgelist"]) == 0
+    assert (
+        main(
+            [
+                "ingest",
+                str(src),
+                str(tmp_path / "b"),
+                "--no-header",
+                "--id-type",
+                "string",
+                "--format",
+                "edgelist",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["details"]["id_type"] == "string"
 
 
@@ -44,8 +69,10 @@ def test_cli_error_in_process(tmp_path, capsys):
     src.write_text("1 2\n2 x\n")
     assert main(["ingest", str(src), str(tmp_path / "o"), "--id-type", "int"]) == 1
     err = capsys.readouterr().err
-    assert err == f"gnncore ingest: error: {src}:2: node id 'x' is not an integer " \
-                  "(ids are declared integers)\n"
+    assert (
+        err == f"gnncore ingest: error: {src}:2: node id 'x' is not an integer "
+        "(ids are declared integers)\n"
+    )
 
 
 def test_cli_subprocess_malformed(tmp_path):
@@ -53,8 +80,9 @@ def test_cli_subprocess_malformed(tmp_path):
     src.write_text("src,dst\n1,2\n3,4\n5,6,7\n")
     out = tmp_path / "parent" / "graph"
     exe = Path(sys.executable).parent / "gnncore"
-    result = subprocess.run([str(exe), "ingest", str(src), str(out)], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [str(exe), "ingest", str(src), str(out)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

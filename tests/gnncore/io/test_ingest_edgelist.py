@@ -29,19 +29,21 @@ def edges_of(graph: GraphDir) -> list[tuple[int, int]]:
 
 
 def test_snap_tab_crlf_counts_and_remap(tmp_path):
-    src = write(tmp_path / "g.txt",
-                "# Directed graph: g.txt\r\n# Nodes: 5 Edges: 7\r\n"
-                "10\t20\r\n20\t10\r\n30\t30\r\n10\t20\r\n40\t10\r\n# mid comment\r\n"
-                "20\t40\r\n7\t10\r\n")
+    src = write(
+        tmp_path / "g.txt",
+        "# Directed graph: g.txt\r\n# Nodes: 5 Edges: 7\r\n"
+        "10\t20\r\n20\t10\r\n30\t30\r\n10\t20\r\n40\t10\r\n# mid comment\r\n"
+        "20\t40\r\n7\t10\r\n",
+    )
     out = tmp_path / "out"
     report = ingest(src, out)
     assert report.format == "edgelist"
     assert report.num_input_edges == 7
-    assert report.self_loops_removed == 1          # 30-30
-    assert report.duplicates_removed == 2          # 20-10 and the second 10-20
+    assert report.self_loops_removed == 1  # 30-30
+    assert report.duplicates_removed == 2  # 20-10 and the second 10-20
     assert report.num_canonical_edges == 4
     assert report.num_edges == 8
-    assert report.num_nodes == 5                   # 30 is kept although only in a self-loop
+    assert report.num_nodes == 5  # 30 is kept although only in a self-loop
     assert report.directed is False
     assert report.details["separator"] == "tab" and report.details["header"] is False
     graph = check_dir(out)
@@ -61,8 +63,13 @@ def test_snap_tab_crlf_counts_and_remap(tmp_path):
 def test_directed_keeps_reverse_edges(tmp_path):
     src = write(tmp_path / "g.txt", "1 2\n2 1\n1 2\n3 3\n2 3\n")
     report = ingest(src, tmp_path / "out", directed=True)
-    assert (report.num_input_edges, report.self_loops_removed, report.duplicates_removed,
-            report.num_canonical_edges, report.num_edges) == (5, 1, 1, 3, 3)
+    assert (
+        report.num_input_edges,
+        report.self_loops_removed,
+        report.duplicates_removed,
+        report.num_canonical_edges,
+        report.num_edges,
+    ) == (5, 1, 1, 3, 3)
     assert report.directed is True
     graph = check_dir(tmp_path / "out")
     assert edges_of(graph) == [(0, 1), (1, 0), (1, 2)]
@@ -109,7 +116,10 @@ def test_gzip_input(tmp_path):
     src.write_bytes(gzip.compress(b"# c\n0 1\n1 2\n2 0\n2 0\n"))
     report = ingest(src, tmp_path / "out")
     assert (report.num_input_edges, report.duplicates_removed, report.num_canonical_edges) == (
-        4, 1, 3)
+        4,
+        1,
+        3,
+    )
     assert check_dir(tmp_path / "out").manifest.name == "g"
 
 

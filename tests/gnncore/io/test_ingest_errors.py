@@ -47,12 +47,15 @@ def test_header_only(tmp_path):
     expect_error(tmp_path, src, None, "no edges", header=True)
 
 
-@pytest.mark.parametrize(("text", "line", "found"), [
-    ("1 2\n3 4\n5 6 7 8\n", 3, 4),       # extra columns (Polars parse fails)
-    ("1 2\n3\n5 6\n", 2, 1),             # missing column (null in the parse)
-    ("# c\n1,2\n3,4,5\n", 3, 3),         # comma separated, comment counted in lines
-    ("1\t2\r\n3\t4\t9\t9\r\n", 2, 4),    # CRLF tabs
-])
+@pytest.mark.parametrize(
+    ("text", "line", "found"),
+    [
+        ("1 2\n3 4\n5 6 7 8\n", 3, 4),  # extra columns (Polars parse fails)
+        ("1 2\n3\n5 6\n", 2, 1),  # missing column (null in the parse)
+        ("# c\n1,2\n3,4,5\n", 3, 3),  # comma separated, comment counted in lines
+        ("1\t2\r\n3\t4\t9\t9\r\n", 2, 4),  # CRLF tabs
+    ],
+)
 def test_wrong_column_count(tmp_path, text, line, found):
     src = write(tmp_path / "c.txt", text)
     expect_error(tmp_path, src, line, rf"expected 2 columns \(src dst\), found {found}")
@@ -89,7 +92,7 @@ def test_truncated_gzip(tmp_path):
 def test_corrupt_gzip(tmp_path):
     data = bytearray(gzip.compress("".join(f"{i} {i + 1}\n" for i in range(50_000)).encode()))
     middle = len(data) // 2
-    data[middle:middle + 64] = b"\xff" * 64
+    data[middle : middle + 64] = b"\xff" * 64
     src = write(tmp_path / "c.txt.gz", bytes(data))
     expect_error(tmp_path, src, None, "truncated or corrupt gzip")
 

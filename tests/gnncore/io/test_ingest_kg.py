@@ -34,8 +34,8 @@ def test_kg_ids_relations_and_triples(tmp_path):
     assert report.format == "kg" and report.directed
     assert report.num_nodes == 5 and report.num_relations == 3
     assert report.num_input_edges == 5
-    assert report.duplicates_removed == 1      # b likes a, twice
-    assert report.self_loops_removed == 1      # c knows c (kept in train_triples.npy)
+    assert report.duplicates_removed == 1  # b likes a, twice
+    assert report.self_loops_removed == 1  # c knows c (kept in train_triples.npy)
     assert report.num_canonical_edges == 3
     assert report.details["num_train_entities"] == 3
     graph = GraphDir.open(out)
@@ -50,7 +50,12 @@ def test_kg_ids_relations_and_triples(tmp_path):
     assert graph.edges().select("src", "rel", "dst").rows() == [(0, 1, 2), (1, 2, 0), (2, 2, 0)]
     train = np.load(out / "train_triples.npy")
     assert train.dtype == np.int64 and train.tolist() == [
-        [1, 2, 0], [0, 1, 2], [1, 2, 0], [2, 1, 2], [2, 2, 0]]
+        [1, 2, 0],
+        [0, 1, 2],
+        [1, 2, 0],
+        [2, 1, 2],
+        [2, 2, 0],
+    ]
     assert np.load(out / "valid_triples.npy").tolist() == [[0, 1, 3], [1, 2, 0]]
     assert np.load(out / "test_triples.npy").tolist() == [[4, 0, 1]]
     assert graph.manifest.stats["num_train_entities"] == 3

@@ -96,5 +96,3 @@ def test_fallback_ran_when_polars_saw_too_many_suspects(tmp_path, monkeypatch):
     with pytest.raises(InputError) as info:
         locate_problem(path, sniff(path), as_int=True)
     assert info.value.line == 6
-
-

@@ -23,15 +23,22 @@ def gz(path: Path, text: str) -> Path:
     return path
 
 
-def make_ogb(root: Path, *, counts: bool = True, features: str | None = None,
-             labels: str | None = None, splits: dict[str, str] | None = None) -> Path:
+def make_ogb(
+    root: Path,
+    *,
+    counts: bool = True,
+    features: str | None = None,
+    labels: str | None = None,
+    splits: dict[str, str] | None = None,
+) -> Path:
     raw = root / "raw"
     gz(raw / "edge.csv.gz", "".join(f"{s},{d}\n" for s, d in EDGES))
     if counts:
         gz(raw / "num-node-list.csv.gz", f"{NUM_NODES}\n")
     if features is None:
-        features = "".join(",".join(f"{0.5 * i + j:.2f}" for j in range(3)) + "\n"
-                           for i in range(NUM_NODES))
+        features = "".join(
+            ",".join(f"{0.5 * i + j:.2f}" for j in range(3)) + "\n" for i in range(NUM_NODES)
+        )
     gz(raw / "node-feat.csv.gz", features)
     gz(raw / "node-label.csv.gz", labels if labels is not None else "0\n1\n2\n1\n0\n3\n")
     splits = splits or {"train": "0\n1\n2\n", "valid": "3\n", "test": "4\n5\n"}
@@ -61,15 +68,20 @@ def test_ogb_dataset(tmp_path):
     out = tmp_path / "out"
     report = ingest(root, out)
     assert report.format == "ogb"
-    assert report.num_nodes == NUM_NODES                  # isolated node 5 kept
-    assert (report.num_input_edges, report.self_loops_removed, report.duplicates_removed,
-            report.num_canonical_edges, report.num_edges) == (7, 1, 2, 4, 8)
+    assert report.num_nodes == NUM_NODES  # isolated node 5 kept
+    assert (
+        report.num_input_edges,
+        report.self_loops_removed,
+        report.duplicates_removed,
+        report.num_canonical_edges,
+        report.num_edges,
+    ) == (7, 1, 2, 4, 8)
     assert (report.num_features, report.num_classes) == (3, 4)
     assert report.details["split"] == "time"
     graph = GraphDir.open(out)
     graph.validate(checksums=True)
     assert graph.edges().select("src", "dst").rows() == [(0, 1), (0, 2), (1, 2), (3, 4)]
-    assert not graph.has("node_ids")                       # ids are used as they are
+    assert not graph.has("node_ids")  # ids are used as they are
     x = graph.features()
     assert x.dtype == np.float32 and x.shape == (6, 3)
     np.testing.assert_allclose(x[2], [1.0, 2.0, 3.0])
@@ -115,8 +127,9 @@ def test_inf_feature_in_later_batch(tmp_path, monkeypatch):
 def test_non_numeric_feature(tmp_path):
     feats = "1,2,3\n1,2,3\n1,abc,3\n1,2,3\n1,2,3\n1,2,3\n"
     root = make_ogb(tmp_path / "ds", features=feats)
-    expect_error(tmp_path, root, root / "raw" / "node-feat.csv.gz", 3,
-                 "feature value 'abc' is not a number")
+    expect_error(
+        tmp_path, root, root / "raw" / "node-feat.csv.gz", 3, "feature value 'abc' is not a number"
+    )
 
 
 def test_short_feature_row(tmp_path):
@@ -127,11 +140,17 @@ def test_short_feature_row(tmp_path):
 
 def test_feature_rows_differ_from_node_count(tmp_path):
     root = make_ogb(tmp_path / "ds", features="1,2,3\n" * 5)
-    expect_error(tmp_path, root, root / "raw" / "node-feat.csv.gz", 6,
-                 "ends after 5 feature rows; expected 6")
+    expect_error(
+        tmp_path,
+        root,
+        root / "raw" / "node-feat.csv.gz",
+        6,
+        "ends after 5 feature rows; expected 6",
+    )
     root = make_ogb(tmp_path / "ds2", features="1,2,3\n" * 7)
-    expect_error(tmp_path, root, root / "raw" / "node-feat.csv.gz", 7,
-                 "more feature rows than the 6 nodes")
+    expect_error(
+        tmp_path, root, root / "raw" / "node-feat.csv.gz", 7, "more feature rows than the 6 nodes"
+    )
 
 
 def test_negative_label(tmp_path):
@@ -141,8 +160,9 @@ def test_negative_label(tmp_path):
 
 def test_non_integer_label(tmp_path):
     root = make_ogb(tmp_path / "ds", labels="0\n1\n2\n1.5\n0\n3\n")
-    expect_error(tmp_path, root, root / "raw" / "node-label.csv.gz", 4,
-                 "label '1.5' is not an integer")
+    expect_error(
+        tmp_path, root, root / "raw" / "node-label.csv.gz", 4, "label '1.5' is not an integer"
+    )
 
 
 def test_label_count(tmp_path):
@@ -151,8 +171,9 @@ def test_label_count(tmp_path):
 
 
 def test_overlapping_splits(tmp_path):
-    root = make_ogb(tmp_path / "ds", splits={"train": "0\n1\n2\n", "valid": "3\n",
-                                            "test": "4\n2\n"})
+    root = make_ogb(
+        tmp_path / "ds", splits={"train": "0\n1\n2\n", "valid": "3\n", "test": "4\n2\n"}
+    )
     split = root / "split" / "time"
     out = tmp_path / "out"
     with pytest.raises(InputError) as info:
@@ -164,15 +185,14 @@ def test_overlapping_splits(tmp_path):
 
 
 def test_split_id_out_of_range(tmp_path):
-    root = make_ogb(tmp_path / "ds", splits={"train": "0\n1\n", "valid": "3\n6\n",
-                                            "test": "4\n"})
-    expect_error(tmp_path, root, root / "split" / "time" / "valid.csv.gz", 2,
-                 "node id 6 is out of range")
+    root = make_ogb(tmp_path / "ds", splits={"train": "0\n1\n", "valid": "3\n6\n", "test": "4\n"})
+    expect_error(
+        tmp_path, root, root / "split" / "time" / "valid.csv.gz", 2, "node id 6 is out of range"
+    )
 
 
 def test_repeated_split_id(tmp_path):
-    root = make_ogb(tmp_path / "ds", splits={"train": "0\n1\n0\n", "valid": "3\n",
-                                            "test": "4\n"})
+    root = make_ogb(tmp_path / "ds", splits={"train": "0\n1\n0\n", "valid": "3\n", "test": "4\n"})
     expect_error(tmp_path, root, root / "split" / "time" / "train.csv.gz", 3, "repeated")
 
 
@@ -195,5 +215,6 @@ def test_truncated_feature_gzip(tmp_path):
     root = make_ogb(tmp_path / "ds", counts=True)
     data = gzip.compress(("1,2,3\n" * NUM_NODES).encode())
     (root / "raw" / "node-feat.csv.gz").write_bytes(data[:-12])
-    expect_error(tmp_path, root, root / "raw" / "node-feat.csv.gz", None,
-                 "truncated or corrupt gzip")
+    expect_error(
+        tmp_path, root, root / "raw" / "node-feat.csv.gz", None, "truncated or corrupt gzip"
+    )

@@ -13,7 +13,8 @@ from gnncore.io import ingest
 from gnncore.store import GraphDir
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore:.*torch.jit.script.* is deprecated:DeprecationWarning")
+    "ignore:.*torch.jit.script.* is deprecated:DeprecationWarning"
+)
 
 CORA = Path(__file__).resolve().parents[3] / ".." / "shared" / "datasets" / "planetoid" / "Cora"
 
@@ -21,8 +22,10 @@ CORA = Path(__file__).resolve().parents[3] / ".." / "shared" / "datasets" / "pla
 @pytest.fixture(scope="module")
 def cora() -> Path:
     if not (CORA / "raw" / "ind.cora.x").is_file():
-        pytest.skip(f"Cora raw files not found at {CORA.resolve()} (../shared/datasets is "
-                    "absent in this checkout)")
+        pytest.skip(
+            f"Cora raw files not found at {CORA.resolve()} (../shared/datasets is "
+            "absent in this checkout)"
+        )
     return CORA
 
 

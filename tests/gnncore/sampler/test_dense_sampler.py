@@ -12,14 +12,15 @@ from conftest import assert_batch_matches_graph, planted_graph
 from gnncore import _C
 from gnncore.sampler import DenseSampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
-from gnncore.testing.graphs import node_input, random_csr
 from gnncore.testing.dense_reference import dense_to_pyg_reference, sample_dense_reference
+from gnncore.testing.graphs import node_input, random_csr
 
 
-def check_pyg(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
-              fanouts: list[int], out) -> None:
+def check_pyg(
+    indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, fanouts: list[int], out
+) -> None:
     node, row, col, edge = (t.numpy() for t in (out.node, out.row, out.col, out.edge))
-    np.testing.assert_array_equal(node[:len(seeds)], seeds)  # targets first
+    np.testing.assert_array_equal(node[: len(seeds)], seeds)  # targets first
     assert len(np.unique(node)) == len(node)
     assert sum(out.num_sampled_nodes) == len(node)
     assert sum(out.num_sampled_edges) == len(row) == len(col) == len(edge)
@@ -34,7 +35,7 @@ def check_pyg(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
     degree = np.diff(indptr)
     start, begin = 0, 0
     for hop, (count, fanout) in enumerate(zip(out.num_sampled_edges, fanouts)):
-        cols = col[start:start + count]
+        cols = col[start : start + count]
         end = begin + out.num_sampled_nodes[hop]
         assert np.all((begin <= cols) & (cols < end))  # only the previous delta
         assert np.all(np.diff(cols) >= 0)  # grouped per node in node order
@@ -68,8 +69,7 @@ def test_full_fanout_equals_the_reference_exactly() -> None:
         got = _C.sample_dense(indptr, indices, seeds, fanouts, 5)
         for a, b in zip(got, ref):
             np.testing.assert_array_equal(a, b)
-        out = DenseSampler((indptr, indices), fanouts, seed=5).sample_from_nodes(
-            node_input(seeds))
+        out = DenseSampler((indptr, indices), fanouts, seed=5).sample_from_nodes(node_input(seeds))
         check_pyg(indptr, indices, seeds, fanouts, out)
         for a, b in zip((out.node, out.row, out.col, out.edge), dense_to_pyg_reference(ref)):
             np.testing.assert_array_equal(a.numpy(), b)
@@ -84,23 +84,28 @@ def test_small_fanout_invariants(index_dtype: type) -> None:
     for batch_seed in range(4):
         layout = _C.sample_dense(indptr, indices, seeds, fanouts, batch_seed)
         out = DenseSampler((indptr, indices), fanouts, seed=batch_seed).sample_from_nodes(
-            node_input(seeds))
+            node_input(seeds)
+        )
         check_pyg(indptr, indices, seeds, fanouts, out)
         # the DENSE layout of the same draws converts to the same PyG output
         sampler = DenseSampler((indptr, indices), fanouts, seed=batch_seed)
         dense = sampler.sample_dense(node_input(seeds))
         again = DenseSampler((indptr, indices), fanouts, seed=batch_seed).sample_from_nodes(
-            node_input(seeds))
+            node_input(seeds)
+        )
         check_dense(tuple(dense.values()), again)
-        for a, b in zip(_C.dense_to_pyg(*layout),
-                        _C.sample_dense_pyg(indptr, indices, seeds, fanouts, batch_seed)):
+        for a, b in zip(
+            _C.dense_to_pyg(*layout),
+            _C.sample_dense_pyg(indptr, indices, seeds, fanouts, batch_seed),
+        ):
             np.testing.assert_array_equal(a, b)
 
 
 def test_reference_layout_converts_like_the_kernel() -> None:
     indptr, indices = random_csr(120, 900, seed=3)
-    ref = sample_dense_reference(indptr, indices, np.array([1, 2, 3]), [3, 2],
-                                 np.random.default_rng(7))
+    ref = sample_dense_reference(
+        indptr, indices, np.array([1, 2, 3]), [3, 2], np.random.default_rng(7)
+    )
     for got, want in zip(_C.dense_to_pyg(*ref), dense_to_pyg_reference(ref)):
         np.testing.assert_array_equal(got, want)
 
@@ -121,8 +126,9 @@ def test_nodes_reached_again_are_not_resampled() -> None:
 def test_determinism_and_thread_count_independence() -> None:
     indptr, indices = random_csr(5000, 60000, seed=4)
     seeds = np.random.default_rng(0).choice(5000, 800, replace=False)
-    runs = [_C.sample_dense(indptr, indices, seeds, [10, 5, 3], 11, num_threads=t)
-            for t in (1, 2, 3)]
+    runs = [
+        _C.sample_dense(indptr, indices, seeds, [10, 5, 3], 11, num_threads=t) for t in (1, 2, 3)
+    ]
     for run in runs[1:]:
         for a, b in zip(run, runs[0]):
             np.testing.assert_array_equal(a, b)
@@ -170,22 +176,29 @@ def test_graphsage_trimmed_forward_matches_untrimmed(tmp_path, num_layers: int) 
     features, topology = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
     train = torch.from_numpy(graph.split("train").copy())
     fanouts = [5, 4, 3][:num_layers]
-    loader = NodeLoader(data=(features, topology),
-                        node_sampler=DenseSampler(topology, fanouts, seed=0),
-                        input_nodes=train, batch_size=16, shuffle=True,
-                        generator=torch.Generator().manual_seed(0))
+    loader = NodeLoader(
+        data=(features, topology),
+        node_sampler=DenseSampler(topology, fanouts, seed=0),
+        input_nodes=train,
+        batch_size=16,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(0),
+    )
     torch.manual_seed(0)
     model = GraphSAGE(6, 8, num_layers, out_channels=4).eval()
     batches = 0
     for batch in loader:
         assert_batch_matches_graph(batch, graph, train)
         with torch.no_grad():
-            full = model(batch.x, batch.edge_index)[:batch.batch_size]
-            trimmed = model(batch.x, batch.edge_index,
-                            num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-                            num_sampled_edges_per_hop=batch.num_sampled_edges)
+            full = model(batch.x, batch.edge_index)[: batch.batch_size]
+            trimmed = model(
+                batch.x,
+                batch.edge_index,
+                num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                num_sampled_edges_per_hop=batch.num_sampled_edges,
+            )
         assert trimmed.shape[0] >= batch.batch_size
-        torch.testing.assert_close(trimmed[:batch.batch_size], full)
+        torch.testing.assert_close(trimmed[: batch.batch_size], full)
         batches += 1
     assert batches == (len(train) + 15) // 16
 
@@ -195,25 +208,50 @@ def test_bench_sampling_writes_a_table(tmp_path) -> None:
     from gnncore.sampler.bench import bench_sampling
 
     graph_dir = planted_graph(tmp_path / "g", num_nodes=300, features=4)
-    result = bench_sampling(graph_dir, [[4, 3], [-1]], batch_size=20, batches=3,
-                            out_dir=tmp_path / "out", seed=1, num_threads=2)
+    result = bench_sampling(
+        graph_dir,
+        [[4, 3], [-1]],
+        batch_size=20,
+        batches=3,
+        out_dir=tmp_path / "out",
+        seed=1,
+        num_threads=2,
+    )
     rows = {(tuple(r["fanouts"]), r["sampler"]): r for r in result["rows"]}
     assert len(rows) == 6 and result["threads"] == 2
     for fanouts in ((4, 3), (-1,)):
         dense, per_layer = rows[fanouts, "dense"], rows[fanouts, "per-layer"]
         layout = rows[fanouts, "dense, Alg. 1 layout"]  # same draws as dense
         assert (layout["nodes_per_batch"], layout["edges_per_batch"]) == (
-            dense["nodes_per_batch"], dense["edges_per_batch"])
+            dense["nodes_per_batch"],
+            dense["edges_per_batch"],
+        )
         # hop 0 draws alike; later hops of per-layer also re-sample the seeds
         assert per_layer["edges_per_batch"] >= dense["edges_per_batch"]
         assert dense["ms_q1"] <= dense["ms_per_batch"] <= dense["ms_q3"]
         assert per_layer["time_vs_per_layer"] == 1.0 and dense["time_vs_per_layer"] > 0
-    assert rows[(4, 3), "per-layer"]["edges_per_batch"] > rows[(4, 3), "dense"][
-        "edges_per_batch"]
+    assert rows[(4, 3), "per-layer"]["edges_per_batch"] > rows[(4, 3), "dense"]["edges_per_batch"]
     assert [x["fanouts"] for x in result["load_average_1min"]] == [[4, 3], [-1]]
     assert "| 4,3 | dense |" in (tmp_path / "out" / "sampling.md").read_text()
     assert (tmp_path / "out" / "sampling.json").exists()
-    assert main(["bench", "sampling", str(graph_dir), "--fanouts", "3,2", "--batch-size", "10",
-          "--batches", "2", "--out", str(tmp_path / "cli"), "--json",
-          str(tmp_path / "cli.json")]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "sampling",
+                str(graph_dir),
+                "--fanouts",
+                "3,2",
+                "--batch-size",
+                "10",
+                "--batches",
+                "2",
+                "--out",
+                str(tmp_path / "cli"),
+                "--json",
+                str(tmp_path / "cli.json"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "cli" / "sampling.md").exists() and (tmp_path / "cli.json").exists()

@@ -23,8 +23,11 @@ def csr() -> tuple[np.ndarray, np.ndarray]:
 
 def graph_edges(indptr: np.ndarray, indices: np.ndarray) -> set[tuple[int, int]]:
     """``(source, target)`` of every adjacency entry."""
-    return {(int(indices[e]), v) for v in range(len(indptr) - 1)
-            for e in range(indptr[v], indptr[v + 1])}
+    return {
+        (int(indices[e]), v)
+        for v in range(len(indptr) - 1)
+        for e in range(indptr[v], indptr[v + 1])
+    }
 
 
 def loader(csr, sampler_cls, mode: str, amount: int = 2, **kw) -> tuple[LinkLoader, torch.Tensor]:
@@ -33,8 +36,13 @@ def loader(csr, sampler_cls, mode: str, amount: int = 2, **kw) -> tuple[LinkLoad
     sampler = sampler_cls(store, [3, 2], seed=5)
     rng = np.random.default_rng(0)
     pairs = torch.from_numpy(rng.integers(0, NUM_NODES, (2, 50)))
-    return LinkLoader((EmptyFeatureStore(), store), sampler, edge_label_index=(None, pairs),
-                      neg_sampling=NegativeSampling(mode, amount, **kw), batch_size=16), pairs
+    return LinkLoader(
+        (EmptyFeatureStore(), store),
+        sampler,
+        edge_label_index=(None, pairs),
+        neg_sampling=NegativeSampling(mode, amount, **kw),
+        batch_size=16,
+    ), pairs
 
 
 @pytest.mark.parametrize("sampler_cls", [NeighborSampler, DenseSampler])
@@ -49,7 +57,7 @@ def test_triplet_batches_point_at_the_input_edges(csr, sampler_cls) -> None:
         assert torch.equal(n_id[batch.dst_pos_index], tails)
         assert batch.dst_neg_index.shape == (len(batch.input_id), 3)
         # seeds are the unique endpoints and negatives, sorted, first in n_id
-        seeds = n_id[:batch.num_sampled_nodes[0]]
+        seeds = n_id[: batch.num_sampled_nodes[0]]
         expected = torch.unique(torch.cat([heads, tails, n_id[batch.dst_neg_index].reshape(-1)]))
         assert torch.equal(seeds, expected)
         # every message edge is a graph edge (source -> target)
@@ -70,16 +78,19 @@ def test_binary_batches_label_positives_and_negatives(csr) -> None:
 
 def test_edge_sampling_is_reproducible_and_resumable(csr) -> None:
     indptr, indices = csr
-    edge_input = EdgeSamplerInput(torch.arange(4), torch.tensor([1, 2, 3, 4]),
-                                  torch.tensor([5, 6, 7, 8]))
+    edge_input = EdgeSamplerInput(
+        torch.arange(4), torch.tensor([1, 2, 3, 4]), torch.tensor([5, 6, 7, 8])
+    )
     negatives = NegativeSampling("triplet", 5)
 
     def run(sampler: NeighborSampler) -> list[torch.Tensor]:
         out = sampler.sample_from_edges(edge_input, negatives)
         return [out.node, out.row, out.col, out.node[out.metadata[3]]]
 
-    a, b = NeighborSampler((indptr, indices), [3], seed=1), NeighborSampler((indptr, indices),
-                                                                            [3], seed=1)
+    a, b = (
+        NeighborSampler((indptr, indices), [3], seed=1),
+        NeighborSampler((indptr, indices), [3], seed=1),
+    )
     first, second = run(a), run(a)
     assert all(torch.equal(x, y) for x, y in zip(first, run(b)))
     assert not torch.equal(first[3], second[3])  # the next batch draws other negatives
@@ -91,8 +102,9 @@ def test_edge_sampling_is_reproducible_and_resumable(csr) -> None:
 def test_edge_sampling_rejects_temporal_input(csr) -> None:
     sampler = NeighborSampler(csr, [2])
     with pytest.raises(ValueError, match="temporal"):
-        sampler.sample_from_edges(EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1]),
-                                                   time=torch.tensor([3])))
+        sampler.sample_from_edges(
+            EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1]), time=torch.tensor([3]))
+        )
 
 
 def test_weighted_negatives_follow_the_weights() -> None:
@@ -111,19 +123,22 @@ def test_weighted_negatives_follow_the_weights() -> None:
 
 
 def test_degree_weights_count_both_endpoints() -> None:
-    np.testing.assert_array_equal(degree_weights(4, np.array([0, 0, 1]), np.array([1, 2, 2])),
-                                  [2, 2, 2, 0])
+    np.testing.assert_array_equal(
+        degree_weights(4, np.array([0, 0, 1]), np.array([1, 2, 2])), [2, 2, 2, 0]
+    )
 
 
 def test_known_edges_against_a_set() -> None:
     rng = np.random.default_rng(1)
-    triples = np.stack([rng.integers(0, 30, 500), rng.integers(0, 4, 500),
-                        rng.integers(0, 30, 500)], axis=1)
+    triples = np.stack(
+        [rng.integers(0, 30, 500), rng.integers(0, 4, 500), rng.integers(0, 30, 500)], axis=1
+    )
     known = KnownEdges.from_triples(triples, 30, 4)
     truth = {tuple(t) for t in triples.tolist()}
     assert len(known) == len(truth)  # repeats removed
-    queries = np.stack([rng.integers(0, 30, 2000), rng.integers(0, 4, 2000),
-                        rng.integers(0, 30, 2000)], axis=1)
+    queries = np.stack(
+        [rng.integers(0, 30, 2000), rng.integers(0, 4, 2000), rng.integers(0, 30, 2000)], axis=1
+    )
     expected = [tuple(q) in truth for q in queries.tolist()]
     assert known.contains(queries[:, 0], queries[:, 1], queries[:, 2]).tolist() == expected
     rows, tails = known.true_tails(queries[:50, 0], queries[:50, 1])

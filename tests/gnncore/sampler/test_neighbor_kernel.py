@@ -173,9 +173,7 @@ def test_matches_reference_when_taking_all(fanouts):
     fanouts = [max_deg if f == "maxdeg" else f for f in fanouts]
     seeds = np.random.default_rng(1).choice(1_500, 40, replace=False)
     out = sample(indptr, indices, seeds, fanouts, seed=99)
-    ref = sample_neighbors_reference(
-        indptr, indices, seeds, fanouts, np.random.default_rng(0)
-    )
+    ref = sample_neighbors_reference(indptr, indices, seeds, fanouts, np.random.default_rng(0))
     assert_same(out, ref)
     check_sample(indptr, indices, seeds, fanouts, out)
 
@@ -239,9 +237,7 @@ def test_uniform_one_of_ten_over_seeds():
     assert np.all(np.abs(counts[1:] - trials * p) < 5 * sigma), counts
 
 
-@pytest.mark.parametrize(
-    "degree,fanout", [(10, 3), (100, 70), (1_000, 70), (50, 49), (40, 1)]
-)
+@pytest.mark.parametrize("degree,fanout", [(10, 3), (100, 70), (1_000, 70), (50, 49), (40, 1)])
 def test_uniform_inclusion_across_algorithms(degree, fanout):
     # Many targets share one neighbour list; each target has its own generator.
     # The cases cover Floyd's scan, partial Fisher-Yates and Floyd with a hash set.
@@ -250,8 +246,13 @@ def test_uniform_inclusion_across_algorithms(degree, fanout):
     dst = np.repeat(np.arange(targets), degree)
     indptr, indices = csr_from_arrays(targets + degree, src, dst)
     node, row, col, edge, _, _ = sample(indptr, indices, np.arange(targets), [fanout], seed=1)
-    check_sample(indptr, indices, np.arange(targets), [fanout], (node, row, col, edge,
-                 [targets, len(node) - targets], [len(row)]))
+    check_sample(
+        indptr,
+        indices,
+        np.arange(targets),
+        [fanout],
+        (node, row, col, edge, [targets, len(node) - targets], [len(row)]),
+    )
     counts = np.bincount(node[row] - targets, minlength=degree)
     p = fanout / degree
     trials = targets

@@ -15,11 +15,12 @@ from gnncore.testing.graphs import node_input, random_csr
 from gnncore.testing.reference import sample_neighbors_reference
 
 
-def check_output(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
-                 fanouts: list[int], out) -> None:
+def check_output(
+    indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, fanouts: list[int], out
+) -> None:
     node, row, col, edge = (t.numpy() for t in (out.node, out.row, out.col, out.edge))
     assert all(t.dtype == torch.long for t in (out.node, out.row, out.col, out.edge))
-    np.testing.assert_array_equal(node[:len(seeds)], seeds)  # seeds first
+    np.testing.assert_array_equal(node[: len(seeds)], seeds)  # seeds first
     assert len(np.unique(node)) == len(node)
     assert sum(out.num_sampled_nodes) == len(node)
     assert sum(out.num_sampled_edges) == len(row) == len(col) == len(edge)
@@ -30,7 +31,7 @@ def check_output(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
     # fan-out bounds per hop, and hop h only expands nodes first seen at hop h - 1
     start, begin = 0, 0
     for hop, (count, fanout) in enumerate(zip(out.num_sampled_edges, fanouts)):
-        cols = col[start:start + count]
+        cols = col[start : start + count]
         end = begin + out.num_sampled_nodes[hop]
         assert np.all((begin <= cols) & (cols < end))
         if fanout >= 0:
@@ -44,9 +45,9 @@ def test_full_fanout_equals_the_reference_exactly() -> None:
     max_degree = int(np.diff(indptr).max())
     for fanouts in ([-1, -1], [max_degree, max_degree, -1]):
         out = NeighborSampler((indptr, indices), fanouts, seed=5).sample_from_nodes(
-            node_input(seeds))
-        ref = sample_neighbors_reference(indptr, indices, seeds, fanouts,
-                                         np.random.default_rng(0))
+            node_input(seeds)
+        )
+        ref = sample_neighbors_reference(indptr, indices, seeds, fanouts, np.random.default_rng(0))
         for got, want in zip((out.node, out.row, out.col, out.edge), ref[:4]):
             np.testing.assert_array_equal(got.numpy(), want)
         assert out.num_sampled_nodes == ref[4] and out.num_sampled_edges == ref[5]
@@ -103,8 +104,11 @@ def test_rejects_bad_input() -> None:
     with pytest.raises(ValueError, match="homogeneous"):
         sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([1]), input_type="p"))
     with pytest.raises(ValueError, match="homogeneous"):
-        sampler.sample_from_edges(EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1]),
-                                                   input_type=("p", "to", "p")))
+        sampler.sample_from_edges(
+            EdgeSamplerInput(
+                None, torch.tensor([0]), torch.tensor([1]), input_type=("p", "to", "p")
+            )
+        )
     with pytest.raises(ValueError, match="fanouts"):
         NeighborSampler((indptr, indices), [])
     with pytest.raises(ValueError, match="indptr ends"):
@@ -117,15 +121,19 @@ def test_node_loader_over_graph_dir_stores(tmp_path) -> None:
     x, y = np.asarray(graph.features()), np.asarray(graph.labels())
     indptr, indices = np.asarray(graph.indptr), np.asarray(graph.indices)
     train = torch.from_numpy(graph.split("train").copy())
-    loader = NodeLoader(data=(features, topology),
-                        node_sampler=NeighborSampler(topology, [4, 3], seed=0),
-                        input_nodes=train, batch_size=16, shuffle=True,
-                        generator=torch.Generator().manual_seed(0))
+    loader = NodeLoader(
+        data=(features, topology),
+        node_sampler=NeighborSampler(topology, [4, 3], seed=0),
+        input_nodes=train,
+        batch_size=16,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(0),
+    )
     seen = []
     for batch in loader:
         n_id = batch.n_id.numpy()
         assert batch.batch_size == len(batch.input_id) <= 16
-        np.testing.assert_array_equal(n_id[:batch.batch_size], train[batch.input_id].numpy())
+        np.testing.assert_array_equal(n_id[: batch.batch_size], train[batch.input_id].numpy())
         np.testing.assert_array_equal(batch.x.numpy(), x[n_id])
         np.testing.assert_array_equal(batch.y.numpy(), y[n_id])
         src, dst = n_id[batch.edge_index[0].numpy()], n_id[batch.edge_index[1].numpy()]

@@ -14,7 +14,7 @@ N = 40
 
 
 def rows_of(indptr: np.ndarray, indices: np.ndarray) -> list[list[int]]:
-    return [sorted(indices[indptr[v]:indptr[v + 1]].tolist()) for v in range(len(indptr) - 1)]
+    return [sorted(indices[indptr[v] : indptr[v + 1]].tolist()) for v in range(len(indptr) - 1)]
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,9 @@ def test_views_hold_the_expected_neighbours(csc) -> None:
     indptr, indices = csc
     edges = [(int(indices[e]), v) for v in range(N) for e in range(indptr[v], indptr[v + 1])]
     out_rows = [sorted(t for s, t in edges if s == v) for v in range(N)]
-    both_rows = [sorted({s for s, t in edges if t == v} | {t for s, t in edges if s == v})
-                 for v in range(N)]
+    both_rows = [
+        sorted({s for s, t in edges if t == v} | {t for s, t in edges if s == v}) for v in range(N)
+    ]
     for direction, expected in (("out", out_rows), ("both", both_rows)):
         new_indptr, new_indices, position = orient_adjacency(indptr, indices, direction)
         assert rows_of(new_indptr, new_indices) == expected
@@ -36,8 +37,10 @@ def test_views_hold_the_expected_neighbours(csc) -> None:
         old_target = np.repeat(np.arange(N), np.diff(indptr))[position]
         old_source = indices[position]
         pairs = {(int(a), int(b)) for a, b in zip(old_source, old_target)}
-        assert all((int(n), int(r)) in pairs or (int(r), int(n)) in pairs
-                   for n, r in zip(new_indices, source))
+        assert all(
+            (int(n), int(r)) in pairs or (int(r), int(n)) in pairs
+            for n, r in zip(new_indices, source)
+        )
     assert orient_adjacency(indptr, indices, "in")[2] is None  # unchanged, no copy
 
 
@@ -58,7 +61,7 @@ def test_samplers_sample_from_the_view(csc, cls) -> None:
     indptr, indices = csc
     sampler = cls((indptr, indices), [-1], direction="out")
     out = sampler.sample_from_nodes(node_input([3]))
-    expected = sorted(v for v in range(N) if 3 in indices[indptr[v]:indptr[v + 1]].tolist())
+    expected = sorted(v for v in range(N) if 3 in indices[indptr[v] : indptr[v + 1]].tolist())
     assert sorted(out.node[1:].tolist()) == expected  # node 3's out-neighbours
     # edge ids map back to input positions whose source is node 3
     positions = sampler.edge_permutation[out.edge]

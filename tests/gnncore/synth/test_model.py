@@ -97,9 +97,7 @@ def test_edges_count_range_and_quality(graph):
 
 def test_degrees_follow_theta_and_are_heavy_tailed(graph):
     _, theta, src, dst, _ = graph
-    degree = np.bincount(src, minlength=SPEC.num_nodes) + np.bincount(
-        dst, minlength=SPEC.num_nodes
-    )
+    degree = np.bincount(src, minlength=SPEC.num_nodes) + np.bincount(dst, minlength=SPEC.num_nodes)
     assert degree.mean() == pytest.approx(SPEC.avg_degree)
     assert degree.max() > 10 * degree.mean()
     # The expected degree of v is avg_degree * theta[v].

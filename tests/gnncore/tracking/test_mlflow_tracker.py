@@ -37,13 +37,15 @@ def tracked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tracked]:
         (base / "cwd").mkdir()
         patch.chdir(base / "cwd")
         tracker = MlflowTracker(default_tracking_uri(base / "root"), experiment="tests")
-        result = train_graph_dir(graph, CONFIG, tracking=tracker,
-                                 tags={"dagster_run_id": "dagster-123"}, progress=False)
+        result = train_graph_dir(
+            graph, CONFIG, tracking=tracker, tags={"dagster_run_id": "dagster-123"}, progress=False
+        )
         yield Tracked(base / "root", graph, tracker, result)
 
 
-def test_default_tracking_uri_is_absolute_and_created(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_tracking_uri_is_absolute_and_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     uri = default_tracking_uri("data")
     assert uri == f"sqlite:///{(tmp_path / 'data' / 'mlflow' / 'mlflow.db').resolve()}"
@@ -56,9 +58,18 @@ def test_run_holds_params_tags_and_status(tracked: Tracked) -> None:
     assert run.info.experiment_id == tracked.tracker.experiment_id
     params = run.data.params
     m = tracked.graph.manifest
-    expected = {"model": "sage", "fanouts": "15,10", "batch_size": "40", "lr": "0.01",
-                "epochs": "3", "hidden": "16", "seed": "2", "dataset": "planted",
-                "num_nodes": str(m.num_nodes), "num_edges": str(m.num_edges)}
+    expected = {
+        "model": "sage",
+        "fanouts": "15,10",
+        "batch_size": "40",
+        "lr": "0.01",
+        "epochs": "3",
+        "hidden": "16",
+        "seed": "2",
+        "dataset": "planted",
+        "num_nodes": str(m.num_nodes),
+        "num_edges": str(m.num_edges),
+    }
     assert {k: params.get(k) for k in expected} == expected
     tags = run.data.tags
     assert tags["dataset"] == "planted" and tags["dagster_run_id"] == "dagster-123"
@@ -74,8 +85,16 @@ def test_run_holds_per_epoch_and_final_metrics(tracked: Tracked) -> None:
         assert [h.value for h in history] == pytest.approx(values)
     history = sorted(client.get_metric_history(run_id, "val_macro_f1"), key=lambda m: m.step)
     assert [h.value for h in history] == pytest.approx(result.val_macro_f1)
-    for key in ("batches_per_s", "nodes_per_batch", "edges_per_batch", "sample_s",
-                "wait_s", "transfer_s", "compute_s", "eval_s"):
+    for key in (
+        "batches_per_s",
+        "nodes_per_batch",
+        "edges_per_batch",
+        "sample_s",
+        "wait_s",
+        "transfer_s",
+        "compute_s",
+        "eval_s",
+    ):
         assert [h.step for h in client.get_metric_history(run_id, key)] == [1, 2, 3], key
     metrics = client.get_run(run_id).data.metrics
     assert metrics["test_accuracy"] == pytest.approx(result.test_accuracy)
@@ -114,8 +133,9 @@ def test_run_url_and_experiment_reuse(tracked: Tracked) -> None:
     assert again.experiment_id == tracker.experiment_id
 
 
-def test_training_that_raises_leaves_a_failed_run(tracked: Tracked,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_training_that_raises_leaves_a_failed_run(
+    tracked: Tracked, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("boom in epoch 1")
 
@@ -168,7 +188,8 @@ def test_run_status_and_closing_another_run(tracked: Tracked) -> None:
 
 
 def test_crash_with_checkpoints_fails_the_run_and_resume_starts_a_new_one(
-        tracked: Tracked, tmp_path: Path) -> None:
+    tracked: Tracked, tmp_path: Path
+) -> None:
     """A crash mid-training still ends FAILED when checkpoints are written; the
     resumed run is a new, FINISHED run that re-logs the earlier epochs and
     leaves the failed one as it was."""
@@ -180,16 +201,29 @@ def test_crash_with_checkpoints_fails_the_run_and_resume_starts_a_new_one(
             raise RuntimeError("boom in epoch 2")
 
     with pytest.raises(RuntimeError, match="boom"):
-        train_graph_dir(tracked.graph, config, tracking=tracker, progress=False,
-                        checkpoint_dir=tmp_path, on_epoch_end=crash)
+        train_graph_dir(
+            tracked.graph,
+            config,
+            tracking=tracker,
+            progress=False,
+            checkpoint_dir=tmp_path,
+            on_epoch_end=crash,
+        )
     (failed,) = tracker.client.search_runs([tracker.experiment_id])
     assert failed.info.status == FAILED
     assert failed.data.tags["error"] == "RuntimeError: boom in epoch 2"
-    assert [m.step for m in tracker.client.get_metric_history(failed.info.run_id,
-                                                              "train_loss")] == [1, 2]
+    assert [
+        m.step for m in tracker.client.get_metric_history(failed.info.run_id, "train_loss")
+    ] == [1, 2]
 
-    result = train_graph_dir(tracked.graph, config, tracking=tracker, progress=False,
-                             checkpoint_dir=tmp_path, resume=True)
+    result = train_graph_dir(
+        tracked.graph,
+        config,
+        tracking=tracker,
+        progress=False,
+        checkpoint_dir=tmp_path,
+        resume=True,
+    )
     assert result.resumed_from_epoch == 2 and result.run_id != failed.info.run_id
     new = tracker.client.get_run(str(result.run_id))
     assert new.info.status == FINISHED
@@ -198,7 +232,8 @@ def test_crash_with_checkpoints_fails_the_run_and_resume_starts_a_new_one(
     assert new.data.metrics["resumed_from_epoch"] == 2
     history = tracker.client.get_metric_history(new.info.run_id, "train_loss")
     assert sorted(m.step for m in history) == [1, 2, 3, 4]
-    assert [m.value for m in sorted(history, key=lambda m: m.step)] == \
-        pytest.approx(result.train_loss)
+    assert [m.value for m in sorted(history, key=lambda m: m.step)] == pytest.approx(
+        result.train_loss
+    )
     old = tracker.client.get_run(failed.info.run_id)
     assert old.info.status == FAILED and "resumed_in_run_id" not in old.data.tags

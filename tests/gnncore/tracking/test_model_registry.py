@@ -29,8 +29,7 @@ def test_register_promote_and_find_production(tmp_path):
         run = client.create_run(experiment)
         client.log_metric(run.info.run_id, "best_val_accuracy", accuracy)
         client.set_terminated(run.info.run_id)
-        versions.append(registry.register(name, f"runs:/{run.info.run_id}/model",
-                                          run.info.run_id))
+        versions.append(registry.register(name, f"runs:/{run.info.run_id}/model", run.info.run_id))
     assert [v.version for v in versions] == ["1", "2"]
     assert versions[1].metric == pytest.approx(0.8)
     registry.promote(versions[0])

@@ -19,8 +19,7 @@ from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.train import NodeTrainConfig, train_node_classifier
 from gnncore.train.core.batches import BatchSource, LoaderBatchSource
 
-CONFIG = NodeTrainConfig(hidden=16, epochs=3, batch_size=32, lr=0.01, device="cpu",
-                         patience=0)
+CONFIG = NodeTrainConfig(hidden=16, epochs=3, batch_size=32, lr=0.01, device="cpu", patience=0)
 
 
 class RecordingSource:
@@ -80,12 +79,23 @@ def _default_like_source(graph: GraphDir, config: NodeTrainConfig) -> LoaderBatc
     features, topology = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
     sampler = build_sampler(config.sampler, topology, config.fanouts, seed=config.seed)
     generator = torch.Generator().manual_seed(config.seed)
-    loader = NodeLoader((features, topology), node_sampler=sampler,
-                        input_nodes=_splits(graph)[0], batch_size=config.batch_size,
-                        shuffle=True, generator=generator)
-    return LoaderBatchSource(loader, features, generator, {"train": sampler},
-                             torch.device("cpu"), config.prefetch_workers,
-                             config.prefetch_depth)
+    loader = NodeLoader(
+        (features, topology),
+        node_sampler=sampler,
+        input_nodes=_splits(graph)[0],
+        batch_size=config.batch_size,
+        shuffle=True,
+        generator=generator,
+    )
+    return LoaderBatchSource(
+        loader,
+        features,
+        generator,
+        {"train": sampler},
+        torch.device("cpu"),
+        config.prefetch_workers,
+        config.prefetch_depth,
+    )
 
 
 def test_a_plugged_in_source_trains_exactly_like_the_default(graph: GraphDir) -> None:
@@ -94,29 +104,58 @@ def test_a_plugged_in_source_trains_exactly_like_the_default(graph: GraphDir) ->
     default = train_node_classifier(*stores, *_splits(graph), classes, CONFIG, progress=False)
     source = RecordingSource(_default_like_source(graph, CONFIG))
     assert isinstance(source, BatchSource)
-    plugged = train_node_classifier(*stores, *_splits(graph), classes, CONFIG,
-                                    progress=False, train_batches=source)
-    assert source.calls == [("start", 1), ("end", 1), ("start", 2), ("end", 2),
-                            ("start", 3), ("end", 3)]
+    plugged = train_node_classifier(
+        *stores, *_splits(graph), classes, CONFIG, progress=False, train_batches=source
+    )
+    assert source.calls == [
+        ("start", 1),
+        ("end", 1),
+        ("start", 2),
+        ("end", 2),
+        ("start", 3),
+        ("end", 3),
+    ]
     assert source.batches_drawn == 3 * len(source)
     assert plugged.train_loss == default.train_loss
-    for (name, a), b in zip(default.model.state_dict().items(),
-                            plugged.model.state_dict().values()):
+    for (name, a), b in zip(
+        default.model.state_dict().items(), plugged.model.state_dict().values()
+    ):
         assert torch.equal(a, b), name
 
 
 def test_a_plugged_in_source_resumes_from_its_checkpointed_random_state(
-        graph: GraphDir, tmp_path: Path) -> None:
+    graph: GraphDir, tmp_path: Path
+) -> None:
     stores = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
     classes = graph.manifest.num_classes
-    whole = train_node_classifier(*stores, *_splits(graph), classes, CONFIG, progress=False,
-                                  train_batches=_default_like_source(graph, CONFIG))
+    whole = train_node_classifier(
+        *stores,
+        *_splits(graph),
+        classes,
+        CONFIG,
+        progress=False,
+        train_batches=_default_like_source(graph, CONFIG),
+    )
     first = dataclasses.replace(CONFIG, epochs=1)
-    train_node_classifier(*stores, *_splits(graph), classes, first, progress=False,
-                          checkpoints=tmp_path, train_batches=_default_like_source(graph, first))
-    resumed = train_node_classifier(*stores, *_splits(graph), classes, CONFIG,
-                                    progress=False, checkpoints=tmp_path, resume=True,
-                                    train_batches=_default_like_source(graph, CONFIG))
+    train_node_classifier(
+        *stores,
+        *_splits(graph),
+        classes,
+        first,
+        progress=False,
+        checkpoints=tmp_path,
+        train_batches=_default_like_source(graph, first),
+    )
+    resumed = train_node_classifier(
+        *stores,
+        *_splits(graph),
+        classes,
+        CONFIG,
+        progress=False,
+        checkpoints=tmp_path,
+        resume=True,
+        train_batches=_default_like_source(graph, CONFIG),
+    )
     assert resumed.resumed_from_epoch == 1
     assert resumed.train_loss == whole.train_loss
     for a, b in zip(whole.model.state_dict().values(), resumed.model.state_dict().values()):

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from conftest import planted_graph, tiny_kg
 from gnncore.store import GraphDir, GraphDirFeatureStore
 from gnncore.train import LinkTrainConfig, link_splits, train_link_predictor
-from gnncore.train.node.config import ConfigError
 from gnncore.train.link.data import message_passing_csc
+from gnncore.train.node.config import ConfigError
 
 #: Expected filtered MRR of random scores over the tiny KG's 80 entities: about
 #: H(80) / 80 = 0.062 (fewer candidates after filtering, so a little higher).
@@ -27,8 +26,9 @@ def kg(tmp_path_factory: pytest.TempPathFactory) -> GraphDir:
 
 
 def fast(**kw) -> LinkTrainConfig:
-    settings = dict(dim=16, batch_size=64, num_negatives=64, epochs=6, lr=0.2, device="cpu",
-                    patience=0)
+    settings = dict(
+        dim=16, batch_size=64, num_negatives=64, epochs=6, lr=0.2, device="cpu", patience=0
+    )
     settings.update(kw)
     return LinkTrainConfig(**settings)
 
@@ -58,20 +58,31 @@ def test_resume_after_a_crash_matches_an_uninterrupted_run(kg: GraphDir, tmp_pat
     """Crash after epoch 2, resume with other prefetch threads: same parameters as an
     uninterrupted run without prefetching."""
     config = fast(model="sage", fanouts=(4,), epochs=4, dropout=0.2)
-    full = train_link_predictor(link_splits(kg), fast(model="sage", fanouts=(4,), epochs=4,
-                                                      dropout=0.2, prefetch_workers=0),
-                                progress=False)
+    full = train_link_predictor(
+        link_splits(kg),
+        fast(model="sage", fanouts=(4,), epochs=4, dropout=0.2, prefetch_workers=0),
+        progress=False,
+    )
 
     def crash(epoch: int, path: Path | None) -> None:
         if epoch == 2:
             raise RuntimeError("simulated crash")
 
     with pytest.raises(RuntimeError, match="simulated crash"):
-        train_link_predictor(link_splits(kg), config, progress=False,
-                             checkpoints=tmp_path / "ckpt", on_epoch_end=crash)
-    resumed = train_link_predictor(link_splits(kg), fast(model="sage", fanouts=(4,), epochs=4,
-                                                         dropout=0.2, prefetch_workers=2),
-                                   progress=False, checkpoints=tmp_path / "ckpt", resume=True)
+        train_link_predictor(
+            link_splits(kg),
+            config,
+            progress=False,
+            checkpoints=tmp_path / "ckpt",
+            on_epoch_end=crash,
+        )
+    resumed = train_link_predictor(
+        link_splits(kg),
+        fast(model="sage", fanouts=(4,), epochs=4, dropout=0.2, prefetch_workers=2),
+        progress=False,
+        checkpoints=tmp_path / "ckpt",
+        resume=True,
+    )
     assert resumed.resumed_from_epoch == 2
     assert resumed.val_mrr == full.val_mrr
     for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
@@ -86,8 +97,11 @@ def test_plain_graphs_are_split_without_leaking_into_message_passing(tmp_path: P
     assert len(splits.train) + len(splits.val) + len(splits.test) == total
     assert splits.source == "edges" and splits.num_relations == 1
     indptr, indices = message_passing_csc(splits.train, graph.num_nodes)
-    joined = {(int(indices[e]), v) for v in range(graph.num_nodes)
-              for e in range(indptr[v], indptr[v + 1])}
+    joined = {
+        (int(indices[e]), v)
+        for v in range(graph.num_nodes)
+        for e in range(indptr[v], indptr[v + 1])
+    }
     assert len(joined) == 2 * len(splits.train)
     for h, _, t in splits.test.tolist():
         assert (h, t) not in joined and (t, h) not in joined
@@ -96,8 +110,9 @@ def test_plain_graphs_are_split_without_leaking_into_message_passing(tmp_path: P
 def test_gnn_encoder_reads_features_when_the_graph_has_them(tmp_path: Path) -> None:
     graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=300))
     config = fast(model="sage", fanouts=(5,), decoder="dot", epochs=3, lr=0.05)
-    result = train_link_predictor(link_splits(graph), config,
-                                  feature_store=GraphDirFeatureStore(graph), progress=False)
+    result = train_link_predictor(
+        link_splits(graph), config, feature_store=GraphDirFeatureStore(graph), progress=False
+    )
     assert result.model.embedding is None  # features in, no embedding table
     assert result.test.mrr > 0.05  # 300 candidates: random is about 0.02
 
@@ -111,16 +126,16 @@ def test_tracked_feature_model_is_logged_with_its_features(tmp_path: Path) -> No
 
     graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=200))
     tracker = MlflowTracker(f"sqlite:///{tmp_path}/mlflow.db", "links")
-    result = train_graph_dir(graph, fast(model="sage", fanouts=(3,), epochs=1), tracking=tracker,
-                             progress=False)
+    result = train_graph_dir(
+        graph, fast(model="sage", fanouts=(3,), epochs=1), tracking=tracker, progress=False
+    )
     assert result.model_uri and result.run_id
     run = mlflow.MlflowClient(tracker.tracking_uri).get_run(result.run_id)
     assert run.info.status == "FINISHED" and run.info.run_name == "planted-link-sage-distmult"
     assert run.data.params["link_splits"] == "edges"
 
 
-def test_edge_splits_train_both_orientations_without_reciprocal_relations(
-        tmp_path: Path) -> None:
+def test_edge_splits_train_both_orientations_without_reciprocal_relations(tmp_path: Path) -> None:
     graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=200))
     result = train_link_predictor(link_splits(graph), fast(epochs=1), progress=False)
     # one relation, no reciprocal copy: the decoder knows relation 0 only
@@ -129,8 +144,9 @@ def test_edge_splits_train_both_orientations_without_reciprocal_relations(
 
 def test_sampled_evaluation_negatives_and_a_validation_subset(kg: GraphDir) -> None:
     splits = link_splits(kg)
-    result = train_link_predictor(splits, fast(epochs=2, eval_negatives=30,
-                                               max_eval_triples=20), progress=False)
+    result = train_link_predictor(
+        splits, fast(epochs=2, eval_negatives=30, max_eval_triples=20), progress=False
+    )
     assert result.test.count == 2 * len(splits.test)  # the test split is always whole
     assert 0 < result.test.mrr <= 1 and result.test.mean_rank <= 31
     full = train_link_predictor(splits, fast(epochs=2), progress=False)
@@ -155,9 +171,31 @@ def test_cli_trains_links_and_tracks_the_run(kg: GraphDir, tmp_path: Path) -> No
     from gnncore.cli.main import main
 
     out = tmp_path / "link.json"
-    code = main(["train", str(kg.path), "--task", "link", "--model", "none", "--dim", "16",
-                 "--epochs", "3", "--batch-size", "64", "--negatives", "64", "--device", "cpu",
-                 "--data-root", str(tmp_path / "root"), "--no-progress", "--json", str(out)])
+    code = main(
+        [
+            "train",
+            str(kg.path),
+            "--task",
+            "link",
+            "--model",
+            "none",
+            "--dim",
+            "16",
+            "--epochs",
+            "3",
+            "--batch-size",
+            "64",
+            "--negatives",
+            "64",
+            "--device",
+            "cpu",
+            "--data-root",
+            str(tmp_path / "root"),
+            "--no-progress",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     summary = json.loads(out.read_text())
     assert summary["task"] == "link" and summary["resumed_from_epoch"] == 0

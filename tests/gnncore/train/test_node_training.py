@@ -49,9 +49,15 @@ class RecordingLogger:
 
 def test_planted_graph_trains_to_high_accuracy(graph: GraphDir) -> None:
     logger = RecordingLogger()
-    result = train_node_classifier(GraphDirFeatureStore(graph), GraphDirGraphStore(graph),
-                                   *splits(graph), graph.manifest.num_classes, FAST,
-                                   logger=logger, progress=False)
+    result = train_node_classifier(
+        GraphDirFeatureStore(graph),
+        GraphDirGraphStore(graph),
+        *splits(graph),
+        graph.manifest.num_classes,
+        FAST,
+        logger=logger,
+        progress=False,
+    )
     assert result.test_accuracy >= 0.9
     assert result.best_val_accuracy == max(result.val_accuracy)
     assert result.val_accuracy[result.best_epoch - 1] == result.best_val_accuracy
@@ -84,15 +90,21 @@ def test_prefetch_threads_do_not_change_the_parameters(graph: GraphDir) -> None:
     """0, 1 and 2 prefetch threads: the same batches, so the same losses, validation
     accuracies and trained parameters (CPU)."""
     config = dataclasses.replace(FAST, epochs=2, prefetch_depth=2)
-    results = [train_graph_dir(graph, dataclasses.replace(config, prefetch_workers=w),
-                               progress=False) for w in (0, 1, 2)]
+    results = [
+        train_graph_dir(graph, dataclasses.replace(config, prefetch_workers=w), progress=False)
+        for w in (0, 1, 2)
+    ]
     reference = results[0]
     for result in results[1:]:
         assert result.train_loss == reference.train_loss
         assert result.val_accuracy == reference.val_accuracy
         assert result.test_accuracy == reference.test_accuracy
-        assert all(torch.equal(a, b) for a, b in zip(result.model.state_dict().values(),
-                                                      reference.model.state_dict().values()))
+        assert all(
+            torch.equal(a, b)
+            for a, b in zip(
+                result.model.state_dict().values(), reference.model.state_dict().values()
+            )
+        )
     assert not [t for t in threading.enumerate() if t.name.startswith("gnncore-prefetch")]
 
 
@@ -106,9 +118,15 @@ def test_injected_sampler_is_used(graph: GraphDir) -> None:
 
     topology = GraphDirGraphStore(graph)
     config = dataclasses.replace(FAST, epochs=1, batch_size=40)
-    train_node_classifier(GraphDirFeatureStore(graph), topology, *splits(graph),
-                          graph.manifest.num_classes, config,
-                          sampler=CountingSampler(topology, [2, 2]), progress=False)
+    train_node_classifier(
+        GraphDirFeatureStore(graph),
+        topology,
+        *splits(graph),
+        graph.manifest.num_classes,
+        config,
+        sampler=CountingSampler(topology, [2, 2]),
+        progress=False,
+    )
     assert CountingSampler.calls == 2  # 80 training nodes / 40 per batch, one epoch
 
 
@@ -118,14 +136,21 @@ def test_config_defaults_and_validation() -> None:
     assert NodeTrainConfig(fanouts=[5, 5]).fanouts == (5, 5)  # type: ignore[arg-type]
     assert NodeTrainConfig().to_params()["fanouts"] == "15,10"
     assert NodeTrainConfig().to_params()["prefetch_workers"] == 1
-    for bad, field in [({"fanouts": ()}, "fanouts"), ({"model": "gpt"}, "model"),
-                       ({"lr": 0.0}, "lr"), ({"dropout": 1.0}, "dropout"),
-                       ({"device": "gpu"}, "device"), ({"epochs": 0}, "epochs"),
-                       ({"eval_fanouts": (5,)}, "eval_fanouts"),
-                       ({"model": "gat", "hidden": 60, "heads": 8}, "heads"),
-                       ({"model": "gcn", "heads": 2}, "heads"), ({"patience": -1}, "patience"),
-                       ({"amp": "fp8"}, "amp"), ({"prefetch_workers": -1}, "prefetch_workers"),
-                       ({"prefetch_depth": 0}, "prefetch_depth")]:
+    for bad, field in [
+        ({"fanouts": ()}, "fanouts"),
+        ({"model": "gpt"}, "model"),
+        ({"lr": 0.0}, "lr"),
+        ({"dropout": 1.0}, "dropout"),
+        ({"device": "gpu"}, "device"),
+        ({"epochs": 0}, "epochs"),
+        ({"eval_fanouts": (5,)}, "eval_fanouts"),
+        ({"model": "gat", "hidden": 60, "heads": 8}, "heads"),
+        ({"model": "gcn", "heads": 2}, "heads"),
+        ({"patience": -1}, "patience"),
+        ({"amp": "fp8"}, "amp"),
+        ({"prefetch_workers": -1}, "prefetch_workers"),
+        ({"prefetch_depth": 0}, "prefetch_depth"),
+    ]:
         with pytest.raises(ConfigError, match=field):
             NodeTrainConfig(**bad).validate()  # type: ignore[arg-type]
 
@@ -140,8 +165,9 @@ def test_config_takes_per_model_defaults_unless_given() -> None:
     again = NodeTrainConfig.from_dict(config.to_dict())
     assert again == config and json.dumps(config.to_dict())
     assert config.mismatches(config.to_dict()) == []
-    other = dataclasses.replace(config, lr=0.5, epochs=99, device="cpu", prefetch_workers=3,
-                                prefetch_depth=9).to_dict()
+    other = dataclasses.replace(
+        config, lr=0.5, epochs=99, device="cpu", prefetch_workers=3, prefetch_depth=9
+    ).to_dict()
     assert config.mismatches(other) == ["lr: 0.5 (checkpoint) != 0.005 (this run)"]
     with pytest.raises(ConfigError, match="unknown"):
         NodeTrainConfig.from_dict({"model": "sage", "colour": "red"})
@@ -194,26 +220,62 @@ def test_graph_without_labels_is_refused(tmp_path: Path) -> None:
         train_graph_dir(tmp_path / "bare", FAST, progress=False)
 
 
-def test_cli_train_writes_the_summary(graph: GraphDir, tmp_path: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_train_writes_the_summary(
+    graph: GraphDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gnncore.cli.main import main
 
     monkeypatch.setenv("GNNCORE_DATA_ROOT", str(tmp_path / "root"))
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "out.json"
-    code = main(["train", str(graph.path), "--task", "node", "--model", "sage", "--epochs", "2",
-                 "--seed", "1", "--fanouts", "5,5", "--batch-size", "64", "--hidden", "16",
-                 "--lr", "0.01", "--device", "cpu", "--no-progress", "--json", str(out)])
+    code = main(
+        [
+            "train",
+            str(graph.path),
+            "--task",
+            "node",
+            "--model",
+            "sage",
+            "--epochs",
+            "2",
+            "--seed",
+            "1",
+            "--fanouts",
+            "5,5",
+            "--batch-size",
+            "64",
+            "--hidden",
+            "16",
+            "--lr",
+            "0.01",
+            "--device",
+            "cpu",
+            "--no-progress",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     summary = json.loads(out.read_text())
-    for key in ("task", "model", "epochs", "seconds", "val_accuracy", "test_accuracy",
-                "test_macro_f1", "val_macro_f1", "stopped_epoch", "throughput",
-                "mlflow_run_id", "mlflow_tracking_uri"):
+    for key in (
+        "task",
+        "model",
+        "epochs",
+        "seconds",
+        "val_accuracy",
+        "test_accuracy",
+        "test_macro_f1",
+        "val_macro_f1",
+        "stopped_epoch",
+        "throughput",
+        "mlflow_run_id",
+        "mlflow_tracking_uri",
+    ):
         assert key in summary, key
     assert summary["task"] == "node" and summary["epochs"] == 2
     assert summary["resumed_from_epoch"] == 0 and summary["stopped_epoch"] == 2
     assert summary["throughput"]["batches_per_s"] > 0
-    checkpoints = (tmp_path / "root" / "checkpoints" / "planted-sage-seed1")
+    checkpoints = tmp_path / "root" / "checkpoints" / "planted-sage-seed1"
     assert summary["checkpoint_dir"] == str(checkpoints)
     assert sorted(p.name for p in checkpoints.iterdir()) == ["epoch-1.pt", "epoch-2.pt"]
     db = (tmp_path / "root" / "mlflow" / "mlflow.db").resolve()
@@ -224,9 +286,16 @@ def test_cli_train_writes_the_summary(graph: GraphDir, tmp_path: Path,
 
 def test_per_layer_sampler_mode_trains_and_samples_more_edges(graph: GraphDir) -> None:
     stores = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
-    runs = {mode: train_node_classifier(*stores, *splits(graph), graph.manifest.num_classes,
-                                        dataclasses.replace(FAST, sampler=mode), progress=False)
-            for mode in ("dense", "per-layer")}
+    runs = {
+        mode: train_node_classifier(
+            *stores,
+            *splits(graph),
+            graph.manifest.num_classes,
+            dataclasses.replace(FAST, sampler=mode),
+            progress=False,
+        )
+        for mode in ("dense", "per-layer")
+    }
     assert runs["per-layer"].test_accuracy >= 0.85
     edges = {mode: r.throughput[0]["edges_per_batch"] for mode, r in runs.items()}
     assert edges["per-layer"] > edges["dense"]  # every layer samples its frontier again
@@ -239,9 +308,25 @@ def test_cli_options_reach_the_config() -> None:
     from gnncore.cli.train import build_config
 
     parser, _ = verb_parser("train")
-    args = parser.parse_args(["g", "--model", "gat", "--heads", "4", "--amp", "--patience",
-                              "0", "--eval-fanouts", "5,5", "--normalize-features",
-                              "--prefetch-workers", "2", "--prefetch-depth", "6"])
+    args = parser.parse_args(
+        [
+            "g",
+            "--model",
+            "gat",
+            "--heads",
+            "4",
+            "--amp",
+            "--patience",
+            "0",
+            "--eval-fanouts",
+            "5,5",
+            "--normalize-features",
+            "--prefetch-workers",
+            "2",
+            "--prefetch-depth",
+            "6",
+        ]
+    )
     config = build_config(args)
     assert (config.model, config.heads, config.amp, config.patience) == ("gat", 4, "bf16", 0)
     assert config.eval_fanouts == (5, 5) and config.normalize_features
@@ -250,10 +335,24 @@ def test_cli_options_reach_the_config() -> None:
     assert build_config(parser.parse_args(["g", "--amp", "fp16"])).amp == "fp16"
     assert config.sampler == "dense"
     assert build_config(parser.parse_args(["g", "--sampler", "per-layer"])).sampler == "per-layer"
-    link = build_config(parser.parse_args(["g", "--task", "link", "--model", "none", "--dim",
-                                           "32", "--negatives", "64", "--sampler", "per-layer"]))
-    assert (link.task, link.dim, link.num_negatives, link.sampler) == ("link", 32, 64,
-                                                                       "per-layer")
+    link = build_config(
+        parser.parse_args(
+            [
+                "g",
+                "--task",
+                "link",
+                "--model",
+                "none",
+                "--dim",
+                "32",
+                "--negatives",
+                "64",
+                "--sampler",
+                "per-layer",
+            ]
+        )
+    )
+    assert (link.task, link.dim, link.num_negatives, link.sampler) == ("link", 32, 64, "per-layer")
     with pytest.raises(SystemExit):
         parser.parse_args(["g", "--model", "transformer"])
     with pytest.raises(SystemExit):
@@ -261,20 +360,34 @@ def test_cli_options_reach_the_config() -> None:
 
 
 def test_cli_resume_with_other_settings_is_a_clear_error(
-        graph: GraphDir, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    graph: GraphDir, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     from gnncore.cli.main import main
 
-    common = ["train", str(graph.path), "--epochs", "1", "--hidden", "8", "--device", "cpu",
-              "--no-progress", "--data-root", str(tmp_path), "--checkpoint-dir",
-              str(tmp_path / "ckpt")]
+    common = [
+        "train",
+        str(graph.path),
+        "--epochs",
+        "1",
+        "--hidden",
+        "8",
+        "--device",
+        "cpu",
+        "--no-progress",
+        "--data-root",
+        str(tmp_path),
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+    ]
     assert main([*common, "--lr", "0.01"]) == 0
     assert main([*common, "--lr", "0.02", "--resume"]) == 1
     err = capsys.readouterr().err
     assert "cannot be resumed" in err and "lr: 0.01 (checkpoint) != 0.02" in err
 
 
-def test_cli_rejects_options_of_the_other_task(graph: GraphDir,
-                                               capsys: pytest.CaptureFixture) -> None:
+def test_cli_rejects_options_of_the_other_task(
+    graph: GraphDir, capsys: pytest.CaptureFixture
+) -> None:
     from gnncore.cli.main import main
 
     assert main(["train", str(graph.path), "--task", "node", "--num-negatives", "10"]) == 1
@@ -290,14 +403,17 @@ def test_trimmed_forward_equals_the_full_forward(graph: GraphDir) -> None:
     from gnncore.train.node.loop import _forward
 
     topology = GraphDirGraphStore(graph)
-    loader = NodeLoader((GraphDirFeatureStore(graph), topology),
-                        node_sampler=NeighborSampler(topology, [4, 3]),
-                        input_nodes=torch.arange(50), batch_size=25)
+    loader = NodeLoader(
+        (GraphDirFeatureStore(graph), topology),
+        node_sampler=NeighborSampler(topology, [4, 3]),
+        input_nodes=torch.arange(50),
+        batch_size=25,
+    )
     for name in ("sage", "gat", "gin", "gcn"):
         model = build_model(name, 16, 8, 4, 2, 0.0).eval()
         with torch.no_grad():
             for batch in loader:
-                full = model(batch.x, batch.edge_index)[:batch.batch_size]
+                full = model(batch.x, batch.edge_index)[: batch.batch_size]
                 assert torch.allclose(_forward(model, batch), full, atol=1e-5), name
 
 
@@ -306,15 +422,21 @@ def test_trimming_would_change_gcn_so_it_is_off(graph: GraphDir) -> None:
     from torch_geometric.loader import NodeLoader
 
     topology = GraphDirGraphStore(graph)
-    loader = NodeLoader((GraphDirFeatureStore(graph), topology),
-                        node_sampler=NeighborSampler(topology, [4, 3]),
-                        input_nodes=torch.arange(25), batch_size=25)
+    loader = NodeLoader(
+        (GraphDirFeatureStore(graph), topology),
+        node_sampler=NeighborSampler(topology, [4, 3]),
+        input_nodes=torch.arange(25),
+        batch_size=25,
+    )
     batch = next(iter(loader))
     model = build_model("gcn", 16, 8, 4, 2, 0.0).eval()
     with torch.no_grad():
-        trimmed = model(batch.x, batch.edge_index,
-                        num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-                        num_sampled_edges_per_hop=batch.num_sampled_edges)[:25]
+        trimmed = model(
+            batch.x,
+            batch.edge_index,
+            num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+            num_sampled_edges_per_hop=batch.num_sampled_edges,
+        )[:25]
         full = model(batch.x, batch.edge_index)[:25]
     assert not torch.allclose(trimmed, full, atol=1e-5)
 
@@ -324,10 +446,16 @@ def test_gradient_clipping_reaches_the_optimiser_step(graph: GraphDir) -> None:
     epoch learns; a negative bound is a config error."""
     stores = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
     one_epoch = dataclasses.replace(FAST, epochs=1)
-    runs = {norm: train_node_classifier(*stores, *splits(graph), graph.manifest.num_classes,
-                                        dataclasses.replace(one_epoch, max_grad_norm=norm),
-                                        progress=False)
-            for norm in (0.0, 1e-3)}
+    runs = {
+        norm: train_node_classifier(
+            *stores,
+            *splits(graph),
+            graph.manifest.num_classes,
+            dataclasses.replace(one_epoch, max_grad_norm=norm),
+            progress=False,
+        )
+        for norm in (0.0, 1e-3)
+    }
     plain, clipped = (dict(runs[n].model.named_parameters()) for n in (0.0, 1e-3))
     assert any(not torch.equal(plain[k], clipped[k]) for k in plain)
     with pytest.raises(ConfigError, match="max_grad_norm"):

@@ -10,8 +10,9 @@ from gnncore.train.core.steps import OptimizerStep, clip_gradients
 def _dense_and_sparse_grads() -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]]:
     torch.manual_seed(0)
     weight = torch.randn(5, 3)
-    embedding_grad = torch.sparse_coo_tensor(torch.tensor([[0, 2, 2]]), torch.randn(3, 4),
-                                             (6, 4))  # row 2 twice: coalescing adds them
+    embedding_grad = torch.sparse_coo_tensor(
+        torch.tensor([[0, 2, 2]]), torch.randn(3, 4), (6, 4)
+    )  # row 2 twice: coalescing adds them
     sparse = [torch.nn.Parameter(weight.clone()), torch.nn.Parameter(torch.zeros(6, 4))]
     sparse[0].grad = torch.randn(5, 3)
     sparse[1].grad = embedding_grad

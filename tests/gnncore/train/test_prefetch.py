@@ -21,31 +21,41 @@ from gnncore.train.core.prefetch import Prefetcher, supports_threads
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory: pytest.TempPathFactory) -> GraphDir:
-    return GraphDir.open(planted_graph(tmp_path_factory.mktemp("prefetch") / "g",
-                                       num_nodes=300, features=8))
+    return GraphDir.open(
+        planted_graph(tmp_path_factory.mktemp("prefetch") / "g", num_nodes=300, features=8)
+    )
 
 
 def prefetch_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("gnncore-prefetch")]
 
 
-def make_loader(graph: GraphDir, sampler_cls: type[NeighborSampler] = NeighborSampler,
-                shuffle: bool = True, batch_size: int = 16) -> NodeLoader:
+def make_loader(
+    graph: GraphDir,
+    sampler_cls: type[NeighborSampler] = NeighborSampler,
+    shuffle: bool = True,
+    batch_size: int = 16,
+) -> NodeLoader:
     """A fresh loader (fresh sampler counter, fresh shuffling generator)."""
     topology = GraphDirGraphStore(graph)
     generator = torch.Generator().manual_seed(7) if shuffle else None
-    return NodeLoader((GraphDirFeatureStore(graph), topology),
-                      node_sampler=sampler_cls(topology, [4, 3], seed=11),
-                      input_nodes=torch.arange(graph.manifest.num_nodes), batch_size=batch_size,
-                      shuffle=shuffle, generator=generator)
+    return NodeLoader(
+        (GraphDirFeatureStore(graph), topology),
+        node_sampler=sampler_cls(topology, [4, 3], seed=11),
+        input_nodes=torch.arange(graph.manifest.num_nodes),
+        batch_size=batch_size,
+        shuffle=shuffle,
+        generator=generator,
+    )
 
 
 def as_tuples(batches: Iterator[Any]) -> list[tuple[torch.Tensor, ...]]:
     return [(b.n_id, b.edge_index, b.e_id, b.x, b.y, b.input_id) for b in batches]
 
 
-def assert_same_batches(a: list[tuple[torch.Tensor, ...]],
-                        b: list[tuple[torch.Tensor, ...]]) -> None:
+def assert_same_batches(
+    a: list[tuple[torch.Tensor, ...]], b: list[tuple[torch.Tensor, ...]]
+) -> None:
     assert len(a) == len(b)
     for i, (x, y) in enumerate(zip(a, b)):
         assert all(torch.equal(s, t) for s, t in zip(x, y)), f"batch {i}"
@@ -56,15 +66,19 @@ def two_epochs(loader: NodeLoader, batches: Any) -> tuple[list[Any], dict[str, A
     states afterwards: the shuffling generator, the global torch RNG, the counter."""
     torch.manual_seed(3)
     out = [as_tuples(iter(batches)) for _ in range(2)]
-    state = {"generator": loader.generator.get_state() if loader.generator else None,
-             "torch": torch.get_rng_state(), "num_batches": loader.node_sampler.num_batches}
+    state = {
+        "generator": loader.generator.get_state() if loader.generator else None,
+        "torch": torch.get_rng_state(),
+        "num_batches": loader.node_sampler.num_batches,
+    }
     return out, state
 
 
 @pytest.mark.parametrize("sampler_cls", [NeighborSampler, DenseSampler])
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_batches_and_random_states_equal_plain_iteration(
-        graph: GraphDir, sampler_cls: type[NeighborSampler], shuffle: bool) -> None:
+    graph: GraphDir, sampler_cls: type[NeighborSampler], shuffle: bool
+) -> None:
     plain_loader = make_loader(graph, sampler_cls, shuffle)
     plain, plain_state = two_epochs(plain_loader, plain_loader)
     assert plain_state["num_batches"] == 2 * len(plain_loader)
@@ -126,10 +140,12 @@ def explode(index: Any) -> None:
 # threads unwound (a race in the interpreter's shared AST state, seen twice in
 # ~10 full-suite runs under load); the error path is the same for any count.
 @pytest.mark.parametrize("workers", [1])
-def test_a_worker_error_reaches_the_consumer_with_its_traceback(graph: GraphDir,
-                                                                workers: int) -> None:
-    failing = next(i for i, b in enumerate(make_loader(graph)) if bool((b.n_id[:b.batch_size]
-                                                                          == 0).any()))
+def test_a_worker_error_reaches_the_consumer_with_its_traceback(
+    graph: GraphDir, workers: int
+) -> None:
+    failing = next(
+        i for i, b in enumerate(make_loader(graph)) if bool((b.n_id[: b.batch_size] == 0).any())
+    )
     loader = make_loader(graph, FailingSampler)
     received = 0
     with pytest.raises(ValueError, match="bad batch of 16 seeds") as info:
@@ -165,9 +181,13 @@ def test_reserved_seeds_give_the_plain_seeds() -> None:
 
 def test_loaders_it_cannot_thread_are_iterated_plainly(graph: GraphDir) -> None:
     topology = GraphDirGraphStore(graph)
-    processes = NodeLoader((GraphDirFeatureStore(graph), topology),
-                           node_sampler=NeighborSampler(topology, [2]),
-                           input_nodes=torch.arange(10), batch_size=5, num_workers=1)
+    processes = NodeLoader(
+        (GraphDirFeatureStore(graph), topology),
+        node_sampler=NeighborSampler(topology, [2]),
+        input_nodes=torch.arange(10),
+        batch_size=5,
+        num_workers=1,
+    )
     assert not supports_threads(processes) and not Prefetcher(processes).threaded
     assert not supports_threads([1, 2]) and list(Prefetcher([[1], [2]], workers=2)) == [[1], [2]]
     with pytest.raises(ValueError, match="depth"):

@@ -18,8 +18,9 @@ def problem(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((N, 4)).astype(np.float32)
     z[7] = z[3]  # two identical entities: ties
-    triples = np.stack([rng.integers(0, N, 60), rng.integers(0, R, 60),
-                        rng.integers(0, N, 60)], axis=1)
+    triples = np.stack(
+        [rng.integers(0, N, 60), rng.integers(0, R, 60), rng.integers(0, N, 60)], axis=1
+    )
     return z, triples[:45], triples[45:]
 
 
@@ -31,8 +32,16 @@ def test_filtered_ranks_match_the_reference(decoder: str, reciprocal: bool, chun
     relations = 2 * R if reciprocal else R
     model = DistMult(relations, 4) if decoder == "distmult" else DotProduct()
     known = known_edges([train, test], N, R)
-    ranks = filtered_ranks(torch.from_numpy(z), model.query, test, known, R,
-                           reciprocal=reciprocal, batch_size=7, entity_chunk=chunk)
+    ranks = filtered_ranks(
+        torch.from_numpy(z),
+        model.query,
+        test,
+        known,
+        R,
+        reciprocal=reciprocal,
+        batch_size=7,
+        entity_chunk=chunk,
+    )
     vectors = model.relations.weight.detach().numpy() if decoder == "distmult" else None
     truth = {tuple(t) for t in np.concatenate([train, test]).tolist()}
     expected = filtered_ranks_reference(z, vectors, test, truth, R, reciprocal)
@@ -45,8 +54,9 @@ def test_sampled_negatives_skip_known_answers() -> None:
     model = DotProduct()
     # N draws of every entity: the sampled protocol then sees every candidate
     everyone = NegativeDraw(N, np.ones(N))
-    sampled = filtered_ranks(torch.from_numpy(z), model.query, test, known, R,
-                             num_negatives=4000, negatives=everyone)
+    sampled = filtered_ranks(
+        torch.from_numpy(z), model.query, test, known, R, num_negatives=4000, negatives=everyone
+    )
     full = filtered_ranks(torch.from_numpy(z), model.query, test, known, R)
     # repeats of a candidate count once per draw, so compare who outranks the answer
     assert torch.all((sampled == 1) == (full == 1))

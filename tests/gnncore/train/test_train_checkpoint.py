@@ -30,14 +30,16 @@ from gnncore.train import (
 from gnncore.train.core.checkpoint import capture_rng, restore_rng
 
 HERE = Path(__file__).resolve().parent
-CONFIG = NodeTrainConfig(hidden=16, epochs=4, batch_size=32, lr=0.01, device="cpu", seed=5,
-                         patience=0)
+CONFIG = NodeTrainConfig(
+    hidden=16, epochs=4, batch_size=32, lr=0.01, device="cpu", seed=5, patience=0
+)
 
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory: pytest.TempPathFactory) -> GraphDir:
-    return GraphDir.open(planted_graph(tmp_path_factory.mktemp("ckpt") / "g", num_nodes=200,
-                                       features=8))
+    return GraphDir.open(
+        planted_graph(tmp_path_factory.mktemp("ckpt") / "g", num_nodes=200, features=8)
+    )
 
 
 class Crash(RuntimeError):
@@ -48,6 +50,7 @@ def crash_after(epoch: int) -> Any:
     def on_epoch_end(done: int, path: Path | None) -> None:
         if done == epoch:
             raise Crash(f"crash after epoch {done}")
+
     return on_epoch_end
 
 
@@ -92,10 +95,16 @@ def test_save_keeps_the_newest_files_and_writes_atomically(tmp_path: Path) -> No
         CheckpointDir(tmp_path, keep=0)
 
 
-def test_latest_skips_unreadable_files_and_refuses_pickled_objects(graph: GraphDir,
-                                                                   tmp_path: Path) -> None:
-    train_graph_dir(graph, dataclasses.replace(CONFIG, epochs=3), progress=False,
-                    checkpoint_dir=tmp_path, keep_checkpoints=3)
+def test_latest_skips_unreadable_files_and_refuses_pickled_objects(
+    graph: GraphDir, tmp_path: Path
+) -> None:
+    train_graph_dir(
+        graph,
+        dataclasses.replace(CONFIG, epochs=3),
+        progress=False,
+        checkpoint_dir=tmp_path,
+        keep_checkpoints=3,
+    )
     store = CheckpointDir(tmp_path)
     assert store.latest() is not None and store.latest().epoch == 3  # type: ignore[union-attr]
     newest = store.path(3)
@@ -129,23 +138,29 @@ def test_rng_states_round_trip() -> None:
 
 
 def test_default_checkpoint_dir() -> None:
-    assert default_checkpoint_dir("/data", "cora", "gat", 3) == \
-        Path("/data/checkpoints/cora-gat-seed3")
+    assert default_checkpoint_dir("/data", "cora", "gat", 3) == Path(
+        "/data/checkpoints/cora-gat-seed3"
+    )
 
 
 # Resuming --------------------------------------------------------------------------
 
 
-def test_resume_after_a_crash_equals_an_uninterrupted_run(graph: GraphDir,
-                                                          tmp_path: Path) -> None:
+def test_resume_after_a_crash_equals_an_uninterrupted_run(graph: GraphDir, tmp_path: Path) -> None:
     whole = train_graph_dir(graph, CONFIG, progress=False, checkpoint_dir=tmp_path / "a")
     assert whole.resumed_from_epoch == 0 and whole.checkpoint_dir == str(tmp_path / "a")
     with pytest.raises(Crash):
-        train_graph_dir(graph, CONFIG, progress=False, checkpoint_dir=tmp_path / "b",
-                        on_epoch_end=crash_after(2))
+        train_graph_dir(
+            graph,
+            CONFIG,
+            progress=False,
+            checkpoint_dir=tmp_path / "b",
+            on_epoch_end=crash_after(2),
+        )
     assert CheckpointDir(tmp_path / "b").epochs() == [1, 2]
-    resumed = train_graph_dir(graph, CONFIG, progress=False, checkpoint_dir=tmp_path / "b",
-                              resume=True)
+    resumed = train_graph_dir(
+        graph, CONFIG, progress=False, checkpoint_dir=tmp_path / "b", resume=True
+    )
     assert resumed.resumed_from_epoch == 2 and resumed.stopped_epoch == CONFIG.epochs
     assert resumed.train_loss == whole.train_loss
     assert resumed.val_accuracy == whole.val_accuracy
@@ -165,13 +180,23 @@ def test_resume_checks_settings_and_data(graph: GraphDir, tmp_path: Path) -> Non
     fresh = train_graph_dir(graph, CONFIG, progress=False, checkpoint_dir=tmp_path, resume=True)
     assert fresh.resumed_from_epoch == 0  # nothing to resume: a fresh start
     with pytest.raises(CheckpointError, match=r"lr: 0\.01 \(checkpoint\) != 0\.02"):
-        train_graph_dir(graph, dataclasses.replace(CONFIG, lr=0.02), progress=False,
-                        checkpoint_dir=tmp_path, resume=True)
+        train_graph_dir(
+            graph,
+            dataclasses.replace(CONFIG, lr=0.02),
+            progress=False,
+            checkpoint_dir=tmp_path,
+            resume=True,
+        )
     other = GraphDir.open(planted_graph(tmp_path / "other", num_nodes=200, features=8, seed=1))
     with pytest.raises(CheckpointError, match="train_crc32"):
         train_graph_dir(other, CONFIG, progress=False, checkpoint_dir=tmp_path, resume=True)
-    longer = train_graph_dir(graph, dataclasses.replace(CONFIG, epochs=6), progress=False,
-                             checkpoint_dir=tmp_path, resume=True)
+    longer = train_graph_dir(
+        graph,
+        dataclasses.replace(CONFIG, epochs=6),
+        progress=False,
+        checkpoint_dir=tmp_path,
+        resume=True,
+    )
     assert longer.resumed_from_epoch == 4 and len(longer.train_loss) == 6
     assert longer.train_loss[:4] == fresh.train_loss
     with pytest.raises(ValueError, match="checkpoint directory"):
@@ -179,10 +204,12 @@ def test_resume_checks_settings_and_data(graph: GraphDir, tmp_path: Path) -> Non
 
 
 def test_a_fresh_run_replaces_old_checkpoints(graph: GraphDir, tmp_path: Path) -> None:
-    train_graph_dir(graph, dataclasses.replace(CONFIG, epochs=5), progress=False,
-                    checkpoint_dir=tmp_path)
-    train_graph_dir(graph, dataclasses.replace(CONFIG, epochs=2), progress=False,
-                    checkpoint_dir=tmp_path)
+    train_graph_dir(
+        graph, dataclasses.replace(CONFIG, epochs=5), progress=False, checkpoint_dir=tmp_path
+    )
+    train_graph_dir(
+        graph, dataclasses.replace(CONFIG, epochs=2), progress=False, checkpoint_dir=tmp_path
+    )
     assert CheckpointDir(tmp_path).epochs() == [1, 2]
 
 
@@ -196,8 +223,7 @@ def test_early_stopping_and_resuming_a_stopped_run(graph: GraphDir, tmp_path: Pa
     again = train_graph_dir(graph, config, progress=False, checkpoint_dir=tmp_path, resume=True)
     assert again.resumed_from_epoch == 3 and again.stopped_epoch == 3
     assert again.test_accuracy == result.test_accuracy
-    off = train_graph_dir(graph, dataclasses.replace(config, patience=0, epochs=4),
-                          progress=False)
+    off = train_graph_dir(graph, dataclasses.replace(config, patience=0, epochs=4), progress=False)
     assert not off.early_stopped and off.stopped_epoch == 4
 
 
@@ -232,8 +258,13 @@ def test_cuda_training_with_mixed_precision(graph: GraphDir, tmp_path: Path, amp
     result = train_graph_dir(graph, config, progress=False, checkpoint_dir=tmp_path)
     assert result.device.startswith("cuda") and result.test_accuracy > 0.5
     assert all(e["transfer_s"] > 0 and e["compute_s"] > 0 for e in result.throughput)
-    resumed = train_graph_dir(graph, dataclasses.replace(config, epochs=4), progress=False,
-                              checkpoint_dir=tmp_path, resume=True)
+    resumed = train_graph_dir(
+        graph,
+        dataclasses.replace(config, epochs=4),
+        progress=False,
+        checkpoint_dir=tmp_path,
+        resume=True,
+    )
     assert resumed.resumed_from_epoch == 3 and resumed.stopped_epoch == 4
 
 
@@ -241,7 +272,8 @@ def test_cuda_training_with_mixed_precision(graph: GraphDir, tmp_path: Path, amp
 
 
 def test_cli_run_killed_after_its_second_checkpoint_resumes_exactly(
-        graph: GraphDir, tmp_path: Path) -> None:
+    graph: GraphDir, tmp_path: Path
+) -> None:
     """SIGKILL right after checkpoint 2, ``--resume``: the run goes on from epoch 2 and
     ends with the parameters of an uninterrupted run (CPU); the killed MLflow run,
     left RUNNING by the kill, is marked FAILED by the resumed one. The three runs
@@ -250,18 +282,49 @@ def test_cli_run_killed_after_its_second_checkpoint_resumes_exactly(
     from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
 
     root = tmp_path / "root"
-    common = [str(graph.path), "--task", "node", "--model", "sage", "--epochs", "4",
-              "--seed", "5", "--fanouts", "5,5", "--batch-size", "32", "--hidden", "16",
-              "--lr", "0.01", "--patience", "0", "--device", "cpu", "--no-progress",
-              "--data-root", str(root)]
+    common = [
+        str(graph.path),
+        "--task",
+        "node",
+        "--model",
+        "sage",
+        "--epochs",
+        "4",
+        "--seed",
+        "5",
+        "--fanouts",
+        "5,5",
+        "--batch-size",
+        "32",
+        "--hidden",
+        "16",
+        "--lr",
+        "0.01",
+        "--patience",
+        "0",
+        "--device",
+        "cpu",
+        "--no-progress",
+        "--data-root",
+        str(root),
+    ]
 
     def train(kill_after: int, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, str(HERE / "kill_after_checkpoint.py"), str(kill_after),
-                   *common, "--checkpoint-dir", str(tmp_path / name),
-                   "--json", str(tmp_path / f"{name}.json"), *extra]
+        command = [
+            sys.executable,
+            str(HERE / "kill_after_checkpoint.py"),
+            str(kill_after),
+            *common,
+            "--checkpoint-dir",
+            str(tmp_path / name),
+            "--json",
+            str(tmp_path / f"{name}.json"),
+            *extra,
+        ]
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300,
-                              cwd=tmp_path)
+        return subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+        )
 
     whole = train(0, "whole")
     assert whole.returncode == 0, whole.stderr[-3000:]
@@ -271,8 +334,9 @@ def test_cli_run_killed_after_its_second_checkpoint_resumes_exactly(
     assert CheckpointDir(tmp_path / "killed").epochs() == [1, 2]
 
     tracker = MlflowTracker(default_tracking_uri(root))
-    (killed_run,) = [r for r in tracker.client.search_runs([tracker.experiment_id])
-                     if r.info.status == RUNNING]
+    (killed_run,) = [
+        r for r in tracker.client.search_runs([tracker.experiment_id]) if r.info.status == RUNNING
+    ]
 
     resumed = train(0, "killed", "--resume", "--prefetch-workers", "2")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -280,8 +344,7 @@ def test_cli_run_killed_after_its_second_checkpoint_resumes_exactly(
     reference = json.loads((tmp_path / "whole.json").read_text())
     assert summary["resumed_from_epoch"] == 2 and reference["resumed_from_epoch"] == 0
     assert summary["stopped_epoch"] == 4
-    for key in ("test_accuracy", "test_macro_f1", "val_accuracy", "final_train_loss",
-                "best_epoch"):
+    for key in ("test_accuracy", "test_macro_f1", "val_accuracy", "final_train_loss", "best_epoch"):
         assert summary[key] == reference[key], key
 
     a, b = CheckpointDir(tmp_path / "whole").latest(), CheckpointDir(tmp_path / "killed").latest()
@@ -293,8 +356,10 @@ def test_cli_run_killed_after_its_second_checkpoint_resumes_exactly(
     for key in ("torch", "generator", "samplers"):
         assert_same_tensors(a.state["rng"][key], b.state["rng"][key])
     timings = {"throughput"}  # wall-clock figures differ from run to run
-    assert_same_tensors({k: v for k, v in a.state["progress"].items() if k not in timings},
-                        {k: v for k, v in b.state["progress"].items() if k not in timings})
+    assert_same_tensors(
+        {k: v for k, v in a.state["progress"].items() if k not in timings},
+        {k: v for k, v in b.state["progress"].items() if k not in timings},
+    )
 
     client = tracker.client
     old = client.get_run(killed_run.info.run_id)

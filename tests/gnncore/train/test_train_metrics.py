@@ -32,8 +32,9 @@ def test_macro_f1_averages_only_classes_that_occur() -> None:
 
 
 def test_empty_and_out_of_range_inputs() -> None:
-    empty = confusion_matrix(torch.tensor([], dtype=torch.long),
-                             torch.tensor([], dtype=torch.long), 3)
+    empty = confusion_matrix(
+        torch.tensor([], dtype=torch.long), torch.tensor([], dtype=torch.long), 3
+    )
     assert accuracy(empty) == macro_f1(empty) == 0.0
     with pytest.raises(ValueError, match="unlabelled"):
         confusion_matrix(torch.tensor([0, 1]), torch.tensor([0, -1]), 2)
