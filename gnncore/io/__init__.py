@@ -19,6 +19,7 @@ the 1-based line (text) or 0-based row (tables) and the problem.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from gnncore.errors import InputError
 from gnncore.io.detect import FORMATS, detect_format
@@ -68,7 +69,7 @@ def ingest(
     if id_type not in ID_TYPES:
         raise ValueError(f"id_type must be one of {ID_TYPES}, not {id_type!r}")
     if not os.path.exists(source):
-        raise InputError("no such file or directory", source)
+        raise InputError("no such file or directory", Path(source))
     fmt = detect_format(source) if format == "auto" else format
     if header is not None and fmt != "edgelist":
         raise ValueError("header= applies to the edgelist format only")

@@ -77,6 +77,7 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
         if num_nodes is None or (use_plan and plan is None):
             raise ValueError("seed method 'clusters' needs num_nodes and the run's plan")
         if use_plan:
+            assert plan is not None  # checked above
             return plan_sides(pairs, plan, num_nodes, first_part, weights, capacities)
         return _metis_chunk_sides(pairs, num_nodes, weights, capacities, seed, imbalance)
     if method == "metis":  # renumbering and CSR in one C++ call

@@ -120,6 +120,7 @@ class Manifest:
             if not isinstance(entry, dict):
                 raise InputError(f"file entry {name!r} is not an object", path)
             files[name] = FileEntry.from_json(name, entry, path)
+        undirected = obj.get("num_undirected_edges")  # absent in manifests before it existed
         try:
             manifest = cls(
                 name=str(obj["name"]),
@@ -127,8 +128,8 @@ class Manifest:
                 num_edges=int(obj["num_edges"]),
                 num_canonical_edges=int(obj["num_canonical_edges"]),
                 directed=bool(obj["directed"]),
-                num_undirected_edges=int(obj.get("num_undirected_edges",
-                                                 obj["num_canonical_edges"])),
+                num_undirected_edges=int(obj["num_canonical_edges"] if undirected is None
+                                         else undirected),
                 num_relations=int(obj.get("num_relations", 0)),
                 num_features=int(obj.get("num_features", 0)),
                 num_classes=int(obj.get("num_classes", 0)),

@@ -104,17 +104,16 @@ def grem_bisect_reference(
                 part[n] = seeds[n]
                 sizes[seeds[n]] += 1
             for n in c_nodes:
-                k0, k1 = cnt_nbrs(n, chunk)
-                est[n] = (k0, k1)
+                c0, c1 = cnt_nbrs(n, chunk)
+                est[n] = (c0, c1)
             continue
         for n in c_nodes:
             old = part[n]
             if old != -1 and not refine:
                 continue
-            k0, k1 = cnt_nbrs(n, chunk)
-            if old != -1:
-                k0 = (est[n][0] + k0) / 2
-                k1 = (est[n][1] + k1) / 2
+            n0, n1 = cnt_nbrs(n, chunk)
+            k0, k1 = (float(n0), float(n1)) if old == -1 else (
+                (est[n][0] + n0) / 2, (est[n][1] + n1) / 2)
             new = assign(k0, k1, old)
             if old != -1 and new != old:
                 reassigned += 1
@@ -273,10 +272,10 @@ def majority_rounds_reference(local: np.ndarray, side: np.ndarray, rounds: int) 
             sx, sy = sides[open_edges[:, x]], sides[open_edges[:, y]]
             m = (sx < 0) & (sy >= 0)
             votes += np.bincount(open_edges[m, x] * 2 + sy[m], minlength=2 * n)
-        votes = votes.reshape(n, 2)
-        decide = (sides < 0) & (votes[:, 0] != votes[:, 1])
+        pair_votes = votes.reshape(n, 2)
+        decide = (sides < 0) & (pair_votes[:, 0] != pair_votes[:, 1])
         if not decide.any():
             break
-        sides[decide] = (votes[decide, 1] > votes[decide, 0]).astype(np.int64)
+        sides[decide] = (pair_votes[decide, 1] > pair_votes[decide, 0]).astype(np.int64)
         open_edges = open_edges[(sides[open_edges[:, 0]] < 0) | (sides[open_edges[:, 1]] < 0)]
     return sides

@@ -105,7 +105,8 @@ def bytegnn_blocks_reference(
                     dist[w] = dist[u] + 1
                     queue.append(w)
         for w, d in dist.items():
-            if best[w] is None or (d, c) < best[w]:
+            current = best[w]
+            if current is None or (d, c) < current:
                 best[w] = (d, c)
     block = np.array([v if b is None else b[1] for v, b in enumerate(best)], dtype=np.int64)
     level = np.array([-1 if b is None else b[0] for b in best], dtype=np.int64)

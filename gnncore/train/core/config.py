@@ -44,10 +44,9 @@ class ConfigMethods:
     def to_dict(self) -> dict[str, Any]:
         """Plain ``str -> int/float/str/bool/list/None`` (tuples as lists), safe to
         store in a checkpoint loaded with ``weights_only=True``."""
-        return {
-            key: list(value) if isinstance(value, tuple) else value
-            for key, value in asdict(self).items()
-        }  # type: ignore[call-overload]
+        values = asdict(self)  # type: ignore[call-overload]
+        return {key: list(value) if isinstance(value, tuple) else value
+                for key, value in values.items()}
 
     @classmethod
     def from_dict(cls: type[C], values: dict[str, Any]) -> C:
