@@ -16,7 +16,18 @@ PIPELINE_CHECKS = [graph_integrity, partition_balance, model_quality]
 ALL_ASSETS = [*PIPELINE_ASSETS, *METHOD_PARTITIONS, partition_report]
 ALL_CHECKS = [*PIPELINE_CHECKS, *METHOD_BALANCE_CHECKS]
 
-__all__ = ["ALL_ASSETS", "ALL_CHECKS", "PIPELINE_ASSETS", "PIPELINE_CHECKS", "graph",
-           "graph_integrity", "graph_partition", "model_quality", "partition_balance",
-           "partition_report", "production_model",
-           "raw_dataset", "trained_model"]
+__all__ = [
+    "ALL_ASSETS",
+    "ALL_CHECKS",
+    "PIPELINE_ASSETS",
+    "PIPELINE_CHECKS",
+    "graph",
+    "graph_integrity",
+    "graph_partition",
+    "model_quality",
+    "partition_balance",
+    "partition_report",
+    "production_model",
+    "raw_dataset",
+    "trained_model",
+]

@@ -1,6 +1,5 @@
 """Blocking asset checks: downstream stages rely on these invariants."""
 
-
 import dagster as dg
 
 from assets.graph import graph
@@ -10,8 +9,12 @@ from assets.upstream import latest_metadata, upstream_path
 from resources import MlflowResource
 
 
-@dg.asset_check(asset=graph, blocking=True, description="Manifest, checksums and contents "
-                "(CSR bounds and order, labels, disjoint splits, finite features) are valid.")
+@dg.asset_check(
+    asset=graph,
+    blocking=True,
+    description="Manifest, checksums and contents "
+    "(CSR bounds and order, labels, disjoint splits, finite features) are valid.",
+)
 def graph_integrity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
     """The graph directory matches its manifest and its contents are valid."""
     from gnncore.errors import InputError
@@ -21,13 +24,13 @@ def graph_integrity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResu
     try:
         GraphDir.open(path).validate(checksums=True)
     except InputError as exc:
-        return dg.AssetCheckResult(passed=False, metadata={"error": str(exc),
-                                                           "path": str(path)})
+        return dg.AssetCheckResult(passed=False, metadata={"error": str(exc), "path": str(path)})
     return dg.AssetCheckResult(passed=True, metadata={"path": str(path)})
 
 
-def check_partition_balance(context: dg.AssetCheckExecutionContext,
-                            asset_key: dg.AssetKey) -> dg.AssetCheckResult:
+def check_partition_balance(
+    context: dg.AssetCheckExecutionContext, asset_key: dg.AssetKey
+) -> dg.AssetCheckResult:
     """Every part of the latest partitioning of ``asset_key`` is within tolerance."""
     from gnncore.partition import PartitionDir
     from gnncore.partition.metrics import balance_violations, partition_metrics
@@ -38,19 +41,26 @@ def check_partition_balance(context: dg.AssetCheckExecutionContext,
     part = PartitionDir.open(str(meta["path"]), graph_dir)
     metrics = partition_metrics(graph_dir, part.assignment(), part.parts)
     problems = balance_violations(metrics, float(meta["imbalance"]))
-    return dg.AssetCheckResult(passed=not problems, metadata={
-        "max_part_ratio": metrics.max_part_ratio,
-        "problems": "; ".join(problems) or "none",
-    })
+    return dg.AssetCheckResult(
+        passed=not problems,
+        metadata={
+            "max_part_ratio": metrics.max_part_ratio,
+            "problems": "; ".join(problems) or "none",
+        },
+    )
 
 
-def build_balance_check(asset: dg.AssetsDefinition,
-                        name: str = "partition_balance") -> dg.AssetChecksDefinition:
+def build_balance_check(
+    asset: dg.AssetsDefinition, name: str = "partition_balance"
+) -> dg.AssetChecksDefinition:
     """A blocking balance check on one partitioning asset."""
 
-    @dg.asset_check(asset=asset, name=name, blocking=True,
-                    description="No part exceeds ceil((1 + imbalance)·N/p) nodes and none is "
-                    "empty.")
+    @dg.asset_check(
+        asset=asset,
+        name=name,
+        blocking=True,
+        description="No part exceeds ceil((1 + imbalance)·N/p) nodes and none is empty.",
+    )
     def _balance(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return check_partition_balance(context, asset.key)
 
@@ -67,24 +77,35 @@ class QualityGateConfig(dg.Config):
     margin: float = 0.01
 
 
-@dg.asset_check(asset=trained_model, blocking=True, description="The new model's validation "
-                "metric (accuracy; MRR for link prediction) is no worse than the production "
-                "version's minus a margin; when it fails, production_model does not run and "
-                "the version is not promoted.")
-def model_quality(context: dg.AssetCheckExecutionContext, config: QualityGateConfig,
-                  mlflow: MlflowResource) -> dg.AssetCheckResult:
+@dg.asset_check(
+    asset=trained_model,
+    blocking=True,
+    description="The new model's validation "
+    "metric (accuracy; MRR for link prediction) is no worse than the production "
+    "version's minus a margin; when it fails, production_model does not run and "
+    "the version is not promoted.",
+)
+def model_quality(
+    context: dg.AssetCheckExecutionContext, config: QualityGateConfig, mlflow: MlflowResource
+) -> dg.AssetCheckResult:
     """Quality gate against the current production version."""
     from gnncore.tracking.registry import quality_gate
 
     meta = latest_metadata(context, trained_model.key)
     registry = mlflow.registry(str(meta["validation_metric"]))
     production = registry.production(str(meta["registered_model"]))
-    decision = quality_gate(float(meta["validation_score"]),
-                            None if production is None else production.metric, config.margin)
-    return dg.AssetCheckResult(passed=decision.passed, metadata={
-        "reason": decision.reason,
-        "metric": str(meta["validation_metric"]),
-        "candidate_version": str(meta["model_version"]),
-        "production_version": "none" if production is None else production.version,
-        "margin": config.margin,
-    })
+    decision = quality_gate(
+        float(meta["validation_score"]),
+        None if production is None else production.metric,
+        config.margin,
+    )
+    return dg.AssetCheckResult(
+        passed=decision.passed,
+        metadata={
+            "reason": decision.reason,
+            "metric": str(meta["validation_metric"]),
+            "candidate_version": str(meta["model_version"]),
+            "production_version": "none" if production is None else production.version,
+            "margin": config.margin,
+        },
+    )

@@ -1,6 +1,5 @@
 """The raw dataset: a user's files, or the built-in generator's output."""
 
-
 from pathlib import Path
 
 import dagster as dg
@@ -12,12 +11,18 @@ from resources import DataRootResource
 class DatasetConfig(dg.Config):
     """Which raw dataset feeds the pipeline."""
 
-    name: str = Field(default="synthetic", description="Dataset name; names the output "
-                      "directories under the data root.")
-    source: str = Field(default="", description="Path of a raw dataset (edge list, Parquet, "
-                        "OGB raw layout, Planetoid raw, KG triples); empty: generate one.")
-    format: str = Field(default="auto", description="auto, edgelist, parquet, ogb, planetoid "
-                        "or kg (for `source`).")
+    name: str = Field(
+        default="synthetic",
+        description="Dataset name; names the output directories under the data root.",
+    )
+    source: str = Field(
+        default="",
+        description="Path of a raw dataset (edge list, Parquet, "
+        "OGB raw layout, Planetoid raw, KG triples); empty: generate one.",
+    )
+    format: str = Field(
+        default="auto", description="auto, edgelist, parquet, ogb, planetoid or kg (for `source`)."
+    )
     directed: bool = Field(default=False, description="Keep edge directions (else symmetrise).")
     num_nodes: int = Field(default=20_000, description="Generated graph: nodes.")
     avg_degree: float = Field(default=10.0, description="Generated graph: average degree.")
@@ -27,8 +32,9 @@ class DatasetConfig(dg.Config):
 
 
 @dg.asset(kinds={"polars", "numpy"}, group_name="gnn")
-def raw_dataset(context: dg.AssetExecutionContext, config: DatasetConfig,
-                storage: DataRootResource) -> dg.MaterializeResult:
+def raw_dataset(
+    context: dg.AssetExecutionContext, config: DatasetConfig, storage: DataRootResource
+) -> dg.MaterializeResult:
     """Raw input files: the configured source, or a generated planted-partition graph
     written in OGB's raw node-property-prediction layout."""
     if config.source:
@@ -39,17 +45,23 @@ def raw_dataset(context: dg.AssetExecutionContext, config: DatasetConfig,
     else:
         from gnncore.synth import SynthSpec, write_ogb_raw
 
-        spec = SynthSpec(num_nodes=config.num_nodes, avg_degree=config.avg_degree,
-                         num_classes=config.num_classes, num_features=config.num_features,
-                         seed=config.seed)
+        spec = SynthSpec(
+            num_nodes=config.num_nodes,
+            avg_degree=config.avg_degree,
+            num_classes=config.num_classes,
+            num_features=config.num_features,
+            seed=config.seed,
+        )
         path = storage.stage_dir("datasets", config.name)
         summary = write_ogb_raw(path, spec)
         context.log.info(f"generated {summary['num_edges']:,} edges into {path}")
         fmt, extra = "ogb", {k: v for k, v in summary.items() if isinstance(v, (int, float))}
-    return dg.MaterializeResult(metadata={
-        "path": dg.MetadataValue.path(str(path)),
-        "name": config.name,
-        "format": fmt,
-        "directed": config.directed,
-        **extra,
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(path)),
+            "name": config.name,
+            "format": fmt,
+            "directed": config.directed,
+            **extra,
+        }
+    )

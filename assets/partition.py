@@ -7,7 +7,7 @@ them. Every partitioning is also an MLflow run, so methods compare side by side
 in the MLflow UI.
 """
 
-from typing import Any, Optional
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -16,40 +16,63 @@ from assets.graph import graph
 from assets.upstream import latest_metadata
 from resources import DataRootResource, MlflowResource
 
-COMPARED_METHODS = ("metis", "metis-recursive", "grem", "greedy", "ldg", "fennel", "random",
-                    "range", "bytegnn")
+COMPARED_METHODS = (
+    "metis",
+    "metis-recursive",
+    "grem",
+    "greedy",
+    "ldg",
+    "fennel",
+    "random",
+    "range",
+    "bytegnn",
+)
 
 
 class PartitionConfig(dg.Config):
     """How to partition the graph."""
 
-    method: str = Field(default="metis", description="Partitioning method (graph_partition "
-                        "only; the per-method assets fix it).")
+    method: str = Field(
+        default="metis",
+        description="Partitioning method (graph_partition only; the per-method assets fix it).",
+    )
     parts: int = Field(default=4, description="Number of partitions.")
     seed: int = Field(default=0, description="Random seed.")
-    imbalance: float = Field(default=0.03, description="Allowed excess of the largest part "
-                             "over N/parts.")
+    imbalance: float = Field(
+        default=0.03, description="Allowed excess of the largest part over N/parts."
+    )
     chunk: float = Field(default=0.1, description="grem/greedy: chunk size, fraction of edges.")
     passes: int = Field(default=3, description="grem: restreaming refinement passes.")
-    seed_method: Optional[str] = Field(
-        default=None, description="grem: first-chunk seeding (metis, random, ldg, clusters; "
-        "default: clusters with passes > 0, metis for passes 0).")
+    seed_method: str | None = Field(
+        default=None,
+        description="grem: first-chunk seeding (metis, random, ldg, clusters; "
+        "default: clusters with passes > 0, metis for passes 0).",
+    )
     hops: int = Field(default=2, description="bytegnn: block radius.")
-    clusters: Optional[int] = Field(
-        default=None, description="grem seed clusters: target cluster size prefix nodes / "
-        "clusters (default: max(16 parts, min(256, prefix nodes / 1000))).")
-    workers: int = Field(default=1, description="grem/greedy: bisections run at once in "
-                         "worker processes (more is faster and holds that many chunks in "
-                         "memory).")
+    clusters: int | None = Field(
+        default=None,
+        description="grem seed clusters: target cluster size prefix nodes / "
+        "clusters (default: max(16 parts, min(256, prefix nodes / 1000))).",
+    )
+    workers: int = Field(
+        default=1,
+        description="grem/greedy: bisections run at once in "
+        "worker processes (more is faster and holds that many chunks in "
+        "memory).",
+    )
 
 
 def partition_asset_name(method: str) -> str:
     return "partition_" + method.replace("-", "_")
 
 
-def materialize_partition(context: Any, config: PartitionConfig, method: str,
-                          storage: DataRootResource,
-                          mlflow: MlflowResource) -> dg.MaterializeResult:
+def materialize_partition(
+    context: Any,
+    config: PartitionConfig,
+    method: str,
+    storage: DataRootResource,
+    mlflow: MlflowResource,
+) -> dg.MaterializeResult:
     """Partition the latest graph with ``method``; one MLflow run; metadata out."""
     from gnncore.partition import MethodSettings, partition_graph
     from gnncore.partition.run import part_size_chart
@@ -59,37 +82,59 @@ def materialize_partition(context: Any, config: PartitionConfig, method: str,
     out = storage.stage_dir("partitions", f"{upstream['name']}-{method}-p{config.parts}")
     tracker = mlflow.tracker()
     report = partition_graph(
-        str(upstream["path"]), out, method=method, parts=config.parts, seed=config.seed,
-        imbalance=config.imbalance, tracking=tracker,
-        settings=MethodSettings(chunk=config.chunk, passes=config.passes,
-                                seed_method=config.seed_method, hops=config.hops,
-                                clusters=config.clusters, workers=config.workers),
-        tags={"dagster_run_id": context.run.run_id,
-              "dagster_asset": context.asset_key.to_user_string()},
-        progress=context.log.info)
+        str(upstream["path"]),
+        out,
+        method=method,
+        parts=config.parts,
+        seed=config.seed,
+        imbalance=config.imbalance,
+        tracking=tracker,
+        settings=MethodSettings(
+            chunk=config.chunk,
+            passes=config.passes,
+            seed_method=config.seed_method,
+            hops=config.hops,
+            clusters=config.clusters,
+            workers=config.workers,
+        ),
+        tags={
+            "dagster_run_id": context.run.run_id,
+            "dagster_asset": context.asset_key.to_user_string(),
+        },
+        progress=context.log.info,
+    )
     m = report.metrics
-    context.log.info(f"{method} p={config.parts}: cut {m.edge_cut_fraction:.4f}, "
-                     f"max part {m.max_part_ratio:.4f}, {report.seconds:.2f}s")
-    return dg.MaterializeResult(metadata={
-        "path": dg.MetadataValue.path(str(out)),
-        "method": method,
-        "parts": config.parts,
-        "imbalance": config.imbalance,
-        **report.params,
-        "edge_cut_fraction": dg.MetadataValue.float(m.edge_cut_fraction),
-        "max_part_ratio": dg.MetadataValue.float(m.max_part_ratio),
-        "seconds": dg.MetadataValue.float(report.seconds),
-        "peak_rss_bytes": report.peak_rss_bytes,
-        "mlflow_run": dg.MetadataValue.url(tracker.run_url(str(report.run_id))),
-        "parts_table": dg.MetadataValue.md(m.markdown_table()),
-        "balance_chart": dg.MetadataValue.md(markdown_image(part_size_chart(report),
-                                                            "part sizes")),
-    })
+    context.log.info(
+        f"{method} p={config.parts}: cut {m.edge_cut_fraction:.4f}, "
+        f"max part {m.max_part_ratio:.4f}, {report.seconds:.2f}s"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(out)),
+            "method": method,
+            "parts": config.parts,
+            "imbalance": config.imbalance,
+            **report.params,
+            "edge_cut_fraction": dg.MetadataValue.float(m.edge_cut_fraction),
+            "max_part_ratio": dg.MetadataValue.float(m.max_part_ratio),
+            "seconds": dg.MetadataValue.float(report.seconds),
+            "peak_rss_bytes": report.peak_rss_bytes,
+            "mlflow_run": dg.MetadataValue.url(tracker.run_url(str(report.run_id))),
+            "parts_table": dg.MetadataValue.md(m.markdown_table()),
+            "balance_chart": dg.MetadataValue.md(
+                markdown_image(part_size_chart(report), "part sizes")
+            ),
+        }
+    )
 
 
 @dg.asset(deps=[graph], kinds={"python"}, group_name="gnn")
-def graph_partition(context: dg.AssetExecutionContext, config: PartitionConfig,
-                    storage: DataRootResource, mlflow: MlflowResource) -> dg.MaterializeResult:
+def graph_partition(
+    context: dg.AssetExecutionContext,
+    config: PartitionConfig,
+    storage: DataRootResource,
+    mlflow: MlflowResource,
+) -> dg.MaterializeResult:
     """The min-edge-cut partitioning training uses (method from config)."""
     return materialize_partition(context, config, config.method, storage, mlflow)
 
@@ -97,11 +142,19 @@ def graph_partition(context: dg.AssetExecutionContext, config: PartitionConfig,
 def build_method_partition_asset(method: str) -> dg.AssetsDefinition:
     """``partition_<method>``: the graph partitioned by one fixed method."""
 
-    @dg.asset(name=partition_asset_name(method), deps=[graph], kinds={"python"},
-              group_name="partitioning",
-              description=f"The graph partitioned with {method} (for comparison).")
-    def _partition(context: dg.AssetExecutionContext, config: PartitionConfig,
-                   storage: DataRootResource, mlflow: MlflowResource) -> dg.MaterializeResult:
+    @dg.asset(
+        name=partition_asset_name(method),
+        deps=[graph],
+        kinds={"python"},
+        group_name="partitioning",
+        description=f"The graph partitioned with {method} (for comparison).",
+    )
+    def _partition(
+        context: dg.AssetExecutionContext,
+        config: PartitionConfig,
+        storage: DataRootResource,
+        mlflow: MlflowResource,
+    ) -> dg.MaterializeResult:
         return materialize_partition(context, config, method, storage, mlflow)
 
     return _partition
@@ -117,10 +170,14 @@ def partition_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     from gnncore.partition.bench import comparison_chart, markdown_table, report_row
     from gnncore.plots import markdown_image
 
-    rows = [report_row(PartitionDir.open(str(latest_metadata(context, a.key)["path"])))
-            for a in METHOD_PARTITIONS]
-    return dg.MaterializeResult(metadata={
-        "table": dg.MetadataValue.md(markdown_table(rows)),
-        "chart": dg.MetadataValue.md(markdown_image(comparison_chart(rows), "comparison")),
-        "best_cut_method": min(rows, key=lambda r: r["edge_cut_fraction"])["method"],
-    })
+    rows = [
+        report_row(PartitionDir.open(str(latest_metadata(context, a.key)["path"])))
+        for a in METHOD_PARTITIONS
+    ]
+    return dg.MaterializeResult(
+        metadata={
+            "table": dg.MetadataValue.md(markdown_table(rows)),
+            "chart": dg.MetadataValue.md(markdown_image(comparison_chart(rows), "comparison")),
+            "best_cut_method": min(rows, key=lambda r: r["edge_cut_fraction"])["method"],
+        }
+    )

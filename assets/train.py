@@ -1,6 +1,5 @@
 """The trained model (node classifier or link predictor), tracked in MLflow."""
 
-
 import dagster as dg
 
 from assets.graph import graph
@@ -9,16 +8,24 @@ from assets.train_config import TrainConfig
 from assets.upstream import latest_metadata
 from resources import ComputeResource, DataRootResource, MlflowResource
 
-
 #: task -> the MLflow run metric the quality gate compares (and the asset reports)
 VALIDATION_METRIC = {"node": "best_val_accuracy", "link": "best_val_mrr"}
 
 
-@dg.asset(deps=[graph, graph_partition], kinds={"pytorch", "mlflow"}, group_name="gnn",
-          pool="gpu", retry_policy=dg.RetryPolicy(max_retries=1))
-def trained_model(context: dg.AssetExecutionContext, config: TrainConfig,
-                  storage: DataRootResource, mlflow: MlflowResource,
-                  compute: ComputeResource) -> dg.MaterializeResult:
+@dg.asset(
+    deps=[graph, graph_partition],
+    kinds={"pytorch", "mlflow"},
+    group_name="gnn",
+    pool="gpu",
+    retry_policy=dg.RetryPolicy(max_retries=1),
+)
+def trained_model(
+    context: dg.AssetExecutionContext,
+    config: TrainConfig,
+    storage: DataRootResource,
+    mlflow: MlflowResource,
+    compute: ComputeResource,
+) -> dg.MaterializeResult:
     """A GNN trained with the C++ neighbour sampler; run, curves and model in MLflow.
 
     Checkpoints go to ``<data root>/checkpoints/<dataset>-<model>-<dagster run id>``
@@ -32,64 +39,99 @@ def trained_model(context: dg.AssetExecutionContext, config: TrainConfig,
     partition = latest_metadata(context, graph_partition.key)
     train_config = config.build(compute.resolve())
     tracker = mlflow.tracker()
-    tags = {"dagster_run_id": context.run.run_id, "dagster_asset": context.asset_key.to_user_string(),
-            "partition_method": partition["method"], "partition_parts": partition["parts"]}
-    checkpoints = storage.stage_dir("checkpoints", f"{upstream['name']}-{config.task}-"
-                                    f"{config.model}-{context.run.run_id}")
-    result = train_graph_dir(str(upstream["path"]), train_config, tracking=tracker, tags=tags,
-                             progress=False, checkpoint_dir=checkpoints,
-                             resume=context.retry_number > 0)
+    tags = {
+        "dagster_run_id": context.run.run_id,
+        "dagster_asset": context.asset_key.to_user_string(),
+        "partition_method": partition["method"],
+        "partition_parts": partition["parts"],
+    }
+    checkpoints = storage.stage_dir(
+        "checkpoints", f"{upstream['name']}-{config.task}-{config.model}-{context.run.run_id}"
+    )
+    result = train_graph_dir(
+        str(upstream["path"]),
+        train_config,
+        tracking=tracker,
+        tags=tags,
+        progress=False,
+        checkpoint_dir=checkpoints,
+        resume=context.retry_number > 0,
+    )
     metric = VALIDATION_METRIC[config.task]
     version = mlflow.registry(metric).register(
-        registered_model_name(config.task, str(upstream["name"])), str(result.model_uri),
-        str(result.run_id))
+        registered_model_name(config.task, str(upstream["name"])),
+        str(result.model_uri),
+        str(result.run_id),
+    )
     if isinstance(result, LinkTrainResult):
-        validation, scores = result.best_val_mrr, {
-            "test_mrr": dg.MetadataValue.float(result.test.mrr),
-            "test_hits@10": dg.MetadataValue.float(result.test.hits[10]),
-            "val_mrr": dg.MetadataValue.float(result.best_val_mrr)}
-        curves = line_chart_png({"train loss": result.train_loss, "val MRR": result.val_mrr},
-                                "training", "epoch")
+        validation, scores = (
+            result.best_val_mrr,
+            {
+                "test_mrr": dg.MetadataValue.float(result.test.mrr),
+                "test_hits@10": dg.MetadataValue.float(result.test.hits[10]),
+                "val_mrr": dg.MetadataValue.float(result.best_val_mrr),
+            },
+        )
+        curves = line_chart_png(
+            {"train loss": result.train_loss, "val MRR": result.val_mrr}, "training", "epoch"
+        )
     else:
-        validation, scores = result.best_val_accuracy, {
-            "test_accuracy": dg.MetadataValue.float(result.test_accuracy),
-            "val_accuracy": dg.MetadataValue.float(result.best_val_accuracy),
-            "test_macro_f1": dg.MetadataValue.float(result.test_macro_f1)}
-        curves = line_chart_png({"train loss": result.train_loss,
-                                 "val accuracy": result.val_accuracy}, "training", "epoch")
-    return dg.MaterializeResult(metadata={
-        "task": config.task,
-        **scores,
-        "validation_metric": metric,
-        "validation_score": dg.MetadataValue.float(validation),
-        "best_epoch": result.best_epoch,
-        "seconds": dg.MetadataValue.float(result.seconds),
-        "device": result.device,
-        "resumed_from_epoch": result.resumed_from_epoch,
-        "checkpoint_dir": dg.MetadataValue.path(str(checkpoints)),
-        "mlflow_run_id": str(result.run_id),
-        "registered_model": version.name,
-        "model_version": version.version,
-        "mlflow_run": dg.MetadataValue.url(tracker.run_url(str(result.run_id))),
-        "mlflow_tracking_uri": tracker.tracking_uri,
-        "curves": dg.MetadataValue.md(markdown_image(curves, "loss and validation metric")),
-    })
+        validation, scores = (
+            result.best_val_accuracy,
+            {
+                "test_accuracy": dg.MetadataValue.float(result.test_accuracy),
+                "val_accuracy": dg.MetadataValue.float(result.best_val_accuracy),
+                "test_macro_f1": dg.MetadataValue.float(result.test_macro_f1),
+            },
+        )
+        curves = line_chart_png(
+            {"train loss": result.train_loss, "val accuracy": result.val_accuracy},
+            "training",
+            "epoch",
+        )
+    return dg.MaterializeResult(
+        metadata={
+            "task": config.task,
+            **scores,
+            "validation_metric": metric,
+            "validation_score": dg.MetadataValue.float(validation),
+            "best_epoch": result.best_epoch,
+            "seconds": dg.MetadataValue.float(result.seconds),
+            "device": result.device,
+            "resumed_from_epoch": result.resumed_from_epoch,
+            "checkpoint_dir": dg.MetadataValue.path(str(checkpoints)),
+            "mlflow_run_id": str(result.run_id),
+            "registered_model": version.name,
+            "model_version": version.version,
+            "mlflow_run": dg.MetadataValue.url(tracker.run_url(str(result.run_id))),
+            "mlflow_tracking_uri": tracker.tracking_uri,
+            "curves": dg.MetadataValue.md(markdown_image(curves, "loss and validation metric")),
+        }
+    )
 
 
 @dg.asset(deps=[trained_model], kinds={"mlflow"}, group_name="gnn")
-def production_model(context: dg.AssetExecutionContext,
-                     mlflow: MlflowResource) -> dg.MaterializeResult:
+def production_model(
+    context: dg.AssetExecutionContext, mlflow: MlflowResource
+) -> dg.MaterializeResult:
     """The registered version carrying the ``production`` alias: the new version,
     promoted only after the blocking ``model_quality`` check passed."""
     from gnncore.tracking.registry import ModelVersion
 
     meta = latest_metadata(context, trained_model.key)
     registry = mlflow.registry(str(meta["validation_metric"]))
-    version = ModelVersion(str(meta["registered_model"]), str(meta["model_version"]),
-                           str(meta["mlflow_run_id"]), float(meta["validation_score"]))
+    version = ModelVersion(
+        str(meta["registered_model"]),
+        str(meta["model_version"]),
+        str(meta["mlflow_run_id"]),
+        float(meta["validation_score"]),
+    )
     registry.promote(version)
     context.log.info(f"{version.name} version {version.version} is now production")
-    return dg.MaterializeResult(metadata={"registered_model": version.name,
-                                          "production_version": version.version,
-                                          str(meta["validation_metric"]):
-                                              float(meta["validation_score"])})
+    return dg.MaterializeResult(
+        metadata={
+            "registered_model": version.name,
+            "production_version": version.version,
+            str(meta["validation_metric"]): float(meta["validation_score"]),
+        }
+    )

@@ -30,10 +30,13 @@ def options_config(config_cls: type, name: str) -> type[dg.Config]:
         if spec.name in FROM_RESOURCES:
             continue
         note = " None: the model's default." if spec.info.per_model else ""
-        fields[spec.name] = (spec.python_type,
-                             Field(default=spec.plain_default, description=spec.info.help + note))
-    return create_model(name, __base__=dg.Config, __doc__=f"Options of {config_cls.__name__}.",
-                        **fields)
+        fields[spec.name] = (
+            spec.python_type,
+            Field(default=spec.plain_default, description=spec.info.help + note),
+        )
+    return create_model(
+        name, __base__=dg.Config, __doc__=f"Options of {config_cls.__name__}.", **fields
+    )
 
 
 NodeTrainOptions = options_config(NodeTrainConfig, "NodeTrainOptions")
@@ -44,12 +47,16 @@ class TrainConfig(dg.Config):
     """What to train: the task, and the options of that task (library defaults)."""
 
     task: Literal["node", "link"] = Field(
-        default="node", description="node (classification) or link (prediction on the "
-        "graph's triples or a split of its edges); picks the `node` or `link` options.")
+        default="node",
+        description="node (classification) or link (prediction on the "
+        "graph's triples or a split of its edges); picks the `node` or `link` options.",
+    )
     node: NodeTrainOptions = Field(  # type: ignore[valid-type]
-        default_factory=NodeTrainOptions, description="Node classification options.")
+        default_factory=NodeTrainOptions, description="Node classification options."
+    )
     link: LinkTrainOptions = Field(  # type: ignore[valid-type]
-        default_factory=LinkTrainOptions, description="Link prediction options.")
+        default_factory=LinkTrainOptions, description="Link prediction options."
+    )
 
     def options(self) -> dict[str, Any]:
         """The chosen task's options by library field name (``None``: model default)."""

@@ -1,6 +1,5 @@
 """Finding an upstream asset's directory from its latest materialization."""
 
-
 from pathlib import Path
 from typing import Any
 

@@ -1,6 +1,5 @@
 """The compute device training runs on."""
 
-
 import dagster as dg
 from pydantic import Field
 

@@ -1,6 +1,5 @@
 """MLflow tracking as a small typed resource around ``mlflow.MlflowClient``."""
 
-
 import dagster as dg
 from pydantic import Field
 
@@ -16,11 +15,14 @@ class MlflowResource(dg.ConfigurableResource):
     """
 
     storage: dg.ResourceDependency[DataRootResource]
-    tracking_uri: str = Field(default="", description="MLflow tracking URI; empty: sqlite "
-                              "under the data root.")
+    tracking_uri: str = Field(
+        default="", description="MLflow tracking URI; empty: sqlite under the data root."
+    )
     experiment: str = Field(default="gnncore", description="MLflow experiment name.")
-    ui_url: str = Field(default="http://127.0.0.1:5000", description="Base URL of the MLflow "
-                        "UI, for run links in asset metadata.")
+    ui_url: str = Field(
+        default="http://127.0.0.1:5000",
+        description="Base URL of the MLflow UI, for run links in asset metadata.",
+    )
 
     def resolved_tracking_uri(self) -> str:
         """The tracking URI runs go to."""
@@ -32,8 +34,9 @@ class MlflowResource(dg.ConfigurableResource):
         """A tracker that starts runs in the configured experiment."""
         from gnncore.tracking.mlflow import MlflowTracker
 
-        return MlflowTracker(self.resolved_tracking_uri(), experiment=self.experiment,
-                             ui_url=self.ui_url)
+        return MlflowTracker(
+            self.resolved_tracking_uri(), experiment=self.experiment, ui_url=self.ui_url
+        )
 
     def registry(self, metric: str = "best_val_accuracy"):  # -> ModelRegistry
         """The model registry of the same MLflow store; versions are compared by

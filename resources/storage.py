@@ -1,6 +1,5 @@
 """Where every stage writes its directories."""
 
-
 import os
 import re
 from pathlib import Path
@@ -18,8 +17,9 @@ class DataRootResource(dg.ConfigurableResource):
     else ``./data`` relative to the working directory.
     """
 
-    root: str = Field(default="", description="Data root directory; empty: "
-                      "$GNNCORE_DATA_ROOT or ./data.")
+    root: str = Field(
+        default="", description="Data root directory; empty: $GNNCORE_DATA_ROOT or ./data."
+    )
 
     def resolved_root(self) -> Path:
         """The absolute data root, created if missing."""
@@ -30,6 +30,7 @@ class DataRootResource(dg.ConfigurableResource):
     def stage_dir(self, stage: str, name: str) -> Path:
         """``<root>/<stage>/<name>``; ``name`` must be a plain, safe name."""
         if not _SAFE_NAME.match(name):
-            raise ValueError(f"{name!r} is not a safe directory name "
-                             "(letters, digits, '.', '_', '-')")
+            raise ValueError(
+                f"{name!r} is not a safe directory name (letters, digits, '.', '_', '-')"
+            )
         return self.resolved_root() / stage / name

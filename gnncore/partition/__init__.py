@@ -1,6 +1,6 @@
 """Min-edge-cut partitioning: every method returns an ``int64[num_nodes]`` assignment."""
 
-from gnncore.partition.base import PartitionOptions, Partitioner, symmetric_graph
+from gnncore.partition.base import Partitioner, PartitionOptions, symmetric_graph
 from gnncore.partition.metrics import PartitionMetrics, partition_metrics
 from gnncore.partition.run import (
     METHODS,

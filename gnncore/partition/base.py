@@ -42,8 +42,12 @@ def symmetric_graph(graph: GraphDir) -> SymmetricGraph:
     from gnncore import _C
 
     u, v = undirected_edges(graph)
-    indptr, indices, _ = _C.build_csr(np.concatenate([u, v]), np.concatenate([v, u]),
-                                      m.num_nodes, m.num_nodes <= np.iinfo(np.int32).max)
+    indptr, indices, _ = _C.build_csr(
+        np.concatenate([u, v]),
+        np.concatenate([v, u]),
+        m.num_nodes,
+        m.num_nodes <= np.iinfo(np.int32).max,
+    )
     return SymmetricGraph(m.num_nodes, indptr, indices)
 
 

@@ -24,16 +24,45 @@ from gnncore.partition.run import METHODS, MethodSettings
 from gnncore.partition.store import PartitionDir
 
 
-def run_in_subprocess(graph_dir: Path, out_dir: Path, method: str, parts: int, seed: int,
-                      imbalance: float, settings: MethodSettings) -> dict[str, Any]:
+def run_in_subprocess(
+    graph_dir: Path,
+    out_dir: Path,
+    method: str,
+    parts: int,
+    seed: int,
+    imbalance: float,
+    settings: MethodSettings,
+) -> dict[str, Any]:
     """``gnncore partition`` in a child process; its JSON summary."""
     fd, json_path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
-    cmd = [sys.executable, "-m", "gnncore.cli.main", "partition", str(graph_dir),
-           str(out_dir), "--method", method, "--parts", str(parts), "--seed", str(seed),
-           "--imbalance", str(imbalance), "--chunk", str(settings.chunk),
-           "--passes", str(settings.passes), "--hops", str(settings.hops),
-           "--workers", str(settings.workers), "--no-progress", "--json", json_path]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gnncore.cli.main",
+        "partition",
+        str(graph_dir),
+        str(out_dir),
+        "--method",
+        method,
+        "--parts",
+        str(parts),
+        "--seed",
+        str(seed),
+        "--imbalance",
+        str(imbalance),
+        "--chunk",
+        str(settings.chunk),
+        "--passes",
+        str(settings.passes),
+        "--hops",
+        str(settings.hops),
+        "--workers",
+        str(settings.workers),
+        "--no-progress",
+        "--json",
+        json_path,
+    ]
     if settings.seed_method is not None:
         cmd += ["--seed-method", settings.seed_method]
     if settings.clusters is not None:
@@ -49,14 +78,25 @@ def run_in_subprocess(graph_dir: Path, out_dir: Path, method: str, parts: int, s
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     """method | p | settings | cut | balance | seconds | peak RSS."""
-    lines = ["| method | p | settings | shuffle | edge cut % | max part / (N/p) | seconds | "
-             "peak RSS MiB |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| method | p | settings | shuffle | edge cut % | max part / (N/p) | seconds | "
+        "peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        settings = ", ".join(f"{k}={r[k]}" for k in ("chunk", "passes", "seed_method", "clusters",
-                                                     "workers", "hops") if k in r) or "-"
-        lines.append(f"| {r['method']} | {r['parts']} | {settings} | {r.get('shuffle', '-')} | "
-                     f"{100 * r['edge_cut_fraction']:.2f} | {r['max_part_ratio']:.4f} | "
-                     f"{r['seconds']:.2f} | {r['peak_rss_bytes'] / 2**20:,.0f} |")
+        settings = (
+            ", ".join(
+                f"{k}={r[k]}"
+                for k in ("chunk", "passes", "seed_method", "clusters", "workers", "hops")
+                if k in r
+            )
+            or "-"
+        )
+        lines.append(
+            f"| {r['method']} | {r['parts']} | {settings} | {r.get('shuffle', '-')} | "
+            f"{100 * r['edge_cut_fraction']:.2f} | {r['max_part_ratio']:.4f} | "
+            f"{r['seconds']:.2f} | {r['peak_rss_bytes'] / 2**20:,.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -73,15 +113,22 @@ def pivot_tables(rows: Sequence[dict[str, Any]]) -> str:
         values.setdefault(_setting_label(row), {}).setdefault(row["parts"], []).append(row)
     parts = sorted({row["parts"] for row in rows})
     out = []
-    for title, value, digits in (("Edge cut %", lambda r: 100 * r["edge_cut_fraction"], 2),
-                                 ("Seconds", lambda r: r["seconds"], 3),
-                                 ("Peak RSS MiB", lambda r: r["peak_rss_bytes"] / 2**20, 0)):
-        out += [f"{title} (median over shuffles):", "",
-                "| method | " + " | ".join(f"p={p}" for p in parts) + " |",
-                "|---" * (len(parts) + 1) + "|"]
+    for title, value, digits in (
+        ("Edge cut %", lambda r: 100 * r["edge_cut_fraction"], 2),
+        ("Seconds", lambda r: r["seconds"], 3),
+        ("Peak RSS MiB", lambda r: r["peak_rss_bytes"] / 2**20, 0),
+    ):
+        out += [
+            f"{title} (median over shuffles):",
+            "",
+            "| method | " + " | ".join(f"p={p}" for p in parts) + " |",
+            "|---" * (len(parts) + 1) + "|",
+        ]
         for label, by_p in values.items():
-            cells = [f"{np.median([value(r) for r in by_p[p]]):,.{digits}f}" if p in by_p
-                     else "-" for p in parts]
+            cells = [
+                f"{np.median([value(r) for r in by_p[p]]):,.{digits}f}" if p in by_p else "-"
+                for p in parts
+            ]
             out.append(f"| {label} | " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out)
@@ -90,11 +137,24 @@ def pivot_tables(rows: Sequence[dict[str, Any]]) -> str:
 def report_row(partition: PartitionDir) -> dict[str, Any]:
     """A partition directory as a benchmark row (what :func:`markdown_table` reads)."""
     info = partition.info
-    keys = ("method", "parts", "seed", "chunk", "passes", "seed_method", "clusters", "workers",
-            "hops", "seconds", "peak_rss_bytes")
-    return {**{k: info[k] for k in keys if k in info},
-            "edge_cut_fraction": info["metrics"]["edge_cut_fraction"],
-            "max_part_ratio": info["metrics"]["max_part_ratio"]}
+    keys = (
+        "method",
+        "parts",
+        "seed",
+        "chunk",
+        "passes",
+        "seed_method",
+        "clusters",
+        "workers",
+        "hops",
+        "seconds",
+        "peak_rss_bytes",
+    )
+    return {
+        **{k: info[k] for k in keys if k in info},
+        "edge_cut_fraction": info["metrics"]["edge_cut_fraction"],
+        "max_part_ratio": info["metrics"]["max_part_ratio"],
+    }
 
 
 def comparison_chart(rows: Sequence[dict[str, Any]]) -> bytes:
@@ -103,16 +163,25 @@ def comparison_chart(rows: Sequence[dict[str, Any]]) -> bytes:
     from gnncore.plots import panels_png
 
     values: dict[str, dict[str, dict[int, list[float]]]] = {
-        "edge cut %": {}, "seconds": {}, "peak RSS MiB": {}}
+        "edge cut %": {},
+        "seconds": {},
+        "peak RSS MiB": {},
+    }
     for row in rows:
         label = _setting_label(row)
-        for panel, value in (("edge cut %", 100 * row["edge_cut_fraction"]),
-                             ("seconds", row["seconds"]),
-                             ("peak RSS MiB", row["peak_rss_bytes"] / 2**20)):
+        for panel, value in (
+            ("edge cut %", 100 * row["edge_cut_fraction"]),
+            ("seconds", row["seconds"]),
+            ("peak RSS MiB", row["peak_rss_bytes"] / 2**20),
+        ):
             values[panel].setdefault(label, {}).setdefault(row["parts"], []).append(value)
-    panels = {panel: {label: (sorted(by_p), [float(np.median(by_p[p])) for p in sorted(by_p)])
-                      for label, by_p in series.items()}
-              for panel, series in values.items()}
+    panels = {
+        panel: {
+            label: (sorted(by_p), [float(np.median(by_p[p])) for p in sorted(by_p)])
+            for label, by_p in series.items()
+        }
+        for panel, series in values.items()
+    }
     return panels_png(panels, "parts", log_y=("seconds",))
 
 
@@ -135,10 +204,17 @@ def shuffled_copies(graph_dir: Path, out_dir: Path, shuffles: int) -> list[tuple
     return copies
 
 
-def bench_partition(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
-                    methods: Sequence[str], parts: Sequence[int], seed: int = 0,
-                    imbalance: float = 0.03, settings: MethodSettings | None = None,
-                    progress: bool = True, shuffles: int = 1) -> dict[str, Any]:
+def bench_partition(
+    graph_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    methods: Sequence[str],
+    parts: Sequence[int],
+    seed: int = 0,
+    imbalance: float = 0.03,
+    settings: MethodSettings | None = None,
+    progress: bool = True,
+    shuffles: int = 1,
+) -> dict[str, Any]:
     """Run every method at every part count; write ``bench.json``/``.md``/``.png``.
 
     With ``shuffles > 1``, methods that depend on the edge-stream order
@@ -158,19 +234,36 @@ def bench_partition(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         for p in parts:
             for shuffle, graph in orders:
                 if progress:
-                    print(f"[bench partition] {method} p={p} shuffle={shuffle} ...",
-                          file=sys.stderr, flush=True)
-                row = run_in_subprocess(graph, out_dir / "partitions" /
-                                        f"{method}-p{p}-s{shuffle}", method, p, seed,
-                                        imbalance, settings)
+                    print(
+                        f"[bench partition] {method} p={p} shuffle={shuffle} ...",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                row = run_in_subprocess(
+                    graph,
+                    out_dir / "partitions" / f"{method}-p{p}-s{shuffle}",
+                    method,
+                    p,
+                    seed,
+                    imbalance,
+                    settings,
+                )
                 rows.append({**row, "shuffle": shuffle})
-    result = {"graph_dir": str(graph_dir), "methods": list(methods), "parts": list(parts),
-              "seed": seed, "imbalance": imbalance, "settings": asdict(settings),
-              "shuffles": [s for s, _ in streams], "rows": rows}
+    result = {
+        "graph_dir": str(graph_dir),
+        "methods": list(methods),
+        "parts": list(parts),
+        "seed": seed,
+        "imbalance": imbalance,
+        "settings": asdict(settings),
+        "shuffles": [s for s, _ in streams],
+        "rows": rows,
+    }
     (out_dir / "bench.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     table = markdown_table(rows)
-    (out_dir / "bench.md").write_text(f"# Partitioning benchmark: {graph_dir}\n\n{table}\n"
-                                      f"{pivot_tables(rows)}")
+    (out_dir / "bench.md").write_text(
+        f"# Partitioning benchmark: {graph_dir}\n\n{table}\n{pivot_tables(rows)}"
+    )
     (out_dir / "bench.png").write_bytes(comparison_chart(rows))
     result["markdown"] = table
     return result

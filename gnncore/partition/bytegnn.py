@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gnncore.errors import InputError
-from gnncore.partition.base import PartitionOptions, Partitioner, SymmetricGraph, symmetric_graph
+from gnncore.partition.base import Partitioner, PartitionOptions, SymmetricGraph, symmetric_graph
 from gnncore.partition.metrics import max_part_size
 from gnncore.partition.postprocess import split_codes
 from gnncore.store import GraphDir
@@ -49,8 +49,7 @@ class ByteGnnPartitioner(Partitioner):
 
     name = "bytegnn"
 
-    def __init__(self, hops: int = 2,
-                 weights: Sequence[float] = (1 / 3, 1 / 3, 1 / 3)) -> None:
+    def __init__(self, hops: int = 2, weights: Sequence[float] = (1 / 3, 1 / 3, 1 / 3)) -> None:
         self.hops = _checked_hops(hops)
         self.weights = _checked_weights(weights)
 
@@ -58,31 +57,45 @@ class ByteGnnPartitioner(Partitioner):
         options.validate(graph.num_nodes)
         codes = split_codes(graph)
         if not np.any(codes >= 0):
-            raise InputError("ByteGNN partitioning needs train/val/test node splits "
-                             "(train_idx.npy, val_idx.npy, test_idx.npy) and the graph has "
-                             "none", graph.path)
+            raise InputError(
+                "ByteGNN partitioning needs train/val/test node splits "
+                "(train_idx.npy, val_idx.npy, test_idx.npy) and the graph has "
+                "none",
+                graph.path,
+            )
         hops = _checked_hops(options.extra.get("hops", self.hops))
         weights = _checked_weights(options.extra.get("weights", self.weights))
         capacity = max_part_size(graph.num_nodes, options.parts, options.imbalance)
-        return bytegnn_partition(symmetric_graph(graph), codes, options.parts, capacity,
-                                 hops, weights)
+        return bytegnn_partition(
+            symmetric_graph(graph), codes, options.parts, capacity, hops, weights
+        )
 
 
-def bytegnn_blocks(graph: SymmetricGraph, centres: np.ndarray,
-                   hops: int) -> tuple[np.ndarray, np.ndarray]:
+def bytegnn_blocks(
+    graph: SymmetricGraph, centres: np.ndarray, hops: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``(block, level)``: each node's block id (a centre id, or its own id
     when unreached) and BFS level (-1 when unreached), both ``int64[N]``."""
     require_csrc()
     from gnncore import _C
 
-    blocks = _C.bytegnn_blocks(np.asarray(graph.indptr), np.asarray(graph.indices),
-                               np.ascontiguousarray(centres, dtype=np.int64), hops)
+    blocks = _C.bytegnn_blocks(
+        np.asarray(graph.indptr),
+        np.asarray(graph.indices),
+        np.ascontiguousarray(centres, dtype=np.int64),
+        hops,
+    )
     return blocks.block, blocks.level
 
 
-def bytegnn_partition(graph: SymmetricGraph, codes: np.ndarray, parts: int, capacity: int,
-                      hops: int = 2,
-                      weights: Sequence[float] = (1 / 3, 1 / 3, 1 / 3)) -> np.ndarray:
+def bytegnn_partition(
+    graph: SymmetricGraph,
+    codes: np.ndarray,
+    parts: int,
+    capacity: int,
+    hops: int = 2,
+    weights: Sequence[float] = (1 / 3, 1 / 3, 1 / 3),
+) -> np.ndarray:
     """Blocks, then Algorithm 2, over a symmetric CSR.
 
     Args:
@@ -99,10 +112,12 @@ def bytegnn_partition(graph: SymmetricGraph, codes: np.ndarray, parts: int, capa
 
     codes = np.ascontiguousarray(codes, dtype=np.int8)
     block, level = bytegnn_blocks(graph, np.flatnonzero(codes >= 0), hops)
-    options = _C.ByteGnnAssignOptions(parts=parts, capacity=capacity,
-                                      weights=_checked_weights(weights))
-    return _C.bytegnn_assign(np.asarray(graph.indptr), np.asarray(graph.indices), block, level,
-                             codes, options)
+    options = _C.ByteGnnAssignOptions(
+        parts=parts, capacity=capacity, weights=_checked_weights(weights)
+    )
+    return _C.bytegnn_assign(
+        np.asarray(graph.indptr), np.asarray(graph.indices), block, level, codes, options
+    )
 
 
 def _checked_hops(hops: object) -> int:

@@ -40,18 +40,25 @@ class EdgeFile:
         from its header (nothing else is read)."""
         with open(path, "rb") as fh:
             version = np.lib.format.read_magic(fh)
-            reader = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                      else np.lib.format.read_array_header_2_0)
+            reader = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
             shape, fortran, dtype = reader(fh, max_header_size=10_000)
             offset = fh.tell()
         if dtype.str not in ("<i4", "<i8"):
-            raise ValueError(f"{path}: edge ids must be little-endian int32 or int64, "
-                             f"not {dtype.str}")
+            raise ValueError(
+                f"{path}: edge ids must be little-endian int32 or int64, not {dtype.str}"
+            )
         if len(shape) != 2 or shape[1] != 2 or (fortran and shape[0] > 1):
-            raise ValueError(f"{path}: expected a C-ordered [E, 2] array, got shape {shape}"
-                             + (" in Fortran order" if fortran else ""))
-        return cls(str(path), int(offset), "int64" if dtype.str == "<i8" else "int32",
-                   int(shape[0]))
+            raise ValueError(
+                f"{path}: expected a C-ordered [E, 2] array, got shape {shape}"
+                + (" in Fortran order" if fortran else "")
+            )
+        return cls(
+            str(path), int(offset), "int64" if dtype.str == "<i8" else "int32", int(shape[0])
+        )
 
     def spec(self) -> _C.EdgeFileSpec:
         """The file as the C++ core's :class:`gnncore._C.EdgeFileSpec`."""

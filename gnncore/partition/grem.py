@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gnncore.partition.base import PartitionOptions, Partitioner, peak_rss_bytes
+from gnncore.partition.base import Partitioner, PartitionOptions, peak_rss_bytes
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
 from gnncore.partition.grem_chunk import chunk_components, tree_roots
 from gnncore.partition.grem_plan import (
@@ -89,12 +89,21 @@ def grem_bisect(
     from gnncore import _C
 
     options = _C.GremBisectOptions(
-        num_nodes=num_nodes, chunk_rows=chunk_edges, capacities=capacities, weights=weights,
-        refine=refine, passes=passes, out_paths=(str(out_paths[0]), str(out_paths[1])))
+        num_nodes=num_nodes,
+        chunk_rows=chunk_edges,
+        capacities=capacities,
+        weights=weights,
+        refine=refine,
+        passes=passes,
+        out_paths=(str(out_paths[0]), str(out_paths[1])),
+    )
     return _C.grem_bisect(
-        edges.spec(), np.ascontiguousarray(members, dtype=np.int64),
+        edges.spec(),
+        np.ascontiguousarray(members, dtype=np.int64),
         np.ascontiguousarray(seed_nodes, dtype=np.int64),
-        np.ascontiguousarray(seed_labels, dtype=np.int64), options)
+        np.ascontiguousarray(seed_labels, dtype=np.int64),
+        options,
+    )
 
 
 @dataclass
@@ -168,36 +177,77 @@ def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
     q0, q1 = halves(q)
     # P from the global target; on tiny graphs also leave the other side one
     # node per part so that no part ends up empty.
-    caps = (min(side_capacity(run.num_nodes, q0, run.parts, run.imbalance), len(members) - q1),
-            min(side_capacity(run.num_nodes, q1, run.parts, run.imbalance), len(members) - q0))
+    caps = (
+        min(side_capacity(run.num_nodes, q0, run.parts, run.imbalance), len(members) - q1),
+        min(side_capacity(run.num_nodes, q1, run.parts, run.imbalance), len(members) - q0),
+    )
     first = sub.source.read(0, run.chunk_edges)
     plan = run.plan
     use_plan = plan is not None and plan_applies(plan, first, run.num_nodes, lo, (q0, q1))
     method = run.seed_method if use_plan or plan is None else "clusters:metis"
-    seed_nodes, seed_labels = seed_sides(first, run.seed_method, (q0, q1), caps, run.seed,
-                                         run.imbalance, (lo, q), plan=plan,
-                                         num_nodes=run.num_nodes, first_part=lo,
-                                         use_plan=use_plan)
+    seed_nodes, seed_labels = seed_sides(
+        first,
+        run.seed_method,
+        (q0, q1),
+        caps,
+        run.seed,
+        run.imbalance,
+        (lo, q),
+        plan=plan,
+        num_nodes=run.num_nodes,
+        first_part=lo,
+        use_plan=use_plan,
+    )
     del first
     seeded = time.perf_counter() - start
-    outs = [str(Path(run.work) / f"p{first_part}-q{share}.bin") if share > 1 else ""
-            for share, first_part in ((q0, lo), (q1, lo + q0))]
-    result = grem_bisect(sub.source, run.num_nodes, members, chunk_edges=run.chunk_edges,
-                         seed_nodes=seed_nodes, seed_labels=seed_labels, capacities=caps,
-                         weights=(q0, q1), refine=run.refine, passes=run.passes,
-                         out_paths=(outs[0], outs[1]))
+    outs = [
+        str(Path(run.work) / f"p{first_part}-q{share}.bin") if share > 1 else ""
+        for share, first_part in ((q0, lo), (q1, lo + q0))
+    ]
+    result = grem_bisect(
+        sub.source,
+        run.num_nodes,
+        members,
+        chunk_edges=run.chunk_edges,
+        seed_nodes=seed_nodes,
+        seed_labels=seed_labels,
+        capacities=caps,
+        weights=(q0, q1),
+        refine=run.refine,
+        passes=run.passes,
+        out_paths=(outs[0], outs[1]),
+    )
     if sub.owned:
         os.remove(sub.source.path)
     side = np.asarray(result.side).astype(np.bool_)
-    children = tuple(EdgeFile(outs[s], 0, sub.source.dtype, result.rows_written[s])
-                     if outs[s] else None for s in (0, 1))
-    phases = {"seed": seeded, "grem": result.seconds_grem, "passes": result.seconds_passes,
-              "split": result.seconds_split}
+    children = tuple(
+        EdgeFile(outs[s], 0, sub.source.dtype, result.rows_written[s]) if outs[s] else None
+        for s in (0, 1)
+    )
+    phases = {
+        "seed": seeded,
+        "grem": result.seconds_grem,
+        "passes": result.seconds_passes,
+        "split": result.seconds_split,
+    }
     record = BisectionRecord(
-        lo, q, len(members), sub.source.rows, result.num_chunks, result.first_chunk_nodes,
-        result.isolated, result.reassigned, result.moves, result.sizes, caps,
-        time.perf_counter() - start, method, phases,
-        pid=os.getpid(), process_peak_rss_bytes=peak_rss_bytes())
+        lo,
+        q,
+        len(members),
+        sub.source.rows,
+        result.num_chunks,
+        result.first_chunk_nodes,
+        result.isolated,
+        result.reassigned,
+        result.moves,
+        result.sizes,
+        caps,
+        time.perf_counter() - start,
+        method,
+        phases,
+        pid=os.getpid(),
+        process_peak_rss_bytes=peak_rss_bytes(),
+    )
     return _Bisected(side, children, record)  # type: ignore[arg-type]
 
 
@@ -266,8 +316,15 @@ def grem_partition_file(
     if parts == 1:
         return label
     if seed_method == "clusters" and plan is None:
-        plan = cluster_plan(edges, num_nodes, parts, chunk_edges=chunk_edges,
-                            clusters=clusters, seed=seed, imbalance=imbalance)
+        plan = cluster_plan(
+            edges,
+            num_nodes,
+            parts,
+            chunk_edges=chunk_edges,
+            clusters=clusters,
+            seed=seed,
+            imbalance=imbalance,
+        )
     done: list[BisectionRecord] = []
 
     def expand(sub: _SubProblem, out: _Bisected) -> list[_SubProblem]:
@@ -276,18 +333,30 @@ def grem_partition_file(
         done.append(out.record)
         if on_bisection is not None:
             on_bisection(out.record, len(done))
-        return [_SubProblem(child, first_part, share, True, sub.members[out.side == bool(s)])
-                for s, (child, first_part, share)
-                in enumerate(zip(out.children, (sub.lo, sub.lo + q0), (q0, q1)))
-                if child is not None]
+        return [
+            _SubProblem(child, first_part, share, True, sub.members[out.side == bool(s)])
+            for s, (child, first_part, share) in enumerate(
+                zip(out.children, (sub.lo, sub.lo + q0), (q0, q1))
+            )
+            if child is not None
+        ]
 
     work = Path(tempfile.mkdtemp(prefix="grem-", dir=tmp_dir))
     try:
-        shared = _Recursion(num_nodes, parts, chunk_edges, passes, seed_method, refine, seed,
-                            imbalance, plan, str(work))
+        shared = _Recursion(
+            num_nodes,
+            parts,
+            chunk_edges,
+            passes,
+            seed_method,
+            refine,
+            seed,
+            imbalance,
+            plan,
+            str(work),
+        )
         root = _SubProblem(edges, 0, parts, False, np.arange(num_nodes, dtype=np.int64))
-        run_task_tree([root], _bisect, expand, shared,
-                      workers=min(workers, widest_level(parts)))
+        run_task_tree([root], _bisect, expand, shared, workers=min(workers, widest_level(parts)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if records is not None:
@@ -316,8 +385,9 @@ def helper_peak_rss(records: list[BisectionRecord]) -> int:
     return sum(peaks.values())
 
 
-def _check_run_args(num_nodes: int, parts: int, chunk_edges: int, passes: int,
-                    seed_method: str, imbalance: float) -> None:
+def _check_run_args(
+    num_nodes: int, parts: int, chunk_edges: int, passes: int, seed_method: str, imbalance: float
+) -> None:
     if num_nodes < 0:
         raise ValueError(f"num_nodes must be >= 0, got {num_nodes}")
     if not isinstance(parts, (int, np.integer)) or parts < 1:
@@ -334,21 +404,25 @@ def _check_run_args(num_nodes: int, parts: int, chunk_edges: int, passes: int,
 def _check_clusters(clusters: Any, seed_method: Any) -> None:
     if clusters is None:
         return
-    if isinstance(clusters, bool) or not isinstance(clusters, (int, np.integer)) \
-            or not 2 <= clusters <= MAX_CLUSTERS:
-        raise ValueError(f"clusters must be None or an integer in [2, {MAX_CLUSTERS}], "
-                         f"got {clusters!r}")
+    if (
+        isinstance(clusters, bool)
+        or not isinstance(clusters, (int, np.integer))
+        or not 2 <= clusters <= MAX_CLUSTERS
+    ):
+        raise ValueError(
+            f"clusters must be None or an integer in [2, {MAX_CLUSTERS}], got {clusters!r}"
+        )
     if seed_method != "clusters":
-        raise ValueError(f"clusters applies to seed_method 'clusters' only, not "
-                         f"{seed_method!r}")
+        raise ValueError(f"clusters applies to seed_method 'clusters' only, not {seed_method!r}")
 
 
 def _check_method_args(passes: Any, seed_method: Any) -> None:
     if isinstance(passes, bool) or not isinstance(passes, (int, np.integer)) or passes < 0:
         raise ValueError(f"passes must be an integer >= 0, got {passes!r}")
     if seed_method not in SEED_METHODS:
-        raise ValueError(f"seed_method must be one of {', '.join(SEED_METHODS)}, "
-                         f"got {seed_method!r}")
+        raise ValueError(
+            f"seed_method must be one of {', '.join(SEED_METHODS)}, got {seed_method!r}"
+        )
 
 
 class GremPartitioner(Partitioner):
@@ -390,11 +464,17 @@ class GremPartitioner(Partitioner):
 
     name = "grem"
 
-    def __init__(self, chunk: float = 0.1, passes: int = 3, seed_method: str | None = None,
-                 refine: bool = True, tmp_dir: str | os.PathLike[str] | None = None,
-                 clusters: int | None = None, workers: int = 1) -> None:
-        if isinstance(chunk, bool) or not isinstance(chunk, (int, float)) \
-                or not 0 < chunk <= 1:
+    def __init__(
+        self,
+        chunk: float = 0.1,
+        passes: int = 3,
+        seed_method: str | None = None,
+        refine: bool = True,
+        tmp_dir: str | os.PathLike[str] | None = None,
+        clusters: int | None = None,
+        workers: int = 1,
+    ) -> None:
+        if isinstance(chunk, bool) or not isinstance(chunk, (int, float)) or not 0 < chunk <= 1:
             raise ValueError(f"chunk must be a fraction of the edges in (0, 1], got {chunk!r}")
         _check_method_args(passes, "metis" if seed_method is None else seed_method)
         if seed_method is None:
@@ -417,22 +497,41 @@ class GremPartitioner(Partitioner):
         edges = EdgeFile.from_npy(graph.path / "edges_shuffled.npy")
         expected = graph.manifest.num_undirected_edges
         if edges.rows != expected:
-            raise ValueError(f"{edges.path} holds {edges.rows} rows, the manifest counts "
-                             f"{expected} undirected edges")
+            raise ValueError(
+                f"{edges.path} holds {edges.rows} rows, the manifest counts "
+                f"{expected} undirected edges"
+            )
         self.last_stats = []
         self.last_plan = None
         self.helper_peak_rss_bytes = 0
         chunk_edges = chunk_rows(self.chunk, edges.rows)
         if self.seed_method == "clusters" and options.parts > 1:
-            self.last_plan = cluster_plan(edges, graph.num_nodes, options.parts,
-                                          chunk_edges=chunk_edges, clusters=self.clusters,
-                                          seed=options.seed, imbalance=options.imbalance)
+            self.last_plan = cluster_plan(
+                edges,
+                graph.num_nodes,
+                options.parts,
+                chunk_edges=chunk_edges,
+                clusters=self.clusters,
+                seed=options.seed,
+                imbalance=options.imbalance,
+            )
         labels = grem_partition_file(
-            edges, graph.num_nodes, options.parts, chunk_edges=chunk_edges,
-            passes=self.passes, seed_method=self.seed_method, refine=self.refine,
-            seed=options.seed, imbalance=options.imbalance, tmp_dir=self.tmp_dir,
-            records=self.last_stats, clusters=self.clusters, plan=self.last_plan,
-            workers=self.workers, on_bisection=self._report(options.parts))
+            edges,
+            graph.num_nodes,
+            options.parts,
+            chunk_edges=chunk_edges,
+            passes=self.passes,
+            seed_method=self.seed_method,
+            refine=self.refine,
+            seed=options.seed,
+            imbalance=options.imbalance,
+            tmp_dir=self.tmp_dir,
+            records=self.last_stats,
+            clusters=self.clusters,
+            plan=self.last_plan,
+            workers=self.workers,
+            on_bisection=self._report(options.parts),
+        )
         self.helper_peak_rss_bytes = helper_peak_rss(self.last_stats)
         return labels
 
@@ -445,18 +544,22 @@ class GremPartitioner(Partitioner):
 
         def report(record: BisectionRecord, done: int) -> None:
             where = "" if record.pid == os.getpid() else f", worker {record.pid}"
-            say(f"{label}: bisection {done}/{parts - 1} of parts {record.first_part}.."
+            say(
+                f"{label}: bisection {done}/{parts - 1} of parts {record.first_part}.."
                 f"{record.first_part + record.parts - 1}: {record.nodes:,} nodes, "
                 f"{record.edges:,} edges, sides {record.sizes[0]:,}/{record.sizes[1]:,} "
-                f"in {record.seconds:.2f} s{where}")
+                f"in {record.seconds:.2f} s{where}"
+            )
 
         return report
 
     def __repr__(self) -> str:
         extra = "" if self.clusters is None else f", clusters={self.clusters}"
         extra += "" if self.workers == 1 else f", workers={self.workers}"
-        return (f"{type(self).__name__}(chunk={self.chunk}, passes={self.passes}, "
-                f"seed_method={self.seed_method!r}, refine={self.refine}{extra})")
+        return (
+            f"{type(self).__name__}(chunk={self.chunk}, passes={self.passes}, "
+            f"seed_method={self.seed_method!r}, refine={self.refine}{extra})"
+        )
 
 
 class GreedyPartitioner(GremPartitioner):
@@ -465,10 +568,21 @@ class GreedyPartitioner(GremPartitioner):
 
     name = "greedy"
 
-    def __init__(self, chunk: float = 0.1, seed_method: str = "metis",
-                 tmp_dir: str | os.PathLike[str] | None = None, workers: int = 1) -> None:
-        super().__init__(chunk=chunk, passes=0, seed_method=seed_method, refine=False,
-                         tmp_dir=tmp_dir, workers=workers)
+    def __init__(
+        self,
+        chunk: float = 0.1,
+        seed_method: str = "metis",
+        tmp_dir: str | os.PathLike[str] | None = None,
+        workers: int = 1,
+    ) -> None:
+        super().__init__(
+            chunk=chunk,
+            passes=0,
+            seed_method=seed_method,
+            refine=False,
+            tmp_dir=tmp_dir,
+            workers=workers,
+        )
 
     def __repr__(self) -> str:
         extra = "" if self.workers == 1 else f", workers={self.workers}"

@@ -35,8 +35,9 @@ def chunk_csr(local_pairs: np.ndarray, num_local: int) -> tuple[np.ndarray, np.n
     return np.asarray(indptr), np.asarray(indices)
 
 
-def repair_capacity(sides: np.ndarray, local: np.ndarray,
-                     capacities: tuple[int, int]) -> np.ndarray:
+def repair_capacity(
+    sides: np.ndarray, local: np.ndarray, capacities: tuple[int, int]
+) -> np.ndarray:
     for s in (0, 1):
         excess = int(np.count_nonzero(sides == s)) - capacities[s]
         if excess <= 0:
@@ -44,8 +45,10 @@ def repair_capacity(sides: np.ndarray, local: np.ndarray,
         same = sides[local[:, 0]] == sides[local[:, 1]]
         sign = np.where(same, 1.0, -1.0)
         # own-side minus other-side neighbours (exact in float64 below 2**53)
-        score = (np.bincount(local[:, 0], weights=sign, minlength=len(sides))
-                 + np.bincount(local[:, 1], weights=sign, minlength=len(sides))).astype(np.int64)
+        score = (
+            np.bincount(local[:, 0], weights=sign, minlength=len(sides))
+            + np.bincount(local[:, 1], weights=sign, minlength=len(sides))
+        ).astype(np.int64)
         mine = np.flatnonzero(sides == s)
         move = mine[np.argsort(score[mine], kind="stable")[:excess]]
         sides = sides.copy()
@@ -74,8 +77,9 @@ def chunk_components(local: np.ndarray, n: int) -> np.ndarray:
         differ = pu != pv
         if not differ.any():
             break
-        np.minimum.at(parent, np.maximum(pu[differ], pv[differ]),
-                      np.minimum(pu[differ], pv[differ]))
+        np.minimum.at(
+            parent, np.maximum(pu[differ], pv[differ]), np.minimum(pu[differ], pv[differ])
+        )
         while True:  # pointer jumping until every node points at its root
             grand = parent[parent]
             if np.array_equal(grand, parent):
@@ -87,9 +91,17 @@ def chunk_components(local: np.ndarray, n: int) -> np.ndarray:
     return ids[parent]
 
 
-def metis_chunk(local: np.ndarray, n: int, nparts: int, options: Any, *, recursive: bool,
-                tpwgts: list[float] | None = None, peel: bool | None = None,
-                csr: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+def metis_chunk(
+    local: np.ndarray,
+    n: int,
+    nparts: int,
+    options: Any,
+    *,
+    recursive: bool,
+    tpwgts: list[float] | None = None,
+    peel: bool | None = None,
+    csr: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """pymetis ``part_graph`` of a chunk's graph over its ``n`` local nodes
     (``int64[n]`` parts; at most one node per part when ``n <= nparts``).
 
@@ -120,17 +132,26 @@ def metis_chunk(local: np.ndarray, n: int, nparts: int, options: Any, *, recursi
             kept = kept[(kept[:, 0] >= 0) & (kept[:, 1] >= 0)]
             indptr, indices = chunk_csr(kept, len(core))
             weight = np.bincount(root, minlength=n)[core]
-            result = pymetis.part_graph(nparts, pymetis.CSRAdjacency(indptr, indices),
-                                        vweights=weight, tpwgts=tpwgts, recursive=recursive,
-                                        options=options)
+            result = pymetis.part_graph(
+                nparts,
+                pymetis.CSRAdjacency(indptr, indices),
+                vweights=weight,
+                tpwgts=tpwgts,
+                recursive=recursive,
+                options=options,
+            )
             return np.asarray(result.vertex_part, dtype=np.int64)[pos[root]]
-    result = pymetis.part_graph(nparts, pymetis.CSRAdjacency(indptr, indices), tpwgts=tpwgts,
-                                recursive=recursive, options=options)
+    result = pymetis.part_graph(
+        nparts,
+        pymetis.CSRAdjacency(indptr, indices),
+        tpwgts=tpwgts,
+        recursive=recursive,
+        options=options,
+    )
     return np.asarray(result.vertex_part, dtype=np.int64)
 
 
-def tree_roots(indptr: np.ndarray, indices: np.ndarray,
-               max_weight: int = 2**62) -> np.ndarray:
+def tree_roots(indptr: np.ndarray, indices: np.ndarray, max_weight: int = 2**62) -> np.ndarray:
     """``int64[n]``: for each node of a symmetric CSR, itself if it stays after
     peeling degree-1 nodes until none is left (the 2-core, plus one node per
     tree component), else the node that stays whose hanging tree holds it (C++).
@@ -138,10 +159,22 @@ def tree_roots(indptr: np.ndarray, indices: np.ndarray,
     more than ``max_weight`` nodes."""
     from gnncore import _C
 
-    return np.asarray(_C.grem_tree_roots(np.ascontiguousarray(indptr, dtype=np.int64),
-                                         np.ascontiguousarray(indices, dtype=np.int64),
-                                         int(max_weight)))
+    return np.asarray(
+        _C.grem_tree_roots(
+            np.ascontiguousarray(indptr, dtype=np.int64),
+            np.ascontiguousarray(indices, dtype=np.int64),
+            int(max_weight),
+        )
+    )
 
 
-__all__ = ["PEEL_TREES", "chunk_components", "chunk_csr", "chunk_nodes_local",
-           "first_appearance", "metis_chunk", "repair_capacity", "tree_roots"]
+__all__ = [
+    "PEEL_TREES",
+    "chunk_components",
+    "chunk_csr",
+    "chunk_nodes_local",
+    "first_appearance",
+    "metis_chunk",
+    "repair_capacity",
+    "tree_roots",
+]

@@ -129,18 +129,25 @@ def cluster_chunk(local: np.ndarray, n: int, clusters: int, seed: int) -> np.nda
     options.seed = seed
     options.niter = CLUSTER_NITER
     for c in big.tolist():
-        members = in_big[node_starts[c]:node_starts[c + 1]]
+        members = in_big[node_starts[c] : node_starts[c + 1]]
         pos[members] = np.arange(len(members))
-        part = metis_chunk(pos[big_edges[edge_starts[c]:edge_starts[c + 1]]], len(members),
-                           -(-len(members) // target), options, recursive=False, peel=False)
+        part = metis_chunk(
+            pos[big_edges[edge_starts[c] : edge_starts[c + 1]]],
+            len(members),
+            -(-len(members) // target),
+            options,
+            recursive=False,
+            peel=False,
+        )
         used, part = np.unique(part, return_inverse=True)  # drop empty clusters
         out[members] = next_id + part
         next_id += len(used)
     return out
 
 
-def cluster_graph_edges(edges: EdgeFile, cluster: np.ndarray, k: int,
-                        chunk_edges: int) -> tuple[np.ndarray, np.ndarray, int]:
+def cluster_graph_edges(
+    edges: EdgeFile, cluster: np.ndarray, k: int, chunk_edges: int
+) -> tuple[np.ndarray, np.ndarray, int]:
     """One streaming pass over ``edges``, ``chunk_edges`` rows at a time (C++):
     the edges of the cluster graph as keys ``a · k + b`` (``a < b``, increasing)
     with their counts (edges with both endpoints clustered, in different
@@ -148,13 +155,24 @@ def cluster_graph_edges(edges: EdgeFile, cluster: np.ndarray, k: int,
     keys plus a buffer of at most ``max(2**20, distinct keys)`` raw keys."""
     from gnncore import _C
 
-    graph = _C.grem_cluster_edges(edges.spec(), np.ascontiguousarray(cluster, dtype=np.int32),
-                                  int(k), chunk_rows=int(chunk_edges))
+    graph = _C.grem_cluster_edges(
+        edges.spec(),
+        np.ascontiguousarray(cluster, dtype=np.int32),
+        int(k),
+        chunk_rows=int(chunk_edges),
+    )
     return np.asarray(graph.keys), np.asarray(graph.counts), graph.internal
 
 
-def _plan_parts(k: int, sizes: np.ndarray, keys: np.ndarray, counts: np.ndarray, parts: int,
-                seed: int, imbalance: float) -> np.ndarray:
+def _plan_parts(
+    k: int,
+    sizes: np.ndarray,
+    keys: np.ndarray,
+    counts: np.ndarray,
+    parts: int,
+    seed: int,
+    imbalance: float,
+) -> np.ndarray:
     """A part per cluster: METIS recursive bisection of the cluster graph
     (vertex weights = cluster sizes, edge weights = edge counts)."""
     if k <= parts:  # tiny graphs: one cluster per part, spread over the range
@@ -173,15 +191,28 @@ def _plan_parts(k: int, sizes: np.ndarray, keys: np.ndarray, counts: np.ndarray,
     options = pymetis.Options()
     options.seed = seed
     options.ufactor = int(round(imbalance * 1000))
-    result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj, dst[order]),
-                                vweights=np.maximum(sizes, 1), eweights=weight[order],
-                                recursive=True, options=options)
+    result = pymetis.part_graph(
+        parts,
+        pymetis.CSRAdjacency(xadj, dst[order]),
+        vweights=np.maximum(sizes, 1),
+        eweights=weight[order],
+        recursive=True,
+        options=options,
+    )
     return np.asarray(result.vertex_part, dtype=np.int64)
 
 
-def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: int,
-                 clusters: int | None = None, seed: int = 0, imbalance: float = 0.03,
-                 prefix_edges: int | None = None) -> ClusterPlan:
+def cluster_plan(
+    edges: EdgeFile,
+    num_nodes: int,
+    parts: int,
+    *,
+    chunk_edges: int,
+    clusters: int | None = None,
+    seed: int = 0,
+    imbalance: float = 0.03,
+    prefix_edges: int | None = None,
+) -> ClusterPlan:
     """The global plan of seed method ``clusters``, made once per run.
 
     1. :func:`cluster_chunk` clusters the subgraph of the stream's first
@@ -201,8 +232,7 @@ def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: in
     Memory: the ``int32[N]`` cluster array, one chunk and the cluster graph.
     """
     if prefix_edges is None:
-        prefix_edges = min(chunk_edges,
-                           max(chunk_rows(PLAN_PREFIX, edges.rows), PLAN_MIN_PREFIX))
+        prefix_edges = min(chunk_edges, max(chunk_rows(PLAN_PREFIX, edges.rows), PLAN_MIN_PREFIX))
     if prefix_edges < 1:
         raise ValueError(f"prefix_edges must be >= 1, got {prefix_edges}")
     times = {}
@@ -211,8 +241,9 @@ def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: in
     nodes, local = chunk_nodes_local(first, num_nodes)
     del first
     n = len(nodes)
-    member = cluster_chunk(local, n, default_clusters(n, parts) if clusters is None
-                           else int(clusters), seed)
+    member = cluster_chunk(
+        local, n, default_clusters(n, parts) if clusters is None else int(clusters), seed
+    )
     del local
     k = int(member.max()) + 1 if n else 0
     sizes = np.bincount(member[member >= 0], minlength=k)
@@ -237,8 +268,9 @@ def cluster_plan(edges: EdgeFile, num_nodes: int, parts: int, *, chunk_edges: in
     return ClusterPlan(cluster, part, sizes, support, int(counts.sum()), internal, times)
 
 
-def trim_cluster_graph(keys: np.ndarray, counts: np.ndarray, sizes: np.ndarray,
-                       budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def trim_cluster_graph(
+    keys: np.ndarray, counts: np.ndarray, sizes: np.ndarray, budget: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Drop the largest clusters (ties: the higher id first) until at most
     ``budget`` cluster-graph edges remain (METIS's memory grows with them).
 
@@ -266,8 +298,9 @@ def trim_cluster_graph(keys: np.ndarray, counts: np.ndarray, sizes: np.ndarray,
     return np.minimum(a, b) * k2 + np.maximum(a, b), counts[alive], sizes[keep], renumber
 
 
-def plan_applies(plan: ClusterPlan, pairs: np.ndarray, num_nodes: int, first_part: int,
-                 weights: tuple[int, int]) -> bool:
+def plan_applies(
+    plan: ClusterPlan, pairs: np.ndarray, num_nodes: int, first_part: int, weights: tuple[int, int]
+) -> bool:
     """Whether seed ``clusters`` takes a bisection's seed from the plan: its first
     chunk ``pairs`` is sparse (average degree below :data:`PLAN_MAX_DEGREE`) or
     the plan is fine (each side has at least :data:`PLAN_FINE_CLUSTERS` clusters
@@ -278,21 +311,31 @@ def plan_applies(plan: ClusterPlan, pairs: np.ndarray, num_nodes: int, first_par
         return True
     middle = first_part + weights[0]
     per_part = np.bincount(plan.part, minlength=middle + weights[1])
-    fine = min(int(per_part[first_part:middle].sum()),
-               int(per_part[middle:middle + weights[1]].sum())) >= PLAN_FINE_CLUSTERS
+    fine = (
+        min(
+            int(per_part[first_part:middle].sum()),
+            int(per_part[middle : middle + weights[1]].sum()),
+        )
+        >= PLAN_FINE_CLUSTERS
+    )
     if not fine:
         seen = np.zeros(num_nodes, dtype=bool)
         seen[pairs.reshape(-1)] = True
         if 2 * len(pairs) >= PLAN_MAX_DEGREE * np.count_nonzero(seen):
             return False
     low = int(plan.support[first_part:middle].sum())
-    high = int(plan.support[middle:middle + weights[1]].sum())
+    high = int(plan.support[middle : middle + weights[1]].sum())
     return min(low, high) >= PLAN_MIN_SUPPORT
 
 
-def plan_sides(pairs: np.ndarray, plan: ClusterPlan, num_nodes: int, first_part: int,
-               weights: tuple[int, int],
-               capacities: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def plan_sides(
+    pairs: np.ndarray,
+    plan: ClusterPlan,
+    num_nodes: int,
+    first_part: int,
+    weights: tuple[int, int],
+    capacities: tuple[int, int],
+) -> tuple[np.ndarray, np.ndarray]:
     """Seed labels of a sub-problem's first chunk from the global plan.
 
     The sub-problem owns parts ``[first_part, first_part + w0 + w1)``: a chunk
@@ -322,11 +365,19 @@ def plan_sides(pairs: np.ndarray, plan: ClusterPlan, num_nodes: int, first_part:
         more = 0 if room[0] >= room[1] else 1
         lead = min(len(rest), abs(room[0] - room[1]))
         fill = np.full(len(rest), more, dtype=np.int64)
-        fill[lead + 1::2] = 1 - more
+        fill[lead + 1 :: 2] = 1 - more
         sides[rest] = fill
     return nodes, repair_capacity(sides, local, capacities)
 
 
-__all__ = ["ClusterPlan", "MAX_CLUSTERS", "cluster_chunk", "cluster_graph_edges",
-           "cluster_plan", "default_clusters", "plan_applies", "plan_sides",
-           "trim_cluster_graph"]
+__all__ = [
+    "ClusterPlan",
+    "MAX_CLUSTERS",
+    "cluster_chunk",
+    "cluster_graph_edges",
+    "cluster_plan",
+    "default_clusters",
+    "plan_applies",
+    "plan_sides",
+    "trim_cluster_graph",
+]

@@ -50,11 +50,20 @@ def default_seed_method(passes: int) -> str:
     return "clusters" if passes > 0 else "metis"
 
 
-def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
-               capacities: tuple[int, int], seed: int, imbalance: float,
-               rng_key: tuple[int, ...], *, plan: ClusterPlan | None = None,
-               num_nodes: int | None = None, first_part: int = 0,
-               use_plan: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def seed_sides(
+    pairs: np.ndarray,
+    method: str,
+    weights: tuple[int, int],
+    capacities: tuple[int, int],
+    seed: int,
+    imbalance: float,
+    rng_key: tuple[int, ...],
+    *,
+    plan: ClusterPlan | None = None,
+    num_nodes: int | None = None,
+    first_part: int = 0,
+    use_plan: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
     """Seed labels of the first chunk's nodes (first-appearance order).
 
     ``metis``: pymetis bisection of the chunk's subgraph with target weights
@@ -82,8 +91,9 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
         return _metis_chunk_sides(pairs, num_nodes, weights, capacities, seed, imbalance)
     if method == "metis":  # renumbering and CSR in one C++ call
         flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
-        chunk = _C.grem_chunk_local(flat, int(flat.max()) + 1 if len(flat) else 0,
-                                    first_appearance=True, csr=True)
+        chunk = _C.grem_chunk_local(
+            flat, int(flat.max()) + 1 if len(flat) else 0, first_appearance=True, csr=True
+        )
         nodes, local = np.asarray(chunk.nodes), np.asarray(chunk.local).reshape(-1, 2)
         indptr, indices = chunk.indptr, chunk.indices
     else:
@@ -105,14 +115,27 @@ def seed_sides(pairs: np.ndarray, method: str, weights: tuple[int, int],
         else:
             options = _seed_options(seed, imbalance, k)
             tpwgts = None if weights[0] == weights[1] else [w / total for w in weights]
-            sides = metis_chunk(local, k, 2, options, recursive=True, tpwgts=tpwgts,
-                                peel=False, csr=(np.asarray(indptr), np.asarray(indices)))
+            sides = metis_chunk(
+                local,
+                k,
+                2,
+                options,
+                recursive=True,
+                tpwgts=tpwgts,
+                peel=False,
+                csr=(np.asarray(indptr), np.asarray(indices)),
+            )
     return nodes, repair_capacity(sides, local, capacities)
 
 
-def _metis_chunk_sides(pairs: np.ndarray, num_nodes: int, weights: tuple[int, int],
-                       capacities: tuple[int, int], seed: int,
-                       imbalance: float) -> tuple[np.ndarray, np.ndarray]:
+def _metis_chunk_sides(
+    pairs: np.ndarray,
+    num_nodes: int,
+    weights: tuple[int, int],
+    capacities: tuple[int, int],
+    seed: int,
+    imbalance: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``metis`` seed with the chunk's nodes in increasing id order
     (O(|V|) scratch instead of :func:`first_appearance`'s sort of the chunk)."""
     nodes, local = chunk_nodes_local(pairs, num_nodes)
@@ -125,5 +148,10 @@ def _metis_chunk_sides(pairs: np.ndarray, num_nodes: int, weights: tuple[int, in
     return nodes, repair_capacity(sides, local, capacities)
 
 
-__all__ = ["SEED_METHODS", "SEED_NITER", "SEED_NITER_MIN_NODES", "default_seed_method",
-           "seed_sides"]
+__all__ = [
+    "SEED_METHODS",
+    "SEED_NITER",
+    "SEED_NITER_MIN_NODES",
+    "default_seed_method",
+    "seed_sides",
+]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pymetis
 
-from gnncore.partition.base import PartitionOptions, Partitioner, symmetric_graph
+from gnncore.partition.base import Partitioner, PartitionOptions, symmetric_graph
 from gnncore.store import GraphDir
 
 
@@ -31,6 +31,7 @@ class MetisPartitioner(Partitioner):
         metis_options.seed = options.seed
         metis_options.ufactor = int(round(options.imbalance * 1000))
         adjacency = pymetis.CSRAdjacency(sym.indptr, sym.indices)
-        result = pymetis.part_graph(options.parts, adjacency, recursive=self.recursive,
-                                    options=metis_options)
+        result = pymetis.part_graph(
+            options.parts, adjacency, recursive=self.recursive, options=metis_options
+        )
         return np.asarray(result.vertex_part, dtype=np.int64)

@@ -36,8 +36,10 @@ class PartitionMetrics:
     def markdown_table(self) -> str:
         """Per-part nodes and split counts as a markdown table."""
         splits = list(self.split_counts)
-        lines = ["| part | nodes | " + " | ".join(splits) + " |",
-                 "|---|---|" + "---|" * len(splits)]
+        lines = [
+            "| part | nodes | " + " | ".join(splits) + " |",
+            "|---|---|" + "---|" * len(splits),
+        ]
         for p in range(self.parts):
             counts = "".join(f" {self.split_counts[s][p]} |" for s in splits)
             lines.append(f"| {p} | {self.part_sizes[p]} |{counts}")
@@ -92,8 +94,10 @@ def balance_violations(metrics: PartitionMetrics, imbalance: float) -> list[str]
     limit = max_part_size(metrics.num_nodes, metrics.parts, imbalance)
     for part, size in enumerate(metrics.part_sizes):
         if size > limit:
-            problems.append(f"part {part} holds {size} nodes, more than the limit {limit} "
-                            f"(ceil({1 + imbalance:g}·N/p))")
+            problems.append(
+                f"part {part} holds {size} nodes, more than the limit {limit} "
+                f"(ceil({1 + imbalance:g}·N/p))"
+            )
         if size == 0:
             problems.append(f"part {part} is empty")
     return problems

@@ -30,8 +30,9 @@ from gnncore.typing import require_csrc
 SPLIT_NAMES = ("train", "val", "test")
 
 
-def _checked_assignment(assignment: np.ndarray, parts: int,
-                        num_nodes: int | None = None) -> np.ndarray:
+def _checked_assignment(
+    assignment: np.ndarray, parts: int, num_nodes: int | None = None
+) -> np.ndarray:
     a = np.asarray(assignment)
     if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
         raise ValueError(f"assignment must be a 1-d integer array, got {a.dtype}{a.shape}")
@@ -102,9 +103,8 @@ def halo_nodes(graph: SymmetricGraph, assignment: np.ndarray, parts: int) -> lis
     from gnncore import _C
 
     a = _checked_assignment(assignment, parts, graph.num_nodes)
-    offsets, nodes = _C.halo_nodes(np.asarray(graph.indptr), np.asarray(graph.indices), a,
-                                   parts)
-    return [nodes[offsets[i]:offsets[i + 1]] for i in range(parts)]
+    offsets, nodes = _C.halo_nodes(np.asarray(graph.indptr), np.asarray(graph.indices), a, parts)
+    return [nodes[offsets[i] : offsets[i + 1]] for i in range(parts)]
 
 
 def halo_sizes(halos: list[np.ndarray]) -> np.ndarray:
@@ -136,8 +136,11 @@ def split_bounds(total: int, parts: int, tolerance: float) -> tuple[int, int]:
 
 def split_counts(codes: np.ndarray, assignment: np.ndarray, parts: int) -> dict[str, list[int]]:
     """Per-part counts of each split present in ``codes``."""
-    return {name: np.bincount(assignment[codes == c], minlength=parts).tolist()
-            for c, name in enumerate(SPLIT_NAMES) if np.any(codes == c)}
+    return {
+        name: np.bincount(assignment[codes == c], minlength=parts).tolist()
+        for c, name in enumerate(SPLIT_NAMES)
+        if np.any(codes == c)
+    }
 
 
 @dataclass(frozen=True)
@@ -174,8 +177,13 @@ class BalanceReport:
         return self.cut_after - self.cut_before
 
 
-def balance_splits(graph: GraphDir, assignment: np.ndarray, parts: int,
-                   tolerance: float = 0.10, imbalance: float = 0.03) -> BalanceReport:
+def balance_splits(
+    graph: GraphDir,
+    assignment: np.ndarray,
+    parts: int,
+    tolerance: float = 0.10,
+    imbalance: float = 0.03,
+) -> BalanceReport:
     """Move nodes until every part holds ``mean·(1 ± tolerance)`` nodes of each
     split (see :func:`split_bounds`), choosing the moves that cost the least cut.
 
@@ -210,16 +218,19 @@ def balance_splits(graph: GraphDir, assignment: np.ndarray, parts: int,
     a = _checked_assignment(assignment, parts, n)
     codes = split_codes(graph)
     if not np.any(codes >= 0):
-        raise InputError("balance_splits needs train/val/test node splits and the graph "
-                         "has none", graph.path)
+        raise InputError(
+            "balance_splits needs train/val/test node splits and the graph has none", graph.path
+        )
     totals = np.bincount(codes[codes >= 0], minlength=3)
     bounds = [split_bounds(int(t), parts, tolerance) for t in totals]
     sym = symmetric_graph(graph)
     options = _C.SplitBalanceOptions(
-        parts=parts, lo=(bounds[0][0], bounds[1][0], bounds[2][0]),
-        hi=(bounds[0][1], bounds[1][1], bounds[2][1]), capacity=max_part_size(n, parts, imbalance))
-    balanced = _C.balance_splits(np.asarray(sym.indptr), np.asarray(sym.indices), a, codes,
-                                 options)
+        parts=parts,
+        lo=(bounds[0][0], bounds[1][0], bounds[2][0]),
+        hi=(bounds[0][1], bounds[1][1], bounds[2][1]),
+        capacity=max_part_size(n, parts, imbalance),
+    )
+    balanced = _C.balance_splits(np.asarray(sym.indptr), np.asarray(sym.indices), a, codes, options)
     new = balanced.assignment
     u, v = undirected_edges(graph)
     return BalanceReport(
@@ -239,14 +250,18 @@ def balance_splits(graph: GraphDir, assignment: np.ndarray, parts: int,
 # Arrays for the partition directory ----------------------------------------------
 
 
-def postprocess_arrays(graph: GraphDir, assignment: np.ndarray,
-                       parts: int) -> dict[str, np.ndarray]:
+def postprocess_arrays(
+    graph: GraphDir, assignment: np.ndarray, parts: int
+) -> dict[str, np.ndarray]:
     """The post-processing arrays of a partition directory, keyed by file stem:
     ``relabel_new_of_old``, ``relabel_old_of_new``, ``offsets`` and
     ``halo_<i>`` for every part ``i`` (all ``int64``)."""
     r = relabel(assignment, parts)
-    out = {"relabel_new_of_old": r.new_of_old, "relabel_old_of_new": r.old_of_new,
-           "offsets": r.offsets}
+    out = {
+        "relabel_new_of_old": r.new_of_old,
+        "relabel_old_of_new": r.old_of_new,
+        "offsets": r.offsets,
+    }
     for i, halo in enumerate(halo_nodes(symmetric_graph(graph), assignment, parts)):
         out[f"halo_{i}"] = halo
     return out

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gnncore.partition.base import PartitionOptions, Partitioner, peak_rss_bytes
+from gnncore.partition.base import Partitioner, PartitionOptions, peak_rss_bytes
 from gnncore.partition.metrics import PartitionMetrics, partition_metrics
 from gnncore.partition.store import PartitionDir, write_partition_dir
 from gnncore.store import GraphDir
@@ -51,12 +51,19 @@ class MethodSettings:
 # method -> (module, class, settings it takes, fixed keyword arguments)
 _REGISTRY: dict[str, tuple[str, str, tuple[str, ...], dict[str, Any]]] = {
     "metis": ("gnncore.partition.metis", "MetisPartitioner", (), {"recursive": False}),
-    "metis-recursive": ("gnncore.partition.metis", "MetisPartitioner", (),
-                        {"recursive": True}),
-    "grem": ("gnncore.partition.grem", "GremPartitioner",
-             ("chunk", "passes", "seed_method", "clusters", "workers"), {}),
-    "greedy": ("gnncore.partition.grem", "GremPartitioner", ("chunk", "seed_method", "workers"),
-               {"refine": False, "passes": 0}),
+    "metis-recursive": ("gnncore.partition.metis", "MetisPartitioner", (), {"recursive": True}),
+    "grem": (
+        "gnncore.partition.grem",
+        "GremPartitioner",
+        ("chunk", "passes", "seed_method", "clusters", "workers"),
+        {},
+    ),
+    "greedy": (
+        "gnncore.partition.grem",
+        "GremPartitioner",
+        ("chunk", "seed_method", "workers"),
+        {"refine": False, "passes": 0},
+    ),
     "ldg": ("gnncore.partition.stream", "LdgPartitioner", (), {}),
     "fennel": ("gnncore.partition.stream", "FennelPartitioner", (), {}),
     "random": ("gnncore.partition.simple", "RandomPartitioner", (), {}),
@@ -85,8 +92,9 @@ def method_params(method: str, settings: MethodSettings) -> dict[str, Any]:
 
 def _registered(method: str) -> tuple[str, str, tuple[str, ...], dict[str, Any]]:
     if method not in _REGISTRY:
-        raise ValueError(f"unknown partitioning method {method!r}; choose from "
-                         f"{', '.join(METHODS)}")
+        raise ValueError(
+            f"unknown partitioning method {method!r}; choose from {', '.join(METHODS)}"
+        )
     return _REGISTRY[method]
 
 
@@ -131,13 +139,20 @@ class PartitionReport:
         }
 
 
-def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
-                    method: str = "metis", parts: int = 2, seed: int = 0,
-                    imbalance: float = 0.03, settings: MethodSettings | None = None,
-                    balance: bool = True, split_tolerance: float = 0.10,
-                    tracking: RunTracker | None = None,
-                    tags: Mapping[str, Any] | None = None,
-                    progress: Callable[[str], None] | None = None) -> PartitionReport:
+def partition_graph(
+    graph_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    method: str = "metis",
+    parts: int = 2,
+    seed: int = 0,
+    imbalance: float = 0.03,
+    settings: MethodSettings | None = None,
+    balance: bool = True,
+    split_tolerance: float = 0.10,
+    tracking: RunTracker | None = None,
+    tags: Mapping[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> PartitionReport:
     """Partition the graph at ``graph_dir`` into ``out_dir`` (written atomically).
 
     Args:
@@ -166,8 +181,13 @@ def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     settings = settings or MethodSettings()
     partitioner = make_partitioner(method, settings)
     params = method_params(method, settings)
-    options = PartitionOptions(parts=parts, seed=seed, imbalance=imbalance,
-                               balance_splits=balance, split_tolerance=split_tolerance)
+    options = PartitionOptions(
+        parts=parts,
+        seed=seed,
+        imbalance=imbalance,
+        balance_splits=balance,
+        split_tolerance=split_tolerance,
+    )
     options.validate(graph.num_nodes)
     partitioner.progress = progress
     if tracking is None:
@@ -175,31 +195,54 @@ def partition_graph(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     name = graph.manifest.name
     run_tags = {"dataset": name, "task": "partition", "method": method, **(tags or {})}
     with tracking.start_run(f"{name}-{method}-p{parts}", run_tags) as run:
-        run.log_params({"method": method, "parts": parts, "seed": seed,
-                        "imbalance": imbalance, "num_nodes": graph.num_nodes,
-                        "num_edges": graph.manifest.num_undirected_edges, **params})
+        run.log_params(
+            {
+                "method": method,
+                "parts": parts,
+                "seed": seed,
+                "imbalance": imbalance,
+                "num_nodes": graph.num_nodes,
+                "num_edges": graph.manifest.num_undirected_edges,
+                **params,
+            }
+        )
         report = _partition(graph, out_dir, partitioner, method, options, params)
         m = report.metrics
-        run.log_metrics({"edge_cut_fraction": m.edge_cut_fraction,
-                         "max_part_ratio": m.max_part_ratio, "seconds": report.seconds,
-                         "peak_rss_bytes": float(report.peak_rss_bytes),
-                         "halo_nodes_max": float(max(report.halo_sizes, default=0)),
-                         **{f"split_balance_{k}": v for k, v in m.split_balance.items()},
-                         **({"balancing_cut_cost": float(report.balancing["cut_cost"])}
-                            if report.balancing else {})})
+        run.log_metrics(
+            {
+                "edge_cut_fraction": m.edge_cut_fraction,
+                "max_part_ratio": m.max_part_ratio,
+                "seconds": report.seconds,
+                "peak_rss_bytes": float(report.peak_rss_bytes),
+                "halo_nodes_max": float(max(report.halo_sizes, default=0)),
+                **{f"split_balance_{k}": v for k, v in m.split_balance.items()},
+                **(
+                    {"balancing_cut_cost": float(report.balancing["cut_cost"])}
+                    if report.balancing
+                    else {}
+                ),
+            }
+        )
         _log_part_chart(run, report)
         report.run_id = run.run_id
     return report
 
 
-def _partition(graph: GraphDir, out_dir: str | os.PathLike[str], partitioner: Partitioner,
-               method: str, options: PartitionOptions,
-               params: dict[str, Any]) -> PartitionReport:
+def _partition(
+    graph: GraphDir,
+    out_dir: str | os.PathLike[str],
+    partitioner: Partitioner,
+    method: str,
+    options: PartitionOptions,
+    params: dict[str, Any],
+) -> PartitionReport:
     say = partitioner.progress or (lambda message: None)
     settings = "".join(f", {k}={v}" for k, v in params.items())
-    say(f"{method}: {graph.num_nodes:,} nodes, "
+    say(
+        f"{method}: {graph.num_nodes:,} nodes, "
         f"{graph.manifest.num_undirected_edges:,} undirected edges into {options.parts} "
-        f"parts (seed={options.seed}{settings})")
+        f"parts (seed={options.seed}{settings})"
+    )
     start = time.perf_counter()
     assignment = np.asarray(partitioner.assign(graph, options), dtype=np.int64)
     seconds = time.perf_counter() - start
@@ -210,34 +253,67 @@ def _partition(graph: GraphDir, out_dir: str | os.PathLike[str], partitioner: Pa
     if options.balance_splits and any(graph.has(s) for s in SPLITS):
         from gnncore.partition.postprocess import balance_splits
 
-        say(f"balancing train/val/test counts to within {options.split_tolerance:.0%} "
-            "of their per-part mean")
+        say(
+            f"balancing train/val/test counts to within {options.split_tolerance:.0%} "
+            "of their per-part mean"
+        )
         started = time.perf_counter()
-        balanced = balance_splits(graph, assignment, options.parts,
-                                  tolerance=options.split_tolerance,
-                                  imbalance=options.imbalance)
+        balanced = balance_splits(
+            graph,
+            assignment,
+            options.parts,
+            tolerance=options.split_tolerance,
+            imbalance=options.imbalance,
+        )
         assignment = balanced.assignment
-        balancing = {"tolerance": options.split_tolerance, "moved": balanced.moved,
-                     "cut_before": balanced.cut_before, "cut_after": balanced.cut_after,
-                     "cut_cost": balanced.cut_cost, "satisfied": balanced.satisfied,
-                     "seconds": time.perf_counter() - started}
-        say(f"balancing moved {balanced.moved:,} nodes (cut cost {balanced.cut_cost:+,} "
-            f"edges){'' if balanced.satisfied else '; tolerance NOT reached'}")
+        balancing = {
+            "tolerance": options.split_tolerance,
+            "moved": balanced.moved,
+            "cut_before": balanced.cut_before,
+            "cut_after": balanced.cut_after,
+            "cut_cost": balanced.cut_cost,
+            "satisfied": balanced.satisfied,
+            "seconds": time.perf_counter() - started,
+        }
+        say(
+            f"balancing moved {balanced.moved:,} nodes (cut cost {balanced.cut_cost:+,} "
+            f"edges){'' if balanced.satisfied else '; tolerance NOT reached'}"
+        )
     from gnncore.partition.postprocess import halo_sizes, postprocess_arrays
 
     say("metrics, relabelling and 1-hop halos")
     metrics = partition_metrics(graph, assignment, options.parts)
     arrays = postprocess_arrays(graph, assignment, options.parts)
     halos = halo_sizes([arrays[f"halo_{i}"] for i in range(options.parts)]).tolist()
-    info = {"method": method, "parts": options.parts, "seed": options.seed,
-            "imbalance": options.imbalance, **params, "seconds": seconds,
-            "peak_rss_bytes": rss, "metrics": metrics.to_dict(), "halo_sizes": halos,
-            "split_balancing": balancing}
+    info = {
+        "method": method,
+        "parts": options.parts,
+        "seed": options.seed,
+        "imbalance": options.imbalance,
+        **params,
+        "seconds": seconds,
+        "peak_rss_bytes": rss,
+        "metrics": metrics.to_dict(),
+        "halo_sizes": halos,
+        "split_balancing": balancing,
+    }
     write_partition_dir(out_dir, graph, assignment, info, arrays)
-    say(f"wrote {out_dir}: edge cut {metrics.edge_cut_fraction:.2%}, "
-        f"max part {metrics.max_part_ratio:.4f} x N/p")
-    return PartitionReport(method, options.parts, options.seed, str(Path(out_dir)), seconds,
-                           rss, metrics, params, halo_sizes=halos, balancing=balancing)
+    say(
+        f"wrote {out_dir}: edge cut {metrics.edge_cut_fraction:.2%}, "
+        f"max part {metrics.max_part_ratio:.4f} x N/p"
+    )
+    return PartitionReport(
+        method,
+        options.parts,
+        options.seed,
+        str(Path(out_dir)),
+        seconds,
+        rss,
+        metrics,
+        params,
+        halo_sizes=halos,
+        balancing=balancing,
+    )
 
 
 def part_size_chart(report: PartitionReport) -> bytes:
@@ -245,8 +321,13 @@ def part_size_chart(report: PartitionReport) -> bytes:
     from gnncore.plots import bar_chart_png
 
     m = report.metrics
-    return bar_chart_png(m.part_sizes, f"{report.method} p={report.parts}: nodes per part",
-                         "part", "nodes", reference=m.num_nodes / report.parts)
+    return bar_chart_png(
+        m.part_sizes,
+        f"{report.method} p={report.parts}: nodes per part",
+        "part",
+        "nodes",
+        reference=m.num_nodes / report.parts,
+    )
 
 
 def _log_part_chart(run: Any, report: PartitionReport) -> None:
@@ -256,5 +337,12 @@ def _log_part_chart(run: Any, report: PartitionReport) -> None:
         run.log_artifact(path)
 
 
-__all__ = ["METHODS", "MethodSettings", "PartitionDir", "PartitionReport", "make_partitioner",
-           "method_params", "partition_graph"]
+__all__ = [
+    "METHODS",
+    "MethodSettings",
+    "PartitionDir",
+    "PartitionReport",
+    "make_partitioner",
+    "method_params",
+    "partition_graph",
+]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnncore.partition.base import PartitionOptions, Partitioner
+from gnncore.partition.base import Partitioner, PartitionOptions
 from gnncore.store import GraphDir
 
 

@@ -66,34 +66,45 @@ class PartitionDir:
             info = json.loads(file.read_text())
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InputError(f"manifest is not valid JSON: {exc}", file) from exc
-        if info.get("format") != PARTITION_FORMAT or info.get(
-                "format_version") != PARTITION_FORMAT_VERSION:
-            raise InputError(f"not a {PARTITION_FORMAT} v{PARTITION_FORMAT_VERSION} manifest",
-                             file)
+        if (
+            info.get("format") != PARTITION_FORMAT
+            or info.get("format_version") != PARTITION_FORMAT_VERSION
+        ):
+            raise InputError(f"not a {PARTITION_FORMAT} v{PARTITION_FORMAT_VERSION} manifest", file)
         array = path / "assignment.npy"
         if not array.is_file() or array.stat().st_size != info.get("assignment_bytes"):
-            raise InputError("assignment.npy is missing or its size differs from the "
-                             "manifest", array)
+            raise InputError(
+                "assignment.npy is missing or its size differs from the manifest", array
+            )
         out = cls(path, info)
         assignment = out.assignment()
         if assignment.dtype != np.int64 or assignment.ndim != 1:
-            raise InputError(f"assignment must be int64[N], got {assignment.dtype}"
-                             f"{assignment.shape}", array)
+            raise InputError(
+                f"assignment must be int64[N], got {assignment.dtype}{assignment.shape}", array
+            )
         if len(assignment) and (assignment.min() < 0 or assignment.max() >= out.parts):
             raise InputError(f"assignment holds a part outside [0, {out.parts})", array)
         if graph is not None:
             if len(assignment) != graph.num_nodes:
-                raise InputError(f"assignment has {len(assignment)} entries, graph "
-                                 f"{graph.path} has {graph.num_nodes} nodes", array)
+                raise InputError(
+                    f"assignment has {len(assignment)} entries, graph "
+                    f"{graph.path} has {graph.num_nodes} nodes",
+                    array,
+                )
             if info.get("graph_manifest_sha256") != sha256_of(graph.path / MANIFEST_FILE):
-                raise InputError(f"partition was computed from a different version of "
-                                 f"{graph.path}", file)
+                raise InputError(
+                    f"partition was computed from a different version of {graph.path}", file
+                )
         return out
 
 
-def write_partition_dir(out: str | os.PathLike[str], graph: GraphDir, assignment: np.ndarray,
-                        info: dict[str, Any],
-                        arrays: dict[str, np.ndarray] | None = None) -> PartitionDir:
+def write_partition_dir(
+    out: str | os.PathLike[str],
+    graph: GraphDir,
+    assignment: np.ndarray,
+    info: dict[str, Any],
+    arrays: dict[str, np.ndarray] | None = None,
+) -> PartitionDir:
     """Atomically write ``assignment``, extra ``arrays`` (``<name>.npy``: relabelling
     maps, halos) and the manifest to ``out``."""
     with atomic_directory(out) as tmp:
@@ -102,8 +113,10 @@ def write_partition_dir(out: str | os.PathLike[str], graph: GraphDir, assignment
         for name, array in (arrays or {}).items():
             check_plain_name(f"{name}.npy", tmp)
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
-            files[f"{name}.npy"] = {"bytes": (tmp / f"{name}.npy").stat().st_size,
-                                    "sha256": sha256_of(tmp / f"{name}.npy")}
+            files[f"{name}.npy"] = {
+                "bytes": (tmp / f"{name}.npy").stat().st_size,
+                "sha256": sha256_of(tmp / f"{name}.npy"),
+            }
         manifest = {
             "format": PARTITION_FORMAT,
             "format_version": PARTITION_FORMAT_VERSION,

@@ -24,7 +24,7 @@ import abc
 
 import numpy as np
 
-from gnncore.partition.base import PartitionOptions, Partitioner, SymmetricGraph, symmetric_graph
+from gnncore.partition.base import Partitioner, PartitionOptions, SymmetricGraph, symmetric_graph
 from gnncore.partition.metrics import max_part_size
 from gnncore.store import GraphDir
 from gnncore.typing import require_csrc
@@ -43,12 +43,12 @@ class _VertexStreamPartitioner(Partitioner):
     def assign(self, graph: GraphDir, options: PartitionOptions) -> np.ndarray:
         options.validate(graph.num_nodes)
         capacity = max_part_size(graph.num_nodes, options.parts, options.imbalance)
-        return self.assign_symmetric(symmetric_graph(graph), options.parts, capacity,
-                                     options.seed)
+        return self.assign_symmetric(symmetric_graph(graph), options.parts, capacity, options.seed)
 
     @abc.abstractmethod
-    def assign_symmetric(self, graph: SymmetricGraph, parts: int, capacity: int,
-                         seed: int) -> np.ndarray:
+    def assign_symmetric(
+        self, graph: SymmetricGraph, parts: int, capacity: int, seed: int
+    ) -> np.ndarray:
         """The ``int64[N]`` assignment of ``graph`` under the hard node cap
         ``capacity`` (``capacity · parts >= N``)."""
 
@@ -58,13 +58,15 @@ class LdgPartitioner(_VertexStreamPartitioner):
 
     name = "ldg"
 
-    def assign_symmetric(self, graph: SymmetricGraph, parts: int, capacity: int,
-                         seed: int) -> np.ndarray:
+    def assign_symmetric(
+        self, graph: SymmetricGraph, parts: int, capacity: int, seed: int
+    ) -> np.ndarray:
         require_csrc()
         from gnncore import _C
 
-        return _C.ldg_partition(np.asarray(graph.indptr), np.asarray(graph.indices), parts,
-                                capacity, seed)
+        return _C.ldg_partition(
+            np.asarray(graph.indptr), np.asarray(graph.indices), parts, capacity, seed
+        )
 
 
 class FennelPartitioner(_VertexStreamPartitioner):
@@ -86,16 +88,18 @@ class FennelPartitioner(_VertexStreamPartitioner):
         self.gamma = gamma
         self.alpha = alpha
 
-    def assign_symmetric(self, graph: SymmetricGraph, parts: int, capacity: int,
-                         seed: int) -> np.ndarray:
+    def assign_symmetric(
+        self, graph: SymmetricGraph, parts: int, capacity: int, seed: int
+    ) -> np.ndarray:
         require_csrc()
         from gnncore import _C
 
         alpha = self.alpha
         if alpha is None:
             alpha = fennel_alpha(graph.num_nodes, len(graph.indices) // 2, parts, self.gamma)
-        options = _C.FennelOptions(parts=parts, capacity=capacity, alpha=alpha,
-                                   gamma=self.gamma, seed=seed)
+        options = _C.FennelOptions(
+            parts=parts, capacity=capacity, alpha=alpha, gamma=self.gamma, seed=seed
+        )
         return _C.fennel_partition(np.asarray(graph.indptr), np.asarray(graph.indices), options)
 
 

@@ -51,9 +51,14 @@ def check_workers(workers: Any) -> int:
     return workers
 
 
-def run_task_tree(roots: Iterable[Task], run: Callable[[Any, Task], Result],
-                  expand: Callable[[Task, Result], list[Task]], context: Any = None, *,
-                  workers: int = 1) -> None:
+def run_task_tree(
+    roots: Iterable[Task],
+    run: Callable[[Any, Task], Result],
+    expand: Callable[[Task, Result], list[Task]],
+    context: Any = None,
+    *,
+    workers: int = 1,
+) -> None:
     """Run every task of a tree, up to ``workers`` at a time.
 
     Args:
@@ -87,8 +92,12 @@ def run_task_tree(roots: Iterable[Task], run: Callable[[Any, Task], Result],
         return
     if not ready:
         return
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_start_worker, initargs=(run, context))
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_worker,
+        initargs=(run, context),
+    )
     try:
         for _ in range(workers):  # start every worker now, while the first root runs here
             pool.submit(_worker_pid)
@@ -106,8 +115,9 @@ def run_task_tree(roots: Iterable[Task], run: Callable[[Any, Task], Result],
     except BrokenProcessPool as error:
         raise WorkerError(
             "a worker process died: killed (out of memory?), or the calling script "
-            "lacks the `if __name__ == \"__main__\":` guard that spawned worker "
-            "processes need") from error
+            'lacks the `if __name__ == "__main__":` guard that spawned worker '
+            "processes need"
+        ) from error
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

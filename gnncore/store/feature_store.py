@@ -77,18 +77,24 @@ class GraphDirFeatureStore(FeatureStore):
 
     def _check(self, attr: TensorAttr) -> str:
         if attr.group_name is not None:
-            raise KeyError(f"{type(self).__name__} holds a homogeneous graph; got group "
-                           f"{attr.group_name!r} (use group_name=None)")
+            raise KeyError(
+                f"{type(self).__name__} holds a homogeneous graph; got group "
+                f"{attr.group_name!r} (use group_name=None)"
+            )
         if attr.attr_name not in self.attr_names:
-            raise KeyError(f"{self.graph.path} has no node attribute {attr.attr_name!r} "
-                           f"(has {self.attr_names})")
+            raise KeyError(
+                f"{self.graph.path} has no node attribute {attr.attr_name!r} "
+                f"(has {self.attr_names})"
+            )
         return str(attr.attr_name)
 
     # Core (CRUD) -------------------------------------------------------------
 
     def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
-        raise NotImplementedError(f"{type(self).__name__} is read-only; write a new graph "
-                                  "directory with gnncore.store.create_graph_dir")
+        raise NotImplementedError(
+            f"{type(self).__name__} is read-only; write a new graph "
+            "directory with gnncore.store.create_graph_dir"
+        )
 
     def _remove_tensor(self, attr: TensorAttr) -> bool:
         raise NotImplementedError(f"{type(self).__name__} is read-only")

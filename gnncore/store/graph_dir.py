@@ -68,8 +68,10 @@ class GraphDir:
         self._expect("eid.npy", ("<i8",), (e,))
         self._expect("edges_shuffled.npy", INDEX_DTYPES, (m.num_undirected_edges, 2))
         if m.files["edges.parquet"].rows != ec:
-            raise InputError(f"has {m.files['edges.parquet'].rows} rows, manifest counts {ec} "
-                             "canonical edges", self.path / "edges.parquet")
+            raise InputError(
+                f"has {m.files['edges.parquet'].rows} rows, manifest counts {ec} canonical edges",
+                self.path / "edges.parquet",
+            )
         if "features.npy" in m.files:
             self._expect("features.npy", ("<f4",), (n, m.num_features))
         if "labels.npy" in m.files:
@@ -85,24 +87,30 @@ class GraphDir:
         if entry.dtype not in dtypes:
             raise InputError(f"dtype {entry.dtype} is not one of {dtypes}", self.path / name)
         if shape is not None and entry.shape != shape:
-            raise InputError(f"shape {entry.shape} does not match the manifest's counts "
-                             f"{shape}", self.path / name)
+            raise InputError(
+                f"shape {entry.shape} does not match the manifest's counts {shape}",
+                self.path / name,
+            )
 
     @staticmethod
     def _check_npy_header(file: Path, dtype: str | None, shape: tuple[int, ...] | None) -> None:
         try:
             with open(file, "rb") as fh:
                 version = np.lib.format.read_magic(fh)
-                reader = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                          else np.lib.format.read_array_header_2_0)
+                reader = (
+                    np.lib.format.read_array_header_1_0
+                    if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0
+                )
                 real_shape, fortran, real_dtype = reader(fh, max_header_size=10_000)
         except ValueError as exc:
             raise InputError(f"not a valid .npy file: {exc}", file) from exc
         if fortran or real_dtype.hasobject:
             raise InputError("array must be C-ordered plain numbers", file)
         if real_dtype.str != dtype or tuple(real_shape) != shape:
-            raise InputError(f"holds {real_dtype.str}{tuple(real_shape)}, manifest says "
-                             f"{dtype}{shape}", file)
+            raise InputError(
+                f"holds {real_dtype.str}{tuple(real_shape)}, manifest says {dtype}{shape}", file
+            )
 
     # Arrays ------------------------------------------------------------------
 
@@ -160,14 +168,19 @@ class GraphDir:
         if checksums:
             for name, entry in m.files.items():
                 if sha256_of(self.path / name) != entry.sha256:
-                    raise InputError("sha256 does not match the manifest (file changed or "
-                                     "corrupt)", self.path / name)
+                    raise InputError(
+                        "sha256 does not match the manifest (file changed or corrupt)",
+                        self.path / name,
+                    )
         indptr = np.ascontiguousarray(self.indptr)
         indices = np.ascontiguousarray(self.indices)
         bad = _C.find_invalid_csr_row(indptr, indices, m.num_nodes, m.num_relations == 0)
         if bad >= 0:
-            raise InputError("adjacency row is unsorted, repeated or out of range",
-                             self.path / "indices.npy", row=int(bad))
+            raise InputError(
+                "adjacency row is unsorted, repeated or out of range",
+                self.path / "indices.npy",
+                row=int(bad),
+            )
         eid = self.array("eid")
         if len(eid) and (eid.min() < 0 or eid.max() >= m.num_canonical_edges):
             raise InputError("edge id out of range", self.path / "eid.npy")
@@ -182,8 +195,11 @@ class GraphDir:
         c = self.manifest.num_classes
         bad = np.flatnonzero((labels < -1) | (labels >= c))
         if len(bad):
-            raise InputError(f"label {int(labels[bad[0]])} is outside [0, {c}) "
-                             "(-1 marks unlabelled)", self.path / "labels.npy", row=int(bad[0]))
+            raise InputError(
+                f"label {int(labels[bad[0]])} is outside [0, {c}) (-1 marks unlabelled)",
+                self.path / "labels.npy",
+                row=int(bad[0]),
+            )
 
     def _validate_splits(self) -> None:
         present = [s for s in SPLITS if self.has(s)]
@@ -210,11 +226,14 @@ class GraphDir:
         if x is None:
             return
         for start in range(0, len(x), ROW_CHUNK):
-            block = np.asarray(x[start:start + ROW_CHUNK])
+            block = np.asarray(x[start : start + ROW_CHUNK])
             finite = np.isfinite(block).all(axis=1)
             if not finite.all():
-                raise InputError("feature row holds NaN or inf", self.path / "features.npy",
-                                 row=start + int(np.flatnonzero(~finite)[0]))
+                raise InputError(
+                    "feature row holds NaN or inf",
+                    self.path / "features.npy",
+                    row=start + int(np.flatnonzero(~finite)[0]),
+                )
 
 
 def open_graph(path: str | os.PathLike[str], validate: bool = False) -> GraphDir:

@@ -58,8 +58,10 @@ class GraphDirGraphStore(GraphStore):
     # Core (CRUD) -------------------------------------------------------------
 
     def _put_edge_index(self, edge_index: Any, edge_attr: EdgeAttr) -> bool:
-        raise NotImplementedError(f"{type(self).__name__} is read-only; write a new graph "
-                                  "directory with gnncore.store.create_graph_dir")
+        raise NotImplementedError(
+            f"{type(self).__name__} is read-only; write a new graph "
+            "directory with gnncore.store.create_graph_dir"
+        )
 
     def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
         raise NotImplementedError(f"{type(self).__name__} is read-only")
@@ -71,8 +73,11 @@ class GraphDirGraphStore(GraphStore):
         are reached through :meth:`coo` / :meth:`csr`, which convert from CSC.
         """
         n = self.graph.num_nodes
-        if (edge_attr.edge_type is not None or edge_attr.layout != EdgeLayout.CSC
-                or edge_attr.size not in (None, (n, n))):
+        if (
+            edge_attr.edge_type is not None
+            or edge_attr.layout != EdgeLayout.CSC
+            or edge_attr.size not in (None, (n, n))
+        ):
             return None
         return self._tensors()
 
@@ -88,8 +93,10 @@ class GraphDirGraphStore(GraphStore):
 
     def __repr__(self) -> str:
         m = self.graph.manifest
-        return (f"{type(self).__name__}({str(self.graph.path)!r}, num_nodes={m.num_nodes}, "
-                f"num_edges={m.num_edges})")
+        return (
+            f"{type(self).__name__}({str(self.graph.path)!r}, num_nodes={m.num_nodes}, "
+            f"num_edges={m.num_edges})"
+        )
 
 
 class CSCGraphStore(GraphStore):
@@ -111,8 +118,10 @@ class CSCGraphStore(GraphStore):
         if self._colptr.dim() != 1 or self._colptr.numel() < 1:
             raise ValueError("indptr must be a 1-d array of length N + 1")
         if int(self._colptr[-1]) != self._row.numel():
-            raise ValueError(f"indptr ends at {int(self._colptr[-1])} but indices has "
-                             f"{self._row.numel()} entries")
+            raise ValueError(
+                f"indptr ends at {int(self._colptr[-1])} but indices has "
+                f"{self._row.numel()} entries"
+            )
 
     @property
     def num_nodes(self) -> int:
@@ -126,8 +135,11 @@ class CSCGraphStore(GraphStore):
 
     def _get_edge_index(self, edge_attr: EdgeAttr) -> tuple[torch.Tensor, torch.Tensor] | None:
         n = self.num_nodes
-        if (edge_attr.edge_type is not None or edge_attr.layout != EdgeLayout.CSC
-                or edge_attr.size not in (None, (n, n))):
+        if (
+            edge_attr.edge_type is not None
+            or edge_attr.layout != EdgeLayout.CSC
+            or edge_attr.size not in (None, (n, n))
+        ):
             return None
         return self._row, self._colptr
 

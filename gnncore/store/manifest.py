@@ -128,8 +128,9 @@ class Manifest:
                 num_edges=int(obj["num_edges"]),
                 num_canonical_edges=int(obj["num_canonical_edges"]),
                 directed=bool(obj["directed"]),
-                num_undirected_edges=int(obj["num_canonical_edges"] if undirected is None
-                                         else undirected),
+                num_undirected_edges=int(
+                    obj["num_canonical_edges"] if undirected is None else undirected
+                ),
                 num_relations=int(obj.get("num_relations", 0)),
                 num_features=int(obj.get("num_features", 0)),
                 num_classes=int(obj.get("num_classes", 0)),
@@ -138,9 +139,15 @@ class Manifest:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"manifest field missing or malformed: {exc}", path) from exc
-        for count in ("num_nodes", "num_edges", "num_canonical_edges", "num_undirected_edges",
-                      "num_relations",
-                      "num_features", "num_classes"):
+        for count in (
+            "num_nodes",
+            "num_edges",
+            "num_canonical_edges",
+            "num_undirected_edges",
+            "num_relations",
+            "num_features",
+            "num_classes",
+        ):
             if getattr(manifest, count) < 0:
                 raise InputError(f"manifest {count} is negative", path)
         return manifest
@@ -148,8 +155,14 @@ class Manifest:
 
 def check_plain_name(name: str, where: Path) -> None:
     """Reject names that could escape the directory (``..``, ``/``, absolute)."""
-    if (not name or name in (".", "..") or "/" in name or "\\" in name
-            or name.startswith(".") or "\x00" in name):
+    if (
+        not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or name.startswith(".")
+        or "\x00" in name
+    ):
         raise InputError(f"file name {name!r} in manifest is not a plain file name", where)
 
 

@@ -29,8 +29,9 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def reshuffle_edges(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
-                    seed: int) -> GraphDir:
+def reshuffle_edges(
+    graph_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], seed: int
+) -> GraphDir:
     """Write a copy of ``graph_dir`` whose ``edges_shuffled.npy`` uses ``seed``.
 
     The permutation is drawn exactly as ingestion draws it, so
@@ -53,9 +54,16 @@ def reshuffle_edges(graph_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         np.save(tmp / STREAM, pairs[perm])
         entry = graph.manifest.files[STREAM]
         files = dict(graph.manifest.files)
-        files[STREAM] = FileEntry(STREAM, "npy", (tmp / STREAM).stat().st_size,
-                                  sha256_of(tmp / STREAM), dtype=entry.dtype, shape=entry.shape)
-        manifest = dataclasses.replace(graph.manifest, files=files,
-                                       stats={**graph.manifest.stats, "shuffle_seed": seed})
+        files[STREAM] = FileEntry(
+            STREAM,
+            "npy",
+            (tmp / STREAM).stat().st_size,
+            sha256_of(tmp / STREAM),
+            dtype=entry.dtype,
+            shape=entry.shape,
+        )
+        manifest = dataclasses.replace(
+            graph.manifest, files=files, stats={**graph.manifest.stats, "shuffle_seed": seed}
+        )
         manifest.write(tmp)
     return GraphDir.open(out_dir)

@@ -34,8 +34,9 @@ def index_dtype(num_nodes: int) -> np.dtype:
     return np.dtype(np.int32) if num_nodes <= INT32_MAX else np.dtype(np.int64)
 
 
-def sort_order(src: np.ndarray, dst: np.ndarray, rel: np.ndarray | None, num_nodes: int,
-               num_relations: int) -> np.ndarray | None:
+def sort_order(
+    src: np.ndarray, dst: np.ndarray, rel: np.ndarray | None, num_nodes: int, num_relations: int
+) -> np.ndarray | None:
     """Permutation sorting edges by ``(src, dst[, rel])``; ``None`` if already sorted.
 
     Ingestion hands over sorted edges, so the O(E) check usually saves the
@@ -58,8 +59,9 @@ def sort_order(src: np.ndarray, dst: np.ndarray, rel: np.ndarray | None, num_nod
     return np.lexsort((dst, src)) if rel is None else np.lexsort((rel, dst, src))
 
 
-def undirected_pairs(src: np.ndarray, dst: np.ndarray, num_nodes: int,
-                     collapse: bool) -> tuple[np.ndarray, np.ndarray]:
+def undirected_pairs(
+    src: np.ndarray, dst: np.ndarray, num_nodes: int, collapse: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """Distinct unordered pairs ``(u, v)``, ``u < v``, of canonical edges.
 
     Undirected canonical edges already are such pairs; directed or relational
@@ -98,7 +100,7 @@ class GraphDirWriter:
         """Write ``array`` as ``name.npy`` (copied in row chunks, so memmaps stream)."""
         out = self.open_array(name, array.dtype, array.shape)
         for start in range(0, max(len(array), 1), chunk_rows):
-            out[start:start + chunk_rows] = array[start:start + chunk_rows]
+            out[start : start + chunk_rows] = array[start : start + chunk_rows]
         out.flush()
         del out
         return self.root / f"{name}.npy"
@@ -153,8 +155,7 @@ class GraphDirWriter:
         if order is not None:
             src, dst = src[order], dst[order]
             rel = None if rel is None else rel[order]
-        columns = {"src": src, "dst": dst} if rel is None else {"src": src, "rel": rel,
-                                                                 "dst": dst}
+        columns = {"src": src, "dst": dst} if rel is None else {"src": src, "rel": rel, "dst": dst}
         self.write_table("edges", pl.DataFrame(columns))
         del order
 
@@ -176,9 +177,9 @@ class GraphDirWriter:
         perm = np.random.default_rng(shuffle_seed).permutation(len(pair_u))
         shuffled = self.open_array("edges_shuffled", index_dtype(num_nodes), (len(perm), 2))
         for start in range(0, len(perm), 1 << 22):
-            block = perm[start:start + (1 << 22)]
-            shuffled[start:start + len(block), 0] = pair_u[block]
-            shuffled[start:start + len(block), 1] = pair_v[block]
+            block = perm[start : start + (1 << 22)]
+            shuffled[start : start + len(block), 0] = pair_u[block]
+            shuffled[start : start + len(block), 1] = pair_v[block]
         shuffled.flush()
         del shuffled, pair_u, pair_v
 
@@ -211,8 +212,15 @@ class GraphDirWriter:
                 del arr
             else:
                 rows = pq.ParquetFile(path).metadata.num_rows
-            entries[file] = FileEntry(file, kind, os.path.getsize(path), sha256_of(path),
-                                      dtype=dtype, shape=shape, rows=rows)
+            entries[file] = FileEntry(
+                file,
+                kind,
+                os.path.getsize(path),
+                sha256_of(path),
+                dtype=dtype,
+                shape=shape,
+                rows=rows,
+            )
         manifest = Manifest(
             name=self.name,
             num_nodes=self.num_nodes,

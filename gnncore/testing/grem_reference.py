@@ -112,8 +112,11 @@ def grem_bisect_reference(
             if old != -1 and not refine:
                 continue
             n0, n1 = cnt_nbrs(n, chunk)
-            k0, k1 = (float(n0), float(n1)) if old == -1 else (
-                (est[n][0] + n0) / 2, (est[n][1] + n1) / 2)
+            k0, k1 = (
+                (float(n0), float(n1))
+                if old == -1
+                else ((est[n][0] + n0) / 2, (est[n][1] + n1) / 2)
+            )
             new = assign(k0, k1, old)
             if old != -1 and new != old:
                 reassigned += 1

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.dataset
 
 
 def test_cora_with_defaults_from_cli_and_dagster_gives_the_same_test_accuracy(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
     from gnncore.cli.main import main
     from gnncore.io import ingest
@@ -24,15 +25,34 @@ def test_cora_with_defaults_from_cli_and_dagster_gives_the_same_test_accuracy(
     graph = tmp_path / "cli" / "cora"
     ingest(cora, graph, format="planetoid", name="cora")
     out = tmp_path / "cli.json"
-    assert main(["train", str(graph), "--data-root", str(tmp_path / "cli"), "--no-progress",
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(graph),
+                "--data-root",
+                str(tmp_path / "cli"),
+                "--no-progress",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     cli = json.loads(out.read_text())
 
     result = dg.materialize(
-        PIPELINE_ASSETS + PIPELINE_CHECKS, instance=dg.DagsterInstance.ephemeral(),
+        PIPELINE_ASSETS + PIPELINE_CHECKS,
+        instance=dg.DagsterInstance.ephemeral(),
         resources=build_resources(str(tmp_path / "dagster")),
-        run_config={"ops": {"raw_dataset": {"config": {"name": "cora", "source": str(cora),
-                                                       "format": "planetoid"}}}})
+        run_config={
+            "ops": {
+                "raw_dataset": {
+                    "config": {"name": "cora", "source": str(cora), "format": "planetoid"}
+                }
+            }
+        },
+    )
     (trained,) = result.asset_materializations_for_node("trained_model")
     dagster = {k: v.value for k, v in trained.metadata.items()}
 

@@ -9,26 +9,43 @@ from assets import ALL_ASSETS, ALL_CHECKS
 from assets.partition import COMPARED_METHODS
 from pipelines.definitions import build_resources
 
-RUN_CONFIG = {"ops": {
-    "raw_dataset": {"config": {"name": "cmp", "num_nodes": 1200, "avg_degree": 8,
-                               "num_classes": 4, "num_features": 8}},
-    **{f"partition_{m.replace('-', '_')}": {"config": {"parts": 4, "chunk": 0.2}}
-       for m in COMPARED_METHODS},
-    # GREM's sibling bisections in two spawned processes, from a Dagster step
-    "partition_grem": {"config": {"parts": 4, "chunk": 0.2, "workers": 2}},
-}}
+RUN_CONFIG = {
+    "ops": {
+        "raw_dataset": {
+            "config": {
+                "name": "cmp",
+                "num_nodes": 1200,
+                "avg_degree": 8,
+                "num_classes": 4,
+                "num_features": 8,
+            }
+        },
+        **{
+            f"partition_{m.replace('-', '_')}": {"config": {"parts": 4, "chunk": 0.2}}
+            for m in COMPARED_METHODS
+        },
+        # GREM's sibling bisections in two spawned processes, from a Dagster step
+        "partition_grem": {"config": {"parts": 4, "chunk": 0.2, "workers": 2}},
+    }
+}
 
 
 def test_comparison_job_partitions_with_every_method(tmp_path):
     resources = build_resources(str(tmp_path))
     selection = dg.AssetSelection.groups("partitioning") | dg.AssetSelection.assets(
-        "raw_dataset", "graph")
-    result = dg.materialize(ALL_ASSETS + ALL_CHECKS, resources=resources,
-                            run_config=RUN_CONFIG, selection=selection,
-                            instance=dg.DagsterInstance.ephemeral())
+        "raw_dataset", "graph"
+    )
+    result = dg.materialize(
+        ALL_ASSETS + ALL_CHECKS,
+        resources=resources,
+        run_config=RUN_CONFIG,
+        selection=selection,
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     assert result.success
-    checks = {(e.asset_key.to_user_string(), e.passed)
-              for e in result.get_asset_check_evaluations()}
+    checks = {
+        (e.asset_key.to_user_string(), e.passed) for e in result.get_asset_check_evaluations()
+    }
     assert checks >= {(f"partition_{m.replace('-', '_')}", True) for m in COMPARED_METHODS}
     (report,) = result.asset_materializations_for_node("partition_report")
     table = report.metadata["table"].value
@@ -40,7 +57,8 @@ def test_comparison_job_partitions_with_every_method(tmp_path):
     client = MlflowClient(resources["mlflow"].resolved_tracking_uri())
     runs = client.search_runs(
         [client.get_experiment_by_name("gnncore").experiment_id],
-        filter_string="tags.task = 'partition'")
+        filter_string="tags.task = 'partition'",
+    )
     assert sorted(r.data.params["method"] for r in runs) == sorted(COMPARED_METHODS)
     (grem,) = [r for r in runs if r.data.params["method"] == "grem"]
     assert grem.data.params["workers"] == "2"

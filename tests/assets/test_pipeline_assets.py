@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dagster as dg
 import numpy as np
 import pytest
-import dagster as dg
 from mlflow import MlflowClient
 
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS, graph_integrity, partition_balance
@@ -14,12 +14,21 @@ from gnncore.partition.store import PartitionDir, write_partition_dir
 from gnncore.store import GraphDir
 from pipelines.definitions import build_resources
 
-RUN_CONFIG = {"ops": {
-    "raw_dataset": {"config": {"name": "tiny", "num_nodes": 1500, "avg_degree": 8,
-                               "num_classes": 4, "num_features": 16}},
-    "graph_partition": {"config": {"parts": 3}},
-    "trained_model": {"config": {"node": {"epochs": 3, "hidden": 32, "batch_size": 128}}},
-}}
+RUN_CONFIG = {
+    "ops": {
+        "raw_dataset": {
+            "config": {
+                "name": "tiny",
+                "num_nodes": 1500,
+                "avg_degree": 8,
+                "num_classes": 4,
+                "num_features": 16,
+            }
+        },
+        "graph_partition": {"config": {"parts": 3}},
+        "trained_model": {"config": {"node": {"epochs": 3, "hidden": 32, "batch_size": 128}}},
+    }
+}
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +37,12 @@ def pipeline(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
     instance = dg.DagsterInstance.ephemeral()
     resources = build_resources(str(root))
-    result = dg.materialize(PIPELINE_ASSETS + PIPELINE_CHECKS, instance=instance, resources=resources,
-                            run_config=RUN_CONFIG)
+    result = dg.materialize(
+        PIPELINE_ASSETS + PIPELINE_CHECKS,
+        instance=instance,
+        resources=resources,
+        run_config=RUN_CONFIG,
+    )
     return result, instance, resources, root
 
 
@@ -40,9 +53,13 @@ def metadata(result, asset: str) -> dict:
 
 
 def run_check(check, instance, resources) -> dg.AssetCheckEvaluation:
-    result = dg.materialize(PIPELINE_ASSETS + PIPELINE_CHECKS, instance=instance, resources=resources,
-                            selection=dg.AssetSelection.checks(check),
-                            raise_on_error=False)
+    result = dg.materialize(
+        PIPELINE_ASSETS + PIPELINE_CHECKS,
+        instance=instance,
+        resources=resources,
+        selection=dg.AssetSelection.checks(check),
+        raise_on_error=False,
+    )
     (evaluation,) = result.get_asset_check_evaluations()
     return evaluation
 
@@ -52,8 +69,13 @@ def test_chain_materializes_with_useful_metadata(pipeline):
     assert result.success
     graph_meta = metadata(result, "graph")
     assert graph_meta["num_nodes"] == 1500
-    assert graph_meta["num_edges"] + graph_meta["duplicates_removed"] + \
-        graph_meta["self_loops_removed"] == graph_meta["num_input_edges"] == 6000
+    assert (
+        graph_meta["num_edges"]
+        + graph_meta["duplicates_removed"]
+        + graph_meta["self_loops_removed"]
+        == graph_meta["num_input_edges"]
+        == 6000
+    )
     assert str(graph_meta["path"]).startswith(str(root))
     part_meta = metadata(result, "graph_partition")
     assert part_meta["parts"] == 3 and 0 < part_meta["edge_cut_fraction"] < 0.5
@@ -80,7 +102,8 @@ def test_mlflow_run_is_tagged_with_the_dagster_run(pipeline):
     assert run.data.tags["partition_method"] == "metis"
     assert run.data.params["partitioner"] == "metis" and run.data.params["num_parts"] == "3"
     assert run.data.metrics["test_accuracy"] == pytest.approx(
-        metadata(result, "trained_model")["test_accuracy"])
+        metadata(result, "trained_model")["test_accuracy"]
+    )
 
 
 def test_graph_integrity_fails_on_a_corrupted_file(pipeline):
@@ -140,13 +163,21 @@ def test_quality_gate_promotes_a_good_model_and_blocks_a_worse_one(pipeline):
     assert registry.production(first["registered_model"]).version == first["model_version"]
 
     # A features-only model for one epoch is far worse: the gate fails, nothing is promoted.
-    worse_config = {"ops": {"trained_model": {"config": {"node": {
-        "model": "none", "epochs": 1, "hidden": 8, "lr": 0.001}}}}}
-    second = dg.materialize(PIPELINE_ASSETS + PIPELINE_CHECKS, instance=instance,
-                            resources=resources, run_config=worse_config,
-                            selection=dg.AssetSelection.assets("trained_model",
-                                                               "production_model"),
-                            raise_on_error=False)
+    worse_config = {
+        "ops": {
+            "trained_model": {
+                "config": {"node": {"model": "none", "epochs": 1, "hidden": 8, "lr": 0.001}}
+            }
+        }
+    }
+    second = dg.materialize(
+        PIPELINE_ASSETS + PIPELINE_CHECKS,
+        instance=instance,
+        resources=resources,
+        run_config=worse_config,
+        selection=dg.AssetSelection.assets("trained_model", "production_model"),
+        raise_on_error=False,
+    )
     (evaluation,) = second.get_asset_check_evaluations()
     assert evaluation.check_name == "model_quality" and not evaluation.passed
     assert "worse than production" in evaluation.metadata["reason"].value
@@ -158,13 +189,29 @@ def test_quality_gate_promotes_a_good_model_and_blocks_a_worse_one(pipeline):
 
 def test_link_task_is_trained_registered_and_gated_on_mrr(pipeline):
     _, instance, resources, _ = pipeline
-    link_config = {"ops": {"trained_model": {"config": {
-        "task": "link", "link": {"model": "none", "epochs": 2, "dim": 16, "batch_size": 256,
-                                 "num_negatives": 256}}}}}
-    result = dg.materialize(PIPELINE_ASSETS + PIPELINE_CHECKS, instance=instance,
-                            resources=resources, run_config=link_config,
-                            selection=dg.AssetSelection.assets("trained_model",
-                                                               "production_model"))
+    link_config = {
+        "ops": {
+            "trained_model": {
+                "config": {
+                    "task": "link",
+                    "link": {
+                        "model": "none",
+                        "epochs": 2,
+                        "dim": 16,
+                        "batch_size": 256,
+                        "num_negatives": 256,
+                    },
+                }
+            }
+        }
+    }
+    result = dg.materialize(
+        PIPELINE_ASSETS + PIPELINE_CHECKS,
+        instance=instance,
+        resources=resources,
+        run_config=link_config,
+        selection=dg.AssetSelection.assets("trained_model", "production_model"),
+    )
     trained = metadata(result, "trained_model")
     assert trained["task"] == "link" and trained["registered_model"] == "gnncore-link-tiny"
     assert trained["validation_metric"] == "best_val_mrr"

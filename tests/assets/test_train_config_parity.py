@@ -113,8 +113,7 @@ def test_an_option_of_the_other_task_is_named_in_the_error() -> None:
     with pytest.raises(GnnCoreError, match="--dim: not used by --task node"):
         _cli_config("--task", "node", "--dim", "8")
     with pytest.raises(dg.DagsterInvalidConfigError):
-        dg.validate_run_config(_job(), {"ops": {"trained_model": {"config": {
-            "node": {"dim": 8}}}}})
+        dg.validate_run_config(_job(), {"ops": {"trained_model": {"config": {"node": {"dim": 8}}}}})
 
 
 def _job() -> dg.JobDefinition:

@@ -12,15 +12,37 @@ from pipelines.definitions import defs
 def test_definitions_load_with_expected_names():
     dg.Definitions.validate_loadable(defs)
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
-    methods = {"metis", "metis_recursive", "grem", "greedy", "ldg", "fennel", "random",
-               "range", "bytegnn"}
-    assert keys == {"raw_dataset", "graph", "graph_partition", "trained_model", "production_model",
-                    "partition_report", *(f"partition_{m}" for m in methods)}
+    methods = {
+        "metis",
+        "metis_recursive",
+        "grem",
+        "greedy",
+        "ldg",
+        "fennel",
+        "random",
+        "range",
+        "bytegnn",
+    }
+    assert keys == {
+        "raw_dataset",
+        "graph",
+        "graph_partition",
+        "trained_model",
+        "production_model",
+        "partition_report",
+        *(f"partition_{m}" for m in methods),
+    }
     job = defs.resolve_job_def("train_job")
-    assert {node.name for node in job.graph.node_defs} >= {"raw_dataset", "graph",
-                                                           "graph_partition", "trained_model"}
-    checks = {(key.asset_key.to_user_string(), key.name)
-              for key in defs.resolve_asset_graph().asset_check_keys}
+    assert {node.name for node in job.graph.node_defs} >= {
+        "raw_dataset",
+        "graph",
+        "graph_partition",
+        "trained_model",
+    }
+    checks = {
+        (key.asset_key.to_user_string(), key.name)
+        for key in defs.resolve_asset_graph().asset_check_keys
+    }
     assert ("graph", "graph_integrity") in checks
     assert ("trained_model", "model_quality") in checks
     assert {(f"partition_{m}", "partition_balance") for m in methods} <= checks
@@ -40,8 +62,8 @@ def test_nightly_schedule_requests_the_train_job():
     # Ships stopped: a fresh deployment must not retrain a generated graph every night.
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     context = dg.build_schedule_context(
-        scheduled_execution_time=datetime.datetime(2026, 11, 24, 2, 0,
-                                                   tzinfo=datetime.timezone.utc))
+        scheduled_execution_time=datetime.datetime(2026, 11, 24, 2, 0, tzinfo=datetime.UTC)
+    )
     requests = schedule.evaluate_tick(context).run_requests
     assert len(requests) == 1
     job = defs.resolve_job_def("train_job")

@@ -17,7 +17,8 @@ def test_dg_check_defs_passes(tmp_path):
     if not dg.exists():
         pytest.skip(f"dg is not installed beside {sys.executable}")
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "GNNCORE_DATA_ROOT": str(tmp_path)}
-    done = subprocess.run([str(dg), "check", "defs"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [str(dg), "check", "defs"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "All definitions loaded successfully" in done.stdout + done.stderr

@@ -45,8 +45,9 @@ class ConfigMethods:
         """Plain ``str -> int/float/str/bool/list/None`` (tuples as lists), safe to
         store in a checkpoint loaded with ``weights_only=True``."""
         values = asdict(self)  # type: ignore[call-overload]
-        return {key: list(value) if isinstance(value, tuple) else value
-                for key, value in values.items()}
+        return {
+            key: list(value) if isinstance(value, tuple) else value for key, value in values.items()
+        }
 
     @classmethod
     def from_dict(cls: type[C], values: dict[str, Any]) -> C:

@@ -34,8 +34,10 @@ def sym_of(num_nodes: int, edges: list[tuple[int, int]]) -> SymmetricGraph:
 def random_graphs(tmp_path_factory):
     root = tmp_path_factory.mktemp("bytegnn")
     specs = [(80, 120, 0.1), (150, 300, 0.3), (200, 220, 0.05), (120, 500, 1.0)]
-    return [GraphDir.open(write_random_graph(root / f"g{s}", n, m, seed=s, labelled=f))
-            for s, (n, m, f) in enumerate(specs)]
+    return [
+        GraphDir.open(write_random_graph(root / f"g{s}", n, m, seed=s, labelled=f))
+        for s, (n, m, f) in enumerate(specs)
+    ]
 
 
 def test_blocks_on_a_path():
@@ -55,8 +57,9 @@ def test_blocks_match_the_reference(random_graphs):
         centres = np.flatnonzero(split_codes(graph) >= 0)
         for hops in (0, 1, 2, 3):
             block, level = bytegnn_blocks(sym, centres, hops)
-            want_block, want_level = bytegnn_blocks_reference(sym.indptr, sym.indices,
-                                                              centres, hops)
+            want_block, want_level = bytegnn_blocks_reference(
+                sym.indptr, sym.indices, centres, hops
+            )
             assert block.tolist() == want_block.tolist()
             assert level.tolist() == want_level.tolist()
 
@@ -72,8 +75,9 @@ def test_assignment_matches_the_reference(random_graphs):
                 for cap in (max_part_size(n, parts, 0.03), -(-n // parts)):
                     for weights in (THIRDS, (0.6, 0.3, 0.1)):
                         got = bytegnn_partition(sym, codes, parts, cap, hops, weights)
-                        want = bytegnn_assign_reference(sym.indptr, sym.indices, block, level,
-                                                        codes, parts, cap, weights)
+                        want = bytegnn_assign_reference(
+                            sym.indptr, sym.indices, block, level, codes, parts, cap, weights
+                        )
                         assert got.tolist() == want.tolist()
                         assert np.bincount(got, minlength=parts).max() <= cap
 
@@ -94,14 +98,16 @@ def test_partitioner_keeps_blocks_together_under_the_cap(random_graphs):
     assert labels.dtype == np.int64 and labels.shape == (graph.num_nodes,)
     metrics = partition_metrics(graph, labels, 4)
     assert max(metrics.part_sizes) <= max_part_size(graph.num_nodes, 4, 0.03)
-    random_cut = partition_metrics(graph, random_assignment(graph.num_nodes, 4, 0),
-                                   4).edge_cut_fraction
+    random_cut = partition_metrics(
+        graph, random_assignment(graph.num_nodes, 4, 0), 4
+    ).edge_cut_fraction
     assert metrics.edge_cut_fraction < 0.8 * random_cut
     # options.extra overrides the constructor's hops
     one_hop = ByteGnnPartitioner(hops=1).assign(graph, PartitionOptions(parts=4))
     assert np.array_equal(
-        one_hop, ByteGnnPartitioner(hops=2).assign(graph, PartitionOptions(parts=4,
-                                                                            extra={"hops": 1})))
+        one_hop,
+        ByteGnnPartitioner(hops=2).assign(graph, PartitionOptions(parts=4, extra={"hops": 1})),
+    )
 
 
 def test_graph_without_splits_is_rejected(tmp_path):

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import planted_graph
-from gnncore.partition import PartitionOptions, partition_metrics
+from gnncore.partition import PartitionOptions, grem_plan, partition_metrics
 from gnncore.partition import grem as grem_module
-from gnncore.partition import grem_plan
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
 from gnncore.partition.grem import (
     GreedyPartitioner,
@@ -51,28 +50,60 @@ from gnncore.testing.grem_reference import (
 )
 
 
-def edge_file(tmp_path: Path, pairs: list[tuple[int, int]] | np.ndarray,
-              dtype: str = "int32", name: str = "edges.npy") -> EdgeFile:
+def edge_file(
+    tmp_path: Path,
+    pairs: list[tuple[int, int]] | np.ndarray,
+    dtype: str = "int32",
+    name: str = "edges.npy",
+) -> EdgeFile:
     """Write ``pairs`` in exactly this stream order as an ``.npy`` edge file."""
     path = tmp_path / name
     np.save(path, np.asarray(pairs, dtype=dtype).reshape(-1, 2))
     return EdgeFile.from_npy(path)
 
 
-def bisect(tmp_path: Path, pairs, members, chunk: int, seeds: dict[int, int],
-           capacities: tuple[int, int], weights=(1, 1), refine=True, passes=0,
-           split=False) -> tuple[dict[int, int], dict]:
+def bisect(
+    tmp_path: Path,
+    pairs,
+    members,
+    chunk: int,
+    seeds: dict[int, int],
+    capacities: tuple[int, int],
+    weights=(1, 1),
+    refine=True,
+    passes=0,
+    split=False,
+) -> tuple[dict[int, int], dict]:
     """Run the C++ bisection and the Python reference; check they agree."""
     edges = edge_file(tmp_path, pairs)
     members = np.asarray(members, dtype=np.int64)
     nodes = np.asarray(list(seeds), dtype=np.int64)
     labels = np.asarray(list(seeds.values()), dtype=np.int64)
     outs = (str(tmp_path / "s0.bin"), str(tmp_path / "s1.bin")) if split else ("", "")
-    result = grem_bisect(edges, int(members.max()) + 1, members, chunk_edges=chunk,
-                         seed_nodes=nodes, seed_labels=labels, capacities=capacities,
-                         weights=weights, refine=refine, passes=passes, out_paths=outs)
-    ref = grem_bisect_reference(np.asarray(pairs), members.tolist(), chunk, nodes, labels,
-                                capacities, weights, refine, passes)
+    result = grem_bisect(
+        edges,
+        int(members.max()) + 1,
+        members,
+        chunk_edges=chunk,
+        seed_nodes=nodes,
+        seed_labels=labels,
+        capacities=capacities,
+        weights=weights,
+        refine=refine,
+        passes=passes,
+        out_paths=outs,
+    )
+    ref = grem_bisect_reference(
+        np.asarray(pairs),
+        members.tolist(),
+        chunk,
+        nodes,
+        labels,
+        capacities,
+        weights,
+        refine,
+        passes,
+    )
     np.testing.assert_array_equal(result.side, ref.side)
     assert tuple(result.sizes) == ref.sizes
     assert list(result.moves) == ref.moves
@@ -275,11 +306,21 @@ def test_kernel_matches_the_reference_on_random_graphs(tmp_path, trial):
     for refine, passes in ((True, 0), (True, 3), (False, 0)):
         d = tmp_path / f"{refine}-{passes}"
         d.mkdir()
-        _, result = bisect(d, pairs, members, chunk, seeds, caps, weights, refine, passes,
-                           split=True)
+        _, result = bisect(
+            d, pairs, members, chunk, seeds, caps, weights, refine, passes, split=True
+        )
         assert all(result.sizes[s] <= caps[s] for s in (0, 1))
-        ref = grem_bisect_reference(pairs, members.tolist(), chunk, list(seeds),
-                                    list(seeds.values()), caps, weights, refine, passes)
+        ref = grem_bisect_reference(
+            pairs,
+            members.tolist(),
+            chunk,
+            list(seeds),
+            list(seeds.values()),
+            caps,
+            weights,
+            refine,
+            passes,
+        )
         for s in (0, 1):
             rows = np.fromfile(d / f"s{s}.bin", dtype=np.int32).reshape(-1, 2)
             np.testing.assert_array_equal(rows, ref.side_edges[s])
@@ -298,8 +339,17 @@ def test_kernel_matches_the_reference_on_int64_files(tmp_path, trial):
     caps = (math.ceil(n * 0.53), math.ceil(n * 0.53))
     edges = edge_file(tmp_path, pairs, dtype="int64")
     outs = (str(tmp_path / "s0.bin"), str(tmp_path / "s1.bin"))
-    result = grem_bisect(edges, n, members, chunk_edges=chunk, seed_nodes=nodes,
-                         seed_labels=labels, capacities=caps, passes=3, out_paths=outs)
+    result = grem_bisect(
+        edges,
+        n,
+        members,
+        chunk_edges=chunk,
+        seed_nodes=nodes,
+        seed_labels=labels,
+        capacities=caps,
+        passes=3,
+        out_paths=outs,
+    )
     ref = grem_bisect_reference(pairs, members.tolist(), chunk, nodes, labels, caps, passes=3)
     np.testing.assert_array_equal(result.side, ref.side)
     assert list(result.moves) == ref.moves
@@ -343,7 +393,7 @@ def test_tree_roots_match_the_literal_reference(trial):
     n = int(rng.integers(2, 150))
     pairs = random_stream(rng, n, int(rng.integers(1, 2 * n)))
     indptr, indices = chunk_csr(pairs, n)
-    adjacency = [indices[indptr[x]:indptr[x + 1]].tolist() for x in range(n)]
+    adjacency = [indices[indptr[x] : indptr[x + 1]].tolist() for x in range(n)]
     for cap in (1, 3, 2**62):
         root = tree_roots(indptr, indices, cap)
         assert root.tolist() == tree_roots_reference(adjacency, cap)
@@ -398,8 +448,9 @@ def test_chunk_helpers_reject_bad_ids():
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory) -> GraphDir:
-    return GraphDir.open(planted_graph(tmp_path_factory.mktemp("grem") / "g", num_nodes=600,
-                                       degree=10))
+    return GraphDir.open(
+        planted_graph(tmp_path_factory.mktemp("grem") / "g", num_nodes=600, degree=10)
+    )
 
 
 @pytest.mark.parametrize("parts", [2, 3, 4, 5, 7])
@@ -425,9 +476,11 @@ def test_recursion_keeps_every_part_within_capacity(graph, parts, tmp_path):
 def test_grem_finds_communities_and_beats_greedy(graph):
     options = PartitionOptions(parts=4, seed=0)
     cut = {}
-    for name, partitioner in (("grem", GremPartitioner(chunk=0.05)),
-                              ("grem0", GremPartitioner(chunk=0.05, passes=0)),
-                              ("greedy", GreedyPartitioner(chunk=0.05))):
+    for name, partitioner in (
+        ("grem", GremPartitioner(chunk=0.05)),
+        ("grem0", GremPartitioner(chunk=0.05, passes=0)),
+        ("greedy", GreedyPartitioner(chunk=0.05)),
+    ):
         cut[name] = partition_metrics(graph, partitioner.assign(graph, options), 4)
         cut[name] = cut[name].edge_cut_fraction
     assert cut["grem"] < 0.25
@@ -477,8 +530,7 @@ def test_one_part_and_whole_graph_chunk(graph):
     assert np.bincount(labels).max() <= 309
 
 
-def test_temporary_side_files_exist_during_the_run_and_go_afterwards(graph, tmp_path,
-                                                                   monkeypatch):
+def test_temporary_side_files_exist_during_the_run_and_go_afterwards(graph, tmp_path, monkeypatch):
     seen = []
     real = grem_module.seed_sides
 
@@ -513,18 +565,25 @@ def test_temporary_files_are_removed_on_error(graph, tmp_path, monkeypatch):
 # Argument checks ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"chunk": 0}, "chunk"), ({"chunk": 1.5}, "chunk"), ({"chunk": "0.1"}, "chunk"),
-    ({"passes": -1}, "passes"), ({"passes": 1.5}, "passes"),
-    ({"seed_method": "kmeans"}, "seed_method"), ({"refine": "yes"}, "refine"),
-    ({"seed_method": "clusters", "clusters": 1}, "clusters"),
-    ({"seed_method": "clusters", "clusters": 0}, "clusters"),
-    ({"seed_method": "clusters", "clusters": 2.5}, "clusters"),
-    ({"seed_method": "clusters", "clusters": True}, "clusters"),
-    ({"seed_method": "clusters", "clusters": "64"}, "clusters"),
-    ({"seed_method": "clusters", "clusters": 1 << 17}, "clusters"),
-    ({"seed_method": "metis", "clusters": 64}, "clusters"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"chunk": 0}, "chunk"),
+        ({"chunk": 1.5}, "chunk"),
+        ({"chunk": "0.1"}, "chunk"),
+        ({"passes": -1}, "passes"),
+        ({"passes": 1.5}, "passes"),
+        ({"seed_method": "kmeans"}, "seed_method"),
+        ({"refine": "yes"}, "refine"),
+        ({"seed_method": "clusters", "clusters": 1}, "clusters"),
+        ({"seed_method": "clusters", "clusters": 0}, "clusters"),
+        ({"seed_method": "clusters", "clusters": 2.5}, "clusters"),
+        ({"seed_method": "clusters", "clusters": True}, "clusters"),
+        ({"seed_method": "clusters", "clusters": "64"}, "clusters"),
+        ({"seed_method": "clusters", "clusters": 1 << 17}, "clusters"),
+        ({"seed_method": "metis", "clusters": 64}, "clusters"),
+    ],
+)
 def test_bad_constructor_arguments_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         GremPartitioner(**kwargs)
@@ -545,8 +604,9 @@ def test_bad_edge_files_raise(tmp_path):
 
     def run(pairs, members=range(3), **kw):
         edges = edge_file(tmp_path, pairs)
-        args = dict(chunk_edges=1, seed_nodes=seeds["nodes"], seed_labels=seeds["labels"],
-                    capacities=(2, 2))
+        args = dict(
+            chunk_edges=1, seed_nodes=seeds["nodes"], seed_labels=seeds["labels"], capacities=(2, 2)
+        )
         args.update(kw)
         return grem_bisect(edges, 3, np.asarray(list(members)), **args)
 
@@ -582,9 +642,15 @@ def test_greedy_factory_and_names():
 def communities(tmp_path_factory) -> GraphDir:
     """20,000 nodes in 8 planted communities (~100k edges): a 2% first chunk
     (average degree ~0.4) carries no community structure of its own."""
-    return GraphDir.open(planted_graph(tmp_path_factory.mktemp("grem-c") / "g",
-                                       num_nodes=20000, communities=8, degree=10,
-                                       features=2))
+    return GraphDir.open(
+        planted_graph(
+            tmp_path_factory.mktemp("grem-c") / "g",
+            num_nodes=20000,
+            communities=8,
+            degree=10,
+            features=2,
+        )
+    )
 
 
 def test_cluster_seed_keeps_communities_whole_where_metis_seed_cannot(communities):
@@ -604,8 +670,7 @@ def test_cluster_seed_keeps_communities_whole_where_metis_seed_cannot(communitie
 
 @pytest.mark.parametrize("parts", [3, 8])
 def test_cluster_seed_is_balanced_and_deterministic(communities, parts, tmp_path):
-    partitioner = GremPartitioner(chunk=0.02, seed_method="clusters", clusters=64,
-                                  tmp_dir=tmp_path)
+    partitioner = GremPartitioner(chunk=0.02, seed_method="clusters", clusters=64, tmp_dir=tmp_path)
     a = partitioner.assign(communities, PartitionOptions(parts=parts, seed=5))
     b = partitioner.assign(communities, PartitionOptions(parts=parts, seed=5))
     np.testing.assert_array_equal(a, b)
@@ -657,8 +722,7 @@ def test_cluster_graph_counts_match_a_brute_force_count(tmp_path):
 
     for k, buffer in ((50, 1 << 20), (2100, 1 << 20), (50, 3), (2100, 0)):
         # buffer 3 or 0: the raw keys are merged after every chunk
-        graph = _C.grem_cluster_edges(edges.spec(), cluster, k, chunk_rows=7,
-                                      buffer_keys=buffer)
+        graph = _C.grem_cluster_edges(edges.spec(), cluster, k, chunk_rows=7, buffer_keys=buffer)
         keys, counts, internal = np.asarray(graph.keys), np.asarray(graph.counts), graph.internal
         if buffer == 1 << 20:
             same = cluster_graph_edges(edges, cluster, k, chunk_edges=7)
@@ -753,8 +817,9 @@ def test_plan_sides_follow_the_plan_and_the_majority():
     # Nodes 0..5 planned: cluster 0 -> part 2, cluster 1 -> part 3, cluster 2 ->
     # part 0 (outside the sub-problem's parts 2..3); 6, 7 have no cluster.
     cluster = np.array([0, 0, 1, 1, 2, 2, -1, -1], dtype=np.int32)
-    plan = ClusterPlan(cluster, np.array([2, 3, 0]), np.array([2, 2, 2]),
-                       np.array([2, 0, 2, 2]), 0, 0, {})
+    plan = ClusterPlan(
+        cluster, np.array([2, 3, 0]), np.array([2, 2, 2]), np.array([2, 0, 2, 2]), 0, 0, {}
+    )
     pairs = np.array([(0, 1), (2, 3), (4, 0), (5, 2), (5, 3), (6, 7), (6, 1)])
     nodes, sides = plan_sides(pairs, plan, 8, 2, (1, 1), (5, 5))
     assert nodes.tolist() == list(range(8))
@@ -774,9 +839,15 @@ def test_plan_sides_follow_the_plan_and_the_majority():
 
 
 def test_dense_or_thinly_planned_bisections_fall_back_to_metis():
-    plan = ClusterPlan(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64),
-                       np.zeros(0, dtype=np.int64), np.array([1000, 1000, 100, 1000]),
-                       0, 0, {})
+    plan = ClusterPlan(
+        np.zeros(0, dtype=np.int32),
+        np.zeros(0, dtype=np.int64),
+        np.zeros(0, dtype=np.int64),
+        np.array([1000, 1000, 100, 1000]),
+        0,
+        0,
+        {},
+    )
     sparse = np.array([(2 * i, 2 * i + 1) for i in range(50)])  # average degree 1
     assert plan_applies(plan, sparse, 100, 0, (1, 1))
     assert not plan_applies(plan, sparse, 100, 1, (1, 1))  # part 2: 100 planned nodes
@@ -788,11 +859,25 @@ def test_dense_or_thinly_planned_bisections_fall_back_to_metis():
     # dense chunk too; one cluster short on a side and METIS seeds it.
     fine = grem_plan.PLAN_FINE_CLUSTERS
     part = np.repeat(np.arange(4), fine)
-    plan = ClusterPlan(np.zeros(0, dtype=np.int32), part, np.ones(len(part), dtype=np.int64),
-                       np.full(4, 1000), len(part), 0, {})
+    plan = ClusterPlan(
+        np.zeros(0, dtype=np.int32),
+        part,
+        np.ones(len(part), dtype=np.int64),
+        np.full(4, 1000),
+        len(part),
+        0,
+        {},
+    )
     assert plan_applies(plan, clique, 100, 0, (1, 1))
-    plan = ClusterPlan(np.zeros(0, dtype=np.int32), part[1:], np.ones(len(part) - 1,
-                       dtype=np.int64), np.full(4, 1000), len(part), 0, {})
+    plan = ClusterPlan(
+        np.zeros(0, dtype=np.int32),
+        part[1:],
+        np.ones(len(part) - 1, dtype=np.int64),
+        np.full(4, 1000),
+        len(part),
+        0,
+        {},
+    )
     assert not plan_applies(plan, clique, 100, 0, (1, 1))
     assert plan_applies(plan, clique, 100, 1, (1, 1))
 
@@ -811,8 +896,9 @@ def test_cli_offers_the_cluster_seed():
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    args = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4",
-                              "--seed-method", "clusters"])
+    args = parser.parse_args(
+        ["g", "o", "--method", "grem", "--parts", "4", "--seed-method", "clusters"]
+    )
     assert settings_from(args).seed_method == "clusters"
 
 
@@ -827,9 +913,13 @@ def test_cli_sets_the_cluster_count_and_the_seed_defaults_by_passes():
     args = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4", "--clusters", "40"])
     settings = settings_from(args)
     assert settings.clusters == 40 and settings.seed_method is None
-    assert method_params("grem", settings) == {"chunk": 0.1, "passes": 3,
-                                               "seed_method": "clusters", "clusters": 40,
-                                               "workers": 1}
+    assert method_params("grem", settings) == {
+        "chunk": 0.1,
+        "passes": 3,
+        "seed_method": "clusters",
+        "clusters": 40,
+        "workers": 1,
+    }
     partitioner = make_partitioner("grem", settings)
     assert partitioner.seed_method == "clusters" and partitioner.clusters == 40
     args = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4", "--passes", "0"])

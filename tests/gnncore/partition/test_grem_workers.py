@@ -25,8 +25,11 @@ from gnncore.store import GraphDir
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory) -> GraphDir:
-    return GraphDir.open(planted_graph(tmp_path_factory.mktemp("grem-workers") / "g",
-                                       num_nodes=3000, communities=8, degree=10))
+    return GraphDir.open(
+        planted_graph(
+            tmp_path_factory.mktemp("grem-workers") / "g", num_nodes=3000, communities=8, degree=10
+        )
+    )
 
 
 def comparable(record: BisectionRecord) -> dict:
@@ -37,17 +40,23 @@ def comparable(record: BisectionRecord) -> dict:
     return fields
 
 
-@pytest.mark.parametrize("parts, passes, seed_method", [(8, 0, "metis"), (5, 3, "clusters"),
-                                                        (6, 1, "ldg")])
-def test_workers_give_the_same_partition_as_one_process(graph, parts, passes, seed_method,
-                                                        tmp_path):
+@pytest.mark.parametrize(
+    "parts, passes, seed_method", [(8, 0, "metis"), (5, 3, "clusters"), (6, 1, "ldg")]
+)
+def test_workers_give_the_same_partition_as_one_process(
+    graph, parts, passes, seed_method, tmp_path
+):
     options = PartitionOptions(parts=parts, seed=2)
     runs = {}
     for workers in (1, 2, 3):
-        partitioner = GremPartitioner(chunk=0.05, passes=passes, seed_method=seed_method,
-                                      workers=workers, tmp_dir=tmp_path)
-        runs[workers] = (partitioner.assign(graph, options), partitioner.last_stats,
-                         partitioner.helper_peak_rss_bytes)
+        partitioner = GremPartitioner(
+            chunk=0.05, passes=passes, seed_method=seed_method, workers=workers, tmp_dir=tmp_path
+        )
+        runs[workers] = (
+            partitioner.assign(graph, options),
+            partitioner.last_stats,
+            partitioner.helper_peak_rss_bytes,
+        )
         assert list(tmp_path.iterdir()) == []  # the side files are gone
     labels, records, helpers = runs[1]
     assert helpers == 0 and {r.pid for r in records} == {os.getpid()}
@@ -63,18 +72,33 @@ def test_workers_give_the_same_partition_as_one_process(graph, parts, passes, se
 
 
 def test_helper_peak_sums_each_workers_largest_peak():
-    base = dict(first_part=0, parts=2, nodes=1, edges=1, chunks=1, first_chunk_nodes=1,
-                isolated=0, reassigned=0, moves=[], sizes=(1, 0), capacities=(1, 1),
-                seconds=0.0)
-    records = [BisectionRecord(**base, pid=os.getpid(), process_peak_rss_bytes=500),
-               BisectionRecord(**base, pid=-1, process_peak_rss_bytes=100),
-               BisectionRecord(**base, pid=-1, process_peak_rss_bytes=300),
-               BisectionRecord(**base, pid=-2, process_peak_rss_bytes=50)]
+    base = dict(
+        first_part=0,
+        parts=2,
+        nodes=1,
+        edges=1,
+        chunks=1,
+        first_chunk_nodes=1,
+        isolated=0,
+        reassigned=0,
+        moves=[],
+        sizes=(1, 0),
+        capacities=(1, 1),
+        seconds=0.0,
+    )
+    records = [
+        BisectionRecord(**base, pid=os.getpid(), process_peak_rss_bytes=500),
+        BisectionRecord(**base, pid=-1, process_peak_rss_bytes=100),
+        BisectionRecord(**base, pid=-1, process_peak_rss_bytes=300),
+        BisectionRecord(**base, pid=-2, process_peak_rss_bytes=50),
+    ]
     assert helper_peak_rss(records) == 300 + 50
 
 
-@pytest.mark.parametrize("parts, widest", [(1, 1), (2, 1), (3, 1), (4, 2), (5, 2), (6, 2),
-                                           (7, 3), (8, 4), (12, 4), (16, 8)])
+@pytest.mark.parametrize(
+    "parts, widest",
+    [(1, 1), (2, 1), (3, 1), (4, 2), (5, 2), (6, 2), (7, 3), (8, 4), (12, 4), (16, 8)],
+)
 def test_workers_are_capped_by_the_widest_level(parts, widest):
     assert widest_level(parts) == widest
 
@@ -96,16 +120,29 @@ def test_a_bad_row_fails_a_run_with_workers_and_leaves_no_files(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     with pytest.raises(IndexError, match=r"row \d+ \(3, 70\) .* outside \[0, 60\)"):
-        grem_partition_file(EdgeFile.from_npy(path), 60, 4, chunk_edges=40, passes=0,
-                            workers=2, tmp_dir=work)
+        grem_partition_file(
+            EdgeFile.from_npy(path), 60, 4, chunk_edges=40, passes=0, workers=2, tmp_dir=work
+        )
     assert list(work.iterdir()) == []
 
 
 def test_reports_add_the_workers_peak_and_record_the_setting(graph, tmp_path):
-    report = partition_graph(graph.path, tmp_path / "p", method="grem", parts=4,
-                             settings=MethodSettings(chunk=0.05, workers=2), balance=False)
-    serial = partition_graph(graph.path, tmp_path / "s", method="grem", parts=4,
-                             settings=MethodSettings(chunk=0.05), balance=False)
+    report = partition_graph(
+        graph.path,
+        tmp_path / "p",
+        method="grem",
+        parts=4,
+        settings=MethodSettings(chunk=0.05, workers=2),
+        balance=False,
+    )
+    serial = partition_graph(
+        graph.path,
+        tmp_path / "s",
+        method="grem",
+        parts=4,
+        settings=MethodSettings(chunk=0.05),
+        balance=False,
+    )
     assert report.params["workers"] == 2 and serial.params["workers"] == 1
     assert report.to_dict()["workers"] == 2
     # this process's peak plus at least one worker's own (~90 MiB of interpreter and numpy)
@@ -130,19 +167,25 @@ def test_cli_takes_workers():
         GremPartitioner(workers=0)
 
 
-@pytest.mark.parametrize("method, workers", [("grem", 1), ("grem", 2), ("greedy", 1),
-                                             ("metis", 1)])
+@pytest.mark.parametrize("method, workers", [("grem", 1), ("grem", 2), ("greedy", 1), ("metis", 1)])
 def test_partitioning_reports_its_progress(graph, tmp_path, method, workers):
     lines: list[str] = []
-    partition_graph(graph.path, tmp_path / "p", method=method, parts=5,
-                    settings=MethodSettings(chunk=0.05, workers=workers), progress=lines.append)
+    partition_graph(
+        graph.path,
+        tmp_path / "p",
+        method=method,
+        parts=5,
+        settings=MethodSettings(chunk=0.05, workers=workers),
+        progress=lines.append,
+    )
     assert lines[0].startswith(f"{method}: 3,000 nodes, ") and "into 5 parts" in lines[0]
     bisections = [line for line in lines if ": bisection " in line]
     if method == "metis":
         assert bisections == []
     else:  # one line per bisection, numbered in completion order
         assert [b.split(" of parts")[0] for b in bisections] == [
-            f"{method}: bisection {k}/4" for k in range(1, 5)]
+            f"{method}: bisection {k}/4" for k in range(1, 5)
+        ]
         assert bisections[0].startswith(f"{method}: bisection 1/4 of parts 0..4: 3,000 nodes")
         assert any(", worker " in b for b in bisections) == (workers > 1)
     assert lines[-1].startswith(f"wrote {tmp_path / 'p'}: edge cut ")
@@ -151,8 +194,17 @@ def test_partitioning_reports_its_progress(graph, tmp_path, method, workers):
 def test_cli_prints_progress_unless_told_not_to(graph, tmp_path, capsys):
     from gnncore.cli.main import main
 
-    base = ["partition", str(graph.path), str(tmp_path / "p"), "--method", "grem", "--parts",
-            "3", "--chunk", "0.05"]
+    base = [
+        "partition",
+        str(graph.path),
+        str(tmp_path / "p"),
+        "--method",
+        "grem",
+        "--parts",
+        "3",
+        "--chunk",
+        "0.05",
+    ]
     assert main(base) == 0
     err = capsys.readouterr().err
     assert "[partition] grem: bisection 2/2 of parts " in err
@@ -165,9 +217,9 @@ def test_cli_rejects_a_bad_worker_count_at_parse_time(graph, tmp_path, capsys, b
     from gnncore.cli.main import main
 
     with pytest.raises(SystemExit) as exited:
-        main(["partition", str(graph.path), str(tmp_path / "p"), "--parts", "2",
-              "--workers", bad])
+        main(["partition", str(graph.path), str(tmp_path / "p"), "--parts", "2", "--workers", bad])
     assert exited.value.code == 2
-    assert f"argument --workers: expected a positive integer; got '{bad}'" in \
-        capsys.readouterr().err
+    assert (
+        f"argument --workers: expected a positive integer; got '{bad}'" in capsys.readouterr().err
+    )
     assert not (tmp_path / "p").exists()

@@ -18,7 +18,7 @@ def slow_cut(graph: GraphDir, assignment: np.ndarray) -> tuple[int, int]:
     """Cut edges counted pair by pair from the adjacency (reference)."""
     pairs = set()
     for v in range(graph.num_nodes):
-        for u in graph.indices[graph.indptr[v]:graph.indptr[v + 1]]:
+        for u in graph.indices[graph.indptr[v] : graph.indptr[v + 1]]:
             pairs.add((min(v, int(u)), max(v, int(u))))
     return sum(assignment[a] != assignment[b] for a, b in pairs), len(pairs)
 
@@ -57,12 +57,31 @@ def test_partition_of_a_changed_graph_is_detected(tmp_path):
 
 def test_cli_contract_keys(small_graph, tmp_path, capsys):
     out_json = tmp_path / "p.json"
-    code = main(["partition", str(small_graph), str(tmp_path / "p"), "--method", "metis",
-                 "--parts", "4", "--seed", "0", "--json", str(out_json)])
+    code = main(
+        [
+            "partition",
+            str(small_graph),
+            str(tmp_path / "p"),
+            "--method",
+            "metis",
+            "--parts",
+            "4",
+            "--seed",
+            "0",
+            "--json",
+            str(out_json),
+        ]
+    )
     assert code == 0
     summary = json.loads(out_json.read_text())
-    for key in ("method", "parts", "edge_cut_fraction", "max_part_ratio", "seconds",
-                "peak_rss_bytes"):
+    for key in (
+        "method",
+        "parts",
+        "edge_cut_fraction",
+        "max_part_ratio",
+        "seconds",
+        "peak_rss_bytes",
+    ):
         assert key in summary
     assert summary["method"] == "metis" and summary["parts"] == 4
     assert summary["peak_rss_bytes"] > 10 * 2**20
@@ -86,7 +105,7 @@ def test_partition_directory_holds_distdgl_postprocessing(small_graph, tmp_path)
     old_of_new = np.asarray(part.array("relabel_old_of_new"))
     assert np.array_equal(old_of_new[new_of_old], np.arange(graph.num_nodes))
     for p in range(4):  # each part is one contiguous range of new ids
-        members = old_of_new[offsets[p]:offsets[p + 1]]
+        members = old_of_new[offsets[p] : offsets[p + 1]]
         assert set(members.tolist()) == set(np.flatnonzero(assignment == p).tolist())
         halo = np.asarray(part.array(f"halo_{p}"))
         assert np.all(assignment[halo] != p) and len(halo) == report.halo_sizes[p]

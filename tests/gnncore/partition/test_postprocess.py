@@ -32,14 +32,16 @@ from gnncore.testing.partition_reference import (
 
 @pytest.fixture(scope="module")
 def random_graph(tmp_path_factory):
-    return GraphDir.open(write_random_graph(tmp_path_factory.mktemp("pp") / "g", 300, 700,
-                                            seed=4, labelled=0.3))
+    return GraphDir.open(
+        write_random_graph(tmp_path_factory.mktemp("pp") / "g", 300, 700, seed=4, labelled=0.3)
+    )
 
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    return GraphDir.open(planted_graph(tmp_path_factory.mktemp("pp") / "planted",
-                                       num_nodes=800, degree=8, seed=2))
+    return GraphDir.open(
+        planted_graph(tmp_path_factory.mktemp("pp") / "planted", num_nodes=800, degree=8, seed=2)
+    )
 
 
 # Relabeling ----------------------------------------------------------------------
@@ -59,8 +61,9 @@ def test_relabel_matches_the_reference(parts):
     assert np.array_equal(part_of(new_ids, r.offsets), assignment[r.old_of_new])
     local = local_id(new_ids, r.offsets)
     for i in range(parts):
-        assert local[r.offsets[i]:r.offsets[i + 1]].tolist() == list(
-            range(r.offsets[i + 1] - r.offsets[i]))
+        assert local[r.offsets[i] : r.offsets[i + 1]].tolist() == list(
+            range(r.offsets[i + 1] - r.offsets[i])
+        )
     with pytest.raises(IndexError):
         part_of(np.array([97]), r.offsets)
     with pytest.raises(ValueError, match="outside"):
@@ -87,8 +90,9 @@ def test_halos_match_the_reference(random_graph):
 def test_postprocess_arrays(random_graph):
     assignment = random_assignment(random_graph.num_nodes, 3, 5)
     arrays = postprocess_arrays(random_graph, assignment, 3)
-    assert sorted(arrays) == sorted(["relabel_new_of_old", "relabel_old_of_new", "offsets",
-                                     "halo_0", "halo_1", "halo_2"])
+    assert sorted(arrays) == sorted(
+        ["relabel_new_of_old", "relabel_old_of_new", "offsets", "halo_0", "halo_1", "halo_2"]
+    )
     assert arrays["offsets"].tolist() == [0, 100, 200, 300]
     assert all(a.dtype == np.int64 for a in arrays.values())
 

@@ -44,8 +44,7 @@ def test_partitioners_on_a_graph_directory(tmp_path):
     graph = GraphDir.open(write_random_graph(tmp_path / "g", 90, 200, seed=1))
     options = PartitionOptions(parts=4, seed=9)
     assert RandomPartitioner.name == "random" and RangePartitioner.name == "range"
-    assert np.array_equal(RandomPartitioner().assign(graph, options),
-                          random_assignment(90, 4, 9))
+    assert np.array_equal(RandomPartitioner().assign(graph, options), random_assignment(90, 4, 9))
     assert np.array_equal(RangePartitioner().assign(graph, options), range_assignment(90, 4))
     with pytest.raises(ValueError, match="parts"):
         RangePartitioner().assign(graph, PartitionOptions(parts=0))

@@ -23,8 +23,10 @@ from gnncore.testing.partition_reference import (
 @pytest.fixture(scope="module")
 def random_graphs(tmp_path_factory):
     root = tmp_path_factory.mktemp("stream")
-    return [GraphDir.open(write_random_graph(root / f"g{s}", n, m, seed=s))
-            for s, (n, m) in enumerate([(60, 90), (150, 450), (220, 300)])]
+    return [
+        GraphDir.open(write_random_graph(root / f"g{s}", n, m, seed=s))
+        for s, (n, m) in enumerate([(60, 90), (150, 450), (220, 300)])
+    ]
 
 
 @pytest.mark.parametrize("seed", [0, 7, 2**70 + 3, -5])
@@ -42,8 +44,10 @@ def test_ldg_and_fennel_match_the_references(random_graphs):
             for seed in (0, 11):
                 cap = max_part_size(n, parts, 0.03)
                 got = LdgPartitioner().assign_symmetric(sym, parts, cap, seed)
-                assert got.tolist() == ldg_reference(sym.indptr, sym.indices, parts, cap,
-                                                     seed).tolist()
+                assert (
+                    got.tolist()
+                    == ldg_reference(sym.indptr, sym.indices, parts, cap, seed).tolist()
+                )
                 alpha = fennel_alpha(n, len(sym.indices) // 2, parts)
                 got = FennelPartitioner().assign_symmetric(sym, parts, cap, seed)
                 want = fennel_reference(sym.indptr, sym.indices, parts, cap, alpha, 1.5, seed)
@@ -63,8 +67,10 @@ def test_tight_cap_is_never_exceeded(random_graphs):
     n = random_graphs[1].num_nodes
     for parts in (2, 4, 8):
         cap = -(-n // parts)  # imbalance 0: every part at most ceil(N/p)
-        for labels in (LdgPartitioner().assign_symmetric(sym, parts, cap, 1),
-                       FennelPartitioner().assign_symmetric(sym, parts, cap, 1)):
+        for labels in (
+            LdgPartitioner().assign_symmetric(sym, parts, cap, 1),
+            FennelPartitioner().assign_symmetric(sym, parts, cap, 1),
+        ):
             assert np.bincount(labels, minlength=parts).max() <= cap
             assert labels.min() >= 0 and labels.max() < parts
 
@@ -72,8 +78,9 @@ def test_tight_cap_is_never_exceeded(random_graphs):
 def test_stream_partitioners_beat_random_on_a_planted_graph(tmp_path):
     graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=600, degree=10))
     options = PartitionOptions(parts=4, seed=0)
-    random_cut = partition_metrics(graph, RandomPartitioner().assign(graph, options),
-                                   4).edge_cut_fraction
+    random_cut = partition_metrics(
+        graph, RandomPartitioner().assign(graph, options), 4
+    ).edge_cut_fraction
     for partitioner in (LdgPartitioner(), FennelPartitioner()):
         labels = partitioner.assign(graph, options)
         assert labels.dtype == np.int64 and labels.shape == (600,)

@@ -8,7 +8,6 @@ import os
 import pytest
 
 from gnncore.errors import GnnCoreError
-
 from gnncore.partition.task_tree import WorkerError, check_workers, run_task_tree
 
 

@@ -35,7 +35,7 @@ def test_roundtrip_adjacency_is_symmetric_and_sorted(tmp_path):
     m = g.manifest
     assert (m.num_nodes, m.num_canonical_edges, m.num_edges) == (4, 4, 8)
     assert g.indices.dtype == np.int32
-    rows = {v: g.indices[g.indptr[v]:g.indptr[v + 1]].tolist() for v in range(4)}
+    rows = {v: g.indices[g.indptr[v] : g.indptr[v + 1]].tolist() for v in range(4)}
     assert rows == {0: [1, 2], 1: [0, 3], 2: [0, 3], 3: [1, 2]}
     # eid maps each adjacency entry back to its canonical edge row.
     edges = g.edges()
@@ -54,7 +54,7 @@ def test_directed_adjacency_lists_in_neighbours(tmp_path):
         w.write_topology(3, np.array([0, 1, 2]), np.array([1, 2, 1]), directed=True)
     g = GraphDir.open(tmp_path / "d")
     assert g.manifest.num_edges == 3
-    assert g.indices[g.indptr[1]:g.indptr[2]].tolist() == [0, 2]  # sources into node 1
+    assert g.indices[g.indptr[1] : g.indptr[2]].tolist() == [0, 2]  # sources into node 1
 
 
 def test_partition_stream_holds_each_connected_pair_once(tmp_path):

@@ -16,8 +16,9 @@ from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory: pytest.TempPathFactory) -> GraphDir:
-    return GraphDir.open(planted_graph(tmp_path_factory.mktemp("stores") / "g", num_nodes=120,
-                                       features=6))
+    return GraphDir.open(
+        planted_graph(tmp_path_factory.mktemp("stores") / "g", num_nodes=120, features=6)
+    )
 
 
 def test_features_and_labels_for_an_index(graph: GraphDir) -> None:
@@ -34,10 +35,10 @@ def test_features_and_labels_for_an_index(graph: GraphDir) -> None:
     # numpy, slice and int indices
     # (PyG's TensorAttr cannot hold a NumPy index through the public API: is_set
     # compares it with ==; the store itself accepts one.)
-    np.testing.assert_array_equal(store._get_tensor(TensorAttr(None, "x", np.array([3, 1])))
-                                  .numpy(), x[[3, 1]])
-    np.testing.assert_array_equal(store.get_tensor(None, "x", slice(10, 20, 3)).numpy(),
-                                  x[10:20:3])
+    np.testing.assert_array_equal(
+        store._get_tensor(TensorAttr(None, "x", np.array([3, 1]))).numpy(), x[[3, 1]]
+    )
+    np.testing.assert_array_equal(store.get_tensor(None, "x", slice(10, 20, 3)).numpy(), x[10:20:3])
     np.testing.assert_array_equal(store.get_tensor(None, "y", 7).numpy(), y[7])
 
 
@@ -112,8 +113,9 @@ def test_stores_pickle_small_and_reopen(graph: GraphDir) -> None:
         blob = pickle.dumps(store)
         assert len(blob) < 20_000  # the memory maps are not pickled
     again = pickle.loads(pickle.dumps(features))
-    np.testing.assert_array_equal(again.get_tensor(None, "x", torch.tensor([4])).numpy(),
-                                  np.asarray(graph.features())[[4]])
+    np.testing.assert_array_equal(
+        again.get_tensor(None, "x", torch.tensor([4])).numpy(), np.asarray(graph.features())[[4]]
+    )
     row, colptr, _ = pickle.loads(pickle.dumps(topology)).csc()
     np.testing.assert_array_equal(colptr.numpy(), graph.indptr)
 

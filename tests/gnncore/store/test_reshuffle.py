@@ -23,9 +23,12 @@ def test_reshuffle_matches_ingesting_with_that_seed(tmp_path):
     want = np.asarray(GraphDir.open(tmp_path / "s7").array("edges_shuffled"))
     got = np.asarray(copy.array("edges_shuffled"))
     assert np.array_equal(got, want)
-    assert not np.array_equal(got, np.asarray(GraphDir.open(tmp_path / "s0")
-                                              .array("edges_shuffled")))
+    assert not np.array_equal(
+        got, np.asarray(GraphDir.open(tmp_path / "s0").array("edges_shuffled"))
+    )
     assert copy.manifest.stats["shuffle_seed"] == 7
     # Everything but the stream is shared, not copied.
-    assert os.stat(tmp_path / "r7" / "indices.npy").st_ino == \
-        os.stat(tmp_path / "s0" / "indices.npy").st_ino
+    assert (
+        os.stat(tmp_path / "r7" / "indices.npy").st_ino
+        == os.stat(tmp_path / "s0" / "indices.npy").st_ino
+    )
