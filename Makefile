@@ -11,7 +11,7 @@ export DAGSTER_HOME := $(CURDIR)/.dagster_home
 CSRC := $(shell find gnncore/csrc -type f 2>/dev/null) $(shell find gnncore -type d -not -name __pycache__) CMakeLists.txt pyproject.toml
 HOST ?= 127.0.0.1
 
-.PHONY: install demo test ui mlflow-ui clean bench-ingest
+.PHONY: install demo lint test ui mlflow-ui clean bench-ingest
 
 $(VENV)/.installed: $(CSRC)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,14 @@ $(DAGSTER_HOME)/dagster.yaml: pipelines/dagster.yaml
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(PY) -m pipelines.demo
 
-test: install
+LINTED := gnncore assets resources pipelines tests benchmarks
+
+lint: install
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/mypy
+
+test: lint
 	$(PY) -m pytest -q
 
 ui: install $(DAGSTER_HOME)/dagster.yaml
