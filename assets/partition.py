@@ -73,30 +73,41 @@ def materialize_partition(
     storage: DataRootResource,
     mlflow: MlflowResource,
 ) -> dg.MaterializeResult:
-    """Partition the latest graph with ``method``; one MLflow run; metadata out."""
+    """Partition the latest graph with ``method`` into a directory named by the
+    stage key (settings and graph version): one MLflow run, metadata out. The
+    same settings on the same graph reuse the directory (``reused`` is true)."""
     from gnncore.partition import MethodSettings, partition_graph
-    from gnncore.partition.run import part_size_chart
+    from gnncore.partition.run import part_size_chart, partition_stage_key
     from gnncore.plots import markdown_image
+    from gnncore.store import GraphDir
+    from gnncore.store.versioning import versioned_name
 
     upstream = latest_metadata(context, graph.key)
-    out = storage.stage_dir("partitions", f"{upstream['name']}-{method}-p{config.parts}")
+    graph_dir = GraphDir.open(str(upstream["path"]))
+    settings = MethodSettings(
+        chunk=config.chunk,
+        passes=config.passes,
+        seed_method=config.seed_method,
+        hops=config.hops,
+        clusters=config.clusters,
+        workers=config.workers,
+    )
+    key = partition_stage_key(
+        graph_dir, method, config.parts, config.seed, config.imbalance, settings
+    )
+    prefix = f"{upstream['name']}-{method}-p{config.parts}"
+    out = storage.stage_dir("partitions", versioned_name(prefix, key))
     tracker = mlflow.tracker()
     report = partition_graph(
-        str(upstream["path"]),
+        graph_dir.path,
         out,
         method=method,
         parts=config.parts,
         seed=config.seed,
         imbalance=config.imbalance,
         tracking=tracker,
-        settings=MethodSettings(
-            chunk=config.chunk,
-            passes=config.passes,
-            seed_method=config.seed_method,
-            hops=config.hops,
-            clusters=config.clusters,
-            workers=config.workers,
-        ),
+        settings=settings,
+        reuse=True,
         tags={
             "dagster_run_id": context.run.run_id,
             "dagster_asset": context.asset_key.to_user_string(),
@@ -111,6 +122,8 @@ def materialize_partition(
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(out)),
+            "stage_key": key,
+            "reused": report.reused,
             "method": method,
             "parts": config.parts,
             "imbalance": config.imbalance,
@@ -119,7 +132,11 @@ def materialize_partition(
             "max_part_ratio": dg.MetadataValue.float(m.max_part_ratio),
             "seconds": dg.MetadataValue.float(report.seconds),
             "peak_rss_bytes": report.peak_rss_bytes,
-            "mlflow_run": dg.MetadataValue.url(tracker.run_url(str(report.run_id))),
+            **(
+                {"mlflow_run": dg.MetadataValue.url(tracker.run_url(report.run_id))}
+                if report.run_id
+                else {}
+            ),
             "parts_table": dg.MetadataValue.md(m.markdown_table()),
             "balance_chart": dg.MetadataValue.md(
                 markdown_image(part_size_chart(report), "part sizes")

@@ -3,7 +3,6 @@
 import dagster as dg
 
 from assets.graph import graph
-from assets.partition import graph_partition
 from assets.train_config import TrainConfig
 from assets.upstream import latest_metadata
 from resources import ComputeResource, DataRootResource, MlflowResource
@@ -13,7 +12,9 @@ VALIDATION_METRIC = {"node": "best_val_accuracy", "link": "best_val_mrr"}
 
 
 @dg.asset(
-    deps=[graph, graph_partition],
+    # Training reads the graph only; the partition is not an input until a mode
+    # reads partitions (then the dependency and its lineage come back).
+    deps=[graph],
     kinds={"pytorch", "mlflow"},
     group_name="gnn",
     pool="gpu",
@@ -36,14 +37,11 @@ def trained_model(
     from gnncore.train import LinkTrainResult, train_graph_dir
 
     upstream = latest_metadata(context, graph.key)
-    partition = latest_metadata(context, graph_partition.key)
     train_config = config.build(compute.resolve())
     tracker = mlflow.tracker()
     tags = {
         "dagster_run_id": context.run.run_id,
         "dagster_asset": context.asset_key.to_user_string(),
-        "partition_method": partition["method"],
-        "partition_parts": partition["parts"],
     }
     checkpoints = storage.stage_dir(
         "checkpoints", f"{upstream['name']}-{config.task}-{config.model}-{context.run.run_id}"

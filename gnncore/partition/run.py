@@ -13,11 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from gnncore.errors import InputError
 from gnncore.partition.base import Partitioner, PartitionOptions, peak_rss_bytes
 from gnncore.partition.metrics import PartitionMetrics, partition_metrics
 from gnncore.partition.store import PartitionDir, write_partition_dir
 from gnncore.store import GraphDir
 from gnncore.store.graph_dir import SPLITS
+from gnncore.store.manifest import MANIFEST_FILE, sha256_of
+from gnncore.store.versioning import stage_key
 from gnncore.tracking import RunTracker
 
 
@@ -120,6 +123,29 @@ class PartitionReport:
     halo_sizes: list[int] = field(default_factory=list)
     balancing: dict[str, Any] | None = None
     run_id: str | None = None
+    stage_key: str = ""
+    reused: bool = False
+
+    @classmethod
+    def from_dir(cls, partition: PartitionDir) -> PartitionReport:
+        """The report a partition directory records (``reused=True``)."""
+        info = partition.info
+        names = _registered(partition.method)[2]
+        return cls(
+            partition.method,
+            partition.parts,
+            int(info["seed"]),
+            str(partition.path),
+            float(info["seconds"]),
+            int(info["peak_rss_bytes"]),
+            PartitionMetrics(**info["metrics"]),
+            {name: info[name] for name in names if name in info},
+            halo_sizes=list(info.get("halo_sizes", [])),
+            balancing=info.get("split_balancing"),
+            run_id=info.get("mlflow_run_id"),
+            stage_key=str(info.get("stage_key", "")),
+            reused=True,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -135,8 +161,59 @@ class PartitionReport:
             "peak_rss_bytes": self.peak_rss_bytes,
             "halo_sizes": self.halo_sizes,
             "split_balancing": self.balancing,
+            "stage_key": self.stage_key,
+            "reused": self.reused,
             **({"mlflow_run_id": self.run_id} if self.run_id else {}),
         }
+
+
+#: Method settings that change how fast a partitioning runs, never its labels:
+#: left out of the stage key, so a re-run with more workers reuses the output.
+SPEED_ONLY = frozenset({"workers"})
+
+
+def partition_stage_key(
+    graph: GraphDir,
+    method: str,
+    parts: int,
+    seed: int = 0,
+    imbalance: float = 0.03,
+    settings: MethodSettings | None = None,
+    balance: bool = True,
+    split_tolerance: float = 0.10,
+) -> str:
+    """The stage key (:mod:`gnncore.store.versioning`) of partitioning ``graph``
+    so: the method, its label-changing settings, the options, and the sha256 of
+    the graph's manifest. The partition manifest records it as ``stage_key``."""
+    params = method_params(method, settings or MethodSettings())
+    chosen = {k: v for k, v in params.items() if k not in SPEED_ONLY}
+    return stage_key(
+        "partition",
+        {
+            "method": method,
+            "parts": parts,
+            "seed": seed,
+            "imbalance": imbalance,
+            "balance": balance,
+            "split_tolerance": split_tolerance,
+            **chosen,
+        },
+        {"graph": sha256_of(graph.path / MANIFEST_FILE)},
+    )
+
+
+def reusable_partition(
+    out_dir: str | os.PathLike[str], key: str, graph: GraphDir
+) -> PartitionDir | None:
+    """The partition at ``out_dir`` when it is complete, was computed from
+    ``graph`` as it is now, and records stage key ``key``; else ``None``."""
+    if not (Path(out_dir) / MANIFEST_FILE).is_file():
+        return None
+    try:
+        existing = PartitionDir.open(out_dir, graph)
+    except InputError:
+        return None
+    return existing if existing.info.get("stage_key") == key else None
 
 
 def partition_graph(
@@ -152,6 +229,7 @@ def partition_graph(
     tracking: RunTracker | None = None,
     tags: Mapping[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
+    reuse: bool = False,
 ) -> PartitionReport:
     """Partition the graph at ``graph_dir`` into ``out_dir`` (written atomically).
 
@@ -176,6 +254,10 @@ def partition_graph(
         progress (callable, optional): Receives one line per stage (the
             method, each GREM bisection, split balancing, post-processing,
             writing): the CLI prints them, the Dagster assets log them.
+        reuse (bool): When ``out_dir`` already holds this partitioning (same
+            :func:`partition_stage_key`: method, settings, options and graph
+            version), return its report (``reused=True``) without recomputing
+            or logging a new run. (default: ``False``: recompute and replace)
     """
     graph = GraphDir.open(graph_dir)
     settings = settings or MethodSettings()
@@ -189,9 +271,17 @@ def partition_graph(
         split_tolerance=split_tolerance,
     )
     options.validate(graph.num_nodes)
+    key = partition_stage_key(
+        graph, method, parts, seed, imbalance, settings, balance, split_tolerance
+    )
+    existing = reusable_partition(out_dir, key, graph) if reuse else None
+    if existing is not None:
+        if progress is not None:
+            progress(f"{out_dir} already holds this partitioning (stage key {key}): reused")
+        return PartitionReport.from_dir(existing)
     partitioner.progress = progress
     if tracking is None:
-        return _partition(graph, out_dir, partitioner, method, options, params)
+        return _partition(graph, out_dir, partitioner, method, options, params, key)
     name = graph.manifest.name
     run_tags = {"dataset": name, "task": "partition", "method": method, **(tags or {})}
     with tracking.start_run(f"{name}-{method}-p{parts}", run_tags) as run:
@@ -206,7 +296,7 @@ def partition_graph(
                 **params,
             }
         )
-        report = _partition(graph, out_dir, partitioner, method, options, params)
+        report = _partition(graph, out_dir, partitioner, method, options, params, key, run.run_id)
         m = report.metrics
         run.log_metrics(
             {
@@ -235,6 +325,8 @@ def _partition(
     method: str,
     options: PartitionOptions,
     params: dict[str, Any],
+    key: str,
+    run_id: str | None = None,
 ) -> PartitionReport:
     say = partitioner.progress or (lambda message: None)
     settings = "".join(f", {k}={v}" for k, v in params.items())
@@ -296,6 +388,8 @@ def _partition(
         "metrics": metrics.to_dict(),
         "halo_sizes": halos,
         "split_balancing": balancing,
+        "stage_key": key,
+        **({"mlflow_run_id": run_id} if run_id else {}),
     }
     write_partition_dir(out_dir, graph, assignment, info, arrays)
     say(
@@ -313,6 +407,7 @@ def _partition(
         params,
         halo_sizes=halos,
         balancing=balancing,
+        stage_key=key,
     )
 
 

@@ -166,7 +166,6 @@ def train_graph_dir(
                 "num_val": len(splits["val"]),
                 "num_test": len(splits["test"]),
                 "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
-                **input_partitioning(tags),
             }
         )
         result = run(logger)
@@ -295,7 +294,6 @@ def _train_link_graph_dir(
                 "num_test_triples": len(splits.test),
                 "link_splits": splits.source,
                 "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
-                **input_partitioning(tags),
             }
         )
         result = run(logger)
@@ -336,17 +334,6 @@ def link_curves(result: LinkTrainResult) -> Figure:
         f"{result.config.model} + {result.config.decoder}: best val MRR "
         f"{result.best_val_mrr:.3f}, test MRR {result.test.mrr:.3f}",
     )
-
-
-def input_partitioning(tags: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``partitioner`` and ``num_parts`` run parameters from the ``partition_method``
-    / ``partition_parts`` tags the Dagster asset passes (``none`` / ``1`` when the
-    input was not partitioned), so runs compare by partitioning in the MLflow UI."""
-    tags = tags or {}
-    return {
-        "partitioner": tags.get("partition_method", "none"),
-        "num_parts": tags.get("partition_parts", 1),
-    }
 
 
 def _close_abandoned_run(tracking: RunTracker, run_id: str, resumed_by: str, epoch: int) -> None:

@@ -99,8 +99,8 @@ def test_mlflow_run_is_tagged_with_the_dagster_run(pipeline):
     assert run.info.status == "FINISHED"
     assert run.data.tags["dagster_run_id"] == result.run_id
     assert run.data.tags["dataset"] == "tiny"
-    assert run.data.tags["partition_method"] == "metis"
-    assert run.data.params["partitioner"] == "metis" and run.data.params["num_parts"] == "3"
+    # Training does not read the partition, so its run claims none.
+    assert "partition_method" not in run.data.tags and "partitioner" not in run.data.params
     assert run.data.metrics["test_accuracy"] == pytest.approx(
         metadata(result, "trained_model")["test_accuracy"]
     )
