@@ -5,7 +5,7 @@ import dagster as dg
 from assets.graph import graph
 from assets.partition import METHOD_PARTITIONS, graph_partition
 from assets.train import trained_model
-from assets.upstream import latest_metadata, upstream_path
+from assets.upstream import upstream_metadata, upstream_path
 from resources import MlflowResource
 
 
@@ -36,7 +36,7 @@ def check_partition_balance(
     from gnncore.partition.metrics import balance_violations, partition_metrics
     from gnncore.store import GraphDir
 
-    meta = latest_metadata(context, asset_key)
+    meta = upstream_metadata(context, asset_key)
     graph_dir = GraphDir.open(upstream_path(context, graph.key))
     part = PartitionDir.open(str(meta["path"]), graph_dir)
     metrics = partition_metrics(graph_dir, part.assignment(), part.parts)
@@ -91,7 +91,7 @@ def model_quality(
     """Quality gate against the current production version."""
     from gnncore.tracking.registry import quality_gate
 
-    meta = latest_metadata(context, trained_model.key)
+    meta = upstream_metadata(context, trained_model.key)
     registry = mlflow.registry(str(meta["validation_metric"]))
     production = registry.production(str(meta["registered_model"]))
     decision = quality_gate(

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from assets.dataset import raw_dataset
-from assets.upstream import latest_metadata
+from assets.upstream import upstream_metadata
 from resources import DataRootResource
 
 
@@ -12,7 +12,7 @@ def graph(context: dg.AssetExecutionContext, storage: DataRootResource) -> dg.Ma
     """The raw dataset ingested with Polars into a validated CSR graph directory."""
     from gnncore.io import ingest
 
-    raw = latest_metadata(context, raw_dataset.key)
+    raw = upstream_metadata(context, raw_dataset.key)
     out = storage.stage_dir("graphs", str(raw["name"]))
     report = ingest(
         str(raw["path"]),

@@ -13,7 +13,7 @@ import dagster as dg
 from pydantic import Field
 
 from assets.graph import graph
-from assets.upstream import latest_metadata
+from assets.upstream import upstream_metadata
 from resources import DataRootResource, MlflowResource
 
 COMPARED_METHODS = (
@@ -82,7 +82,7 @@ def materialize_partition(
     from gnncore.store import GraphDir
     from gnncore.store.versioning import versioned_name
 
-    upstream = latest_metadata(context, graph.key)
+    upstream = upstream_metadata(context, graph.key)
     graph_dir = GraphDir.open(str(upstream["path"]))
     settings = MethodSettings(
         chunk=config.chunk,
@@ -188,7 +188,7 @@ def partition_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     from gnncore.plots import markdown_image
 
     rows = [
-        report_row(PartitionDir.open(str(latest_metadata(context, a.key)["path"])))
+        report_row(PartitionDir.open(str(upstream_metadata(context, a.key)["path"])))
         for a in METHOD_PARTITIONS
     ]
     return dg.MaterializeResult(

@@ -4,7 +4,7 @@ import dagster as dg
 
 from assets.graph import graph
 from assets.train_config import TrainConfig
-from assets.upstream import latest_metadata
+from assets.upstream import upstream_metadata
 from resources import ComputeResource, DataRootResource, MlflowResource
 
 #: task -> the MLflow run metric the quality gate compares (and the asset reports)
@@ -36,7 +36,7 @@ def trained_model(
     from gnncore.tracking.registry import registered_model_name
     from gnncore.train import LinkTrainResult, train_graph_dir
 
-    upstream = latest_metadata(context, graph.key)
+    upstream = upstream_metadata(context, graph.key)
     train_config = config.build(compute.resolve())
     tracker = mlflow.tracker()
     tags = {
@@ -116,7 +116,7 @@ def production_model(
     promoted only after the blocking ``model_quality`` check passed."""
     from gnncore.tracking.registry import ModelVersion
 
-    meta = latest_metadata(context, trained_model.key)
+    meta = upstream_metadata(context, trained_model.key)
     registry = mlflow.registry(str(meta["validation_metric"]))
     version = ModelVersion(
         str(meta["registered_model"]),
