@@ -13,14 +13,13 @@ from typing import Any, Literal
 import dagster as dg
 from pydantic import Field, create_model
 
-from gnncore.train import LinkTrainConfig, NodeTrainConfig
+from gnncore.train import TASK_CONFIGS, LinkTrainConfig, NodeTrainConfig
 from gnncore.train.core.options import describe_options
 
 #: Library options the launchpad does not repeat, and where they come from instead.
 FROM_RESOURCES = {"device": "the compute resource (ComputeResource.device)"}
 
 #: Task -> its library configuration class.
-TASK_CONFIGS: dict[str, type] = {"node": NodeTrainConfig, "link": LinkTrainConfig}
 
 
 def options_config(config_cls: type, name: str) -> type[dg.Config]:

@@ -31,8 +31,6 @@ from typing import Any
 from gnncore.cli.arg_types import positive_int
 from gnncore.errors import GnnCoreError
 
-TASKS = ("node", "link")
-
 
 def _fanouts(text: str) -> tuple[int, ...]:
     try:
@@ -51,10 +49,10 @@ def _fanouts_or_all(text: str) -> tuple[int, ...] | None:
 
 def _task_options() -> dict[str, list[Any]]:
     """Task -> the :class:`~gnncore.train.core.options.OptionSpec` list of its config."""
-    from gnncore.train import LinkTrainConfig, NodeTrainConfig
+    from gnncore.train import TASK_CONFIGS
     from gnncore.train.core.options import describe_options
 
-    return {"node": describe_options(NodeTrainConfig), "link": describe_options(LinkTrainConfig)}
+    return {task: describe_options(config) for task, config in TASK_CONFIGS.items()}
 
 
 def _default_text(spec: Any) -> str:
@@ -112,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument(
         "--task",
-        choices=TASKS,
+        choices=tuple(_task_options()),
         default="node",
         help="node classification or link prediction (default: node)",
     )
@@ -182,10 +180,9 @@ def config_options(args: argparse.Namespace) -> dict[str, Any]:
 def build_config(args: argparse.Namespace) -> Any:
     """The task's validated training configuration: the options given on the
     command line, the config's defaults for the rest."""
-    from gnncore.train import LinkTrainConfig, NodeTrainConfig
+    from gnncore.train import TASK_CONFIGS
 
-    config_cls = LinkTrainConfig if args.task == "link" else NodeTrainConfig
-    return config_cls(**config_options(args)).validate()
+    return TASK_CONFIGS[args.task](**config_options(args)).validate()
 
 
 @contextmanager

@@ -12,9 +12,17 @@ from gnncore.train.node.config import MODEL_DEFAULTS, ConfigError, NodeTrainConf
 from gnncore.train.node.loop import NodeTrainResult, evaluate, train_node_classifier
 from gnncore.train.node.metrics import ClassificationMetrics
 
+#: Task name -> its training configuration (the CLI's ``--task`` and the
+#: Dagster launchpad's ``task`` choices come from here).
+TASK_CONFIGS: dict[str, type[NodeTrainConfig] | type[LinkTrainConfig]] = {
+    "node": NodeTrainConfig,
+    "link": LinkTrainConfig,
+}
+
 __all__ = [
     "MODELS",
     "MODEL_DEFAULTS",
+    "TASK_CONFIGS",
     "DECODERS",
     "CheckpointDir",
     "CheckpointError",

@@ -95,6 +95,14 @@ def test_choice_options_are_literals_the_launchpad_shows_as_enums() -> None:
                 assert tuple(v.config_value for v in config_type.enum_values) == spec.choices
 
 
+def test_the_launchpad_and_cli_tasks_are_the_library_s() -> None:
+    from gnncore.cli.train import _task_options
+
+    task_field = TrainConfig.model_fields["task"]
+    assert typing.get_args(task_field.annotation) == tuple(TASK_CONFIGS)
+    assert tuple(_task_options()) == tuple(TASK_CONFIGS)
+
+
 def test_the_choice_types_name_what_the_library_accepts() -> None:
     from gnncore.sampler.factory import SAMPLER_MODES
     from gnncore.sampler.negative import NEGATIVE_MODES
