@@ -19,8 +19,6 @@ from gnncore.train.core.options import describe_options
 #: Library options the launchpad does not repeat, and where they come from instead.
 FROM_RESOURCES = {"device": "the compute resource (ComputeResource.device)"}
 
-#: Task -> its library configuration class.
-
 
 def options_config(config_cls: type, name: str) -> type[dg.Config]:
     """A ``dg.Config`` class with one field per option of ``config_cls``."""

@@ -85,12 +85,23 @@ def add_option_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("training options (defaults from the task's config)")
     for name, entries in seen.items():
         spec = entries[0][1]
+        if any(
+            (s.kind, s.choices, s.optional) != (spec.kind, spec.choices, spec.optional)
+            for _, s in entries
+        ):
+            raise TypeError(f"option {name!r} has a different type in another task's config")
         tasks = [task for task, _ in entries]
         only = "" if len(tasks) == len(per_task) else f"{tasks[0].capitalize()} only: "
+        helps = {task: s.info.help for task, s in entries}
+        text = (
+            spec.info.help
+            if len(set(helps.values())) == 1
+            else " ".join(f"{task.capitalize()}: {h}" for task, h in helps.items())
+        )
         kwargs: dict[str, Any] = {
             "dest": name,
             "default": argparse.SUPPRESS,
-            "help": f"{only}{spec.info.help} ({_defaults_text(entries)})",
+            "help": f"{only}{text} ({_defaults_text(entries)})",
         }
         if spec.kind == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction

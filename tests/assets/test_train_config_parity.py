@@ -128,3 +128,25 @@ def _job() -> dg.JobDefinition:
     from pipelines.definitions import defs
 
     return defs.resolve_job_def("train_job")
+
+
+def test_cli_spellings_beyond_the_field_names() -> None:
+    assert _cli_config("--task", "link", "--negatives", "64").num_negatives == 64
+    assert _cli_config("--amp").amp == "bf16"  # a bare --amp means bfloat16
+    assert _cli_config("--amp", "fp16").amp == "fp16"
+    assert _cli_config("--eval-fanouts", "all").eval_fanouts is None
+    assert _cli_config("--eval-fanouts", "5,5").eval_fanouts == (5, 5)
+    assert _cli_config("--task", "link", "--no-reciprocal").reciprocal is False
+
+
+def test_a_checkpoint_from_before_an_option_existed_still_resumes() -> None:
+    """A missing option counts as its declared default (what that run used)."""
+    from gnncore.train import ConfigError, NodeTrainConfig
+
+    config = NodeTrainConfig().validate()
+    old = {k: v for k, v in config.to_dict().items() if k != "max_grad_norm"}
+    assert config.mismatches(old) == []
+    clipped = NodeTrainConfig(max_grad_norm=1.0)
+    assert clipped.mismatches(old) == ["max_grad_norm: 0.0 (checkpoint) != 1.0 (this run)"]
+    with pytest.raises(ConfigError, match="max_grad_norm"):
+        NodeTrainConfig(max_grad_norm=float("inf")).validate()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, Literal, TypeVar, get_args
 
@@ -105,23 +106,28 @@ class ConfigMethods:
             raise bad("num_workers", "must be >= 0")
         if int(values.prefetch_workers) < 0:
             raise bad("prefetch_workers", "must be >= 0 (0 prepares batches synchronously)")
-        if not values.max_grad_norm >= 0:
-            raise bad("max_grad_norm", "must be >= 0 (0 turns clipping off)")
+        if not (math.isfinite(values.max_grad_norm) and values.max_grad_norm >= 0):
+            raise bad("max_grad_norm", "must be a finite number >= 0 (0 turns clipping off)")
         if int(values.prefetch_depth) < 1:
             raise bad("prefetch_depth", "must be at least 1")
         parse_device(values.device)
 
     def mismatches(self, other: dict[str, Any]) -> list[str]:
         """Options (other than the resumable ones) where ``other``, a :meth:`to_dict`
-        of another config, differs: ``"lr: 0.01 (checkpoint) != 0.005 (this run)"``."""
-        from gnncore.train.core.options import resumable_options
+        of another config, differs: ``"lr: 0.01 (checkpoint) != 0.005 (this run)"``.
+
+        An option missing from ``other`` (a checkpoint written before the option
+        existed) counts as its declared default, which is what that run used."""
+        from gnncore.train.core.options import describe_options, resumable_options
 
         resumable = resumable_options(type(self))
+        defaults = {spec.name: spec.plain_default for spec in describe_options(type(self))}
         mine = self.to_dict()
+        theirs = {key: other.get(key, defaults.get(key)) for key in mine}
         return [
-            f"{key}: {other.get(key)!r} (checkpoint) != {mine[key]!r} (this run)"
+            f"{key}: {theirs[key]!r} (checkpoint) != {mine[key]!r} (this run)"
             for key in mine
-            if key not in resumable and other.get(key) != mine[key]
+            if key not in resumable and theirs[key] != mine[key]
         ]
 
 

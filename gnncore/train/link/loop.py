@@ -309,10 +309,6 @@ def train_link_predictor(
         heads=config.heads,
     ).to(device)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=config.lr)
-    # Adagrad's sparse update of the embedding table builds COO tensors from valid
-    # indices. PyTorch skips their invariant checks by default and warns unless the
-    # choice is explicit: make it explicit (the same setting, so nothing changes).
-    torch.sparse.check_sparse_tensor_invariants.disable()
 
     from gnncore.sampler import build_sampler
 
@@ -421,21 +417,25 @@ def train_link_predictor(
             total_loss,
         )
 
-    session.run_epochs(
-        state,
-        epochs=config.epochs,
-        patience=config.patience,
-        step=step,
-        validate=lambda: validate(model, device, amp_dtype),
-        logger=logger,
-        on_epoch_end=on_epoch_end,
-        progress=progress,
-        describe=lambda loss, val, state: {
-            "loss": f"{loss:.4f}",
-            "val_mrr": f"{val.mrr:.4f}",
-            "best": f"{state.best_val_mrr:.4f}@{state.best_epoch}",
-        },
-    )
+    # Adagrad's sparse update of the embedding table builds COO tensors from valid
+    # indices. PyTorch skips their invariant checks by default and warns unless the
+    # choice is explicit: make it explicit for the epochs (the same setting).
+    with torch.sparse.check_sparse_tensor_invariants(enable=False):
+        session.run_epochs(
+            state,
+            epochs=config.epochs,
+            patience=config.patience,
+            step=step,
+            validate=lambda: validate(model, device, amp_dtype),
+            logger=logger,
+            on_epoch_end=on_epoch_end,
+            progress=progress,
+            describe=lambda loss, val, state: {
+                "loss": f"{loss:.4f}",
+                "val_mrr": f"{val.mrr:.4f}",
+                "best": f"{state.best_val_mrr:.4f}@{state.best_epoch}",
+            },
+        )
 
     outcome = session.finish(
         state,

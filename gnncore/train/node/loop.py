@@ -335,13 +335,17 @@ def train_node_classifier(
         "prefetch_workers": config.prefetch_workers,
         "prefetch_depth": config.prefetch_depth,
     }
-    source = train_batches or LoaderBatchSource(
-        _make_loader(data, sampler, splits[0], config.batch_size, config, device, generator),
-        feature_store,
-        generator,
-        {"train": sampler},
-        device,
-        **prefetch,
+    source = (
+        train_batches
+        if train_batches is not None
+        else LoaderBatchSource(
+            _make_loader(data, sampler, splits[0], config.batch_size, config, device, generator),
+            feature_store,
+            generator,
+            {"train": sampler},
+            device,
+            **prefetch,
+        )
     )
     fingerprint = data_fingerprint(splits, num_classes, in_channels)
 
