@@ -12,6 +12,10 @@ re-running replaces the output). Formats:
 * ``kg`` -- ``train/valid/test.txt`` triples (:mod:`gnncore.io.kg`);
 * ``auto`` -- guessed from the path (:mod:`gnncore.io.detect`).
 
+:func:`ingest_versioned` (:mod:`gnncore.io.versioned`) ingests into a
+directory named by the settings and the input's digest, and reuses it when it
+already holds that graph.
+
 Every input error is an :class:`~gnncore.errors.InputError` naming the file,
 the 1-based line (text) or 0-based row (tables) and the problem.
 """
@@ -27,7 +31,15 @@ from gnncore.io.report import IngestReport
 
 ID_TYPES = ("auto", "int", "string")
 
-__all__ = ["FORMATS", "ID_TYPES", "IngestReport", "detect_format", "ingest"]
+__all__ = [
+    "FORMATS",
+    "ID_TYPES",
+    "IngestReport",
+    "VersionedIngest",
+    "detect_format",
+    "ingest",
+    "ingest_versioned",
+]
 
 
 def ingest(
@@ -96,3 +108,6 @@ def ingest(
     from gnncore.io.kg import ingest_kg
 
     return ingest_kg(source, out_dir, name=name, seed=seed)
+
+
+from gnncore.io.versioned import VersionedIngest, ingest_versioned  # noqa: E402 - needs ingest

@@ -80,10 +80,16 @@ class Manifest:
     stats: dict[str, Any] = field(default_factory=dict)
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
+    #: How a versioned stage made this directory (:mod:`gnncore.store.versioning`):
+    #: stage, stage_key, settings, inputs (name -> sha256). Empty, and left out
+    #: of the JSON, for directories written outside a versioned stage.
+    lineage: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["files"] = {k: v.to_json() for k, v in sorted(self.files.items())}
+        if not self.lineage:
+            del out["lineage"]
         return out
 
     def write(self, directory: Path) -> None:
@@ -121,6 +127,9 @@ class Manifest:
                 raise InputError(f"file entry {name!r} is not an object", path)
             files[name] = FileEntry.from_json(name, entry, path)
         undirected = obj.get("num_undirected_edges")  # absent in manifests before it existed
+        lineage = obj.get("lineage", {})
+        if not isinstance(lineage, dict):
+            raise InputError("manifest 'lineage' is not an object", path)
         try:
             manifest = cls(
                 name=str(obj["name"]),
@@ -136,6 +145,7 @@ class Manifest:
                 num_classes=int(obj.get("num_classes", 0)),
                 files=files,
                 stats=dict(obj.get("stats", {})),
+                lineage=lineage,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"manifest field missing or malformed: {exc}", path) from exc

@@ -1,6 +1,11 @@
 """Synthetic graphs: the degree-corrected planted-partition model of :mod:`gnncore.synth.model`."""
 
-from gnncore.synth.dataset import generate_graph, write_ogb_raw
+from gnncore.synth.dataset import (
+    GeneratedDataset,
+    generate_graph,
+    write_ogb_raw,
+    write_ogb_raw_versioned,
+)
 from gnncore.synth.model import (
     SynthSpec,
     class_centroids,
@@ -13,6 +18,7 @@ from gnncore.synth.model import (
 )
 
 __all__ = [
+    "GeneratedDataset",
     "SynthSpec",
     "class_centroids",
     "features",
@@ -23,4 +29,5 @@ __all__ = [
     "node_table",
     "split",
     "write_ogb_raw",
+    "write_ogb_raw_versioned",
 ]

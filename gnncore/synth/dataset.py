@@ -11,6 +11,8 @@ from __future__ import annotations
 import gzip
 import os
 import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -19,6 +21,12 @@ import polars as pl
 from tqdm import tqdm
 
 from gnncore.store import GraphDirWriter, atomic_directory
+from gnncore.store.versioning import (
+    read_stage_record,
+    stage_key,
+    versioned_name,
+    write_stage_record,
+)
 from gnncore.synth.model import SynthSpec, fill_features, iter_edge_chunks, labels, node_table
 from gnncore.synth.model import split as split_nodes
 
@@ -107,9 +115,16 @@ def _write_csv_gz(path: Path, frame: pl.DataFrame, append: bool = False) -> None
 
 
 def write_ogb_raw(
-    out_dir: str | os.PathLike[str], spec: SynthSpec, progress: bool = False
+    out_dir: str | os.PathLike[str],
+    spec: SynthSpec,
+    progress: bool = False,
+    record: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write ``spec`` in OGB's raw node-property layout (atomically).
+
+    With ``record``, it is written (with the returned summary as ``summary``)
+    as :data:`gnncore.store.versioning.STAGE_FILE` before the directory is
+    renamed into place.
 
     ``raw/edge.csv.gz``, ``raw/num-node-list.csv.gz``, ``raw/node-feat.csv.gz``,
     ``raw/node-label.csv.gz`` and ``split/random/{train,valid,test}.csv.gz``:
@@ -140,11 +155,63 @@ def write_ogb_raw(
         _write_csv_gz(raw / "node-label.csv.gz", pl.DataFrame({"y": y}))
         for file, idx in (("train", train), ("valid", val), ("test", test)):
             _write_csv_gz(split_dir / f"{file}.csv.gz", pl.DataFrame({"id": idx}))
-    return {
-        "path": str(out_dir),
-        "num_nodes": spec.num_nodes,
-        "num_edges": spec.num_edges,
-        "num_classes": spec.num_classes,
-        "num_features": spec.num_features,
-        "seconds": time.perf_counter() - started,
-    }
+        summary = {
+            "path": str(out_dir),
+            "num_nodes": spec.num_nodes,
+            "num_edges": spec.num_edges,
+            "num_classes": spec.num_classes,
+            "num_features": spec.num_features,
+            "seconds": time.perf_counter() - started,
+        }
+        if record is not None:
+            write_stage_record(tmp, {**record, "summary": summary})
+    return summary
+
+
+@dataclass(frozen=True)
+class GeneratedDataset:
+    """A versioned generated raw dataset (:func:`write_ogb_raw_versioned`).
+
+    Attributes:
+        path (Path): ``<root>/<prefix>-<stage_key>``.
+        stage_key (str): The key of the generator spec (also in the name).
+        reused (bool): The directory already held this dataset and was kept.
+        summary (dict): :func:`write_ogb_raw`'s summary (when reused: the
+            recorded one, ``path`` updated).
+    """
+
+    path: Path
+    stage_key: str
+    reused: bool
+    summary: dict[str, Any]
+
+
+def dataset_stage_key(spec: SynthSpec) -> str:
+    """The stage key of generating ``spec`` as raw OGB files."""
+    return stage_key("dataset", {"layout": "ogb-raw", **asdict(spec)}, {})
+
+
+def write_ogb_raw_versioned(
+    root: str | os.PathLike[str],
+    prefix: str,
+    spec: SynthSpec,
+    progress: bool = False,
+    reuse: bool = True,
+) -> GeneratedDataset:
+    """Write ``spec`` as raw OGB files into ``root/<prefix>-<key>``, unless there.
+
+    The directory's :data:`~gnncore.store.versioning.STAGE_FILE` records the
+    stage key, the spec and the summary; a directory recording the same key is
+    reused (``reuse=False`` regenerates it). The gzip files carry their write
+    time, so regenerating the same spec gives other bytes: reusing keeps the
+    downstream ingestion's input digest, and so the graph, the same.
+    """
+    key = dataset_stage_key(spec)
+    final = Path(root).absolute() / versioned_name(prefix, key)
+    recorded = read_stage_record(final) if reuse else None
+    if recorded is not None and recorded.get("stage_key") == key and "summary" in recorded:
+        summary = {**recorded["summary"], "path": str(final)}
+        return GeneratedDataset(final, key, True, summary)
+    record = {"stage": "dataset", "stage_key": key, "settings": asdict(spec)}
+    summary = write_ogb_raw(final, spec, progress=progress, record=record)
+    return GeneratedDataset(final, key, False, summary)

@@ -1,0 +1,160 @@
+"""Versioned ingestion: the graph directory is named by its settings and input.
+
+:func:`ingest_versioned` writes ``<graphs root>/<prefix>-<stage key>`` where the
+key (:func:`gnncore.store.versioning.stage_key`) covers the ingest settings,
+the graph format version and :func:`~gnncore.store.versioning.input_digest` of
+the raw source. The graph manifest records them as ``lineage``. A directory
+that already holds a valid graph with the same key is reused, not rewritten.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gnncore.errors import InputError
+from gnncore.io.detect import detect_format
+from gnncore.io.report import IngestReport
+from gnncore.store.atomic import replace_directory
+from gnncore.store.graph_dir import GraphDir
+from gnncore.store.manifest import FORMAT_VERSION, MANIFEST_FILE, Manifest, sha256_of
+from gnncore.store.versioning import input_digest, stage_key, versioned_name
+
+#: The stage name in ingestion keys and lineage records.
+INGEST_STAGE = "ingest"
+
+
+@dataclass(frozen=True)
+class VersionedIngest:
+    """Where a versioned ingestion's graph is and how it came to be.
+
+    Attributes:
+        path (Path): The graph directory, ``<graphs root>/<prefix>-<stage_key>``.
+        stage_key (str): The key of the settings and input (also in the name).
+        input_sha256 (str): :func:`~gnncore.store.versioning.input_digest` of the source.
+        manifest_sha256 (str): sha256 of the graph's ``manifest.json`` (what
+            partition keys hash).
+        reused (bool): The directory already held this graph and was kept as is.
+        report (IngestReport): The ingestion's report (when reused: the one
+            recorded when the directory was written).
+    """
+
+    path: Path
+    stage_key: str
+    input_sha256: str
+    manifest_sha256: str
+    reused: bool
+    report: IngestReport
+
+
+def ingest_settings(
+    source: str | os.PathLike[str],
+    format: str = "auto",  # noqa: A002 - the public name
+    directed: bool = False,
+    name: str | None = None,
+    id_type: str = "auto",
+    seed: int = 0,
+    header: bool | None = None,
+) -> dict[str, Any]:
+    """The settings an ingestion's key covers (``auto`` format resolved)."""
+    return {
+        "format": detect_format(source) if format == "auto" else format,
+        "directed": directed,
+        "name": name,
+        "id_type": id_type,
+        "seed": seed,
+        "header": header,
+        "graph_format_version": FORMAT_VERSION,
+    }
+
+
+def _reusable(path: Path, key: str) -> Manifest | None:
+    """The manifest of the valid graph at ``path`` recording ``key``, else ``None``."""
+    if not (path / MANIFEST_FILE).is_file():
+        return None
+    try:
+        manifest = GraphDir.open(path).manifest
+    except InputError:
+        return None
+    if manifest.lineage.get("stage_key") != key or "report" not in manifest.lineage:
+        return None
+    return manifest
+
+
+def ingest_versioned(
+    source: str | os.PathLike[str],
+    graphs_root: str | os.PathLike[str],
+    prefix: str,
+    format: str = "auto",  # noqa: A002 - the public name
+    directed: bool = False,
+    name: str | None = None,
+    id_type: str = "auto",
+    seed: int = 0,
+    *,
+    header: bool | None = None,
+    reuse: bool = True,
+) -> VersionedIngest:
+    """Ingest ``source`` into ``graphs_root/<prefix>-<key>`` unless it is there already.
+
+    Args:
+        source, format, directed, name, id_type, seed, header: As for
+            :func:`gnncore.io.ingest`; all of them are in the key.
+        graphs_root (str or PathLike): The directory holding graph directories.
+        prefix (str): The readable part of the directory name (the dataset name).
+        reuse (bool): Keep a valid graph directory that records the same key
+            (default); ``False`` re-ingests and replaces it.
+
+    Returns:
+        VersionedIngest: The path, key, input digest, whether it was reused,
+        and the ingestion report.
+
+    The graph is ingested into a hidden temporary sibling, its manifest gets
+    the ``lineage`` record, and only then is it renamed into place.
+    """
+    from gnncore.io import ingest
+
+    if not os.path.exists(source):
+        raise InputError("no such file or directory", Path(source))
+    settings = ingest_settings(source, format, directed, name, id_type, seed, header)
+    digest = input_digest(source)
+    key = stage_key(INGEST_STAGE, settings, {"source": digest})
+    final = Path(graphs_root).absolute() / versioned_name(prefix, key)
+    existing = _reusable(final, key) if reuse else None
+    if existing is not None:
+        report = IngestReport(**{**existing.lineage["report"], "out_dir": str(final)})
+        return VersionedIngest(final, key, digest, sha256_of(final / MANIFEST_FILE), True, report)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".{final.name}.ingest-{uuid.uuid4().hex[:8]}"
+    try:
+        report = ingest(
+            source,
+            staging,
+            format=str(settings["format"]),
+            directed=directed,
+            name=name,
+            id_type=id_type,
+            seed=seed,
+            header=header,
+        )
+        report = dataclasses.replace(report, out_dir=str(final))
+        manifest = Manifest.read(staging)
+        lineage = {
+            "stage": INGEST_STAGE,
+            "stage_key": key,
+            "settings": settings,
+            "inputs": {"source": digest},
+            "report": report.to_dict(),
+        }
+        manifest = dataclasses.replace(manifest, lineage=lineage)
+        manifest.write(staging)
+        GraphDir.open(staging)
+        replace_directory(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return VersionedIngest(final, key, digest, sha256_of(final / MANIFEST_FILE), False, report)
