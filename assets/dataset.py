@@ -36,14 +36,15 @@ def raw_dataset(
     context: dg.AssetExecutionContext, config: DatasetConfig, storage: DataRootResource
 ) -> dg.MaterializeResult:
     """Raw input files: the configured source, or a generated planted-partition graph
-    written in OGB's raw node-property-prediction layout."""
+    written in OGB's raw node-property-prediction layout, into
+    ``datasets/<name>-<stage key>`` (the same spec reuses it)."""
     if config.source:
         path = Path(config.source).expanduser().absolute()
         if not path.exists():
             raise dg.Failure(f"dataset source {path} does not exist")
         fmt, extra = config.format, {}
     else:
-        from gnncore.synth import SynthSpec, write_ogb_raw
+        from gnncore.synth import SynthSpec, write_ogb_raw_versioned
 
         spec = SynthSpec(
             num_nodes=config.num_nodes,
@@ -52,10 +53,19 @@ def raw_dataset(
             num_features=config.num_features,
             seed=config.seed,
         )
-        path = storage.stage_dir("datasets", config.name)
-        summary = write_ogb_raw(path, spec)
-        context.log.info(f"generated {summary['num_edges']:,} edges into {path}")
-        fmt, extra = "ogb", {k: v for k, v in summary.items() if isinstance(v, (int, float))}
+        storage.stage_dir("datasets", config.name)  # checks the name is a safe one
+        generated = write_ogb_raw_versioned(storage.stage_root("datasets"), config.name, spec)
+        path, summary = generated.path, generated.summary
+        if generated.reused:
+            context.log.info(f"{path} already holds this dataset: reused")
+        else:
+            context.log.info(f"generated {summary['num_edges']:,} edges into {path}")
+        fmt = "ogb"
+        extra = {
+            **{k: v for k, v in summary.items() if isinstance(v, (int, float))},
+            "stage_key": generated.stage_key,
+            "reused": generated.reused,
+        }
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(path)),

@@ -73,13 +73,16 @@ def materialize_partition(
     storage: DataRootResource,
     mlflow: MlflowResource,
 ) -> dg.MaterializeResult:
-    """Partition the latest graph with ``method`` into a directory named by the
-    stage key (settings and graph version): one MLflow run, metadata out. The
-    same settings on the same graph reuse the directory (``reused`` is true)."""
+    """Partition the graph of this lineage (:mod:`assets.upstream`) with ``method``
+    into a directory named by the stage key (settings and graph version): one
+    MLflow run, metadata out (``input_sha256``: the graph manifest's sha256 the
+    key covers). The same settings on the same graph reuse the directory
+    (``reused`` is true)."""
     from gnncore.partition import MethodSettings, partition_graph
     from gnncore.partition.run import part_size_chart, partition_stage_key
     from gnncore.plots import markdown_image
     from gnncore.store import GraphDir
+    from gnncore.store.manifest import MANIFEST_FILE, sha256_of
     from gnncore.store.versioning import versioned_name
 
     upstream = upstream_metadata(context, graph.key)
@@ -124,6 +127,8 @@ def materialize_partition(
             "path": dg.MetadataValue.path(str(out)),
             "stage_key": key,
             "reused": report.reused,
+            "graph_path": dg.MetadataValue.path(str(graph_dir.path)),
+            "input_sha256": sha256_of(graph_dir.path / MANIFEST_FILE),
             "method": method,
             "parts": config.parts,
             "imbalance": config.imbalance,

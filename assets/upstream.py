@@ -4,7 +4,15 @@ Every asset here records the directory it wrote as ``path`` in its metadata;
 downstream assets and checks find their input through it. When the upstream
 asset was materialized in the *current run*, that materialization is the
 input (so two runs materializing ``graph`` at once each train on their own
-graph); otherwise the latest materialization is.
+graph); otherwise the latest materialization is (a run that selects only
+the downstream asset builds on the newest upstream output).
+
+The same-run materialization comes from the run's own event records
+(``instance.get_records_for_run``), not from
+``get_latest_materialization_event``: another run, or a runless report, may
+have materialized the upstream asset after this run did, and the latest would
+then belong to another lineage (tests/assets/test_stage_versioning.py checks
+this with a hook that reports a later graph between the steps).
 """
 
 from pathlib import Path

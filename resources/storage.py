@@ -27,6 +27,10 @@ class DataRootResource(dg.ConfigurableResource):
         root.mkdir(parents=True, exist_ok=True)
         return root
 
+    def stage_root(self, stage: str) -> Path:
+        """``<root>/<stage>``: where a versioned stage writes ``<name>-<stage key>``."""
+        return self.resolved_root() / stage
+
     def stage_dir(self, stage: str, name: str) -> Path:
         """``<root>/<stage>/<name>``; ``name`` must be a plain, safe name."""
         if not _SAFE_NAME.match(name):
