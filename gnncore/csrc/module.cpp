@@ -12,6 +12,7 @@ void bind_grem(nb::module_& m);
 void bind_vertex_stream(nb::module_& m);
 void bind_bytegnn(nb::module_& m);
 void bind_postprocess(nb::module_& m);
+void bind_plan(nb::module_& m);
 }  // namespace gnncore::bind
 
 NB_MODULE(_C, m) {
@@ -24,4 +25,5 @@ NB_MODULE(_C, m) {
   gnncore::bind::bind_bytegnn(m);
   gnncore::bind::bind_postprocess(m);
   gnncore::bind::bind_grem(m);
+  gnncore::bind::bind_plan(m);
 }
