@@ -11,33 +11,17 @@ one device setting.
 from typing import Any, Literal
 
 import dagster as dg
-from pydantic import Field, create_model
+from pydantic import Field
 
+from assets.options import options_config
 from gnncore.train import TASK_CONFIGS, LinkTrainConfig, NodeTrainConfig
-from gnncore.train.core.options import describe_options
 
 #: Library options the launchpad does not repeat, and where they come from instead.
 FROM_RESOURCES = {"device": "the compute resource (ComputeResource.device)"}
 
 
-def options_config(config_cls: type, name: str) -> type[dg.Config]:
-    """A ``dg.Config`` class with one field per option of ``config_cls``."""
-    fields: dict[str, Any] = {}
-    for spec in describe_options(config_cls):
-        if spec.name in FROM_RESOURCES:
-            continue
-        note = " None: the model's default." if spec.info.per_model else ""
-        fields[spec.name] = (
-            spec.python_type,
-            Field(default=spec.plain_default, description=spec.info.help + note),
-        )
-    return create_model(
-        name, __base__=dg.Config, __doc__=f"Options of {config_cls.__name__}.", **fields
-    )
-
-
-NodeTrainOptions = options_config(NodeTrainConfig, "NodeTrainOptions")
-LinkTrainOptions = options_config(LinkTrainConfig, "LinkTrainOptions")
+NodeTrainOptions = options_config(NodeTrainConfig, "NodeTrainOptions", FROM_RESOURCES)
+LinkTrainOptions = options_config(LinkTrainConfig, "LinkTrainOptions", FROM_RESOURCES)
 
 
 class TrainConfig(dg.Config):

@@ -1,10 +1,13 @@
-"""Training options declared once: a dataclass field with its help and CLI spelling.
+"""Options declared once: a dataclass field with its help and CLI spelling.
 
 Every training option is one field of :class:`~gnncore.train.NodeTrainConfig`
-or :class:`~gnncore.train.LinkTrainConfig`, declared with :func:`option`. The
-command line (:mod:`gnncore.cli.train`) and the Dagster launchpad
-(``assets/train.py``) derive their arguments from :func:`describe_options`, so
-an option's name, type, choices, default and help are written in one place.
+or :class:`~gnncore.train.LinkTrainConfig`, and every planning setting one field
+of :class:`~gnncore.plan.PlacementSettings` or
+:class:`~gnncore.plan.ReplicationSettings`, declared with :func:`option`. The
+command line (:mod:`gnncore.cli.train`, :mod:`gnncore.cli.plan`) and the Dagster
+launchpad (``assets/options.py``) derive their arguments from
+:func:`describe_options`, so an option's name, type, choices, default and help
+are written in one place.
 
 Choice options are ``Literal`` types: argparse gets ``choices=`` and Dagster
 shows a drop-down. Options whose default depends on the architecture

@@ -119,3 +119,21 @@ def curves_figure(
     fig.suptitle(suptitle)
     fig.tight_layout()
     return fig
+
+
+def stacked_bars_png(
+    stacks: Mapping[str, Sequence[float]], title: str, xlabel: str, ylabel: str
+) -> bytes:
+    """One bar per position, stacked from the named series in order (e.g. the
+    local / peer / host share of each device's feature reads)."""
+    import numpy as np
+
+    fig = new_figure(6, 3)
+    ax = fig.subplots()
+    bottom: Any = None
+    for name, values in stacks.items():
+        ax.bar(range(len(values)), values, bottom=bottom, label=name)
+        bottom = np.asarray(values, dtype=float) + (0 if bottom is None else bottom)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.legend(loc="lower right", fontsize=7)
+    return _to_png(fig)

@@ -23,6 +23,7 @@ VERBS: dict[str, str] = {
     "ingest": "ingest an edge list / OGB / Planetoid / KG dataset into a graph directory",
     "validate": "check a graph directory against its manifest (sizes, bounds, checksums)",
     "partition": "partition a graph directory",
+    "plan": "replication (HDR) and feature placement plans of a graph",
     "train": "train a GNN on a graph directory and log it to MLflow",
     "bench": "benchmarks: `bench partition` runs partitioners side by side",
 }
@@ -93,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.json is not None:
         write_json(args.json, summary)
-    print(json.dumps(summary, sort_keys=True, default=str))
+    # A verb may shorten what it prints (the JSON file keeps everything).
+    brief = getattr(module, "brief", None)
+    print(json.dumps(brief(summary) if brief else summary, sort_keys=True, default=str))
     return 0
 
 

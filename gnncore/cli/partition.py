@@ -59,6 +59,13 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--hops", type=int, default=defaults.hops, help="bytegnn: block radius")
     parser.add_argument(
+        "--group-size",
+        type=positive_int,
+        default=defaults.group_size,
+        metavar="N",
+        help="hydra: nodes per degree-balanced greedy group (default 64)",
+    )
+    parser.add_argument(
         "--no-balance-splits",
         action="store_true",
         help="skip rebalancing train/val/test counts across parts",
@@ -78,6 +85,7 @@ def settings_from(args: argparse.Namespace) -> MethodSettings:
         hops=args.hops,
         clusters=args.clusters,
         workers=args.workers,
+        group_size=args.group_size,
     )
 
 

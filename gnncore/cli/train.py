@@ -13,7 +13,7 @@ A checkpoint is written after every epoch to ``--checkpoint-dir``, by default
 ``<data_root>/checkpoints/<dataset>-<model>-seed<seed>``; ``--resume``
 continues a killed run from its newest checkpoint. The training flags are
 derived from the fields of :class:`~gnncore.train.NodeTrainConfig` and
-:class:`~gnncore.train.LinkTrainConfig` (:mod:`gnncore.train.core.options`); unset
+:class:`~gnncore.train.LinkTrainConfig` (:mod:`gnncore.options`); unset
 ones take the chosen task's (and model's) defaults.
 ``SIGTERM`` (a cancelled Dagster run, ``kill``) ends the MLflow run ``KILLED``.
 """
@@ -48,9 +48,9 @@ def _fanouts_or_all(text: str) -> tuple[int, ...] | None:
 
 
 def _task_options() -> dict[str, list[Any]]:
-    """Task -> the :class:`~gnncore.train.core.options.OptionSpec` list of its config."""
+    """Task -> the :class:`~gnncore.options.OptionSpec` list of its config."""
+    from gnncore.options import describe_options
     from gnncore.train import TASK_CONFIGS
-    from gnncore.train.core.options import describe_options
 
     return {task: describe_options(config) for task, config in TASK_CONFIGS.items()}
 
@@ -161,6 +161,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="data root (default: $GNNCORE_DATA_ROOT or ./data)",
     )
+    parser.add_argument(
+        "--placement",
+        type=Path,
+        default=None,
+        metavar="PLAN_DIR",
+        help="serve features through this placement plan (gnncore plan placement); "
+        "per-tier read counts go to MLflow (node task)",
+    )
+    parser.add_argument(
+        "--replication",
+        type=Path,
+        default=None,
+        metavar="PLAN_DIR",
+        help="record this replication plan (gnncore plan replication) with the run",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
@@ -244,6 +259,8 @@ def run(
             resume=args.resume,
             keep_checkpoints=args.keep_checkpoints,
             on_epoch_end=on_epoch_end,
+            placement=args.placement,
+            replication=args.replication,
         )
     assert result.run_id is not None
     return {

@@ -15,6 +15,7 @@ import numpy as np
 
 from gnncore.errors import InputError
 from gnncore.partition.base import Partitioner, PartitionOptions, peak_rss_bytes
+from gnncore.partition.hydra import DEFAULT_GROUP_SIZE
 from gnncore.partition.metrics import PartitionMetrics, partition_metrics
 from gnncore.partition.store import PartitionDir, write_partition_dir
 from gnncore.store import GraphDir
@@ -38,6 +39,7 @@ class MethodSettings:
         clusters (int, optional): GREM seed ``clusters``: target cluster size
             ``prefix nodes / clusters`` (default:
             :func:`~gnncore.partition.grem.default_clusters`).
+        group_size (int): HyDRA: nodes per degree-balanced greedy group.
         workers (int): GREM/greedy bisections run at once, in spawned
             processes (1: serial, the memory bound of one chunk). Same labels;
             less time, more memory (reported RSS adds the workers' peaks).
@@ -49,6 +51,7 @@ class MethodSettings:
     hops: int = 2
     clusters: int | None = None
     workers: int = 1
+    group_size: int = DEFAULT_GROUP_SIZE
 
 
 # method -> (module, class, settings it takes, fixed keyword arguments)
@@ -72,6 +75,7 @@ _REGISTRY: dict[str, tuple[str, str, tuple[str, ...], dict[str, Any]]] = {
     "random": ("gnncore.partition.simple", "RandomPartitioner", (), {}),
     "range": ("gnncore.partition.simple", "RangePartitioner", (), {}),
     "bytegnn": ("gnncore.partition.bytegnn", "ByteGnnPartitioner", ("hops",), {}),
+    "hydra": ("gnncore.partition.hydra", "HydraPartitioner", ("group_size",), {}),
 }
 METHODS = tuple(_REGISTRY)
 

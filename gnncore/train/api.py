@@ -19,6 +19,7 @@ from gnncore.train.core.checkpoint import (
     check_resumable,
     data_fingerprint,
 )
+from gnncore.train.core.device import resolve_device
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.link.data import link_splits
 from gnncore.train.link.loop import LinkTrainResult, train_link_predictor
@@ -50,6 +51,8 @@ def train_graph_dir(
     resume: bool = False,
     keep_checkpoints: int = 2,
     on_epoch_end: EpochCallback | None = None,
+    placement: str | os.PathLike[str] | None = None,
+    replication: str | os.PathLike[str] | None = None,
 ) -> NodeTrainResult | LinkTrainResult:
     r"""Train a node classifier (or, with a :class:`LinkTrainConfig`, a link
     predictor: :func:`train_link_predictor` on :func:`link_splits`) on a graph
@@ -95,6 +98,16 @@ def train_graph_dir(
             (default: :obj:`2`)
         on_epoch_end (callable, optional): ``f(epoch, checkpoint_path)`` after
             each epoch. (default: :obj:`None`)
+        placement (str or PathLike, optional): A placement plan of this graph
+            (:func:`~gnncore.plan.plan_placement`): features are served through
+            :class:`~gnncore.plan.feature_store.PlacedFeatureStore` as the
+            plan's device 0 (same batches and results as without), and the
+            per-tier read counts are logged per epoch. Node task only.
+            (default: :obj:`None`)
+        replication (str or PathLike, optional): A replication plan of this
+            graph, checked and recorded with the run (its path, stage key and
+            memory increase); sampling does not read it yet.
+            (default: :obj:`None`)
 
     Returns:
         NodeTrainResult or LinkTrainResult: with ``run_id`` set when tracked.
@@ -104,6 +117,8 @@ def train_graph_dir(
     config = (config or NodeTrainConfig()).validate()
     graph = graph_dir if isinstance(graph_dir, GraphDir) else GraphDir.open(graph_dir)
     if isinstance(config, LinkTrainConfig):
+        if placement is not None or replication is not None:
+            raise ConfigError("placement and replication plans apply to node training only")
         return _train_link_graph_dir(
             graph,
             config,
@@ -119,6 +134,18 @@ def train_graph_dir(
     _check_trainable(graph)
     m = graph.manifest
     feature_store, graph_store = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
+    plans = _open_plans(graph, placement, replication)
+    if "placement" in plans:
+        from gnncore.plan.feature_store import PlacedFeatureStore
+
+        if config.num_workers > 0:
+            raise ConfigError(
+                "placement: the placed feature store serves features in the training "
+                "process; set num_workers to 0 (prefetch threads still overlap batches)"
+            )
+        feature_store = PlacedFeatureStore(
+            feature_store, plans["placement"][0], device=resolve_device(config.device)
+        )
     splits = {
         name: torch.from_numpy(np.array(graph.split(name), dtype=np.int64))
         for name in ("train", "val", "test")
@@ -166,6 +193,7 @@ def train_graph_dir(
                 "num_val": len(splits["val"]),
                 "num_test": len(splits["test"]),
                 "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
+                **{key: value for _, params in plans.values() for key, value in params.items()},
             }
         )
         result = run(logger)
@@ -173,6 +201,43 @@ def train_graph_dir(
             logger, result, training_curves(result), example_input(feature_store, m.num_features)
         )
     return result
+
+
+def _open_plans(
+    graph: GraphDir,
+    placement: str | os.PathLike[str] | None,
+    replication: str | os.PathLike[str] | None,
+) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """The plans a run uses, each checked against ``graph``, with the params that
+    record it in the run (path, stage key, headline figures)."""
+    from gnncore.plan import PlacementPlan, ReplicationPlan
+
+    plans: dict[str, tuple[Any, dict[str, Any]]] = {}
+    if placement is not None:
+        plan = PlacementPlan.open(placement, graph)
+        info = plan.plan.info
+        plans["placement"] = (
+            plan,
+            {
+                "placement_plan": str(plan.plan.path),
+                "placement_stage_key": info.get("stage_key", ""),
+                "placement_devices": plan.devices,
+                "placement_cache_nodes": int(info["metrics"]["cache_nodes"]),
+            },
+        )
+    if replication is not None:
+        rep = ReplicationPlan.open(replication, graph)
+        info = rep.plan.info
+        plans["replication"] = (
+            rep,
+            {
+                "replication_plan": str(rep.plan.path),
+                "replication_stage_key": info.get("stage_key", ""),
+                "replication_rate": info["settings"]["rate"],
+                "replication_memory_increase": info["metrics"]["memory_increase"],
+            },
+        )
+    return plans
 
 
 def _log_outcome(

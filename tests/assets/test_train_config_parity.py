@@ -12,7 +12,7 @@ import pytest
 from assets.train_config import FROM_RESOURCES, TASK_CONFIGS, TrainConfig
 from gnncore.cli.main import verb_parser
 from gnncore.cli.train import build_config, config_options
-from gnncore.train.core.options import OptionSpec, describe_options
+from gnncore.options import OptionSpec, describe_options
 from resources import ComputeResource
 
 TASKS = ("node", "link")

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 from gnncore.errors import GnnCoreError
+from gnncore.options import option
 from gnncore.sampler.factory import SamplerMode
-from gnncore.train.core.options import option
 
 
 class ConfigError(GnnCoreError, ValueError):
@@ -26,7 +26,7 @@ C = TypeVar("C", bound="ConfigMethods")
 
 class ConfigMethods:
     """Mixin for frozen config dataclasses whose fields are declared with
-    :func:`gnncore.train.core.options.option` (tuples stored, lists accepted).
+    :func:`gnncore.options.option` (tuples stored, lists accepted).
 
     Options declared ``resumable=True`` may change when a run resumes without
     invalidating its checkpoint.
@@ -75,8 +75,8 @@ class ConfigMethods:
         ``dropout``, attention heads (GAT splits the ``width`` field over them),
         ``patience``, the loader and prefetch workers, and ``device``. Raises
         the first :meth:`field_error`."""
+        from gnncore.options import describe_options
         from gnncore.train.core.device import parse_device
-        from gnncore.train.core.options import describe_options
 
         values: Any = self
         bad = self.field_error
@@ -118,7 +118,7 @@ class ConfigMethods:
 
         An option missing from ``other`` (a checkpoint written before the option
         existed) counts as its declared default, which is what that run used."""
-        from gnncore.train.core.options import describe_options, resumable_options
+        from gnncore.options import describe_options, resumable_options
 
         resumable = resumable_options(type(self))
         defaults = {spec.name: spec.plain_default for spec in describe_options(type(self))}

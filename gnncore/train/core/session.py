@@ -168,6 +168,12 @@ class TrainingSession:
         generator, samplers = self.source.random_state()
         return generator, {**samplers, **self.eval_samplers}
 
+    def _take_store_counts(self) -> dict[str, float]:
+        """Counters of the source's feature store since the last call (a store that
+        counts its reads per tier has ``take_counts``; others report nothing)."""
+        take = getattr(self.source.feature_store, "take_counts", None)
+        return take() if callable(take) else {}
+
     def run_epochs(
         self,
         state: EpochProgress,
@@ -186,8 +192,10 @@ class TrainingSession:
 
         Each epoch: ``source.start_epoch``, ``step`` on every batch of the
         source (:func:`~gnncore.train.core.steps.train_epoch`),
-        ``source.end_epoch``, then ``validate() -> metrics`` (its wall time
-        added as ``eval_s``), then ``state.record`` and :meth:`end_epoch`.
+        ``source.end_epoch`` (the feature store's per-tier read counts, when it
+        keeps them, join the epoch's throughput figures), then
+        ``validate() -> metrics`` (its wall time added as ``eval_s``), then
+        ``state.record`` and :meth:`end_epoch`.
         ``describe(loss, metrics, state)`` labels the epoch bar.
         """
         bar = tqdm(
@@ -211,10 +219,12 @@ class TrainingSession:
                 dynamic_ncols=True,
             ) as batches:
                 self.source.start_epoch(epoch)
+                self._take_store_counts()  # drop reads made outside training (validation)
                 loss, throughput = train_epoch(
                     self.model, self.source, self.device, step, batches.update
                 )
                 self.source.end_epoch(epoch)
+                throughput.update(self._take_store_counts())
             eval_started = time.perf_counter()
             metrics = validate()
             throughput["eval_s"] = time.perf_counter() - eval_started

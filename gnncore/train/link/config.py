@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from gnncore.options import option
 from gnncore.sampler.negative import NegativeMode
 from gnncore.train.core.config import SharedTrainOptions
 from gnncore.train.core.models import ModelName
-from gnncore.train.core.options import option
 from gnncore.train.link.models import DecoderName
 
 #: Encoder -> defaults of the per-encoder fields, chosen on FB15k-237's
@@ -40,7 +40,7 @@ class LinkTrainConfig(SharedTrainOptions):
     table).
 
     Each field is declared once, with its help, by
-    :func:`~gnncore.train.core.options.option`; the ``gnncore train --task link``
+    :func:`~gnncore.options.option`; the ``gnncore train --task link``
     flags and the Dagster launchpad derive from it. The options both tasks
     share are in :class:`~gnncore.train.core.config.SharedTrainOptions`.
     """

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from gnncore.options import option
 from gnncore.train.core.config import AMP_MODES, ConfigError, SharedTrainOptions
 from gnncore.train.core.models import ModelName
-from gnncore.train.core.options import option
 
 __all__ = ["AMP_MODES", "MODEL_DEFAULTS", "ConfigError", "NodeTrainConfig"]
 
@@ -69,7 +69,7 @@ class NodeTrainConfig(SharedTrainOptions):
     With the defaults, every architecture clears its usual accuracy on
     Planetoid Cora (public split) in seconds on a CPU: GraphSAGE and GAT
     about 0.81, GCN about 0.81 test accuracy (mean of five seeds). Each field
-    is declared once, with its help, by :func:`~gnncore.train.core.options.option`;
+    is declared once, with its help, by :func:`~gnncore.options.option`;
     the ``gnncore train`` flags and the Dagster launchpad derive from it.
     The options both tasks share are in
     :class:`~gnncore.train.core.config.SharedTrainOptions`. Message-passing

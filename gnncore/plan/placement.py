@@ -1,0 +1,484 @@
+"""Feature placement across devices (Song & Jiang; ALGORITHMS.md §4).
+
+A placement decides which nodes' features each device caches. Nodes are
+ranked by an estimated access frequency (:mod:`gnncore.plan.estimators`);
+devices in one *peer group* (linked by NVLink/NVSwitch) share their caches:
+the group's devices start with the same hottest nodes and Algorithm 1
+(corrected) swaps the coldest of them for further nodes, spread over the
+devices, while a new node is hotter than ``alpha`` times the one it replaces
+(``alpha`` ≈ C_gpu / C_cpu). Devices in different groups cannot read each
+other's caches, so every group gets the same layout (Rule 1: with topology
+``"none"`` each device caches the hottest nodes).
+
+At run time device ``d`` reads node ``v`` from ``dev_num[d, v]`` (itself, a
+peer, or ``-1`` for host memory) at row ``buf_pos[d, v]`` of that device's
+cache. The cost model prices a read 0 from the own cache, ``alpha`` from a
+peer's and 1 from the host; :attr:`Placement.predicted_cost` is each device's
+expected cost per training node, ``Σ_v p_v · cost_d(v)`` with
+``p_v = f_v / |train|``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, get_args
+
+import numpy as np
+
+from gnncore.errors import InputError
+from gnncore.options import option
+from gnncore.plan.estimators import ESTIMATORS, Estimator, estimate_access
+from gnncore.plan.store import PlanDir, PlanError, PlanReport, reusable_plan, write_plan_dir
+from gnncore.plan.tracking import log_plan_run
+from gnncore.store import GraphDir
+from gnncore.store.manifest import MANIFEST_FILE, sha256_of
+from gnncore.store.versioning import stage_key
+from gnncore.tracking import RunTracker
+from gnncore.typing import require_csrc
+
+#: How devices are linked: ``"all"`` (every pair, e.g. NVSwitch), ``"pairs"``
+#: (NVLink pairs 0-1, 2-3, …) or ``"none"`` (PCIe only: no peer reads).
+Topology = Literal["all", "pairs", "none"]
+TOPOLOGIES: tuple[str, ...] = get_args(Topology)
+#: ``alpha`` when none is given (the paper's hardware constants).
+DEFAULT_ALPHA = {"all": 0.0, "pairs": 0.2, "none": 0.0}
+#: Which nodes count as training nodes: the graph's train split, or every node.
+TrainNodes = Literal["split", "all"]
+
+
+@dataclass(frozen=True)
+class PlacementSettings:
+    """What a placement plan is computed from; each field is one CLI flag and one
+    Dagster config field (:func:`~gnncore.options.describe_options`).
+
+    The cache size is ``cache_nodes``, else ``cache_bytes``, else
+    ``cache_fraction`` of the graph's nodes.
+    """
+
+    devices: int = option(4, "Devices n that cache features (>= 1).")
+    cache_nodes: int | None = option(None, "Cache slots per device, in nodes.")
+    cache_bytes: int | None = option(
+        None, "Cache per device in bytes of float32 features (instead of cache_nodes)."
+    )
+    cache_fraction: float = option(
+        0.1, "Cache per device as a share of the graph's nodes, when neither size is given."
+    )
+    alpha: float | None = option(
+        None,
+        "Peer-read cost relative to a host read, C_gpu / C_cpu (default: 0 for topology "
+        "all, 0.2 for pairs).",
+    )
+    topology: Topology = option(
+        "all", "How devices are linked: all (NVSwitch), pairs (NVLink pairs), none (PCIe)."
+    )
+    layers: int = option(2, "GNN layers L the access estimator looks ahead.")
+    estimator: Estimator = option(
+        "spmv",
+        "Access-frequency estimator: spmv (path counts), reach (exact, small graphs), "
+        "presample (sampled epochs).",
+    )
+    train_nodes: TrainNodes = option(
+        "split", "Training nodes: the graph's train split, or all nodes."
+    )
+    fanouts: tuple[int, ...] | None = option(
+        None, "presample: neighbours per hop (default: 10 per layer)."
+    )
+    presample_epochs: int = option(1, "presample: sampled epochs counted.")
+    batch_size: int = option(1024, "presample: seeds per mini-batch.")
+    seed: int = option(0, "presample: random seed.")
+
+    @property
+    def resolved_alpha(self) -> float:
+        return DEFAULT_ALPHA[self.topology] if self.alpha is None else float(self.alpha)
+
+    def validate(self) -> None:
+        """Raise :class:`PlanError` naming the first bad argument."""
+        if self.devices < 1:
+            raise PlanError("devices", f"must be >= 1, got {self.devices}")
+        if self.cache_nodes is not None and self.cache_bytes is not None:
+            raise PlanError("cache_nodes", "and cache_bytes exclude each other (give one)")
+        if not (np.isfinite(self.cache_fraction) and 0 <= self.cache_fraction <= 1):
+            raise PlanError("cache_fraction", f"must be in [0, 1], got {self.cache_fraction}")
+        if self.cache_nodes is not None and self.cache_nodes < 0:
+            raise PlanError("cache_nodes", f"must be >= 0, got {self.cache_nodes}")
+        if self.cache_bytes is not None and self.cache_bytes < 0:
+            raise PlanError("cache_bytes", f"must be >= 0, got {self.cache_bytes}")
+        if self.topology not in TOPOLOGIES:
+            raise PlanError("topology", f"must be one of {', '.join(TOPOLOGIES)}")
+        alpha = self.resolved_alpha
+        if not (np.isfinite(alpha) and alpha >= 0):
+            raise PlanError("alpha", f"must be a finite number >= 0, got {self.alpha}")
+        if self.layers < 0:
+            raise PlanError("layers", f"must be >= 0, got {self.layers}")
+        if self.estimator not in ESTIMATORS:
+            raise PlanError("estimator", f"must be one of {', '.join(ESTIMATORS)}")
+        if self.train_nodes not in ("split", "all"):
+            raise PlanError("train_nodes", f"must be 'split' or 'all', got {self.train_nodes!r}")
+
+    def key_settings(self) -> dict[str, Any]:
+        """The settings that change the plan (all of them), for the stage key."""
+        out = asdict(self)
+        out["alpha"] = self.resolved_alpha
+        return out
+
+
+def peer_groups(devices: int, topology: str) -> list[list[int]]:
+    """The device groups that read each other's caches under ``topology``."""
+    if topology == "all":
+        return [list(range(devices))]
+    if topology == "pairs":
+        return [list(range(d, min(d + 2, devices))) for d in range(0, devices, 2)]
+    if topology == "none":
+        return [[d] for d in range(devices)]
+    raise PlanError("topology", f"must be one of {', '.join(TOPOLOGIES)}, got {topology!r}")
+
+
+def place_caches(
+    access: np.ndarray, devices: int, slots: int, alpha: float, topology: str = "all"
+) -> np.ndarray:
+    """``int64[devices, min(slots, N)]``: the nodes each device caches.
+
+    Algorithm 1 (corrected, ``_C.place_features``) runs once per distinct
+    peer-group size; every group of that size gets the same layout.
+    """
+    require_csrc()
+    from gnncore import _C
+
+    p = np.ascontiguousarray(access, dtype=np.float64)
+    width = min(slots, len(p))
+    caches = np.empty((devices, width), dtype=np.int64)
+    layouts: dict[int, np.ndarray] = {}
+    for group in peer_groups(devices, topology):
+        size = len(group)
+        if size not in layouts:
+            layouts[size] = np.asarray(_C.place_features(p, size, slots, alpha))
+        caches[group] = layouts[size]
+    return caches
+
+
+def lookup_tables(
+    caches: np.ndarray | Sequence[np.ndarray], num_nodes: int, groups: Sequence[Sequence[int]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The run-time lookups of a placement: ``(dev_num, buf_pos)``, each ``[n, N]``.
+
+    ``caches[d]`` lists the nodes device ``d`` caches (rows may differ in
+    length). ``dev_num[d, v]`` is the device ``d`` reads ``v`` from: ``d`` when
+    it caches ``v``, else the lowest-numbered device of its peer group (one of
+    the disjoint ``groups``) that does, else ``-1`` (host). ``buf_pos[d, v]`` is
+    ``v``'s row in that device's cache (``-1`` for host reads). ``dev_num`` is
+    int16, ``buf_pos`` int32.
+    """
+    devices = len(caches)
+    width = max((len(c) for c in caches), default=0)
+    if devices > np.iinfo(np.int16).max or width > np.iinfo(np.int32).max:
+        raise PlanError("devices", "or cache size exceeds the lookup tables' range")
+    dev_num = np.full((devices, num_nodes), -1, dtype=np.int16)
+    buf_pos = np.full((devices, num_nodes), -1, dtype=np.int32)
+    for group in groups:
+        members = sorted(set(group))
+        for d in members:
+            # Peers from the highest to the lowest index, then the device itself:
+            # later writes win, so the own cache beats any peer, a low peer a high one.
+            for source in [*(e for e in reversed(members) if e != d), d]:
+                ids = np.asarray(caches[source], dtype=np.int64)
+                dev_num[d, ids] = source
+                buf_pos[d, ids] = np.arange(len(ids), dtype=np.int32)
+    return dev_num, buf_pos
+
+
+def predicted_costs(access: np.ndarray, dev_num: np.ndarray, alpha: float) -> np.ndarray:
+    """Each device's expected read cost per training node under the cost model
+    (0 own cache, ``alpha`` peer, 1 host), with ``p = access / access.sum()``
+    scaled to reads per training node by the caller's normalisation."""
+    costs = np.empty(dev_num.shape[0], dtype=np.float64)
+    for d in range(dev_num.shape[0]):
+        here = dev_num[d]
+        costs[d] = access[here < 0].sum() + alpha * access[(here >= 0) & (here != d)].sum()
+    return costs
+
+
+@dataclass
+class Placement:
+    """A computed placement (see the module docstring)."""
+
+    settings: PlacementSettings
+    caches: np.ndarray  # int64[n, B]
+    access: np.ndarray  # float64[N], the estimated f
+    dev_num: np.ndarray  # int16[n, N]
+    buf_pos: np.ndarray  # int32[n, N]
+    predicted_cost: list[float]
+    num_train: int
+    estimator_seconds: float
+    placement_seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        """Estimator plus placement (and lookup tables) wall time."""
+        return self.estimator_seconds + self.placement_seconds
+
+    def metrics(self) -> dict[str, Any]:
+        """Summary numbers: cache size, predicted cost, access shares per device."""
+        devices, width = self.caches.shape
+        total = float(self.access.sum()) or 1.0
+        shares = []
+        for d in range(devices):
+            here = self.dev_num[d]
+            local = float(self.access[here == d].sum()) / total
+            peer = float(self.access[(here >= 0) & (here != d)].sum()) / total
+            shares.append({"local": local, "peer": peer, "host": 1.0 - local - peer})
+        distinct = int(len(np.unique(self.caches))) if self.caches.size else 0
+        return {
+            "devices": devices,
+            "cache_nodes": width,
+            "distinct_cached_nodes": distinct,
+            "num_train_nodes": self.num_train,
+            "alpha": self.settings.resolved_alpha,
+            "predicted_cost": self.predicted_cost,
+            "predicted_cost_max": max(self.predicted_cost),
+            "predicted_shares": shares,
+            "estimator_seconds": self.estimator_seconds,
+            "placement_seconds": self.placement_seconds,
+            "seconds": self.seconds,
+        }
+
+
+def cache_slots(settings: PlacementSettings, num_nodes: int, num_features: int) -> int:
+    """Cache slots per device; raises :class:`PlanError` for a cache over the graph."""
+    if settings.cache_nodes is not None:
+        slots = int(settings.cache_nodes)
+        if slots > num_nodes:
+            raise PlanError("cache_nodes", f"{slots} exceeds the graph's {num_nodes} nodes")
+        return slots
+    if settings.cache_bytes is None:
+        return int(round(settings.cache_fraction * num_nodes))
+    if num_features < 1:
+        raise PlanError("cache_bytes", "needs a graph with node features (use cache_nodes)")
+    row = 4 * num_features
+    if settings.cache_bytes > row * num_nodes:
+        raise PlanError(
+            "cache_bytes",
+            f"{settings.cache_bytes} exceeds the graph's feature bytes ({row * num_nodes})",
+        )
+    return int(settings.cache_bytes // row)
+
+
+def train_node_ids(graph: GraphDir, which: str) -> np.ndarray:
+    """The training nodes a plan is computed for (``"split"`` or ``"all"``)."""
+    if which == "all":
+        return np.arange(graph.num_nodes, dtype=np.int64)
+    if not graph.has("train_idx"):
+        raise PlanError(
+            "train_nodes",
+            f"'split' needs a train split, and {graph.path} has none (use 'all')",
+        )
+    return np.asarray(graph.split("train"), dtype=np.int64)
+
+
+def compute_placement(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    train: np.ndarray,
+    settings: PlacementSettings,
+    slots: int,
+    num_threads: int = 0,
+) -> Placement:
+    """Estimate access frequencies and place caches (in memory, nothing written)."""
+    settings.validate()
+    num_nodes = len(indptr) - 1
+    started = time.perf_counter()
+    access = estimate_access(
+        indptr,
+        indices,
+        train,
+        settings.layers,
+        settings.estimator,
+        fanouts=settings.fanouts,
+        presample_epochs=settings.presample_epochs,
+        batch_size=settings.batch_size,
+        seed=settings.seed,
+        num_threads=num_threads,
+    )
+    estimated = time.perf_counter()
+    alpha = settings.resolved_alpha
+    caches = place_caches(access, settings.devices, slots, alpha, settings.topology)
+    groups = peer_groups(settings.devices, settings.topology)
+    dev_num, buf_pos = lookup_tables(caches, num_nodes, groups)
+    num_train = len(np.unique(train))
+    costs = predicted_costs(access / max(num_train, 1), dev_num, alpha)
+    placed = time.perf_counter()
+    return Placement(
+        settings,
+        caches,
+        access,
+        dev_num,
+        buf_pos,
+        [float(c) for c in costs],
+        num_train,
+        estimated - started,
+        placed - estimated,
+    )
+
+
+def placement_stage_key(graph: GraphDir, settings: PlacementSettings) -> str:
+    """Stage key of a placement: every setting and the graph manifest's sha256."""
+    return stage_key(
+        "placement", settings.key_settings(), {"graph": sha256_of(graph.path / MANIFEST_FILE)}
+    )
+
+
+def plan_placement(
+    graph_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    settings: PlacementSettings,
+    *,
+    reuse: bool = False,
+    progress: Callable[[str], None] | None = None,
+    num_threads: int = 0,
+    tracking: RunTracker | None = None,
+    tags: Mapping[str, Any] | None = None,
+) -> PlanReport:
+    """Compute a placement plan of the graph at ``graph_dir`` into ``out_dir``.
+
+    Writes ``caches.npy`` (int64[n, B]), ``access.npy`` (float64[N], the
+    estimated frequencies), ``dev_num.npy`` (int16[n, N]) and ``buf_pos.npy``
+    (int32[n, N]) with a manifest (settings, metrics, the graph manifest's
+    sha256, the stage key), atomically. With ``reuse`` an ``out_dir`` already
+    holding this plan (same stage key, same graph) is returned as is. With
+    ``tracking`` the plan is one run (settings, metrics, the read-share chart).
+
+    Raises:
+        PlanError: For a bad setting (naming it), a cache over the graph's
+            size, or ``train_nodes="split"`` on a graph without a train split.
+    """
+    settings.validate()
+    graph = GraphDir.open(graph_dir)
+    key = placement_stage_key(graph, settings)
+    existing = reusable_plan(out_dir, key, graph) if reuse else None
+    if existing is not None:
+        if progress is not None:
+            progress(f"{out_dir} already holds this placement (stage key {key}): reused")
+        return PlanReport("placement", str(out_dir), existing.metrics, existing.settings, key, True)
+    slots = cache_slots(settings, graph.num_nodes, graph.manifest.num_features)
+    train = train_node_ids(graph, settings.train_nodes)
+    if progress is not None:
+        progress(
+            f"estimating access frequencies ({settings.estimator}, L={settings.layers}, "
+            f"{len(train)} training nodes)"
+        )
+    placement = compute_placement(
+        np.asarray(graph.indptr), np.asarray(graph.indices), train, settings, slots, num_threads
+    )
+    if progress is not None:
+        progress(
+            f"placed {slots} nodes on each of {settings.devices} devices in "
+            f"{placement.seconds:.2f}s; writing {out_dir}"
+        )
+    metrics = placement.metrics()
+    write_plan_dir(
+        out_dir,
+        "placement",
+        graph,
+        {
+            "caches": placement.caches,
+            "access": placement.access,
+            "dev_num": placement.dev_num,
+            "buf_pos": placement.buf_pos,
+        },
+        {"settings": settings.key_settings(), "metrics": metrics, "stage_key": key},
+    )
+    report = PlanReport("placement", str(out_dir), metrics, settings.key_settings(), key)
+    if tracking is not None:
+        name = graph.manifest.name
+        report.run_id = log_plan_run(
+            tracking,
+            f"{name}-placement-n{settings.devices}",
+            {"dataset": name, "task": "placement", "stage_key": key, **(tags or {})},
+            {**settings.key_settings(), "cache_slots": slots, "num_nodes": graph.num_nodes},
+            metrics,
+            {"read_shares.png": shares_chart(metrics)},
+        )
+    return report
+
+
+def shares_chart(metrics: Mapping[str, Any]) -> bytes:
+    """PNG: each device's predicted local / peer / host share of feature reads."""
+    from gnncore.plots import stacked_bars_png
+
+    shares = metrics["predicted_shares"]
+    return stacked_bars_png(
+        {tier: [s[tier] for s in shares] for tier in ("local", "peer", "host")},
+        f"placement: predicted read shares ({metrics['cache_nodes']} slots/device)",
+        "device",
+        "share of reads",
+    )
+
+
+@dataclass(frozen=True)
+class PlacementPlan:
+    """An opened placement plan directory, as training and simulators use it."""
+
+    plan: PlanDir
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], graph: GraphDir | None = None) -> PlacementPlan:
+        return cls(PlanDir.open(path, graph, kind="placement"))
+
+    @property
+    def devices(self) -> int:
+        return int(self.plan.array("caches").shape[0])
+
+    def caches(self) -> np.ndarray:
+        return self.plan.array("caches")
+
+    def dev_num(self) -> np.ndarray:
+        return self.plan.array("dev_num")
+
+    def buf_pos(self) -> np.ndarray:
+        return self.plan.array("buf_pos")
+
+    def access(self) -> np.ndarray:
+        return self.plan.array("access")
+
+
+def placement_problems(
+    plan: PlacementPlan, graph: GraphDir, budget: int | None = None
+) -> list[str]:
+    """What is wrong with ``plan`` as a placement of ``graph`` (empty: nothing).
+
+    Checks that it was computed from ``graph`` as it is, that every cached id is
+    a node of the graph and cached at most once per device, that no device
+    caches more than ``budget`` nodes (default: the plan's own slot count), and
+    that the lookups point at the cached rows.
+    """
+    try:
+        plan.plan.check_graph(graph)
+    except InputError as exc:
+        return [str(exc)]
+    problems = []
+    caches = np.asarray(plan.caches())
+    n = graph.num_nodes
+    limit = int(plan.plan.metrics["cache_nodes"]) if budget is None else budget
+    if caches.shape[1] > limit:
+        problems.append(f"devices cache {caches.shape[1]} nodes, over the budget of {limit}")
+    if caches.size and (caches.min() < 0 or caches.max() >= n):
+        problems.append(f"a cached id is outside [0, {n})")
+        return problems
+    dev_num, buf_pos = np.asarray(plan.dev_num()), np.asarray(plan.buf_pos())
+    for d, row in enumerate(caches):
+        if len(np.unique(row)) != len(row):
+            problems.append(f"device {d} caches a node twice")
+        local = dev_num[d] == d
+        if int(local.sum()) != len(row) or not np.array_equal(
+            caches[d, buf_pos[d, local]], np.flatnonzero(local)
+        ):
+            problems.append(f"device {d}'s lookups do not match its cache")
+        remote = np.flatnonzero(dev_num[d] >= 0)
+        if len(remote) and not np.array_equal(
+            caches[dev_num[d, remote], buf_pos[d, remote]], remote
+        ):
+            problems.append(f"device {d}'s peer lookups do not match the peers' caches")
+    return problems
