@@ -5,14 +5,31 @@ from assets.checks import (
     graph_integrity,
     model_quality,
     partition_balance,
+    placement_plan_valid,
+    replication_plan_valid,
 )
 from assets.dataset import raw_dataset
 from assets.graph import graph
 from assets.partition import METHOD_PARTITIONS, graph_partition, partition_report
+from assets.plan import placement_plan, replication_plan
 from assets.train import production_model, trained_model
 
-PIPELINE_ASSETS = [raw_dataset, graph, graph_partition, trained_model, production_model]
-PIPELINE_CHECKS = [graph_integrity, partition_balance, model_quality]
+PIPELINE_ASSETS = [
+    raw_dataset,
+    graph,
+    graph_partition,
+    replication_plan,
+    placement_plan,
+    trained_model,
+    production_model,
+]
+PIPELINE_CHECKS = [
+    graph_integrity,
+    partition_balance,
+    replication_plan_valid,
+    placement_plan_valid,
+    model_quality,
+]
 ALL_ASSETS = [*PIPELINE_ASSETS, *METHOD_PARTITIONS, partition_report]
 ALL_CHECKS = [*PIPELINE_CHECKS, *METHOD_BALANCE_CHECKS]
 
@@ -27,7 +44,9 @@ __all__ = [
     "model_quality",
     "partition_balance",
     "partition_report",
+    "placement_plan",
     "production_model",
     "raw_dataset",
+    "replication_plan",
     "trained_model",
 ]

@@ -4,6 +4,7 @@ import dagster as dg
 
 from assets.graph import graph
 from assets.partition import METHOD_PARTITIONS, graph_partition
+from assets.plan import placement_plan, replication_plan
 from assets.train import trained_model
 from assets.upstream import upstream_metadata, upstream_path
 from resources import MlflowResource
@@ -69,6 +70,50 @@ def build_balance_check(
 
 partition_balance = build_balance_check(graph_partition)
 METHOD_BALANCE_CHECKS = [build_balance_check(a) for a in METHOD_PARTITIONS]
+
+
+def _plan_result(problems: list[str], meta: dict) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(
+        passed=not problems,
+        metadata={"path": str(meta["path"]), "problems": "; ".join(problems) or "none"},
+    )
+
+
+@dg.asset_check(
+    asset=replication_plan,
+    blocking=True,
+    description="The plan covers the graph it claims (manifest sha256), its replicated "
+    "ids are distinct nodes, round(rate·N) of them, and every owner is a partition.",
+)
+def replication_plan_valid(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    """The latest replication plan is a valid plan of its graph."""
+    from gnncore.plan import ReplicationPlan
+    from gnncore.plan.replication import replication_problems
+    from gnncore.store import GraphDir
+
+    meta = upstream_metadata(context, replication_plan.key)
+    graph_dir = GraphDir.open(str(meta["graph_path"]))
+    plan = ReplicationPlan.open(str(meta["path"]))
+    return _plan_result(replication_problems(plan, graph_dir), meta)
+
+
+@dg.asset_check(
+    asset=placement_plan,
+    blocking=True,
+    description="The plan covers the graph it claims (manifest sha256), no device "
+    "caches more than its budget or a node twice, and dev_num / buf_pos point at the "
+    "cached rows.",
+)
+def placement_plan_valid(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    """The latest placement plan is a valid placement of its graph within budget."""
+    from gnncore.plan import PlacementPlan
+    from gnncore.plan.placement import placement_problems
+    from gnncore.store import GraphDir
+
+    meta = upstream_metadata(context, placement_plan.key)
+    graph_dir = GraphDir.open(str(meta["graph_path"]))
+    plan = PlacementPlan.open(str(meta["path"]))
+    return _plan_result(placement_problems(plan, graph_dir, int(meta["cache_nodes"])), meta)
 
 
 class QualityGateConfig(dg.Config):

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.graph import graph
+from assets.plan import placement_plan
 from assets.train_config import TrainConfig
 from assets.upstream import upstream_metadata
 from resources import ComputeResource, DataRootResource, MlflowResource
@@ -12,9 +13,9 @@ VALIDATION_METRIC = {"node": "best_val_accuracy", "link": "best_val_mrr"}
 
 
 @dg.asset(
-    # Training reads the graph only; the partition is not an input until a mode
-    # reads partitions (then the dependency and its lineage come back).
-    deps=[graph],
+    # The graph, and the plans of that graph: node training serves features through
+    # the placement; both plans are recorded with the run.
+    deps=[graph, placement_plan],
     kinds={"pytorch", "mlflow"},
     group_name="gnn",
     pool="gpu",
@@ -37,6 +38,7 @@ def trained_model(
     from gnncore.train import LinkTrainResult, train_graph_dir
 
     upstream = upstream_metadata(context, graph.key)
+    plans = plans_of_graph(context, str(upstream["path"]))
     train_config = config.build(compute.resolve())
     tracker = mlflow.tracker()
     tags = {
@@ -54,6 +56,8 @@ def trained_model(
         progress=False,
         checkpoint_dir=checkpoints,
         resume=context.retry_number > 0,
+        placement=plans["placement"] if config.task == "node" else None,
+        replication=plans["replication"] if config.task == "node" else None,
     )
     metric = VALIDATION_METRIC[config.task]
     version = mlflow.registry(metric).register(
@@ -104,8 +108,25 @@ def trained_model(
             "mlflow_run": dg.MetadataValue.url(tracker.run_url(str(result.run_id))),
             "mlflow_tracking_uri": tracker.tracking_uri,
             "curves": dg.MetadataValue.md(markdown_image(curves, "loss and validation metric")),
+            **{
+                f"{kind}_plan": dg.MetadataValue.path(path)
+                for kind, path in plans.items()
+                if config.task == "node"
+            },
         }
     )
+
+
+def plans_of_graph(context: dg.AssetExecutionContext, graph_path: str) -> dict[str, str]:
+    """``{"placement": dir, "replication": dir}`` of this lineage's plans, which must
+    cover ``graph_path`` (else the plans are stale: materialize them for this graph)."""
+    placement = upstream_metadata(context, placement_plan.key)
+    if str(placement["graph_path"]) != graph_path:
+        raise dg.Failure(
+            f"placement_plan covers {placement['graph_path']}, but the graph to train on is "
+            f"{graph_path}: materialize replication_plan and placement_plan for this graph"
+        )
+    return {"placement": str(placement["path"]), "replication": str(placement["replication_path"])}
 
 
 @dg.asset(deps=[trained_model], kinds={"mlflow"}, group_name="gnn")

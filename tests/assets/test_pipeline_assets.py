@@ -88,7 +88,44 @@ def test_chain_materializes_with_useful_metadata(pipeline):
     assert checkpoints and all(name.startswith("epoch-") for name in checkpoints)
     assert result.run_id in str(model_meta["checkpoint_dir"])
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {"graph_integrity": True, "partition_balance": True, "model_quality": True}
+    assert checks == {
+        "graph_integrity": True,
+        "partition_balance": True,
+        "replication_plan_valid": True,
+        "placement_plan_valid": True,
+        "model_quality": True,
+    }
+
+
+def test_plans_sit_between_the_partition_and_the_model(pipeline):
+    result, _, resources, root = pipeline
+    part, rep, place = (
+        metadata(result, a) for a in ("graph_partition", "replication_plan", "placement_plan")
+    )
+    graph_path = metadata(result, "graph")["path"]
+    assert rep["partition_path"] == part["path"] and rep["graph_path"] == graph_path
+    assert place["replication_path"] == rep["path"] and place["graph_path"] == graph_path
+    # Defaults: 1% of 1500 nodes replicated; 4 devices caching 10% of the nodes each.
+    assert rep["replicated_nodes"] == 15 and rep["memory_increase"] > 0
+    assert (place["devices"], place["cache_nodes"]) == (4, 150)
+    for meta in (rep, place):
+        assert Path(str(meta["path"])).name.endswith(meta["stage_key"])
+        assert str(meta["path"]).startswith(str(root / "plans"))
+    assert "data:image/png;base64," in rep["memory_chart"]
+    assert "data:image/png;base64," in place["read_share_chart"]
+    model = metadata(result, "trained_model")
+    assert model["placement_plan"] == place["path"]
+    assert model["replication_plan"] == rep["path"]
+    client = MlflowClient(resources["mlflow"].resolved_tracking_uri())
+    run = client.get_run(model["mlflow_run_id"])
+    assert run.data.params["placement_plan"] == place["path"]
+    assert run.data.params["replication_plan"] == rep["path"]
+    assert run.data.metrics["feature_reads_local"] > 0
+    plan_runs = {
+        client.get_run(str(m["mlflow_run"]).rsplit("/", 1)[-1]).data.tags["task"]
+        for m in (rep, place)
+    }
+    assert plan_runs == {"replication", "placement"}
 
 
 def test_mlflow_run_is_tagged_with_the_dagster_run(pipeline):

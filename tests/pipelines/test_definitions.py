@@ -27,6 +27,8 @@ def test_definitions_load_with_expected_names():
         "raw_dataset",
         "graph",
         "graph_partition",
+        "replication_plan",
+        "placement_plan",
         "trained_model",
         "production_model",
         "partition_report",
@@ -44,6 +46,18 @@ def test_definitions_load_with_expected_names():
         for key in defs.resolve_asset_graph().asset_check_keys
     }
     assert ("graph", "graph_integrity") in checks
+    assert ("replication_plan", "replication_plan_valid") in checks
+    # The chain the UI shows: ingest -> partition -> replication -> placement -> model.
+    asset_graph = defs.resolve_asset_graph()
+
+    def parents(name: str) -> set[str]:
+        return {k.to_user_string() for k in asset_graph.get(dg.AssetKey(name)).parent_keys}
+
+    assert parents("replication_plan") == {"graph_partition"}
+    assert parents("placement_plan") == {"replication_plan"}
+    assert parents("trained_model") == {"graph", "placement_plan"}
+    assert parents("graph_partition") == {"graph"}
+    assert ("placement_plan", "placement_plan_valid") in checks
     assert ("trained_model", "model_quality") in checks
     assert {(f"partition_{m}", "partition_balance") for m in methods} <= checks
     assert ("graph_partition", "partition_balance") in checks
