@@ -85,3 +85,29 @@ def test_cli_trains_with_a_placement_and_logs_tier_counts(planned, tmp_path):
     assert run.data.params["placement_plan"] == str(plan_dir)
     history = client.get_metric_history(run.info.run_id, "feature_reads_local")
     assert [m.step for m in history] == [1, 2] and all(m.value > 0 for m in history)
+
+
+def test_cora_with_a_placement_gives_the_same_test_accuracy(tmp_path):
+    from conftest import require_dataset
+    from gnncore.io import ingest
+
+    cora = require_dataset("planetoid", "Cora")
+    graph = tmp_path / "cora"
+    ingest(cora, graph, format="planetoid", name="cora")
+    assert main(["plan", "placement", str(graph), str(tmp_path / "plan"), "--devices", "2",
+                 "--cache-nodes", "270", "--no-progress"]) == 0  # fmt: skip
+    runs = {}
+    for name, extra in (("plain", []), ("placed", ["--placement", str(tmp_path / "plan")])):
+        out = tmp_path / f"{name}.json"
+        argv = ["train", str(graph), "--epochs", "5", "--no-progress", "--json", str(out)]
+        assert main([*argv, "--data-root", str(tmp_path / "data"), *extra]) == 0
+        runs[name] = json.loads(out.read_text())
+    assert runs["placed"]["test_accuracy"] == runs["plain"]["test_accuracy"]
+    import mlflow
+
+    client = mlflow.MlflowClient(runs["placed"]["mlflow_tracking_uri"])
+    metrics = client.get_run(runs["placed"]["mlflow_run_id"]).data.metrics
+    reads = [metrics[f"feature_reads_{tier}"] for tier in ("local", "peer", "host")]
+    assert min(reads) > 0
+    plain = client.get_run(runs["plain"]["mlflow_run_id"]).data.metrics
+    assert "feature_reads_local" not in plain
