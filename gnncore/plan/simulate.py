@@ -241,6 +241,7 @@ def simulate_feature_reads(
     batch_size: int,
     epochs: int = 1,
     seed: int = 0,
+    owner: np.ndarray | None = None,
 ) -> FeatureReadCounts:
     """Count the feature reads of data-parallel training with the read sources ``dev_num``.
 
@@ -250,6 +251,12 @@ def simulate_feature_reads(
     sampled ``node`` array is one read on that device, classified by
     ``dev_num[device, node]``: the device itself is local, another device a
     peer read, ``-1`` a host read.
+
+    With ``owner`` (partition-based training, as PaGraph-style systems run
+    it), device ``d`` trains on the training nodes ``v`` with ``owner[v] ==
+    d`` instead: each epoch permutes them with ``default_rng([seed, epoch,
+    d])`` and seeds its batch ``i`` from ``(seed, epoch, d, i)``, the
+    batching of :func:`simulate_neighbor_traffic`.
 
     Args:
         sampler: The sampler training uses (any
@@ -261,10 +268,14 @@ def simulate_feature_reads(
         batch_size: Seeds per mini-batch.
         epochs: Epochs to simulate.
         seed: Seed of the permutations and batch seeds (>= 0).
+        owner: ``int[N]`` device of every node (labels in ``[0, n)``): each
+            device trains on its own training nodes; ``None`` (default):
+            data parallel, batches dealt round-robin.
 
     Raises:
         ValueError: For a ``dev_num`` of the wrong shape or with entries
-            outside ``[-1, n)``, or bad counts / ids.
+            outside ``[-1, n)``, an ``owner`` of the wrong shape or with
+            labels outside ``[0, n)``, or bad counts / ids.
     """
     _check_args(batch_size, epochs, seed)
     num_nodes = sampler.num_nodes
@@ -280,23 +291,34 @@ def simulate_feature_reads(
         raise ValueError(f"dev_num entries must be in [-1, {devices})")
     rows = [np.ascontiguousarray(table[d]) for d in range(devices)]
     train = _train_ids(train_nodes, num_nodes)
+    labels = None if owner is None else _owners(owner, num_nodes, devices)[0]
 
     batches = np.zeros(devices, dtype=np.int64)
     local = np.zeros(devices, dtype=np.int64)
     peer = np.zeros(devices, dtype=np.int64)
     host = np.zeros(devices, dtype=np.int64)
+
+    def count(d: int, seeds: np.ndarray, batch_seed: int) -> None:
+        node = np.asarray(sampler._sample(seeds, batch_seed)[0])
+        source = rows[d][node]
+        here = np.count_nonzero(source == d)
+        off = np.count_nonzero(source < 0)
+        batches[d] += 1
+        local[d] += here
+        host[d] += off
+        peer[d] += len(node) - here - off
+
     for epoch in range(epochs):
-        order = np.random.default_rng([seed, epoch]).permutation(train)
-        for i, seeds in _batches(order, batch_size):
-            d = i % devices
-            node = np.asarray(sampler._sample(seeds, _batch_seed(seed, epoch, i))[0])
-            source = rows[d][node]
-            here = np.count_nonzero(source == d)
-            off = np.count_nonzero(source < 0)
-            batches[d] += 1
-            local[d] += here
-            host[d] += off
-            peer[d] += len(node) - here - off
+        if labels is None:
+            order = np.random.default_rng([seed, epoch]).permutation(train)
+            for i, seeds in _batches(order, batch_size):
+                count(i % devices, seeds, _batch_seed(seed, epoch, i))
+            continue
+        train_owner = labels[train]
+        for d in range(devices):
+            order = np.random.default_rng([seed, epoch, d]).permutation(train[train_owner == d])
+            for i, seeds in _batches(order, batch_size):
+                count(d, seeds, _batch_seed(seed, epoch, d, i))
     return FeatureReadCounts(
         devices=devices,
         epochs=epochs,

@@ -1,0 +1,613 @@
+"""The plans' simulator tables: feature placement against partition layouts, HDR by rate.
+
+Two benchmarks replay the project's sampler (:mod:`gnncore.plan.simulate`)
+and report what the papers report, without several GPUs:
+
+* :func:`bench_placement` -- Song & Jiang: the feature placement
+  (:func:`~gnncore.plan.placement.compute_placement`, topology ``"all"``)
+  against caches laid out by a random and a METIS partition of the same
+  capacity. Read shares (local / peer / host), the largest per-device host
+  reads, the cost model and the preprocessing time (placement with its
+  estimator against METIS), as the paper's loading-time and preprocessing
+  tables.
+* :func:`bench_replication` -- HyDRA: neighbour ids crossing partitions under
+  DSP-style sampling, whole-list memory sharing, HDR and HDR with threshold
+  pruning for a range of replication rates over a METIS partition (with the
+  memory each rate costs), and Table II's whole-list / DSP for range, random
+  and METIS partitions.
+
+Both return a JSON-ready dict with a ``markdown`` entry and, given
+``out_dir``, write ``plans_placement.json`` / ``.md`` (resp.
+``plans_replication.*``) there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnncore.partition.base import PartitionOptions
+from gnncore.partition.metrics import partition_metrics
+from gnncore.partition.run import make_partitioner
+from gnncore.partition.simple import random_assignment, range_assignment
+from gnncore.plan.placement import PlacementSettings, compute_placement
+from gnncore.plan.replication import ReplicationSettings, compute_replication
+from gnncore.plan.simulate import (
+    SCHEMES,
+    FeatureReadCounts,
+    dev_num_from_caches,
+    simulate_feature_reads,
+    simulate_neighbor_traffic,
+)
+from gnncore.sampler import build_sampler
+from gnncore.store import GraphDir
+
+#: The peer-read cost every placement table also reports (NVLink pairs in the paper).
+REFERENCE_ALPHA = 0.2
+#: Layouts of :func:`bench_placement`, in table order (``metis`` rows only with METIS;
+#: the ``own cache`` rows read no peer's cache, as PaGraph-style systems run).
+LAYOUTS = (
+    "placement",
+    "random",
+    "metis",
+    "random, own cache only",
+    "metis, own cache only",
+)
+#: Partitions of HyDRA's Table II, in table order.
+TABLE2_PARTITIONS = ("range", "random", "metis")
+
+
+def machine_info() -> dict[str, Any]:
+    """Platform, CPU counts, memory, load and thread settings of this run."""
+    memory_mib = None
+    try:
+        with open("/proc/meminfo") as fh:
+            memory_mib = int(fh.readline().split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)),
+        "memory_mib": memory_mib,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "load_average_1min": os.getloadavg()[0],
+    }
+
+
+def _graph_info(graph: GraphDir) -> dict[str, Any]:
+    m = graph.manifest
+    return {
+        "path": str(graph.path),
+        "name": m.name,
+        "num_nodes": m.num_nodes,
+        "num_edges": m.num_edges,
+        "num_undirected_edges": m.num_undirected_edges,
+        "directed": m.directed,
+    }
+
+
+def _train_nodes(graph: GraphDir, which: str) -> tuple[np.ndarray, str]:
+    """``(ids, description)`` of the training nodes: ``"auto"`` takes the train
+    split when the graph has one, else every node."""
+    if which not in ("auto", "split", "all"):
+        raise ValueError(f"train_nodes must be 'auto', 'split' or 'all', got {which!r}")
+    has_split = graph.has("train_idx")
+    if which == "split" and not has_split:
+        raise ValueError(f"train_nodes='split' but {graph.path} has no train split")
+    if which == "split" or (which == "auto" and has_split):
+        return np.unique(np.asarray(graph.split("train"), dtype=np.int64)), "train split"
+    reason = "requested" if which == "all" else "the graph has no train split"
+    return np.arange(graph.num_nodes, dtype=np.int64), f"all nodes ({reason})"
+
+
+def _adjacency(graph: GraphDir) -> tuple[np.ndarray, np.ndarray]:
+    indptr = np.ascontiguousarray(graph.indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(graph.indices)
+    if indices.dtype not in (np.int32, np.int64):
+        indices = indices.astype(np.int64)
+    return indptr, indices
+
+
+def _timed_metis(graph: GraphDir, parts: int, seed: int) -> tuple[np.ndarray, float]:
+    """METIS k-way labels (``make_partitioner("metis")``) and the seconds ``assign`` took."""
+    partitioner = make_partitioner("metis")
+    started = time.perf_counter()
+    labels = partitioner.assign(graph, PartitionOptions(parts=parts, seed=seed))
+    seconds = time.perf_counter() - started
+    return np.asarray(labels, dtype=np.int64), seconds
+
+
+def part_caches(labels: np.ndarray, parts: int, access: np.ndarray, slots: int) -> list[np.ndarray]:
+    """Each part's ``slots`` nodes of highest ``access`` (ties: smaller id): the cache
+    a partition-based system gives the device training that part."""
+    order = np.argsort(-np.asarray(access, dtype=np.float64), kind="stable")
+    ranked_labels = labels[order]
+    return [order[ranked_labels == d][:slots].astype(np.int64) for d in range(parts)]
+
+
+def _write(out_dir: str | os.PathLike[str] | None, stem: str, result: dict[str, Any]) -> None:
+    if out_dir is None:
+        return
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    body = {k: v for k, v in result.items() if k != "markdown"}
+    (out / f"{stem}.json").write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+    (out / f"{stem}.md").write_text(result["markdown"])
+
+
+def _seconds(value: float) -> str:
+    """Seconds to three significant digits (milliseconds stay readable)."""
+    return f"{value:.3g}" if value < 100 else f"{value:.0f}"
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den else math.inf if num else math.nan
+
+
+# Feature placement -----------------------------------------------------------
+
+
+def _layout_row(
+    name: str, counts: FeatureReadCounts, alpha: float, caches: Sequence[np.ndarray]
+) -> dict[str, Any]:
+    totals = counts.totals
+    shares = counts.shares
+    return {
+        "layout": name,
+        **totals,
+        "local_share": shares["local"],
+        "peer_share": shares["peer"],
+        "host_share": shares["host"],
+        "host_max_device": int(counts.host.max()),
+        "batches_per_device": counts.batches.tolist(),
+        "host_per_device": counts.host.tolist(),
+        "cached_per_device": [int(len(c)) for c in caches],
+        "distinct_cached_nodes": int(len(np.unique(np.concatenate(list(caches))))),
+        "cost_reference_alpha": counts.cost(REFERENCE_ALPHA),
+        "cost_alpha": counts.cost(alpha),
+    }
+
+
+def placement_markdown(result: dict[str, Any]) -> str:
+    """The tables of :func:`bench_placement`."""
+    g, s = result["graph"], result["settings"]
+    alpha = s["alpha"]
+    rows = result["layouts"]
+    base = next(r for r in rows if r["layout"] == "placement")
+    lines = [
+        f"Feature placement against partition layouts: {g['name']} ({g['num_nodes']:,} nodes, "
+        f"{g['num_edges']:,} stored edges, {g['num_undirected_edges']:,} undirected), "
+        f"{s['devices']} devices caching {s['cache_nodes']:,} nodes each "
+        f"({s['cache_fraction']:g} of the nodes), all peer-connected; training nodes: "
+        f"{result['train_nodes']} ({result['num_train']:,}); {s['sampler']} sampler, fanouts "
+        f"{','.join(map(str, s['fanouts']))}, batch {s['batch_size']}, {s['epochs']} epoch(s), "
+        f"seed {s['seed']}; estimator {s['estimator']}, alpha {alpha:g}. The placement "
+        "trains data parallel; a partition layout's device d caches the nodes of part d "
+        "with the highest estimated access (the placement's estimate) and trains on part "
+        "d's training nodes; 'own cache only' rows read no peer's cache.",
+        "",
+        f"| layout | local | peer | host | local % | peer % | host % | max host / device "
+        f"| cost α={REFERENCE_ALPHA:g} | cost α={alpha:g} | host / placement's |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['layout']} | {r['local']:,} | {r['peer']:,} | {r['host']:,} "
+            f"| {100 * r['local_share']:.2f} | {100 * r['peer_share']:.2f} "
+            f"| {100 * r['host_share']:.2f} | {r['host_max_device']:,} "
+            f"| {r['cost_reference_alpha']:,.0f} | {r['cost_alpha']:,.0f} "
+            f"| {_ratio(r['host'], base['host']):.3f} |"
+        )
+    t = result["times"]
+    lines += [
+        "",
+        "| preprocessing | seconds |",
+        "|---|---:|",
+        f"| placement (estimator + placement + lookups), median of {len(t['placement_runs'])} "
+        f"| {_seconds(t['placement_seconds'])} |",
+        f"| … of which the estimator | {_seconds(t['estimator_seconds'])} |",
+        f"| random partition | {_seconds(t['random_seconds'])} |",
+    ]
+    if t.get("metis_seconds") is not None:
+        lines.append(f"| METIS partition (one run) | {_seconds(t['metis_seconds'])} |")
+    r = result["ratios"]
+    summary = [
+        f"host({name}) / host(placement) = {r[f'host_{name}_over_placement']:.3f} "
+        f"(host share: {r[f'host_share_{name}_over_placement']:.3f})"
+        for name in ("random", "metis")
+        if r.get(f"host_{name}_over_placement") is not None
+    ]
+    if r.get("metis_over_placement_seconds") is not None:
+        summary.append(
+            f"METIS seconds / placement seconds = {r['metis_over_placement_seconds']:.1f}"
+        )
+    lines += ["", "; ".join(summary) + ".", ""]
+    return "\n".join(lines)
+
+
+def bench_placement(
+    graph_dir: str | os.PathLike[str],
+    devices: int = 4,
+    cache_fraction: float = 0.1,
+    fanouts: Sequence[int] = (10, 5),
+    batch_size: int = 1024,
+    epochs: int = 1,
+    seed: int = 0,
+    sampler: str = "dense",
+    alpha: float = 0.0,
+    estimator: str = "spmv",
+    metis: bool = True,
+    repeats: int = 3,
+    own_cache_rows: bool = True,
+    out_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Simulated feature reads of the placement against random and METIS partition layouts.
+
+    Training nodes: the graph's train split, else every node. Each device
+    caches ``B = round(cache_fraction · N)`` nodes:
+
+    * ``placement`` -- :func:`~gnncore.plan.placement.compute_placement`
+      (topology ``"all"``, ``alpha``, ``layers = len(fanouts)``, the
+      ``estimator``); training is data parallel (batches round-robin).
+      Timed ``repeats`` times (estimator included), the median reported.
+    * ``random`` / ``metis`` -- a random / METIS (``make_partitioner("metis")``,
+      ``assign`` timed once) partition into ``devices`` parts; device ``d``
+      caches the ``B`` nodes of part ``d`` with the highest access estimate
+      (the placement's own ``access``, so the ranking is not worse) and trains
+      on part ``d``'s training nodes.
+
+    Every device reads every other's cache. The three layouts replay the same
+    sampler with the same ``seed`` (:func:`simulate_feature_reads`); the
+    ``presample`` estimator samples with ``seed + 1``, so it never counts the
+    simulated batches themselves. With ``own_cache_rows`` the partition
+    layouts are replayed once more with no peer reads (each device reads only
+    its own cache, as PaGraph-style partition caches do): rows ``"random, own
+    cache only"`` and ``"metis, own cache only"``.
+
+    Ratios: ``host_<layout>_over_placement`` (host reads),
+    ``host_share_<layout>_over_placement`` (host share of all reads) and
+    ``metis_over_placement_seconds``.
+
+    Raises:
+        ValueError: For bad counts, fractions or names.
+    """
+    if devices < 1:
+        raise ValueError(f"devices must be >= 1, got {devices}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if not 0.0 <= cache_fraction <= 1.0:
+        raise ValueError(f"cache_fraction must be in [0, 1], got {cache_fraction}")
+    fanouts = tuple(int(f) for f in fanouts)
+    graph = GraphDir.open(graph_dir)
+    num_nodes = graph.num_nodes
+    if devices > max(num_nodes, 1):
+        raise ValueError(f"cannot split {num_nodes} nodes over {devices} devices")
+    indptr, indices = _adjacency(graph)
+    train, train_text = _train_nodes(graph, "auto")
+    slots = int(round(cache_fraction * num_nodes))
+    settings = PlacementSettings(
+        devices=devices,
+        cache_nodes=slots,
+        alpha=alpha,
+        topology="all",
+        layers=len(fanouts),
+        estimator=estimator,  # type: ignore[arg-type]
+        train_nodes="split" if train_text == "train split" else "all",
+        fanouts=fanouts,
+        batch_size=batch_size,
+        # presample's batches must not be the simulated ones (it would count the very
+        # reads it is scored on): it samples with the next seed
+        seed=seed + 1,
+    )
+    settings.validate()
+    load_before = os.getloadavg()[0]
+    runs = []
+    placement = None
+    for _ in range(repeats):
+        placement = compute_placement(indptr, indices, train, settings, slots)
+        runs.append(
+            {
+                "seconds": placement.seconds,
+                "estimator_seconds": placement.estimator_seconds,
+                "placement_seconds": placement.placement_seconds,
+            }
+        )
+    assert placement is not None
+    access = placement.access
+
+    started = time.perf_counter()
+    random_labels = random_assignment(num_nodes, devices, seed)
+    random_seconds = time.perf_counter() - started
+    partitions = {"random": random_labels}
+    metis_seconds = None
+    if metis:
+        partitions["metis"], metis_seconds = _timed_metis(graph, devices, seed)
+
+    node_sampler = build_sampler(sampler, (indptr, indices), list(fanouts), seed=seed)
+    sim: dict[str, Any] = {"batch_size": batch_size, "epochs": epochs, "seed": seed}
+    layouts = [
+        _layout_row(
+            "placement",
+            simulate_feature_reads(node_sampler, train, placement.dev_num, **sim),
+            alpha,
+            list(placement.caches),
+        )
+    ]
+    partition_info: dict[str, Any] = {}
+    own_rows = []
+    alone = [[d] for d in range(devices)]
+    for name, labels in partitions.items():
+        caches = part_caches(labels, devices, access, slots)
+        dev_num = dev_num_from_caches(caches, num_nodes)
+        counts = simulate_feature_reads(node_sampler, train, dev_num, owner=labels, **sim)
+        layouts.append(_layout_row(name, counts, alpha, caches))
+        if own_cache_rows:
+            dev_num = dev_num_from_caches(caches, num_nodes, alone)
+            counts = simulate_feature_reads(node_sampler, train, dev_num, owner=labels, **sim)
+            own_rows.append(_layout_row(f"{name}, own cache only", counts, alpha, caches))
+        metrics = partition_metrics(graph, labels, devices)
+        partition_info[name] = {
+            "edge_cut_fraction": metrics.edge_cut_fraction,
+            "max_part_ratio": metrics.max_part_ratio,
+            "part_sizes": metrics.part_sizes,
+            "train_per_part": np.bincount(labels[train], minlength=devices).tolist(),
+        }
+    layouts += own_rows
+    placement_seconds = statistics.median(r["seconds"] for r in runs)
+    host = {r["layout"]: r["host"] for r in layouts}
+    share = {r["layout"]: r["host_share"] for r in layouts}
+    ratios: dict[str, Any] = {
+        "metis_over_placement_seconds": (
+            _ratio(metis_seconds, placement_seconds) if metis_seconds is not None else None
+        ),
+    }
+    for name in ("random", "metis"):
+        for suffix, key in (("", name), ("_own_cache", f"{name}, own cache only")):
+            ratios[f"host_{name}{suffix}_over_placement"] = (
+                _ratio(host[key], host["placement"]) if key in host else None
+            )
+            ratios[f"host_share_{name}{suffix}_over_placement"] = (
+                _ratio(share[key], share["placement"]) if key in share else None
+            )
+    result: dict[str, Any] = {
+        "benchmark": "plans_placement",
+        "graph": _graph_info(graph),
+        "train_nodes": train_text,
+        "num_train": int(len(train)),
+        "settings": {
+            "devices": devices,
+            "cache_fraction": cache_fraction,
+            "cache_nodes": slots,
+            "fanouts": list(fanouts),
+            "batch_size": batch_size,
+            "epochs": epochs,
+            "seed": seed,
+            "sampler": sampler,
+            "alpha": float(alpha),
+            "reference_alpha": REFERENCE_ALPHA,
+            "estimator": estimator,
+            "topology": "all",
+            "metis": metis,
+            "repeats": repeats,
+            "estimator_seed": seed + 1,
+        },
+        "layouts": layouts,
+        "partitions": partition_info,
+        "placement_metrics": {
+            k: v
+            for k, v in placement.metrics().items()
+            if k in ("cache_nodes", "distinct_cached_nodes", "predicted_cost_max")
+        },
+        "times": {
+            "placement_runs": runs,
+            "placement_seconds": placement_seconds,
+            "estimator_seconds": statistics.median(r["estimator_seconds"] for r in runs),
+            "random_seconds": random_seconds,
+            "metis_seconds": metis_seconds,
+        },
+        "ratios": ratios,
+        "machine": {**machine_info(), "load_average_1min_before": load_before},
+    }
+    result["markdown"] = placement_markdown(result)
+    _write(out_dir, "plans_placement", result)
+    return result
+
+
+# HDR replication --------------------------------------------------------------
+
+
+def replication_markdown(result: dict[str, Any]) -> str:
+    """The two tables of :func:`bench_replication`."""
+    g, s = result["graph"], result["settings"]
+    lines = [
+        f"HDR over a METIS partition: {g['name']} ({g['num_nodes']:,} nodes, "
+        f"{g['num_edges']:,} stored edges), p = {s['parts']}; training nodes: "
+        f"{result['train_nodes']} ({result['num_train']:,}); {s['sampler']} sampler over the "
+        f"{s['direction']!r} adjacency, fanouts {','.join(map(str, s['fanouts']))}, batch "
+        f"{s['batch_size']}, {s['epochs']} epoch(s), seed {s['seed']}; pruning θ per hop "
+        f"{result['thetas']}.",
+        "",
+        "Cross-partition neighbour ids by replication rate (totals; / DSP in brackets):",
+        "",
+        "| p_r | replicated nodes | memory increase | DSP | whole list | HDR | HDR + pruning |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["rates"]:
+        t, n = r["totals"], r["normalised"]
+        cells = " | ".join(f"{t[k]:,} ({n[k]:.3f})" for k in SCHEMES)
+        lines.append(
+            f"| {100 * r['rate']:g}% | {r['replicated_nodes']:,} "
+            f"| {100 * r['memory_increase']:.2f}% | {cells} |"
+        )
+    lines += [
+        "",
+        "HyDRA Table II's shape, p_r = 0 (whole-list memory sharing / DSP):",
+        "",
+        "| partition | edge cut % | DSP ids | whole-list ids | whole list / DSP |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in result["table2"]:
+        lines.append(
+            f"| {r['partition']} | {100 * r['edge_cut_fraction']:.2f} | {r['dsp']:,} "
+            f"| {r['whole_list']:,} | {r['whole_list_over_dsp']:.3f} |"
+        )
+    lines += ["", f"METIS took {_seconds(result['times']['metis_seconds'])} s.", ""]
+    return "\n".join(lines)
+
+
+def bench_replication(
+    graph_dir: str | os.PathLike[str],
+    parts: int = 4,
+    rates: Sequence[float] = (0.0, 0.001, 0.01, 0.05),
+    fanouts: Sequence[int] = (25, 10),
+    batch_size: int = 1024,
+    epochs: int = 1,
+    seed: int = 0,
+    sampler: str = "dense",
+    train_nodes: str = "auto",
+    direction: str = "in",
+    out_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Neighbour ids crossing partitions under DSP / whole list / HDR / HDR + pruning.
+
+    A METIS partition (``make_partitioner("metis")``) into ``parts``; for each
+    rate the HDR plan keeping METIS's labels
+    (:func:`~gnncore.plan.replication.compute_replication`) and
+    :func:`simulate_neighbor_traffic` with its replicated set and θ per hop
+    from :meth:`~gnncore.plan.replication.Replication.prune_threshold`. Then
+    HyDRA's Table II: whole-list / DSP at rate 0 for range, random and METIS
+    partitions. Every run replays the same sampler and ``seed``; the batches
+    depend on the partition only, so they are the same for every rate.
+
+    Args:
+        train_nodes: ``"auto"`` (the train split, else every node),
+            ``"split"`` or ``"all"``.
+        direction: The adjacency the sampler reads: ``"in"`` (the graph
+            directory's rows, what the plans store and training samples) or
+            ``"both"`` (in- and out-neighbours, each once; θ and the memory
+            increase then use this adjacency's lists).
+
+    Raises:
+        ValueError: For bad counts, rates or names.
+    """
+    if parts < 1:
+        raise ValueError(f"parts must be >= 1, got {parts}")
+    rates = [float(r) for r in rates]
+    if not rates or any(not 0.0 <= r <= 1.0 for r in rates):
+        raise ValueError(f"rates must be a non-empty list in [0, 1], got {rates}")
+    if direction not in ("in", "both"):
+        raise ValueError(f"direction must be 'in' or 'both', got {direction!r}")
+    fanouts = tuple(int(f) for f in fanouts)
+    graph = GraphDir.open(graph_dir)
+    num_nodes = graph.num_nodes
+    if parts > max(num_nodes, 1):
+        raise ValueError(f"cannot split {num_nodes} nodes into {parts} parts")
+    indptr, indices = _adjacency(graph)
+    train, train_text = _train_nodes(graph, train_nodes)
+    node_sampler = build_sampler(
+        sampler, (indptr, indices), list(fanouts), seed=seed, direction=direction
+    )
+    sim: dict[str, Any] = {"batch_size": batch_size, "epochs": epochs, "seed": seed, "parts": parts}
+
+    metis_labels, metis_seconds = _timed_metis(graph, parts, seed)
+    rows = []
+    thetas: list[int | None] = []
+    by_rate: dict[float, dict[str, Any]] = {}
+    for rate in rates:
+        plan = compute_replication(graph, metis_labels, parts, ReplicationSettings(rate=rate))
+        theta = [plan.prune_threshold(f) for f in fanouts] if direction == "in" else None
+        traffic = simulate_neighbor_traffic(
+            node_sampler,
+            train,
+            plan.owner,
+            replicated=plan.replicated,
+            theta=theta,
+            **sim,
+        )
+        thetas = list(traffic.thetas)
+        row = {
+            "rate": rate,
+            "replicated_nodes": int(len(plan.replicated)),
+            "memory_increase": traffic.memory_increase,
+            "plan_memory_increase": plan.memory_increase,
+            "totals": traffic.totals,
+            "normalised": traffic.normalised(),
+            "per_hop": {name: getattr(traffic, name).sum(axis=0).tolist() for name in SCHEMES},
+        }
+        rows.append(row)
+        by_rate[rate] = row
+
+    labels = {
+        "range": range_assignment(num_nodes, parts),
+        "random": random_assignment(num_nodes, parts, seed),
+        "metis": metis_labels,
+    }
+    table2 = []
+    for name in TABLE2_PARTITIONS:
+        if name == "metis" and 0.0 in by_rate:
+            totals = by_rate[0.0]["totals"]
+        else:
+            totals = simulate_neighbor_traffic(node_sampler, train, labels[name], **sim).totals
+        table2.append(
+            {
+                "partition": name,
+                "edge_cut_fraction": partition_metrics(
+                    graph, labels[name], parts
+                ).edge_cut_fraction,
+                "dsp": totals["dsp"],
+                "whole_list": totals["whole_list"],
+                "whole_list_over_dsp": _ratio(totals["whole_list"], totals["dsp"]),
+                "remote_nodes": totals["remote_nodes"],
+                "frontier_nodes": totals["frontier_nodes"],
+            }
+        )
+    result: dict[str, Any] = {
+        "benchmark": "plans_replication",
+        "graph": _graph_info(graph),
+        "train_nodes": train_text,
+        "num_train": int(len(train)),
+        "settings": {
+            "parts": parts,
+            "rates": rates,
+            "fanouts": list(fanouts),
+            "batch_size": batch_size,
+            "epochs": epochs,
+            "seed": seed,
+            "sampler": sampler,
+            "direction": direction,
+            "partition": "metis",
+        },
+        "thetas": thetas,
+        "rates": rows,
+        "table2": table2,
+        "times": {"metis_seconds": metis_seconds},
+        "machine": machine_info(),
+    }
+    result["markdown"] = replication_markdown(result)
+    _write(out_dir, "plans_replication", result)
+    return result
+
+
+__all__ = [
+    "LAYOUTS",
+    "REFERENCE_ALPHA",
+    "bench_placement",
+    "bench_replication",
+    "machine_info",
+    "part_caches",
+    "placement_markdown",
+    "replication_markdown",
+]
