@@ -7,6 +7,7 @@ namespace gnncore::bind {
 void bind_graph(nb::module_& m);
 void bind_sampler(nb::module_& m);
 void bind_dense(nb::module_& m);
+void bind_biased(nb::module_& m);
 void bind_synth(nb::module_& m);
 void bind_grem(nb::module_& m);
 void bind_vertex_stream(nb::module_& m);
@@ -20,6 +21,7 @@ NB_MODULE(_C, m) {
   gnncore::bind::bind_graph(m);
   gnncore::bind::bind_sampler(m);
   gnncore::bind::bind_dense(m);
+  gnncore::bind::bind_biased(m);
   gnncore::bind::bind_synth(m);
   gnncore::bind::bind_vertex_stream(m);
   gnncore::bind::bind_bytegnn(m);

@@ -11,3 +11,23 @@ from gnncore.sampler.factory import SAMPLER_MODES, build_sampler  # noqa: E402
 from gnncore.sampler.per_layer import PerLayerSampler  # noqa: E402
 
 __all__ += ["DenseSampler", "PerLayerSampler", "SAMPLER_MODES", "build_sampler"]
+
+from gnncore.sampler.biased import (  # noqa: E402
+    BiasedDenseSampler,
+    LocalityAwareSampler,
+    PrunedSampler,
+    ScaleController,
+    boost_path_counts,
+    boost_sets,
+    edge_weight_of,
+)
+
+__all__ += [
+    "BiasedDenseSampler",
+    "LocalityAwareSampler",
+    "PrunedSampler",
+    "ScaleController",
+    "boost_path_counts",
+    "boost_sets",
+    "edge_weight_of",
+]
