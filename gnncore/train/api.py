@@ -160,6 +160,8 @@ def train_graph_dir(
         ),
     )
 
+    sampler, adapters = _locality_aware(graph, config, plans)
+
     def run(logger: Any) -> NodeTrainResult:
         return train_node_classifier(
             feature_store,
@@ -175,6 +177,8 @@ def train_graph_dir(
             checkpoints=checkpoints,
             resume=resume,
             on_epoch_end=on_epoch_end,
+            sampler=sampler,
+            epoch_adapters=adapters,
         )
 
     if tracking is None:
@@ -201,6 +205,32 @@ def train_graph_dir(
             logger, result, training_curves(result), example_input(feature_store, m.num_features)
         )
     return result
+
+
+def _locality_aware(
+    graph: GraphDir, config: NodeTrainConfig, plans: dict[str, tuple[Any, dict[str, Any]]]
+) -> tuple[Any | None, list[Any]]:
+    """The training sampler and epoch adapters of locality-aware sampling, when
+    ``config.locality_aware`` (else ``(None, [])``: the default sampler)."""
+    if not config.locality_aware:
+        return None, []
+    if "placement" not in plans:
+        raise ConfigError("locality_aware needs a placement plan (placement=...)")
+    from gnncore.plan.las import LasScaleAdapter, locality_aware_sampler
+    from gnncore.sampler.biased import ScaleController
+
+    sampler = locality_aware_sampler(
+        np.asarray(graph.indptr),
+        np.asarray(graph.indices),
+        plans["placement"][0],
+        config.fanouts,
+        seed=config.seed,
+        set_size=config.las_set_size,
+    )
+    if config.las_fixed_scale:
+        sampler.set_scale(config.las_fixed_scale)
+        return sampler, []
+    return sampler, [LasScaleAdapter(sampler, ScaleController(maxs=config.las_max_scale))]
 
 
 def _open_plans(

@@ -20,7 +20,7 @@ Training modes differ in their source, not in the loop:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,7 +32,12 @@ from gnncore.train.core.prefetch import Prefetcher
 
 @runtime_checkable
 class BatchSource(Protocol):
-    """What the epoch driver needs from a source of training batches."""
+    """What the epoch driver needs from a source of training batches.
+
+    Optionally, a source may define ``adapt(epoch, throughput) -> dict``: called
+    after each epoch with its throughput figures, it changes what the next epoch
+    draws (e.g. a sampling scale) and returns figures to log with the epoch.
+    """
 
     #: Serves the node features (and labels) the batches are joined from.
     feature_store: FeatureStore
@@ -75,6 +80,9 @@ class LoaderBatchSource:
         device: Where batches are used (CUDA: pinned, copied on a side stream).
         prefetch_workers, prefetch_depth: See
             :class:`~gnncore.train.core.prefetch.Prefetcher`.
+        adapters: Objects with ``adapt(epoch, throughput) -> dict`` run after
+            each epoch (e.g. :class:`~gnncore.plan.las.LasScaleAdapter`); their
+            ``state_dict`` goes into checkpoints with the samplers'.
     """
 
     def __init__(
@@ -86,8 +94,10 @@ class LoaderBatchSource:
         device: torch.device,
         prefetch_workers: int = 1,
         prefetch_depth: int = 4,
+        adapters: Sequence[Any] = (),
     ) -> None:
         self.loader = loader
+        self.adapters = list(adapters)
         self.feature_store = feature_store
         self.generator = generator
         self.samplers = dict(samplers)
@@ -106,4 +116,11 @@ class LoaderBatchSource:
         """Nothing to release."""
 
     def random_state(self) -> tuple[torch.Generator, dict[str, Any]]:
-        return self.generator, self.samplers
+        adapters = {f"adapter{i}": a for i, a in enumerate(self.adapters)}
+        return self.generator, {**self.samplers, **adapters}
+
+    def adapt(self, epoch: int, throughput: dict[str, float]) -> dict[str, float]:
+        figures: dict[str, float] = {}
+        for adapter in self.adapters:
+            figures.update(adapter.adapt(epoch, throughput))
+        return figures

@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import Any, Literal, Protocol
 
 import torch
-from torch_geometric.nn import MLP
+from torch import Tensor
+from torch_geometric.nn import MLP, MessagePassing, SAGEConv
 from torch_geometric.nn.models import GAT, GCN, GIN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
@@ -67,6 +68,53 @@ class EdgeFreeMLP(torch.nn.Module):
         return self.mlp(x)
 
 
+class WeightedSAGEConv(SAGEConv):
+    """:class:`~torch_geometric.nn.SAGEConv` whose messages may carry a weight
+    per edge: it aggregates ``c_j · x_j`` (mean: ``(1/k) Σ c_j x_j`` over the
+    ``k`` sampled neighbours). Without ``edge_weight`` it is ``SAGEConv``.
+
+    Locality-aware sampling (:class:`~gnncore.sampler.LocalityAwareSampler`)
+    weights each sampled edge by ``c_j = q_j / q_new_j`` so the mean stays the
+    estimate of the plain sampler (Song & Jiang, §4).
+    """
+
+    # PyG compiles ``propagate`` per class from the message signature; start from
+    # the generic one, not SAGEConv's compiled copy (which knows no edge_weight).
+    propagate = MessagePassing.propagate
+
+    def forward(
+        self,
+        x: Tensor | tuple[Tensor, Tensor | None],
+        edge_index: Tensor,
+        edge_weight: Tensor | None = None,
+        size: tuple[int, int] | None = None,
+    ) -> Tensor:
+        pair = (x, x) if isinstance(x, Tensor) else x
+        if self.project and hasattr(self, "lin"):
+            pair = (self.lin(pair[0]).relu(), pair[1])
+        # propagate_type: (x: OptPairTensor, edge_weight: OptTensor)
+        out = self.lin_l(self.propagate(edge_index, x=pair, edge_weight=edge_weight, size=size))
+        if self.root_weight and pair[1] is not None:
+            out = out + self.lin_r(pair[1])
+        if self.normalize:
+            out = torch.nn.functional.normalize(out, p=2.0, dim=-1)
+        return out
+
+    def message(self, x_j: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        return x_j if edge_weight is None else edge_weight.view(-1, 1).to(x_j.dtype) * x_j
+
+
+class WeightedGraphSAGE(GraphSAGE):
+    """:class:`~torch_geometric.nn.models.GraphSAGE` over :class:`WeightedSAGEConv`:
+    ``forward(..., edge_weight=...)`` weights the messages; without weights it
+    computes exactly what GraphSAGE does (same parameters, same order)."""
+
+    supports_edge_weight = True
+
+    def init_conv(self, in_channels: Any, out_channels: int, **kwargs: Any) -> SAGEConv:
+        return WeightedSAGEConv(in_channels, out_channels, **kwargs)
+
+
 def _no_heads(name: str, heads: int) -> None:
     if heads != 1:
         raise ValueError(f"{name} has no attention heads; got heads={heads}")
@@ -81,9 +129,10 @@ def build_sage(
     *,
     heads: int = 1,
 ) -> BasicGNN:
-    """GraphSAGE with mean aggregation and ReLU (Hamilton et al., 2017)."""
+    """GraphSAGE with mean aggregation and ReLU (Hamilton et al., 2017); takes
+    optional per-edge message weights (:class:`WeightedGraphSAGE`)."""
     _no_heads("GraphSAGE", heads)
-    return GraphSAGE(
+    return WeightedGraphSAGE(
         in_channels, hidden, num_layers, out_channels=out_channels, dropout=dropout, aggr="mean"
     )
 
@@ -194,6 +243,12 @@ def supports_trimming(model: torch.nn.Module) -> bool:
     models without message passing.
     """
     return isinstance(model, BasicGNN) and not isinstance(model, GCN)
+
+
+def takes_edge_weight(model: torch.nn.Module) -> bool:
+    """Whether ``model`` uses per-edge weights (``forward(..., edge_weight=...)``):
+    GraphSAGE (weighted messages) and GCN (weighted normalisation)."""
+    return isinstance(model, BasicGNN) and bool(model.supports_edge_weight)
 
 
 def uses_edges(model: torch.nn.Module) -> bool:

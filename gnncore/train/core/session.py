@@ -193,7 +193,8 @@ class TrainingSession:
         Each epoch: ``source.start_epoch``, ``step`` on every batch of the
         source (:func:`~gnncore.train.core.steps.train_epoch`),
         ``source.end_epoch`` (the feature store's per-tier read counts, when it
-        keeps them, join the epoch's throughput figures), then
+        keeps them, join the epoch's throughput figures, and so do those of
+        ``source.adapt(epoch, throughput)`` when the source adapts), then
         ``validate() -> metrics`` (its wall time added as ``eval_s``), then
         ``state.record`` and :meth:`end_epoch`.
         ``describe(loss, metrics, state)`` labels the epoch bar.
@@ -225,6 +226,9 @@ class TrainingSession:
                 )
                 self.source.end_epoch(epoch)
                 throughput.update(self._take_store_counts())
+                adapt = getattr(self.source, "adapt", None)
+                if callable(adapt):
+                    throughput.update(adapt(epoch, dict(throughput)))
             eval_started = time.perf_counter()
             metrics = validate()
             throughput["eval_s"] = time.perf_counter() - eval_started

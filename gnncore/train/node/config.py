@@ -104,6 +104,24 @@ class NodeTrainConfig(SharedTrainOptions):
         False, "Divide each feature row by its sum (bag-of-words features), per mini-batch."
     )
     eval_batch_size: int = option(1024, "Seed nodes per evaluation mini-batch.", resumable=True)
+    locality_aware: bool = option(
+        False,
+        "Locality-aware sampling (Song & Jiang): with a placement plan, sample the nodes "
+        "the device can read from GPU caches s times likelier, s adapted per epoch from the "
+        "data-loading share (Algorithm 2), edges weighted so the mean stays unbiased. "
+        "Needs a placement and the dense sampler; models sage or gcn.",
+    )
+    las_max_scale: float = option(8.0, "Locality-aware sampling: the largest scale s (MAXS).")
+    las_fixed_scale: float = option(
+        0.0,
+        "Locality-aware sampling: 0 adapts s per epoch (Algorithm 2); a value >= 1 samples "
+        "with that s throughout.",
+    )
+    las_set_size: int = option(
+        0,
+        "Locality-aware sampling: nodes boosted at each inner hop (|Q'_l|); 0 takes the "
+        "number of cached nodes the device reads.",
+    )
 
     MODEL_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = MODEL_DEFAULTS
     TASK: ClassVar[str] = "node"
@@ -122,6 +140,17 @@ class NodeTrainConfig(SharedTrainOptions):
             raise bad("fanouts", "needs one fan-out per layer (at least one)")
         if not self.weight_decay >= 0:
             raise bad("weight_decay", "must be >= 0")
+        if not self.las_max_scale >= 1:
+            raise bad("las_max_scale", "must be >= 1")
+        if not (self.las_fixed_scale == 0 or self.las_fixed_scale >= 1):
+            raise bad("las_fixed_scale", "must be 0 (adapt) or >= 1")
+        if int(self.las_set_size) < 0:
+            raise bad("las_set_size", "must be >= 0")
+        if self.locality_aware:
+            if self.sampler != "dense":
+                raise bad("locality_aware", "needs sampler 'dense'")
+            if self.model not in ("sage", "gcn"):
+                raise bad("locality_aware", "needs a model that takes edge weights (sage, gcn)")
         self.check_common(width="hidden")
         return self
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -135,6 +135,21 @@ def _as_index(nodes: Any) -> Index:
     return index.to(torch.long)
 
 
+class EdgeWeightNodeLoader(NodeLoader):
+    """A :class:`~torch_geometric.loader.NodeLoader` for samplers whose outputs carry
+    per-edge weights (:func:`gnncore.sampler.biased.edge_weight_of`): each batch
+    gets them as ``edge_weight``, aligned with ``edge_index``."""
+
+    def filter_fn(self, out: Any) -> Any:
+        from gnncore.sampler.biased import edge_weight_of
+
+        data = super().filter_fn(out)
+        weight = edge_weight_of(out)
+        if weight is not None:
+            data.edge_weight = weight
+        return data
+
+
 def _make_loader(
     data: tuple[FeatureStore, GraphStore],
     sampler: BaseSampler,
@@ -146,7 +161,10 @@ def _make_loader(
 ) -> NodeLoader:
     shuffle = generator is not None
     workers = config.num_workers
-    return NodeLoader(
+    loader_cls = (
+        EdgeWeightNodeLoader if getattr(sampler, "carries_edge_weight", False) else NodeLoader
+    )
+    return loader_cls(
         data=data,
         node_sampler=sampler,
         input_nodes=nodes,
@@ -173,8 +191,13 @@ def _forward(model: torch.nn.Module, batch: Any, normalize_features: bool = Fals
     num_layers = getattr(model, "num_layers", None)
     if nodes is None or edges is None or len(edges) != num_layers or not supports_trimming(model):
         nodes = edges = None
+    weight = getattr(batch, "edge_weight", None)
     out = model(
-        x, batch.edge_index, num_sampled_nodes_per_hop=nodes, num_sampled_edges_per_hop=edges
+        x,
+        batch.edge_index,
+        **({"edge_weight": weight} if weight is not None else {}),
+        num_sampled_nodes_per_hop=nodes,
+        num_sampled_edges_per_hop=edges,
     )
     return out[: batch.batch_size]
 
@@ -233,6 +256,7 @@ def train_node_classifier(
     resume: bool = False,
     on_epoch_end: EpochCallback | None = None,
     train_batches: BatchSource | None = None,
+    epoch_adapters: Sequence[Any] = (),
 ) -> NodeTrainResult:
     r"""Train a node classifier with neighbour-sampled mini-batches.
 
@@ -283,9 +307,15 @@ def train_node_classifier(
             from (:mod:`gnncore.train.core.batches`), yielding
             :class:`~torch_geometric.loader.NodeLoader`-style batches (``x``,
             ``y``, ``edge_index``, ``batch_size``, hop counts); ``train_idx``
-            and ``sampler`` then only fingerprint the data. Default: a
+            and ``sampler`` then only fingerprint the data (and ``epoch_adapters``
+            are not used). Default: a
             :class:`~gnncore.train.core.batches.LoaderBatchSource` over a
             shuffled ``NodeLoader`` of ``train_idx``. (default: :obj:`None`)
+        epoch_adapters (sequence, optional): Run after each epoch with its
+            throughput figures (``adapt(epoch, throughput) -> dict``, logged with
+            the epoch) and checkpointed, e.g. the scale of locality-aware
+            sampling (:class:`~gnncore.plan.las.LasScaleAdapter`).
+            (default: none)
     """
     config.validate()
     if num_classes < 2:
@@ -345,6 +375,7 @@ def train_node_classifier(
             {"train": sampler},
             device,
             **prefetch,
+            adapters=epoch_adapters,
         )
     )
     fingerprint = data_fingerprint(splits, num_classes, in_channels)
