@@ -106,7 +106,8 @@ def train_graph_dir(
             (default: :obj:`None`)
         replication (str or PathLike, optional): A replication plan of this
             graph, checked and recorded with the run (its path, stage key and
-            memory increase); sampling does not read it yet.
+            memory increase); with ``config.hdr_part >= 0`` training samples
+            as that partition of it, remote lists pruned (HyDRA).
             (default: :obj:`None`)
 
     Returns:
@@ -210,13 +211,28 @@ def train_graph_dir(
 def _locality_aware(
     graph: GraphDir, config: NodeTrainConfig, plans: dict[str, tuple[Any, dict[str, Any]]]
 ) -> tuple[Any | None, list[Any]]:
-    """The training sampler and epoch adapters of locality-aware sampling, when
-    ``config.locality_aware`` (else ``(None, [])``: the default sampler)."""
+    """The training sampler and epoch adapters of locality-aware sampling
+    (``config.locality_aware``) or HDR pruning (``config.hdr_part >= 0``); else
+    ``(None, [])``: the default sampler."""
+    if config.hdr_part >= 0:
+        if "replication" not in plans:
+            raise ConfigError("hdr_part needs a replication plan (replication=...)")
+        from gnncore.plan.sampling import PruningCounter, pruned_sampler
+
+        pruned = pruned_sampler(
+            np.asarray(graph.indptr),
+            np.asarray(graph.indices),
+            plans["replication"][0],
+            config.hdr_part,
+            config.fanouts,
+            seed=config.seed,
+        )
+        return pruned, [PruningCounter(pruned)]
     if not config.locality_aware:
         return None, []
     if "placement" not in plans:
         raise ConfigError("locality_aware needs a placement plan (placement=...)")
-    from gnncore.plan.las import LasScaleAdapter, locality_aware_sampler
+    from gnncore.plan.sampling import LasScaleAdapter, locality_aware_sampler
     from gnncore.sampler.biased import ScaleController
 
     sampler = locality_aware_sampler(

@@ -81,7 +81,7 @@ class LoaderBatchSource:
         prefetch_workers, prefetch_depth: See
             :class:`~gnncore.train.core.prefetch.Prefetcher`.
         adapters: Objects with ``adapt(epoch, throughput) -> dict`` run after
-            each epoch (e.g. :class:`~gnncore.plan.las.LasScaleAdapter`); their
+            each epoch (e.g. :class:`~gnncore.plan.sampling.LasScaleAdapter`); their
             ``state_dict`` goes into checkpoints with the samplers'.
     """
 

@@ -117,6 +117,12 @@ class NodeTrainConfig(SharedTrainOptions):
         "Locality-aware sampling: 0 adapts s per epoch (Algorithm 2); a value >= 1 samples "
         "with that s throughout.",
     )
+    hdr_part: int = option(
+        -1,
+        "HDR pruning (HyDRA): with a replication plan, sample as partition P of it: lists "
+        "of nodes P neither owns nor replicates are read through a window of θ ids; the "
+        "remote reads are logged per epoch. -1: off. Needs the dense sampler.",
+    )
     las_set_size: int = option(
         0,
         "Locality-aware sampling: nodes boosted at each inner hop (|Q'_l|); 0 takes the "
@@ -146,6 +152,12 @@ class NodeTrainConfig(SharedTrainOptions):
             raise bad("las_fixed_scale", "must be 0 (adapt) or >= 1")
         if int(self.las_set_size) < 0:
             raise bad("las_set_size", "must be >= 0")
+        if int(self.hdr_part) < -1:
+            raise bad("hdr_part", "must be a partition id >= 0, or -1 (off)")
+        if self.hdr_part >= 0 and self.sampler != "dense":
+            raise bad("hdr_part", "needs sampler 'dense'")
+        if self.hdr_part >= 0 and self.locality_aware:
+            raise bad("hdr_part", "and locality_aware cannot be combined yet")
         if self.locality_aware:
             if self.sampler != "dense":
                 raise bad("locality_aware", "needs sampler 'dense'")

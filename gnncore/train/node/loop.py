@@ -314,7 +314,7 @@ def train_node_classifier(
         epoch_adapters (sequence, optional): Run after each epoch with its
             throughput figures (``adapt(epoch, throughput) -> dict``, logged with
             the epoch) and checkpointed, e.g. the scale of locality-aware
-            sampling (:class:`~gnncore.plan.las.LasScaleAdapter`).
+            sampling (:class:`~gnncore.plan.sampling.LasScaleAdapter`).
             (default: none)
     """
     config.validate()

@@ -9,7 +9,7 @@ import torch
 
 from conftest import planted_graph
 from gnncore.plan import PlacementPlan, PlacementSettings, plan_placement
-from gnncore.plan.las import LasScaleAdapter, locality_aware_sampler
+from gnncore.plan.sampling import LasScaleAdapter, locality_aware_sampler
 from gnncore.sampler.biased import ScaleController
 from gnncore.store import GraphDir
 from gnncore.train import ConfigError, NodeTrainConfig, train_graph_dir
@@ -118,3 +118,40 @@ def test_locality_aware_needs_a_placement_and_an_edge_weighted_model(planned):
         _config(locality_aware=True, sampler="per-layer").validate()
     with pytest.raises(ConfigError, match="las_fixed_scale"):
         _config(las_fixed_scale=0.5).validate()
+
+
+def _replication(graph, tmp_path, rate: float):
+    from gnncore.partition import partition_graph
+    from gnncore.plan import ReplicationSettings, plan_replication
+
+    part = tmp_path / "part"
+    if not part.exists():
+        partition_graph(graph.path, part, method="random", parts=4, balance=False)
+    out = tmp_path / f"rep-{rate}"
+    plan_replication(graph.path, part, out, ReplicationSettings(rate=rate))
+    return out
+
+
+def test_hdr_pruning_counts_remote_reads_and_full_replication_reads_none(planned, tmp_path):
+    graph, _ = planned
+    config = _config(hdr_part=1, fanouts=(4, 3), epochs=3)
+    pruned = train_graph_dir(
+        graph, config, progress=False, replication=_replication(graph, tmp_path, 0.01)
+    )
+    remote = [t["hdr_remote_ids"] for t in pruned.throughput]
+    assert all(r > 0 for r in remote) and all(t["hdr_remote_lists"] > 0 for t in pruned.throughput)
+    everywhere = train_graph_dir(
+        graph, config, progress=False, replication=_replication(graph, tmp_path, 1.0)
+    )
+    assert [t["hdr_remote_ids"] for t in everywhere.throughput] == [0.0] * 3
+    plain = train_graph_dir(graph, _config(fanouts=(4, 3), epochs=3), progress=False)
+    assert everywhere.train_loss == plain.train_loss  # nothing remote: the plain draws
+    with pytest.raises(ConfigError, match="replication plan"):
+        train_graph_dir(graph, config, progress=False)
+    with pytest.raises(ValueError, match="hdr_part 9"):
+        train_graph_dir(
+            graph,
+            _config(hdr_part=9),
+            progress=False,
+            replication=_replication(graph, tmp_path, 0.01),
+        )

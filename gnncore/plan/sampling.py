@@ -1,4 +1,7 @@
-"""Locality-aware sampling in training (Song & Jiang §4, ALGORITHMS.md §4).
+"""Plan-aware sampling in training: locality-aware sampling over a placement
+(Song & Jiang §4) and HDR threshold pruning over a replication plan (HyDRA).
+
+**Locality-aware sampling** (ALGORITHMS.md §4).
 
 With a placement plan, training can bias its neighbour sampling toward the
 nodes a device reads from GPU caches (its own and its peers'): hop ``h`` of an
@@ -12,6 +15,11 @@ epoch's data-loading share ``r = (wait_s + transfer_s) / train_s``.
 Because ``s`` follows measured time, a run with locality-aware sampling is not
 bit-reproducible across machines or loads; a resumed run restores ``s`` and the
 controller's state from the checkpoint.
+
+**HDR pruning** (ALGORITHMS.md §3). Training as partition ``P`` of a replication
+plan, the lists of nodes ``P`` neither owns nor replicates are remote: they are
+read through a window of ``θ`` ids (:class:`~gnncore.sampler.PrunedSampler`),
+and :class:`PruningCounter` logs the remote lists and ids read per epoch.
 """
 
 from __future__ import annotations
@@ -22,7 +30,13 @@ from typing import Any
 import numpy as np
 
 from gnncore.plan.placement import PlacementPlan
-from gnncore.sampler.biased import LocalityAwareSampler, ScaleController, boost_sets
+from gnncore.plan.replication import ReplicationPlan
+from gnncore.sampler.biased import (
+    LocalityAwareSampler,
+    PrunedSampler,
+    ScaleController,
+    boost_sets,
+)
 
 
 def locality_aware_sampler(
@@ -77,3 +91,52 @@ class LasScaleAdapter:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.controller.load_state_dict(state["controller"])
         self.sampler.set_scale(float(state["scale"]))
+
+
+def pruned_sampler(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    plan: ReplicationPlan,
+    part: int,
+    fanouts: Sequence[int],
+    *,
+    seed: int = 0,
+) -> PrunedSampler:
+    """A :class:`~gnncore.sampler.PrunedSampler` for partition ``part`` of ``plan``:
+    its owners, its replicated nodes and its pruning weights (α, β)."""
+    if not 0 <= part < plan.parts:
+        raise ValueError(f"hdr_part {part} is outside the plan's {plan.parts} partitions")
+    settings = plan.plan.settings
+    return PrunedSampler(
+        (indptr, indices),
+        list(fanouts),
+        seed=seed,
+        owner=np.asarray(plan.owner()),
+        part=part,
+        replicated=np.asarray(plan.replicated()),
+        prune_alpha=float(settings["prune_alpha"]),
+        prune_beta=float(settings["prune_beta"]),
+    )
+
+
+class PruningCounter:
+    """Reports a :class:`~gnncore.sampler.PrunedSampler`'s remote reads per epoch
+    (``hdr_remote_lists``, ``hdr_remote_ids``) and resets its counters."""
+
+    def __init__(self, sampler: PrunedSampler) -> None:
+        self.sampler = sampler
+
+    def adapt(self, epoch: int, throughput: dict[str, float]) -> dict[str, float]:
+        figures = {
+            "hdr_remote_lists": float(self.sampler.remote_lists),
+            "hdr_remote_ids": float(self.sampler.remote_ids),
+        }
+        self.sampler.reset_counters()
+        return figures
+
+    def state_dict(self) -> dict[str, Any]:
+        """Nothing to restore: the counters are per-epoch figures."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to restore (see :meth:`state_dict`)."""
