@@ -39,7 +39,7 @@ from gnncore.partition.base import PartitionOptions
 from gnncore.partition.metrics import partition_metrics
 from gnncore.partition.run import make_partitioner
 from gnncore.partition.simple import random_assignment, range_assignment
-from gnncore.plan.placement import PlacementSettings, compute_placement
+from gnncore.plan.placement import PlacementSettings, compute_placement, train_node_ids
 from gnncore.plan.replication import ReplicationSettings, compute_replication
 from gnncore.plan.simulate import (
     SCHEMES,
@@ -97,20 +97,6 @@ def _graph_info(graph: GraphDir) -> dict[str, Any]:
         "num_undirected_edges": m.num_undirected_edges,
         "directed": m.directed,
     }
-
-
-def _train_nodes(graph: GraphDir, which: str) -> tuple[np.ndarray, str]:
-    """``(ids, description)`` of the training nodes: ``"auto"`` takes the train
-    split when the graph has one, else every node."""
-    if which not in ("auto", "split", "all"):
-        raise ValueError(f"train_nodes must be 'auto', 'split' or 'all', got {which!r}")
-    has_split = graph.has("train_idx")
-    if which == "split" and not has_split:
-        raise ValueError(f"train_nodes='split' but {graph.path} has no train split")
-    if which == "split" or (which == "auto" and has_split):
-        return np.unique(np.asarray(graph.split("train"), dtype=np.int64)), "train split"
-    reason = "requested" if which == "all" else "the graph has no train split"
-    return np.arange(graph.num_nodes, dtype=np.int64), f"all nodes ({reason})"
 
 
 def _adjacency(graph: GraphDir) -> tuple[np.ndarray, np.ndarray]:
@@ -296,7 +282,7 @@ def bench_placement(
     if devices > max(num_nodes, 1):
         raise ValueError(f"cannot split {num_nodes} nodes over {devices} devices")
     indptr, indices = _adjacency(graph)
-    train, train_text = _train_nodes(graph, "auto")
+    train, train_text = train_node_ids(graph, "auto")
     slots = int(round(cache_fraction * num_nodes))
     settings = PlacementSettings(
         devices=devices,
@@ -516,7 +502,7 @@ def bench_replication(
     if parts > max(num_nodes, 1):
         raise ValueError(f"cannot split {num_nodes} nodes into {parts} parts")
     indptr, indices = _adjacency(graph)
-    train, train_text = _train_nodes(graph, train_nodes)
+    train, train_text = train_node_ids(graph, train_nodes)
     node_sampler = build_sampler(
         sampler, (indptr, indices), list(fanouts), seed=seed, direction=direction
     )

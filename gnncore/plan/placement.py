@@ -31,7 +31,14 @@ import numpy as np
 from gnncore.errors import InputError
 from gnncore.options import option
 from gnncore.plan.estimators import ESTIMATORS, Estimator, estimate_access
-from gnncore.plan.store import PlanDir, PlanError, PlanReport, reusable_plan, write_plan_dir
+from gnncore.plan.store import (
+    PlanDir,
+    PlanError,
+    PlanReport,
+    check_output_dir,
+    reusable_plan,
+    write_plan_dir,
+)
 from gnncore.plan.tracking import log_plan_run
 from gnncore.store import GraphDir
 from gnncore.store.manifest import MANIFEST_FILE, sha256_of
@@ -46,7 +53,7 @@ TOPOLOGIES: tuple[str, ...] = get_args(Topology)
 #: ``alpha`` when none is given (the paper's hardware constants).
 DEFAULT_ALPHA = {"all": 0.0, "pairs": 0.2, "none": 0.0}
 #: Which nodes count as training nodes: the graph's train split, or every node.
-TrainNodes = Literal["split", "all"]
+TrainNodes = Literal["auto", "split", "all"]
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,9 @@ class PlacementSettings:
         "presample (sampled epochs).",
     )
     train_nodes: TrainNodes = option(
-        "split", "Training nodes: the graph's train split, or all nodes."
+        "auto",
+        "Training nodes: the graph's train split (split), every node (all), or the split "
+        "when the graph has one, else every node (auto).",
     )
     fanouts: tuple[int, ...] | None = option(
         None, "presample: neighbours per hop (default: 10 per layer)."
@@ -115,8 +124,23 @@ class PlacementSettings:
             raise PlanError("layers", f"must be >= 0, got {self.layers}")
         if self.estimator not in ESTIMATORS:
             raise PlanError("estimator", f"must be one of {', '.join(ESTIMATORS)}")
-        if self.train_nodes not in ("split", "all"):
-            raise PlanError("train_nodes", f"must be 'split' or 'all', got {self.train_nodes!r}")
+        if self.train_nodes not in ("auto", "split", "all"):
+            raise PlanError(
+                "train_nodes", f"must be 'auto', 'split' or 'all', got {self.train_nodes!r}"
+            )
+        if self.presample_epochs < 1:
+            raise PlanError("presample_epochs", f"must be >= 1, got {self.presample_epochs}")
+        if self.batch_size < 1:
+            raise PlanError("batch_size", f"must be >= 1, got {self.batch_size}")
+        if self.fanouts is not None:
+            if len(self.fanouts) != self.layers:
+                raise PlanError(
+                    "fanouts", f"needs one fan-out per layer ({self.layers}), got {self.fanouts}"
+                )
+            if any(f < -1 for f in self.fanouts):
+                raise PlanError("fanouts", f"must be >= 0 or -1 (all), got {self.fanouts}")
+        if self.estimator == "presample" and self.layers < 1:
+            raise PlanError("layers", "must be >= 1 for the presample estimator")
 
     def key_settings(self) -> dict[str, Any]:
         """The settings that change the plan (all of them), for the stage key."""
@@ -266,16 +290,24 @@ def cache_slots(settings: PlacementSettings, num_nodes: int, num_features: int) 
     return int(settings.cache_bytes // row)
 
 
-def train_node_ids(graph: GraphDir, which: str) -> np.ndarray:
-    """The training nodes a plan is computed for (``"split"`` or ``"all"``)."""
-    if which == "all":
-        return np.arange(graph.num_nodes, dtype=np.int64)
-    if not graph.has("train_idx"):
+def train_node_ids(graph: GraphDir, which: str) -> tuple[np.ndarray, str]:
+    """``(ids, description)`` of the training nodes a plan is computed for:
+    ``"split"`` (the train split), ``"all"``, or ``"auto"`` (the split when the
+    graph has one, else every node). Raises :class:`PlanError` for a missing
+    or empty split."""
+    has_split = graph.has("train_idx")
+    if which == "all" or (which == "auto" and not has_split):
+        reason = "requested" if which == "all" else "the graph has no train split"
+        return np.arange(graph.num_nodes, dtype=np.int64), f"all nodes ({reason})"
+    if not has_split:
         raise PlanError(
             "train_nodes",
-            f"'split' needs a train split, and {graph.path} has none (use 'all')",
+            f"'split': {graph.path} has no train split (use 'all' or 'auto')",
         )
-    return np.asarray(graph.split("train"), dtype=np.int64)
+    train = np.unique(np.asarray(graph.split("train"), dtype=np.int64))
+    if len(train) == 0:
+        raise PlanError("train_nodes", f"the train split of {graph.path} is empty (use 'all')")
+    return train, "train split"
 
 
 def compute_placement(
@@ -356,6 +388,7 @@ def plan_placement(
     """
     settings.validate()
     graph = GraphDir.open(graph_dir)
+    check_output_dir(out_dir, [graph.path])
     key = placement_stage_key(graph, settings)
     existing = reusable_plan(out_dir, key, graph) if reuse else None
     if existing is not None:
@@ -363,7 +396,7 @@ def plan_placement(
             progress(f"{out_dir} already holds this placement (stage key {key}): reused")
         return PlanReport("placement", str(out_dir), existing.metrics, existing.settings, key, True)
     slots = cache_slots(settings, graph.num_nodes, graph.manifest.num_features)
-    train = train_node_ids(graph, settings.train_nodes)
+    train, _ = train_node_ids(graph, settings.train_nodes)
     if progress is not None:
         progress(
             f"estimating access frequencies ({settings.estimator}, L={settings.layers}, "

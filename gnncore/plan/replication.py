@@ -32,7 +32,14 @@ from gnncore.errors import InputError
 from gnncore.options import option
 from gnncore.partition.base import symmetric_graph
 from gnncore.partition.store import PartitionDir
-from gnncore.plan.store import PlanDir, PlanError, PlanReport, reusable_plan, write_plan_dir
+from gnncore.plan.store import (
+    PlanDir,
+    PlanError,
+    PlanReport,
+    check_output_dir,
+    reusable_plan,
+    write_plan_dir,
+)
 from gnncore.plan.tracking import log_plan_run
 from gnncore.store import GraphDir
 from gnncore.store.manifest import MANIFEST_FILE, sha256_of
@@ -224,6 +231,7 @@ def plan_replication(
     settings.validate()
     graph = GraphDir.open(graph_dir)
     partition = PartitionDir.open(partition_dir, graph)
+    check_output_dir(out_dir, [graph.path, partition.path])
     key = replication_stage_key(graph, partition, settings)
     existing = reusable_plan(out_dir, key, graph) if reuse else None
     if existing is not None:
@@ -256,6 +264,7 @@ def plan_replication(
             "partition_manifest_sha256": sha256_of(partition.path / MANIFEST_FILE),
             "partition_method": partition.method,
         },
+        inputs=[partition.path],
     )
     report = PlanReport("replication", str(out_dir), metrics, asdict(settings), key)
     if tracking is not None:

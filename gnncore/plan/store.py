@@ -27,6 +27,11 @@ from gnncore.store.manifest import MANIFEST_FILE, check_plain_name, sha256_of
 PLAN_FORMAT = "gnncore.plan"
 PLAN_FORMAT_VERSION = 1
 PLAN_KINDS = ("placement", "replication")
+#: The arrays each kind of plan must hold.
+REQUIRED_ARRAYS = {
+    "placement": ("caches", "access", "dev_num", "buf_pos"),
+    "replication": ("replicated", "owner", "stored_ids"),
+}
 
 
 class PlanError(InputError):
@@ -145,8 +150,18 @@ class PlanDir:
         files = info.get("files")
         if not isinstance(files, dict):
             raise InputError("manifest lists no files", file)
+        for key, kinds in (("num_nodes", (int,)), ("settings", (dict,)), ("metrics", (dict,))):
+            if not isinstance(info.get(key), kinds) or isinstance(info.get(key), bool):
+                raise InputError(f"manifest has no valid {key!r}", file)
+        for name in REQUIRED_ARRAYS[info["kind"]]:
+            if f"{name}.npy" not in files:
+                raise InputError(f"manifest lists no {name}.npy", file)
         for name, entry in files.items():
             check_plain_name(name, path)
+            if not isinstance(entry, dict) or not all(
+                k in entry for k in ("bytes", "dtype", "shape")
+            ):
+                raise InputError(f"manifest entry of {name} lacks bytes, dtype or shape", file)
             array = path / name
             if not array.is_file() or array.stat().st_size != entry.get("bytes"):
                 raise InputError("missing, or its size differs from the manifest", array)
@@ -170,17 +185,49 @@ class PlanDir:
             )
 
 
+def check_output_dir(out: str | os.PathLike[str], inputs: list[Path]) -> None:
+    """Refuse an output directory that would replace data: one of ``inputs`` or a
+    directory holding one, or an existing non-empty directory that is not a plan.
+
+    Raises:
+        InputError: Naming ``out`` and the reason.
+    """
+    out = Path(out)
+    target = out.resolve()
+    for source in inputs:
+        source = Path(source).resolve()
+        if target == source or target in source.parents:
+            raise InputError(f"is (or holds) the input {source}; choose another OUT_DIR", out)
+    if target.exists():
+        if not target.is_dir():
+            raise InputError("exists and is not a directory", out)
+        manifest = target / MANIFEST_FILE
+        if any(target.iterdir()):
+            try:
+                is_plan = json.loads(manifest.read_text()).get("format") == PLAN_FORMAT
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+                is_plan = False
+            if not is_plan:
+                raise InputError(
+                    "exists, is not empty and holds no plan: refusing to replace it", out
+                )
+
+
 def write_plan_dir(
     out: str | os.PathLike[str],
     kind: str,
     graph: GraphDir,
     arrays: dict[str, np.ndarray],
     info: dict[str, Any],
+    inputs: list[Path] | None = None,
 ) -> PlanDir:
     """Atomically write ``arrays`` (``<name>.npy``) and the manifest of a ``kind``
-    plan of ``graph`` to ``out``; ``info`` adds keys (settings, metrics, inputs)."""
+    plan of ``graph`` to ``out``; ``info`` adds keys (settings, metrics, inputs).
+    ``out`` must not be (or hold) the graph or another of ``inputs``, nor an
+    existing directory other than a plan (:func:`check_output_dir`)."""
     if kind not in PLAN_KINDS:
         raise ValueError(f"kind must be one of {PLAN_KINDS}, got {kind!r}")
+    check_output_dir(out, [graph.path, *(inputs or [])])
     with atomic_directory(out) as tmp:
         files = {}
         for name, array in arrays.items():

@@ -108,8 +108,8 @@ class NodeTrainConfig(SharedTrainOptions):
         False,
         "Locality-aware sampling (Song & Jiang): with a placement plan, sample the nodes "
         "the device can read from GPU caches s times likelier, s adapted per epoch from the "
-        "data-loading share (Algorithm 2), edges weighted so the mean stays unbiased. "
-        "Needs a placement and the dense sampler; models sage or gcn.",
+        "data-loading share (Algorithm 2), edges weighted so the mean aggregation stays "
+        "unbiased. Needs a placement, the dense sampler, model sage and num_workers 0.",
     )
     las_max_scale: float = option(8.0, "Locality-aware sampling: the largest scale s (MAXS).")
     las_fixed_scale: float = option(
@@ -121,7 +121,8 @@ class NodeTrainConfig(SharedTrainOptions):
         -1,
         "HDR pruning (HyDRA): with a replication plan, sample as partition P of it: lists "
         "of nodes P neither owns nor replicates are read through a window of θ ids; the "
-        "remote reads are logged per epoch. -1: off. Needs the dense sampler.",
+        "remote reads are logged per epoch. Every training node is still a seed (one "
+        "process plays partition P). -1: off. Needs the dense sampler and num_workers 0.",
     )
     las_set_size: int = option(
         0,
@@ -156,13 +157,19 @@ class NodeTrainConfig(SharedTrainOptions):
             raise bad("hdr_part", "must be a partition id >= 0, or -1 (off)")
         if self.hdr_part >= 0 and self.sampler != "dense":
             raise bad("hdr_part", "needs sampler 'dense'")
+        if (self.hdr_part >= 0 or self.locality_aware) and self.num_workers > 0:
+            # Loader worker processes would keep their own sampler copies: the
+            # counters and the adapted scale would never reach them.
+            name = "hdr_part" if self.hdr_part >= 0 else "locality_aware"
+            raise bad(name, "needs num_workers 0 (prefetch threads still overlap batches)")
         if self.hdr_part >= 0 and self.locality_aware:
             raise bad("hdr_part", "and locality_aware cannot be combined yet")
         if self.locality_aware:
             if self.sampler != "dense":
                 raise bad("locality_aware", "needs sampler 'dense'")
-            if self.model not in ("sage", "gcn"):
-                raise bad("locality_aware", "needs a model that takes edge weights (sage, gcn)")
+            if self.model != "sage":
+                # GCN would also feed the weights into its degree normalisation.
+                raise bad("locality_aware", "needs model 'sage' (mean of weighted messages)")
         self.check_common(width="hidden")
         return self
 

@@ -112,8 +112,12 @@ def test_locality_aware_needs_a_placement_and_an_edge_weighted_model(planned):
     graph, plan = planned
     with pytest.raises(ConfigError, match="placement"):
         train_graph_dir(graph, _config(locality_aware=True), progress=False)
-    with pytest.raises(ConfigError, match="edge weights"):
-        _config(locality_aware=True, model="gat").validate()
+    with pytest.raises(ConfigError, match="model 'sage'"):
+        _config(locality_aware=True, model="gcn").validate()
+    with pytest.raises(ConfigError, match="num_workers 0"):
+        _config(locality_aware=True, num_workers=1).validate()
+    with pytest.raises(ConfigError, match="num_workers 0"):
+        _config(hdr_part=0, num_workers=2).validate()
     with pytest.raises(ConfigError, match="dense"):
         _config(locality_aware=True, sampler="per-layer").validate()
     with pytest.raises(ConfigError, match="las_fixed_scale"):

@@ -187,11 +187,64 @@ def test_cli_errors_are_one_line_naming_the_flag(tmp_path, capsys, flags, messag
     assert not (tmp_path / "plan").exists()
 
 
-def test_split_train_nodes_need_a_split(tmp_path):
+def test_split_train_nodes_need_a_split_and_auto_falls_back_to_all(tmp_path):
     with create_graph_dir(tmp_path / "g", name="nosplit") as w:
         w.write_topology(3, np.array([0, 1]), np.array([1, 2]), directed=False)
-    with pytest.raises(PlanError, match="train split"):
-        plan_placement(tmp_path / "g", tmp_path / "p", PlacementSettings(devices=1, cache_nodes=1))
+    settings = PlacementSettings(devices=1, cache_nodes=1, train_nodes="split")
+    with pytest.raises(PlanError, match="no train split"):
+        plan_placement(tmp_path / "g", tmp_path / "p", settings)
+    report = plan_placement(tmp_path / "g", tmp_path / "p", PlacementSettings(1, cache_nodes=1))
+    assert report.metrics["num_train_nodes"] == 3  # auto: every node
+    with create_graph_dir(tmp_path / "e", name="empty-split") as w:
+        w.write_topology(3, np.array([0, 1]), np.array([1, 2]), directed=False)
+        w.save_splits([], [0], [1, 2])
+    with pytest.raises(PlanError, match="empty"):
+        plan_placement(tmp_path / "e", tmp_path / "q", PlacementSettings(1, cache_nodes=1))
+
+
+def test_a_plan_never_replaces_its_input_or_an_unrelated_directory(tmp_path):
+    graph = write_example(tmp_path / "g")
+    with pytest.raises(InputError, match="the input"):
+        plan_placement(graph, graph, example_settings())
+    with pytest.raises(InputError, match="the input"):
+        plan_placement(graph, tmp_path, example_settings())  # holds the graph
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "cat.jpg").write_bytes(b"x")
+    with pytest.raises(InputError, match="holds no plan"):
+        plan_placement(graph, tmp_path / "photos", example_settings())
+    assert (graph / MANIFEST_FILE).is_file() and (tmp_path / "photos" / "cat.jpg").is_file()
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda m: m["files"].update({"dev_num.npy": 3}),
+        lambda m: m["files"].pop("dev_num.npy"),
+        lambda m: m.pop("num_nodes"),
+        lambda m: m["files"]["caches.npy"].pop("dtype"),
+    ],
+)
+def test_a_malformed_plan_manifest_is_a_one_line_input_error(tmp_path, edit):
+    graph = write_example(tmp_path / "g")
+    plan_placement(graph, tmp_path / "plan", example_settings())
+    manifest = json.loads((tmp_path / "plan" / MANIFEST_FILE).read_text())
+    edit(manifest)
+    (tmp_path / "plan" / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="manifest"):
+        PlacementPlan.open(tmp_path / "plan")
+
+
+def test_presample_settings_are_checked(tmp_path, capsys):
+    graph = write_example(tmp_path / "g")
+    argv = ["plan", "placement", str(graph), str(tmp_path / "p"), "--cache-nodes", "2"]
+    for flags, message in (
+        (["--presample-epochs", "0"], "--presample-epochs must be >= 1"),
+        (["--fanouts", "5"], "--fanouts needs one fan-out per layer (2)"),
+        (["--estimator", "presample", "--layers", "0"], "--layers must be >= 1"),
+    ):
+        assert main([*argv, *flags]) == 1
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err
 
 
 def test_replicated_nodes_are_the_top_degrees_ties_to_smaller_ids():
