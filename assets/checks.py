@@ -82,11 +82,13 @@ def _plan_result(problems: list[str], meta: dict) -> dg.AssetCheckResult:
 @dg.asset_check(
     asset=replication_plan,
     blocking=True,
-    description="The plan covers the graph it claims (manifest sha256), its replicated "
-    "ids are distinct nodes, round(rate·N) of them, and every owner is a partition.",
+    description="The plan covers the graph and the partition it claims (manifest sha256), "
+    "its replicated ids are distinct nodes, round(rate·N) of them, and every owner is a "
+    "partition (the partition's own label unless group_size re-assigned them).",
 )
 def replication_plan_valid(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
     """The latest replication plan is a valid plan of its graph."""
+    from gnncore.partition import PartitionDir
     from gnncore.plan import ReplicationPlan
     from gnncore.plan.replication import replication_problems
     from gnncore.store import GraphDir
@@ -94,15 +96,16 @@ def replication_plan_valid(context: dg.AssetCheckExecutionContext) -> dg.AssetCh
     meta = upstream_metadata(context, replication_plan.key)
     graph_dir = GraphDir.open(str(meta["graph_path"]))
     plan = ReplicationPlan.open(str(meta["path"]))
-    return _plan_result(replication_problems(plan, graph_dir), meta)
+    partition = PartitionDir.open(str(meta["partition_path"]))
+    return _plan_result(replication_problems(plan, graph_dir, partition), meta)
 
 
 @dg.asset_check(
     asset=placement_plan,
     blocking=True,
     description="The plan covers the graph it claims (manifest sha256), no device "
-    "caches more than its budget or a node twice, and dev_num / buf_pos point at the "
-    "cached rows.",
+    "caches more than the budget its settings give on that graph or a node twice, and "
+    "dev_num / buf_pos point at the cached rows.",
 )
 def placement_plan_valid(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
     """The latest placement plan is a valid placement of its graph within budget."""
@@ -113,7 +116,7 @@ def placement_plan_valid(context: dg.AssetCheckExecutionContext) -> dg.AssetChec
     meta = upstream_metadata(context, placement_plan.key)
     graph_dir = GraphDir.open(str(meta["graph_path"]))
     plan = PlacementPlan.open(str(meta["path"]))
-    return _plan_result(placement_problems(plan, graph_dir, int(meta["cache_nodes"])), meta)
+    return _plan_result(placement_problems(plan, graph_dir), meta)
 
 
 class QualityGateConfig(dg.Config):

@@ -1,5 +1,7 @@
 """The trained model (node classifier or link predictor), tracked in MLflow."""
 
+from typing import Any
+
 import dagster as dg
 
 from assets.graph import graph
@@ -38,8 +40,8 @@ def trained_model(
     from gnncore.train import LinkTrainResult, train_graph_dir
 
     upstream = upstream_metadata(context, graph.key)
-    plans = plans_of_graph(context, str(upstream["path"]))
     train_config = config.build(compute.resolve())
+    plans = plans_for(context, config.task, train_config, str(upstream["path"]))
     tracker = mlflow.tracker()
     tags = {
         "dagster_run_id": context.run.run_id,
@@ -56,8 +58,8 @@ def trained_model(
         progress=False,
         checkpoint_dir=checkpoints,
         resume=context.retry_number > 0,
-        placement=plans["placement"] if config.task == "node" else None,
-        replication=plans["replication"] if config.task == "node" else None,
+        placement=plans.get("placement"),
+        replication=plans.get("replication"),
     )
     metric = VALIDATION_METRIC[config.task]
     version = mlflow.registry(metric).register(
@@ -108,18 +110,27 @@ def trained_model(
             "mlflow_run": dg.MetadataValue.url(tracker.run_url(str(result.run_id))),
             "mlflow_tracking_uri": tracker.tracking_uri,
             "curves": dg.MetadataValue.md(markdown_image(curves, "loss and validation metric")),
-            **{
-                f"{kind}_plan": dg.MetadataValue.path(path)
-                for kind, path in plans.items()
-                if config.task == "node"
-            },
+            **{f"{kind}_plan": dg.MetadataValue.path(path) for kind, path in plans.items()},
         }
     )
 
 
-def plans_of_graph(context: dg.AssetExecutionContext, graph_path: str) -> dict[str, str]:
-    """``{"placement": dir, "replication": dir}`` of this lineage's plans, which must
-    cover ``graph_path`` (else the plans are stale: materialize them for this graph)."""
+def plans_for(
+    context: dg.AssetExecutionContext, task: str, train_config: Any, graph_path: str
+) -> dict[str, str]:
+    """The plans node training serves features through and records: this
+    lineage's ``{"placement": dir, "replication": dir}``, which must cover
+    ``graph_path`` (else they are stale: materialize them for this graph).
+    Link training uses no plan (``{}``); neither does node training with loader
+    worker processes (the placed store serves features in the training process),
+    which is logged."""
+    if task != "node":
+        return {}
+    if train_config.num_workers > 0:
+        context.log.warning(
+            "num_workers > 0: features come from the plain store, not through placement_plan"
+        )
+        return {}
     placement = upstream_metadata(context, placement_plan.key)
     if str(placement["graph_path"]) != graph_path:
         raise dg.Failure(

@@ -20,6 +20,7 @@ expected cost per training node, ``Σ_v p_v · cost_d(v)`` with
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -484,8 +485,9 @@ def placement_problems(
 
     Checks that it was computed from ``graph`` as it is, that every cached id is
     a node of the graph and cached at most once per device, that no device
-    caches more than ``budget`` nodes (default: the plan's own slot count), and
-    that the lookups point at the cached rows.
+    caches more than ``budget`` nodes (default: the budget its recorded settings
+    give on this graph, :func:`cache_slots`), and that the lookups point at the
+    cached rows.
     """
     try:
         plan.plan.check_graph(graph)
@@ -494,7 +496,16 @@ def placement_problems(
     problems = []
     caches = np.asarray(plan.caches())
     n = graph.num_nodes
-    limit = int(plan.plan.metrics["cache_nodes"]) if budget is None else budget
+    if budget is None:
+        fields = {f.name for f in dataclasses.fields(PlacementSettings)}
+        recorded = {k: v for k, v in plan.plan.settings.items() if k in fields}
+        if isinstance(recorded.get("fanouts"), list):
+            recorded["fanouts"] = tuple(recorded["fanouts"])
+        try:
+            budget = cache_slots(PlacementSettings(**recorded), n, graph.manifest.num_features)
+        except (TypeError, PlanError) as exc:
+            return [f"the plan's recorded settings give no cache budget: {exc}"]
+    limit = budget
     if caches.shape[1] > limit:
         problems.append(f"devices cache {caches.shape[1]} nodes, over the budget of {limit}")
     if caches.size and (caches.min() < 0 or caches.max() >= n):

@@ -339,15 +339,28 @@ class ReplicationPlan:
         return mask
 
 
-def replication_problems(plan: ReplicationPlan, graph: GraphDir) -> list[str]:
+def replication_problems(
+    plan: ReplicationPlan, graph: GraphDir, partition: PartitionDir | None = None
+) -> list[str]:
     """What is wrong with ``plan`` as a replication plan of ``graph`` (empty: nothing):
-    computed from ``graph`` as it is; replicated ids unique nodes of the graph;
+    computed from ``graph`` as it is (and from ``partition`` as it is, when
+    given: same manifest sha256, and the partition's labels as owners unless
+    ``group_size`` re-assigned them); replicated ids unique nodes of the graph;
     every owner a partition; the replicated count ``round(rate · N)``."""
     try:
         plan.plan.check_graph(graph)
     except InputError as exc:
         return [str(exc)]
     problems = []
+    if partition is not None:
+        if plan.plan.info.get("partition_manifest_sha256") != sha256_of(
+            partition.path / MANIFEST_FILE
+        ):
+            problems.append(f"the plan was computed from another version of {partition.path}")
+        elif plan.plan.settings.get("group_size") is None and not np.array_equal(
+            np.asarray(plan.owner()), np.asarray(partition.assignment())
+        ):
+            problems.append("owners differ from the partition's labels")
     n = graph.num_nodes
     replicated = np.asarray(plan.replicated())
     owner = np.asarray(plan.owner())

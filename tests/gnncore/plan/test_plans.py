@@ -324,3 +324,56 @@ def test_replication_cli_writes_the_summary(tmp_path):
     assert summary["replicated_nodes"] == 4 and summary["memory_increase"] > 0
     manifest = json.loads((tmp_path / "rep" / MANIFEST_FILE).read_text())
     assert manifest["partition_method"] == "hydra"
+
+
+def _rewrite(plan_dir: Path, name: str, array: np.ndarray) -> None:
+    """Replace ``name.npy`` keeping the manifest consistent (size, dtype, shape)."""
+    np.save(plan_dir / f"{name}.npy", array)
+    manifest = json.loads((plan_dir / MANIFEST_FILE).read_text())
+    entry = manifest["files"][f"{name}.npy"]
+    entry.update(
+        bytes=(plan_dir / f"{name}.npy").stat().st_size,
+        dtype=array.dtype.str,
+        shape=list(array.shape),
+    )
+    (plan_dir / MANIFEST_FILE).write_text(json.dumps(manifest))
+
+
+def test_placement_check_finds_a_plan_over_budget_or_with_broken_lookups(tmp_path):
+    from gnncore.plan.placement import placement_problems
+    from gnncore.store import GraphDir
+
+    graph = GraphDir.open(write_example(tmp_path / "g"))
+    plan_placement(graph.path, tmp_path / "plan", example_settings())
+    assert placement_problems(PlacementPlan.open(tmp_path / "plan"), graph) == []
+    # Three slots per device where the recorded settings allow two.
+    _rewrite(tmp_path / "plan", "caches", np.array([[1, 3, 0], [4, 2, 5]]))
+    problems = placement_problems(PlacementPlan.open(tmp_path / "plan"), graph)
+    assert any("over the budget of 2" in p for p in problems)
+    assert any("lookups do not match" in p for p in problems)
+    # A node cached twice on one device.
+    _rewrite(tmp_path / "plan", "caches", np.array([[1, 1], [4, 2]]))
+    problems = placement_problems(PlacementPlan.open(tmp_path / "plan"), graph)
+    assert any("caches a node twice" in p for p in problems)
+
+
+def test_replication_check_finds_another_partition_and_changed_owners(tmp_path):
+    from gnncore.partition import PartitionDir
+    from gnncore.plan.replication import replication_problems
+    from gnncore.store import GraphDir
+
+    graph = GraphDir.open(write_planted(tmp_path / "g"))
+    partition_graph(graph.path, tmp_path / "part", method="random", parts=4, balance=False)
+    plan_replication(graph.path, tmp_path / "part", tmp_path / "rep", ReplicationSettings(0.02))
+    plan = ReplicationPlan.open(tmp_path / "rep")
+    part = PartitionDir.open(tmp_path / "part")
+    assert replication_problems(plan, graph, part) == []
+    owner = np.asarray(plan.owner()).copy()
+    owner[0] = (owner[0] + 1) % 4
+    _rewrite(tmp_path / "rep", "owner", owner)
+    assert replication_problems(ReplicationPlan.open(tmp_path / "rep"), graph, part) == [
+        "owners differ from the partition's labels"
+    ]
+    partition_graph(graph.path, tmp_path / "part", method="random", parts=4, seed=7)
+    problems = replication_problems(plan, graph, PartitionDir.open(tmp_path / "part"))
+    assert problems and "another version" in problems[0]
