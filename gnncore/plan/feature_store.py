@@ -1,14 +1,16 @@
 r"""A PyG :class:`~torch_geometric.data.FeatureStore` that serves node features
 through a placement plan (:mod:`gnncore.plan.placement`).
 
-For the plan's device ``d`` the store keeps tiers of the feature matrix:
+For the plan's device ``d`` the store serves three tiers of the feature matrix:
 
-* **local** -- the rows of ``d``'s own cache, on the training device (the GPU
-  on CUDA, so a hit costs no transfer);
-* **peer** -- the caches of the devices ``d`` reads from (``dev_num[d, v]`` is
-  another device): on ``cuda:e`` when that GPU exists, else in host memory
-  (one process cannot reach another process's GPU; the reads still count as
-  peer reads, as the plan would serve them);
+* **local** -- the rows of ``d``'s own cache, copied once onto the training
+  device (the GPU on CUDA, so a hit costs no transfer; on a CPU run the copy
+  is a CPU tensor, so the lookup logic runs, and is tested, everywhere);
+* **peer** -- rows ``d`` reads from another device's cache
+  (``dev_num[d, v]`` is another device). One process cannot reach another
+  process's GPU memory, so these rows are gathered from host memory here and
+  counted as peer reads, as the plan would serve them; multi-GPU peer tiers
+  come with distributed training;
 * **host** -- everything else, gathered from the memory-mapped features
   (pinned when the cache is on a GPU) and copied to the device.
 
@@ -63,37 +65,33 @@ class PlacedFeatureStore(FeatureStore):
         self.base = base
         self.plan = plan
         self.device_index = int(device_index)
-        self.device = torch.device(device)
+        self.device = self._resolve(device)
         features = base.graph.features()
         if features is None:
             raise ValueError(f"{base.graph.path} has no features to place")
         self._features = features
-        self._dev_num = torch.from_numpy(np.asarray(plan.dev_num()[device_index], dtype=np.int64))
-        self._buf_pos = torch.from_numpy(np.asarray(plan.buf_pos()[device_index], dtype=np.int64))
-        caches = plan.caches()
-        self._caches: dict[int, torch.Tensor] = {}
-        for source in sorted(set(np.unique(np.asarray(self._dev_num)).tolist()) - {-1}):
-            rows = np.take(features, np.asarray(caches[source], dtype=np.int64), axis=0)
-            self._caches[source] = torch.from_numpy(rows).to(self._tier_device(source))
+        dev_num = np.asarray(plan.dev_num()[device_index])
+        self._dev_num = torch.from_numpy(dev_num.astype(np.int16, copy=True))
+        self._buf_pos = torch.from_numpy(np.asarray(plan.buf_pos()[device_index]).copy())
+        own = np.asarray(plan.caches()[device_index], dtype=np.int64)
+        self._local = torch.from_numpy(np.take(features, own, axis=0)).to(self.device)
         self._pin = self.device.type == "cuda"
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(TIERS, 0)
 
-    def _tier_device(self, source: int) -> torch.device:
-        if source == self.device_index or self.device.type != "cuda":
-            return self.device
-        if source < torch.cuda.device_count():
-            return torch.device("cuda", source)
-        return torch.device("cpu")
+    @staticmethod
+    def _resolve(device: torch.device | str) -> torch.device:
+        """``cuda`` without an index means the current CUDA device (prefetch
+        threads would otherwise gather onto device 0)."""
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            return torch.device("cuda", torch.cuda.current_device())
+        return device
 
     @property
-    def cache_bytes(self) -> dict[str, int]:
-        """Bytes held per tier: ``local`` and ``peer`` caches."""
-        local = self._caches.get(self.device_index)
-        peer = sum(
-            t.numel() * t.element_size() for s, t in self._caches.items() if s != self.device_index
-        )
-        return {"local": 0 if local is None else local.numel() * local.element_size(), "peer": peer}
+    def cache_bytes(self) -> int:
+        """Bytes of the local cache tier."""
+        return self._local.numel() * self._local.element_size()
 
     def take_counts(self) -> dict[str, float]:
         """Rows served per tier since the last call (``feature_reads_<tier>``), reset."""
@@ -108,28 +106,21 @@ class PlacedFeatureStore(FeatureStore):
         out = torch.empty(
             (len(index), self._features.shape[1]), dtype=torch.float32, device=self.device
         )
-        local = 0
-        peer = 0
-        for device, cache in self._caches.items():
-            hit = (source == device).nonzero().view(-1)
-            if len(hit) == 0:
-                continue
-            rows = cache[self._buf_pos[index[hit]].to(cache.device)]
-            out[hit.to(self.device)] = rows.to(self.device, non_blocking=True)
-            if device == self.device_index:
-                local += len(hit)
-            else:
-                peer += len(hit)
-        miss = (source < 0).nonzero().view(-1)
-        if len(miss):
-            rows = torch.from_numpy(np.take(self._features, index[miss].numpy(), axis=0))
+        local = (source == self.device_index).nonzero().view(-1)
+        if len(local):
+            rows = self._buf_pos[index[local]].long()
+            out[local.to(self.device)] = self._local[rows.to(self.device)]
+        other = (source != self.device_index).nonzero().view(-1)
+        if len(other):
+            rows = torch.from_numpy(np.take(self._features, index[other].numpy(), axis=0))
             if self._pin:
                 rows = rows.pin_memory()
-            out[miss.to(self.device)] = rows.to(self.device, non_blocking=True)
+            out[other.to(self.device)] = rows.to(self.device, non_blocking=self._pin)
+        host = int((source < 0).sum())
         with self._lock:
-            self._counts["local"] += local
-            self._counts["peer"] += peer
-            self._counts["host"] += len(miss)
+            self._counts["local"] += len(local)
+            self._counts["peer"] += len(other) - host
+            self._counts["host"] += host
         return out
 
     # FeatureStore interface ------------------------------------------------------
