@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnncore.partition.base import Partitioner, PartitionOptions, symmetric_graph
+from gnncore.partition.base import Partitioner, PartitionOptions
 from gnncore.store import GraphDir
 from gnncore.typing import require_csrc
 
@@ -39,9 +39,9 @@ class HydraPartitioner(Partitioner):
         options.validate(graph.num_nodes)
         require_csrc()
         from gnncore import _C
+        from gnncore.plan.replication import symmetric_degree
 
-        sym = symmetric_graph(graph)
-        degree = np.diff(np.asarray(sym.indptr)).astype(np.int64)
+        degree = symmetric_degree(graph)
         return np.asarray(
             _C.degree_greedy_assign(degree, options.parts, self.group_size), dtype=np.int64
         )

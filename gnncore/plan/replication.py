@@ -30,7 +30,7 @@ import numpy as np
 
 from gnncore.errors import InputError
 from gnncore.options import option
-from gnncore.partition.base import symmetric_graph
+from gnncore.partition.base import undirected_edges
 from gnncore.partition.store import PartitionDir
 from gnncore.plan.store import (
     PlanDir,
@@ -78,6 +78,15 @@ class ReplicationSettings:
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0):
                 raise PlanError(name, f"must be a finite number >= 0, got {value}")
+
+
+def symmetric_degree(graph: GraphDir) -> np.ndarray:
+    """``int64[N]``: each node's degree in the symmetrised simple graph, counted
+    from the distinct undirected pairs (``edges_shuffled.npy``) without building
+    the symmetric adjacency."""
+    u, v = undirected_edges(graph)
+    n = graph.num_nodes
+    return (np.bincount(u, minlength=n) + np.bincount(v, minlength=n)).astype(np.int64)
 
 
 def replicated_nodes(degree: np.ndarray, rate: float) -> np.ndarray:
@@ -168,8 +177,7 @@ def compute_replication(
     """Choose ``V_r`` and the owners (in memory, nothing written)."""
     settings.validate()
     started = time.perf_counter()
-    sym = symmetric_graph(graph)
-    degree = np.diff(np.asarray(sym.indptr)).astype(np.int64)
+    degree = symmetric_degree(graph)
     replicated = replicated_nodes(degree, settings.rate)
     if settings.group_size is not None:
         owner = hydra_owners(degree, parts, settings.group_size, replicated)
