@@ -34,6 +34,15 @@ def undirected_edges(graph: GraphDir) -> tuple[np.ndarray, np.ndarray]:
     return pairs[:, 0], pairs[:, 1]
 
 
+def symmetric_degree(graph: GraphDir) -> np.ndarray:
+    """``int64[N]``: each node's degree in the symmetrised simple graph, counted
+    from the distinct undirected pairs (``edges_shuffled.npy``) without building
+    the symmetric adjacency."""
+    u, v = undirected_edges(graph)
+    n = graph.num_nodes
+    return (np.bincount(u, minlength=n) + np.bincount(v, minlength=n)).astype(np.int64)
+
+
 def symmetric_graph(graph: GraphDir) -> SymmetricGraph:
     """The symmetric CSR partitioners need, built once per call."""
     m = graph.manifest

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnncore.partition.base import Partitioner, PartitionOptions
+from gnncore.partition.base import Partitioner, PartitionOptions, symmetric_degree
 from gnncore.store import GraphDir
 from gnncore.typing import require_csrc
 
@@ -39,7 +39,6 @@ class HydraPartitioner(Partitioner):
         options.validate(graph.num_nodes)
         require_csrc()
         from gnncore import _C
-        from gnncore.plan.replication import symmetric_degree
 
         degree = symmetric_degree(graph)
         return np.asarray(

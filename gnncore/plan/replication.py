@@ -30,7 +30,7 @@ import numpy as np
 
 from gnncore.errors import InputError
 from gnncore.options import option
-from gnncore.partition.base import undirected_edges
+from gnncore.partition.base import symmetric_degree
 from gnncore.partition.store import PartitionDir
 from gnncore.plan.store import (
     PlanDir,
@@ -78,15 +78,6 @@ class ReplicationSettings:
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0):
                 raise PlanError(name, f"must be a finite number >= 0, got {value}")
-
-
-def symmetric_degree(graph: GraphDir) -> np.ndarray:
-    """``int64[N]``: each node's degree in the symmetrised simple graph, counted
-    from the distinct undirected pairs (``edges_shuffled.npy``) without building
-    the symmetric adjacency."""
-    u, v = undirected_edges(graph)
-    n = graph.num_nodes
-    return (np.bincount(u, minlength=n) + np.bincount(v, minlength=n)).astype(np.int64)
 
 
 def replicated_nodes(degree: np.ndarray, rate: float) -> np.ndarray:
