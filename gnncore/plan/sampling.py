@@ -78,7 +78,9 @@ class LasScaleAdapter:
         loading = float(throughput.get("wait_s", 0.0)) + float(throughput.get("transfer_s", 0.0))
         share = loading / wall if wall > 0 else 0.0
         used = float(self.sampler.scale)
-        self.sampler.set_scale(self.controller.update(share))
+        # Algorithm 2 doubles s past MAXS once (4 -> 8 with MAXS 6); the option
+        # promises MAXS as the largest scale, so cap what the sampler uses.
+        self.sampler.set_scale(min(self.controller.update(share), self.controller.maxs))
         return {
             "las_scale": used,
             "las_next_scale": float(self.sampler.scale),

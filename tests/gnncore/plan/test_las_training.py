@@ -69,7 +69,8 @@ def test_adaptive_scale_follows_algorithm_two_and_is_logged(planned):
     result = train_graph_dir(graph, _config(locality_aware=True), progress=False, placement=plan)
     scales = [t["las_scale"] for t in result.throughput]
     assert scales[0] == 1.0 and all(s >= 1.0 for s in scales)
-    assert all(0.0 <= t["loading_share"] <= 1.0 for t in result.throughput)
+    for t in result.throughput:  # Algorithm 2 is fed this epoch's own figures
+        assert t["loading_share"] == pytest.approx((t["wait_s"] + t["transfer_s"]) / t["train_s"])
     for before, after in zip(result.throughput, result.throughput[1:], strict=False):
         assert after["las_scale"] == before["las_next_scale"]
 
@@ -93,6 +94,11 @@ def test_adapter_doubles_the_scale_while_loading_dominates_and_checkpoints_it(pl
     assert fresh.sampler.scale == 4.0
     quiet = {"train_s": 1.0, "wait_s": 0.05, "transfer_s": 0.0}
     assert fresh.adapt(3, quiet)["las_next_scale"] == 3.0  # (4 + 2) / 2
+    capped = LasScaleAdapter(
+        locality_aware_sampler(np.asarray(graph.indptr), np.asarray(graph.indices), plan, (4, 3)),
+        ScaleController(maxs=3.0),
+    )
+    assert [capped.adapt(e, busy)["las_next_scale"] for e in (1, 2, 3)] == [2.0, 3.0, 3.0]
 
 
 def test_weighted_sage_equals_sage_without_weights():
