@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gnncore.plan.placement import lookup_tables
+from gnncore.plan.replication import stored_ids
 
 if TYPE_CHECKING:
     from gnncore.sampler.neighbor import NeighborSampler
@@ -533,13 +534,13 @@ def memory_increase(
     if offsets.ndim != 1 or len(offsets) < 1:
         raise ValueError("indptr must be a 1-d array of length N + 1")
     num_nodes = len(offsets) - 1
-    _, count = _owners(owner, num_nodes, parts)
+    labels, count = _owners(owner, num_nodes, parts)
     mask = _replicated_mask(replicated, num_nodes)
     total = int(offsets[-1])
     if total == 0:
         return 0.0
-    degree = np.diff(offsets)
-    return float((count - 1) * int(degree[mask].sum())) / total
+    stored = stored_ids(np.diff(offsets), labels, count, np.flatnonzero(mask))
+    return float(stored.sum() - total) / total
 
 
 def simulate_neighbor_traffic(
