@@ -23,6 +23,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from gnncore.plan.batching import seeded_batches
 from gnncore.typing import require_csrc
 
 #: An estimator :func:`estimate_access` accepts.
@@ -61,14 +62,9 @@ def presample_access(
     counts = np.zeros(num_nodes, dtype=np.int64)
     train = np.unique(np.asarray(train_nodes, dtype=np.int64))
     for epoch in range(epochs):
-        order = np.random.default_rng([seed, epoch]).permutation(train)
-        for i, start in enumerate(range(0, len(order), batch_size)):
-            seeds = np.ascontiguousarray(order[start : start + batch_size])
-            batch_seed = int(
-                np.random.SeedSequence([seed, epoch, i]).generate_state(1, np.uint64)[0]
-            )
-            node = np.asarray(node_sampler._sample(seeds, batch_seed)[0])
-            counts += np.bincount(node, minlength=num_nodes)
+        for _, seeds, batch in seeded_batches(train, batch_size, seed, epoch):
+            node = np.asarray(node_sampler._sample(seeds, batch)[0])
+            np.add.at(counts, node, 1)
     return counts.astype(np.float64) / epochs
 
 

@@ -34,12 +34,13 @@ sampling it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gnncore.plan.batching import seeded_batches
 from gnncore.plan.placement import lookup_tables
 from gnncore.plan.replication import stored_ids
 
@@ -60,11 +61,6 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def _batch_seed(*entropy: int) -> int:
-    """A 64-bit sampler seed derived from ``entropy`` (non-negative ints)."""
-    return int(np.random.SeedSequence(list(entropy)).generate_state(1, np.uint64)[0])
-
-
 def _check_args(batch_size: int, epochs: int, seed: int) -> None:
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -80,12 +76,6 @@ def _train_ids(train_nodes: np.ndarray, num_nodes: int) -> np.ndarray:
     if len(train) and (train[0] < 0 or train[-1] >= num_nodes):
         raise ValueError(f"train_nodes must be node ids in [0, {num_nodes})")
     return train
-
-
-def _batches(order: np.ndarray, batch_size: int) -> Iterator[tuple[int, np.ndarray]]:
-    """``(i, seeds)`` for consecutive slices of ``order``."""
-    for i, start in enumerate(range(0, len(order), batch_size)):
-        yield i, np.ascontiguousarray(order[start : start + batch_size])
 
 
 def _padded(counts: Sequence[int], length: int) -> np.ndarray:
@@ -311,15 +301,14 @@ def simulate_feature_reads(
 
     for epoch in range(epochs):
         if labels is None:
-            order = np.random.default_rng([seed, epoch]).permutation(train)
-            for i, seeds in _batches(order, batch_size):
-                count(i % devices, seeds, _batch_seed(seed, epoch, i))
+            for i, seeds, batch in seeded_batches(train, batch_size, seed, epoch):
+                count(i % devices, seeds, batch)
             continue
         train_owner = labels[train]
         for d in range(devices):
-            order = np.random.default_rng([seed, epoch, d]).permutation(train[train_owner == d])
-            for i, seeds in _batches(order, batch_size):
-                count(d, seeds, _batch_seed(seed, epoch, d, i))
+            mine = train[train_owner == d]
+            for _, seeds, batch in seeded_batches(mine, batch_size, seed, epoch, d):
+                count(d, seeds, batch)
     return FeatureReadCounts(
         devices=devices,
         epochs=epochs,
@@ -611,9 +600,8 @@ def simulate_neighbor_traffic(
     for epoch in range(epochs):
         for m in range(count):
             mine = train[train_owner == m]
-            order = np.random.default_rng([seed, epoch, m]).permutation(mine)
-            for i, seeds in _batches(order, batch_size):
-                out = sampler._sample(seeds, _batch_seed(seed, epoch, m, i))
+            for _, seeds, batch in seeded_batches(mine, batch_size, seed, epoch, m):
+                out = sampler._sample(seeds, batch)
                 node, col = np.asarray(out[0]), np.asarray(out[2])
                 node_end = np.cumsum(_padded(out[4], hops + 1))
                 edge_end = np.cumsum(_padded(out[5], hops))
