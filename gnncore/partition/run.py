@@ -17,8 +17,9 @@ from gnncore.errors import InputError
 from gnncore.partition.base import Partitioner, PartitionOptions, peak_rss_bytes
 from gnncore.partition.hydra import DEFAULT_GROUP_SIZE
 from gnncore.partition.metrics import PartitionMetrics, partition_metrics
-from gnncore.partition.store import PartitionDir, write_partition_dir
+from gnncore.partition.store import PARTITION_FORMAT, PartitionDir, write_partition_dir
 from gnncore.store import GraphDir
+from gnncore.store.atomic import check_output_dir
 from gnncore.store.graph_dir import SPLITS
 from gnncore.store.manifest import MANIFEST_FILE, sha256_of
 from gnncore.store.versioning import stage_key
@@ -275,6 +276,7 @@ def partition_graph(
         split_tolerance=split_tolerance,
     )
     options.validate(graph.num_nodes)
+    check_output_dir(out_dir, [graph.path], PARTITION_FORMAT, "partition")
     key = partition_stage_key(
         graph, method, parts, seed, imbalance, settings, balance, split_tolerance
     )

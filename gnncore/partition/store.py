@@ -17,6 +17,7 @@ import numpy as np
 
 from gnncore.errors import InputError
 from gnncore.store import GraphDir, atomic_directory
+from gnncore.store.atomic import check_output_dir
 from gnncore.store.manifest import MANIFEST_FILE, check_plain_name, sha256_of
 
 PARTITION_FORMAT = "gnncore.partition"
@@ -106,7 +107,9 @@ def write_partition_dir(
     arrays: dict[str, np.ndarray] | None = None,
 ) -> PartitionDir:
     """Atomically write ``assignment``, extra ``arrays`` (``<name>.npy``: relabelling
-    maps, halos) and the manifest to ``out``."""
+    maps, halos) and the manifest to ``out``; ``out`` must not be (or hold) the
+    graph, nor an existing directory other than a partition."""
+    check_output_dir(out, [graph.path], PARTITION_FORMAT, "partition")
     with atomic_directory(out) as tmp:
         np.save(tmp / "assignment.npy", np.ascontiguousarray(assignment, dtype=np.int64))
         files = {}

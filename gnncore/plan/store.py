@@ -22,6 +22,7 @@ import numpy as np
 
 from gnncore.errors import InputError
 from gnncore.store import GraphDir, atomic_directory
+from gnncore.store.atomic import check_output_dir as guard_output_dir
 from gnncore.store.manifest import MANIFEST_FILE, check_plain_name, sha256_of
 
 PLAN_FORMAT = "gnncore.plan"
@@ -186,31 +187,8 @@ class PlanDir:
 
 
 def check_output_dir(out: str | os.PathLike[str], inputs: list[Path]) -> None:
-    """Refuse an output directory that would replace data: one of ``inputs`` or a
-    directory holding one, or an existing non-empty directory that is not a plan.
-
-    Raises:
-        InputError: Naming ``out`` and the reason.
-    """
-    out = Path(out)
-    target = out.resolve()
-    for source in inputs:
-        source = Path(source).resolve()
-        if target == source or target in source.parents:
-            raise InputError(f"is (or holds) the input {source}; choose another OUT_DIR", out)
-    if target.exists():
-        if not target.is_dir():
-            raise InputError("exists and is not a directory", out)
-        manifest = target / MANIFEST_FILE
-        if any(target.iterdir()):
-            try:
-                is_plan = json.loads(manifest.read_text()).get("format") == PLAN_FORMAT
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-                is_plan = False
-            if not is_plan:
-                raise InputError(
-                    "exists, is not empty and holds no plan: refusing to replace it", out
-                )
+    """:func:`gnncore.store.atomic.check_output_dir` for a plan directory."""
+    guard_output_dir(out, inputs, PLAN_FORMAT, "plan")
 
 
 def write_plan_dir(

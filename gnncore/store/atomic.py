@@ -53,3 +53,38 @@ def replace_directory(new: Path, final: Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def check_output_dir(
+    out: str | os.PathLike[str], inputs: list[Path], format_name: str, what: str
+) -> None:
+    """Refuse an output directory whose replacement would destroy data: one of
+    ``inputs`` or a directory holding one, a file, or an existing non-empty
+    directory whose ``manifest.json`` is not of ``format_name`` (a ``what``).
+
+    Raises:
+        InputError: Naming ``out`` and the reason.
+    """
+    import json
+
+    from gnncore.errors import InputError
+
+    out = Path(out)
+    target = out.resolve()
+    for source in inputs:
+        source = Path(source).resolve()
+        if target == source or target in source.parents:
+            raise InputError(f"is (or holds) the input {source}; choose another OUT_DIR", out)
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise InputError("exists and is not a directory", out)
+    if any(target.iterdir()):
+        try:
+            found = json.loads((target / "manifest.json").read_text()).get("format")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            found = None
+        if found != format_name:
+            raise InputError(
+                f"exists, is not empty and holds no {what}: refusing to replace it", out
+            )
