@@ -2,11 +2,13 @@
 
 They cover the deterministic parts of ``_C.sample_biased_pyg`` and the
 planning helpers: the window a pruned row is read through given its offset,
-the edge weights of locality-aware sampling (Song & Jiang formula (8), its
-``M`` corrected), the exact inclusion probabilities of weighted sampling
-without replacement (Efraimidis--Spirakis = successive sampling), the boost
-sets ``Q'_l``, Algorithm 2 of the scale controller and the remote-read
-counts. Plus chi-square p-values for the statistical tests (through
+the exact (capped) inclusion probabilities of locality-aware sampling and its
+Horvitz--Thompson edge weights, the paper's ``q_new`` (Song & Jiang formula
+(8), its ``M`` corrected), the systematic PPS draw given the order and ``u``
+and a replay of the kernel's draw of one row from its generator
+(:mod:`gnncore.testing.per_layer_reference`), the boost sets ``Q'_l``,
+Algorithm 2 of the scale controller and the remote-read counts. Plus
+chi-square p-values for the statistical tests (through
 ``torch.special.gammaincc``; no SciPy needed).
 """
 
@@ -16,6 +18,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+
+from gnncore.testing.per_layer_reference import (
+    KernelRng,
+    sample_without_replacement_reference,
+)
 
 
 def window_positions(lo: int, deg: int, theta: int | None, start: int) -> list[int]:
@@ -36,50 +43,131 @@ def fits_some_window(offsets: Sequence[int], deg: int, theta: int) -> bool:
     return any(wanted <= {(start + t) % deg for t in range(theta)} for start in range(deg))
 
 
-def las_edge_weights(boosted: Sequence[bool], fanout: int, scale: float) -> np.ndarray:
-    """``c_j = q_j / q_new_j`` for every entry of a row (or window) of length ``d``.
+def capped_inclusion_probabilities(weights: Sequence[float] | np.ndarray, k: int) -> np.ndarray:
+    """Inclusion probabilities ``π_j = min(1, k·w_j / W)`` of a fixed-size draw of
+    ``k`` of ``len(weights)`` entries, capped iteratively.
 
-    Literally formula (8) with ``M`` the right way up: ``q_j = min(1, f/d)``,
-    ``w_j = scale`` if boosted else 1, ``M = Σ q / Σ w q``, ``q_new = w q M``.
-    When the whole row is taken (``fanout < 0`` or ``fanout >= d``) every entry
-    is included with probability 1 and ``c = 1``.
+    Entries whose ``π`` reaches 1 are taken with certainty; the ``k'`` slots left
+    are spread over the others in proportion to their weights; repeated until
+    no entry is newly capped, so ``Σ π = k`` (``k`` is clipped to ``[0, d]``).
+    Entry by entry, one pass per cap: independent of the kernel's per-class loop.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    d = len(w)
+    k = max(0, min(int(k), d))
+    if np.any(w <= 0):
+        raise ValueError("weights must be positive")
+    pi = np.zeros(d)
+    certain = np.zeros(d, dtype=bool)
+    while True:
+        left = k - int(certain.sum())
+        rest = ~certain
+        total = float(w[rest].sum())
+        if left == 0 or total == 0.0:
+            pi[rest] = 0.0
+            break
+        pi[rest] = left * w[rest] / total
+        newly = rest & (pi >= 1.0)
+        if not newly.any():
+            break
+        certain |= newly
+        pi[certain] = 1.0
+    return pi
+
+
+def las_edge_weights(boosted: Sequence[bool], fanout: int, scale: float) -> np.ndarray:
+    """``c_j = q_j / π_j`` for every entry of a row (or window) of length ``d``.
+
+    ``q_j = f/d`` is the plain sampler's inclusion probability, ``π`` the capped
+    inclusion probabilities of the weights ``w_j = scale`` (boosted) or 1
+    (:func:`capped_inclusion_probabilities`): the Horvitz--Thompson weights, so
+    ``E[Σ_{j∈S} c_j x_j / f] = Σ_j x_j / d``. ``c = 1`` when the whole row is
+    taken (``fanout < 0`` or ``fanout >= d``) or the weights are all equal
+    (the plain draw). Without capping ``π_j`` is the paper's
+    ``q_new_j = w_j q_j M`` (:func:`paper_q_new`).
     """
     d = len(boosted)
     if d == 0:
         return np.zeros(0)
     if fanout < 0 or fanout >= d:
         return np.ones(d)
-    q = [min(1.0, fanout / d)] * d
-    w = [scale if b else 1.0 for b in boosted]
-    m = sum(q) / sum(wj * qj for wj, qj in zip(w, q))
-    return np.array([qj / (wj * qj * m) for wj, qj in zip(w, q)])
+    w = np.array([scale if b else 1.0 for b in boosted])
+    if np.all(w == w[0]):
+        return np.ones(d)
+    return (fanout / d) / capped_inclusion_probabilities(w, fanout)
 
 
-def es_inclusion_probabilities(weights: Sequence[float], k: int) -> np.ndarray:
-    """Exact inclusion probabilities of drawing ``k`` of ``len(weights)`` items
-    without replacement, each draw proportional to the remaining weights
-    (what Efraimidis--Spirakis keys sample). Exponential: ``len(weights) <= 16``."""
-    w = [float(x) for x in weights]
-    d = len(w)
-    if d > 16:
-        raise ValueError("es_inclusion_probabilities is exponential; use <= 16 items")
-    k = min(k, d)
-    layer: dict[int, float] = {0: 1.0}
-    for _ in range(k):
-        nxt: dict[int, float] = {}
-        for mask, p in layer.items():
-            left = sum(w[j] for j in range(d) if not mask >> j & 1)
-            for j in range(d):
-                if not mask >> j & 1:
-                    key = mask | 1 << j
-                    nxt[key] = nxt.get(key, 0.0) + p * w[j] / left
-        layer = nxt
-    out = np.zeros(d)
-    for mask, p in layer.items():
-        for j in range(d):
-            if mask >> j & 1:
-                out[j] += p
-    return out
+def paper_q_new(boosted: Sequence[bool], fanout: int, scale: float) -> np.ndarray:
+    """Song & Jiang's ``q_new_j = w_j q_j M`` (formula (8), ``M = Σ q / Σ w q``
+    the right way up, ``q_j = min(1, f/d)``): ``k w_j / W``, uncapped, so it
+    may exceed 1."""
+    d = len(boosted)
+    q = min(1.0, fanout / d) if fanout >= 0 else 1.0
+    w = np.array([scale if b else 1.0 for b in boosted])
+    m = d * q / float((w * q).sum())
+    return w * q * m
+
+
+def systematic_pps_reference(
+    pi: Sequence[float] | np.ndarray, order: Sequence[int] | np.ndarray, u: float
+) -> list[int]:
+    """The entries a systematic PPS draw (Madow) selects, given the inclusion
+    probabilities ``pi`` (summing to an integer ``k``), the order ``order`` (a
+    permutation of the entries) and ``u`` in ``[0, 1)``.
+
+    Entries with ``π = 1`` are always selected; the others, in ``order``, lay
+    their ``π`` end to end on ``[0, k')`` (the running sum rescaled to end at
+    exactly ``k'``), and the entry whose interval ``[C_{j-1}, C_j)`` holds
+    ``u + i`` is selected, ``i = 0, ..., k' - 1``. Each entry's interval is
+    shorter than 1, so the ``k'`` entries are distinct and entry ``j`` is
+    selected for a set of ``u`` of measure ``π_j``. Sorted result.
+    """
+    p = np.asarray(pi, dtype=np.float64)
+    chosen = [int(j) for j in order if p[j] >= 1.0]
+    rest = [int(j) for j in order if p[j] < 1.0]
+    if rest:
+        left = int(round(float(p[rest].sum())))
+        cum = np.cumsum(p[rest])
+        cum = cum * (left / cum[-1])
+        cum[-1] = left
+        for i in range(left):
+            chosen.append(rest[int(np.searchsorted(cum, u + i, side="right"))])
+    if len(set(chosen)) != len(chosen):
+        raise AssertionError("an interval held two points: some π_j >= 1 left uncapped")
+    return sorted(chosen)
+
+
+def las_row_reference(
+    rng: KernelRng, boosted: Sequence[bool], fanout: int, scale: float
+) -> tuple[list[int], list[float]]:
+    """Replays the kernel's draw from one row (or window) of ``d`` entries whose
+    boost flags are ``boosted``: the sorted offsets drawn and their weights ``c``.
+
+    ``rng`` is the node's generator (``node_rng(seed, hop, pos)``) after the
+    window offset, if any, was drawn from it. The whole row (``fanout < 0`` or
+    ``>= d``): every offset, ``c = 1``. Equal weights (``scale = 1``, no or only
+    boosted entries): the DENSE kernel's uniform draw, ``c = 1``. Otherwise the
+    entries not taken with certainty (in storage order) are shuffled by
+    Fisher--Yates (``swap(e[j-1], e[below(j)])`` for ``j = m, ..., 2``), then
+    ``u = (next() >> 11) / 2**53`` and :func:`systematic_pps_reference` with
+    :func:`capped_inclusion_probabilities`; ``c_j = (f/d) / π_j``.
+    """
+    d = len(boosted)
+    k = d if fanout < 0 else min(fanout, d)
+    if k == d:
+        return list(range(d)), [1.0] * d
+    b = sum(bool(x) for x in boosted)
+    if scale == 1.0 or b in (0, d):
+        return sample_without_replacement_reference(rng, d, k), [1.0] * k
+    pi = capped_inclusion_probabilities([scale if x else 1.0 for x in boosted], k)
+    certain = [t for t in range(d) if pi[t] >= 1.0]
+    order = [t for t in range(d) if pi[t] < 1.0]
+    for j in range(len(order), 1, -1):
+        r = rng.below(j)
+        order[j - 1], order[r] = order[r], order[j - 1]
+    u = (rng.next() >> 11) * 2.0**-53
+    chosen = systematic_pps_reference(pi, certain + order, u)
+    return chosen, [(k / d) / float(pi[t]) for t in chosen]
 
 
 def path_counts_reference(

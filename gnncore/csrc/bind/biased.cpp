@@ -67,10 +67,12 @@ As ``sample_dense_pyg`` (each node's neighbours sampled once per batch, hop
 
 * ``boost``: per hop (or empty), ``None`` or a uint8[N] mask; with
   ``scale`` s >= 1, entry ``j`` of the row of a node expanded at hop ``h``
-  weighs s if ``boost[h][indices[j]]`` else 1, and ``min(fanout, d)``
-  entries are drawn without replacement in proportion to the weights
-  (Efraimidis-Spirakis). Equal weights (s = 1, no or only boosted entries)
-  draw uniformly, exactly as ``sample_dense_pyg`` with the same seed.
+  weighs s if ``boost[h][indices[j]]`` else 1, and k = ``min(fanout, d)``
+  distinct entries are drawn by systematic PPS sampling (random order) with
+  the exact inclusion probabilities ``pi_j = min(1, k w_j / W)``, capped
+  iteratively so that they sum to k. Equal weights (s = 1, no or only
+  boosted entries) draw uniformly, exactly as ``sample_dense_pyg`` with the
+  same seed.
 * ``remote`` (uint8[N] or None) and ``theta`` (per hop or empty; -1: whole
   list): a remote row longer than ``theta[h]`` is read as a window of
   ``theta[h]`` entries at a uniformly random offset (wrapping around) and
@@ -78,11 +80,11 @@ As ``sample_dense_pyg`` (each node's neighbours sampled once per batch, hop
 
 Returns ``(node, row, col, edge, num_sampled_nodes, num_sampled_edges,
 weight, remote_lists, remote_ids)``: the first six as ``sample_dense_pyg``;
-``weight`` float32 per edge, ``c_j = (b s + d - b) / (d w_j)`` (Song & Jiang
-formula (8) corrected: q_j / q_new_j with q_j = min(1, f/d), b boosted
-entries of d) when the node's draw was weighted, else 1; ``remote_lists`` /
-``remote_ids`` per hop: remote lists expanded and ids read from them
-(``min(deg, theta[h])``, ``deg`` when -1). Deterministic given ``seed`` and
+``weight`` float32 per edge, the Horvitz-Thompson ``c_j = (k / d) / pi_j``
+(Song & Jiang's q_j / q_new_j with q_new capped at 1: the weighted mean over
+the k sampled entries is unbiased) when the node's draw was weighted, else
+1; ``remote_lists`` / ``remote_ids`` per hop: remote lists expanded and ids
+read from them (``min(deg, theta[h])``, ``deg`` when -1). Deterministic given ``seed`` and
 independent of ``num_threads``. Raises ``ValueError`` naming a bad argument
 (``boost``, ``scale``, ``remote``, ``theta``, ``fanouts``, ``indptr``) and
 ``IndexError`` for an id outside ``[0, N)``.)doc");

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "parallel.h"
 #include "sampler/uniform.h"
@@ -47,9 +48,34 @@ void validate_options(const BiasOptions& o, size_t hops, int64_t num_nodes) {
                                   " is below -1; use -1 for no pruning");
 }
 
-// Uniform double in (0, 1): never 0, so its logarithm is finite.
-inline double open_unit(Rng& rng) {
-  return (static_cast<double>(rng.next() >> 11) + 0.5) * 0x1.0p-53;
+// Uniform double in [0, 1).
+inline double unit(Rng& rng) { return static_cast<double>(rng.next() >> 11) * 0x1.0p-53; }
+
+// Exact inclusion probabilities of a draw of k entries from a row whose
+// entries fall into `groups` classes, class g holding count[g] entries of
+// weight wt[g] > 0, with k < sum(count): pi[g] = min(1, k' wt[g] / W'), capped
+// iteratively: a class whose probability reaches 1 is taken with certainty and
+// the k' slots left are spread over the other classes in proportion to their
+// weights W' (repeated until no new class is capped), so that
+// sum_g count[g] pi[g] = k.
+void capped_inclusion(const double* wt, const int64_t* count, int groups, int64_t k, double* pi) {
+  for (int g = 0; g < groups; ++g) pi[g] = count[g] > 0 ? -1.0 : 0.0;  // -1: not capped
+  double left = static_cast<double>(k), total = 0.0;
+  for (bool capped = true; capped;) {
+    capped = false;
+    total = 0.0;
+    for (int g = 0; g < groups; ++g)
+      if (pi[g] < 0.0) total += wt[g] * static_cast<double>(count[g]);
+    const double slots = left;
+    for (int g = 0; g < groups; ++g)
+      if (pi[g] < 0.0 && slots * wt[g] >= total) {
+        pi[g] = 1.0;
+        left -= static_cast<double>(count[g]);
+        capped = true;
+      }
+  }
+  for (int g = 0; g < groups; ++g)
+    if (pi[g] < 0.0) pi[g] = left * wt[g] / total;
 }
 
 // The options of one hop.
@@ -102,8 +128,8 @@ void draw_biased_hop(Span<int64_t> indptr, Span<IndexT> indices, int64_t num_nod
 #pragma omp parallel num_threads(threads) if (threads > 1 && n >= 256)
 #endif
   {
-    std::vector<int64_t> scratch;
-    std::vector<std::pair<double, int64_t>> keys;
+    std::vector<int64_t> scratch, perm;
+    std::vector<uint8_t> chosen;
 #ifdef GNNCORE_WITH_OPENMP
 #pragma omp for schedule(dynamic, 64)
 #endif
@@ -134,7 +160,8 @@ void draw_biased_hop(Span<int64_t> indptr, Span<IndexT> indices, int64_t num_nod
         return u >= 0 && u < num_nodes && bias.boost[u] != 0;
       };
       bool sort_block = w < deg;  // a wrapped window is out of CSR order
-      double plain = 0.0;  // > 0: weights of the Efraimidis-Spirakis draw
+      double pi[2] = {1.0, 1.0};    // inclusion probability of a plain / boosted entry
+      double q = 0.0;               // > 0: the draw was weighted, c_j = q / pi_j
       if (count == w) {  // the whole window: every entry with probability 1
         for (int64_t t = 0; t < count; ++t) block[t] = at(t);
       } else {
@@ -144,28 +171,60 @@ void draw_biased_hop(Span<int64_t> indptr, Span<IndexT> indices, int64_t num_nod
         if (b == 0 || b == w) {  // equal weights: uniform, as the DENSE kernel
           sampling::sample_without_replacement(rng, w, count, block, scratch);
           for (int64_t t = 0; t < count; ++t) block[t] = at(block[t]);
-        } else {  // Efraimidis-Spirakis: the `count` largest log(u) / w_j
-          keys.resize(static_cast<size_t>(w));
+        } else {  // systematic PPS with the exact (capped) inclusion probabilities
+          const double wt[2] = {1.0, bias.scale};
+          const int64_t classes[2] = {w - b, b};
+          capped_inclusion(wt, classes, 2, count, pi);
+          // Certain entries are taken; the others, in an order drawn from the
+          // node's generator, are cut by the k' points u, u + 1, ..., u + k' - 1
+          // on the running sum of their probabilities (sum: k').
+          int64_t taken = 0;
+          perm.clear();  // 2 t + class of the uncertain entries t
           for (int64_t t = 0; t < w; ++t) {
-            const double wt = boosted(at(t)) ? bias.scale : 1.0;
-            keys[static_cast<size_t>(t)] = {std::log(open_unit(rng)) / wt, t};
+            const int64_t cls = boosted(at(t)) ? 1 : 0;
+            if (pi[cls] >= 1.0)
+              block[taken++] = t;
+            else
+              perm.push_back(2 * t + cls);
           }
-          auto larger = [](const std::pair<double, int64_t>& a,
-                           const std::pair<double, int64_t>& c) {
-            return a.first > c.first || (a.first == c.first && a.second < c.second);
-          };
-          std::nth_element(keys.begin(), keys.begin() + count, keys.end(), larger);
-          for (int64_t t = 0; t < count; ++t) block[t] = at(keys[static_cast<size_t>(t)].second);
+          const size_t m = perm.size();
+          for (size_t j = m; j > 1; --j)  // Fisher-Yates
+            std::swap(perm[j - 1], perm[static_cast<size_t>(rng.below(j))]);
+          const int64_t left = count - taken;
+          const double u = unit(rng);
+          double total = 0.0;  // renormalise the running sum to exactly k'
+          for (size_t j = 0; j < m; ++j) total += pi[perm[j] & 1];
+          const double norm = static_cast<double>(left) / total;
+          chosen.assign(m, 0);
+          double run = 0.0;
+          int64_t next = 0;  // points crossed so far
+          for (size_t j = 0; j < m && next < left; ++j) {
+            run += pi[perm[j] & 1] * norm;
+            const double c = j + 1 == m ? static_cast<double>(left)
+                                        : std::min(run, static_cast<double>(left));
+            if (u + static_cast<double>(next) < c) {  // at most one point per entry
+              chosen[j] = 1;
+              block[taken++] = perm[j] >> 1;
+              ++next;
+            }
+          }
+          // Floating-point guard (an interval rounded to length >= 1 holding two
+          // points): top up with the first entries not chosen. Unreachable in
+          // exact arithmetic, where every interval is shorter than 1.
+          for (size_t j = 0; j < m && next < left; ++j)
+            if (chosen[j] == 0) {
+              block[taken++] = perm[j] >> 1;
+              ++next;
+            }
+          for (int64_t t = 0; t < count; ++t) block[t] = at(block[t]);
           sort_block = true;
-          // c_j = 1 / (w_j M_v), M_v = d / (b s + d - b).
-          const double d = static_cast<double>(w), nb = static_cast<double>(b);
-          plain = (nb * bias.scale + d - nb) / d;
+          q = static_cast<double>(count) / static_cast<double>(w);  // the plain sampler's
         }
       }
       if (sort_block) std::sort(block, block + count);
-      if (plain > 0.0)
+      if (q > 0.0)  // Horvitz-Thompson: c_j = q_j / pi_j
         for (int64_t t = 0; t < count; ++t)
-          wblock[t] = static_cast<float>(boosted(block[t]) ? plain / bias.scale : plain);
+          wblock[t] = static_cast<float>(q / pi[boosted(block[t]) ? 1 : 0]);
       for (int64_t t = 0; t < count; ++t)
         nbr[static_cast<size_t>(offset[i] + t)] =
             static_cast<int64_t>(indices[static_cast<size_t>(block[t])]);

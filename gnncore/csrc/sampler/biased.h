@@ -3,22 +3,25 @@
 //
 // * Locality-aware sampling (LAS, Song & Jiang 2022, §4): at hop h a boost mask
 //   Q_h (a byte per node, non-zero = boosted) and a scale s >= 1. Expanding
-//   target v, entry j of its (possibly windowed) row gets the weight
-//   w_j = s if Q_h[indices[j]] else 1, and min(fanout, d) entries are drawn
-//   without replacement with probability proportional to the weight
-//   (Efraimidis-Spirakis: key_j = u_j^(1/w_j), keep the largest keys). Each
-//   sampled edge carries c_j = q_j / q_new_j, with the paper's formula (8)
-//   (its M printed upside down, corrected): q_j = min(1, f/d) for every entry
-//   of the row, q_new_j = w_j q_j M_v, M_v = sum_j q_j / sum_j w_j q_j, so
-//   c_j = 1 / (w_j M_v) = (b s + d - b) / (d w_j) with b boosted entries of d.
-//   These are the paper's probabilities, not the exact inclusion
-//   probabilities of Efraimidis-Spirakis sampling (which differ when s > 1
-//   and 0 < b < d): sum_j c_j x_j / k over the k sampled entries estimates the
-//   neighbour mean exactly unbiasedly when s = 1 and approximately otherwise.
+//   target v, entry j of its (possibly windowed) row of d entries gets the
+//   weight w_j = s if Q_h[indices[j]] else 1, and k = min(fanout, d) entries
+//   are drawn without replacement with the exact inclusion probabilities
+//   pi_j = min(1, k w_j / W), capped iteratively (entries whose pi reaches 1
+//   are taken with certainty, the k' slots left are spread over the others in
+//   proportion to w, until no new cap), so sum_j pi_j = k. The draw is
+//   systematic PPS sampling (Madow): the uncertain entries are shuffled with
+//   the node's generator, their pi laid end to end on [0, k') (the running sum
+//   renormalised to k'), and one u ~ U[0, 1) selects the entry under each of
+//   u, u + 1, ..., u + k' - 1; every entry's interval is shorter than 1, so
+//   the k entries are distinct and entry j is included with probability pi_j.
+//   Each sampled edge carries the Horvitz-Thompson weight c_j = q_j / pi_j,
+//   q_j = k / d the plain sampler's inclusion probability, so that
+//   E[sum_{j in S} c_j x_j / k] = sum_j x_j / d exactly. Uncapped, pi_j is the
+//   paper's q_new_j = w_j q_j M (formula (8), M = sum q / sum w q); pi caps it
+//   at 1 where q_new would exceed 1.
 //   c_j = 1 for every entry when s = 1, when the row holds no boosted entry
 //   or only boosted ones (all weights equal), and when the whole row is taken
-//   (d <= fanout or fanout = -1: every entry is included with probability 1,
-//   where (8) would give a probability above 1).
+//   (d <= fanout or fanout = -1: every entry is included with probability 1).
 //   In all those cases the draws are uniform without replacement from the same
 //   generator as the plain DENSE kernel, so without windows the sample equals
 //   sample_dense_pyg's for the same seed.

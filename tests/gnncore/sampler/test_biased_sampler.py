@@ -4,7 +4,6 @@ pruning (HyDRA), gnncore.sampler.biased and _C.sample_biased_pyg."""
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -26,18 +25,22 @@ from gnncore.sampler import (
 )
 from gnncore.testing.biased_reference import (
     boost_sets_reference,
-    es_inclusion_probabilities,
+    capped_inclusion_probabilities,
     fits_some_window,
     goodness_of_fit_pvalue,
     las_edge_weights,
+    las_row_reference,
+    paper_q_new,
     path_counts_reference,
     remote_reads_reference,
     scale_sequence,
+    systematic_pps_reference,
     two_sample_pvalue,
     window_positions,
 )
 from gnncore.testing.dense_reference import dense_to_pyg_reference, sample_dense_reference
 from gnncore.testing.graphs import node_input, random_csr
+from gnncore.testing.per_layer_reference import node_rng
 
 #: The statistical tests' node 0 has in-neighbours 1..HUB_DEGREE.
 HUB_DEGREE = 12
@@ -154,55 +157,106 @@ def test_equal_weights_are_the_dense_draws_themselves(hub) -> None:
     assert not torch.all(edge_weight_of(first) == 1.0)
 
 
-def test_boosting_over_samples_boosted_nodes_as_efraimidis_spirakis(hub) -> None:
-    boosted = [1, 2, 3]
-    scale = 8.0
+def hub_flags(boosted: list[int]) -> list[bool]:
+    """Boost flags of node 0's row (neighbours 1..HUB_DEGREE)."""
+    return [j in boosted for j in range(1, HUB_DEGREE + 1)]
+
+
+def hub_pi(boosted: list[int], scale: float) -> np.ndarray:
+    """The capped inclusion probabilities of node 0's row, over all HUB_NODES ids."""
+    weights = [scale if b else 1.0 for b in hub_flags(boosted)]
+    pi = capped_inclusion_probabilities(weights, FANOUT)
+    return np.r_[0, pi, np.zeros(HUB_NODES - HUB_DEGREE - 1)]
+
+
+def binomial_max_z(counts: np.ndarray, pi: np.ndarray, trials: int) -> float:
+    """The largest |z| of the per-entry inclusion counts: each batch includes entry
+    ``j`` with probability ``π_j``, independently across batches (binomial)."""
+    var = trials * pi * (1 - pi)
+    spread = counts - trials * pi
+    if np.any((var == 0) & (spread != 0)):
+        return math.inf
+    keep = var > 0
+    return float(np.max(np.abs(spread[keep]) / np.sqrt(var[keep]), initial=0.0))
+
+
+#: Batches of the unbiasedness test.
+MEAN_DRAWS = 16000
+#: Bias of the weighted mean in units of the spread of x (test_weighted_mean_estimate_is_
+#: unbiased, boosted [1, 2, 3]) with the former Efraimidis-Spirakis draws and the paper's
+#: weights (b s + d - b) / (d w_j): their inclusion probabilities were not q_new.
+ES_BIAS = {2.0: 0.041, 8.0: 0.316}
+#: (boosted neighbours of node 0, s): no capping (q_new = π <= 1); boosted entry
+#: capped at π = 1 (the paper's q_new = 24/19 > 1); two boosted entries capped.
+BOOST_CASES = [([1, 2, 3], 2.0), ([1, 2, 3], 8.0), ([1], 8.0), ([4, 9], 30.0)]
+
+
+@pytest.mark.parametrize(("boosted", "scale"), BOOST_CASES)
+def test_inclusion_frequencies_match_the_capped_probabilities(hub, boosted, scale) -> None:
     plain, _, _ = hub_draws(DenseSampler(hub, [FANOUT], seed=100))
     las = LocalityAwareSampler(hub, [FANOUT], seed=5, boost=[hub_boost(boosted)], scale=scale)
-    counts, _, weighted = hub_draws(las)
+    counts, sets, weighted = hub_draws(las)
     assert two_sample_pvalue(counts, plain) < 1e-6  # it does NOT draw like the plain sampler
     share = counts[boosted].sum() / counts.sum()
-    assert share > 2 * plain[boosted].sum() / plain.sum()
-    weights = [scale if j in boosted else 1.0 for j in range(1, HUB_DEGREE + 1)]
-    exact = es_inclusion_probabilities(weights, FANOUT)
-    expected = np.r_[0, exact, np.zeros(HUB_NODES - 13)]
-    assert goodness_of_fit_pvalue(counts, expected, DRAWS) > ALPHA
-    # the paper's q_new = w q M is not the exact inclusion probability for s > 1
+    assert share > 1.5 * plain[boosted].sum() / plain.sum()
+    pi = hub_pi(boosted, scale)
+    assert pi.sum() == pytest.approx(FANOUT)
+    assert goodness_of_fit_pvalue(counts, pi, DRAWS) > ALPHA
+    assert binomial_max_z(counts, pi, DRAWS) < 4.0  # p ~ 1e-3 after 12 comparisons
+    # exactly FANOUT distinct neighbours per batch; certain entries in every batch
+    certain = set(np.flatnonzero(pi >= 1.0).tolist())
+    assert all(len(set(draw)) == len(draw) == FANOUT and certain <= set(draw) for draw in sets)
+    # the paper's q_new is the uncapped probability k w_j / W: equal to π when no
+    # q_new exceeds 1; otherwise those are capped at 1 and the rest get more
+    q_new = paper_q_new(hub_flags(boosted), FANOUT, scale)
+    row_pi = pi[1 : HUB_DEGREE + 1]
+    capped = q_new > 1.0
+    assert capped.any() == bool(certain) == (len(boosted) == 1 or scale == 30.0)
+    if capped.any():
+        assert np.all(row_pi[capped] == 1.0) and np.all(row_pi[~capped] > q_new[~capped])
+    else:
+        np.testing.assert_allclose(q_new, row_pi, rtol=1e-12)
+    # every batch carries the Horvitz-Thompson weights c_j = (f / d) / π_j
     q = FANOUT / HUB_DEGREE
-    m = HUB_DEGREE * q / sum(w * q for w in weights)
-    q_new = np.array([w * q * m for w in weights])
-    assert np.max(np.abs(q_new - exact)) > 0.05
-    # every batch carries c_j = q / q_new_j
     for nbrs, weight in weighted:
         assert weight is not None
-        np.testing.assert_allclose(weight, q / q_new[nbrs - 1], rtol=1e-6)
+        np.testing.assert_allclose(weight, q / pi[nbrs], rtol=1e-6)
 
 
-def test_weighted_mean_estimate(hub) -> None:
-    # sum_j c_j x_j / k over the k sampled neighbours estimates the neighbour mean:
-    # exactly for s = 1; for s > 1 its expectation is sum_j pi_j c_j x_j / k with
-    # the exact inclusion probabilities pi_j (the paper's weights assume q_new).
+@pytest.mark.parametrize(("boosted", "scale"), [([1, 2, 3], 1.0), *BOOST_CASES])
+def test_weighted_mean_estimate_is_unbiased(hub, boosted, scale) -> None:
+    # sum_{j in S} c_j x_j / k over the k sampled neighbours estimates the neighbour
+    # mean without bias at every s: E = sum_j pi_j (q / pi_j) x_j / k = mean(x).
     x = np.zeros(HUB_NODES)
     x[1 : HUB_DEGREE + 1] = np.random.default_rng(3).normal(size=HUB_DEGREE) + np.arange(HUB_DEGREE)
     truth = x[1 : HUB_DEGREE + 1].mean()
-    boosted = [1, 2, 3]
-    # Bias of the paper's weights under Efraimidis-Spirakis draws, in units of the
-    # spread of x, for 3 boosted entries of 12 and f = 3 (measured: 0.04 at s = 2,
-    # 0.32 at s = 8, where E[sum_j c_j] / k = 1.16 instead of 1).
-    bound = {1.0: 1e-9, 2.0: 0.1, 8.0: 0.5}
-    for scale in bound:
-        las = LocalityAwareSampler(hub, [FANOUT], seed=21, boost=[hub_boost(boosted)], scale=scale)
-        _, _, weighted = hub_draws(las)
-        estimates = np.array([(w * x[n]).sum() / len(n) for n, w in weighted])
-        se = estimates.std() / math.sqrt(len(estimates))
-        weights = [scale if j in boosted else 1.0 for j in range(1, HUB_DEGREE + 1)]
-        pi = es_inclusion_probabilities(weights, FANOUT)
-        c = las_edge_weights([j in boosted for j in range(1, HUB_DEGREE + 1)], FANOUT, scale)
-        expectation = float((pi * c * x[1 : HUB_DEGREE + 1]).sum() / FANOUT)
-        assert abs(estimates.mean() - expectation) < 5 * se, (scale, estimates.mean())
-        assert abs(expectation - truth) <= bound[scale] * x[1 : HUB_DEGREE + 1].std()
-        if scale == 1.0:
-            assert np.all(c == 1.0)
+    spread = x[1 : HUB_DEGREE + 1].std()
+    las = LocalityAwareSampler(hub, [FANOUT], seed=21, boost=[hub_boost(boosted)], scale=scale)
+    _, _, weighted = hub_draws(las, MEAN_DRAWS)
+    estimates = np.array([(w * x[n]).sum() / len(n) for n, w in weighted])
+    se = estimates.std() / math.sqrt(len(estimates))
+    assert abs(estimates.mean() - truth) < 4 * se, (scale, estimates.mean(), truth, se)
+    if boosted == [1, 2, 3] and scale in ES_BIAS:  # tight enough to see the old bias
+        assert 4 * se < ES_BIAS[scale] * spread
+    # the expectation is exact, not only within the noise
+    pi = hub_pi(boosted, scale)
+    c = las_edge_weights(hub_flags(boosted), FANOUT, scale)
+    assert float((pi[1 : HUB_DEGREE + 1] * c * x[1 : HUB_DEGREE + 1]).sum() / FANOUT) == (
+        pytest.approx(truth, rel=1e-12)
+    )
+    # the weights: mean 1 per sampled edge in expectation, not per batch
+    sums = np.array([w.sum() / len(n) for n, w in weighted])
+    assert abs(sums.mean() - 1.0) < 4 * sums.std() / math.sqrt(len(sums)) + 1e-7
+    assert float((pi[1 : HUB_DEGREE + 1] * c).sum()) == pytest.approx(FANOUT, rel=1e-12)
+    if scale == 1.0:
+        assert np.all(c == 1.0) and np.all(sums == 1.0)
+    else:
+        # Σ c_j varies with the draw, unless the boosted entries are certain (then
+        # every draw holds them and k - b plain entries of equal weight)
+        assert (sums.std() > 0) == bool(np.all(pi < 1.0))
+        assert np.all(c[[j - 1 for j in boosted]] < 1.0) and np.all(
+            np.delete(c, [j - 1 for j in boosted]) > 1.0
+        )
 
 
 def test_pruned_windows_change_the_joint_draws(hub) -> None:
@@ -321,6 +375,54 @@ def test_weights_and_windows_against_the_reference(index_dtype: type) -> None:
         assert out[7] == lists and out[8] == ids
 
 
+@pytest.mark.parametrize("scale", [1.0, 2.0, 8.0, 30.0])
+def test_every_row_replays_the_reference_draw(scale: float) -> None:
+    # The kernel's rows, drawn again in Python from the same generator: identical
+    # offsets and weights. Every row with f < d yields exactly f distinct entries.
+    indptr, indices = random_csr(400, 9000, seed=3)
+    rng = np.random.default_rng(5)
+    fanouts = [4, 3]
+    boost = [rng.random(400) < 0.3, rng.random(400) < 0.2]
+    remote = rng.random(400) < 0.5
+    thetas = [9, 7]
+    seeds = rng.choice(400, 40, replace=False)
+    out = _C.sample_biased_pyg(
+        indptr,
+        indices,
+        seeds,
+        fanouts,
+        11,
+        boost=[b.astype(np.uint8) for b in boost],
+        scale=scale,
+        remote=remote.astype(np.uint8),
+        theta=thetas,
+    )
+    node, _, col, edge, num_nodes, num_edges, weight = out[:7]
+    node_start = np.r_[0, np.cumsum(num_nodes)]
+    edge_start = np.r_[0, np.cumsum(num_edges)]
+    subsampled = weighted = 0
+    for hop, fanout in enumerate(fanouts):
+        cols = col[edge_start[hop] : edge_start[hop + 1]]
+        for i, v in enumerate(node[node_start[hop] : node_start[hop + 1]].tolist()):
+            sel = np.flatnonzero(cols == node_start[hop] + i) + edge_start[hop]
+            lo, deg = int(indptr[v]), int(indptr[v + 1] - indptr[v])
+            gen = node_rng(11, hop, i)
+            start = gen.below(deg) if remote[v] and deg > thetas[hop] else 0
+            window = window_positions(lo, deg, thetas[hop] if remote[v] else None, start)
+            offsets, weights = las_row_reference(gen, boost[hop][indices[window]], fanout, scale)
+            want = dict(zip((window[o] for o in offsets), weights))
+            got = dict(zip(edge[sel].tolist(), weight[sel].tolist()))
+            assert len(got) == len(sel)  # distinct
+            assert got.keys() == want.keys(), (hop, v)
+            np.testing.assert_allclose([got[p] for p in want], list(want.values()), rtol=1e-6)
+            if fanout < len(window):
+                subsampled += 1
+                assert len(sel) == fanout
+                weighted += any(w != 1.0 for w in weights)
+    assert subsampled > 100
+    assert (weighted > 20) == (scale != 1.0)
+
+
 def test_window_positions_wrap() -> None:
     assert window_positions(10, 6, 4, 4) == [14, 15, 10, 11]
     assert window_positions(10, 3, 4, 2) == [10, 11, 12]
@@ -329,22 +431,36 @@ def test_window_positions_wrap() -> None:
 
 
 def test_las_weights_formula() -> None:
-    # d = 4, f = 2, one boosted of weight 3: M = 4 / 6, c = 6 / (4 w)
+    # d = 4, f = 2, one boosted of weight 3: q_new = 2 * 3 / 6 = 1 -> π = [1, 1/3, 1/3, 1/3]
     np.testing.assert_allclose(
         las_edge_weights([True, False, False, False], 2, 3.0), [0.5, 1.5, 1.5, 1.5]
     )
+    # uncapped: π = q_new = [1/2, 1/2, 1/4, 1/4, 1/4, 1/4], c = (1/3) / π
+    np.testing.assert_allclose(
+        las_edge_weights([True, True, False, False, False, False], 2, 2.0),
+        [2 / 3, 2 / 3, 4 / 3, 4 / 3, 4 / 3, 4 / 3],
+    )
+    # capped: q_new = 18/13 > 1 -> π = [1, 1/4, 1/4, 1/4, 1/4], c = 0.4 / π (formula (8)
+    # would give (b s + d - b) / (d w) = [13/45, 13/5, ...])
+    np.testing.assert_allclose(
+        las_edge_weights([True, False, False, False, False], 2, 9.0), [0.4, 1.6, 1.6, 1.6, 1.6]
+    )
+    assert paper_q_new([True, False, False, False, False], 2, 9.0)[0] == pytest.approx(18 / 13)
     np.testing.assert_allclose(las_edge_weights([True, False], 2, 3.0), [1, 1])  # take all
     np.testing.assert_allclose(las_edge_weights([True, True, True], 1, 5.0), [1, 1, 1])
-    out = _C.sample_biased_pyg(
-        np.array([0, 0, 0, 0, 0, 4]),
-        np.array([0, 1, 2, 3]),
-        np.array([4]),
-        [2],
-        0,
-        boost=[np.array([1, 0, 0, 0, 0], np.uint8)],
-        scale=3.0,
-    )
-    np.testing.assert_allclose(out[6], [0.5 if n == 0 else 1.5 for n in out[0][out[1]]])
+    for flags, scale in (([1, 0, 0, 0], 3.0), ([1, 0, 0, 0], 9.0), ([1, 1, 0, 0], 1.5)):
+        out = _C.sample_biased_pyg(
+            np.array([0, 0, 0, 0, 0, 4]),
+            np.array([0, 1, 2, 3]),
+            np.array([4]),
+            [2],
+            0,
+            boost=[np.array([*flags, 0], np.uint8)],
+            scale=scale,
+        )
+        pi = capped_inclusion_probabilities([scale if f else 1.0 for f in flags], 2)
+        np.testing.assert_allclose(out[6], [0.5 / pi[n] for n in out[0][out[1]]], rtol=1e-6)
+        assert len(set(out[0][out[1]].tolist())) == 2
 
 
 # Pruned sampler -------------------------------------------------------------------
@@ -604,9 +720,37 @@ def test_scale_controller_follows_algorithm_2() -> None:
         assert got == scale_sequence(ratios, 0.12, 0.25, 16)
 
 
-def test_reference_es_probabilities_sum_to_k() -> None:
-    pi = es_inclusion_probabilities([1, 2, 3, 4], 2)
-    assert pi.sum() == pytest.approx(2)
-    assert np.all(np.diff(pi) > 0)
-    np.testing.assert_allclose(es_inclusion_probabilities([1] * 5, 2), [0.4] * 5)
-    assert Counter(es_inclusion_probabilities([1, 1], 5).tolist()) == {1.0: 2}
+def test_reference_capped_probabilities_and_systematic_draw() -> None:
+    pi = capped_inclusion_probabilities([1, 2, 3, 4], 2)
+    np.testing.assert_allclose(pi, [0.2, 0.4, 0.6, 0.8])
+    np.testing.assert_allclose(capped_inclusion_probabilities([1] * 5, 2), [0.4] * 5)
+    np.testing.assert_allclose(capped_inclusion_probabilities([1, 1], 5), [1, 1])
+    # two rounds of capping: 3 * 10 / 19 > 1, then 2 * 5 / 9 > 1, then 1 / 4 each
+    np.testing.assert_allclose(
+        capped_inclusion_probabilities([10, 5, 1, 1, 1, 1], 3), [1, 1, 0.25, 0.25, 0.25, 0.25]
+    )
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        d = int(rng.integers(2, 30))
+        k = int(rng.integers(1, d))
+        weights = rng.choice([1.0, 2.0, 8.0, 50.0], d)
+        pi = capped_inclusion_probabilities(weights, k)
+        assert pi.sum() == pytest.approx(k) and np.all((pi > 0) & (pi <= 1))
+        uncapped = pi < 1
+        if uncapped.any():  # proportional to the weights below the cap
+            ratio = pi[uncapped] / weights[uncapped]
+            np.testing.assert_allclose(ratio, ratio[0])
+            assert np.all(ratio[0] * weights[~uncapped] >= 1 - 1e-12)
+        # the systematic draw over a grid of u: k distinct entries, entry j for a
+        # share pi_j of the u
+        order = rng.permutation(d)
+        grid = 4000
+        freq = np.zeros(d)
+        for u in (np.arange(grid) + 0.5) / grid:
+            chosen = systematic_pps_reference(pi, order, float(u))
+            assert len(chosen) == len(set(chosen)) == k
+            freq[chosen] += 1
+        np.testing.assert_allclose(freq / grid, pi, atol=2.5 / grid)
+    assert systematic_pps_reference([0.5, 0.5, 1.0], [2, 0, 1], 0.25) == [0, 2]
+    assert systematic_pps_reference([0.5, 0.5, 1.0], [2, 0, 1], 0.75) == [1, 2]
+    assert systematic_pps_reference([0.5, 0.5, 1.0], [1, 2, 0], 0.25) == [1, 2]
