@@ -6,11 +6,13 @@
 With a placement plan, training can bias its neighbour sampling toward the
 nodes a device reads from GPU caches (its own and its peers'): hop ``h`` of an
 ``L``-hop sampler boosts the nodes of ``Q'_{L-h}`` by a scale ``s``
-(:func:`gnncore.sampler.biased.boost_sets`), and every sampled edge carries the
-weight ``q / q_new`` that keeps the mean aggregation an estimate of the plain
-sampler's. ``s`` starts at 1 (the plain distribution) and
-:class:`LasScaleAdapter` moves it once per epoch by Algorithm 2 from the
-epoch's data-loading share ``r = (wait_s + transfer_s) / train_s``.
+(:func:`gnncore.sampler.biased.boost_sets`); rows are drawn with exact (capped)
+inclusion probabilities ``π`` (the paper's ``q_new`` capped at 1) and every
+sampled edge carries the Horvitz–Thompson weight ``q / π``, which keeps the
+mean aggregation an unbiased estimate of the plain sampler's. ``s`` starts at 1
+(the plain distribution) and :class:`LasScaleAdapter` moves it once per epoch
+by Algorithm 2 from the epoch's data-loading share
+``r = (wait_s + transfer_s) / train_s``.
 
 Because ``s`` follows measured time, a run with locality-aware sampling is not
 bit-reproducible across machines or loads; a resumed run restores ``s`` and the

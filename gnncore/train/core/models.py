@@ -74,8 +74,9 @@ class WeightedSAGEConv(SAGEConv):
     ``k`` sampled neighbours). Without ``edge_weight`` it is ``SAGEConv``.
 
     Locality-aware sampling (:class:`~gnncore.sampler.LocalityAwareSampler`)
-    weights each sampled edge by ``c_j = q_j / q_new_j`` so the mean stays the
-    estimate of the plain sampler (Song & Jiang, §4).
+    weights each sampled edge by ``c_j = q_j / π_j`` (``π`` its exact inclusion
+    probability, the paper's ``q_new`` capped at 1) so the mean stays an unbiased
+    estimate of the plain sampler's (Song & Jiang, §4).
     """
 
     # PyG compiles ``propagate`` per class from the message signature; start from
