@@ -11,7 +11,7 @@ export DAGSTER_HOME := $(CURDIR)/.dagster_home
 CSRC := $(shell find gnncore/csrc -type f 2>/dev/null) $(shell find gnncore -type d -not -name __pycache__) CMakeLists.txt pyproject.toml
 HOST ?= 127.0.0.1
 
-.PHONY: install demo lint test ui mlflow-ui clean bench-ingest
+.PHONY: install sysdeps demo lint test ui mlflow-ui clean bench-ingest
 
 $(VENV)/.installed: $(CSRC)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,7 +38,23 @@ lint: install
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
 
-test: lint
+# Debian packages the tests drive for real: Chromium and its driver (browser tests of the
+# Dagster and MLflow UIs) and the PostgreSQL server (the postgres storage profile).
+# Installed only when missing and only as root with apt-get; otherwise those tests skip
+# and say why.
+sysdeps:
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "sysdeps: installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	else \
+		echo "sysdeps: missing$$missing (apt-get install them as root); the tests that need them skip"; \
+	fi
+
+test: lint sysdeps
 	$(PY) -m pytest -q
 
 ui: install $(DAGSTER_HOME)/dagster.yaml
