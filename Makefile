@@ -5,13 +5,36 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 DATA_ROOT ?= $(CURDIR)/data
 export GNNCORE_DATA_ROOT := $(DATA_ROOT)
+# Storage profile (README.md "Production storage (PostgreSQL)"). sqlite, the default: Dagster's
+# storage under .dagster_home, MLflow's in <data root>/mlflow/mlflow.db. postgres: Dagster's
+# run, event-log and schedule storage and MLflow's backend store in PostgreSQL at
+# GNNCORE_PG_* (defaults below: the server `make postgres` starts), artifacts still on disk
+# under the data root (GNNCORE_MLFLOW_ARTIFACTS: any path or URI). Each profile has its own
+# DAGSTER_HOME, so switching profiles switches instances.
+PROFILE ?= sqlite
+export GNNCORE_PG_HOST ?= 127.0.0.1
+export GNNCORE_PG_PORT ?= 5432
+export GNNCORE_PG_USER ?= gnncore
+export GNNCORE_PG_PASSWORD ?= gnncore
+export GNNCORE_PG_DB ?= dagster
+export GNNCORE_PG_MLFLOW_DB ?= mlflow
+ifeq ($(PROFILE),sqlite)
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
+DAGSTER_YAML := pipelines/dagster.yaml
+else ifeq ($(PROFILE),postgres)
+export DAGSTER_HOME := $(CURDIR)/.dagster_home/postgres
+DAGSTER_YAML := pipelines/dagster.postgres.yaml
+export GNNCORE_MLFLOW_URI ?= postgresql://$(GNNCORE_PG_USER):$(GNNCORE_PG_PASSWORD)@$(GNNCORE_PG_HOST):$(GNNCORE_PG_PORT)/$(GNNCORE_PG_MLFLOW_DB)
+else
+$(error PROFILE=$(PROFILE): use sqlite (the default) or postgres)
+endif
+MLFLOW_ARTIFACTS := $(or $(GNNCORE_MLFLOW_ARTIFACTS),$(DATA_ROOT)/mlflow/artifacts)
 # Reinstall when C++ sources change or when Python files are added (directory mtimes):
 # the editable install maps the package files that existed when it was built.
 CSRC := $(shell find gnncore/csrc -type f 2>/dev/null) $(shell find gnncore -type d -not -name __pycache__) CMakeLists.txt pyproject.toml
 HOST ?= 127.0.0.1
 
-.PHONY: install sysdeps demo lint test ui mlflow-ui clean bench-ingest
+.PHONY: install sysdeps demo lint test ui mlflow-ui postgres postgres-stop clean bench-ingest
 
 $(VENV)/.installed: $(CSRC)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,14 +42,14 @@ $(VENV)/.installed: $(CSRC)
 	# The CPU wheel of torch lies on disk; an unpinned torch would pull CUDA builds.
 	$(PIP) install --quiet torch==2.13.0
 	$(PIP) install --quiet scikit-build-core nanobind
-	$(PIP) install --quiet --no-build-isolation -e ".[test]"
+	$(PIP) install --quiet --no-build-isolation -e ".[test,postgres]"
 	touch $@
 
 install: $(VENV)/.installed
 
-$(DAGSTER_HOME)/dagster.yaml: pipelines/dagster.yaml
+$(DAGSTER_HOME)/dagster.yaml: $(DAGSTER_YAML)
 	mkdir -p $(DAGSTER_HOME)
-	cp pipelines/dagster.yaml $@
+	cp $(DAGSTER_YAML) $@
 
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(PY) -m pipelines.demo
@@ -60,10 +83,22 @@ test: lint sysdeps
 ui: install $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/dagster dev -w workspace.yaml -h $(HOST) -p 3000
 
+# The store the pipeline writes: $$GNNCORE_MLFLOW_URI when set (PROFILE=postgres sets it),
+# else the sqlite file under the data root. It travels in the environment, so a password
+# shows neither in the echoed command nor in ps.
 mlflow-ui: install
 	mkdir -p $(DATA_ROOT)/mlflow
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(DATA_ROOT)/mlflow/mlflow.db \
-		--default-artifact-root $(DATA_ROOT)/mlflow/artifacts --host $(HOST) --port 5000
+	MLFLOW_BACKEND_STORE_URI="$${GNNCORE_MLFLOW_URI:-sqlite:///$(DATA_ROOT)/mlflow/mlflow.db}" \
+		$(VENV)/bin/mlflow ui --default-artifact-root '$(MLFLOW_ARTIFACTS)' --host $(HOST) --port 5000
+
+# A throwaway PostgreSQL for PROFILE=postgres: initdb in $(DATA_ROOT)/postgres, listening on
+# 127.0.0.1:$(GNNCORE_PG_PORT) only, databases $(GNNCORE_PG_DB) and $(GNNCORE_PG_MLFLOW_DB);
+# prints the variables the profile reads. `make postgres-stop` stops it.
+postgres: install
+	$(PY) -m resources.postgres_server start $(DATA_ROOT)/postgres
+
+postgres-stop: install
+	$(PY) -m resources.postgres_server stop $(DATA_ROOT)/postgres
 
 clean:
 	rm -rf build $(VENV) .dagster_home data
