@@ -24,7 +24,7 @@ DAGSTER_YAML := pipelines/dagster.yaml
 else ifeq ($(PROFILE),postgres)
 export DAGSTER_HOME := $(CURDIR)/.dagster_home/postgres
 DAGSTER_YAML := pipelines/dagster.postgres.yaml
-export GNNCORE_MLFLOW_URI ?= postgresql://$(GNNCORE_PG_USER):$(GNNCORE_PG_PASSWORD)@$(GNNCORE_PG_HOST):$(GNNCORE_PG_PORT)/$(GNNCORE_PG_MLFLOW_DB)
+export GNNCORE_MLFLOW_URI ?= postgresql+psycopg2://$(GNNCORE_PG_USER):$(GNNCORE_PG_PASSWORD)@$(GNNCORE_PG_HOST):$(GNNCORE_PG_PORT)/$(GNNCORE_PG_MLFLOW_DB)
 else
 $(error PROFILE=$(PROFILE): use sqlite (the default) or postgres)
 endif

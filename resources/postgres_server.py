@@ -39,6 +39,8 @@ from urllib.parse import quote
 
 DEFAULT_USER = "gnncore"
 DEFAULT_DATABASES = ("dagster", "mlflow")
+#: The SQLAlchemy scheme of the profile's URLs: psycopg2 (the ``postgres`` extra installs it).
+SQLALCHEMY_SCHEME = "postgresql+psycopg2"
 
 
 def find_pg_bin() -> Path | None:
@@ -151,10 +153,15 @@ class LocalPostgres:
     def log_file(self) -> Path:
         return self.base_dir / "server.log"
 
-    def url(self, database: str = "postgres") -> str:
-        """``postgresql://user:password@host:port/database`` (SQLAlchemy / MLflow)."""
+    def url(self, database: str = "postgres", scheme: str = "postgresql") -> str:
+        """``postgresql://user:password@host:port/database`` (libpq, ``psycopg2.connect``)."""
         auth = f"{quote(self.user, safe='')}:{quote(self.password, safe='')}"
-        return f"postgresql://{auth}@{self.host}:{self.port}/{database}"
+        return f"{scheme}://{auth}@{self.host}:{self.port}/{database}"
+
+    def sqlalchemy_url(self, database: str) -> str:
+        """The same URL naming the psycopg2 driver, as MLflow's store wants it
+        (SQLAlchemy 2.1 reads a bare ``postgresql://`` as psycopg 3)."""
+        return self.url(database, scheme=SQLALCHEMY_SCHEME)
 
     def env(self, dagster_db: str = "dagster", mlflow_db: str = "mlflow") -> dict[str, str]:
         """The variables the ``postgres`` profile reads, pointing at this server."""
@@ -164,7 +171,7 @@ class LocalPostgres:
             "GNNCORE_PG_USER": self.user,
             "GNNCORE_PG_PASSWORD": self.password,
             "GNNCORE_PG_DB": dagster_db,
-            "GNNCORE_MLFLOW_URI": self.url(mlflow_db),
+            "GNNCORE_MLFLOW_URI": self.sqlalchemy_url(mlflow_db),
         }
 
     # Lifecycle --------------------------------------------------------------
