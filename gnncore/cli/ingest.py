@@ -45,6 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="edge lists: the first data line is (not) a header (default: detected)",
     )
+    parser.add_argument(
+        "--nodes",
+        type=Path,
+        default=None,
+        metavar="TABLE",
+        help="edge lists and Parquet tables: a node table (Parquet/CSV/TSV with node_id, "
+        "feature columns or a 'features' list, optional label and split; docs/FORMAT.md)",
+    )
     parser.add_argument("--name", default=None, help="dataset name for the manifest")
     parser.add_argument("--seed", type=int, default=0, help="seed of the shuffled edge stream")
 
@@ -56,6 +64,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     fmt = detect_format(args.source) if args.format == "auto" else args.format
     if args.header is not None and fmt != "edgelist":
         raise GnnCoreError(f"--header/--no-header apply to edge lists, not to {fmt} input")
+    if args.nodes is not None and fmt not in ("edgelist", "parquet"):
+        raise GnnCoreError(f"--nodes applies to edge lists and Parquet tables, not to {fmt} input")
     report = ingest(
         args.source,
         args.out_dir,
@@ -65,5 +75,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         id_type=args.id_type,
         seed=args.seed,
         header=args.header,
+        nodes=args.nodes,
     )
     return report.to_dict()

@@ -52,6 +52,7 @@ def ingest(
     seed: int = 0,
     *,
     header: bool | None = None,
+    nodes: str | os.PathLike[str] | None = None,
 ) -> IngestReport:
     """Ingest a dataset into the graph directory ``out_dir``.
 
@@ -69,6 +70,9 @@ def ingest(
         seed (int): Seed of the shuffled edge stream (``edges_shuffled.npy``).
         header (bool, optional): ``edgelist`` only: force a header line (True)
             or none (False) instead of detecting it.
+        nodes (str or PathLike, optional): ``edgelist`` and ``parquet`` only: a
+            node table (Parquet/CSV/TSV with ``node_id`` and features, optional
+            ``label`` and ``split``; :mod:`gnncore.io.node_table`).
 
     Returns:
         IngestReport: The counts, also recorded in the manifest's ``stats``.
@@ -85,17 +89,29 @@ def ingest(
     fmt = detect_format(source) if format == "auto" else format
     if header is not None and fmt != "edgelist":
         raise ValueError("header= applies to the edgelist format only")
+    if nodes is not None and fmt not in ("edgelist", "parquet"):
+        raise ValueError(f"nodes= applies to edge lists and Parquet edge tables, not to {fmt}")
+    from gnncore.io.node_table import read_node_table
+
+    table = None if nodes is None else read_node_table(nodes)
     if fmt == "edgelist":
         from gnncore.io.edgelist import ingest_edgelist
 
         return ingest_edgelist(
-            source, out_dir, directed=directed, name=name, id_type=id_type, seed=seed, header=header
+            source,
+            out_dir,
+            directed=directed,
+            name=name,
+            id_type=id_type,
+            seed=seed,
+            header=header,
+            nodes=table,
         )
     if fmt == "parquet":
         from gnncore.io.parquet import ingest_parquet
 
         return ingest_parquet(
-            source, out_dir, directed=directed, name=name, id_type=id_type, seed=seed
+            source, out_dir, directed=directed, name=name, id_type=id_type, seed=seed, nodes=table
         )
     if fmt == "ogb":
         from gnncore.io.ogb import ingest_ogb

@@ -54,42 +54,51 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
 # Id remapping --------------------------------------------------------------------
 
 
-def remap_int_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def remap_int_ids(
+    src: np.ndarray, dst: np.ndarray, extra: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Map non-negative integer ids onto ``0..N-1`` in sorted raw-id order.
 
-    Only ids that occur in ``src`` or ``dst`` get a node (an id seen only in a
-    self-loop still does). Dense id ranges use a lookup table (linear time);
-    sparse ones (ids far larger than the edge count) sort.
+    Only ids that occur in ``src``, ``dst`` or ``extra`` (nodes without edges,
+    e.g. from a node table) get a node (an id seen only in a self-loop still
+    does). Dense id ranges use a lookup table (linear time); sparse ones (ids
+    far larger than the edge count) sort.
 
     Returns:
         ``(src, dst, raw_ids)``: the remapped endpoints and ``raw_ids[node_id]``.
     """
     src = np.asarray(src)
     dst = np.asarray(dst)
-    if len(src) == 0:
+    more = np.zeros(0, dtype=np.int64) if extra is None else np.asarray(extra, dtype=np.int64)
+    if len(src) == 0 and len(more) == 0:
         return src.astype(np.int64), dst.astype(np.int64), np.zeros(0, dtype=np.int64)
-    top = int(max(src.max(), dst.max()))
-    if top < max(8 * len(src), 1 << 22):
+    top = max((int(a.max()) for a in (src, dst, more) if len(a)), default=0)
+    if top < max(8 * (len(src) + len(more)), 1 << 22):
         present = np.zeros(top + 1, dtype=bool)
         present[src] = True
         present[dst] = True
+        present[more] = True
         raw_ids = np.flatnonzero(present).astype(np.int64)
         lut_dtype = np.int32 if len(raw_ids) <= np.iinfo(np.int32).max else np.int64
         lut: np.ndarray = np.cumsum(present, dtype=lut_dtype)
         lut -= 1
         del present
         return lut[src], lut[dst], raw_ids
-    raw_ids = sorted_unique(np.concatenate([src, dst]).astype(np.int64, copy=False))
+    raw_ids = sorted_unique(np.concatenate([src, dst, more]).astype(np.int64, copy=False))
     return np.searchsorted(raw_ids, src), np.searchsorted(raw_ids, dst), raw_ids
 
 
-def remap_str_ids(src: pl.Series, dst: pl.Series) -> tuple[np.ndarray, np.ndarray, pl.Series]:
-    """Map string ids onto ``0..N-1`` in sorted (lexicographic) raw-id order.
+def remap_str_ids(
+    src: pl.Series, dst: pl.Series, extra: pl.Series | None = None
+) -> tuple[np.ndarray, np.ndarray, pl.Series]:
+    """Map string ids onto ``0..N-1`` in sorted (lexicographic) raw-id order
+    (``extra``: ids of nodes that may have no edge).
 
     Returns:
         ``(src, dst, raw_ids)``; ``raw_ids`` is a Polars string Series.
     """
-    raw_ids = pl.concat([src, dst]).unique().sort()
+    parts = [src, dst] if extra is None else [src, dst, extra.rename(src.name)]
+    raw_ids = pl.concat(parts).unique().sort()
     codes = pl.int_range(len(raw_ids), eager=True, dtype=pl.Int64)
     new_src = src.replace_strict(raw_ids, codes, return_dtype=pl.Int64).to_numpy()
     new_dst = dst.replace_strict(raw_ids, codes, return_dtype=pl.Int64).to_numpy()

@@ -8,7 +8,10 @@ The layout is sniffed from the first lines (see :func:`sniff`):
   they hold one, else whitespace (single spaces are parsed natively, irregular
   runs of spaces/tabs by a regex pass);
 * a header is assumed when the first data line holds a non-numeric token while
-  the following lines are all numeric (``header=True/False`` overrides);
+  the following lines are all numeric, or when every token of the first data
+  line is a usual column name (:data:`HEADER_NAMES`: ``src``, ``dst``,
+  ``source``, ``target``, ...), which is how a header of string-id edge lists is
+  told (``header=True/False`` overrides);
 * 2 columns are ``src dst``; 3 columns are ``src dst weight`` (or a SNAP
   timestamp): the third column must be numeric and is ignored, since the graph
   format stores unweighted edges. Other column counts are an error.
@@ -52,13 +55,29 @@ from gnncore.io.canonical import (
     remap_str_ids,
     write_graph,
 )
+from gnncore.io.node_table import (
+    NodeTable,
+    align_node_table,
+    node_table_details,
+    table_ids_as,
+    write_node_data,
+)
 from gnncore.io.report import IngestReport
+from gnncore.store.writer import GraphDirWriter
 
 COMMENT = "#"
 INT_RE = re.compile(r"[+-]?\d+")
 NUMBER_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|nan)", re.IGNORECASE)
 INT64_MAX = np.iinfo(np.int64).max
 SNIFF_DATA_LINES = 50
+#: Column names that make a first line a header even when the ids are strings.
+HEADER_NAMES = frozenset(
+    {
+        "src", "dst", "source", "target", "from", "to", "u", "v", "head", "tail",
+        "node1", "node2", "src_id", "dst_id", "source_id", "target_id", "weight", "w",
+        "time", "timestamp",
+    }
+)  # fmt: skip
 SNIFF_MAX_LINES = 100_000
 ID_TYPES = ("auto", "int", "string")
 
@@ -159,11 +178,12 @@ def sniff(path: Path, header: bool | None = None) -> Layout:
     probe = Layout(separator, False, 2, 0)
     rows = [probe.tokens(t) for t in texts]
     if header is None:
+        names = [t.lower() for t in rows[0]]
         header = (
             len(rows) > 1
             and not all(is_number(t) for t in rows[0])
             and all(is_number(t) for row in rows[1:] for t in row)
-        )
+        ) or (len(set(names)) == len(names) and all(t in HEADER_NAMES for t in names))
     first = 1 if header else 0
     if first >= len(data):
         raise InputError("empty file: no edges after the header", path)
@@ -511,8 +531,9 @@ def ingest_edgelist(
     id_type: str = "auto",
     seed: int = 0,
     header: bool | None = None,
+    nodes: NodeTable | None = None,
 ) -> IngestReport:
-    """Ingest a text edge list into the graph directory ``out_dir``."""
+    """Ingest a text edge list (and its node table) into the graph directory ``out_dir``."""
     started = time.perf_counter()
     source = Path(source)
     parsed = read_edges(source, id_type=id_type, header=header)
@@ -534,6 +555,7 @@ def ingest_edgelist(
         seed=seed,
         started=started,
         details=details,
+        nodes=nodes,
     )
 
 
@@ -550,19 +572,40 @@ def write_remapped(
     seed: int,
     started: float,
     details: dict | None = None,
+    nodes: NodeTable | None = None,
 ) -> IngestReport:
-    """Remap raw ids, canonicalise and write (shared by the edge-list and Parquet readers)."""
+    """Remap raw ids, canonicalise and write (shared by the edge-list and Parquet
+    readers); ``nodes``: the node table whose rows give the nodes' features,
+    labels and splits (:mod:`gnncore.io.node_table`)."""
     raw_ids: np.ndarray | pl.Series
+    extra = None if nodes is None else table_ids_as(nodes, id_type)
     if id_type == "int":
         # remap_int_ids applies np.asarray itself; ints arrive as numpy arrays
-        src, dst, raw_ids = remap_int_ids(np.asarray(src), np.asarray(dst))
+        assert extra is None or isinstance(extra, np.ndarray)
+        src, dst, raw_ids = remap_int_ids(np.asarray(src), np.asarray(dst), extra)
     else:
         assert isinstance(src, pl.Series) and isinstance(dst, pl.Series)  # string ids
-        src, dst, raw_ids = remap_str_ids(src, dst)
+        assert extra is None or isinstance(extra, pl.Series)
+        src, dst, raw_ids = remap_str_ids(src, dst, extra)
     edges = canonicalize(src, dst, len(raw_ids), directed=directed)
     del src, dst
     details = dict(details or {})
     details["id_type"] = id_type
+    tables = {"node_ids": node_id_table(raw_ids)}
+    before = None
+    if nodes is not None:
+        assert extra is not None
+        data = align_node_table(nodes, _positions(raw_ids, extra), raw_ids, seed)
+        details.update(node_table_details(nodes, data))
+        if data.classes is not None:
+            tables["classes"] = pl.DataFrame(
+                {"class_id": range(len(data.classes)), "name": data.classes},
+                schema={"class_id": pl.Int64, "name": pl.String},
+            )
+
+        def before(writer: GraphDirWriter) -> None:
+            write_node_data(writer, data)
+
     return write_graph(
         out_dir,
         fmt=fmt,
@@ -572,7 +615,17 @@ def write_remapped(
         edges=edges,
         directed=directed,
         seed=seed,
-        tables={"node_ids": node_id_table(raw_ids)},
+        tables=tables,
+        before=before,
         details=details,
         started=started,
     )
+
+
+def _positions(raw_ids: np.ndarray | pl.Series, ids: np.ndarray | pl.Series) -> np.ndarray:
+    """The node id of each of ``ids`` (all present in the sorted ``raw_ids``)."""
+    if isinstance(raw_ids, np.ndarray):
+        return np.searchsorted(raw_ids, np.asarray(ids))
+    codes = pl.int_range(len(raw_ids), eager=True, dtype=pl.Int64)
+    assert isinstance(ids, pl.Series)
+    return ids.replace_strict(raw_ids, codes, return_dtype=pl.Int64).to_numpy()

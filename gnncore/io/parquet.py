@@ -21,6 +21,7 @@ import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.edgelist import ID_TYPES, default_name, write_remapped
+from gnncore.io.node_table import NodeTable
 from gnncore.io.report import IngestReport
 
 
@@ -113,8 +114,9 @@ def ingest_parquet(
     name: str | None = None,
     id_type: str = "auto",
     seed: int = 0,
+    nodes: NodeTable | None = None,
 ) -> IngestReport:
-    """Ingest a Parquet edge table into the graph directory ``out_dir``."""
+    """Ingest a Parquet edge table (and its node table) into the graph directory ``out_dir``."""
     started = time.perf_counter()
     source = Path(source)
     if not source.is_file():
@@ -132,4 +134,5 @@ def ingest_parquet(
         seed=seed,
         started=started,
         details={"columns": columns},
+        nodes=nodes,
     )

@@ -61,7 +61,8 @@ def ingest_settings(
     seed: int = 0,
     header: bool | None = None,
 ) -> dict[str, Any]:
-    """The settings an ingestion's key covers (``auto`` format resolved)."""
+    """The settings an ingestion's key covers (``auto`` format resolved; a node
+    table is an input, hashed beside the source)."""
     return {
         "format": detect_format(source) if format == "auto" else format,
         "directed": directed,
@@ -97,6 +98,7 @@ def ingest_versioned(
     seed: int = 0,
     *,
     header: bool | None = None,
+    nodes: str | os.PathLike[str] | None = None,
     reuse: bool = True,
 ) -> VersionedIngest:
     """Ingest ``source`` into ``graphs_root/<prefix>-<key>`` unless it is there already.
@@ -104,6 +106,8 @@ def ingest_versioned(
     Args:
         source, format, directed, name, id_type, seed, header: As for
             :func:`gnncore.io.ingest`; all of them are in the key.
+        nodes (str or PathLike, optional): The node table; its digest is an
+            input of the key beside the source's.
         graphs_root (str or PathLike): The directory holding graph directories.
         prefix (str): The readable part of the directory name (the dataset name).
         reuse (bool): Keep a valid graph directory that records the same key
@@ -120,9 +124,14 @@ def ingest_versioned(
 
     if not os.path.exists(source):
         raise InputError("no such file or directory", Path(source))
+    if nodes is not None and not os.path.exists(nodes):
+        raise InputError("no such node table", Path(nodes))
     settings = ingest_settings(source, format, directed, name, id_type, seed, header)
     digest = input_digest(source)
-    key = stage_key(INGEST_STAGE, settings, {"source": digest})
+    inputs = {"source": digest}
+    if nodes is not None:
+        inputs["nodes"] = input_digest(nodes)
+    key = stage_key(INGEST_STAGE, settings, inputs)
     final = Path(graphs_root).absolute() / versioned_name(prefix, key)
     existing = _reusable(final, key) if reuse else None
     if existing is not None:
@@ -140,6 +149,7 @@ def ingest_versioned(
             id_type=id_type,
             seed=seed,
             header=header,
+            nodes=nodes,
         )
         report = dataclasses.replace(report, out_dir=str(final))
         manifest = Manifest.read(staging)
@@ -147,7 +157,7 @@ def ingest_versioned(
             "stage": INGEST_STAGE,
             "stage_key": key,
             "settings": settings,
-            "inputs": {"source": digest},
+            "inputs": inputs,
             "report": report.to_dict(),
         }
         manifest = dataclasses.replace(manifest, lineage=lineage)

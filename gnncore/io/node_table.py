@@ -1,0 +1,335 @@
+"""Node tables: features, labels and splits of an edge list's nodes.
+
+An edge list (text or Parquet) carries only topology. Its nodes' data comes in a
+*node table* beside it, a Parquet, CSV or TSV file with a header:
+
+* ``node_id`` (required): the node's id as the edge list spells it (integer or
+  string; integer edge-list ids accept integer-valued strings here);
+* ``label`` (optional): an integer class (``>= 0``) or a class name (strings are
+  numbered in sorted order and the names kept as the ``classes`` table); empty
+  or null means unlabelled;
+* ``split`` (optional): ``train``, ``val`` (or ``valid`` / ``validation``) or
+  ``test``; empty, null or ``none`` means in no split. A node in a split must be
+  labelled. Without the column, the labelled nodes are split at random
+  (:data:`DEFAULT_SPLIT`, seeded by the ingestion seed);
+* features: a list column ``features`` (every row of one length), or else every
+  other column, each numeric.
+
+Every node of the edge list needs a row; a row whose id the edge list lacks adds
+an isolated node. Errors name the table, the row (0-based for Parquet; the
+1-based line for text, header included) and the problem.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from gnncore.errors import InputError
+from gnncore.store.writer import GraphDirWriter
+
+ID_COLUMN = "node_id"
+LABEL_COLUMN = "label"
+SPLIT_COLUMN = "split"
+FEATURES_COLUMN = "features"
+#: Split name (lower case) -> 0 train, 1 val, 2 test.
+SPLIT_NAMES = {"train": 0, "val": 1, "valid": 1, "validation": 1, "test": 2}
+NO_SPLIT = ("", "none")
+#: Train / val / test fractions of the labelled nodes when the table has no split column.
+DEFAULT_SPLIT = (0.6, 0.2, 0.2)
+TEXT_SEPARATORS = {".csv": ",", ".tsv": "\t", ".tab": "\t", ".txt": "\t"}
+
+
+@dataclass(frozen=True)
+class NodeTable:
+    """A node table as read, one entry per row.
+
+    Attributes:
+        path (Path): The file.
+        ids (pl.Series): ``node_id`` (Int64 or String), no nulls, no repeats.
+        features (np.ndarray | None): float32 ``[rows, F]``, finite.
+        labels (np.ndarray | None): int64 ``[rows]``, -1 = unlabelled.
+        classes (list[str] | None): Class names when labels were strings.
+        split (np.ndarray | None): int8 ``[rows]``: 0 train, 1 val, 2 test, -1 none.
+        feature_columns (list[str]): The columns the features came from.
+        text (bool): Read from a text file (errors then name 1-based lines).
+    """
+
+    path: Path
+    ids: pl.Series
+    features: np.ndarray | None
+    labels: np.ndarray | None
+    classes: list[str] | None
+    split: np.ndarray | None
+    feature_columns: list[str]
+    text: bool
+
+    def error(self, problem: str, row: int) -> InputError:
+        """An error naming row ``row`` of the table as a user sees it."""
+        return _error(self.path, problem, row, self.text)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _error(path: Path, problem: str, row: int, text: bool) -> InputError:
+    return InputError(problem, path, line=row + 2) if text else InputError(problem, path, row=row)
+
+
+def _first(mask: pl.Series | np.ndarray) -> int:
+    values = mask.to_numpy() if isinstance(mask, pl.Series) else mask
+    return int(np.flatnonzero(values)[0])
+
+
+def _read_frame(path: Path) -> tuple[pl.DataFrame, bool]:
+    name = path.name.lower().removesuffix(".gz")
+    suffix = Path(name).suffix
+    try:
+        if suffix in (".parquet", ".pq"):
+            return pl.read_parquet(path), False
+        separator = TEXT_SEPARATORS.get(suffix)
+        if separator is None:
+            raise InputError(
+                "a node table must be .parquet, .csv or .tsv (optionally gzipped)", path
+            )
+        return pl.read_csv(path, separator=separator, infer_schema_length=10_000), True
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot be read as a node table ({exc})", path) from exc
+
+
+def read_node_table(path: str | os.PathLike[str]) -> NodeTable:
+    """Read and check a node table (see the module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("no such node table", path)
+    df, text = _read_frame(path)
+    if ID_COLUMN not in df.columns:
+        raise InputError(
+            f"a node table needs a '{ID_COLUMN}' column; it has {', '.join(df.columns)}", path
+        )
+    ids = df[ID_COLUMN]
+    if ids.null_count():
+        raise _error(path, f"'{ID_COLUMN}' is empty", _first(ids.is_null()), text)
+    if ids.dtype.is_integer():
+        ids = ids.cast(pl.Int64)
+    elif ids.dtype == pl.String:
+        pass
+    else:
+        raise InputError(f"'{ID_COLUMN}' must hold integers or strings, not {ids.dtype}", path)
+    repeated = ~ids.is_first_distinct()
+    if repeated.any():
+        row = _first(repeated)
+        raise _error(path, f"node id {ids[row]!r} appears twice", row, text)
+    labels, classes = _labels(df, path, text)
+    split = _split(df, path, text, labels)
+    features, columns = _features(df, path, text)
+    return NodeTable(path, ids, features, labels, classes, split, columns, text)
+
+
+def _labels(df: pl.DataFrame, path: Path, text: bool) -> tuple[np.ndarray | None, list[str] | None]:
+    if LABEL_COLUMN not in df.columns:
+        return None, None
+    column = df[LABEL_COLUMN]
+    if column.dtype.is_integer():
+        values = column.cast(pl.Int64)
+        negative = values.fill_null(0) < 0
+        if negative.any():
+            row = _first(negative)
+            raise _error(path, f"label {values[row]} is negative", row, text)
+        return values.fill_null(-1).to_numpy().astype(np.int64, copy=False), None
+    if column.dtype == pl.String:
+        stripped = column.str.strip_chars()
+        named = pl.select(pl.when(stripped == "").then(None).otherwise(stripped)).to_series()
+        classes = sorted(named.drop_nulls().unique().to_list())
+        codes = named.replace_strict(
+            classes, list(range(len(classes))), default=-1, return_dtype=pl.Int64
+        )
+        return codes.to_numpy().astype(np.int64, copy=False), classes
+    raise InputError(
+        f"'{LABEL_COLUMN}' must hold integer classes or class names, not {column.dtype}", path
+    )
+
+
+def _split(
+    df: pl.DataFrame, path: Path, text: bool, labels: np.ndarray | None
+) -> np.ndarray | None:
+    if SPLIT_COLUMN not in df.columns:
+        return None
+    column = df[SPLIT_COLUMN]
+    if column.dtype != pl.String:
+        raise InputError(f"'{SPLIT_COLUMN}' must hold train, val or test, not {column.dtype}", path)
+    names = column.fill_null("").str.strip_chars().str.to_lowercase()
+    known = names.is_in(list(SPLIT_NAMES) + list(NO_SPLIT))
+    if not known.all():
+        row = _first(~known)
+        raise _error(
+            path, f"split {column[row]!r} is not one of train, val, valid, test or empty", row, text
+        )
+    split = names.replace_strict(SPLIT_NAMES, default=-1, return_dtype=pl.Int8).to_numpy()
+    in_split = split >= 0
+    if in_split.any():
+        unlabelled = in_split if labels is None else in_split & (labels < 0)
+        if unlabelled.any():
+            row = _first(unlabelled)
+            raise _error(path, f"node is in the {names[row]} split but has no label", row, text)
+    return split
+
+
+def _features(df: pl.DataFrame, path: Path, text: bool) -> tuple[np.ndarray | None, list[str]]:
+    if FEATURES_COLUMN in df.columns:
+        column = df[FEATURES_COLUMN]
+        if not isinstance(column.dtype, (pl.List, pl.Array)):
+            raise InputError(
+                f"'{FEATURES_COLUMN}' must be a list of numbers per node, not {column.dtype}", path
+            )
+        lengths = column.list.len() if isinstance(column.dtype, pl.List) else None
+        if column.null_count():
+            raise _error(path, "features are empty", _first(column.is_null()), text)
+        if lengths is not None and lengths.n_unique() > 1:
+            row = _first(lengths != lengths[0])
+            raise _error(
+                path, f"has {lengths[row]} features; the first row has {lengths[0]}", row, text
+            )
+        rows = column if lengths is not None else column.arr.to_list()
+        if rows.list.eval(pl.element().is_null()).list.any().any():
+            row = _first(rows.list.eval(pl.element().is_null()).list.any())
+            raise _error(path, "a feature value is empty", row, text)
+        flat = rows.explode()
+        if not flat.dtype.is_numeric():
+            raise InputError(f"'{FEATURES_COLUMN}' must hold numbers, not {flat.dtype}", path)
+        x = flat.cast(pl.Float32).to_numpy().reshape(df.height, -1)
+        return _finite(x, path, text, [FEATURES_COLUMN]), [FEATURES_COLUMN]
+    columns = [c for c in df.columns if c not in (ID_COLUMN, LABEL_COLUMN, SPLIT_COLUMN)]
+    if not columns:
+        return None, []
+    for name in columns:
+        column = df[name]
+        if not (column.dtype.is_numeric() or column.dtype == pl.Boolean):
+            raise InputError(
+                f"column '{name}' is {column.dtype}: feature columns must be numeric "
+                f"(or name the columns {ID_COLUMN}, {LABEL_COLUMN}, {SPLIT_COLUMN})",
+                path,
+            )
+        if column.null_count():
+            raise _error(path, f"'{name}' is empty", _first(column.is_null()), text)
+    x = df.select(pl.col(columns).cast(pl.Float32)).to_numpy().astype(np.float32, copy=False)
+    return _finite(np.ascontiguousarray(x), path, text, columns), columns
+
+
+def _finite(x: np.ndarray, path: Path, text: bool, columns: list[str]) -> np.ndarray:
+    finite = np.isfinite(x)
+    if not finite.all():
+        row, col = (int(v[0]) for v in np.nonzero(~finite))
+        name = columns[col] if len(columns) == x.shape[1] else f"{columns[0]}[{col}]"
+        raise _error(path, f"'{name}' is NaN or infinite", row, text)
+    return x
+
+
+def table_ids_as(table: NodeTable, id_type: str) -> np.ndarray | pl.Series:
+    """The table's ids in the edge list's id type: int64 numpy for ``int``
+    (integer-valued strings are converted), a String Series for ``string``."""
+    ids = table.ids
+    if id_type == "int":
+        if ids.dtype == pl.String:
+            converted = ids.str.strip_chars().cast(pl.Int64, strict=False)
+            if converted.null_count():
+                row = _first(converted.is_null())
+                raise table.error(
+                    f"node id {ids[row]!r} is not an integer, but the edge list's ids are", row
+                )
+            ids = converted
+        negative = ids < 0
+        if negative.any():
+            row = _first(negative)
+            raise table.error(f"node id {ids[row]} is negative", row)
+        return ids.to_numpy().astype(np.int64, copy=False)
+    return ids.cast(pl.String)
+
+
+@dataclass(frozen=True)
+class NodeData:
+    """A node table laid out by graph node id, ready to write."""
+
+    features: np.ndarray | None
+    labels: np.ndarray | None
+    classes: list[str] | None
+    splits: dict[str, np.ndarray] | None
+    split_source: str
+
+
+def align_node_table(
+    table: NodeTable, node_of_row: np.ndarray, raw_ids: np.ndarray | pl.Series, seed: int
+) -> NodeData:
+    """Scatter the table's rows onto graph node ids (``node_of_row[row]``; the
+    graph's ``raw_ids`` name missing nodes); every node must have a row. Without
+    a split column the labelled nodes are split at random (:data:`DEFAULT_SPLIT`,
+    ``seed``)."""
+    num_nodes = len(raw_ids)
+    if len(table) != num_nodes:
+        has_row = np.zeros(num_nodes, dtype=bool)
+        has_row[node_of_row] = True
+        raise InputError(
+            f"{num_nodes - len(table):,} node(s) of the edge list have no row in the node "
+            f"table (it has {len(table):,} rows for {num_nodes:,} nodes), e.g. "
+            + ", ".join(repr(raw_ids[int(i)]) for i in np.flatnonzero(~has_row)[:3]),
+            table.path,
+        )
+    order = np.empty(num_nodes, dtype=np.int64)
+    order[node_of_row] = np.arange(num_nodes)
+    features = None if table.features is None else table.features[order]
+    labels = None if table.labels is None else table.labels[order]
+    splits: dict[str, np.ndarray] | None = None
+    source = "none"
+    if table.split is not None:
+        split = table.split[order]
+        splits = {k: np.flatnonzero(split == i) for i, k in enumerate(("train", "val", "test"))}
+        source = f"'{SPLIT_COLUMN}' column"
+    elif labels is not None:
+        labelled = np.flatnonzero(labels >= 0)
+        shuffled = np.random.default_rng(seed).permutation(labelled)
+        n_train = int(round(DEFAULT_SPLIT[0] * len(shuffled)))
+        n_val = int(round(DEFAULT_SPLIT[1] * len(shuffled)))
+        splits = {
+            "train": shuffled[:n_train],
+            "val": shuffled[n_train : n_train + n_val],
+            "test": shuffled[n_train + n_val :],
+        }
+        source = "random {:g}/{:g}/{:g} of the labelled nodes (seed {})".format(
+            *DEFAULT_SPLIT, seed
+        )
+    return NodeData(features, labels, table.classes, splits, source)
+
+
+def write_node_data(writer: GraphDirWriter, data: NodeData) -> None:
+    """Write features, labels (``num_classes``) and splits into a graph being written."""
+    if data.features is not None:
+        writer.save_array("features", data.features)
+        writer.num_features = int(data.features.shape[1])
+    if data.labels is not None:
+        writer.save_array("labels", data.labels)
+        if data.classes is not None:
+            writer.num_classes = len(data.classes)
+        else:
+            writer.num_classes = int(data.labels.max()) + 1 if len(data.labels) else 0
+    if data.splits is not None:
+        writer.save_splits(data.splits["train"], data.splits["val"], data.splits["test"])
+
+
+def node_table_details(table: NodeTable, data: NodeData) -> dict[str, object]:
+    """What the ingestion report and the manifest's ``stats`` record of a node table."""
+    return {
+        "node_table": str(table.path.absolute()),
+        "node_table_rows": len(table),
+        "feature_columns": len(table.feature_columns),
+        "label_names": data.classes is not None,
+        "split": data.split_source,
+        **(
+            {f"num_{k}": int(len(v)) for k, v in data.splits.items()}
+            if data.splits is not None
+            else {}
+        ),
+    }
