@@ -42,7 +42,11 @@ class RunLogger(Protocol):
     def log_figure(self, figure: Any, artifact_file: str) -> None: ...
 
     def log_model(
-        self, module: Any, name: str = "model", input_example: Any | None = None
+        self,
+        module: Any,
+        name: str = "model",
+        input_example: Any | None = None,
+        spec: Any | None = None,
     ) -> str: ...
 
     def end(self, status: str = FINISHED) -> None: ...
@@ -102,8 +106,15 @@ class BaseRunLogger(ABC):
         """Save a matplotlib figure as ``artifact_file`` (e.g. ``curves.png``)."""
 
     @abstractmethod
-    def log_model(self, module: Any, name: str = "model", input_example: Any | None = None) -> str:
-        """Log a torch module; return its URI."""
+    def log_model(
+        self,
+        module: Any,
+        name: str = "model",
+        input_example: Any | None = None,
+        spec: Any | None = None,
+    ) -> str:
+        """Log a torch module (with ``spec``, what rebuilding it takes:
+        :class:`gnncore.predict.ModelSpec`); return its URI."""
 
     @abstractmethod
     def end(self, status: str = FINISHED) -> None:

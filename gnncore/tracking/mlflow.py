@@ -101,8 +101,14 @@ class MlflowRunLogger(BaseRunLogger):
     def log_figure(self, figure: Any, artifact_file: str) -> None:
         self.client.log_figure(self.run_id, figure, artifact_file)
 
-    def log_model(self, module: Any, name: str = "model", input_example: Any | None = None) -> str:
-        """Log ``module`` with ``mlflow.pytorch.log_model``; return its ``models:/`` URI.
+    def log_model(
+        self,
+        module: Any,
+        name: str = "model",
+        input_example: Any | None = None,
+        spec: Any | None = None,
+    ) -> str:
+        """Log ``module`` with ``mlflow.pytorch``; return its ``models:/`` URI.
 
         With ``input_example`` (a tensor or a tuple of tensors, e.g.
         ``(x, edge_index)``) the model is saved in PyTorch's ``pt2``
@@ -110,6 +116,14 @@ class MlflowRunLogger(BaseRunLogger):
         signature whose leading dimensions are dynamic. Without one it is
         pickled, which loads back as the original class but runs arbitrary code
         on load; only load such models from trusted stores.
+
+        With ``spec`` (a :class:`gnncore.predict.ModelSpec`, and an
+        ``input_example``) the model also carries its architecture and weights
+        (``gnncore/model.json``, ``gnncore/state_dict.pt``) and the
+        ``python_function`` flavor (:mod:`gnncore.tracking.flavor`), so
+        ``gnncore predict``, ``mlflow.pyfunc.load_model`` and ``mlflow models
+        serve`` can use it; ``mlflow.pytorch.load_model`` still returns the
+        exported program.
         """
         import torch
 
@@ -147,14 +161,33 @@ class MlflowRunLogger(BaseRunLogger):
             self.experiment_id, name=name, source_run_id=self.run_id, params=params
         )
         with global_tracking_uri(self.tracking_uri):
-            info = mlflow.pytorch.log_model(
-                module,
-                name=name,
-                model_id=logged.model_id,
-                run_id=self.run_id,
-                pip_requirements=requirements,
-                **kwargs,
-            )
+            if spec is not None and input_example is not None:
+                from mlflow.models import Model
+
+                from gnncore.tracking import flavor
+
+                requirements.append(_gnncore_requirement())
+                kwargs["signature"] = _pyfunc_signature(kwargs["signature"], spec.task)
+                info = Model.log(
+                    artifact_path=None,
+                    name=name,
+                    flavor=flavor,
+                    model_id=logged.model_id,
+                    run_id=self.run_id,
+                    pytorch_model=module,
+                    spec=spec,
+                    pip_requirements=requirements,
+                    **kwargs,
+                )
+            else:
+                info = mlflow.pytorch.log_model(
+                    module,
+                    name=name,
+                    model_id=logged.model_id,
+                    run_id=self.run_id,
+                    pip_requirements=requirements,
+                    **kwargs,
+                )
         return str(info.model_uri)
 
     def end(self, status: str = FINISHED) -> None:
@@ -164,6 +197,30 @@ class MlflowRunLogger(BaseRunLogger):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(run_id={self.run_id!r}, uri={self.tracking_uri!r})"
+
+
+def _gnncore_requirement() -> str:
+    """The pip requirement the pyfunc's loader module comes from."""
+    import gnncore
+
+    return f"gnncore=={gnncore.__version__}"
+
+
+def _pyfunc_signature(signature: Any, task: str) -> Any:
+    """``signature``'s tensor inputs, with the outputs the pyfunc returns: one row
+    per node with ``predicted_class`` and ``probabilities`` (node task) or an
+    ``embedding`` (link task)."""
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema
+    from mlflow.types.schema import Array
+
+    if task == "node":
+        outputs = Schema(
+            [ColSpec("long", "predicted_class"), ColSpec(Array("float"), "probabilities")]
+        )
+    else:
+        outputs = Schema([ColSpec(Array("float"), "embedding")])
+    return ModelSignature(inputs=signature.inputs, outputs=outputs)
 
 
 def _tensor_signature(module: Any, example: tuple[Any, ...]) -> Any:

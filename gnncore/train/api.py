@@ -203,7 +203,11 @@ def train_graph_dir(
         )
         result = run(logger)
         _log_outcome(
-            logger, result, training_curves(result), example_input(feature_store, m.num_features)
+            logger,
+            result,
+            training_curves(result),
+            example_input(feature_store, m.num_features),
+            graph,
         )
     return result
 
@@ -287,15 +291,31 @@ def _open_plans(
 
 
 def _log_outcome(
-    logger: Any, result: NodeTrainResult | LinkTrainResult, curves: Figure, input_example: Any
+    logger: Any,
+    result: NodeTrainResult | LinkTrainResult,
+    curves: Figure,
+    input_example: Any,
+    graph: GraphDir,
 ) -> None:
     """What every tracked training run ends with: the device tag, the curves
-    figure and the model (with ``input_example``); sets ``result.model_uri``
-    and ``result.run_id``."""
+    figure and the model (with ``input_example``, and the spec that rebuilds
+    it for layer-wise prediction and serving: :mod:`gnncore.predict.spec`);
+    sets ``result.model_uri`` and ``result.run_id``."""
+    from gnncore.predict.spec import model_spec
+
     logger.set_tags({"device": result.device})
     logger.log_figure(curves, "curves.png")
+    model = copy_to_cpu(result.model)
+    metrics = (
+        {"test_mrr": result.test.mrr}
+        if isinstance(result, LinkTrainResult)
+        else {"test_accuracy": result.test_accuracy}
+    )
     result.model_uri = logger.log_model(
-        copy_to_cpu(result.model), name="model", input_example=input_example
+        model,
+        name="model",
+        input_example=input_example,
+        spec=model_spec(model, result.config, graph, metrics),
     )
     result.run_id = logger.run_id
 
@@ -413,6 +433,7 @@ def _train_link_graph_dir(
             result,
             link_curves(result),
             link_example_input(result.model, feature_store, m.num_nodes),
+            graph,
         )
     return result
 

@@ -1,0 +1,367 @@
+"""``predict_graph_dir``: a trained model's predictions for every node, as Parquet.
+
+The output directory (docs/FORMAT.md, "Prediction directories") holds
+``predictions.parquet``, one row per node keyed by the node's original id, and
+``manifest.json``, the summary. It is written into a temporary sibling and
+renamed into place (:func:`gnncore.store.atomic.atomic_directory`), so a
+reader never sees half an output and a re-run replaces it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from gnncore.errors import InputError
+from gnncore.predict.engine import DEFAULT_BATCH_SIZE, model_outputs, passes, uses_graph
+from gnncore.predict.layerwise import Adjacency, RowSource
+from gnncore.predict.source import TrainedModel, load_trained_model
+from gnncore.predict.spec import ModelSpec
+from gnncore.store import GraphDir
+
+FORMAT_NAME = "gnncore.predictions"
+FORMAT_VERSION = 1
+PREDICTIONS_FILE = "predictions.parquet"
+#: Rows per Parquet row group (batches are gathered until a group is full).
+ROW_GROUP_ROWS = 65536
+SPLIT_NAMES = ("none", "train", "val", "test")
+
+
+@dataclass(frozen=True)
+class PredictionReport:
+    """What :func:`predict_graph_dir` wrote; :meth:`summary` is ``manifest.json``."""
+
+    out_dir: Path
+    rows: int
+    accuracy: dict[str, float]
+    info: dict[str, Any]
+
+    @property
+    def test_accuracy(self) -> float | None:
+        return self.accuracy.get("test")
+
+    def summary(self) -> dict[str, Any]:
+        return dict(self.info)
+
+
+def check_compatible(spec: ModelSpec, graph: GraphDir) -> None:
+    """Raise :class:`InputError` when ``graph`` cannot feed the model: another
+    feature width, another number of classes, or (embedding tables) another
+    node count."""
+    m = graph.manifest
+    where = graph.path
+    if spec.task == "node":
+        if not graph.has("features"):
+            raise InputError("the model reads node features; the graph has no features.npy", where)
+        if m.num_features != spec.in_channels:
+            raise InputError(
+                f"the graph has {m.num_features} features per node, the model reads "
+                f"{spec.in_channels}",
+                where,
+            )
+        if graph.has("labels") and m.num_classes and m.num_classes != spec.num_classes:
+            raise InputError(
+                f"the graph has {m.num_classes} classes, the model predicts {spec.num_classes}",
+                where,
+            )
+        return
+    a = spec.architecture
+    if not spec.in_channels and int(a["num_nodes"]) != m.num_nodes:
+        raise InputError(
+            f"the graph has {m.num_nodes} nodes, the model learned embeddings of "
+            f"{a['num_nodes']} (a link model over learned embeddings predicts its own graph)",
+            where,
+        )
+    if spec.in_channels and (not graph.has("features") or m.num_features != spec.in_channels):
+        raise InputError(
+            f"the graph has {m.num_features if graph.has('features') else 0} features per "
+            f"node, the model reads {spec.in_channels}",
+            where,
+        )
+
+
+def _feature_rows(graph: GraphDir) -> RowSource | None:
+    features = graph.features()
+    if features is None:
+        return None
+
+    def rows(n_id: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(features[n_id.numpy()], dtype=np.float32))
+
+    return rows
+
+
+def _adjacency(spec: ModelSpec, graph: GraphDir) -> Adjacency:
+    """The graph training passed messages over: the graph's own CSR (node task),
+    or the training triples' undirected graph (link task,
+    :func:`~gnncore.train.link.data.message_passing_csc`)."""
+    if spec.task == "node":
+        return Adjacency(np.asarray(graph.indptr), graph.indices)
+    from gnncore.train.link.data import link_splits, message_passing_csc
+
+    splits = link_splits(graph)
+    return Adjacency(*message_passing_csc(splits.train, graph.num_nodes))
+
+
+def original_ids(graph: GraphDir) -> pa.Array:
+    """Each node's original id in node order: ``raw_id`` of ``node_ids.parquet``
+    (int64 or string), else the node id itself."""
+    table = graph.node_ids()
+    n = graph.num_nodes
+    if table is None:
+        return pa.array(np.arange(n, dtype=np.int64))
+    table = table.sort("node_id")
+    if table.height != n or not np.array_equal(
+        table["node_id"].to_numpy(), np.arange(n, dtype=np.int64)
+    ):
+        raise InputError(
+            "node_id does not cover 0 .. num_nodes - 1", graph.path / "node_ids.parquet"
+        )
+    raw = table["raw_id"].to_arrow()
+    if (
+        pa.types.is_string(raw.type)
+        or pa.types.is_large_string(raw.type)
+        or pa.types.is_string_view(raw.type)
+    ):
+        return raw.cast(pa.large_string())
+    return raw.cast(pa.int64())
+
+
+def _split_codes(graph: GraphDir) -> np.ndarray:
+    codes = np.zeros(graph.num_nodes, dtype=np.int8)
+    for code, name in enumerate(SPLIT_NAMES[1:], start=1):
+        if graph.has(f"{name}_idx"):
+            codes[np.asarray(graph.split(name), dtype=np.int64)] = code
+    return codes
+
+
+def _list_array(values: np.ndarray) -> pa.Array:
+    rows, width = values.shape
+    offsets = pa.array(np.arange(0, rows * width + 1, width, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.array(values.reshape(-1), type=pa.float32()))
+
+
+def predict_graph_dir(
+    graph_dir: str | os.PathLike[str] | GraphDir,
+    out_dir: str | os.PathLike[str],
+    model: str | os.PathLike[str] | TrainedModel,
+    *,
+    tracking_uri: str | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    device: str = "auto",
+    progress: bool = True,
+) -> PredictionReport:
+    r"""Write a trained model's prediction for every node of a graph directory.
+
+    Node classification: ``predicted_class`` and ``probabilities`` (softmax of
+    the logits); link prediction: the node's ``embedding`` (the encoder's
+    output; for plain DistMult the learned entity embedding). Outputs are
+    computed by layer-wise inference over node batches
+    (:mod:`gnncore.predict.layerwise`): memory ``O(N · hidden)`` plus one
+    batch, whatever the depth; the features go through exactly what
+    training's evaluation applied (``normalize_features``; autocast on CUDA
+    when training used ``amp``).
+
+    Args:
+        graph_dir: The graph to predict on (features of the model's width).
+        out_dir: The prediction directory to create or replace.
+        model: A ``models:/`` URI, a local model directory, or a
+            :class:`TrainedModel`.
+        tracking_uri (str, optional): The MLflow store ``models:/`` URIs
+            resolve in.
+        batch_size (int): Target nodes per batch. (default: :obj:`4096`)
+        device (str): ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        progress (bool): A tqdm bar over the batches of all layers, on a
+            terminal. (default: :obj:`True`)
+
+    Returns:
+        PredictionReport: rows, accuracy per split (node task) and the summary.
+    """
+    from gnncore.store.atomic import atomic_directory, check_output_dir
+    from gnncore.train.core.device import resolve_device
+
+    started = time.perf_counter()
+    if batch_size < 1:
+        raise InputError(f"batch_size must be >= 1, got {batch_size}")
+    graph = graph_dir if isinstance(graph_dir, GraphDir) else GraphDir.open(graph_dir)
+    check_output_dir(out_dir, [graph.path], FORMAT_NAME, "predictions")
+    trained = model if isinstance(model, TrainedModel) else load_trained_model(model, tracking_uri)
+    spec = trained.spec
+    check_compatible(spec, graph)
+    torch_device = resolve_device(device)
+    module = trained.module.to(torch_device).eval()
+    n = graph.num_nodes
+    adjacency = _adjacency(spec, graph) if uses_graph(spec, module) else None
+    ids = original_ids(graph)
+    node_task = spec.task == "node"
+    labels = np.asarray(graph.labels()) if node_task and graph.has("labels") else None
+    codes = _split_codes(graph) if node_task else None
+
+    bar = None
+    if progress and sys.stderr.isatty():
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=passes(spec, module, adjacency, n, batch_size), desc="predict", unit="batch"
+        )
+    correct = np.zeros(len(SPLIT_NAMES), dtype=np.int64)
+    counted = np.zeros(len(SPLIT_NAMES), dtype=np.int64)
+    width = 0
+    rows_written = 0
+    with atomic_directory(out_dir) as tmp:
+        writer: pq.ParquetWriter | None = None
+        pending: list[pa.Table] = []
+        pending_rows = 0
+        try:
+            outputs = model_outputs(
+                spec,
+                module,
+                adjacency,
+                _feature_rows(graph),
+                n,
+                batch_size=batch_size,
+                device=torch_device,
+                on_batch=bar.update if bar is not None else None,
+            )
+            for a, b, out in outputs:
+                columns: dict[str, pa.Array] = {
+                    "node_id": ids[a:b],
+                    "node_index": pa.array(np.arange(a, b, dtype=np.int64)),
+                }
+                if node_task:
+                    probs = torch.softmax(out, dim=-1).cpu().numpy().astype(np.float32)
+                    predicted = probs.argmax(axis=1).astype(np.int64)
+                    assert codes is not None
+                    batch_codes = codes[a:b]
+                    columns["split"] = pa.DictionaryArray.from_arrays(
+                        pa.array(batch_codes, type=pa.int8()), pa.array(SPLIT_NAMES)
+                    )
+                    if labels is not None:
+                        label = labels[a:b]
+                        columns["label"] = pa.array(label, type=pa.int64())
+                        known = label >= 0
+                        hit = (predicted == label) & known
+                        correct += np.bincount(batch_codes[hit], minlength=len(SPLIT_NAMES))
+                        counted += np.bincount(batch_codes[known], minlength=len(SPLIT_NAMES))
+                    columns["predicted_class"] = pa.array(predicted)
+                    columns["probabilities"] = _list_array(probs)
+                    width = probs.shape[1]
+                else:
+                    embedding = out.cpu().numpy().astype(np.float32)
+                    columns["embedding"] = _list_array(embedding)
+                    width = embedding.shape[1]
+                table = pa.table(columns)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp / PREDICTIONS_FILE, table.schema)
+                pending.append(table)
+                pending_rows += table.num_rows
+                if pending_rows >= ROW_GROUP_ROWS:
+                    writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
+                    rows_written += pending_rows
+                    pending, pending_rows = [], 0
+            if writer is None:
+                raise InputError("the graph has no nodes", graph.path)
+            if pending:
+                writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
+                rows_written += pending_rows
+        finally:
+            if writer is not None:
+                writer.close()
+            if bar is not None:
+                bar.close()
+        if rows_written != n:
+            raise RuntimeError(f"wrote {rows_written} rows for {n} nodes")
+        accuracy = {
+            name: float(correct[i] / counted[i])
+            for i, name in enumerate(SPLIT_NAMES)
+            if i > 0 and counted[i] > 0
+        }
+        info = _summary(
+            spec,
+            trained,
+            graph,
+            rows_written,
+            width,
+            accuracy,
+            batch_size,
+            torch_device,
+            time.perf_counter() - started,
+        )
+        (tmp / "manifest.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return PredictionReport(Path(out_dir), rows_written, accuracy, info)
+
+
+def _summary(
+    spec: ModelSpec,
+    trained: TrainedModel,
+    graph: GraphDir,
+    rows: int,
+    width: int,
+    accuracy: dict[str, float],
+    batch_size: int,
+    device: torch.device,
+    seconds: float,
+) -> dict[str, Any]:
+    from gnncore.store.manifest import sha256_of
+
+    m = graph.manifest
+    node_task = spec.task == "node"
+    columns = ["node_id", "node_index"] + (
+        ["split"]
+        + (["label"] if graph.has("labels") else [])
+        + ["predicted_class", "probabilities"]
+        if node_task
+        else ["embedding"]
+    )
+    info: dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "task": spec.task,
+        "rows": rows,
+        "file": PREDICTIONS_FILE,
+        "columns": columns,
+        "node_id_type": "string"
+        if graph.node_ids() is not None and _string_ids(graph)
+        else "int64",
+        "num_classes" if node_task else "embedding_dim": width,
+        "graph": {
+            "path": str(Path(graph.path).absolute()),
+            "name": m.name,
+            "manifest_sha256": sha256_of(Path(graph.path) / "manifest.json"),
+            "num_nodes": m.num_nodes,
+        },
+        "model": {**trained.describe(), "architecture": spec.architecture},
+        "trained_on": spec.graph,
+        "method": "layer-wise" if uses_graph(spec, trained.module) else "row-wise",
+        "batch_size": batch_size,
+        "device": str(device),
+        "seconds": round(seconds, 3),
+    }
+    if node_task:
+        info["accuracy"] = accuracy
+        info["test_accuracy"] = accuracy.get("test")
+        if "test_accuracy" in spec.metrics:
+            info["training_test_accuracy"] = spec.metrics["test_accuracy"]
+    elif spec.metrics:
+        info["training_metrics"] = spec.metrics
+    return info
+
+
+def _string_ids(graph: GraphDir) -> bool:
+    import pyarrow.parquet as parquet
+
+    schema = parquet.read_schema(Path(graph.path) / "node_ids.parquet")
+    kind = schema.field("raw_id").type
+    return bool(
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    )

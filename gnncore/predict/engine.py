@@ -1,0 +1,151 @@
+"""A trained model's outputs for every node, batch by batch (both tasks).
+
+One code path serves ``gnncore predict`` over a graph directory and the
+pyfunc's subgraph requests: the input rows (features, normalised exactly as
+training normalised them, or a link model's embedding rows), then
+:func:`~gnncore.predict.layerwise.layerwise_inference` through the model's
+GNN, or :func:`~gnncore.predict.layerwise.rowwise_inference` for models
+without message passing (the ``none`` MLP; plain DistMult's embedding table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import torch
+from torch_geometric.nn.models.basic_gnn import BasicGNN
+
+from gnncore.predict.layerwise import (
+    Adjacency,
+    RowSource,
+    count_batches,
+    layerwise_inference,
+    rowwise_inference,
+)
+from gnncore.predict.spec import ModelSpec
+
+#: Seed nodes per batch unless told otherwise.
+DEFAULT_BATCH_SIZE = 4096
+
+
+def amp_dtype_of(spec: ModelSpec, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype training evaluated with (``amp`` on CUDA), else ``None``."""
+    if device.type != "cuda" or spec.amp == "off":
+        return None
+    return torch.bfloat16 if spec.amp == "bf16" else torch.float16
+
+
+def normalized_rows(spec: ModelSpec, rows: RowSource) -> RowSource:
+    """``rows`` as float32, each divided by its sum (clamped at 1) when training
+    did so (``normalize_features``; :func:`gnncore.train.node.loop._forward`)."""
+
+    def read(n_id: torch.Tensor) -> torch.Tensor:
+        x = rows(n_id).float()
+        if spec.normalize_features:
+            x = x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
+        return x
+
+    return read
+
+
+def _link_rows(module: torch.nn.Module, rows: RowSource | None) -> RowSource:
+    embedding = getattr(module, "embedding", None)
+    if embedding is not None:
+        weight = embedding.weight.detach()
+        return lambda n_id: weight[n_id.to(weight.device)]
+    if rows is None:
+        raise ValueError("this link model reads node features; none were given")
+    return lambda n_id: rows(n_id).float()
+
+
+def uses_graph(spec: ModelSpec, module: torch.nn.Module) -> bool:
+    """Whether the model passes messages (and so needs the adjacency)."""
+    from gnncore.train.core.models import EdgeFreeMLP
+
+    if spec.task == "node":
+        return not isinstance(module, EdgeFreeMLP)
+    return getattr(module, "gnn", None) is not None
+
+
+def passes(
+    spec: ModelSpec,
+    module: torch.nn.Module,
+    adjacency: Adjacency | None,
+    num_nodes: int,
+    batch_size: int,
+) -> int:
+    """Batches :func:`model_outputs` runs (for a progress bar's total)."""
+    if not uses_graph(spec, module) or adjacency is None:
+        return -(-num_nodes // batch_size)
+    gnn = module if spec.task == "node" else module.gnn
+    layers = int(getattr(gnn, "num_layers", 1))
+    return layers * count_batches(adjacency.indptr, batch_size, 64 * batch_size)
+
+
+def model_outputs(
+    spec: ModelSpec,
+    module: torch.nn.Module,
+    adjacency: Adjacency | None,
+    rows: RowSource | None,
+    num_nodes: int,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    device: torch.device | str = "cpu",
+    on_batch: Callable[[], None] | None = None,
+) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """Yield ``(a, b, out)`` for nodes ``a .. b-1`` in order: class logits (node
+    task) or representations (link task), float32 on ``device``.
+
+    Args:
+        spec, module: The trained model (``module`` already on ``device``, eval).
+        adjacency (Adjacency, optional): In-neighbour lists; needed when the
+            model passes messages.
+        rows (callable, optional): Raw feature rows of a batch's node ids
+            (not needed by a link model over learned embeddings).
+        num_nodes (int): Nodes to cover.
+    """
+    device = torch.device(device)
+    amp = amp_dtype_of(spec, device)
+    if spec.task == "node":
+        if rows is None:
+            raise ValueError("node classification reads node features; none were given")
+        inputs = normalized_rows(spec, rows)
+        if not uses_graph(spec, module):
+            yield from rowwise_inference(
+                module,
+                num_nodes,
+                inputs,
+                batch_size=batch_size,
+                device=device,
+                amp_dtype=amp,
+                on_batch=on_batch,
+            )
+            return
+        gnn: torch.nn.Module = module
+    else:
+        inputs = _link_rows(module, rows)
+        if not uses_graph(spec, module):
+            yield from rowwise_inference(
+                lambda h: h,
+                num_nodes,
+                inputs,
+                batch_size=batch_size,
+                device=device,
+                amp_dtype=amp,
+                on_batch=on_batch,
+            )
+            return
+        gnn = module.gnn  # type: ignore[assignment]  # LinkModel.gnn
+    if adjacency is None:
+        raise ValueError("this model passes messages; it needs the graph's adjacency")
+    if not isinstance(gnn, BasicGNN):
+        raise NotImplementedError(f"layer-wise inference of {type(gnn).__name__}")
+    yield from layerwise_inference(
+        gnn,
+        adjacency,
+        inputs,
+        batch_size=batch_size,
+        device=device,
+        amp_dtype=amp,
+        on_batch=on_batch,
+    )

@@ -1,0 +1,257 @@
+r"""Layer-wise inference: every layer for all nodes, one node batch at a time.
+
+Sampled inference of an ``L``-layer GNN touches ``O(fanout^L)`` nodes per seed;
+with all neighbours (what evaluation uses) a batch's ``L``-hop neighbourhood
+can be most of a large graph. Layer-wise inference (PyG's
+:meth:`~torch_geometric.nn.models.basic_gnn.BasicGNN.inference`, GraphSAGE §3)
+computes layer ``l`` for *every* node before layer ``l + 1``: a batch of
+target nodes needs only its 1-hop in-neighbours' layer-``(l - 1)`` rows, so
+memory stays at the ``N × hidden`` array of the previous layer plus one
+batch's block, and each node is computed once per layer.
+
+Batches are contiguous node ranges ``[a, b)`` of at most ``batch_size``
+nodes and (beyond the first node) ``max_edges`` in-edges, so a batch's block
+is one slice of the CSR (``indices[indptr[a]:indptr[b]]``, the sources of the
+edges into ``a .. b-1``, docs/FORMAT.md). Targets come first among a block's
+nodes (as in a sampler's output), so a layer's self term is row ``i`` of its
+input.
+
+Per layer this computes exactly what the model's ``forward`` computes for a
+node from its complete in-neighbourhood: SAGE, GAT and GIN read only the edges
+into the nodes they update, as PyG's sampled evaluation with all neighbours
+does. GCN normalises each edge ``j -> i`` by ``1 / sqrt(deg_i deg_j)``
+(in-degrees with the self-loop): here ``deg_j`` is ``j``'s degree in the whole
+graph, the exact full-graph GCN. (A sampled subgraph, and PyG's own
+``inference``, see only the edges they hold, which gives the outermost hop's
+nodes a degree of 1; training's GCN evaluation is that approximation.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
+from torch_geometric.nn.models.basic_gnn import BasicGNN
+
+from gnncore.train.core.steps import autocast
+
+#: ``rows(n_id) -> [len(n_id), C]`` float rows of a layer's input (``n_id`` int64, CPU).
+RowSource = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Adjacency:
+    """In-neighbour lists: row ``v`` of (``indptr``, ``indices``) holds the sources
+    of the edges into ``v`` (the graph format's CSR / PyG's CSC)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.indptr) - 1
+
+    @classmethod
+    def from_edge_index(cls, edge_index: np.ndarray, num_nodes: int) -> Adjacency:
+        """From a PyG ``[2, E]`` ``edge_index`` (row 0 sources, row 1 targets);
+        self-loops are dropped, as ingestion drops them."""
+        src, dst = np.asarray(edge_index[0], np.int64), np.asarray(edge_index[1], np.int64)
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+        order = np.lexsort((src, dst))
+        counts = np.bincount(dst, minlength=num_nodes)
+        indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return cls(indptr, src[order])
+
+    def in_degree(self) -> np.ndarray:
+        return np.diff(np.asarray(self.indptr, dtype=np.int64))
+
+
+def node_batches(indptr: np.ndarray, batch_size: int, max_edges: int) -> Iterator[tuple[int, int]]:
+    """Contiguous ``[a, b)`` covering every node: at most ``batch_size`` nodes and
+    at most ``max_edges`` in-edges, except that a batch always holds one node."""
+    if batch_size < 1 or max_edges < 1:
+        raise ValueError(f"batch_size and max_edges must be >= 1, got {batch_size}, {max_edges}")
+    indptr = np.asarray(indptr)
+    n = len(indptr) - 1
+    a = 0
+    while a < n:
+        by_nodes = min(a + batch_size, n)
+        by_edges = int(np.searchsorted(indptr, indptr[a] + max_edges, side="right")) - 1
+        b = max(a + 1, min(by_nodes, by_edges))
+        yield a, b
+        a = b
+
+
+def count_batches(indptr: np.ndarray, batch_size: int, max_edges: int) -> int:
+    return sum(1 for _ in node_batches(indptr, batch_size, max_edges))
+
+
+@dataclass(frozen=True)
+class Block:
+    """The 1-hop block of targets ``[a, b)``: ``n_id`` (targets first, then the
+    other sources, ascending) and the local ``edge_index`` (sources -> targets)."""
+
+    start: int
+    stop: int
+    n_id: torch.Tensor
+    edge_index: torch.Tensor
+
+    @property
+    def num_targets(self) -> int:
+        return self.stop - self.start
+
+
+def block(adjacency: Adjacency, start: int, stop: int) -> Block:
+    """The block of the targets ``[start, stop)``."""
+    indptr = adjacency.indptr
+    lo, hi = int(indptr[start]), int(indptr[stop])
+    src = torch.from_numpy(np.asarray(adjacency.indices[lo:hi], dtype=np.int64))
+    degree = torch.from_numpy(np.diff(np.asarray(indptr[start : stop + 1], dtype=np.int64)))
+    count = stop - start
+    dst = torch.repeat_interleave(torch.arange(count), degree)
+    inside = (src >= start) & (src < stop)
+    others = torch.unique(src[~inside])
+    src_local = torch.where(inside, src - start, count + torch.searchsorted(others, src))
+    n_id = torch.cat([torch.arange(start, stop), others])
+    return Block(start, stop, n_id, torch.stack([src_local, dst]))
+
+
+def _gcn_layer(
+    conv: GCNConv, h: torch.Tensor, edge_index: torch.Tensor, num_targets: int, dinv: torch.Tensor
+) -> torch.Tensor:
+    """``GCNConv`` over a block with full-graph degrees (``dinv = deg^-1/2`` of
+    the block's nodes, self-loop included): ``sum_j dinv_i dinv_j (W h_j) +
+    dinv_i^2 (W h_i) + b``."""
+    if conv.improved or not conv.add_self_loops or not conv.normalize:
+        raise NotImplementedError("layer-wise GCN supports GCNConv's defaults only")
+    h = conv.lin(h)
+    src, dst = edge_index
+    weight = (dinv[src] * dinv[dst]).to(h.dtype)
+    out = torch.zeros(num_targets, h.size(1), dtype=h.dtype, device=h.device)
+    out.index_add_(0, dst, h[src] * weight.unsqueeze(1))
+    out = out + h[:num_targets] * (dinv[:num_targets] ** 2).to(h.dtype).unsqueeze(1)
+    if conv.bias is not None:
+        out = out + conv.bias
+    return out
+
+
+def apply_layer(
+    model: BasicGNN,
+    layer: int,
+    h: torch.Tensor,
+    edge_index: torch.Tensor,
+    num_targets: int,
+    dinv: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Layer ``layer`` of ``model`` for a block's targets (rows ``:num_targets``
+    of ``h``), followed by what :class:`BasicGNN` applies after it (activation,
+    norm; the last layer is returned raw, as ``forward`` returns it)."""
+    if model.jk_mode is not None:
+        raise NotImplementedError("layer-wise inference of jumping-knowledge models")
+    conv = model.convs[layer]
+    if isinstance(conv, GCNConv):
+        if dinv is None:
+            raise ValueError("GCN needs the block's full-graph degrees (dinv)")
+        x = _gcn_layer(conv, h, edge_index, num_targets, dinv)
+    elif isinstance(conv, (SAGEConv, GATConv, GINConv)):
+        x = conv((h, h[:num_targets]), edge_index)
+    else:  # any layer that reads only the edges into the nodes it updates
+        x = conv(h, edge_index)[:num_targets]
+    if layer == model.num_layers - 1:
+        return x
+    if model.act is not None and model.act_first:
+        x = model.act(x)
+    if model.norms is not None:
+        x = model.norms[layer](x)
+    if model.act is not None and not model.act_first:
+        x = model.act(x)
+    return x
+
+
+@torch.no_grad()
+def layerwise_inference(
+    model: BasicGNN,
+    adjacency: Adjacency,
+    inputs: RowSource,
+    *,
+    batch_size: int = 4096,
+    max_edges: int | None = None,
+    device: torch.device | str = "cpu",
+    amp_dtype: torch.dtype | None = None,
+    on_batch: Callable[[], None] | None = None,
+) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """Yield ``(a, b, out)``: the model's output rows (float32, on ``device``) of
+    nodes ``a .. b-1``, in node order, computed layer by layer.
+
+    Layers before the last keep their output in one ``[N, C]`` float32 CPU
+    tensor; the last layer's rows are yielded batch by batch and not kept.
+
+    Args:
+        model (BasicGNN): In eval mode, on ``device``.
+        adjacency (Adjacency): The graph.
+        inputs (callable): Layer-0 rows of a batch's ``n_id``.
+        batch_size (int): Target nodes per batch. (default: :obj:`4096`)
+        max_edges (int, optional): In-edges per batch (a high-degree node
+            still gets its own batch); default ``64 * batch_size``.
+        device: Where the layers run.
+        amp_dtype: Autocast dtype on CUDA (what training evaluated with).
+        on_batch (callable, optional): Called after every batch of every
+            layer (progress bars).
+    """
+    device = torch.device(device)
+    max_edges = max_edges if max_edges is not None else 64 * batch_size
+    n = adjacency.num_nodes
+    dinv_all = None
+    if any(isinstance(conv, GCNConv) for conv in model.convs):
+        dinv_all = torch.from_numpy(adjacency.in_degree().astype(np.float32) + 1.0).pow(-0.5)
+    previous: torch.Tensor | None = None
+    last = model.num_layers - 1
+    for layer in range(model.num_layers):
+        current: torch.Tensor | None = None
+        for a, b in node_batches(adjacency.indptr, batch_size, max_edges):
+            blk = block(adjacency, a, b)
+            h = inputs(blk.n_id) if previous is None else previous[blk.n_id]
+            h = h.to(device, non_blocking=True)
+            dinv = dinv_all[blk.n_id].to(device) if dinv_all is not None else None
+            with autocast(device, amp_dtype):
+                out = apply_layer(
+                    model, layer, h, blk.edge_index.to(device), blk.num_targets, dinv
+                ).float()
+            if on_batch is not None:
+                on_batch()
+            if layer == last:
+                yield a, b, out
+                continue
+            if current is None:
+                current = torch.empty(n, out.size(1), dtype=torch.float32)
+            current[a:b] = out.cpu()
+        previous = current
+
+
+@torch.no_grad()
+def rowwise_inference(
+    forward: Callable[[torch.Tensor], torch.Tensor],
+    num_nodes: int,
+    inputs: RowSource,
+    *,
+    batch_size: int = 4096,
+    device: torch.device | str = "cpu",
+    amp_dtype: torch.dtype | None = None,
+    on_batch: Callable[[], None] | None = None,
+) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """:func:`layerwise_inference` for models without message passing (an MLP on
+    the features, a link model's embedding table): ``forward(rows)`` per batch."""
+    device = torch.device(device)
+    for a in range(0, num_nodes, batch_size):
+        b = min(a + batch_size, num_nodes)
+        rows = inputs(torch.arange(a, b)).to(device, non_blocking=True)
+        with autocast(device, amp_dtype):
+            out = forward(rows).float()
+        if on_batch is not None:
+            on_batch()
+        yield a, b, out

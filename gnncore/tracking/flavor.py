@@ -1,0 +1,55 @@
+"""How gnncore saves a model for MLflow: ``pytorch`` + ``python_function`` flavors.
+
+``mlflow.pytorch.save_model`` in the ``pt2`` format (``torch.export``) writes
+the ``pytorch`` flavor, but no ``python_function`` flavor for a model of
+several tensor inputs (``x``, ``edge_index``), so ``mlflow.pyfunc.load_model``
+and ``mlflow models serve`` refuse it. :func:`save_model` is a flavor module
+for ``mlflow.models.Model.log``: it lets ``mlflow.pytorch`` save the program
+(``mlflow.pytorch.load_model`` keeps working), adds ``gnncore/model.json`` and
+``gnncore/state_dict.pt`` (:mod:`gnncore.predict.spec`), and registers the
+``python_function`` flavor with :mod:`gnncore.predict.pyfunc` as its loader
+module: the pyfunc rebuilds the model from those two files (no pickle) and
+answers subgraph requests (:class:`gnncore.predict.pyfunc.GraphPyfunc`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+FLAVOR_NAME = "gnncore"
+LOADER_MODULE = "gnncore.predict.pyfunc"
+
+
+def save_model(
+    path: str | os.PathLike[str],
+    mlflow_model: Any,
+    pytorch_model: Any,
+    spec: Any,
+    **pytorch_kwargs: Any,
+) -> None:
+    """Save ``pytorch_model`` (``mlflow.pytorch.save_model(..., **pytorch_kwargs)``)
+    at ``path`` with its gnncore ``spec`` and the ``python_function`` flavor."""
+    import mlflow.pyfunc
+    import mlflow.pytorch
+    from mlflow.models.model import MLMODEL_FILE_NAME
+
+    import gnncore
+    from gnncore.predict.spec import MODEL_SUBDIR, save_model_files
+
+    mlflow.pytorch.save_model(pytorch_model, path, mlflow_model=mlflow_model, **pytorch_kwargs)
+    save_model_files(os.path.join(path, MODEL_SUBDIR), pytorch_model, spec)
+    mlflow_model.add_flavor(
+        FLAVOR_NAME,
+        data=MODEL_SUBDIR,
+        task=spec.task,
+        gnncore_version=getattr(gnncore, "__version__", "unknown"),
+    )
+    mlflow.pyfunc.add_to_model(
+        mlflow_model,
+        loader_module=LOADER_MODULE,
+        data=MODEL_SUBDIR,
+        conda_env="conda.yaml",
+        python_env="python_env.yaml",
+    )
+    mlflow_model.save(os.path.join(path, MLMODEL_FILE_NAME))
