@@ -20,6 +20,11 @@ class DataRootResource(dg.ConfigurableResource):
     root: str = Field(
         default="", description="Data root directory; empty: $GNNCORE_DATA_ROOT or ./data."
     )
+    inbox: str = Field(
+        default="",
+        description="Drop folder the inbox sensor watches for new edge lists; "
+        "empty: <data root>/inbox.",
+    )
 
     def resolved_root(self) -> Path:
         """The absolute data root, created if missing."""
@@ -38,3 +43,10 @@ class DataRootResource(dg.ConfigurableResource):
                 f"{name!r} is not a safe directory name (letters, digits, '.', '_', '-')"
             )
         return self.resolved_root() / stage / name
+
+    def inbox_dir(self) -> Path:
+        """The drop folder (``inbox``, else ``<root>/inbox``), created if missing."""
+        folder = Path(self.inbox).expanduser().absolute() if self.inbox else None
+        folder = folder or self.resolved_root() / "inbox"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
