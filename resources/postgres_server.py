@@ -176,8 +176,11 @@ class LocalPostgres:
 
     # Lifecycle --------------------------------------------------------------
 
-    def _run(self, args: list[str], timeout: float, **kwargs: Any) -> None:
-        """Run a PostgreSQL tool as the server's user; raise with its output on failure."""
+    def _run(
+        self, args: list[str], timeout: float, check: bool = True, **kwargs: Any
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a PostgreSQL tool as the server's user; with ``check``, raise with its
+        output (and the server log's tail) when it fails."""
         assert self.pg_bin is not None
         cmd = [str(self.pg_bin / args[0]), *args[1:]]
         owner = self._owner
@@ -196,11 +199,12 @@ class LocalPostgres:
             check=False,
             **kwargs,
         )
-        if done.returncode != 0:
+        if check and done.returncode != 0:
             log = self.log_file.read_text()[-2000:] if self.log_file.exists() else ""
             raise RuntimeError(
                 f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}{done.stderr}{log}"
             )
+        return done
 
     def _prepare_dirs(self) -> None:
         self.base_dir.mkdir(parents=True, exist_ok=True)
@@ -285,14 +289,22 @@ class LocalPostgres:
                     raise
                 time.sleep(0.2)
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """``pg_ctl stop -m immediate``; a no-op when it is not running."""
-        if not (self.data_dir / "postmaster.pid").exists():
-            return
+    def running(self) -> bool:
+        """Whether a server runs on this cluster (``pg_ctl status``)."""
+        if not (self.data_dir / "PG_VERSION").exists():
+            return False
+        status = self._run(["pg_ctl", "status", "-D", str(self.data_dir)], 30, check=False)
+        return status.returncode == 0
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """``pg_ctl stop -m immediate``; ``False`` (and nothing done) when no server runs."""
+        if not self.running():
+            return False
         self._run(
             ["pg_ctl", "stop", "-D", str(self.data_dir), "-m", "immediate", "-w"],
             timeout=timeout,
         )
+        return True
 
     def create_database(self, name: str) -> None:
         """Create database ``name`` (owned by the superuser) unless it exists."""
@@ -353,13 +365,12 @@ def main(argv: list[str] | None = None) -> int:
     dagster_db = env.get("GNNCORE_PG_DB", "dagster")
     mlflow_db = env.get("GNNCORE_PG_MLFLOW_DB", "mlflow")
     if args.action == "stop":
-        server.stop()
-        print(f"stopped the PostgreSQL server in {server.data_dir}")
+        stopped = server.stop()
+        print(f"{'stopped the' if stopped else 'no'} PostgreSQL server in {server.data_dir}")
         return 0
-    if args.action == "start":
-        if (server.data_dir / "postmaster.pid").exists():
-            print(f"a server already runs in {server.data_dir} (stop it first)", file=sys.stderr)
-            return 1
+    if args.action == "start" and server.running():
+        print(f"a server already runs in {server.data_dir}")
+    elif args.action == "start":
         server.start()
         server.create_database(dagster_db)
         server.create_database(mlflow_db)

@@ -157,7 +157,6 @@ def profile(server, tmp_path_factory) -> Iterator[dict[str, Any]]:
 
         instance = dg.DagsterInstance.from_config(str(home))
         job = defs.resolve_job_def("train_job")
-        started = time.monotonic()
         try:
             result = job.execute_in_process(instance=instance, run_config=RUN_CONFIG)
         finally:
@@ -168,7 +167,6 @@ def profile(server, tmp_path_factory) -> Iterator[dict[str, Any]]:
             "data_root": data_root,
             "result": result,
             "assets": set(job.asset_layer.selected_asset_keys),
-            "seconds": time.monotonic() - started,
         }
 
 
@@ -193,7 +191,6 @@ def test_run_and_materializations_live_in_postgres(server, profile):
 
     result = profile["result"]
     assert result.success
-    assert profile["seconds"] < 120, profile["seconds"]
     instance = dg.DagsterInstance.from_config(str(profile["home"]))
     try:
         assert isinstance(instance.run_storage, PostgresRunStorage)
