@@ -12,6 +12,7 @@ from assets.dataset import raw_dataset
 from assets.graph import graph
 from assets.partition import METHOD_PARTITIONS, graph_partition, partition_report
 from assets.plan import placement_plan, replication_plan
+from assets.predict import predictions
 from assets.train import production_model, trained_model
 
 PIPELINE_ASSETS = [
@@ -22,6 +23,7 @@ PIPELINE_ASSETS = [
     placement_plan,
     trained_model,
     production_model,
+    predictions,
 ]
 PIPELINE_CHECKS = [
     graph_integrity,
@@ -45,6 +47,7 @@ __all__ = [
     "partition_balance",
     "partition_report",
     "placement_plan",
+    "predictions",
     "production_model",
     "raw_dataset",
     "replication_plan",

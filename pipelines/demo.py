@@ -43,6 +43,9 @@ def main() -> int:
                 "predicted_cost_max",
                 "test_accuracy",
                 "val_accuracy",
+                "rows",
+                "training_test_accuracy",
+                "model_version",
                 "mlflow_run",
             )
             if k in values
@@ -50,10 +53,33 @@ def main() -> int:
         print(f"- {mat.asset_key.to_user_string()}: {shown}")
     for check in result.get_asset_check_evaluations():
         print(f"- check {check.check_name}: {'passed' if check.passed else 'FAILED'}")
+    serving = _serving_hint(result)
+    if serving:
+        print(serving)
     print("\nOpen the UIs (both bind to 127.0.0.1):")
     print("  make ui         # Dagster: http://127.0.0.1:3000 (webserver + daemon)")
     print("  make mlflow-ui  # MLflow:  http://127.0.0.1:5000")
     return 0
+
+
+def _serving_hint(result: dg.ExecuteInProcessResult) -> str:
+    """How to serve the production model the run predicted with (empty when the
+    run did not reach ``predictions``)."""
+    mats = result.asset_materializations_for_node("predictions")
+    if not mats:
+        return ""
+    values = {k: v.value for k, v in mats[-1].metadata.items()}
+    test = values.get("test_accuracy")
+    trained = values.get("training_test_accuracy")
+    lines = [
+        f"\npredictions: {values.get('rows')} rows in {values.get('path')}"
+        + (f", test accuracy {test:.4f} (training run: {trained:.4f})" if test and trained else ""),
+        "Serve the production model (MLflow's scoring server on 127.0.0.1):",
+        f"  MLFLOW_TRACKING_URI={values.get('mlflow_tracking_uri')} \\",
+        "  .venv/bin/mlflow models serve --env-manager local -h 127.0.0.1 -p 5001 \\",
+        f"      -m {values.get('model_uri')}",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

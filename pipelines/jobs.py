@@ -5,7 +5,8 @@ import dagster as dg
 train_job = dg.define_asset_job(
     name="train_job",
     selection=dg.AssetSelection.groups("gnn"),
-    description="Ingest the dataset, partition the graph and train the model, end to end.",
+    description="Ingest the dataset, partition the graph, train the model, promote it and "
+    "predict every node with the production model, end to end.",
 )
 
 partition_comparison_job = dg.define_asset_job(

@@ -25,6 +25,7 @@ VERBS: dict[str, str] = {
     "partition": "partition a graph directory",
     "plan": "replication (HDR) and feature placement plans of a graph",
     "train": "train a GNN on a graph directory and log it to MLflow",
+    "predict": "write a trained model's prediction for every node as Parquet",
     "bench": "benchmarks: `bench partition` runs partitioners side by side",
 }
 

@@ -365,3 +365,21 @@ def _string_ids(graph: GraphDir) -> bool:
     return bool(
         pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
     )
+
+
+def preview_rows(out_dir: str | os.PathLike[str], count: int = 5) -> str:
+    """The first ``count`` rows of a prediction directory as a Markdown table
+    (vectors rounded to 3 digits, at most 6 entries shown)."""
+    parquet = pq.ParquetFile(Path(out_dir) / PREDICTIONS_FILE)
+    table = next(parquet.iter_batches(batch_size=count)).to_pylist()
+
+    def cell(value: Any) -> str:
+        if isinstance(value, list):
+            shown = ", ".join(f"{v:.3f}" for v in value[:6])
+            return f"[{shown}{', …' if len(value) > 6 else ''}]"
+        return str(value).replace("|", "\\|")
+
+    names = parquet.schema_arrow.names
+    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    lines += ["| " + " | ".join(cell(row[name]) for name in names) + " |" for row in table]
+    return "\n".join(lines)

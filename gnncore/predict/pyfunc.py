@@ -154,7 +154,7 @@ def _features(data: dict[str, np.ndarray], width: int, required: bool) -> np.nda
     x = data["x"]
     if x.ndim != 2 or x.shape[1] != width:
         raise RequestError(f"x must have shape [n, {width}], got {list(x.shape)}")
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    x = np.array(x, dtype=np.float32)  # a writable copy
     if not np.isfinite(x).all():
         raise RequestError("x holds NaN or infinite values")
     return x

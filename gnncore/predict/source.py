@@ -10,8 +10,10 @@ and weights (:mod:`gnncore.predict.spec`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,7 +132,7 @@ def _load_registered(uri: str, tracking_uri: str) -> TrainedModel:
 
     with tempfile.TemporaryDirectory(prefix="gnncore-model-") as tmp:
         try:
-            with global_tracking_uri(tracking_uri):
+            with global_tracking_uri(tracking_uri), _no_download_bar():
                 local = mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=tmp)
         except MlflowException as exc:
             raise ModelNotFoundError(
@@ -147,6 +149,22 @@ def _load_registered(uri: str, tracking_uri: str) -> TrainedModel:
         registered_model=name,
         version=version,
     )
+
+
+@contextlib.contextmanager
+def _no_download_bar() -> Iterator[None]:
+    """MLflow's per-download tqdm bar off for the block (a model is a handful of
+    small files; the bar would only clutter the command's one-line output)."""
+    name = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    previous = os.environ.get(name)
+    os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
 
 
 def _first_line(exc: BaseException) -> str:

@@ -140,7 +140,7 @@ class MlflowRunLogger(BaseRunLogger):
             example = tuple(t.detach().cpu() for t in example)
             kwargs.update(
                 serialization_format="pt2",
-                signature=_tensor_signature(module, example),
+                signature=_tensor_signature(module, example, _input_names(spec, len(example))),
                 input_example=tuple(t.numpy() for t in example),
             )
         else:
@@ -223,7 +223,19 @@ def _pyfunc_signature(signature: Any, task: str) -> Any:
     return ModelSignature(inputs=signature.inputs, outputs=outputs)
 
 
-def _tensor_signature(module: Any, example: tuple[Any, ...]) -> Any:
+def _input_names(spec: Any | None, count: int) -> list[str]:
+    """Names of the model's tensor inputs: ``x, edge_index`` (node classifiers,
+    and models without a spec), ``n_id, edge_index[, x]`` (link models,
+    :class:`~gnncore.train.LinkModel`'s forward)."""
+    base = (
+        ["n_id", "edge_index", "x"]
+        if getattr(spec, "task", None) == "link"
+        else ["x", "edge_index"]
+    )
+    return (base + [f"input_{i}" for i in range(len(base), count)])[:count]
+
+
+def _tensor_signature(module: Any, example: tuple[Any, ...], names: list[str]) -> Any:
     """A tensor-spec signature with every leading (row / edge) dimension dynamic."""
     import numpy as np
     import torch
@@ -240,7 +252,6 @@ def _tensor_signature(module: Any, example: tuple[Any, ...]) -> Any:
 
     with torch.no_grad():
         out = module(*example)
-    names = ["x", "edge_index"] + [f"input_{i}" for i in range(2, len(example))]
     inputs = Schema([spec(t, n) for t, n in zip(example, names)])
     return ModelSignature(inputs=inputs, outputs=Schema([spec(out)]))
 

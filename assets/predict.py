@@ -1,0 +1,63 @@
+"""Every node's prediction by the production model, as Parquet under the data root."""
+
+import dagster as dg
+
+from assets.graph import graph
+from assets.train import production_model
+from assets.upstream import upstream_metadata
+from resources import ComputeResource, DataRootResource, MlflowResource
+
+PREVIEW_ROWS = 5
+
+
+@dg.asset(deps=[production_model, graph], kinds={"pytorch", "parquet"}, group_name="gnn")
+def predictions(
+    context: dg.AssetExecutionContext,
+    storage: DataRootResource,
+    mlflow: MlflowResource,
+    compute: ComputeResource,
+) -> dg.MaterializeResult:
+    """The ``production`` version's prediction for every node of the graph
+    (class and class probabilities, or a link model's embedding), keyed by the
+    original node ids, by layer-wise inference (``gnncore predict``). Written to
+    ``<data root>/predictions/<graph dir>-<registered model>-v<version>``;
+    ``test_accuracy`` is measured on the written predictions."""
+    from pathlib import Path
+
+    from gnncore.predict import load_trained_model, predict_graph_dir
+    from gnncore.predict.api import preview_rows
+    from gnncore.tracking.registry import PRODUCTION_ALIAS
+
+    name = str(upstream_metadata(context, production_model.key)["registered_model"])
+    graph_path = Path(str(upstream_metadata(context, graph.key)["path"]))
+    uri = f"models:/{name}@{PRODUCTION_ALIAS}"
+    model = load_trained_model(uri, mlflow.resolved_tracking_uri())
+    out = storage.stage_dir("predictions", f"{graph_path.name}-{name}-v{model.version}")
+    report = predict_graph_dir(graph_path, out, model, device=compute.resolve(), progress=False)
+    summary = report.summary()
+    accuracy = {
+        f"{split}_accuracy": dg.MetadataValue.float(value)
+        for split, value in report.accuracy.items()
+    }
+    trained = summary.get("training_test_accuracy")
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(out)),
+            "rows": report.rows,
+            "task": summary["task"],
+            **accuracy,
+            **(
+                {"training_test_accuracy": dg.MetadataValue.float(trained)}
+                if trained is not None
+                else {}
+            ),
+            "registered_model": name,
+            "model_version": str(model.version),
+            "model_uri": uri,
+            "mlflow_run_id": str(model.run_id),
+            "mlflow_tracking_uri": mlflow.resolved_tracking_uri(),
+            "graph_path": dg.MetadataValue.path(str(graph_path)),
+            "seconds": dg.MetadataValue.float(float(summary["seconds"])),
+            "preview": dg.MetadataValue.md(preview_rows(out, PREVIEW_ROWS)),
+        }
+    )
