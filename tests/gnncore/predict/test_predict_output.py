@@ -5,6 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -207,3 +215,78 @@ def test_link_embeddings_keyed_by_entity_names(tmp_path: Path) -> None:
     answer = model.predict({"n_id": np.array([3, 0]), "edge_index": np.array([[0], [1]])})
     assert np.allclose(np.stack(answer["embedding"].to_numpy()), weight[[3, 0]], atol=1e-6)
     assert torch.is_tensor(torch.from_numpy(weight))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _post(url: str, payload: dict) -> dict:
+    request = urllib.request.Request(
+        url, json.dumps(payload).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_mlflow_models_serve_answers_a_prediction_request(trained: Trained, tmp_path: Path) -> None:
+    """``mlflow models serve -m models:/NAME@production`` on 127.0.0.1 (a free
+    port, bounded wait, the server's process group killed at the end)."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": trained.tracking_uri,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-m", "mlflow", "models", "serve", "-m", trained.uri,
+               "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)]  # fmt: skip
+    with open(log, "wb") as out:
+        server = subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"mlflow models serve exited {server.returncode}:\n{log.read_text()}")
+            try:
+                with urllib.request.urlopen(f"{base}/ping", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"mlflow models serve did not answer in 120 s:\n{log.read_text()}")
+            time.sleep(0.5)
+        graph = trained.graph
+        indptr = np.asarray(graph.indptr)
+        indices = np.asarray(graph.indices, dtype=np.int64)
+        edge_index = np.stack([indices, np.repeat(np.arange(graph.num_nodes), np.diff(indptr))])
+        x = np.array(graph.features())
+        answer = _post(
+            f"{base}/invocations",
+            {"inputs": {"x": x.tolist(), "edge_index": edge_index.tolist()}},
+        )["predictions"]
+        out = tmp_path / "pred"
+        predict_graph_dir(graph, out, trained.uri, tracking_uri=trained.tracking_uri)
+        table = pq.read_table(out / "predictions.parquet")
+        assert [row["predicted_class"] for row in answer] == table["predicted_class"].to_pylist()
+        assert np.allclose(
+            [row["probabilities"] for row in answer],
+            table["probabilities"].to_pylist(),
+            atol=1e-5,
+        )
+        with pytest.raises(urllib.error.HTTPError) as bad:
+            _post(f"{base}/invocations", {"inputs": {"x": [[1.0, 2.0]], "edge_index": [[0], [0]]}})
+        assert bad.value.code == 400
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)

@@ -1,0 +1,81 @@
+"""The predictions asset through dg.materialize: the production model of the
+dataset's registered model, every node of the materialized graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pyarrow.parquet as pq
+
+from assets import ALL_ASSETS, ALL_CHECKS
+from gnncore.store import GraphDir
+from gnncore.tracking.registry import registered_model_name
+from gnncore.train import NodeTrainConfig, train_graph_dir
+from pipelines.definitions import build_resources
+
+DATASET = {
+    "raw_dataset": {
+        "config": {
+            "name": "predtiny",
+            "num_nodes": 600,
+            "avg_degree": 6,
+            "num_classes": 3,
+            "num_features": 8,
+        }
+    }
+}
+
+
+def test_predictions_asset_writes_every_node_with_the_training_accuracy(tmp_path: Path) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    resources = build_resources(str(tmp_path / "data"))
+
+    def materialize(*assets: str, config: dict | None = None) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            ALL_ASSETS + ALL_CHECKS,
+            instance=instance,
+            resources=resources,
+            selection=dg.AssetSelection.assets(*assets),
+            run_config={"ops": config or {}},
+        )
+
+    graph_run = materialize("raw_dataset", "graph", config=DATASET)
+    (graph_mat,) = graph_run.asset_materializations_for_node("graph")
+    graph = GraphDir.open(str(graph_mat.metadata["path"].value))
+    # The model: trained (library call, as trained_model makes it), registered and
+    # promoted; production_model's materialization names the registered model.
+    mlflow = resources["mlflow"]
+    config = NodeTrainConfig(hidden=16, epochs=3, batch_size=64, device="cpu")
+    result = train_graph_dir(graph, config, tracking=mlflow.tracker(), progress=False)  # type: ignore[attr-defined]
+    registry = mlflow.registry()  # type: ignore[attr-defined]
+    name = registered_model_name("node", "predtiny")
+    version = registry.register(name, str(result.model_uri), str(result.run_id))
+    registry.promote(version)
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(
+            asset_key="production_model",
+            metadata={"registered_model": name, "production_version": version.version},
+        )
+    )
+
+    run = materialize("predictions")
+    assert run.success
+    (mat,) = run.asset_materializations_for_node("predictions")
+    meta = {k: v.value for k, v in mat.metadata.items()}
+    assert meta["rows"] == graph.num_nodes == 600
+    assert meta["test_accuracy"] == result.test_accuracy == meta["training_test_accuracy"]
+    assert meta["registered_model"] == name and meta["model_version"] == version.version
+    assert meta["model_uri"] == f"models:/{name}@production"
+    assert meta["mlflow_run_id"] == result.run_id
+    out = Path(str(meta["path"]))
+    assert out.parent == tmp_path / "data" / "predictions"
+    assert out.name == f"{Path(graph.path).name}-{name}-v{version.version}"
+    table = pq.read_table(out / "predictions.parquet")
+    assert table.num_rows == 600 and table["node_id"].to_pylist() == list(range(600))
+    assert "| node_id | node_index | split |" in str(meta["preview"])
+
+    again = materialize("predictions")  # idempotent: the same directory, rewritten
+    (mat,) = again.asset_materializations_for_node("predictions")
+    assert str(mat.metadata["path"].value) == str(out)
+    assert sorted(p.name for p in out.parent.iterdir()) == [out.name]
