@@ -31,6 +31,7 @@ def test_definitions_load_with_expected_names():
         "placement_plan",
         "trained_model",
         "production_model",
+        "predictions",
         "partition_report",
         *(f"partition_{m}" for m in methods),
     }
