@@ -330,9 +330,7 @@ def _summary(
         "rows": rows,
         "file": PREDICTIONS_FILE,
         "columns": columns,
-        "node_id_type": "string"
-        if graph.node_ids() is not None and _string_ids(graph)
-        else "int64",
+        "node_id_type": "string" if graph.has("node_ids") and _string_ids(graph) else "int64",
         "num_classes" if node_task else "embedding_dim": width,
         "graph": {
             "path": str(Path(graph.path).absolute()),
