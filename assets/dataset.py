@@ -1,6 +1,7 @@
 """The raw dataset: a user's files, or the built-in generator's output."""
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -19,6 +20,11 @@ class DatasetConfig(dg.Config):
         default="",
         description="Path of a raw dataset (edge list, Parquet, "
         "OGB raw layout, Planetoid raw, KG triples); empty: generate one.",
+    )
+    nodes: str = Field(
+        default="",
+        description="Node table of an edge-list `source` (Parquet/CSV/TSV: node_id, "
+        "features, optional label and split; docs/FORMAT.md); empty: none.",
     )
     format: str = Field(
         default="auto", description="auto, edgelist, parquet, ogb, planetoid or kg (for `source`)."
@@ -42,7 +48,13 @@ def raw_dataset(
         path = Path(config.source).expanduser().absolute()
         if not path.exists():
             raise dg.Failure(f"dataset source {path} does not exist")
-        fmt, extra = config.format, {}
+        fmt = config.format
+        extra: dict[str, Any] = {}
+        if config.nodes:
+            nodes = Path(config.nodes).expanduser().absolute()
+            if not nodes.is_file():
+                raise dg.Failure(f"node table {nodes} does not exist")
+            extra["nodes"] = dg.MetadataValue.path(str(nodes))
     else:
         from gnncore.synth import SynthSpec, write_ogb_raw_versioned
 

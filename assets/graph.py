@@ -24,6 +24,7 @@ def graph(context: dg.AssetExecutionContext, storage: DataRootResource) -> dg.Ma
         format=str(raw["format"]),
         directed=bool(raw["directed"]),
         name=name,
+        nodes=str(raw["nodes"]) if raw.get("nodes") else None,
     )
     report = out.report
     if out.reused:

@@ -5,6 +5,7 @@ import dagster as dg
 from assets import ALL_ASSETS, ALL_CHECKS
 from pipelines.jobs import partition_comparison_job, train_job
 from pipelines.schedules import nightly_retraining
+from pipelines.sensors import inbox
 from resources import ComputeResource, DataRootResource, MlflowResource
 
 
@@ -23,5 +24,6 @@ defs = dg.Definitions(
     asset_checks=ALL_CHECKS,
     jobs=[train_job, partition_comparison_job],
     schedules=[nightly_retraining],
+    sensors=[inbox],
     resources=build_resources(),
 )

@@ -101,6 +101,19 @@ def _read_frame(path: Path) -> tuple[pl.DataFrame, bool]:
         raise InputError(f"cannot be read as a node table ({exc})", path) from exc
 
 
+def node_table_columns(path: str | os.PathLike[str]) -> list[str]:
+    """The column names of a node table, read from its schema or header line only."""
+    path = Path(path)
+    name = path.name.lower().removesuffix(".gz")
+    try:
+        if Path(name).suffix in (".parquet", ".pq"):
+            return list(pl.read_parquet_schema(path))
+        separator = TEXT_SEPARATORS.get(Path(name).suffix, ",")
+        return pl.read_csv(path, separator=separator, n_rows=0).columns
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot be read as a node table ({exc})", path) from exc
+
+
 def read_node_table(path: str | os.PathLike[str]) -> NodeTable:
     """Read and check a node table (see the module docstring)."""
     path = Path(path)

@@ -1,6 +1,7 @@
 """The code location the daemon tests load: the real assets, checks, job and
-resources with the real schedule factory, ticking every minute on a small graph
-so that a tick's run takes seconds, not the demo's minutes."""
+resources with the real schedule and sensor factories, ticking every minute (the
+schedule) and every few seconds (the inbox sensor) on small settings, so that a
+run takes seconds, not the demo's minutes."""
 
 from __future__ import annotations
 
@@ -10,11 +11,28 @@ from assets import ALL_ASSETS, ALL_CHECKS
 from pipelines.definitions import build_resources
 from pipelines.jobs import train_job
 from pipelines.schedules import retraining_schedule
+from pipelines.sensors import inbox_sensor
 
 SCHEDULE = "minutely_retraining"
+SENSOR = "fast_inbox_sensor"
 
-SMALL_RUN = {
+SMALL_TRAINING = {
     "ops": {
+        "graph_partition": {"config": {"parts": 2}},
+        "trained_model": {
+            "config": {
+                "node": {"epochs": 2, "hidden": 16, "batch_size": 128},
+                "link": {"epochs": 1, "dim": 16},
+            }
+        },
+    },
+    # One process for every step: each step subprocess would import torch again.
+    "execution": {"config": {"in_process": {}}},
+}
+SMALL_RUN = {
+    **SMALL_TRAINING,
+    "ops": {
+        **SMALL_TRAINING["ops"],
         "raw_dataset": {
             "config": {
                 "name": "nightly",
@@ -24,11 +42,7 @@ SMALL_RUN = {
                 "num_features": 16,
             }
         },
-        "graph_partition": {"config": {"parts": 2}},
-        "trained_model": {"config": {"node": {"epochs": 2, "hidden": 16, "batch_size": 128}}},
     },
-    # One process for every step: each step subprocess would import torch again.
-    "execution": {"config": {"in_process": {}}},
 }
 
 defs = dg.Definitions(
@@ -36,5 +50,10 @@ defs = dg.Definitions(
     asset_checks=ALL_CHECKS,
     jobs=[train_job],
     schedules=[retraining_schedule(SCHEDULE, "* * * * *", SMALL_RUN)],
+    sensors=[
+        inbox_sensor(
+            SENSOR, minimum_interval_seconds=3, settle_seconds=1, run_config=SMALL_TRAINING
+        )
+    ],
     resources=build_resources(),
 )

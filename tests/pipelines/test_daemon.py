@@ -1,141 +1,209 @@
-"""Nightly retraining under a real ``dagster-daemon``: the schedule is turned on
-the way a user does from the command line, the daemon ticks it, the run trains a
-model, and the quality gate decides its promotion.
+"""The pipeline under a real ``dagster-daemon``, as it runs for users.
 
-The schedule is the production factory's (``retraining_schedule``) on a
-per-minute cron and a small graph (``retraining_location.py``), so one tick comes
-within a minute of the daemon's start.
+* Nightly retraining: the schedule is turned on the way a user does from the
+  command line, the daemon ticks it, the run trains a model, and the quality
+  gate decides its promotion.
+* New data: edge lists dropped into the inbox folder become registered models
+  with no other action; a broken file fails its own run, naming file and line.
+
+The schedule and sensor come from the production factories
+(``retraining_schedule``, ``inbox_sensor``) on a per-minute cron, a sensor that
+looks every few seconds and a small graph (``daemon_location.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
+import polars as pl
 import pytest
 from dagster._core.events import DagsterEventType
 
-from tests.pipelines.retraining_location import SCHEDULE
+from tests.pipelines.daemon_location import SCHEDULE, SENSOR
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-TICK_AND_RUN_TIMEOUT_S = 420
-
-
-def _workspace(tmp: Path) -> Path:
-    path = tmp / "workspace.yaml"
-    location = ROOT / "tests" / "pipelines" / "retraining_location.py"
-    path.write_text(
-        "load_from:\n"
-        f"  - python_file:\n      relative_path: {location}\n"
-        f"      working_directory: {ROOT}\n      location_name: retraining\n"
-    )
-    return path
+RUN_TIMEOUT_S = 420
 
 
 @pytest.fixture
 def home(tmp_path):
-    """A fresh DAGSTER_HOME with the project's instance settings, and a data root."""
+    """A fresh DAGSTER_HOME with the project's instance settings, a data root, and
+    a workspace that loads ``daemon_location.py``."""
+    for tool in ("dagster", "dagster-daemon"):
+        if not (BIN / tool).exists():
+            pytest.skip(f"{tool} is not installed beside {sys.executable}")
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir()
     shutil.copy(ROOT / "pipelines" / "dagster.yaml", dagster_home / "dagster.yaml")
+    workspace = tmp_path / "workspace.yaml"
+    location = ROOT / "tests" / "pipelines" / "daemon_location.py"
+    workspace.write_text(
+        "load_from:\n"
+        f"  - python_file:\n      relative_path: {location}\n"
+        f"      working_directory: {ROOT}\n      location_name: daemon_tests\n"
+    )
     env = {
         **os.environ,
         "DAGSTER_HOME": str(dagster_home),
         "GNNCORE_DATA_ROOT": str(tmp_path / "data"),
         "PYTHONPATH": str(ROOT),
     }
-    return tmp_path, env
+    # Create the instance's storage before the daemon and the test both open it
+    # (two processes creating the same sqlite schema at once race).
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        instance.get_runs(limit=1)
+    return tmp_path, env, workspace
 
 
-def _runs(env: dict[str, str]) -> list[dg.DagsterRun]:
-    instance = dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
-    with instance:
-        return list(
-            instance.get_runs(filters=dg.RunsFilter(tags={"dagster/schedule_name": SCHEDULE}))
+@contextlib.contextmanager
+def running_daemon(tmp: Path, env: dict[str, str], workspace: Path) -> Iterator[Path]:
+    """``dagster-daemon run`` in its own process group, stopped on exit; yields its log."""
+    log_path = tmp / "daemon.log"
+    with log_path.open("w") as log:
+        daemon = subprocess.Popen(
+            [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
-
-
-def test_schedule_ticks_under_the_daemon_and_the_gate_promotes(home):
-    tmp, env = home
-    workspace = _workspace(tmp)
-    for tool in ("dagster", "dagster-daemon"):
-        if not (BIN / tool).exists():
-            pytest.skip(f"{tool} is not installed beside {sys.executable}")
-    # Turned on as a user would without the UI (the UI's toggle writes the same state).
-    started = subprocess.run(
-        [str(BIN / "dagster"), "schedule", "start", SCHEDULE, "-w", str(workspace)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert started.returncode == 0, started.stdout + started.stderr
-    log = (tmp / "daemon.log").open("w")
-    daemon = subprocess.Popen(
-        [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)],
-        env=env,
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + TICK_AND_RUN_TIMEOUT_S
-        run = None
-        while time.monotonic() < deadline:
-            assert daemon.poll() is None, (tmp / "daemon.log").read_text()[-3000:]
-            runs = _runs(env)
-            if runs and runs[0].is_finished:
-                run = runs[0]
-                break
-            time.sleep(3)
-        assert run is not None, (
-            "no scheduled run finished in time; daemon log:\n"
-            + (tmp / "daemon.log").read_text()[-3000:]
-        )
-    finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
         try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-        log.close()
+            yield log_path
+            assert daemon.poll() is None, log_path.read_text()[-3000:]
+        finally:
+            os.killpg(daemon.pid, signal.SIGTERM)
+            try:
+                daemon.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(daemon.pid, signal.SIGKILL)
 
-    instance = dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
-    with instance:
-        assert run.status == dg.DagsterRunStatus.SUCCESS, [
-            e.message for e in instance.all_logs(run.run_id) if e.is_error
-        ]
-        assert run.tags["dagster/schedule_name"] == SCHEDULE
-        materialized = {
-            e.dagster_event.asset_key.to_user_string()
-            for e in instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
-            if e.dagster_event is not None and e.dagster_event.asset_key is not None
-        }
-        assert {"graph", "graph_partition", "trained_model", "production_model"} <= materialized
-        checks = {
-            e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data
-            for e in instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
-            if e.dagster_event is not None
-        }
-    gate = checks["model_quality"]
-    assert gate.passed
-    meta = {k: v.value for k, v in gate.metadata.items()}
-    # A first model meets no production version: the gate promotes it.
-    assert meta["production_version"] == "none"
 
+def instance_of(env: dict[str, str]) -> dg.DagsterInstance:
+    return dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
+
+
+def wait_for_runs(
+    env: dict[str, str], log: Path, tags: dict[str, str], count: int
+) -> list[dg.DagsterRun]:
+    """The first ``count`` finished runs with ``tags`` (bounded wait)."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with instance_of(env) as instance:
+            runs = list(instance.get_runs(filters=dg.RunsFilter(tags=tags)))
+        if len(runs) >= count and all(r.is_finished for r in runs):
+            return runs
+        time.sleep(3)
+    raise AssertionError(
+        f"runs tagged {tags} did not finish in time; daemon log:\n" + (log.read_text()[-3000:])
+    )
+
+
+def events(env: dict[str, str], run_id: str, kind: DagsterEventType) -> list:
+    with instance_of(env) as instance:
+        return [e for e in instance.all_logs(run_id, of_type=kind) if e.dagster_event is not None]
+
+
+def materialized(env: dict[str, str], run_id: str) -> set[str]:
+    return {
+        e.dagster_event.asset_key.to_user_string()
+        for e in events(env, run_id, DagsterEventType.ASSET_MATERIALIZATION)
+    }
+
+
+def production_version(env: dict[str, str], model: str) -> str | None:
     from gnncore.tracking.mlflow import default_tracking_uri
     from gnncore.tracking.registry import ModelRegistry
 
-    registry = ModelRegistry(default_tracking_uri(env["GNNCORE_DATA_ROOT"]))
-    production = registry.production("gnncore-node-nightly")
-    assert production is not None
-    assert str(production.version) == meta["candidate_version"]
+    production = ModelRegistry(default_tracking_uri(env["GNNCORE_DATA_ROOT"])).production(model)
+    return None if production is None else str(production.version)
+
+
+def cli(env: dict[str, str], *args: str) -> None:
+    done = subprocess.run(
+        [str(BIN / "dagster"), *args], env=env, cwd=ROOT, capture_output=True, text=True,
+        timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_schedule_ticks_under_the_daemon_and_the_gate_promotes(home):
+    tmp, env, workspace = home
+    # Turned on as a user would without the UI (the UI's toggle writes the same state).
+    cli(env, "schedule", "start", SCHEDULE, "-w", str(workspace))
+    with running_daemon(tmp, env, workspace) as log:
+        (run,) = wait_for_runs(env, log, {"dagster/schedule_name": SCHEDULE}, 1)
+    with instance_of(env) as instance:
+        errors = [e.user_message for e in instance.all_logs(run.run_id) if e.level >= 40]
+    assert run.status == dg.DagsterRunStatus.SUCCESS, errors
+    assert {"graph", "graph_partition", "trained_model", "production_model"} <= materialized(
+        env, run.run_id
+    )
+    checks = {
+        e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data
+        for e in events(env, run.run_id, DagsterEventType.ASSET_CHECK_EVALUATION)
+    }
+    gate = checks["model_quality"]
+    assert gate.passed
+    meta = {k: v.value for k, v in gate.metadata.items()}
+    assert meta["production_version"] == "none"  # a first model meets no production version
+    assert production_version(env, "gnncore-node-nightly") == meta["candidate_version"]
+
+
+def _labelled_graph(folder: Path, name: str, nodes: int = 600) -> None:
+    """A string-id CSV edge list (with header) and a Parquet node table."""
+    rng = np.random.default_rng(1)
+    community = np.arange(nodes) % 3
+    src = rng.integers(0, nodes, nodes * 4)
+    partner = rng.integers(0, nodes // 3, nodes * 4) * 3 + community[src]
+    dst = np.where(rng.random(nodes * 4) < 0.9, partner, rng.integers(0, nodes, nodes * 4))
+    ids = np.array([f"acct-{i:04d}" for i in range(nodes)])
+    staging = folder.parent / "staging"
+    staging.mkdir(exist_ok=True)
+    pl.DataFrame({"src": ids[src], "dst": ids[dst]}).write_csv(staging / f"{name}.csv")
+    features = np.eye(3, 8)[community] + 0.3 * rng.standard_normal((nodes, 8))
+    pl.DataFrame(
+        {
+            "node_id": ids,
+            "label": np.array(["retail", "fraud", "bank"])[community],
+            "features": features.astype(np.float32).tolist(),
+        }
+    ).write_parquet(staging / f"{name}.nodes.parquet")
+    # Moved in whole, as a user's tool would finish a copy.
+    for file in staging.iterdir():
+        file.rename(folder / file.name)
+
+
+def test_a_dropped_edge_list_becomes_a_registered_model(home):
+    tmp, env, workspace = home
+    inbox = Path(env["GNNCORE_DATA_ROOT"]) / "inbox"
+    inbox.mkdir(parents=True)
+    with running_daemon(tmp, env, workspace) as log:
+        _labelled_graph(inbox, "payments")
+        (inbox / "broken.csv").write_text("src,dst\nacct-1,acct-2\nacct-3\nacct-2,acct-4\n")
+        runs = wait_for_runs(env, log, {"dagster/sensor_name": SENSOR}, 2)
+    by_dataset: dict[str, dg.DagsterRun] = {r.tags["gnncore/dataset"]: r for r in runs}
+    assert set(by_dataset) == {"payments", "broken"}
+
+    good = by_dataset["payments"]
+    assert good.status == dg.DagsterRunStatus.SUCCESS
+    assert {"graph", "trained_model", "production_model"} <= materialized(env, good.run_id)
+    assert production_version(env, "gnncore-node-payments") == "1"
+
+    bad = by_dataset["broken"]
+    assert bad.status == dg.DagsterRunStatus.FAILURE
+    failures = events(env, bad.run_id, DagsterEventType.STEP_FAILURE)
+    message = str(failures[0].dagster_event.event_specific_data.error)
+    assert f"{inbox / 'broken.csv'}:3" in message, message
+    assert "graph" not in materialized(env, bad.run_id)

@@ -1,0 +1,118 @@
+"""The inbox sensor: a dropped edge list becomes a trained, registered model.
+
+Every edge list a user drops into the inbox folder (``storage.inbox``, default
+``<data root>/inbox``; :mod:`gnncore.io.inbox` says which files count) starts one
+``train_job`` run for that dataset: ingestion (with the node table beside it),
+partitioning, both plans, training, the quality gate and promotion of the
+registered model ``gnncore-<task>-<dataset>``. A dataset with a node table that
+has a ``label`` column trains node classification; any other trains link
+prediction. The cursor remembers each file's digest, so a file rewritten with
+the same bytes starts nothing and a changed one starts a new run; run keys
+(dataset name + digest) keep a reset cursor from repeating runs. A file that
+fails ingestion fails its own run, whose error names the file and line; the
+sensor goes on with the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+
+from gnncore.io.inbox import DroppedDataset, InboxState, scan_inbox
+from pipelines.jobs import train_job
+from resources import DataRootResource
+
+
+def _merged(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def task_of(dataset: DroppedDataset) -> str:
+    """``node`` when the dataset's node table labels nodes, else ``link``."""
+    from gnncore.io.node_table import LABEL_COLUMN, node_table_columns
+
+    if dataset.nodes is not None and LABEL_COLUMN in node_table_columns(dataset.nodes):
+        return "node"
+    return "link"
+
+
+def inbox_run_request(
+    dataset: DroppedDataset, run_config: Mapping[str, Any] | None = None
+) -> dg.RunRequest:
+    """The ``train_job`` run for one dropped dataset (``run_config`` under it)."""
+    own = {
+        "ops": {
+            "raw_dataset": {
+                "config": {
+                    "name": dataset.name,
+                    "source": str(dataset.edges),
+                    "nodes": "" if dataset.nodes is None else str(dataset.nodes),
+                }
+            },
+            "trained_model": {"config": {"task": task_of(dataset)}},
+        }
+    }
+    return dg.RunRequest(
+        run_key=dataset.run_key,
+        run_config=_merged(run_config or {}, own),
+        tags={"gnncore/dataset": dataset.name, "gnncore/sha256": dataset.digest[:16]},
+    )
+
+
+def inbox_sensor(
+    name: str = "inbox_sensor",
+    minimum_interval_seconds: int = 30,
+    settle_seconds: float = 10.0,
+    run_config: Mapping[str, Any] | None = None,
+) -> dg.SensorDefinition:
+    """A sensor that requests a ``train_job`` run per new or changed dropped dataset.
+
+    Files count once unchanged for ``settle_seconds`` (copies in progress wait);
+    ``run_config`` is merged under each request's own (dataset, task). It ships
+    running: it acts only on files a user drops.
+    """
+
+    @dg.sensor(
+        name=name,
+        job=train_job,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Trains a model for every edge list dropped into the inbox folder "
+        "(storage.inbox, default <data root>/inbox), once per content.",
+    )
+    def _inbox(context: dg.SensorEvaluationContext, storage: DataRootResource) -> dg.SensorResult:
+        folder = storage.inbox_dir()
+        state = InboxState.loads(context.cursor)
+        scan = scan_inbox(folder, state, settle_seconds)
+        for problem in scan.problems:
+            context.log.warning(f"{folder}: {problem}")
+        requests = []
+        for dataset in scan.datasets:
+            if state.requested.get(dataset.name) == dataset.digest:
+                continue
+            try:
+                requests.append(inbox_run_request(dataset, run_config))
+            except ValueError as exc:  # an unreadable node table: the next change retries
+                context.log.warning(str(exc))
+                continue
+            state.requested[dataset.name] = dataset.digest
+            context.log.info(f"{dataset.edges.name}: requesting a run for {dataset.name!r}")
+        if requests:
+            return dg.SensorResult(run_requests=requests, cursor=state.dumps())
+        waiting = f"; settling: {', '.join(scan.settling)}" if scan.settling else ""
+        return dg.SensorResult(
+            skip_reason=f"no new or changed dataset in {folder}{waiting}", cursor=state.dumps()
+        )
+
+    return _inbox
+
+
+inbox = inbox_sensor()

@@ -1,0 +1,91 @@
+"""The inbox sensor evaluated with build_sensor_context: one run per new or
+changed dataset, none for unchanged bytes, the task picked from the data."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from pipelines.definitions import defs
+from pipelines.sensors import inbox_sensor
+from resources import DataRootResource
+
+SENSOR = inbox_sensor(
+    settle_seconds=0, run_config={"ops": {"graph_partition": {"config": {"parts": 2}}}}
+)
+
+
+def tick(tmp_path: Path, cursor: str | None) -> dg.SensorResult:
+    storage = DataRootResource(root=str(tmp_path / "data"), inbox=str(tmp_path / "inbox"))
+    context = dg.build_sensor_context(cursor=cursor, resources={"storage": storage})
+    result = SENSOR(context)
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def drop(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    then = time.time() - 5
+    os.utime(path, (then, then))
+    return path
+
+
+def test_new_changed_and_unchanged_files(tmp_path):
+    inbox = tmp_path / "inbox"
+    first = tick(tmp_path, None)
+    assert not first.run_requests and "no new or changed dataset" in str(first.skip_reason)
+
+    drop(inbox, "karate.csv", "src,dst\na,b\nb,c\n")
+    pl.DataFrame(
+        {"node_id": ["a", "b", "c"], "label": ["x", "y", "x"], "f": [1.0, 2.0, 3.0]}
+    ).write_parquet(inbox / "karate.nodes.parquet")
+    os.utime(inbox / "karate.nodes.parquet", (time.time() - 5, time.time() - 5))
+    drop(inbox, "roads.tsv", "1\t2\n2\t3\n")
+    second = tick(tmp_path, first.cursor)
+    requests = {r.tags["gnncore/dataset"]: r for r in second.run_requests or []}
+    assert set(requests) == {"karate", "roads"}
+    karate = requests["karate"].run_config["ops"]
+    assert karate["raw_dataset"]["config"] == {
+        "name": "karate",
+        "source": str(inbox / "karate.csv"),
+        "nodes": str(inbox / "karate.nodes.parquet"),
+    }
+    assert karate["trained_model"]["config"]["task"] == "node"  # labelled node table
+    assert karate["graph_partition"]["config"]["parts"] == 2  # the base config stays
+    assert requests["roads"].run_config["ops"]["trained_model"]["config"]["task"] == "link"
+    job = defs.resolve_job_def("train_job")
+    for request in requests.values():
+        assert dg.validate_run_config(job, request.run_config)
+
+    # The same bytes again (a copy over the file) start nothing ...
+    drop(inbox, "roads.tsv", "1\t2\n2\t3\n")
+    third = tick(tmp_path, second.cursor)
+    assert not third.run_requests
+    # ... changed bytes start a new run with a new run key.
+    drop(inbox, "roads.tsv", "1\t2\n2\t3\n3\t4\n")
+    fourth = tick(tmp_path, third.cursor)
+    (request,) = fourth.run_requests or []
+    assert request.tags["gnncore/dataset"] == "roads"
+    assert request.run_key != requests["roads"].run_key
+
+
+def test_problems_do_not_stop_the_sensor(tmp_path):
+    inbox = tmp_path / "inbox"
+    drop(inbox, "a.csv", "x,y\n")
+    drop(inbox, "a.tsv", "x\ty\n")  # two files, one dataset name
+    drop(inbox, "b.csv", "x,y\n")
+    drop(inbox, "b.nodes.csv", "node_id,label\n")  # header only: readable, labelled
+    result = tick(tmp_path, None)
+    assert [r.tags["gnncore/dataset"] for r in result.run_requests or []] == ["b"]
+
+
+def test_the_code_location_runs_the_sensor_by_default():
+    sensor = defs.resolve_sensor_def("inbox_sensor")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert sensor.job_name == "train_job"
