@@ -25,6 +25,7 @@ def graph(context: dg.AssetExecutionContext, storage: DataRootResource) -> dg.Ma
         directed=bool(raw["directed"]),
         name=name,
         nodes=str(raw["nodes"]) if raw.get("nodes") else None,
+        progress=lambda stage: context.log.info(f"ingest: {stage}"),
     )
     report = out.report
     if out.reused:

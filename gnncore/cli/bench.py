@@ -16,6 +16,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from gnncore.progress import on_terminal
+
 HAS_SUBCOMMANDS = True
 
 
@@ -141,7 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             imbalance=args.imbalance,
             settings=settings_from(args),
             shuffles=args.shuffles,
-            progress=not args.no_progress,
+            progress=not args.no_progress and on_terminal(),
         )
     except ValueError as exc:
         raise InputError(str(exc), args.graph_dir) from exc

@@ -54,19 +54,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "feature columns or a 'features' list, optional label and split; docs/FORMAT.md)",
     )
     parser.add_argument("--name", default=None, help="dataset name for the manifest")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="hide the stage bar (shown on a terminal)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the shuffled edge stream")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from gnncore.errors import GnnCoreError
-    from gnncore.io import detect_format, ingest
+    from gnncore.io import detect_format
 
     fmt = detect_format(args.source) if args.format == "auto" else args.format
     if args.header is not None and fmt != "edgelist":
         raise GnnCoreError(f"--header/--no-header apply to edge lists, not to {fmt} input")
     if args.nodes is not None and fmt not in ("edgelist", "parquet"):
         raise GnnCoreError(f"--nodes applies to edge lists and Parquet tables, not to {fmt} input")
-    report = ingest(
+    from gnncore.progress import StageBar
+
+    with StageBar("ingest", enabled=None if not args.no_progress else False) as bar:
+        report = _ingest(args, fmt, bar)
+    return report.to_dict()
+
+
+def _ingest(args: argparse.Namespace, fmt: str, bar: Any) -> Any:
+    from gnncore.io import ingest
+
+    return ingest(
         args.source,
         args.out_dir,
         format=fmt,
@@ -76,5 +89,5 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         header=args.header,
         nodes=args.nodes,
+        progress=bar,
     )
-    return report.to_dict()

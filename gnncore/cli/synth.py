@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from gnncore.progress import on_terminal
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR")
@@ -53,6 +55,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     except ValueError as exc:
         raise InputError(f"bad generator setting: {exc}") from exc
     if args.layout == "ogb":
-        return {"layout": "ogb", **write_ogb_raw(args.out_dir, spec, progress=not args.no_progress)}
-    report = generate_graph(args.out_dir, spec, name=args.name, progress=not args.no_progress)
+        return {
+            "layout": "ogb",
+            **write_ogb_raw(args.out_dir, spec, progress=not args.no_progress and on_terminal()),
+        }
+    report = generate_graph(
+        args.out_dir, spec, name=args.name, progress=not args.no_progress and on_terminal()
+    )
     return {"layout": "graph", **report.to_dict()}

@@ -30,6 +30,7 @@ from typing import Any
 
 from gnncore.cli.arg_types import positive_int
 from gnncore.errors import GnnCoreError
+from gnncore.progress import on_terminal
 
 
 def _fanouts(text: str) -> tuple[int, ...]:
@@ -253,7 +254,7 @@ def run(
             graph,
             config,
             tracking=tracker,
-            progress=not args.no_progress,
+            progress=not args.no_progress and on_terminal(),
             run_name=args.run_name,
             checkpoint_dir=checkpoint_dir,
             resume=args.resume,

@@ -22,12 +22,14 @@ the 1-based line (text) or 0-based row (tables) and the problem.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 from gnncore.errors import InputError
 from gnncore.io.detect import FORMATS, detect_format
 from gnncore.io.report import IngestReport
+from gnncore.progress import StageFn, reporting, stage
 
 ID_TYPES = ("auto", "int", "string")
 
@@ -53,6 +55,7 @@ def ingest(
     *,
     header: bool | None = None,
     nodes: str | os.PathLike[str] | None = None,
+    progress: StageFn | None = None,
 ) -> IngestReport:
     """Ingest a dataset into the graph directory ``out_dir``.
 
@@ -73,6 +76,9 @@ def ingest(
         nodes (str or PathLike, optional): ``edgelist`` and ``parquet`` only: a
             node table (Parquet/CSV/TSV with ``node_id`` and features, optional
             ``label`` and ``split``; :mod:`gnncore.io.node_table`).
+        progress (callable, optional): Called with the name of each stage
+            (reading, remapping, canonical edges, writing, ...); e.g. a
+            :class:`gnncore.progress.StageBar` or a logger's ``info``.
 
     Returns:
         IngestReport: The counts, also recorded in the manifest's ``stats``.
@@ -80,6 +86,21 @@ def ingest(
     Raises:
         InputError: The input is missing or malformed (names file, line/row).
     """
+    with reporting(progress) if progress is not None else contextlib.nullcontext():
+        return _ingest(source, out_dir, format, directed, name, id_type, seed, header, nodes)
+
+
+def _ingest(
+    source: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    format: str,  # noqa: A002 - the public name
+    directed: bool,
+    name: str | None,
+    id_type: str,
+    seed: int,
+    header: bool | None,
+    nodes: str | os.PathLike[str] | None,
+) -> IngestReport:
     if format != "auto" and format not in FORMATS:
         raise ValueError(f"format must be 'auto' or one of {FORMATS}, not {format!r}")
     if id_type not in ID_TYPES:
@@ -93,6 +114,8 @@ def ingest(
         raise ValueError(f"nodes= applies to edge lists and Parquet edge tables, not to {fmt}")
     from gnncore.io.node_table import read_node_table
 
+    if nodes is not None:
+        stage("reading the node table")
     table = None if nodes is None else read_node_table(nodes)
     if fmt == "edgelist":
         from gnncore.io.edgelist import ingest_edgelist
@@ -113,6 +136,8 @@ def ingest(
         return ingest_parquet(
             source, out_dir, directed=directed, name=name, id_type=id_type, seed=seed, nodes=table
         )
+    if fmt in ("ogb", "planetoid", "kg"):
+        stage(f"reading {fmt} files")
     if fmt == "ogb":
         from gnncore.io.ogb import ingest_ogb
 

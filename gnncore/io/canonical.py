@@ -31,6 +31,7 @@ import numpy as np
 import polars as pl
 
 from gnncore.io.report import IngestReport
+from gnncore.progress import stage
 from gnncore.store.writer import GraphDirWriter, create_graph_dir
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -154,6 +155,7 @@ def canonicalize(
             edges with different relations are different edges.
         num_relations (int): The relation count when ``rel`` is given.
     """
+    stage("canonical edges")
     num_input = len(src)
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
@@ -262,7 +264,9 @@ def write_graph(
     }
     with create_graph_dir(out_dir, name) as writer:
         if before is not None:
+            stage("node data")
             before(writer)
+        stage("writing CSR")
         writer.write_topology(
             int(num_nodes),
             edges.src,
@@ -276,6 +280,7 @@ def write_graph(
             writer.write_table(table, frame)
         writer.stats.update(plain_details)
         writer.stats.update(counts)
+        stage("checksums and manifest")
     return IngestReport(
         format=fmt,
         source=str(source),

@@ -63,6 +63,7 @@ from gnncore.io.node_table import (
     write_node_data,
 )
 from gnncore.io.report import IngestReport
+from gnncore.progress import stage
 from gnncore.store.writer import GraphDirWriter
 
 COMMENT = "#"
@@ -469,6 +470,7 @@ def read_edges(
         )
     if not path.is_file():
         raise InputError("no such file", path)
+    stage("reading edges")
     if layout is None:
         layout = sniff(path, header)
     layouts = [layout]
@@ -578,6 +580,7 @@ def write_remapped(
     readers); ``nodes``: the node table whose rows give the nodes' features,
     labels and splits (:mod:`gnncore.io.node_table`)."""
     raw_ids: np.ndarray | pl.Series
+    stage("remapping ids")
     extra = None if nodes is None else table_ids_as(nodes, id_type)
     if id_type == "int":
         # remap_int_ids applies np.asarray itself; ints arrive as numpy arrays

@@ -23,6 +23,7 @@ from gnncore.errors import InputError
 from gnncore.io.edgelist import ID_TYPES, default_name, write_remapped
 from gnncore.io.node_table import NodeTable
 from gnncore.io.report import IngestReport
+from gnncore.progress import stage
 
 
 def _first_row(mask: pl.Series) -> int:
@@ -41,6 +42,7 @@ def read_parquet_edges(
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"not a readable Parquet file ({exc})", path) from exc
     names = list(schema)
+    stage("reading edges")
     if "src" in names and "dst" in names:
         columns = ["src", "dst"]
     elif len(names) >= 2:

@@ -20,6 +20,7 @@ from typing import Any
 from gnncore.errors import InputError
 from gnncore.io.detect import detect_format
 from gnncore.io.report import IngestReport
+from gnncore.progress import StageFn
 from gnncore.store.atomic import replace_directory
 from gnncore.store.graph_dir import GraphDir
 from gnncore.store.manifest import FORMAT_VERSION, MANIFEST_FILE, Manifest, sha256_of
@@ -100,6 +101,7 @@ def ingest_versioned(
     header: bool | None = None,
     nodes: str | os.PathLike[str] | None = None,
     reuse: bool = True,
+    progress: StageFn | None = None,
 ) -> VersionedIngest:
     """Ingest ``source`` into ``graphs_root/<prefix>-<key>`` unless it is there already.
 
@@ -110,6 +112,8 @@ def ingest_versioned(
             input of the key beside the source's.
         graphs_root (str or PathLike): The directory holding graph directories.
         prefix (str): The readable part of the directory name (the dataset name).
+        progress (callable, optional): Stage names as they start (see
+            :func:`gnncore.io.ingest`).
         reuse (bool): Keep a valid graph directory that records the same key
             (default); ``False`` re-ingests and replaces it.
 
@@ -150,6 +154,7 @@ def ingest_versioned(
             seed=seed,
             header=header,
             nodes=nodes,
+            progress=progress,
         )
         report = dataclasses.replace(report, out_dir=str(final))
         manifest = Manifest.read(staging)
