@@ -111,3 +111,38 @@ def test_high_degree_node_and_single_node_batches(tmp_path: Path) -> None:
         max_edges=5,
     )
     assert torch.allclose(torch.cat([out for _, _, out in parts]), full, atol=1e-5)
+
+
+def test_link_encoder_outputs_equal_the_evaluation_encoding(tmp_path: Path) -> None:
+    """A GNN encoder over learned embeddings, on the training triples' graph:
+    :func:`model_outputs` gives what link evaluation's ``encode_all_nodes``
+    (every neighbour) gives."""
+    from torch_geometric.loader import NodeLoader
+
+    from conftest import tiny_kg
+    from gnncore.predict.engine import model_outputs
+    from gnncore.predict.spec import ModelSpec
+    from gnncore.store import CSCGraphStore, EmptyFeatureStore
+    from gnncore.train import LinkModel, link_splits
+    from gnncore.train.link.data import message_passing_csc
+    from gnncore.train.link.loop import encode_all_nodes
+
+    graph = GraphDir.open(tiny_kg(tmp_path / "kg"))
+    splits = link_splits(graph)
+    indptr, indices = message_passing_csc(splits.train, graph.num_nodes)
+    torch.manual_seed(0)
+    model = LinkModel(graph.num_nodes, 6, 16, encoder="sage", num_layers=2).eval()
+    topology = CSCGraphStore(indptr, indices)
+    loader = NodeLoader(
+        (EmptyFeatureStore(), topology),
+        node_sampler=build_sampler("dense", topology, (-1, -1), seed=1),
+        input_nodes=torch.arange(graph.num_nodes),
+        batch_size=32,
+    )
+    with torch.no_grad():
+        expected = encode_all_nodes(model, loader, torch.device("cpu"))
+    spec = ModelSpec("link", {"num_nodes": graph.num_nodes, "in_channels": 0})
+    outputs = model_outputs(
+        spec, model, Adjacency(indptr, indices), None, graph.num_nodes, batch_size=20
+    )
+    assert torch.allclose(torch.cat([out for _, _, out in outputs]), expected, atol=1e-5)
