@@ -130,7 +130,7 @@ class Server:
         if self.proc.poll() is None:
             os.killpg(sid, signal.SIGTERM)
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 os.killpg(sid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
@@ -203,12 +203,15 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     home.mkdir()
     shutil.copy(REPO / "pipelines" / "dagster.yaml", home / "dagster.yaml")
     (data / "mlflow").mkdir(parents=True)
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(home),
-        "GNNCORE_DATA_ROOT": str(data),
-        "PYTHONUNBUFFERED": "1",
-    }
+    # Nothing of a developer's own setup (GNNCORE_MLFLOW_URI, the postgres profile's
+    # GNNCORE_PG_*) leaks in: this instance and its MLflow store live in ``base``.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GNNCORE_")}
+    env.update(
+        DAGSTER_HOME=str(home),
+        GNNCORE_DATA_ROOT=str(data),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",  # mlflow ui runs .venv/bin/uvicorn
+        PYTHONUNBUFFERED="1",
+    )
     dagster_port, mlflow_port = free_port(), free_port()
     state = Servers(
         f"http://127.0.0.1:{dagster_port}", f"http://127.0.0.1:{mlflow_port}", mlflow_port, data
