@@ -398,6 +398,13 @@ def open_asset(ui: Ui, servers: Servers, name: str) -> Any:
 FOUND: dict[str, Any] = {}
 
 
+def need(*keys: str) -> None:
+    """Skip a step whose earlier steps failed (the failure is reported there)."""
+    missing = [k for k in keys if k not in FOUND]
+    if missing:
+        pytest.skip(f"an earlier step failed before finding {', '.join(missing)}")
+
+
 def test_asset_graph_shows_the_train_job_chain(servers: Servers, ui: Ui) -> None:
     nodes = group_state(servers)
     names = sorted(asset_name(n) for n in nodes)
@@ -418,6 +425,7 @@ def test_asset_graph_shows_the_train_job_chain(servers: Servers, ui: Ui) -> None
 def test_materialize_all_materializes_every_asset_and_passes_every_check(
     servers: Servers, ui: Ui
 ) -> None:
+    need("assets")
     page = ui.graph_page
     before = run_ids(servers)
     page.get_by_role("button", name="Materialize all").click()
@@ -451,9 +459,11 @@ def test_materialize_all_materializes_every_asset_and_passes_every_check(
         done, total = re.findall(r"\d+", passed.nth(i).inner_text())
         assert done == total, passed.nth(i).inner_text()
     ui.shot("02-asset-graph-materialized.png", page)
+    FOUND["materialized"] = True
 
 
 def test_partition_metadata_shows_the_edge_cut(servers: Servers, ui: Ui) -> None:
+    need("materialized")
     page = open_asset(ui, servers, "graph_partition")
     cut = float(metadata_value(page, "edge_cut_fraction").inner_text())
     assert 0.0 < cut < 0.5, cut
@@ -466,6 +476,7 @@ def test_partition_metadata_shows_the_edge_cut(servers: Servers, ui: Ui) -> None
 def test_trained_model_metadata_has_accuracy_mlflow_link_and_curves(
     servers: Servers, ui: Ui
 ) -> None:
+    need("materialized")
     page = open_asset(ui, servers, "trained_model")
     accuracy = float(metadata_value(page, "test_accuracy").inner_text())
     assert 0.5 < accuracy <= 1.0, accuracy  # 8 planted classes: chance is 0.125
@@ -504,6 +515,7 @@ def test_trained_model_metadata_has_accuracy_mlflow_link_and_curves(
 
 
 def test_launchpad_run_with_another_partitioner(servers: Servers, ui: Ui) -> None:
+    need("materialized", "metis_cut")
     page = ui.page
     page.goto(f"{servers.dagster_url}/locations/{LOCATION}/jobs/{JOB}/playground")
     page.wait_for_load_state("networkidle")
@@ -534,7 +546,6 @@ def test_launchpad_run_with_another_partitioner(servers: Servers, ui: Ui) -> Non
     page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}"))
     run_id = page.url.rstrip("/").split("/")[-1].split("?")[0]
     assert run_id not in before
-    FOUND["second_run"] = run_id
     wait_for_run(servers, run_id)
     expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=60_000)
     ui.shot("07-launchpad-run-succeeded.png")
@@ -544,13 +555,18 @@ def test_launchpad_run_with_another_partitioner(servers: Servers, ui: Ui) -> Non
     expect(metadata_value(page, "parts")).to_have_text("2")
     cut = float(metadata_value(page, "edge_cut_fraction").inner_text())
     assert cut > FOUND["metis_cut"], (cut, FOUND["metis_cut"])  # METIS cuts less than LDG
+    FOUND["second_run"] = run_id
 
 
 def test_mlflow_compares_the_two_training_runs(servers: Servers, ui: Ui) -> None:
+    need("first_training_run", "second_run")
     # Follow the trained model's MLflow link (now pointing at this test's MLflow UI).
     page = open_asset(ui, servers, "trained_model")
     second = metadata_value(page, "mlflow_run_id").inner_text().strip()
     assert second != FOUND["first_training_run"]
+    run = servers.mlflow_api(f"runs/get?run_id={second}")["run"]
+    tags = {t["key"]: t["value"] for t in run["data"].get("tags", [])}
+    assert tags["dagster_run_id"] == FOUND["second_run"]
     link = metadata_value(page, "mlflow_run").get_by_role("link", name=re.compile("^http"))
     assert str(link.get_attribute("href")).startswith(servers.mlflow_url + "/#/")
     with page.context.expect_page() as opened:
