@@ -150,6 +150,13 @@ def test_mismatched_graph_and_unknown_model_are_clear_errors(
     with pytest.raises(ModelNotFoundError, match="not a model directory"):
         load_trained_model(tmp_path)
     assert not (tmp_path / "x").exists()
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("keep me")
+    with pytest.raises(InputError, match="refusing to replace it"):
+        predict_graph_dir(
+            trained.graph, tmp_path / "busy", trained.uri, tracking_uri=trained.tracking_uri
+        )
+    assert (tmp_path / "busy" / "notes.txt").read_text() == "keep me"
     code = main(["predict", str(wide.path), str(tmp_path / "x"), "--model", trained.uri,
                  "--mlflow-uri", trained.tracking_uri])  # fmt: skip
     err = capsys.readouterr().err.strip()
