@@ -20,7 +20,7 @@ def predictions(
     """The ``production`` version's prediction for every node of the graph
     (class and class probabilities, or a link model's embedding), keyed by the
     original node ids, by layer-wise inference (``gnncore predict``). Written to
-    ``<data root>/predictions/<graph dir>-<registered model>-v<version>``;
+    ``<data root>/predictions/<graph dir>-<task>-v<version>``;
     ``test_accuracy`` is measured on the written predictions."""
     from pathlib import Path
 
@@ -32,7 +32,7 @@ def predictions(
     graph_path = Path(str(upstream_metadata(context, graph.key)["path"]))
     uri = f"models:/{name}@{PRODUCTION_ALIAS}"
     model = load_trained_model(uri, mlflow.resolved_tracking_uri())
-    out = storage.stage_dir("predictions", f"{graph_path.name}-{name}-v{model.version}")
+    out = storage.stage_dir("predictions", f"{graph_path.name}-{model.spec.task}-v{model.version}")
     report = predict_graph_dir(graph_path, out, model, device=compute.resolve(), progress=False)
     summary = report.summary()
     accuracy = {

@@ -70,7 +70,7 @@ def test_predictions_asset_writes_every_node_with_the_training_accuracy(tmp_path
     assert meta["mlflow_run_id"] == result.run_id
     out = Path(str(meta["path"]))
     assert out.parent == tmp_path / "data" / "predictions"
-    assert out.name == f"{Path(graph.path).name}-{name}-v{version.version}"
+    assert out.name == f"{Path(graph.path).name}-node-v{version.version}"
     table = pq.read_table(out / "predictions.parquet")
     assert table.num_rows == 600 and table["node_id"].to_pylist() == list(range(600))
     assert "| node_id | node_index | split |" in str(meta["preview"])
