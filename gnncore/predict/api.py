@@ -240,7 +240,8 @@ def predict_graph_dir(
                 }
                 if node_task:
                     probs = torch.softmax(out, dim=-1).cpu().numpy().astype(np.float32)
-                    predicted = probs.argmax(axis=1).astype(np.int64)
+                    # argmax of the logits, as training's evaluation takes it
+                    predicted = out.argmax(dim=-1).cpu().numpy().astype(np.int64)
                     assert codes is not None
                     batch_codes = codes[a:b]
                     columns["split"] = pa.DictionaryArray.from_arrays(
@@ -265,13 +266,15 @@ def predict_graph_dir(
                     writer = pq.ParquetWriter(tmp / PREDICTIONS_FILE, table.schema)
                 pending.append(table)
                 pending_rows += table.num_rows
-                if pending_rows >= ROW_GROUP_ROWS:
-                    writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
-                    rows_written += pending_rows
-                    pending, pending_rows = [], 0
+                if pending_rows >= ROW_GROUP_ROWS:  # write whole row groups, keep the rest
+                    combined = pa.concat_tables(pending)
+                    full = pending_rows - pending_rows % ROW_GROUP_ROWS
+                    writer.write_table(combined.slice(0, full), row_group_size=ROW_GROUP_ROWS)
+                    rows_written += full
+                    pending, pending_rows = [combined.slice(full)], pending_rows - full
             if writer is None:
                 raise InputError("the graph has no nodes", graph.path)
-            if pending:
+            if pending_rows:
                 writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
                 rows_written += pending_rows
         finally:

@@ -103,7 +103,7 @@ class GraphPyfunc:
             probs = torch.softmax(result, dim=-1).numpy().astype(np.float32)
             return pd.DataFrame(
                 {
-                    "predicted_class": probs.argmax(axis=1).astype(np.int64),
+                    "predicted_class": result.argmax(dim=-1).numpy().astype(np.int64),
                     "probabilities": list(probs),
                 }
             )

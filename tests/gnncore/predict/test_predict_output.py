@@ -297,3 +297,16 @@ def test_mlflow_models_serve_answers_a_prediction_request(trained: Trained, tmp_
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=10)
+
+
+def test_rows_stream_in_whole_row_groups(
+    trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("gnncore.predict.api.ROW_GROUP_ROWS", 50)
+    model = load_trained_model(trained.uri, trained.tracking_uri)
+    predict_graph_dir(trained.graph, tmp_path / "a", model, batch_size=64, device="cpu")
+    predict_graph_dir(trained.graph, tmp_path / "b", model, batch_size=400, device="cpu")
+    a = pq.ParquetFile(tmp_path / "a" / "predictions.parquet")
+    sizes = [a.metadata.row_group(i).num_rows for i in range(a.metadata.num_row_groups)]
+    assert sizes == [50] * 8
+    assert a.read().equals(pq.read_table(tmp_path / "b" / "predictions.parquet"))
