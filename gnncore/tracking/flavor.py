@@ -33,6 +33,7 @@ def save_model(
     import mlflow.pyfunc
     import mlflow.pytorch
     from mlflow.models.model import MLMODEL_FILE_NAME
+    from mlflow.utils.file_utils import get_total_file_size
 
     import gnncore
     from gnncore.predict.spec import MODEL_SUBDIR, save_model_files
@@ -52,4 +53,6 @@ def save_model(
         conda_env="conda.yaml",
         python_env="python_env.yaml",
     )
+    if size := get_total_file_size(os.fspath(path)):
+        mlflow_model.model_size_bytes = size  # with the gnncore folder
     mlflow_model.save(os.path.join(path, MLMODEL_FILE_NAME))
