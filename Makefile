@@ -33,6 +33,9 @@ MLFLOW_ARTIFACTS := $(or $(GNNCORE_MLFLOW_ARTIFACTS),$(DATA_ROOT)/mlflow/artifac
 # the editable install maps the package files that existed when it was built.
 CSRC := $(shell find gnncore/csrc -type f 2>/dev/null) $(shell find gnncore -type d -not -name __pycache__) CMakeLists.txt pyproject.toml
 HOST ?= 127.0.0.1
+MLFLOW_PORT ?= 5000
+# Run links in asset metadata open the MLflow UI that `make mlflow-ui` starts.
+export GNNCORE_MLFLOW_UI_URL ?= http://$(HOST):$(MLFLOW_PORT)
 
 .PHONY: install sysdeps demo lint test ui mlflow-ui postgres postgres-stop clean bench-ingest
 
@@ -89,7 +92,7 @@ ui: install $(DAGSTER_HOME)/dagster.yaml
 mlflow-ui: install
 	mkdir -p $(DATA_ROOT)/mlflow
 	MLFLOW_BACKEND_STORE_URI="$${GNNCORE_MLFLOW_URI:-sqlite:///$(DATA_ROOT)/mlflow/mlflow.db}" \
-		$(VENV)/bin/mlflow ui --default-artifact-root '$(MLFLOW_ARTIFACTS)' --host $(HOST) --port 5000
+		$(VENV)/bin/mlflow ui --default-artifact-root '$(MLFLOW_ARTIFACTS)' --host $(HOST) --port $(MLFLOW_PORT)
 
 # A throwaway PostgreSQL for PROFILE=postgres: initdb in $(DATA_ROOT)/postgres, listening on
 # 127.0.0.1:$(GNNCORE_PG_PORT) only, databases $(GNNCORE_PG_DB) and $(GNNCORE_PG_MLFLOW_DB);

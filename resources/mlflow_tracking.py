@@ -13,6 +13,9 @@ from resources.storage import DataRootResource
 TRACKING_URI_ENV = "GNNCORE_MLFLOW_URI"
 #: Where new experiments put their artifacts: a local path or any artifact URI.
 ARTIFACT_ROOT_ENV = "GNNCORE_MLFLOW_ARTIFACTS"
+#: The MLflow UI's base URL for run links in asset metadata (``make mlflow-ui``'s port).
+UI_URL_ENV = "GNNCORE_MLFLOW_UI_URL"
+DEFAULT_UI_URL = "http://127.0.0.1:5000"
 _SERVER_SCHEMES = ("http", "https", "databricks")
 
 
@@ -42,9 +45,14 @@ class MlflowResource(dg.ConfigurableResource):
     )
     experiment: str = Field(default="gnncore", description="MLflow experiment name.")
     ui_url: str = Field(
-        default="http://127.0.0.1:5000",
-        description="Base URL of the MLflow UI, for run links in asset metadata.",
+        default="",
+        description="Base URL of the MLflow UI, for run links in asset metadata; empty: "
+        f"${UI_URL_ENV}, else {DEFAULT_UI_URL}.",
     )
+
+    def resolved_ui_url(self) -> str:
+        """The MLflow UI that run links in asset metadata open."""
+        return self.ui_url or os.environ.get(UI_URL_ENV, "") or DEFAULT_UI_URL
 
     def resolved_tracking_uri(self) -> str:
         """The tracking URI runs go to."""
@@ -79,7 +87,7 @@ class MlflowResource(dg.ConfigurableResource):
             _ensure_experiment(uri, self.experiment, root)
             root = None
         return MlflowTracker(
-            uri, experiment=self.experiment, artifact_root=root, ui_url=self.ui_url
+            uri, experiment=self.experiment, artifact_root=root, ui_url=self.resolved_ui_url()
         )
 
     def registry(self, metric: str = "best_val_accuracy"):  # -> ModelRegistry
