@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ import pytest
 from dagster._core.events import DagsterEventType
 
 from tests.pipelines.daemon_location import SCHEDULE, SENSOR
+from tests.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -83,11 +83,7 @@ def running_daemon(tmp: Path, env: dict[str, str], workspace: Path) -> Iterator[
             yield log_path
             assert daemon.poll() is None, log_path.read_text()[-3000:]
         finally:
-            os.killpg(daemon.pid, signal.SIGTERM)
-            try:
-                daemon.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(daemon.pid, signal.SIGKILL)
+            stop_group(daemon, timeout=30)
 
 
 def instance_of(env: dict[str, str]) -> dg.DagsterInstance:

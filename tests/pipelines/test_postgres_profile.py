@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,8 @@ import pytest
 import yaml
 
 from resources import DataRootResource, MlflowResource
-from resources.postgres_server import LocalPostgres, find_pg_bin, free_port, running_postgres
+from resources.postgres_server import LocalPostgres, find_pg_bin, running_postgres
+from tests.processes import free_port, stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE_YAML = REPO / "pipelines" / "dagster.postgres.yaml"
@@ -284,17 +284,6 @@ def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[b
         )
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the process group this test started (its own session)."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
-
-
 def _http(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
@@ -432,7 +421,7 @@ def test_the_run_shows_in_both_uis(server, profile, tmp_path):
         }, started
     finally:
         for proc in procs:
-            _stop(proc)
+            stop_group(proc)
     rows = _query(
         server.url(profile["env"]["GNNCORE_PG_DB"]),
         "SELECT job_body FROM jobs WHERE job_type = 'SCHEDULE' AND job_body LIKE %s",

@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +33,7 @@ from gnncore.store import GraphDir, create_graph_dir
 from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri, global_tracking_uri
 from gnncore.tracking.registry import ModelRegistry, registered_model_name
 from gnncore.train import LinkTrainConfig, NodeTrainConfig, train_graph_dir
+from tests.processes import free_port, stop_group
 
 # normalize_features: prediction must apply what training's evaluation applied.
 CONFIG = NodeTrainConfig(
@@ -224,12 +223,6 @@ def test_link_embeddings_keyed_by_entity_names(tmp_path: Path) -> None:
     assert torch.is_tensor(torch.from_numpy(weight))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _post(url: str, payload: dict) -> dict:
     request = urllib.request.Request(
         url, json.dumps(payload).encode(), {"Content-Type": "application/json"}
@@ -241,7 +234,7 @@ def _post(url: str, payload: dict) -> dict:
 def test_mlflow_models_serve_answers_a_prediction_request(trained: Trained, tmp_path: Path) -> None:
     """``mlflow models serve -m models:/NAME@production`` on 127.0.0.1 (a free
     port, bounded wait, the server's process group killed at the end)."""
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "MLFLOW_TRACKING_URI": trained.tracking_uri,
@@ -291,12 +284,7 @@ def test_mlflow_models_serve_answers_a_prediction_request(trained: Trained, tmp_
             _post(f"{base}/invocations", {"inputs": {"x": [[1.0, 2.0]], "edge_index": [[0], [0]]}})
         assert bad.value.code == 400
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=10)
+        stop_group(server, timeout=20)
 
 
 def test_rows_stream_in_whole_row_groups(
