@@ -53,23 +53,17 @@ def replication_plan(
 ) -> dg.MaterializeResult:
     """HDR: the top ``rate`` nodes by degree, whose neighbour lists every partition of
     ``graph_partition`` stores; memory increase per rate as a chart."""
+    from gnncore.partition import PartitionDir
     from gnncore.plan import plan_replication
-    from gnncore.plan.replication import memory_chart
+    from gnncore.plan.replication import memory_chart, replication_dir
     from gnncore.plots import markdown_image
-    from gnncore.store.versioning import versioned_name
+    from gnncore.store import GraphDir
 
     partition = upstream_metadata(context, graph_partition.key)
     settings = ReplicationSettings(**config.model_dump())  # type: ignore[attr-defined]
-    from gnncore.partition import PartitionDir
-    from gnncore.plan.replication import replication_stage_key
-    from gnncore.store import GraphDir
-
     graph_dir = GraphDir.open(str(partition["graph_path"]))
     part_dir = PartitionDir.open(str(partition["path"]), graph_dir)
-    key = replication_stage_key(graph_dir, part_dir, settings)
-    out = storage.stage_dir(
-        "plans", versioned_name(f"{part_dir.path.name}-hdr-r{settings.rate:g}", key)
-    )
+    out = replication_dir(storage.stage_root("plans"), graph_dir, part_dir, settings)
     tracker = mlflow.tracker()
     report = plan_replication(
         graph_dir.path,
@@ -110,19 +104,15 @@ def placement_plan(
     """Which nodes' features each device caches (Song & Jiang), for the graph the
     replication plan covers; predicted read shares per device as a chart."""
     from gnncore.plan import plan_placement
-    from gnncore.plan.placement import placement_stage_key, shares_chart
+    from gnncore.plan.placement import placement_dir, shares_chart
     from gnncore.plots import markdown_image
     from gnncore.store import GraphDir
-    from gnncore.store.versioning import versioned_name
 
     upstream = upstream_metadata(context, replication_plan.key)
     settings = PlacementSettings(**config.model_dump())  # type: ignore[attr-defined]
     settings.validate()
     graph_dir = GraphDir.open(str(upstream["graph_path"]))
-    key = placement_stage_key(graph_dir, settings)
-    out = storage.stage_dir(
-        "plans", versioned_name(f"{graph_dir.path.name}-placement-n{settings.devices}", key)
-    )
+    out = placement_dir(storage.stage_root("plans"), graph_dir, settings)
     tracker = mlflow.tracker()
     report = plan_placement(
         graph_dir.path,

@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -43,7 +44,7 @@ from gnncore.plan.store import (
 from gnncore.plan.tracking import log_plan_run
 from gnncore.store import GraphDir
 from gnncore.store.manifest import MANIFEST_FILE, sha256_of
-from gnncore.store.versioning import stage_key
+from gnncore.store.versioning import stage_key, versioned_name
 from gnncore.tracking import RunTracker
 from gnncore.typing import require_csrc
 
@@ -361,6 +362,17 @@ def placement_stage_key(graph: GraphDir, settings: PlacementSettings) -> str:
     return stage_key(
         "placement", settings.key_settings(), {"graph": sha256_of(graph.path / MANIFEST_FILE)}
     )
+
+
+def placement_dir(
+    plans_root: str | os.PathLike[str], graph: GraphDir, settings: PlacementSettings
+) -> Path:
+    """Where the versioned pipeline keeps this plan:
+    ``<plans_root>/<graph dir name>-placement-n<devices>-<stage key>``."""
+    name = versioned_name(
+        f"{graph.path.name}-placement-n{settings.devices}", placement_stage_key(graph, settings)
+    )
+    return Path(plans_root).absolute() / name
 
 
 def plan_placement(

@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ from gnncore.plan.store import (
 from gnncore.plan.tracking import log_plan_run
 from gnncore.store import GraphDir
 from gnncore.store.manifest import MANIFEST_FILE, sha256_of
-from gnncore.store.versioning import stage_key
+from gnncore.store.versioning import stage_key, versioned_name
 from gnncore.tracking import RunTracker
 from gnncore.typing import require_csrc
 
@@ -203,6 +204,19 @@ def replication_stage_key(
             "partition": sha256_of(partition.path / MANIFEST_FILE),
         },
     )
+
+
+def replication_dir(
+    plans_root: str | os.PathLike[str],
+    graph: GraphDir,
+    partition: PartitionDir,
+    settings: ReplicationSettings,
+) -> Path:
+    """Where the versioned pipeline keeps this plan:
+    ``<plans_root>/<partition dir name>-hdr-r<rate>-<stage key>``."""
+    key = replication_stage_key(graph, partition, settings)
+    name = versioned_name(f"{partition.path.name}-hdr-r{settings.rate:g}", key)
+    return Path(plans_root).absolute() / name
 
 
 def plan_replication(
