@@ -55,7 +55,7 @@ def trained_model(
         train_config,
         tracking=tracker,
         tags=tags,
-        progress=False,
+        progress=context.log.info,
         checkpoint_dir=checkpoints,
         resume=context.retry_number > 0,
         placement=plans.get("placement"),

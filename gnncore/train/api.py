@@ -20,6 +20,7 @@ from gnncore.train.core.checkpoint import (
     data_fingerprint,
 )
 from gnncore.train.core.device import resolve_device
+from gnncore.train.core.session import Progress
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.link.data import link_splits
 from gnncore.train.link.loop import LinkTrainResult, train_link_predictor
@@ -45,7 +46,7 @@ def train_graph_dir(
     config: NodeTrainConfig | LinkTrainConfig | None = None,
     tracking: RunTracker | None = None,
     tags: Mapping[str, Any] | None = None,
-    progress: bool = True,
+    progress: Progress = True,
     run_name: str | None = None,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     resume: bool = False,
@@ -83,7 +84,9 @@ def train_graph_dir(
         tags (Mapping, optional): Extra run tags (the Dagster asset passes
             ``dagster_run_id``). ``dataset``, ``task`` and ``model`` are
             always set. (default: :obj:`None`)
-        progress (bool, optional): Show tqdm bars. (default: :obj:`True`)
+        progress (bool or callable, optional): Show tqdm bars (``True``), nothing
+            (``False``), or call ``progress(line)`` once per epoch (e.g. a
+            Dagster logger's ``info``). (default: :obj:`True`)
         run_name (str, optional): Run name; default ``"<dataset>-<model>"``.
             (default: :obj:`None`)
         checkpoint_dir (str or PathLike, optional): Per-epoch checkpoints go
@@ -368,7 +371,7 @@ def _train_link_graph_dir(
     config: LinkTrainConfig,
     tracking: RunTracker | None,
     tags: Mapping[str, Any] | None,
-    progress: bool,
+    progress: Progress,
     run_name: str | None,
     checkpoint_dir: str | os.PathLike[str] | None,
     resume: bool,

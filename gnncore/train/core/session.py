@@ -27,6 +27,8 @@ from gnncore.train.core.throughput import mean_throughput
 
 P = TypeVar("P", bound="EpochProgress")
 M = TypeVar("M")
+#: ``True``: tqdm bars; ``False``: nothing; a callable: one line per epoch.
+Progress = bool | Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ class TrainingSession:
         describe: Callable[[float, Any, Any], dict[str, str]],
         logger: Any | None = None,
         on_epoch_end: Callable[[int, Path | None], None] | None = None,
-        progress: bool = True,
+        progress: Progress = True,
     ) -> None:
         """The epoch loop of every task, from the epoch after ``state.epoch`` to
         ``epochs`` unless early stopping (``patience``) ends it first.
@@ -197,15 +199,19 @@ class TrainingSession:
         ``source.adapt(epoch, throughput)`` when the source adapts), then
         ``validate() -> metrics`` (its wall time added as ``eval_s``), then
         ``state.record`` and :meth:`end_epoch`.
-        ``describe(loss, metrics, state)`` labels the epoch bar.
+        ``describe(loss, metrics, state)`` labels the epoch bar; with a
+        callable ``progress`` (e.g. a Dagster logger's ``info``) the bars stay
+        hidden and every epoch is one line ``epoch E/N: key=value ...`` instead.
         """
+        report = progress if callable(progress) else None
+        show = progress is True
         bar = tqdm(
             range(state.epoch + 1, epochs + 1),
             desc="epochs",
             unit="epoch",
             initial=state.epoch,
             total=epochs,
-            disable=not progress,
+            disable=not show,
             dynamic_ncols=True,
         )
         for epoch in bar:
@@ -215,7 +221,7 @@ class TrainingSession:
                 desc=f"epoch {epoch}",
                 unit="batch",
                 leave=False,
-                disable=not progress,
+                disable=not show,
                 total=len(self.source),
                 dynamic_ncols=True,
             ) as batches:
@@ -233,7 +239,11 @@ class TrainingSession:
             metrics = validate()
             throughput["eval_s"] = time.perf_counter() - eval_started
             state.record(epoch, loss, metrics, throughput, self.model)
-            bar.set_postfix(**describe(loss, metrics, state))
+            labels = describe(loss, metrics, state)
+            bar.set_postfix(**labels)
+            if report is not None:
+                described = " ".join(f"{k}={v}" for k, v in labels.items())
+                report(f"epoch {epoch}/{epochs}: {described}")
             self.end_epoch(epoch, state, logger, on_epoch_end)
 
     def finish(

@@ -34,7 +34,13 @@ from gnncore.sampler.negative import KnownEdges, NegativeDraw, degree_weights
 from gnncore.train.core.batches import BatchSource, LoaderBatchSource
 from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
 from gnncore.train.core.device import resolve_device
-from gnncore.train.core.session import EpochProgress, TrainingSession, TrainResult, run_summary
+from gnncore.train.core.session import (
+    EpochProgress,
+    Progress,
+    TrainingSession,
+    TrainResult,
+    run_summary,
+)
 from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast
 from gnncore.train.core.throughput import EpochTimer
 from gnncore.train.link.config import LinkTrainConfig
@@ -230,7 +236,7 @@ def train_link_predictor(
     logger: MetricLogger | None = None,
     sampler: BaseSampler | None = None,
     eval_sampler: BaseSampler | None = None,
-    progress: bool = True,
+    progress: Progress = True,
     checkpoints: CheckpointDir | str | os.PathLike[str] | None = None,
     resume: bool = False,
     on_epoch_end: EpochCallback | None = None,

@@ -40,7 +40,13 @@ from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
 from gnncore.train.core.device import resolve_device
 from gnncore.train.core.models import build_model, supports_trimming, uses_edges
 from gnncore.train.core.prefetch import Prefetcher
-from gnncore.train.core.session import EpochProgress, TrainingSession, TrainResult, run_summary
+from gnncore.train.core.session import (
+    EpochProgress,
+    Progress,
+    TrainingSession,
+    TrainResult,
+    run_summary,
+)
 from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast
 from gnncore.train.core.throughput import EpochTimer
 from gnncore.train.node.config import ConfigError, NodeTrainConfig
@@ -249,7 +255,7 @@ def train_node_classifier(
     config: NodeTrainConfig,
     logger: MetricLogger | None = None,
     sampler: BaseSampler | None = None,
-    progress: bool = True,
+    progress: Progress = True,
     eval_sampler: BaseSampler | None = None,
     in_channels: int | None = None,
     checkpoints: CheckpointDir | str | os.PathLike[str] | None = None,

@@ -460,3 +460,14 @@ def test_gradient_clipping_reaches_the_optimiser_step(graph: GraphDir) -> None:
     assert any(not torch.equal(plain[k], clipped[k]) for k in plain)
     with pytest.raises(ConfigError, match="max_grad_norm"):
         dataclasses.replace(FAST, max_grad_norm=-1.0).validate()
+
+
+def test_progress_as_log_lines_reports_every_epoch(graph: GraphDir, capsys) -> None:
+    """A callable ``progress`` (what the Dagster asset passes: its logger) gets one
+    line per epoch with the epoch bar's labels, and no bar is drawn."""
+    lines: list[str] = []
+    result = train_graph_dir(graph, dataclasses.replace(FAST, epochs=3), progress=lines.append)
+    assert [line.split(":")[0] for line in lines] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
+    assert f"val_acc={result.val_accuracy[-1]:.4f}" in lines[-1]
+    assert f"loss={result.train_loss[0]:.4f}" in lines[0]
+    assert "epochs" not in capsys.readouterr().err
