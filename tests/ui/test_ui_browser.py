@@ -24,62 +24,43 @@ Skips (saying why) where Chromium (``$GNNCORE_CHROMIUM``, default
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = Path(os.environ.get("GNNCORE_CHROMIUM", "/usr/bin/chromium"))
-ARTIFACTS = Path(os.environ.get("GNNCORE_TEST_ARTIFACTS") or REPO / "test-artifacts") / "ui"
-DOCS_IMG = REPO / "docs" / "img"
-BIN = Path(sys.executable).parent
-
 pytestmark = pytest.mark.browser
 
-if not CHROMIUM.exists():
-    pytest.skip(
-        f"no Chromium at {CHROMIUM} (apt-get install chromium, or `make sysdeps` as root; "
-        "GNNCORE_CHROMIUM names another binary)",
-        allow_module_level=True,
-    )
-sync_api = pytest.importorskip(
-    "playwright.sync_api",
-    reason="the playwright package is missing (pip install playwright; it is in the test extra)",
+from tests.ui.helpers import (  # noqa: E402  (skips the module without Chromium or Playwright)
+    ARTIFACTS_ROOT,
+    DOCS_IMG,
+    GROUP,
+    JOB,
+    LOCATION,
+    Servers,
+    Ui,
+    asset_name,
+    checks_of,
+    close_mlflow_assistant,
+    expect,
+    group_state,
+    metadata_value,
+    open_asset,
+    open_browser,
+    run_ids,
+    run_servers,
+    settle,
+    show_row,
+    wait_for_run,
+    wait_until,
 )
-expect = sync_api.expect
 
-LOCATION = "pipelines.definitions"
-REPOSITORY = "__repository__"
-GROUP = "gnn"
-JOB = "train_job"
-#: Chromium on a closed network as root: no sandbox, no GPU, none of its background fetches.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-RUN_TIMEOUT_S = 360.0
-SERVER_TIMEOUT_S = 180.0
+ARTIFACTS = ARTIFACTS_ROOT / "ui"
 #: The README's screenshots: artifact name -> docs/img name.
 DOCS_SHOTS = {
     "02-asset-graph-materialized.png": "dagster-asset-graph.png",
@@ -87,309 +68,24 @@ DOCS_SHOTS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until(what: str, probe: Callable[[], Any], timeout: float, every: float = 1.0) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
-
-
-@dataclass
-class Server:
-    """One server process in its own session (so its children stop with it)."""
-
-    name: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def tail(self, lines: int = 40) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def check_alive(self) -> None:
-        if self.proc.poll() is not None:
-            pytest.fail(
-                f"{self.name} exited with {self.proc.returncode}; its log ends:\n{self.tail()}"
-            )
-
-    def stop(self) -> None:
-        """SIGTERM the process group, then SIGKILL whatever of the session is left
-        (``dagster dev`` can take a long while to wind down its children)."""
-        sid = self.proc.pid
-        if self.proc.poll() is None:
-            os.killpg(sid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(sid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        # Children that left the group (run workers, code servers) still carry the session id.
-        out = subprocess.run(["ps", "-o", "pid=", "-s", str(sid)], capture_output=True, text=True)
-        for pid in (int(p) for p in out.stdout.split()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-@dataclass
-class Servers:
-    dagster_url: str
-    mlflow_url: str
-    mlflow_port: int
-    data_root: Path
-    servers: list[Server] = field(default_factory=list)
-
-    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-        body = json.dumps({"query": query, "variables": variables or {}}).encode()
-        request = urllib.request.Request(
-            f"{self.dagster_url}/graphql", body, {"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            answer = json.load(response)
-        assert not answer.get("errors"), answer["errors"]
-        return dict(answer["data"])
-
-    def mlflow_api(self, path: str) -> dict[str, Any]:
-        with urllib.request.urlopen(f"{self.mlflow_url}/api/2.0/mlflow/{path}", timeout=30) as r:
-            return dict(json.load(r))
-
-    def check_alive(self) -> None:
-        for server in self.servers:
-            server.check_alive()
-
-
-def start(name: str, argv: list[str], env: dict[str, str], logs: Path) -> Server:
-    log = logs / f"{name}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            argv,
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    return Server(name, proc, log)
-
-
-def http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     """``make ui`` and ``make mlflow-ui`` on a temporary DAGSTER_HOME and data root."""
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     ARTIFACTS.mkdir(parents=True)
-    base = tmp_path_factory.mktemp("ui")
-    home, data = base / "dagster_home", base / "data"
-    home.mkdir()
-    shutil.copy(REPO / "pipelines" / "dagster.yaml", home / "dagster.yaml")
-    (data / "mlflow").mkdir(parents=True)
-    # Nothing of a developer's own setup (GNNCORE_MLFLOW_URI, the postgres profile's
-    # GNNCORE_PG_*) leaks in: this instance and its MLflow store live in ``base``.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GNNCORE_")}
-    env.update(
-        DAGSTER_HOME=str(home),
-        GNNCORE_DATA_ROOT=str(data),
-        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",  # mlflow ui runs .venv/bin/uvicorn
-        PYTHONUNBUFFERED="1",
-    )
-    dagster_port, mlflow_port = free_port(), free_port()
-    state = Servers(
-        f"http://127.0.0.1:{dagster_port}", f"http://127.0.0.1:{mlflow_port}", mlflow_port, data
-    )
-    state.servers.append(
-        start(
-            "dagster",
-            [str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1"]
-            + ["-p", str(dagster_port)],
-            env,
-            ARTIFACTS,
-        )
-    )
-    state.servers.append(
-        start(
-            "mlflow",
-            [str(BIN / "mlflow"), "ui", "--backend-store-uri", f"sqlite:///{data}/mlflow/mlflow.db"]
-            + ["--default-artifact-root", f"{data}/mlflow/artifacts"]
-            + ["--host", "127.0.0.1", "--port", str(mlflow_port)],
-            env,
-            ARTIFACTS,
-        )
-    )
-    try:
-
-        def location_loaded() -> bool:
-            state.check_alive()
-            if not http_ok(f"{state.dagster_url}/server_info"):
-                return False
-            entries = state.graphql(
-                "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus"
-                " locationOrLoadError { __typename ... on PythonError { message } } } } } }"
-            )["workspaceOrError"]["locationEntries"]
-            for entry in entries:
-                if entry["locationOrLoadError"]["__typename"] == "PythonError":
-                    pytest.fail(f"code location failed to load: {entry['locationOrLoadError']}")
-            return any(e["name"] == LOCATION and e["loadStatus"] == "LOADED" for e in entries)
-
-        def mlflow_up() -> bool:
-            state.check_alive()
-            return http_ok(f"{state.mlflow_url}/health")
-
-        # Both must be up before the pipeline's first MLflow write: the UI creates the
-        # SQLite store's schema, and two first writers would migrate it at once.
-        wait_until("the Dagster webserver and code location", location_loaded, SERVER_TIMEOUT_S)
-        wait_until("the MLflow UI", mlflow_up, SERVER_TIMEOUT_S)
+    with run_servers(tmp_path_factory.mktemp("ui"), ARTIFACTS) as state:
         yield state
-    finally:
-        for server in reversed(state.servers):
-            server.stop()
-
-
-@dataclass
-class Ui:
-    """The browser: a normal 1280×800 page, and a large page drawn at 0.625 scale (also
-    1280×800 pixels) on which the asset graph is drawn with full-size nodes."""
-
-    page: Any
-    graph_page: Any
-    shots: list[str] = field(default_factory=list)
-
-    def shot(self, name: str, page: Any = None) -> Path:
-        path = ARTIFACTS / name
-        (page or self.page).screenshot(path=str(path))
-        self.shots.append(name)
-        return path
 
 
 @pytest.fixture(scope="module")
 def ui(servers: Servers) -> Iterator[Ui]:
-    with sync_api.sync_playwright() as playwright:
-        # A fresh temporary profile (user-data-dir) per launch; the driver ships in the wheel.
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
-        pages = []
-        for viewport, scale in (((1280, 800), 1.0), ((2048, 1280), 0.625)):
-            context = browser.new_context(
-                viewport={"width": viewport[0], "height": viewport[1]}, device_scale_factor=scale
-            )
-            # Dagster's first-visit "join the community" dialog would cover the page.
-            context.add_init_script("window.localStorage.setItem('communityNux', '\"1\"')")
-            context.set_default_timeout(30_000)
-            pages.append(context.new_page())
-        try:
-            yield Ui(pages[0], pages[1])
-        finally:
-            browser.close()
+    with open_browser(ARTIFACTS) as browser:
+        yield browser
     if os.environ.get("GNNCORE_UPDATE_DOCS_IMG"):
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
         for shot, name in DOCS_SHOTS.items():
             if (ARTIFACTS / shot).exists():
                 shutil.copy(ARTIFACTS / shot, DOCS_IMG / name)
-
-
-# --- GraphQL oracles -------------------------------------------------------------------
-
-GROUP_ASSETS = """
-query ($group: AssetGroupSelector!) {
-  assetNodes(group: $group) {
-    assetKey { path }
-    jobNames
-    assetMaterializations(limit: 1) { runId }
-    assetChecksOrError {
-      ... on AssetChecks {
-        checks { name executionForLatestMaterialization { status runId evaluation { success } } }
-      }
-    }
-  }
-}"""
-GROUP_SELECTOR = {
-    "groupName": GROUP,
-    "repositoryName": REPOSITORY,
-    "repositoryLocationName": LOCATION,
-}
-
-
-def group_state(servers: Servers) -> list[dict[str, Any]]:
-    return list(servers.graphql(GROUP_ASSETS, {"group": GROUP_SELECTOR})["assetNodes"])
-
-
-def asset_name(node: dict[str, Any]) -> str:
-    return "/".join(node["assetKey"]["path"])
-
-
-def checks_of(node: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(node["assetChecksOrError"].get("checks") or [])
-
-
-def run_ids(servers: Servers) -> set[str]:
-    data = servers.graphql("{ runsOrError { ... on Runs { results { runId } } } }")
-    return {r["runId"] for r in data["runsOrError"]["results"]}
-
-
-def run_status(servers: Servers, run_id: str) -> str:
-    data = servers.graphql(
-        "query ($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id}
-    )
-    return str(data["runOrError"]["status"])
-
-
-def wait_for_run(servers: Servers, run_id: str) -> None:
-    def done() -> str | None:
-        servers.check_alive()
-        status = run_status(servers, run_id)
-        return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
-
-    status = wait_until(f"run {run_id} to finish", done, RUN_TIMEOUT_S, every=3.0)
-    assert status == "SUCCESS", f"run {run_id} ended {status}; see {ARTIFACTS}/dagster.log"
-
-
-# --- page helpers ----------------------------------------------------------------------
-
-
-def metadata_value(page: Any, key: str) -> Any:
-    """The value cell of ``key`` in an asset page's metadata table."""
-    label = page.get_by_text(key, exact=True).first
-    expect(label).to_be_visible()
-    cell = page.locator("tr").filter(has=page.get_by_text(key, exact=True)).first.locator("td")
-    return cell.last
-
-
-def show_row(page: Any, key: str, block: str = "center") -> None:
-    """Scroll the metadata row of ``key`` into view, key column first."""
-    label = page.locator("tr").filter(has=page.get_by_text(key, exact=True)).first
-    label.evaluate(f"r => r.scrollIntoView({{block: '{block}', inline: 'start'}})")
-
-
-def settle(page: Any) -> None:
-    """Wait for the page's running CSS animations and transitions (a dialog fading in)."""
-    page.evaluate("Promise.all(document.getAnimations().map(a => a.finished))")
-
-
-def open_asset(ui: Ui, servers: Servers, name: str) -> Any:
-    page = ui.page
-    page.goto(f"{servers.dagster_url}/assets/{name}")
-    expect(page.get_by_text("Latest materialization")).to_be_visible()
-    return page
 
 
 # --- the tests, in the order a user goes --------------------------------------------------
@@ -574,13 +270,7 @@ def test_mlflow_compares_the_two_training_runs(servers: Servers, ui: Ui) -> None
     mlflow = opened.value
     expect(mlflow.get_by_text("test_accuracy", exact=True).first).to_be_visible(timeout=60_000)
     expect(mlflow.get_by_text(second).first).to_be_visible()
-    # MLflow's assistant panel (open on a first visit) takes a third of the page.
-    close = mlflow.get_by_role("button", name="Close", exact=True)
-    try:
-        expect(close).to_be_visible(timeout=5_000)
-        close.click()
-    except AssertionError:
-        pass
+    close_mlflow_assistant(mlflow)
     ui.shot("08-mlflow-training-run.png", mlflow)
 
     # The experiment's runs, narrowed to the training runs; select both, compare.
