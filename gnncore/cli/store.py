@@ -1,0 +1,59 @@
+"""``gnncore store GRAPH_DIR PARTITION_DIR OUT_DIR [--static-fraction F] [--verify]``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
+    parser.add_argument("partition_dir", type=Path, metavar="PARTITION_DIR")
+    parser.add_argument(
+        "out_dir", type=Path, metavar="OUT_DIR", help="the store directory (replaced if present)"
+    )
+    parser.add_argument(
+        "--static-fraction",
+        type=float,
+        default=0.01,
+        help="share of nodes, highest in-degree first, kept as the static set (default 0.01)",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check an existing store's checksums instead of writing one (OUT_DIR only)",
+    )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="hide the stage bar (shown on a terminal)"
+    )
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
+    from gnncore.progress import StageBar, reporting
+
+    if args.verify:
+        store = PartitionedStore.open(args.out_dir)
+        store.verify()
+        return {"store": str(store.path), "verified": True, "parts": store.parts}
+    with StageBar("store", enabled=False if args.no_progress else None) as bar, reporting(bar):
+        store = write_partitioned_store(
+            args.graph_dir, args.partition_dir, args.out_dir, args.static_fraction
+        )
+    info = store.info
+    return {
+        "store": str(store.path),
+        **{
+            k: info[k]
+            for k in (
+                "num_nodes",
+                "num_edges",
+                "parts",
+                "num_static",
+                "partition_offsets",
+                "seconds",
+            )
+        },
+        "bytes": sum(entry["bytes"] for entry in info["files"].values()),
+    }

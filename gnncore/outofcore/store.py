@@ -1,0 +1,297 @@
+"""The partitioned store: a graph laid out for out-of-core training (ALGORITHMS.md §6–7).
+
+Written from a graph directory and any of its partition directories:
+
+* nodes are relabelled so that each partition is one contiguous id range, in
+  partition order and, within a partition, in original id order
+  (``node_order.npy``: new → old; ``node_map.npy``: old → new;
+  ``partition_offsets.npy``: ``p + 1`` range bounds);
+* ``features.npy`` holds the features in the new order, so a partition's
+  features are one contiguous block of rows; ``labels.npy`` and the splits
+  (``train_idx.npy``, ...) use the new ids;
+* ``edges.npy`` (int64 ``[E, 2]``: ``src``, ``dst`` in new ids) holds the graph's
+  stored (directed) edges grouped into ``p²`` buckets ``(i, j)`` (source in
+  partition ``i``, destination in ``j``), bucket after bucket in row-major
+  order, each sorted by ``(dst, src)``; ``bucket_offsets.npy`` (``p² + 1``)
+  bounds them;
+* the static set (HierBatching's static cache, the thesis' high-degree nodes):
+  ``static_nodes.npy`` (the ``round(static_fraction·N)`` nodes of highest
+  in-degree, new ids, ascending), ``static_features.npy`` and a contiguous copy
+  of their in-neighbour lists (``static_indptr.npy``, ``static_indices.npy``).
+
+``manifest.json`` records every file's dtype, shape, size and sha256, the
+partition bounds and the sha256 of the graph's and the partition's manifests.
+The directory is written into a temporary sibling and renamed into place.
+:meth:`PartitionedStore.open` checks names, sizes and shapes;
+:meth:`PartitionedStore.verify` checks contents (checksums), naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnncore.errors import InputError
+from gnncore.partition.store import PartitionDir
+from gnncore.progress import stage
+from gnncore.store import GraphDir, atomic_directory
+from gnncore.store.atomic import check_output_dir
+from gnncore.store.manifest import MANIFEST_FILE, check_plain_name, sha256_of
+
+STORE_FORMAT = "gnncore.partitioned_store"
+STORE_FORMAT_VERSION = 1
+REQUIRED = (
+    "node_order",
+    "node_map",
+    "partition_offsets",
+    "edges",
+    "bucket_offsets",
+    "static_nodes",
+    "static_indptr",
+    "static_indices",
+)
+_ROWS = 1 << 18
+
+
+def relabel_by_partition(assignment: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(node_order, offsets)``: old ids grouped by partition (stable, so in id
+    order within one) and the ``parts + 1`` bounds of the groups."""
+    assignment = np.asarray(assignment, dtype=np.int64)
+    order = np.argsort(assignment, kind="stable")
+    offsets = np.zeros(parts + 1, dtype=np.int64)
+    np.cumsum(np.bincount(assignment, minlength=parts), out=offsets[1:])
+    return order.astype(np.int64), offsets
+
+
+def write_partitioned_store(
+    graph_dir: str | os.PathLike[str],
+    partition_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    static_fraction: float = 0.01,
+) -> PartitionedStore:
+    """Write the partitioned store of a graph and one of its partitions (see the
+    module docstring); returns it opened.
+
+    Raises:
+        InputError: The partition is not of this graph, ``out_dir`` would destroy
+            an input or other data, or ``static_fraction`` is outside [0, 1].
+    """
+    if not 0.0 <= static_fraction <= 1.0:
+        raise InputError(f"static_fraction must lie in [0, 1], not {static_fraction}")
+    started = time.perf_counter()
+    graph = GraphDir.open(graph_dir)
+    partition = PartitionDir.open(partition_dir, graph)
+    check_output_dir(out_dir, [graph.path, partition.path], STORE_FORMAT, "partitioned store")
+    parts, n = partition.parts, graph.num_nodes
+    stage("relabelling nodes")
+    order, offsets = relabel_by_partition(np.asarray(partition.assignment()), parts)
+    node_map = np.empty(n, dtype=np.int64)
+    node_map[order] = np.arange(n, dtype=np.int64)
+    with atomic_directory(out_dir) as tmp:
+        files: dict[str, np.ndarray] = {
+            "node_order": order,
+            "node_map": node_map,
+            "partition_offsets": offsets,
+        }
+        for name, array in files.items():
+            np.save(tmp / f"{name}.npy", array)
+        x = graph.features()
+        if x is not None:
+            stage("features by partition")
+            _gather_rows(x, order, tmp / "features.npy")
+        labels = graph.labels()
+        if labels is not None:
+            np.save(tmp / "labels.npy", np.asarray(labels)[order])
+        for split in ("train", "val", "test"):
+            if graph.has(f"{split}_idx"):
+                np.save(tmp / f"{split}_idx.npy", np.sort(node_map[graph.split(split)]))
+        stage("edge buckets")
+        indptr = np.asarray(graph.indptr)
+        indices = np.asarray(graph.indices)
+        dst_old = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+        src, dst = node_map[indices], node_map[dst_old]
+        del dst_old
+        part_of = np.repeat(np.arange(parts, dtype=np.int64), np.diff(offsets))
+        bucket = part_of[src] * parts + part_of[dst]
+        by = np.lexsort((src, dst, bucket))
+        np.save(tmp / "edges.npy", np.stack([src[by], dst[by]], axis=1))
+        bucket_offsets = np.zeros(parts * parts + 1, dtype=np.int64)
+        np.cumsum(np.bincount(bucket, minlength=parts * parts), out=bucket_offsets[1:])
+        np.save(tmp / "bucket_offsets.npy", bucket_offsets)
+        del src, dst, bucket, by
+        stage("static set")
+        static = _static_nodes(np.diff(indptr), static_fraction, node_map)
+        np.save(tmp / "static_nodes.npy", static)
+        old = order[static]
+        lengths = (indptr[old + 1] - indptr[old]).astype(np.int64)
+        static_indptr = np.zeros(len(static) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=static_indptr[1:])
+        rows = [node_map[indices[indptr[v] : indptr[v + 1]]] for v in old]
+        static_indices = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        np.save(tmp / "static_indptr.npy", static_indptr)
+        np.save(tmp / "static_indices.npy", static_indices.astype(np.int64))
+        if x is not None:
+            np.save(tmp / "static_features.npy", np.asarray(x[old], dtype=np.float32))
+        stage("checksums and manifest")
+        info: dict[str, Any] = {
+            "format": STORE_FORMAT,
+            "format_version": STORE_FORMAT_VERSION,
+            "num_nodes": n,
+            "num_edges": int(len(indices)),
+            "parts": parts,
+            "num_features": graph.manifest.num_features,
+            "num_classes": graph.manifest.num_classes,
+            "static_fraction": static_fraction,
+            "num_static": int(len(static)),
+            "partition_offsets": offsets.tolist(),
+            "graph_manifest_sha256": sha256_of(graph.path / MANIFEST_FILE),
+            "partition_manifest_sha256": sha256_of(partition.path / MANIFEST_FILE),
+            "graph": str(graph.path),
+            "partition": str(partition.path),
+            "seconds": round(time.perf_counter() - started, 3),
+            "files": {},
+        }
+        for file in sorted(tmp.glob("*.npy")):
+            array = np.load(file, mmap_mode="r", allow_pickle=False)
+            info["files"][file.name] = {
+                "bytes": file.stat().st_size,
+                "sha256": sha256_of(file),
+                "dtype": array.dtype.str,
+                "shape": list(array.shape),
+            }
+            del array
+        (tmp / MANIFEST_FILE).write_text(json.dumps(info, indent=2, sort_keys=True))
+    return PartitionedStore.open(out_dir)
+
+
+def _gather_rows(x: np.ndarray, order: np.ndarray, out: Path) -> None:
+    """``x[order]`` written to ``out`` block by block (the result is not held whole)."""
+    target = np.lib.format.open_memmap(
+        out, mode="w+", dtype=np.float32, shape=(len(order),) + x.shape[1:]
+    )
+    for start in range(0, len(order), _ROWS):
+        block = order[start : start + _ROWS]
+        target[start : start + len(block)] = x[np.sort(block)][np.argsort(np.argsort(block))]
+    target.flush()
+    del target
+
+
+def _static_nodes(in_degree: np.ndarray, fraction: float, node_map: np.ndarray) -> np.ndarray:
+    """New ids of the ``round(fraction·N)`` nodes of highest in-degree (ties: the
+    smaller original id), ascending."""
+    count = int(round(fraction * len(in_degree)))
+    top = np.lexsort((np.arange(len(in_degree)), -in_degree.astype(np.int64)))[:count]
+    return np.sort(node_map[top])
+
+
+@dataclass(frozen=True)
+class PartitionedStore:
+    """A read-only partitioned store (see the module docstring)."""
+
+    path: Path
+    info: dict[str, Any]
+
+    @property
+    def parts(self) -> int:
+        return int(self.info["parts"])
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.info["num_nodes"])
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Partition ``i`` holds the new ids ``offsets[i] .. offsets[i + 1] - 1``."""
+        return np.asarray(self.info["partition_offsets"], dtype=np.int64)
+
+    def has(self, name: str) -> bool:
+        return f"{name}.npy" in self.info["files"]
+
+    def array(self, name: str) -> np.ndarray:
+        """The array ``name``, memory-mapped (for small arrays and tests; training
+        reads partitions and buckets with :meth:`partition_features` /
+        :meth:`bucket`)."""
+        if not self.has(name):
+            raise KeyError(f"{self.path} has no {name}.npy")
+        return np.load(self.path / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+
+    def _rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of ``name.npy`` in one sequential read."""
+        entry = self.info["files"][f"{name}.npy"]
+        shape, dtype = entry["shape"], np.dtype(entry["dtype"])
+        row_items = int(np.prod(shape[1:], dtype=np.int64))
+        file = self.path / f"{name}.npy"
+        header = entry["bytes"] - int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        with file.open("rb") as f:
+            f.seek(header + start * row_items * dtype.itemsize)
+            data = np.fromfile(f, dtype=dtype, count=(stop - start) * row_items)
+        if len(data) != (stop - start) * row_items:
+            raise InputError("ends early (truncated)", file)
+        return data.reshape((stop - start, *shape[1:]))
+
+    def partition_features(self, part: int) -> np.ndarray:
+        """The features of partition ``part``, rows ``offsets[part]:offsets[part+1]``."""
+        lo, hi = self.offsets[part], self.offsets[part + 1]
+        return self._rows("features", int(lo), int(hi))
+
+    def bucket(self, i: int, j: int) -> np.ndarray:
+        """Edge bucket ``(i, j)``: int64 ``[E_ij, 2]`` (src, dst), sorted by dst."""
+        bounds = self.array("bucket_offsets")
+        k = i * self.parts + j
+        return self._rows("edges", int(bounds[k]), int(bounds[k + 1]))
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> PartitionedStore:
+        """Open a store, checking its manifest, every file's presence, size, dtype
+        and shape (not contents: :meth:`verify`). Raises :class:`InputError`
+        naming the file."""
+        path = Path(path)
+        file = path / MANIFEST_FILE
+        if not file.is_file():
+            raise InputError("not a partitioned store (no manifest.json)", path)
+        try:
+            info = json.loads(file.read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"manifest is not valid JSON: {exc}", file) from exc
+        if not isinstance(info, dict) or info.get("format") != STORE_FORMAT:
+            raise InputError(f"not a {STORE_FORMAT} manifest", file)
+        if info.get("format_version") != STORE_FORMAT_VERSION:
+            raise InputError(f"format version {info.get('format_version')} is not supported", file)
+        files = info.get("files")
+        if not isinstance(files, dict) or any(f"{r}.npy" not in files for r in REQUIRED):
+            raise InputError("manifest does not list every required array", file)
+        for name, entry in files.items():
+            check_plain_name(name, path)
+            target = path / name
+            if not target.is_file() or target.stat().st_size != entry["bytes"]:
+                raise InputError(
+                    "missing, or its size differs from the manifest (truncated?)", target
+                )
+            array = np.load(target, mmap_mode="r", allow_pickle=False)
+            if array.dtype.str != entry["dtype"] or list(array.shape) != entry["shape"]:
+                raise InputError(
+                    f"holds {array.dtype.str}{list(array.shape)}, manifest says "
+                    f"{entry['dtype']}{entry['shape']}",
+                    target,
+                )
+        store = cls(path, info)
+        n, parts = store.num_nodes, store.parts
+        if len(store.offsets) != parts + 1 or store.offsets[-1] != n:
+            raise InputError("partition bounds do not cover the nodes", file)
+        return store
+
+    def verify(self) -> None:
+        """Check every file's sha256 against the manifest (:class:`InputError`
+        naming the first file that differs)."""
+        for name, entry in self.info["files"].items():
+            if sha256_of(self.path / name) != entry["sha256"]:
+                raise InputError(
+                    "sha256 does not match the manifest (file changed or corrupt)",
+                    self.path / name,
+                )
