@@ -1,7 +1,9 @@
-"""Out-of-core training: the orders in which partitions pass through a memory buffer
-(:mod:`gnncore.outofcore.ordering`); the partitioned store, the buffer and
-HierBatching follow (docs/ARCHITECTURE.md)."""
+"""Out-of-core training: the partitioned store (:mod:`gnncore.outofcore.store`), the
+orders in which partitions pass through a memory buffer
+(:mod:`gnncore.outofcore.ordering`) and the buffer itself with its prefetch thread
+(:mod:`gnncore.outofcore.buffer`); HierBatching and the training modes follow."""
 
+from gnncore.outofcore.buffer import BufferStats, BufferView, PartitionBuffer
 from gnncore.outofcore.ordering import (
     BufferPlan,
     beta_states,
@@ -16,6 +18,9 @@ from gnncore.outofcore.ordering import (
 )
 
 __all__ = [
+    "BufferStats",
+    "BufferView",
+    "PartitionBuffer",
     "BufferPlan",
     "beta_states",
     "beta_swap_count",
