@@ -140,12 +140,12 @@ class Servers:
             server.check_alive()
 
 
-def start(name: str, argv: list[str], env: dict[str, str], logs: Path) -> Server:
+def start(name: str, argv: list[str], env: dict[str, str], logs: Path, cwd: Path = REPO) -> Server:
     log = logs / f"{name}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             argv,
-            cwd=REPO,
+            cwd=cwd,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -164,11 +164,14 @@ def http_ok(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def run_servers(base: Path, artifacts: Path, link_mlflow: bool = False) -> Iterator[Servers]:
+def run_servers(
+    base: Path, artifacts: Path, link_mlflow: bool = False, cwd: Path = REPO
+) -> Iterator[Servers]:
     """``make ui`` and ``make mlflow-ui`` on a temporary DAGSTER_HOME and data root
-    (``base/dagster_home``, ``base/data``), logs into ``artifacts``. With
-    ``link_mlflow``, ``GNNCORE_MLFLOW_UI_URL`` points the assets' run links at this
-    MLflow UI, as ``make ui`` points them at ``make mlflow-ui``'s."""
+    (``base/dagster_home``, ``base/data``), logs into ``artifacts``, started in ``cwd``
+    (which must hold ``workspace.yaml``). With ``link_mlflow``,
+    ``GNNCORE_MLFLOW_UI_URL`` points the assets' run links at this MLflow UI, as
+    ``make ui`` points them at ``make mlflow-ui``'s."""
     home, data = base / "dagster_home", base / "data"
     home.mkdir()
     shutil.copy(REPO / "pipelines" / "dagster.yaml", home / "dagster.yaml")
@@ -199,6 +202,7 @@ def run_servers(base: Path, artifacts: Path, link_mlflow: bool = False) -> Itera
             + ["-p", str(dagster_port)],
             env,
             artifacts,
+            cwd,
         )
     )
     state.servers.append(
@@ -209,6 +213,7 @@ def run_servers(base: Path, artifacts: Path, link_mlflow: bool = False) -> Itera
             + ["--host", "127.0.0.1", "--port", str(mlflow_port)],
             env,
             artifacts,
+            cwd,
         )
     )
     try:
