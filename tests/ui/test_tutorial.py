@@ -334,7 +334,7 @@ def test_3_trained_model_metadata(tutorial: Tutorial, ui: Ui) -> None:
     assert re.fullmatch(
         re.escape(servers.mlflow_url) + r"/#/experiments/\d+/runs/" + run_id, href
     ), href
-    show_row(page, "best_epoch")
+    show_row(page, "mlflow_run", block="end")  # val_accuracy down to the MLflow link
     ui.shot("05-trained-model.png")
 
     show_row(page, "curves")
@@ -387,6 +387,7 @@ def test_3_inbox_starts_a_run(tutorial: Tutorial, ui: Ui) -> None:
     nav(page, "Automation")
     page.get_by_role("link").filter(has_text=re.compile("^inbox_sensor")).first.click()
     expect(page.get_by_text("inbox_sensor").first).to_be_visible()
+    expect(page.get_by_text("Loading ticks")).to_have_count(0, timeout=30_000)
     ui.shot("07-inbox-sensor.png")
     wait_for_run(servers, run_id)
     open_run_from_runs_page(tutorial, ui, run_id, "08-inbox-run-succeeded.png")
