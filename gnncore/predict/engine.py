@@ -30,7 +30,7 @@ DEFAULT_BATCH_SIZE = 4096
 
 def amp_dtype_of(spec: ModelSpec, device: torch.device) -> torch.dtype | None:
     """The autocast dtype training evaluated with (``amp`` on CUDA), else ``None``."""
-    if device.type != "cuda" or spec.amp == "off":
+    if device.type != "cuda" or spec.amp == "none":
         return None
     return torch.bfloat16 if spec.amp == "bf16" else torch.float16
 

@@ -84,7 +84,8 @@ class ModelSpec:
 
     @property
     def amp(self) -> str:
-        return str(self.config.get("amp", "off"))
+        amp = str(self.config.get("amp", "none"))
+        return "none" if amp == "off" else amp  # "off": models logged before the rename
 
     def to_json(self) -> dict[str, Any]:
         return {"format": SPEC_FORMAT, "format_version": SPEC_VERSION, **asdict(self)}

@@ -150,3 +150,21 @@ def test_a_checkpoint_from_before_an_option_existed_still_resumes() -> None:
     assert clipped.mismatches(old) == ["max_grad_norm: 0.0 (checkpoint) != 1.0 (this run)"]
     with pytest.raises(ConfigError, match="max_grad_norm"):
         NodeTrainConfig(max_grad_norm=float("inf")).validate()
+
+
+def test_launchpad_choices_survive_yaml_unquoted():
+    """The launchpad scaffolds choices unquoted; YAML 1.1 reads off/on/yes/no as
+    booleans, which the launchpad then rejects ("must be a string")."""
+    import typing
+
+    import yaml
+
+    from gnncore.options import describe_options
+    from gnncore.plan import PlacementSettings, ReplicationSettings
+    from gnncore.train import LinkTrainConfig, NodeTrainConfig
+
+    for cls in (NodeTrainConfig, LinkTrainConfig, PlacementSettings, ReplicationSettings):
+        for spec in describe_options(cls):
+            if typing.get_origin(spec.python_type) is typing.Literal:
+                for choice in typing.get_args(spec.python_type):
+                    assert yaml.safe_load(f"v: {choice}")["v"] == choice, (cls, spec.name)

@@ -15,8 +15,9 @@ class ConfigError(GnnCoreError, ValueError):
     """A training configuration that cannot be run (names the field and the problem)."""
 
 
-#: Mixed precision on CUDA: off, bfloat16, or float16 with gradient scaling.
-AmpMode = Literal["off", "bf16", "fp16"]
+#: Mixed precision on CUDA: none (float32), bfloat16, or float16 with gradient scaling
+#: ("none", not "off": YAML reads an unquoted off as false, which broke the launchpad).
+AmpMode = Literal["none", "bf16", "fp16"]
 #: Every :data:`AmpMode`.
 AMP_MODES: tuple[str, ...] = get_args(AmpMode)
 
@@ -137,8 +138,8 @@ class SharedTrainOptions(ConfigMethods):
     (same meaning and default for both tasks); each task's config adds its own."""
 
     amp: AmpMode = option(
-        "off",
-        "Mixed precision on CUDA: off, bf16, or fp16 with gradient "
+        "none",
+        "Mixed precision on CUDA: none, bf16, or fp16 with gradient "
         "scaling; ignored with a warning on a CPU.",
         bare="bf16",
     )

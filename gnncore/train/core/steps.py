@@ -32,10 +32,10 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.Abst
 
 
 def amp_settings(config: Any, device: torch.device) -> tuple[torch.dtype | None, Any | None]:
-    """``(autocast dtype, GradScaler)`` of ``config.amp`` (``"off"``, ``"bf16"``,
+    """``(autocast dtype, GradScaler)`` of ``config.amp`` (``"none"``, ``"bf16"``,
     ``"fp16"``); both ``None`` when mixed precision is off or the device is not
     CUDA (with a warning)."""
-    if config.amp == "off":
+    if config.amp == "none":
         return None, None
     if device.type != "cuda":
         warnings.warn(

@@ -252,7 +252,7 @@ def test_amp_on_a_cpu_warns_and_trains_in_float32(graph: GraphDir) -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("amp", ["off", "bf16", "fp16"])
+@pytest.mark.parametrize("amp", ["none", "bf16", "fp16"])
 def test_cuda_training_with_mixed_precision(graph: GraphDir, tmp_path: Path, amp: str) -> None:
     config = dataclasses.replace(CONFIG, epochs=3, device="cuda", amp=amp)
     result = train_graph_dir(graph, config, progress=False, checkpoint_dir=tmp_path)
