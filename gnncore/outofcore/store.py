@@ -42,7 +42,13 @@ from gnncore.partition.store import PartitionDir
 from gnncore.progress import stage
 from gnncore.store import GraphDir, atomic_directory
 from gnncore.store.atomic import check_output_dir
-from gnncore.store.manifest import MANIFEST_FILE, check_plain_name, sha256_of
+from gnncore.store.manifest import (
+    MANIFEST_FILE,
+    check_plain_name,
+    npy_entry,
+    read_json_manifest,
+    sha256_of,
+)
 
 STORE_FORMAT = "gnncore.partitioned_store"
 STORE_FORMAT_VERSION = 1
@@ -158,14 +164,7 @@ def write_partitioned_store(
             "files": {},
         }
         for file in sorted(tmp.glob("*.npy")):
-            array = np.load(file, mmap_mode="r", allow_pickle=False)
-            info["files"][file.name] = {
-                "bytes": file.stat().st_size,
-                "sha256": sha256_of(file),
-                "dtype": array.dtype.str,
-                "shape": list(array.shape),
-            }
-            del array
+            info["files"][file.name] = npy_entry(file)
         (tmp / MANIFEST_FILE).write_text(json.dumps(info, indent=2, sort_keys=True))
     return PartitionedStore.open(out_dir)
 
@@ -252,17 +251,9 @@ class PartitionedStore:
         and shape (not contents: :meth:`verify`). Raises :class:`InputError`
         naming the file."""
         path = Path(path)
-        file = path / MANIFEST_FILE
-        if not file.is_file():
-            raise InputError("not a partitioned store (no manifest.json)", path)
-        try:
-            info = json.loads(file.read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"manifest is not valid JSON: {exc}", file) from exc
-        if not isinstance(info, dict) or info.get("format") != STORE_FORMAT:
-            raise InputError(f"not a {STORE_FORMAT} manifest", file)
-        if info.get("format_version") != STORE_FORMAT_VERSION:
-            raise InputError(f"format version {info.get('format_version')} is not supported", file)
+        info, file = read_json_manifest(
+            path, STORE_FORMAT, STORE_FORMAT_VERSION, "partitioned store"
+        )
         files = info.get("files")
         if not isinstance(files, dict) or any(f"{r}.npy" not in files for r in REQUIRED):
             raise InputError("manifest does not list every required array", file)

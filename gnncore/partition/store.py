@@ -18,7 +18,12 @@ import numpy as np
 from gnncore.errors import InputError
 from gnncore.store import GraphDir, atomic_directory
 from gnncore.store.atomic import check_output_dir
-from gnncore.store.manifest import MANIFEST_FILE, check_plain_name, sha256_of
+from gnncore.store.manifest import (
+    MANIFEST_FILE,
+    check_plain_name,
+    read_json_manifest,
+    sha256_of,
+)
 
 PARTITION_FORMAT = "gnncore.partition"
 PARTITION_FORMAT_VERSION = 1
@@ -60,18 +65,9 @@ class PartitionDir:
     def open(cls, path: str | os.PathLike[str], graph: GraphDir | None = None) -> PartitionDir:
         """Open and check a partition directory (against ``graph`` when given)."""
         path = Path(path)
-        file = path / MANIFEST_FILE
-        if not file.is_file():
-            raise InputError("not a partition directory (no manifest.json)", path)
-        try:
-            info = json.loads(file.read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"manifest is not valid JSON: {exc}", file) from exc
-        if (
-            info.get("format") != PARTITION_FORMAT
-            or info.get("format_version") != PARTITION_FORMAT_VERSION
-        ):
-            raise InputError(f"not a {PARTITION_FORMAT} v{PARTITION_FORMAT_VERSION} manifest", file)
+        info, file = read_json_manifest(
+            path, PARTITION_FORMAT, PARTITION_FORMAT_VERSION, "partition directory"
+        )
         array = path / "assignment.npy"
         if not array.is_file() or array.stat().st_size != info.get("assignment_bytes"):
             raise InputError(

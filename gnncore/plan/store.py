@@ -23,7 +23,13 @@ import numpy as np
 from gnncore.errors import InputError
 from gnncore.store import GraphDir, atomic_directory
 from gnncore.store.atomic import check_output_dir as guard_output_dir
-from gnncore.store.manifest import MANIFEST_FILE, check_plain_name, sha256_of
+from gnncore.store.manifest import (
+    MANIFEST_FILE,
+    check_plain_name,
+    npy_entry,
+    read_json_manifest,
+    sha256_of,
+)
 
 PLAN_FORMAT = "gnncore.plan"
 PLAN_FORMAT_VERSION = 1
@@ -131,19 +137,7 @@ class PlanDir:
             InputError: Naming the file and the problem.
         """
         path = Path(path)
-        file = path / MANIFEST_FILE
-        if not file.is_file():
-            raise InputError("not a plan directory (no manifest.json)", path)
-        try:
-            info = json.loads(file.read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"manifest is not valid JSON: {exc}", file) from exc
-        if (
-            not isinstance(info, dict)
-            or info.get("format") != PLAN_FORMAT
-            or info.get("format_version") != PLAN_FORMAT_VERSION
-        ):
-            raise InputError(f"not a {PLAN_FORMAT} v{PLAN_FORMAT_VERSION} manifest", file)
+        info, file = read_json_manifest(path, PLAN_FORMAT, PLAN_FORMAT_VERSION, "plan directory")
         if info.get("kind") not in PLAN_KINDS:
             raise InputError(f"unknown plan kind {info.get('kind')!r}", file)
         if kind is not None and info["kind"] != kind:
@@ -212,12 +206,7 @@ def write_plan_dir(
             check_plain_name(f"{name}.npy", tmp)
             array = np.ascontiguousarray(array)
             np.save(tmp / f"{name}.npy", array)
-            files[f"{name}.npy"] = {
-                "bytes": (tmp / f"{name}.npy").stat().st_size,
-                "sha256": sha256_of(tmp / f"{name}.npy"),
-                "dtype": array.dtype.str,
-                "shape": list(array.shape),
-            }
+            files[f"{name}.npy"] = npy_entry(tmp / f"{name}.npy")
         manifest = {
             "format": PLAN_FORMAT,
             "format_version": PLAN_FORMAT_VERSION,

@@ -183,3 +183,44 @@ def sha256_of(path: Path, block: int = 1 << 22) -> str:
         while chunk := fh.read(block):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def read_json_manifest(
+    directory: str | Path, format_name: str, version: int, what: str
+) -> tuple[dict[str, Any], Path]:
+    """``(manifest, manifest path)`` of a directory of another gnncore format
+    (partitions, plans, partitioned stores): the file must exist, hold a JSON
+    object of ``format_name`` at ``version``; ``what`` names the directory kind in
+    the error ("not a partition directory (no manifest.json)")."""
+    path = Path(directory) / MANIFEST_FILE
+    if not path.is_file():
+        raise InputError(f"not a {what} (no manifest.json)", Path(directory))
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise InputError("manifest is implausibly large", path)
+    try:
+        info = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"manifest is not valid JSON: {exc}", path) from exc
+    if (
+        not isinstance(info, dict)
+        or info.get("format") != format_name
+        or info.get("format_version") != version
+    ):
+        raise InputError(f"not a {format_name} v{version} manifest", path)
+    return info, path
+
+
+def npy_entry(path: Path) -> dict[str, Any]:
+    """The manifest entry of a written ``.npy`` file: bytes, sha256, dtype, shape
+    (read from its header)."""
+    import numpy as np
+
+    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    entry = {
+        "bytes": path.stat().st_size,
+        "sha256": sha256_of(path),
+        "dtype": array.dtype.str,
+        "shape": list(array.shape),
+    }
+    del array
+    return entry
