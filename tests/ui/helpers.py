@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -263,7 +263,31 @@ class Ui:
 
 
 @contextlib.contextmanager
-def open_browser(artifacts: Path) -> Iterator[Ui]:
+def open_browser(artifacts: Path, docs_shots: Mapping[str, str] | None = None) -> Iterator[Ui]:
+    """Headless Chromium with a normal and a large page writing screenshots to
+    ``artifacts``; afterwards, with ``GNNCORE_UPDATE_DOCS_IMG`` set, the shots in
+    ``docs_shots`` (artifact name -> docs/img name) are copied into docs/img."""
+    with _chromium(artifacts) as ui:
+        yield ui
+    if docs_shots and os.environ.get("GNNCORE_UPDATE_DOCS_IMG"):
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        for shot, name in docs_shots.items():
+            if (artifacts / shot).exists():
+                shutil.copy(artifacts / shot, DOCS_IMG / name)
+
+
+class Findings(dict[str, Any]):
+    """What the steps of a browser test found so far (later steps read it)."""
+
+    def need(self, *keys: str) -> None:
+        """Skip a step whose earlier steps failed (the failure is reported there)."""
+        missing = [k for k in keys if k not in self]
+        if missing:
+            pytest.skip(f"an earlier step failed before finding {', '.join(missing)}")
+
+
+@contextlib.contextmanager
+def _chromium(artifacts: Path) -> Iterator[Ui]:
     with sync_api.sync_playwright() as playwright:
         # A fresh temporary profile (user-data-dir) per launch; the driver ships in the wheel.
         browser = playwright.chromium.launch(

@@ -44,9 +44,9 @@ pytestmark = pytest.mark.browser
 from tests.ui.helpers import (  # noqa: E402  (skips the module without Chromium or Playwright)
     ARTIFACTS_ROOT,
     BIN,
-    DOCS_IMG,
     REPO,
     RUN_TIMEOUT_S,
+    Findings,
     Servers,
     Ui,
     close_mlflow_assistant,
@@ -161,23 +161,13 @@ def tutorial(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tutorial]:
 
 @pytest.fixture(scope="module")
 def ui(tutorial: Tutorial) -> Iterator[Ui]:
-    with open_browser(ARTIFACTS) as browser:
+    with open_browser(ARTIFACTS, DOCS_SHOTS) as browser:
         yield browser
-    if os.environ.get("GNNCORE_UPDATE_DOCS_IMG"):
-        for shot, name in DOCS_SHOTS.items():
-            if (ARTIFACTS / shot).exists():
-                shutil.copy(ARTIFACTS / shot, DOCS_IMG / name)
 
 
 #: Filled by the tests as they go; later tests read what earlier ones found.
-FOUND: dict[str, Any] = {}
-
-
-def need(*keys: str) -> None:
-    """Skip a step whose earlier steps failed (the failure is reported there)."""
-    missing = [k for k in keys if k not in FOUND]
-    if missing:
-        pytest.skip(f"an earlier step failed before finding {', '.join(missing)}")
+FOUND = Findings()
+need = FOUND.need
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:

@@ -24,12 +24,10 @@ Skips (saying why) where Chromium (``$GNNCORE_CHROMIUM``, default
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import urllib.parse
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import yaml
@@ -38,10 +36,10 @@ pytestmark = pytest.mark.browser
 
 from tests.ui.helpers import (  # noqa: E402  (skips the module without Chromium or Playwright)
     ARTIFACTS_ROOT,
-    DOCS_IMG,
     GROUP,
     JOB,
     LOCATION,
+    Findings,
     Servers,
     Ui,
     asset_name,
@@ -79,26 +77,15 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
 
 @pytest.fixture(scope="module")
 def ui(servers: Servers) -> Iterator[Ui]:
-    with open_browser(ARTIFACTS) as browser:
+    with open_browser(ARTIFACTS, DOCS_SHOTS) as browser:
         yield browser
-    if os.environ.get("GNNCORE_UPDATE_DOCS_IMG"):
-        DOCS_IMG.mkdir(parents=True, exist_ok=True)
-        for shot, name in DOCS_SHOTS.items():
-            if (ARTIFACTS / shot).exists():
-                shutil.copy(ARTIFACTS / shot, DOCS_IMG / name)
 
 
 # --- the tests, in the order a user goes --------------------------------------------------
 
 #: Filled by the tests as they go; later tests read what earlier ones found.
-FOUND: dict[str, Any] = {}
-
-
-def need(*keys: str) -> None:
-    """Skip a step whose earlier steps failed (the failure is reported there)."""
-    missing = [k for k in keys if k not in FOUND]
-    if missing:
-        pytest.skip(f"an earlier step failed before finding {', '.join(missing)}")
+FOUND = Findings()
+need = FOUND.need
 
 
 def test_asset_graph_shows_the_train_job_chain(servers: Servers, ui: Ui) -> None:
