@@ -11,9 +11,12 @@ Written from a graph directory and any of its partition directories:
   (``train_idx.npy``, ...) use the new ids;
 * ``edges.npy`` (int64 ``[E, 2]``: ``src``, ``dst`` in new ids) holds the graph's
   stored (directed) edges grouped into ``p²`` buckets ``(i, j)`` (source in
-  partition ``i``, destination in ``j``), bucket after bucket in row-major
-  order, each sorted by ``(dst, src)``; ``bucket_offsets.npy`` (``p² + 1``)
-  bounds them;
+  partition ``i``, destination in ``j``), destination-major: bucket ``(i, j)``
+  is the ``j·p + i``-th, each sorted by ``(dst, src)``; ``bucket_offsets.npy``
+  (``p² + 1``) bounds them. So the in-edges of partition ``j`` (the buckets
+  ``(0, j) … (p-1, j)``) are one contiguous range: HierBatching reads a
+  partition's neighbour lists in one sequential read, the partition buffer
+  reads bucket by bucket;
 * the static set (HierBatching's static cache, the thesis' high-degree nodes):
   ``static_nodes.npy`` (the ``round(static_fraction·N)`` nodes of highest
   in-degree, new ids, ascending), ``static_features.npy`` and a contiguous copy
@@ -51,7 +54,7 @@ from gnncore.store.manifest import (
 )
 
 STORE_FORMAT = "gnncore.partitioned_store"
-STORE_FORMAT_VERSION = 1
+STORE_FORMAT_VERSION = 2
 REQUIRED = (
     "node_order",
     "node_map",
@@ -124,7 +127,7 @@ def write_partitioned_store(
         src, dst = node_map[indices], node_map[dst_old]
         del dst_old
         part_of = np.repeat(np.arange(parts, dtype=np.int64), np.diff(offsets))
-        bucket = part_of[src] * parts + part_of[dst]
+        bucket = part_of[dst] * parts + part_of[src]  # destination-major
         by = np.lexsort((src, dst, bucket))
         np.save(tmp / "edges.npy", np.stack([src[by], dst[by]], axis=1))
         bucket_offsets = np.zeros(parts * parts + 1, dtype=np.int64)
@@ -209,6 +212,11 @@ class PartitionedStore:
         """Partition ``i`` holds the new ids ``offsets[i] .. offsets[i + 1] - 1``."""
         return np.asarray(self.info["partition_offsets"], dtype=np.int64)
 
+    @property
+    def num_static(self) -> int:
+        """Nodes in the static set."""
+        return int(self.info["num_static"])
+
     def has(self, name: str) -> bool:
         return f"{name}.npy" in self.info["files"]
 
@@ -234,16 +242,44 @@ class PartitionedStore:
             raise InputError("ends early (truncated)", file)
         return data.reshape((stop - start, *shape[1:]))
 
+    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+        """Rows of ``name.npy`` in each ``(start, stop)`` range, concatenated
+        (one sequential read per range)."""
+        if len(ranges) == 1:
+            return self._rows(name, *ranges[0])
+        entry = self.info["files"][f"{name}.npy"]
+        blocks = [self._rows(name, lo, hi) for lo, hi in ranges]
+        if not blocks:
+            return np.zeros((0, *entry["shape"][1:]), dtype=np.dtype(entry["dtype"]))
+        return np.concatenate(blocks)
+
     def partition_features(self, part: int) -> np.ndarray:
         """The features of partition ``part``, rows ``offsets[part]:offsets[part+1]``."""
         lo, hi = self.offsets[part], self.offsets[part + 1]
         return self._rows("features", int(lo), int(hi))
 
     def bucket(self, i: int, j: int) -> np.ndarray:
-        """Edge bucket ``(i, j)``: int64 ``[E_ij, 2]`` (src, dst), sorted by dst."""
+        """Edge bucket ``(i, j)`` (sources in partition ``i``, destinations in
+        ``j``): int64 ``[E_ij, 2]`` (src, dst), sorted by ``(dst, src)``."""
+        lo, hi = self.bucket_range(i, j)
+        return self._rows("edges", lo, hi)
+
+    def bucket_range(self, i: int, j: int) -> tuple[int, int]:
+        """Rows of ``edges.npy`` holding bucket ``(i, j)``."""
         bounds = self.array("bucket_offsets")
-        k = i * self.parts + j
-        return self._rows("edges", int(bounds[k]), int(bounds[k + 1]))
+        k = j * self.parts + i
+        return int(bounds[k]), int(bounds[k + 1])
+
+    def in_edge_range(self, part: int) -> tuple[int, int]:
+        """Rows of ``edges.npy`` holding every edge into partition ``part``
+        (the buckets ``(0, part) … (p-1, part)``, contiguous)."""
+        bounds = self.array("bucket_offsets")
+        return int(bounds[part * self.parts]), int(bounds[(part + 1) * self.parts])
+
+    def in_edges(self, part: int) -> np.ndarray:
+        """Every edge into partition ``part``: int64 ``[E, 2]`` (src, dst), one
+        sequential read, grouped by source partition."""
+        return self._rows("edges", *self.in_edge_range(part))
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> PartitionedStore:

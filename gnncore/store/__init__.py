@@ -20,10 +20,15 @@ __all__ = [
     "EmptyFeatureStore",
     "GraphDirFeatureStore",
     "GraphDirGraphStore",
+    "TensorFeatureStore",
 ]
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
-    from gnncore.store.feature_store import EmptyFeatureStore, GraphDirFeatureStore
+    from gnncore.store.feature_store import (
+        EmptyFeatureStore,
+        GraphDirFeatureStore,
+        TensorFeatureStore,
+    )
     from gnncore.store.graph_store import CSCGraphStore, GraphDirGraphStore
 
 # The PyG storage views import torch and torch_geometric (seconds); load them on
@@ -33,6 +38,7 @@ _LAZY = {
     "EmptyFeatureStore": "gnncore.store.feature_store",
     "GraphDirFeatureStore": "gnncore.store.feature_store",
     "GraphDirGraphStore": "gnncore.store.graph_store",
+    "TensorFeatureStore": "gnncore.store.feature_store",
 }
 
 

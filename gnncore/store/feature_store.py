@@ -161,3 +161,43 @@ class EmptyFeatureStore(FeatureStore):
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
         return []
+
+
+class TensorFeatureStore(FeatureStore):
+    """Node attributes held in memory as tensors (``{"x": ..., "y": ...}``),
+    read-only: the store of a mega-batch's cached subgraph and of in-memory
+    training.
+
+    Args:
+        tensors (dict[str, Tensor or array]): Attribute name -> rows by node id.
+    """
+
+    def __init__(self, tensors: dict[str, Any]) -> None:
+        super().__init__()
+        self._tensors = {name: torch.as_tensor(t) for name, t in tensors.items()}
+
+    def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} is read-only")
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} is read-only")
+
+    def _tensor(self, attr: TensorAttr) -> torch.Tensor:
+        if attr.group_name is not None or attr.attr_name not in self._tensors:
+            raise KeyError(f"no node attribute {attr.attr_name!r} (have {sorted(self._tensors)})")
+        return self._tensors[attr.attr_name]
+
+    def _get_tensor(self, attr: TensorAttr) -> torch.Tensor:
+        tensor = self._tensor(attr)
+        index = attr.index
+        if index is None or (isinstance(index, slice) and index == slice(None)):
+            return tensor
+        if isinstance(index, np.ndarray):
+            index = torch.from_numpy(index.astype(np.int64, copy=False))
+        return tensor[index]
+
+    def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...]:
+        return tuple(self._tensor(attr).shape)
+
+    def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        return [self._tensor_attr_cls(None, name, None) for name in self._tensors]

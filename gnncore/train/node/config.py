@@ -8,13 +8,16 @@ split); any value given explicitly wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from gnncore.options import option
 from gnncore.train.core.config import AMP_MODES, ConfigError, SharedTrainOptions
 from gnncore.train.core.models import ModelName
 
-__all__ = ["AMP_MODES", "MODEL_DEFAULTS", "ConfigError", "NodeTrainConfig"]
+__all__ = ["AMP_MODES", "MODEL_DEFAULTS", "ConfigError", "NodeTrainConfig", "TrainMode"]
+
+#: Where node-classification batches come from (:mod:`gnncore.train.api`).
+TrainMode = Literal["mmap", "in_memory", "hierbatching"]
 
 #: Architecture -> defaults of the per-model fields. Chosen on Cora's validation
 #: split (mean of seeds 0-4, public split).
@@ -130,6 +133,28 @@ class NodeTrainConfig(SharedTrainOptions):
         "number of cached nodes the device reads.",
     )
 
+    mode: TrainMode = option(
+        "mmap",
+        "Where batches come from: mmap (features and graph memory-mapped, the page cache "
+        "decides what stays in memory), in_memory (read into RAM first), hierbatching "
+        "(out of core: mega-batches of partitions of a partitioned store, read sequentially "
+        "while the previous one trains; needs a store).",
+    )
+    memory_budget: str = option(
+        "",
+        "HierBatching: bytes the graph data may take in memory (4GiB, 512MiB), static cache "
+        "and two mega-batches; sets the partitions per mega-batch. Empty: see "
+        "mega_batch_parts.",
+    )
+    mega_batch_parts: int = option(
+        0,
+        "HierBatching: partitions per mega-batch (N_d); 0 takes them from memory_budget, or "
+        "an eighth of the partitions without a budget.",
+    )
+    mega_batch_passes: int = option(
+        2, "HierBatching: passes over each mega-batch's training nodes (p)."
+    )
+
     MODEL_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = MODEL_DEFAULTS
     TASK: ClassVar[str] = "node"
 
@@ -170,6 +195,25 @@ class NodeTrainConfig(SharedTrainOptions):
             if self.model != "sage":
                 # GCN would also feed the weights into its degree normalisation.
                 raise bad("locality_aware", "needs model 'sage' (mean of weighted messages)")
+        if self.memory_budget:
+            from gnncore.sizes import parse_size
+
+            try:
+                parse_size(self.memory_budget)
+            except ValueError as error:
+                raise bad("memory_budget", str(error)) from None
+        if int(self.mega_batch_parts) < 0:
+            raise bad("mega_batch_parts", "must be >= 0 (0: from the memory budget)")
+        if int(self.mega_batch_passes) < 1:
+            raise bad("mega_batch_passes", "must be at least 1")
+        if self.mode == "hierbatching":
+            for name, on in (
+                ("locality_aware", self.locality_aware),
+                ("hdr_part", self.hdr_part >= 0),
+                ("num_workers", self.num_workers > 0),
+            ):
+                if on:
+                    raise bad(name, "is not available with mode 'hierbatching'")
         self.check_common(width="hidden")
         return self
 

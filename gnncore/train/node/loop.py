@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -134,6 +134,11 @@ class _Progress(EpochProgress):
 # Helpers ---------------------------------------------------------------------
 
 
+def _required(value: Any) -> Any:
+    assert value is not None
+    return value
+
+
 def _as_index(nodes: Any) -> Index:
     index = torch.as_tensor(nodes).reshape(-1)
     if index.dtype == torch.bool:
@@ -211,7 +216,7 @@ def _forward(model: torch.nn.Module, batch: Any, normalize_features: bool = Fals
 @torch.no_grad()
 def evaluate(
     model: torch.nn.Module,
-    loader: NodeLoader,
+    loader: NodeLoader | Iterable[Any],
     device: torch.device,
     *,
     normalize_features: bool = False,
@@ -247,7 +252,7 @@ def evaluate(
 
 def train_node_classifier(
     feature_store: FeatureStore,
-    graph_store: GraphStore,
+    graph_store: GraphStore | None,
     train_idx: Any,
     val_idx: Any,
     test_idx: Any,
@@ -263,6 +268,7 @@ def train_node_classifier(
     on_epoch_end: EpochCallback | None = None,
     train_batches: BatchSource | None = None,
     epoch_adapters: Sequence[Any] = (),
+    eval_batches: tuple[Iterable[Any], Iterable[Any]] | None = None,
 ) -> NodeTrainResult:
     r"""Train a node classifier with neighbour-sampled mini-batches.
 
@@ -275,7 +281,8 @@ def train_node_classifier(
     Args:
         feature_store (FeatureStore): Provides node attributes ``"x"`` (float
             features) and ``"y"`` (int64 labels), ``group_name=None``.
-        graph_store (GraphStore): The homogeneous adjacency.
+        graph_store (GraphStore, optional): The homogeneous adjacency; ``None``
+            only with both ``train_batches`` and ``eval_batches``.
         train_idx, val_idx, test_idx (Tensor or array): Node ids (or boolean
             masks) of the splits.
         num_classes (int): Output channels.
@@ -322,6 +329,11 @@ def train_node_classifier(
             the epoch) and checkpointed, e.g. the scale of locality-aware
             sampling (:class:`~gnncore.plan.sampling.LasScaleAdapter`).
             (default: none)
+        eval_batches (tuple, optional): ``(val, test)`` iterables of batches
+            (each iterated once per evaluation, e.g.
+            :meth:`~gnncore.outofcore.hierbatching.HierBatchSource.eval_batches`)
+            instead of loaders over the stores; ``eval_sampler`` is then unused.
+            (default: :obj:`None`)
     """
     config.validate()
     if num_classes < 2:
@@ -347,7 +359,11 @@ def train_node_classifier(
         config.dropout,
         heads=config.heads,
     ).to(device)
-    if sampler is None or eval_sampler is None:
+    own_batches = train_batches is not None and eval_batches is not None
+    if graph_store is None and not own_batches:
+        raise ValueError("graph_store=None needs both train_batches and eval_batches")
+    if (sampler is None or eval_sampler is None) and not own_batches:
+        assert graph_store is not None
         from gnncore.sampler import build_sampler
 
         # A model that ignores the edges needs the seeds only: sample no neighbours.
@@ -360,13 +376,19 @@ def train_node_classifier(
             fanouts = no_hops or config.eval_fanouts or (-1,) * config.num_layers
             eval_sampler = build_sampler(config.sampler, graph_store, fanouts, seed=config.seed + 1)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    data = (feature_store, graph_store)
     splits = [_as_index(train_idx), _as_index(val_idx), _as_index(test_idx)]
     generator = torch.Generator().manual_seed(config.seed)
-    val_loader = _make_loader(data, eval_sampler, splits[1], config.eval_batch_size, config, device)
-    test_loader = _make_loader(
-        data, eval_sampler, splits[2], config.eval_batch_size, config, device
-    )
+    if eval_batches is not None:
+        val_loader, test_loader = eval_batches
+    else:
+        assert graph_store is not None and eval_sampler is not None
+        data = (feature_store, graph_store)
+        val_loader = _make_loader(
+            data, eval_sampler, splits[1], config.eval_batch_size, config, device
+        )
+        test_loader = _make_loader(
+            data, eval_sampler, splits[2], config.eval_batch_size, config, device
+        )
     prefetch = {
         "prefetch_workers": config.prefetch_workers,
         "prefetch_depth": config.prefetch_depth,
@@ -375,7 +397,15 @@ def train_node_classifier(
         train_batches
         if train_batches is not None
         else LoaderBatchSource(
-            _make_loader(data, sampler, splits[0], config.batch_size, config, device, generator),
+            _make_loader(
+                (feature_store, _required(graph_store)),
+                _required(sampler),
+                splits[0],
+                config.batch_size,
+                config,
+                device,
+                generator,
+            ),
             feature_store,
             generator,
             {"train": sampler},
@@ -396,7 +426,7 @@ def train_node_classifier(
         source,
         device,
         getattr(logger, "run_id", None),
-        eval_samplers={"eval": eval_sampler},
+        eval_samplers={"eval": eval_sampler} if eval_batches is None else {},
     )
     state = session.resume_progress(resume, _Progress, logger)
 

@@ -62,6 +62,9 @@ def test_every_edge_lies_once_in_its_bucket(built):
             assert pairs == sorted(pairs, key=lambda e: (e[1], e[0]))  # sorted by dst, src
             total += len(pairs)
     assert total == len(indices)
+    for j in range(store.parts):  # a partition's in-edges: its column of buckets, in one range
+        column = np.concatenate([store.bucket(i, j) for i in range(store.parts)])
+        assert np.array_equal(store.in_edges(j), column)
 
 
 def test_static_set_is_the_highest_degree_nodes_with_their_lists(built):

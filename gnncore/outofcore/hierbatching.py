@@ -1,0 +1,462 @@
+r"""HierBatching (ALGORITHMS.md §7): out-of-core node classification by mega-batches.
+
+Memory holds a **static cache** (features and in-neighbour lists of the
+``r_s·|V|`` highest-degree nodes, read once) and a **dynamic cache**: one
+mega-batch of ``N_d`` partitions ``T`` of a :class:`PartitionedStore`. Each
+epoch shuffles the partitions into groups of ``N_d`` (each partition once per
+epoch); for each group the loader reads, in a background thread while the
+previous mega-batch trains, the features of ``T`` and the in-edges of ``T``
+(one sequential range each: the store is destination-major), and builds the
+cached graph ``G_cache``: the subgraph induced on ``T ∪ (N(T) ∩ static)``.
+Training then makes ``passes`` passes over the training nodes of ``T``,
+shuffled into mini-batches sampled from ``G_cache`` with the project's
+sampler.
+
+Memory: two mega-batches (the one in use and the one loading) and the static
+cache, ``2·(r_s + r_d)·data`` with ``r_d = N_d / N_p`` and ``data`` the bytes of
+features plus edges (:func:`mega_batch_parts` picks ``N_d`` from a budget).
+
+Evaluation reads the same way (:meth:`HierBatchSource.eval_batches`): the
+partitions that hold nodes of the split, grouped into mega-batches, each seed
+sampled from its mega-batch's ``G_cache``. Its neighbourhoods are therefore
+those training sees, not the whole graph's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.loader import NodeLoader
+
+from gnncore.errors import InputError
+from gnncore.outofcore.store import PartitionedStore
+
+#: ``r_s``: the static fraction HierBatching's paper uses.
+DEFAULT_STATIC_FRACTION = 0.01
+#: ``p``: passes over each mega-batch's training nodes.
+DEFAULT_PASSES = 2
+#: ``r_d`` when neither a budget nor ``N_d`` is given.
+DEFAULT_DYNAMIC_FRACTION = 1 / 8
+
+
+def data_bytes(store: PartitionedStore) -> int:
+    """Bytes of the store's features plus edges (the ``data`` of the memory
+    bound; array payloads, without file headers)."""
+    total = 0
+    for name in ("features.npy", "edges.npy"):
+        entry = store.info["files"].get(name)
+        if entry is not None:
+            count = int(np.prod(entry["shape"], dtype=np.int64))
+            total += count * np.dtype(entry["dtype"]).itemsize
+    return total
+
+
+def mega_batch_parts(
+    store: PartitionedStore, budget_bytes: int | None = None, parts: int = 0
+) -> int:
+    """``N_d``: ``parts`` when given (> 0), else the most partitions with
+    ``2·(r_s + N_d/N_p)·data ≤ budget`` (at least 1), else ``N_p / 8``.
+
+    Raises:
+        InputError: The budget cannot hold the static cache and one partition.
+    """
+    n_p = store.parts
+    if parts > 0:
+        return min(parts, n_p)
+    if budget_bytes is None:
+        return max(1, round(DEFAULT_DYNAMIC_FRACTION * n_p))
+    data = data_bytes(store)
+    r_s = store.num_static / max(store.num_nodes, 1)
+    r_d = budget_bytes / (2.0 * max(data, 1)) - r_s
+    n_d = min(n_p, int(r_d * n_p))
+    if n_d < 1:
+        need = 2 * (r_s + 1 / n_p) * data
+        raise InputError(
+            f"memory budget {budget_bytes} bytes cannot hold the static cache and one "
+            f"partition twice (needs about {int(need)} bytes for {n_p} partitions); raise "
+            "the budget or write the store with more partitions or a smaller static fraction",
+            store.path,
+        )
+    return n_d
+
+
+@dataclass(frozen=True)
+class StaticCache:
+    """The static set in memory: its ids (ascending), features and in-lists."""
+
+    nodes: np.ndarray
+    features: np.ndarray | None
+    indptr: np.ndarray
+    indices: np.ndarray
+
+    @classmethod
+    def read(cls, store: PartitionedStore) -> StaticCache:
+        features = (
+            np.array(store.array("static_features")) if store.has("static_features") else None
+        )
+        return cls(
+            np.array(store.array("static_nodes")),
+            features,
+            np.array(store.array("static_indptr")),
+            np.array(store.array("static_indices")),
+        )
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.nodes, self.features, self.indptr, self.indices)
+        return sum(a.nbytes for a in arrays if a is not None)
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """Position of each id in the static set, ``-1`` where it is not static."""
+        if len(self.nodes) == 0:
+            return np.full(len(ids), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.nodes, ids), len(self.nodes) - 1)
+        return np.where(self.nodes[pos] == ids, pos, -1)
+
+
+@dataclass
+class MegaBatch:
+    """One mega-batch in memory: ``G_cache`` over local ids.
+
+    Attributes:
+        parts: The partitions ``T`` (ascending).
+        nodes: Store id of each local id: ``T``'s nodes, then the static
+            neighbours of ``T`` outside it (ascending within each).
+        indptr, indices: In-neighbour CSC of the induced subgraph (local ids).
+        x: Features by local id (``None`` for a store without features).
+        nbytes_read: Bytes read from disk for it; ``seconds``: its load time.
+    """
+
+    parts: tuple[int, ...]
+    nodes: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    x: np.ndarray | None
+    nbytes_read: int
+    seconds: float
+
+    def local_ids(self, store_ids: np.ndarray) -> np.ndarray:
+        """Local ids of store ids among :attr:`nodes` (which must hold them)."""
+        order = np.argsort(self.nodes, kind="stable")
+        return order[np.searchsorted(self.nodes[order], store_ids)]
+
+
+def load_mega_batch(
+    store: PartitionedStore, parts: Sequence[int], static: StaticCache
+) -> MegaBatch:
+    """Read partitions ``parts`` and build ``G_cache`` on ``T ∪ (N(T) ∩ static)``
+    (every stored edge whose both ends lie in that set)."""
+    started = time.perf_counter()
+    parts = tuple(sorted(int(p) for p in parts))
+    offsets = store.offsets
+    ranges = [(int(offsets[p]), int(offsets[p + 1])) for p in parts]
+    t_nodes = np.concatenate([np.arange(lo, hi, dtype=np.int64) for lo, hi in ranges])
+    in_t = np.zeros(store.parts, dtype=bool)
+    in_t[list(parts)] = True
+    edge_ranges = [store.in_edge_range(p) for p in parts]
+    edges = store.read_rows("edges", edge_ranges)
+    nbytes = edges.nbytes
+    src, dst = edges[:, 0], edges[:, 1]
+    src_part = np.searchsorted(offsets, src, side="right") - 1
+    src_static = static.positions(src)
+    keep = in_t[src_part] | (src_static >= 0)
+    src, dst = src[keep], dst[keep]
+    extra = np.unique(src[~in_t[src_part[keep]]])  # N(T) ∩ static, outside T
+    extra_pos = static.positions(extra)
+    # In-edges of the extra static nodes, from the static cache, kept when their
+    # source lies in T or among the extra nodes.
+    lengths = static.indptr[extra_pos + 1] - static.indptr[extra_pos]
+    s_src = (
+        np.concatenate([static.indices[static.indptr[k] : static.indptr[k + 1]] for k in extra_pos])
+        if len(extra_pos)
+        else np.zeros(0, dtype=np.int64)
+    )
+    s_dst = np.repeat(extra, lengths)
+    s_part = np.searchsorted(offsets, s_src, side="right") - 1
+    s_keep = in_t[s_part] | np.isin(s_src, extra, assume_unique=False)
+    nodes = np.concatenate([t_nodes, extra])
+    order = np.argsort(nodes, kind="stable")
+    sorted_nodes = nodes[order]
+
+    def local(ids: np.ndarray) -> np.ndarray:
+        return order[np.searchsorted(sorted_nodes, ids)]
+
+    all_src = local(np.concatenate([src, s_src[s_keep]]))
+    all_dst = local(np.concatenate([dst, s_dst[s_keep]]))
+    by = np.lexsort((all_src, all_dst))
+    indices = all_src[by].astype(np.int64)
+    indptr = np.zeros(len(nodes) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(all_dst, minlength=len(nodes)), out=indptr[1:])
+    x = None
+    if store.has("features"):
+        x_t = store.read_rows("features", ranges)
+        nbytes += x_t.nbytes
+        if static.features is None:
+            raise InputError("has features but no static_features.npy", store.path)
+        x = np.concatenate([x_t, static.features[extra_pos]]) if len(extra) else x_t
+    return MegaBatch(parts, nodes, indptr, indices, x, nbytes, time.perf_counter() - started)
+
+
+def split_nodes_in(
+    store_split: np.ndarray, store: PartitionedStore, parts: Sequence[int]
+) -> np.ndarray:
+    """The (ascending) store ids of ``store_split`` lying in partitions ``parts``."""
+    offsets = store.offsets
+    chunks = []
+    for p in sorted(parts):
+        lo, hi = np.searchsorted(store_split, [offsets[p], offsets[p + 1]])
+        chunks.append(store_split[lo:hi])
+    return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64)
+
+
+@dataclass
+class HierBatchStats:
+    """What an epoch of mega-batches read and waited for."""
+
+    mega_batches: int = 0
+    partitions_read: int = 0
+    bytes_read: int = 0
+    load_seconds: float = 0.0
+    wait_seconds: float = 0.0
+    per_mega_batch: list[dict[str, float]] = field(default_factory=list)
+
+    def figures(self, prefix: str = "hb_") -> dict[str, float]:
+        """Scalars to log with the epoch."""
+        return {
+            f"{prefix}mega_batches": float(self.mega_batches),
+            f"{prefix}partitions_read": float(self.partitions_read),
+            f"{prefix}bytes_read": float(self.bytes_read),
+            f"{prefix}load_s": self.load_seconds,
+            f"{prefix}wait_s": self.wait_seconds,
+        }
+
+
+#: Builds a batch sampler over a mega-batch's CSC ``(indptr, indices)`` with a seed.
+SamplerFactory = Callable[[tuple[np.ndarray, np.ndarray], int], Any]
+
+
+class HierBatchSource:
+    """HierBatching mega-batches as a :class:`~gnncore.train.core.batches.BatchSource`.
+
+    Args:
+        store: The partitioned store (features, labels and splits in its ids).
+        n_d: Partitions per mega-batch (:func:`mega_batch_parts`).
+        passes: Passes over each mega-batch's training nodes (``p``).
+        batch_size: Seed nodes per mini-batch.
+        make_sampler: ``f((indptr, indices), seed)`` -> a sampler over ``G_cache``
+            (e.g. ``lambda g, s: build_sampler("dense", g, fanouts, seed=s)``).
+        generator: Shuffles partitions and mini-batches and seeds the samplers;
+            a checkpoint records it, so a resumed run draws the same batches.
+        prefetch: Load the next mega-batch while the current one trains.
+        log: Called with one line per mega-batch (progress in CLI / Dagster logs).
+    """
+
+    def __init__(
+        self,
+        store: PartitionedStore,
+        n_d: int,
+        passes: int,
+        batch_size: int,
+        make_sampler: SamplerFactory,
+        generator: torch.Generator,
+        prefetch: bool = True,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        from gnncore.store.feature_store import TensorFeatureStore
+
+        if n_d < 1 or passes < 1 or batch_size < 1:
+            raise ValueError(f"n_d={n_d}, passes={passes}, batch_size={batch_size}: must be >= 1")
+        self.store = store
+        self.n_d = min(n_d, store.parts)
+        self.passes = passes
+        self.batch_size = batch_size
+        self.make_sampler = make_sampler
+        self.generator = generator
+        self.prefetch = prefetch
+        self.log = log
+        self.static = StaticCache.read(store)
+        self.labels = torch.from_numpy(np.array(store.array("labels"))).long()
+        self.splits = {
+            s: np.array(store.array(f"{s}_idx"))
+            for s in ("train", "val", "test")
+            if store.has(f"{s}_idx")
+        }
+        width = store.info.get("num_features") or 0
+        #: Serves nothing directly (batches carry their rows); sized like the data.
+        self.feature_store = TensorFeatureStore(
+            {"x": torch.zeros((0, int(width)), dtype=torch.float32), "y": self.labels[:0]}
+        )
+        self.stats = HierBatchStats()
+        self._plan: list[tuple[tuple[int, ...], list[int]]] = []
+
+    # BatchSource -----------------------------------------------------------
+
+    def __len__(self) -> int:
+        train = len(self.splits.get("train", ()))
+        groups = -(-self.store.parts // self.n_d)
+        return self.passes * (-(-train // self.batch_size) + groups)
+
+    def start_epoch(self, epoch: int) -> None:
+        """Draw the epoch's grouping and every seed it uses (in this thread, so the
+        background loader never touches the generator)."""
+        order = torch.randperm(self.store.parts, generator=self.generator).tolist()
+        groups = [tuple(order[i : i + self.n_d]) for i in range(0, len(order), self.n_d)]
+        self._plan = [
+            (g, torch.randint(0, 2**62, (self.passes + 1,), generator=self.generator).tolist())
+            for g in groups
+        ]
+        self.stats = HierBatchStats()
+
+    def batches(self) -> AbstractContextManager[Iterator[Any]]:
+        return self._iterate(self._plan, "train", self.passes, shuffle=True)
+
+    def end_epoch(self, epoch: int) -> None:
+        """Nothing to release: the last mega-batch goes with the iterator."""
+
+    def random_state(self) -> tuple[torch.Generator, dict[str, Any]]:
+        return self.generator, {}
+
+    def adapt(self, epoch: int, throughput: dict[str, float]) -> dict[str, float]:
+        """The epoch's read figures, logged with it (nothing is adapted)."""
+        return self.stats.figures()
+
+    # Evaluation ------------------------------------------------------------
+
+    def eval_batches(
+        self, split: str, batch_size: int, make_sampler: SamplerFactory
+    ) -> EvalBatches:
+        """An iterable of ``split``'s mini-batches, mega-batch by mega-batch over
+        the partitions holding its nodes (fixed order and seeds)."""
+        return EvalBatches(self, split, batch_size, make_sampler)
+
+    # Internals -------------------------------------------------------------
+
+    @contextmanager
+    def _iterate(
+        self,
+        plan: Sequence[tuple[tuple[int, ...], list[int]]],
+        split: str,
+        passes: int,
+        shuffle: bool,
+        batch_size: int | None = None,
+        make_sampler: SamplerFactory | None = None,
+    ) -> Iterator[Iterator[Any]]:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-megabatch")
+        try:
+            yield self._generate(
+                pool,
+                plan,
+                split,
+                passes,
+                shuffle,
+                batch_size or self.batch_size,
+                make_sampler or self.make_sampler,
+            )
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _generate(
+        self,
+        pool: ThreadPoolExecutor,
+        plan: Sequence[tuple[tuple[int, ...], list[int]]],
+        split: str,
+        passes: int,
+        shuffle: bool,
+        batch_size: int,
+        make_sampler: SamplerFactory,
+    ) -> Iterator[Any]:
+        from gnncore.store.feature_store import TensorFeatureStore
+        from gnncore.store.graph_store import CSCGraphStore
+
+        nodes = self.splits.get(split, np.zeros(0, dtype=np.int64))
+        pending: Future[MegaBatch] | None = None
+        if plan:
+            pending = pool.submit(load_mega_batch, self.store, plan[0][0], self.static)
+        for k, (parts, seeds) in enumerate(plan):
+            assert pending is not None
+            waited = time.perf_counter()
+            mega = pending.result()
+            wait = time.perf_counter() - waited
+            pending = None
+            if k + 1 < len(plan) and self.prefetch:
+                pending = pool.submit(load_mega_batch, self.store, plan[k + 1][0], self.static)
+            self._count(mega, wait, split)
+            targets = split_nodes_in(nodes, self.store, parts)
+            if len(targets):
+                tensors = {"y": self.labels[torch.from_numpy(mega.nodes)]}
+                if mega.x is not None:
+                    tensors["x"] = torch.from_numpy(mega.x)
+                data = (TensorFeatureStore(tensors), CSCGraphStore(mega.indptr, mega.indices))
+                sampler = make_sampler((mega.indptr, mega.indices), int(seeds[0]))
+                local = torch.from_numpy(mega.local_ids(targets))
+                for p in range(passes):
+                    shuffler = torch.Generator().manual_seed(int(seeds[1 + p]))
+                    loader = NodeLoader(
+                        data=data,
+                        node_sampler=sampler,
+                        input_nodes=local,
+                        batch_size=batch_size,
+                        shuffle=shuffle,
+                        generator=shuffler if shuffle else None,
+                    )
+                    yield from loader
+            if k + 1 < len(plan) and not self.prefetch:
+                pending = pool.submit(load_mega_batch, self.store, plan[k + 1][0], self.static)
+            del mega
+
+    def _count(self, mega: MegaBatch, wait: float, split: str) -> None:
+        stats = self.stats
+        stats.mega_batches += 1
+        stats.partitions_read += len(mega.parts)
+        stats.bytes_read += mega.nbytes_read
+        stats.load_seconds += mega.seconds
+        stats.wait_seconds += wait
+        stats.per_mega_batch.append(
+            {"parts": float(len(mega.parts)), "load_s": mega.seconds, "wait_s": wait}
+        )
+        if self.log is not None:
+            self.log(
+                f"{split} mega-batch {stats.mega_batches}: partitions {list(mega.parts)}, "
+                f"{len(mega.nodes)} nodes cached, {len(mega.indices)} edges, "
+                f"{mega.nbytes_read / 2**20:.1f} MiB read in {mega.seconds:.2f} s, "
+                f"waited {wait:.2f} s"
+            )
+
+
+class EvalBatches(Iterable[Any]):
+    """One split's evaluation mini-batches through mega-batches (see
+    :meth:`HierBatchSource.eval_batches`); iterate it once per evaluation."""
+
+    def __init__(
+        self, source: HierBatchSource, split: str, batch_size: int, make_sampler: SamplerFactory
+    ) -> None:
+        self.source, self.split = source, split
+        self.batch_size, self.make_sampler = batch_size, make_sampler
+        nodes = source.splits.get(split, np.zeros(0, dtype=np.int64))
+        holding = np.unique(np.searchsorted(source.store.offsets, nodes, side="right") - 1)
+        parts = holding.tolist()
+        groups = [tuple(parts[i : i + source.n_d]) for i in range(0, len(parts), source.n_d)]
+        self.plan = [(g, [k, k]) for k, g in enumerate(groups)]
+        self.count = int(len(nodes))
+
+    def __len__(self) -> int:
+        return -(-self.count // self.batch_size) + len(self.plan)
+
+    def __iter__(self) -> Iterator[Any]:
+        saved = self.source.stats
+        self.source.stats = HierBatchStats()
+        try:
+            with self.source._iterate(
+                self.plan, self.split, 1, False, self.batch_size, self.make_sampler
+            ) as batches:
+                yield from batches
+        finally:
+            self.eval_stats = self.source.stats
+            self.source.stats = saved

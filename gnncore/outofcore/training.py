@@ -1,0 +1,64 @@
+"""Training sources of the out-of-core modes, built from a training config.
+
+:func:`hierbatching_batches` turns a :class:`~gnncore.train.NodeTrainConfig`
+with ``mode="hierbatching"`` into the training source and the evaluation
+batches that :func:`~gnncore.train.train_node_classifier` takes
+(``train_batches=``, ``eval_batches=``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnncore.outofcore.hierbatching import EvalBatches, HierBatchSource, mega_batch_parts
+from gnncore.outofcore.store import PartitionedStore
+from gnncore.train.node.config import NodeTrainConfig
+
+
+def _sampler_factory(
+    config: NodeTrainConfig, fanouts: tuple[int, ...], seed_offset: int
+) -> Callable[[tuple[np.ndarray, np.ndarray], int], Any]:
+    from gnncore.sampler import build_sampler
+
+    # The MLP reads no edges: sample the seeds only.
+    hops = (0,) * config.num_layers if config.model == "none" else fanouts
+
+    def make(graph: tuple[np.ndarray, np.ndarray], seed: int) -> Any:
+        return build_sampler(config.sampler, graph, hops, seed=(seed + seed_offset) % 2**62)
+
+    return make
+
+
+def hierbatching_batches(
+    store: PartitionedStore,
+    config: NodeTrainConfig,
+    log: Callable[[str], None] | None = None,
+) -> tuple[HierBatchSource, tuple[EvalBatches, EvalBatches]]:
+    """The HierBatching source of ``config`` over ``store`` (``N_d`` from
+    ``config.mega_batch_parts`` or ``config.memory_budget``) and its validation
+    and test batches (``config.eval_fanouts``, all neighbours when unset)."""
+    from gnncore.sizes import parse_size
+
+    budget = parse_size(config.memory_budget) if config.memory_budget else None
+    n_d = mega_batch_parts(store, budget, config.mega_batch_parts)
+    source = HierBatchSource(
+        store,
+        n_d,
+        config.mega_batch_passes,
+        config.batch_size,
+        _sampler_factory(config, config.fanouts, 0),
+        torch.Generator().manual_seed(config.seed),
+        prefetch=True,
+        log=log,
+    )
+    eval_fanouts = config.eval_fanouts or (-1,) * config.num_layers
+    make_eval = _sampler_factory(config, eval_fanouts, config.seed + 1)
+    evals = (
+        source.eval_batches("val", config.eval_batch_size, make_eval),
+        source.eval_batches("test", config.eval_batch_size, make_eval),
+    )
+    return source, evals
