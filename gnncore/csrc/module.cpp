@@ -14,6 +14,7 @@ void bind_vertex_stream(nb::module_& m);
 void bind_bytegnn(nb::module_& m);
 void bind_postprocess(nb::module_& m);
 void bind_plan(nb::module_& m);
+void bind_block_reader(nb::module_& m);
 }  // namespace gnncore::bind
 
 NB_MODULE(_C, m) {
@@ -28,4 +29,5 @@ NB_MODULE(_C, m) {
   gnncore::bind::bind_postprocess(m);
   gnncore::bind::bind_grem(m);
   gnncore::bind::bind_plan(m);
+  gnncore::bind::bind_block_reader(m);
 }

@@ -1,0 +1,54 @@
+// Large sequential reads of byte ranges of a file straight into a caller's
+// buffer: a loop of pread(2) calls of at most `chunk_bytes` each, retried on
+// EINTR and continued after short reads. The out-of-core store reads a
+// partition's feature rows or an edge bucket as one contiguous range of an
+// .npy file this way instead of through page faults on a memory map.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace gnncore::io {
+
+constexpr size_t kDefaultChunkBytes = size_t{8} << 20;  // 8 MiB per pread
+
+// A failed read. `error()` is the errno of the failing call (open, pread), or 0
+// when the file ends before the range does (the message then says "ends early
+// (truncated)"). The message names the path, the byte offset and the error.
+class BlockReadError : public std::runtime_error {
+ public:
+  BlockReadError(const std::string& message, std::string path, int error)
+      : std::runtime_error(message), path_(std::move(path)), error_(error) {}
+  const std::string& path() const { return path_; }
+  int error() const { return error_; }
+  bool truncated() const { return error_ == 0; }
+
+ private:
+  std::string path_;
+  int error_;
+};
+
+// Reads bytes [offset, offset + nbytes) of `path` into `out` (nbytes bytes).
+// With `sequential_hint`, first advises the kernel that the range will be read
+// sequentially (posix_fadvise POSIX_FADV_SEQUENTIAL; a refused hint is ignored).
+// Throws std::invalid_argument for a negative offset or size, a zero chunk or a
+// range past the largest file offset, and BlockReadError when the file cannot
+// be opened or read or ends before the range does.
+void read_range(const std::string& path, int64_t offset, int64_t nbytes, void* out,
+                size_t chunk_bytes = kDefaultChunkBytes, bool sequential_hint = true);
+
+// Reads the ranges [offsets[i], offsets[i] + lengths[i]) of `path`, in order,
+// into consecutive regions of `out` (sum(lengths) bytes), opening the file once.
+// Same errors as read_range.
+void read_ranges(const std::string& path, const int64_t* offsets, const int64_t* lengths,
+                 size_t count, void* out, size_t chunk_bytes = kDefaultChunkBytes,
+                 bool sequential_hint = true);
+
+// Asks the kernel to drop `path`'s cached pages (posix_fadvise POSIX_FADV_DONTNEED
+// over the whole file; dirty pages are not written back first, so call it on files
+// already on disk). Returns whether the file could be opened and the advice was taken.
+bool evict(const std::string& path);
+
+}  // namespace gnncore::io
