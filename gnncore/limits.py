@@ -38,7 +38,6 @@ Caveats, all stated in the fields' docs too:
 from __future__ import annotations
 
 import os
-import re
 import signal
 import stat
 import subprocess
@@ -54,47 +53,16 @@ from types import TracebackType
 from typing import IO, Any
 
 from gnncore.errors import GnnCoreError
+from gnncore.sizes import parse_size  # noqa: F401  (re-exported for callers)
 
 StrPath = str | os.PathLike[str]
 
 #: Where the cgroup v1 memory controller is mounted.
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 2**10,
-    "kib": 2**10,
-    "m": 2**20,
-    "mib": 2**20,
-    "g": 2**30,
-    "gib": 2**30,
-    "t": 2**40,
-    "tib": 2**40,
-}
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*")
-
 
 class LimitUnavailable(GnnCoreError, RuntimeError):
     """A memory limit was required but no memory cgroup can be made here."""
-
-
-def parse_size(text: str) -> int:
-    """Bytes in a size such as ``8GiB``, ``512M``, ``1.5 GiB`` or ``4096``.
-
-    Units are binary: ``K``/``KiB`` = 2**10, ``M``/``MiB``, ``G``/``GiB``,
-    ``T``/``TiB``; ``B`` or no unit means bytes; case does not matter.
-    ``MB``/``GB`` are refused as ambiguous (10**9 or 2**30?). Raises
-    ``ValueError`` (so it works as an argparse ``type=``).
-    """
-    match = _SIZE.fullmatch(text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _UNITS:
-        raise ValueError(
-            f"not a size: {text!r}; write e.g. 8GiB, 512MiB, 64K or a number of bytes "
-            "(units are binary: K, M, G, T or KiB, MiB, GiB, TiB)"
-        )
-    return int(float(match.group(1)) * _UNITS[unit])
 
 
 def cgroup_available(root: StrPath = CGROUP_ROOT) -> str | None:

@@ -1,4 +1,4 @@
-"""Byte sizes as people write them: ``4GiB``, ``512MiB``, ``1.5G``, ``300000``."""
+"""Byte sizes as people write them: ``4GiB``, ``512MiB``, ``64K``, ``1.5 GiB``, ``4096``."""
 
 from __future__ import annotations
 
@@ -7,45 +7,41 @@ import re
 _UNITS = {
     "": 1,
     "b": 1,
-    "k": 1 << 10,
-    "kb": 1000,
-    "kib": 1 << 10,
-    "m": 1 << 20,
-    "mb": 1000**2,
-    "mib": 1 << 20,
-    "g": 1 << 30,
-    "gb": 1000**3,
-    "gib": 1 << 30,
-    "t": 1 << 40,
-    "tb": 1000**4,
-    "tib": 1 << 40,
+    "k": 2**10,
+    "kib": 2**10,
+    "m": 2**20,
+    "mib": 2**20,
+    "g": 2**30,
+    "gib": 2**30,
+    "t": 2**40,
+    "tib": 2**40,
 }
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*")
 
 
-def parse_size(text: str | int) -> int:
-    """Bytes in ``text``: a number with an optional unit (``B``; ``KiB``/``MiB``/
-    ``GiB``/``TiB`` or ``K``/``M``/``G``/``T``, powers of 1024; ``KB``/``MB``/
-    ``GB``/``TB``, powers of 1000), case-insensitive.
+def parse_size(text: str) -> int:
+    """Bytes in a size such as ``8GiB``, ``512M``, ``1.5 GiB`` or ``4096``.
 
-    Raises:
-        ValueError: Not a size, or zero or negative.
+    Units are binary: ``K``/``KiB`` = 2**10, ``M``/``MiB``, ``G``/``GiB``,
+    ``T``/``TiB``; ``B`` or no unit means bytes; case does not matter.
+    ``MB``/``GB`` are refused as ambiguous (10**9 or 2**30?). Raises
+    ``ValueError`` (so it works as an argparse ``type=``), also for zero.
     """
-    if isinstance(text, int):
-        value = text
-    else:
-        match = _SIZE.match(text)
-        unit = match.group(2).lower() if match else ""
-        if match is None or unit not in _UNITS:
-            raise ValueError(f"{text!r} is not a size (e.g. 4GiB, 512MiB, 1000000)")
-        value = int(float(match.group(1)) * _UNITS[unit])
+    match = _SIZE.fullmatch(text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNITS:
+        raise ValueError(
+            f"not a size: {text!r}; write e.g. 8GiB, 512MiB, 64K or a number of bytes "
+            "(units are binary: K, M, G, T or KiB, MiB, GiB, TiB)"
+        )
+    value = int(float(match.group(1)) * _UNITS[unit])
     if value <= 0:
-        raise ValueError(f"size {text!r} must be positive")
+        raise ValueError(f"not a size: {text!r} is zero bytes")
     return value
 
 
 def format_size(nbytes: float) -> str:
-    """``nbytes`` in the largest binary unit that keeps it >= 1 (``1.5 GiB``)."""
+    """``nbytes`` in the largest binary unit that keeps it at least 1 (``1.5 GiB``)."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(nbytes) < 1024:
             return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"

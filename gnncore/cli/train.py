@@ -177,6 +177,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PLAN_DIR",
         help="record this replication plan (gnncore plan replication) with the run",
     )
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a partitioned store of the graph (gnncore store), read by --mode hierbatching",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
@@ -262,6 +269,7 @@ def run(
             on_epoch_end=on_epoch_end,
             placement=args.placement,
             replication=args.replication,
+            store=args.store,
         )
     assert result.run_id is not None
     return {

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from gnncore.errors import InputError
+from gnncore.outofcore.reader import read_row_ranges, read_rows
 from gnncore.partition.store import PartitionDir
 from gnncore.progress import stage
 from gnncore.store import GraphDir, atomic_directory
@@ -228,30 +229,22 @@ class PartitionedStore:
             raise KeyError(f"{self.path} has no {name}.npy")
         return np.load(self.path / f"{name}.npy", mmap_mode="r", allow_pickle=False)
 
-    def _rows(self, name: str, start: int, stop: int) -> np.ndarray:
-        """Rows ``start:stop`` of ``name.npy`` in one sequential read."""
+    def _layout(self, name: str) -> tuple[Path, int, np.dtype[Any], tuple[int, ...]]:
+        """``(file, header bytes, dtype, row shape)`` of ``name.npy`` from the manifest."""
         entry = self.info["files"][f"{name}.npy"]
-        shape, dtype = entry["shape"], np.dtype(entry["dtype"])
-        row_items = int(np.prod(shape[1:], dtype=np.int64))
-        file = self.path / f"{name}.npy"
+        shape, dtype = tuple(entry["shape"]), np.dtype(entry["dtype"])
         header = entry["bytes"] - int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        with file.open("rb") as f:
-            f.seek(header + start * row_items * dtype.itemsize)
-            data = np.fromfile(f, dtype=dtype, count=(stop - start) * row_items)
-        if len(data) != (stop - start) * row_items:
-            raise InputError("ends early (truncated)", file)
-        return data.reshape((stop - start, *shape[1:]))
+        return self.path / f"{name}.npy", int(header), dtype, shape[1:]
+
+    def _rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of ``name.npy`` in one sequential read (``pread``
+        in C++, the GIL released)."""
+        return read_rows(*self._layout(name), start, stop)
 
     def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
-        """Rows of ``name.npy`` in each ``(start, stop)`` range, concatenated
-        (one sequential read per range)."""
-        if len(ranges) == 1:
-            return self._rows(name, *ranges[0])
-        entry = self.info["files"][f"{name}.npy"]
-        blocks = [self._rows(name, lo, hi) for lo, hi in ranges]
-        if not blocks:
-            return np.zeros((0, *entry["shape"][1:]), dtype=np.dtype(entry["dtype"]))
-        return np.concatenate(blocks)
+        """Rows of ``name.npy`` in each ``(start, stop)`` range, concatenated: one
+        open, one sequential ``pread`` pass per range, the GIL released."""
+        return read_row_ranges(*self._layout(name), ranges)
 
     def partition_features(self, part: int) -> np.ndarray:
         """The features of partition ``part``, rows ``offsets[part]:offsets[part+1]``."""

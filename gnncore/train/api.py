@@ -54,6 +54,7 @@ def train_graph_dir(
     on_epoch_end: EpochCallback | None = None,
     placement: str | os.PathLike[str] | None = None,
     replication: str | os.PathLike[str] | None = None,
+    store: str | os.PathLike[str] | None = None,
 ) -> NodeTrainResult | LinkTrainResult:
     r"""Train a node classifier (or, with a :class:`LinkTrainConfig`, a link
     predictor: :func:`train_link_predictor` on :func:`link_splits`) on a graph
@@ -112,17 +113,24 @@ def train_graph_dir(
             memory increase); with ``config.hdr_part >= 0`` training samples
             as that partition of it, remote lists pruned (HyDRA).
             (default: :obj:`None`)
+        store (str or PathLike, optional): A partitioned store of this graph
+            (:func:`~gnncore.outofcore.write_partitioned_store`), read by
+            ``config.mode="hierbatching"`` (:mod:`gnncore.train.modes`); the
+            run logs the mode, the budget and the bytes read per epoch.
+            (default: :obj:`None`)
 
     Returns:
         NodeTrainResult or LinkTrainResult: with ``run_id`` set when tracked.
     """
-    from gnncore.store import GraphDirFeatureStore, GraphDirGraphStore
+    from gnncore.train.modes import node_data
 
     config = (config or NodeTrainConfig()).validate()
     graph = graph_dir if isinstance(graph_dir, GraphDir) else GraphDir.open(graph_dir)
     if isinstance(config, LinkTrainConfig):
-        if placement is not None or replication is not None:
-            raise ConfigError("placement and replication plans apply to node training only")
+        if placement is not None or replication is not None or store is not None:
+            raise ConfigError(
+                "placement and replication plans and partitioned stores apply to node training only"
+            )
         return _train_link_graph_dir(
             graph,
             config,
@@ -137,8 +145,11 @@ def train_graph_dir(
         )
     _check_trainable(graph)
     m = graph.manifest
-    feature_store, graph_store = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
+    data = node_data(graph, config, store, _line_logger(progress))
+    feature_store, graph_store = data.feature_store, data.graph_store
     plans = _open_plans(graph, placement, replication)
+    if plans and config.mode != "mmap":
+        raise ConfigError(f"placement and replication plans need mode 'mmap', not {config.mode!r}")
     if "placement" in plans:
         from gnncore.plan.feature_store import PlacedFeatureStore
 
@@ -183,6 +194,8 @@ def train_graph_dir(
             on_epoch_end=on_epoch_end,
             sampler=sampler,
             epoch_adapters=adapters,
+            train_batches=data.train_batches,
+            eval_batches=data.eval_batches,
         )
 
     if tracking is None:
@@ -202,6 +215,7 @@ def train_graph_dir(
                 "num_test": len(splits["test"]),
                 "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
                 **{key: value for _, params in plans.values() for key, value in params.items()},
+                **data.params,
             }
         )
         result = run(logger)
@@ -213,6 +227,18 @@ def train_graph_dir(
             graph,
         )
     return result
+
+
+def _line_logger(progress: Progress) -> Callable[[str], None] | None:
+    """Where per-mega-batch lines go: the progress callable (a Dagster logger),
+    above the bars on a terminal, or nowhere."""
+    if callable(progress):
+        return progress
+    if progress:
+        from tqdm import tqdm
+
+        return tqdm.write
+    return None
 
 
 def _locality_aware(

@@ -16,7 +16,6 @@ from gnncore.limits import (
     MemoryCgroup,
     cgroup_available,
     evict_page_cache,
-    parse_size,
     run_limited,
 )
 
@@ -153,13 +152,3 @@ def test_evict_page_cache_counts_the_files_of_a_directory(tmp_path):
     assert evict_page_cache([tmp_path / "a"]) == 1
     with pytest.raises(FileNotFoundError):
         evict_page_cache([tmp_path / "missing"])
-
-
-def test_parse_size():
-    assert parse_size("8GiB") == 8 * 2**30
-    assert parse_size("512M") == 512 * MiB
-    assert parse_size("1.5 gib") == 3 * 2**29
-    assert parse_size("4096") == 4096
-    for bad in ("8GB", "lots", "", "-1G"):
-        with pytest.raises(ValueError, match="not a size"):
-            parse_size(bad)

@@ -1,0 +1,117 @@
+"""Where node-classification data comes from, by ``config.mode``.
+
+* ``mmap``: the graph directory's arrays memory-mapped
+  (:class:`~gnncore.store.GraphDirFeatureStore`,
+  :class:`~gnncore.store.GraphDirGraphStore`); the page cache decides what
+  stays in memory and a miss is a random read.
+* ``in_memory``: the same arrays read into RAM first.
+* ``hierbatching``: out of core, from a partitioned store
+  (:mod:`gnncore.outofcore.hierbatching`): mega-batches read sequentially, the
+  next while the current trains, training and evaluation batches sampled from
+  each mega-batch's cached subgraph.
+
+The loop (:func:`~gnncore.train.train_node_classifier`) is the same in every
+mode; only its stores, or its batch source, differ.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import FeatureStore, GraphStore
+
+from gnncore.store import GraphDir
+from gnncore.train.node.config import ConfigError, NodeTrainConfig
+
+
+@dataclass
+class NodeData:
+    """The stores (or sources) a node-classification run reads, and the run
+    parameters that record where they came from."""
+
+    feature_store: FeatureStore
+    graph_store: GraphStore | None
+    train_batches: Any | None = None
+    eval_batches: tuple[Any, Any] | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def node_data(
+    graph: GraphDir,
+    config: NodeTrainConfig,
+    store: str | os.PathLike[str] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> NodeData:
+    """The :class:`NodeData` of ``config.mode`` for ``graph`` (``store``: a
+    partitioned store of it, needed by ``hierbatching``; ``log`` gets one line
+    per mega-batch).
+
+    Raises:
+        ConfigError: ``hierbatching`` without a store, or a store of another graph.
+    """
+    from gnncore.store import CSCGraphStore, GraphDirFeatureStore, GraphDirGraphStore
+    from gnncore.store.feature_store import TensorFeatureStore
+
+    if config.mode == "hierbatching":
+        return _hierbatching(graph, config, store, log)
+    if store is not None:
+        raise ConfigError(
+            f"a partitioned store is read by mode 'hierbatching', not {config.mode!r}"
+        )
+    if config.mode == "in_memory":
+        tensors = {"y": torch.from_numpy(np.array(graph.labels(), dtype=np.int64))}
+        features = graph.features()
+        if features is not None:
+            tensors["x"] = torch.from_numpy(np.array(features))
+        return NodeData(
+            TensorFeatureStore(tensors),
+            CSCGraphStore(np.array(graph.indptr), np.array(graph.indices)),
+            params={"mode": "in_memory"},
+        )
+    return NodeData(GraphDirFeatureStore(graph), GraphDirGraphStore(graph), params={"mode": "mmap"})
+
+
+def _hierbatching(
+    graph: GraphDir,
+    config: NodeTrainConfig,
+    store_path: str | os.PathLike[str] | None,
+    log: Callable[[str], None] | None,
+) -> NodeData:
+    from gnncore.outofcore.store import PartitionedStore
+    from gnncore.outofcore.training import hierbatching_batches
+    from gnncore.store.manifest import MANIFEST_FILE, sha256_of
+
+    if store_path is None:
+        raise ConfigError(
+            "mode 'hierbatching' reads a partitioned store: write one with "
+            "`gnncore store GRAPH_DIR PARTITION_DIR OUT_DIR` and pass it (--store)"
+        )
+    store = PartitionedStore.open(store_path)
+    if store.info["graph_manifest_sha256"] != sha256_of(graph.path / MANIFEST_FILE):
+        raise ConfigError(f"partitioned store {store.path} was written from another graph")
+    source, evals = hierbatching_batches(store, config, log)
+    return NodeData(
+        source.feature_store,
+        None,
+        train_batches=source,
+        eval_batches=evals,
+        params={
+            "mode": "hierbatching",
+            "store": str(store.path),
+            "store_parts": store.parts,
+            "static_fraction": store.info["static_fraction"],
+            "mega_batch_parts_used": source.n_d,
+            "memory_budget_bytes": _budget(config),
+        },
+    )
+
+
+def _budget(config: NodeTrainConfig) -> int:
+    from gnncore.sizes import parse_size
+
+    return parse_size(config.memory_budget) if config.memory_budget else 0
