@@ -182,7 +182,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="a partitioned store of the graph (gnncore store), read by --mode hierbatching",
+        help="a partitioned store of the graph (gnncore store), read by --mode hierbatching "
+        "and --mode partition_buffer",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 

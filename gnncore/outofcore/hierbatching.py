@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -121,17 +121,41 @@ class StaticCache:
         return np.where(self.nodes[pos] == ids, pos, -1)
 
 
+@dataclass(frozen=True)
+class PartitionData:
+    """One partition in memory: its features (``None`` without features) and its
+    in-edges (int64 ``[E, 2]``, store ids)."""
+
+    features: np.ndarray | None
+    in_edges: np.ndarray
+
+
+def _read_in_edges(store: PartitionedStore, parts: list[int]) -> dict[int, np.ndarray]:
+    """In-edges of ``parts``, all ranges in one call (views of one array)."""
+    if not parts:
+        return {}
+    ranges = [store.in_edge_range(p) for p in parts]
+    edges = store.read_rows("edges", ranges)
+    cuts = np.cumsum([hi - lo for lo, hi in ranges])[:-1]
+    return dict(zip(parts, np.split(edges, cuts), strict=True))
+
+
 @dataclass
 class MegaBatch:
-    """One mega-batch in memory: ``G_cache`` over local ids.
+    """One mega-batch (or buffer state) in memory: ``G_cache`` over local ids.
 
     Attributes:
-        parts: The partitions ``T`` (ascending).
+        parts: The partitions ``T`` in memory (ascending).
         nodes: Store id of each local id: ``T``'s nodes, then the static
             neighbours of ``T`` outside it (ascending within each).
         indptr, indices: In-neighbour CSC of the induced subgraph (local ids).
         x: Features by local id (``None`` for a store without features).
-        nbytes_read: Bytes read from disk for it; ``seconds``: its load time.
+        pieces: Each partition's data (views of ``x`` and of the edges read),
+            handed to the next buffer state so it is not read again; empty
+            unless asked for.
+        nbytes_read: Bytes read from disk for it; ``partitions_read``: the
+            partitions read (not those already in memory); ``seconds``: its
+            load time.
     """
 
     parts: tuple[int, ...]
@@ -139,7 +163,9 @@ class MegaBatch:
     indptr: np.ndarray
     indices: np.ndarray
     x: np.ndarray | None
+    pieces: dict[int, PartitionData]
     nbytes_read: int
+    partitions_read: int
     seconds: float
 
     def local_ids(self, store_ids: np.ndarray) -> np.ndarray:
@@ -149,24 +175,30 @@ class MegaBatch:
 
 
 def load_mega_batch(
-    store: PartitionedStore, parts: Sequence[int], static: StaticCache
+    store: PartitionedStore,
+    parts: Sequence[int],
+    static: StaticCache,
+    resident: dict[int, PartitionData] | None = None,
+    keep_pieces: bool = False,
 ) -> MegaBatch:
-    """Read partitions ``parts`` and build ``G_cache`` on ``T ∪ (N(T) ∩ static)``
-    (every stored edge whose both ends lie in that set)."""
+    """Read partitions ``parts`` (those in ``resident`` are in memory already and
+    are not read again) and build ``G_cache`` on ``T ∪ (N(T) ∩ static)``: every
+    stored edge whose both ends lie in that set. Features are read straight
+    into the mega-batch's feature matrix (no second copy)."""
     started = time.perf_counter()
     parts = tuple(sorted(int(p) for p in parts))
+    resident = {p: d for p, d in (resident or {}).items() if p in parts}
+    missing = [p for p in parts if p not in resident]
+    in_edges = {**{p: d.in_edges for p, d in resident.items()}, **_read_in_edges(store, missing)}
+    nbytes = sum(in_edges[p].nbytes for p in missing)
     offsets = store.offsets
-    ranges = [(int(offsets[p]), int(offsets[p + 1])) for p in parts]
-    t_nodes = np.concatenate([np.arange(lo, hi, dtype=np.int64) for lo, hi in ranges])
+    t_nodes = np.concatenate([np.arange(offsets[p], offsets[p + 1], dtype=np.int64) for p in parts])
     in_t = np.zeros(store.parts, dtype=bool)
     in_t[list(parts)] = True
-    edge_ranges = [store.in_edge_range(p) for p in parts]
-    edges = store.read_rows("edges", edge_ranges)
-    nbytes = edges.nbytes
+    edges = np.concatenate([in_edges[p] for p in parts])
     src, dst = edges[:, 0], edges[:, 1]
     src_part = np.searchsorted(offsets, src, side="right") - 1
-    src_static = static.positions(src)
-    keep = in_t[src_part] | (src_static >= 0)
+    keep = in_t[src_part] | (static.positions(src) >= 0)
     src, dst = src[keep], dst[keep]
     extra = np.unique(src[~in_t[src_part[keep]]])  # N(T) ∩ static, outside T
     extra_pos = static.positions(extra)
@@ -180,7 +212,7 @@ def load_mega_batch(
     )
     s_dst = np.repeat(extra, lengths)
     s_part = np.searchsorted(offsets, s_src, side="right") - 1
-    s_keep = in_t[s_part] | np.isin(s_src, extra, assume_unique=False)
+    s_keep = in_t[s_part] | np.isin(s_src, extra)
     nodes = np.concatenate([t_nodes, extra])
     order = np.argsort(nodes, kind="stable")
     sorted_nodes = nodes[order]
@@ -195,13 +227,34 @@ def load_mega_batch(
     indptr = np.zeros(len(nodes) + 1, dtype=np.int64)
     np.cumsum(np.bincount(all_dst, minlength=len(nodes)), out=indptr[1:])
     x = None
+    slots: dict[int, np.ndarray] = {}
     if store.has("features"):
-        x_t = store.read_rows("features", ranges)
-        nbytes += x_t.nbytes
         if static.features is None:
             raise InputError("has features but no static_features.npy", store.path)
-        x = np.concatenate([x_t, static.features[extra_pos]]) if len(extra) else x_t
-    return MegaBatch(parts, nodes, indptr, indices, x, nbytes, time.perf_counter() - started)
+        x = np.empty((len(nodes), static.features.shape[1]), dtype=static.features.dtype)
+        row = 0
+        for p in parts:
+            size = int(offsets[p + 1] - offsets[p])
+            slots[p] = x[row : row + size]
+            row += size
+            if p in resident:
+                slots[p][...] = resident[p].features
+            else:
+                store.read_rows("features", [(int(offsets[p]), int(offsets[p + 1]))], slots[p])
+                nbytes += slots[p].nbytes
+        x[row:] = static.features[extra_pos]
+    pieces = {p: PartitionData(slots.get(p), in_edges[p]) for p in parts} if keep_pieces else {}
+    return MegaBatch(
+        parts,
+        nodes,
+        indptr,
+        indices,
+        x,
+        pieces,
+        nbytes,
+        len(missing),
+        time.perf_counter() - started,
+    )
 
 
 def split_nodes_in(
@@ -218,10 +271,12 @@ def split_nodes_in(
 
 @dataclass
 class HierBatchStats:
-    """What an epoch of mega-batches read and waited for."""
+    """What an epoch of mega-batches (or buffer states) read and waited for;
+    ``swaps``: partitions read after the first state (Alg. 7: ``p − c``)."""
 
     mega_batches: int = 0
     partitions_read: int = 0
+    swaps: int = 0
     bytes_read: int = 0
     load_seconds: float = 0.0
     wait_seconds: float = 0.0
@@ -232,6 +287,7 @@ class HierBatchStats:
         return {
             f"{prefix}mega_batches": float(self.mega_batches),
             f"{prefix}partitions_read": float(self.partitions_read),
+            f"{prefix}swaps": float(self.swaps),
             f"{prefix}bytes_read": float(self.bytes_read),
             f"{prefix}load_s": self.load_seconds,
             f"{prefix}wait_s": self.wait_seconds,
@@ -241,21 +297,67 @@ class HierBatchStats:
 #: Builds a batch sampler over a mega-batch's CSC ``(indptr, indices)`` with a seed.
 SamplerFactory = Callable[[tuple[np.ndarray, np.ndarray], int], Any]
 
+#: How an epoch walks the partitions: disjoint shuffled ``groups`` of ``N_d``
+#: (HierBatching), or a ``buffer`` of ``c`` that swaps one partition at a time
+#: (MariusGNN's Alg. 7: a random initial buffer, then each other partition once).
+Schedule = Literal["groups", "buffer"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One mega-batch or buffer state of an epoch: the partitions in memory, those
+    whose split nodes are trained (or evaluated) in it, and its seeds (sampler,
+    then one shuffle per pass)."""
+
+    parts: tuple[int, ...]
+    targets: tuple[int, ...]
+    seeds: tuple[int, ...]
+
+
+def epoch_steps(
+    schedule: Schedule, parts: int, n_d: int, passes: int, generator: torch.Generator
+) -> list[Step]:
+    """The steps of one epoch, every random choice drawn from ``generator``.
+
+    ``groups``: a random permutation cut into groups of ``n_d``; each group
+    trains its own nodes. ``buffer``: Alg. 7 with ``c = n_d``
+    (:func:`~gnncore.outofcore.ordering.node_classification_states`); the first
+    state trains the nodes of all its partitions, each later one those of the
+    partition it swapped in, so every partition is read and trained once."""
+    from gnncore.outofcore.ordering import node_classification_states
+
+    def seeds() -> tuple[int, ...]:
+        return tuple(torch.randint(0, 2**62, (passes + 1,), generator=generator).tolist())
+
+    if schedule == "groups" or n_d >= parts:
+        order = torch.randperm(parts, generator=generator).tolist()
+        groups = [tuple(order[i : i + n_d]) for i in range(0, parts, n_d)]
+        return [Step(g, g, seeds()) for g in groups]
+    rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator)))
+    states = node_classification_states(parts, n_d, rng)
+    steps = [Step(states[0], states[0], seeds())]
+    for before, after in zip(states, states[1:], strict=False):
+        steps.append(Step(after, tuple(sorted(set(after) - set(before))), seeds()))
+    return steps
+
 
 class HierBatchSource:
-    """HierBatching mega-batches as a :class:`~gnncore.train.core.batches.BatchSource`.
+    """Mega-batches (HierBatching) or buffer states (partition buffer, Alg. 7) as a
+    :class:`~gnncore.train.core.batches.BatchSource`.
 
     Args:
         store: The partitioned store (features, labels and splits in its ids).
-        n_d: Partitions per mega-batch (:func:`mega_batch_parts`).
-        passes: Passes over each mega-batch's training nodes (``p``).
+        n_d: Partitions in memory at once (:func:`mega_batch_parts`): ``N_d`` of
+            a mega-batch, or the buffer's ``c``.
+        passes: Passes over each step's training nodes (``p``).
         batch_size: Seed nodes per mini-batch.
         make_sampler: ``f((indptr, indices), seed)`` -> a sampler over ``G_cache``
             (e.g. ``lambda g, s: build_sampler("dense", g, fanouts, seed=s)``).
         generator: Shuffles partitions and mini-batches and seeds the samplers;
             a checkpoint records it, so a resumed run draws the same batches.
-        prefetch: Load the next mega-batch while the current one trains.
-        log: Called with one line per mega-batch (progress in CLI / Dagster logs).
+        prefetch: Load the next step's partitions while the current one trains.
+        log: Called with one line per step (progress in CLI / Dagster logs).
+        schedule: ``"groups"`` (HierBatching) or ``"buffer"`` (see :data:`Schedule`).
     """
 
     def __init__(
@@ -268,11 +370,14 @@ class HierBatchSource:
         generator: torch.Generator,
         prefetch: bool = True,
         log: Callable[[str], None] | None = None,
+        schedule: Schedule = "groups",
     ) -> None:
         from gnncore.store.feature_store import TensorFeatureStore
 
         if n_d < 1 or passes < 1 or batch_size < 1:
             raise ValueError(f"n_d={n_d}, passes={passes}, batch_size={batch_size}: must be >= 1")
+        if schedule not in ("groups", "buffer"):
+            raise ValueError(f"schedule must be 'groups' or 'buffer', not {schedule!r}")
         self.store = store
         self.n_d = min(n_d, store.parts)
         self.passes = passes
@@ -281,6 +386,7 @@ class HierBatchSource:
         self.generator = generator
         self.prefetch = prefetch
         self.log = log
+        self.schedule = schedule
         self.static = StaticCache.read(store)
         self.labels = torch.from_numpy(np.array(store.array("labels"))).long()
         self.splits = {
@@ -294,24 +400,22 @@ class HierBatchSource:
             {"x": torch.zeros((0, int(width)), dtype=torch.float32), "y": self.labels[:0]}
         )
         self.stats = HierBatchStats()
-        self._plan: list[tuple[tuple[int, ...], list[int]]] = []
+        self._plan: list[Step] = []
 
     # BatchSource -----------------------------------------------------------
 
     def __len__(self) -> int:
         train = len(self.splits.get("train", ()))
-        groups = -(-self.store.parts // self.n_d)
-        return self.passes * (-(-train // self.batch_size) + groups)
+        parts = self.store.parts
+        steps = -(-parts // self.n_d) if self.schedule == "groups" else parts - self.n_d + 1
+        return self.passes * (-(-train // self.batch_size) + steps)
 
     def start_epoch(self, epoch: int) -> None:
-        """Draw the epoch's grouping and every seed it uses (in this thread, so the
+        """Draw the epoch's steps and every seed they use (in this thread, so the
         background loader never touches the generator)."""
-        order = torch.randperm(self.store.parts, generator=self.generator).tolist()
-        groups = [tuple(order[i : i + self.n_d]) for i in range(0, len(order), self.n_d)]
-        self._plan = [
-            (g, torch.randint(0, 2**62, (self.passes + 1,), generator=self.generator).tolist())
-            for g in groups
-        ]
+        self._plan = epoch_steps(
+            self.schedule, self.store.parts, self.n_d, self.passes, self.generator
+        )
         self.stats = HierBatchStats()
 
     def batches(self) -> AbstractContextManager[Iterator[Any]]:
@@ -341,7 +445,7 @@ class HierBatchSource:
     @contextmanager
     def _iterate(
         self,
-        plan: Sequence[tuple[tuple[int, ...], list[int]]],
+        plan: Sequence[Step],
         split: str,
         passes: int,
         shuffle: bool,
@@ -362,10 +466,16 @@ class HierBatchSource:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
+    def _load(
+        self, pool: ThreadPoolExecutor, step: Step, resident: dict[int, PartitionData]
+    ) -> Future[MegaBatch]:
+        keep = self.schedule == "buffer"
+        return pool.submit(load_mega_batch, self.store, step.parts, self.static, resident, keep)
+
     def _generate(
         self,
         pool: ThreadPoolExecutor,
-        plan: Sequence[tuple[tuple[int, ...], list[int]]],
+        plan: Sequence[Step],
         split: str,
         passes: int,
         shuffle: bool,
@@ -376,28 +486,26 @@ class HierBatchSource:
         from gnncore.store.graph_store import CSCGraphStore
 
         nodes = self.splits.get(split, np.zeros(0, dtype=np.int64))
-        pending: Future[MegaBatch] | None = None
-        if plan:
-            pending = pool.submit(load_mega_batch, self.store, plan[0][0], self.static)
-        for k, (parts, seeds) in enumerate(plan):
+        pending: Future[MegaBatch] | None = self._load(pool, plan[0], {}) if plan else None
+        for k, step in enumerate(plan):
             assert pending is not None
             waited = time.perf_counter()
             mega = pending.result()
             wait = time.perf_counter() - waited
             pending = None
             if k + 1 < len(plan) and self.prefetch:
-                pending = pool.submit(load_mega_batch, self.store, plan[k + 1][0], self.static)
-            self._count(mega, wait, split)
-            targets = split_nodes_in(nodes, self.store, parts)
+                pending = self._load(pool, plan[k + 1], mega.pieces)
+            self._count(mega, wait, split, first=k == 0)
+            targets = split_nodes_in(nodes, self.store, step.targets)
             if len(targets):
                 tensors = {"y": self.labels[torch.from_numpy(mega.nodes)]}
                 if mega.x is not None:
                     tensors["x"] = torch.from_numpy(mega.x)
                 data = (TensorFeatureStore(tensors), CSCGraphStore(mega.indptr, mega.indices))
-                sampler = make_sampler((mega.indptr, mega.indices), int(seeds[0]))
+                sampler = make_sampler((mega.indptr, mega.indices), int(step.seeds[0]))
                 local = torch.from_numpy(mega.local_ids(targets))
                 for p in range(passes):
-                    shuffler = torch.Generator().manual_seed(int(seeds[1 + p]))
+                    shuffler = torch.Generator().manual_seed(int(step.seeds[1 + p]))
                     loader = NodeLoader(
                         data=data,
                         node_sampler=sampler,
@@ -408,13 +516,15 @@ class HierBatchSource:
                     )
                     yield from loader
             if k + 1 < len(plan) and not self.prefetch:
-                pending = pool.submit(load_mega_batch, self.store, plan[k + 1][0], self.static)
+                pending = self._load(pool, plan[k + 1], mega.pieces)
             del mega
 
-    def _count(self, mega: MegaBatch, wait: float, split: str) -> None:
+    def _count(self, mega: MegaBatch, wait: float, split: str, first: bool) -> None:
         stats = self.stats
         stats.mega_batches += 1
-        stats.partitions_read += len(mega.parts)
+        stats.partitions_read += mega.partitions_read
+        if not first:
+            stats.swaps += mega.partitions_read
         stats.bytes_read += mega.nbytes_read
         stats.load_seconds += mega.seconds
         stats.wait_seconds += wait
@@ -422,17 +532,19 @@ class HierBatchSource:
             {"parts": float(len(mega.parts)), "load_s": mega.seconds, "wait_s": wait}
         )
         if self.log is not None:
+            what = "mega-batch" if self.schedule == "groups" else "buffer state"
             self.log(
-                f"{split} mega-batch {stats.mega_batches}: partitions {list(mega.parts)}, "
-                f"{len(mega.nodes)} nodes cached, {len(mega.indices)} edges, "
-                f"{mega.nbytes_read / 2**20:.1f} MiB read in {mega.seconds:.2f} s, "
-                f"waited {wait:.2f} s"
+                f"{split} {what} {stats.mega_batches}: partitions {list(mega.parts)} "
+                f"({mega.partitions_read} read), {len(mega.nodes)} nodes cached, "
+                f"{len(mega.indices)} edges, {mega.nbytes_read / 2**20:.1f} MiB read in "
+                f"{mega.seconds:.2f} s, waited {wait:.2f} s"
             )
 
 
 class EvalBatches(Iterable[Any]):
     """One split's evaluation mini-batches through mega-batches (see
-    :meth:`HierBatchSource.eval_batches`); iterate it once per evaluation."""
+    :meth:`HierBatchSource.eval_batches`); iterate it once per evaluation. The
+    partitions holding the split's nodes are read in groups of ``N_d``."""
 
     def __init__(
         self, source: HierBatchSource, split: str, batch_size: int, make_sampler: SamplerFactory
@@ -443,7 +555,7 @@ class EvalBatches(Iterable[Any]):
         holding = np.unique(np.searchsorted(source.store.offsets, nodes, side="right") - 1)
         parts = holding.tolist()
         groups = [tuple(parts[i : i + source.n_d]) for i in range(0, len(parts), source.n_d)]
-        self.plan = [(g, [k, k]) for k, g in enumerate(groups)]
+        self.plan = [Step(g, g, (k, k)) for k, g in enumerate(groups)]
         self.count = int(len(nodes))
 
     def __len__(self) -> int:

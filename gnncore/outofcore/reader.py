@@ -142,10 +142,13 @@ def read_row_ranges(
     *,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     sequential_hint: bool = True,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The rows of several ranges ``(start, stop)`` of the array in ``path`` (as
     for :func:`read_rows`), concatenated in the order given, read in one call
-    that opens the file once and reads the ranges one after the other.
+    that opens the file once and reads the ranges one after the other. With
+    ``out`` (C-contiguous, ``dtype``, shape ``(total rows, *row_shape)``, e.g. a
+    slice of a larger array) the rows are read into it instead of a new array.
 
     Raises:
         InputError: The file ends before a range does.
@@ -164,7 +167,13 @@ def read_row_ranges(
         _check_range(a, b)
     offsets = np.array([header_bytes + a * row_bytes for a, _ in bounds], dtype=np.int64)
     lengths = np.array([(b - a) * row_bytes for a, b in bounds], dtype=np.int64)
-    out = np.empty((sum(b - a for a, b in bounds), *shape), dtype=dt)
+    want = (sum(b - a for a, b in bounds), *shape)
+    if out is None:
+        out = np.empty(want, dtype=dt)
+    elif out.shape != want or out.dtype != dt or not out.flags.c_contiguous:
+        raise ValueError(
+            f"out must be a C-contiguous {dt} array of shape {want}; got {out.dtype}{out.shape}"
+        )
     from gnncore import _C
 
     try:

@@ -23,7 +23,11 @@ Written from a graph directory and any of its partition directories:
   of their in-neighbour lists (``static_indptr.npy``, ``static_indices.npy``).
 
 ``manifest.json`` records every file's dtype, shape, size and sha256, the
-partition bounds and the sha256 of the graph's and the partition's manifests.
+partition bounds and the sha256 of the graph's and the partition's manifests,
+and the stage key (:func:`store_stage_key`: those two hashes, the static
+fraction and the format version). The versioned pipeline writes a store to
+:func:`store_dir` with ``reuse=True``: the same settings on the same graph and
+partition find their store complete and reuse it instead of rewriting it.
 The directory is written into a temporary sibling and renamed into place.
 :meth:`PartitionedStore.open` checks names, sizes and shapes;
 :meth:`PartitionedStore.verify` checks contents (checksums), naming the file.
@@ -53,6 +57,7 @@ from gnncore.store.manifest import (
     read_json_manifest,
     sha256_of,
 )
+from gnncore.store.versioning import stage_key, versioned_name
 
 STORE_FORMAT = "gnncore.partitioned_store"
 STORE_FORMAT_VERSION = 2
@@ -67,6 +72,13 @@ REQUIRED = (
     "static_indices",
 )
 _ROWS = 1 << 18
+
+#: What ``static_fraction`` means (the Dagster asset's config shows it).
+STATIC_FRACTION_HELP = (
+    "Share of the nodes, highest in-degree first, kept as the static set "
+    "(HierBatching's static cache: features and in-neighbour lists always in memory), "
+    "in [0, 1]."
+)
 
 
 def relabel_by_partition(assignment: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
@@ -84,9 +96,13 @@ def write_partitioned_store(
     partition_dir: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
     static_fraction: float = 0.01,
+    reuse: bool = False,
 ) -> PartitionedStore:
     """Write the partitioned store of a graph and one of its partitions (see the
     module docstring); returns it opened.
+
+    With ``reuse``, a complete store at ``out_dir`` whose manifest records the
+    same stage key (:func:`store_stage_key`) is returned as it is, not rewritten.
 
     Raises:
         InputError: The partition is not of this graph, ``out_dir`` would destroy
@@ -98,6 +114,12 @@ def write_partitioned_store(
     graph = GraphDir.open(graph_dir)
     partition = PartitionDir.open(partition_dir, graph)
     check_output_dir(out_dir, [graph.path, partition.path], STORE_FORMAT, "partitioned store")
+    key = store_stage_key(graph, partition, static_fraction)
+    if reuse:
+        existing = reusable_store(out_dir, key)
+        if existing is not None:
+            stage(f"reused {existing.path} (stage key {key})")
+            return existing
     parts, n = partition.parts, graph.num_nodes
     stage("relabelling nodes")
     order, offsets = relabel_by_partition(np.asarray(partition.assignment()), parts)
@@ -164,6 +186,7 @@ def write_partitioned_store(
             "partition_manifest_sha256": sha256_of(partition.path / MANIFEST_FILE),
             "graph": str(graph.path),
             "partition": str(partition.path),
+            "stage_key": key,
             "seconds": round(time.perf_counter() - started, 3),
             "files": {},
         }
@@ -171,6 +194,44 @@ def write_partitioned_store(
             info["files"][file.name] = npy_entry(file)
         (tmp / MANIFEST_FILE).write_text(json.dumps(info, indent=2, sort_keys=True))
     return PartitionedStore.open(out_dir)
+
+
+def store_stage_key(graph: GraphDir, partition: PartitionDir, static_fraction: float) -> str:
+    """Stage key of the store of ``graph`` and ``partition``: the static fraction,
+    the store format version and the graph's and the partition's manifest sha256."""
+    return stage_key(
+        "partitioned_store",
+        {"static_fraction": float(static_fraction), "format_version": STORE_FORMAT_VERSION},
+        {
+            "graph": sha256_of(graph.path / MANIFEST_FILE),
+            "partition": sha256_of(partition.path / MANIFEST_FILE),
+        },
+    )
+
+
+def store_dir(
+    stores_root: str | os.PathLike[str],
+    graph: GraphDir,
+    partition: PartitionDir,
+    static_fraction: float,
+) -> Path:
+    """Where the versioned pipeline keeps this store:
+    ``<stores_root>/<partition dir name>-store-s<static_fraction>-<stage key>``."""
+    key = store_stage_key(graph, partition, static_fraction)
+    name = versioned_name(f"{partition.path.name}-store-s{static_fraction:g}", key)
+    return Path(stores_root).absolute() / name
+
+
+def reusable_store(out_dir: str | os.PathLike[str], key: str) -> PartitionedStore | None:
+    """The store at ``out_dir`` when it is complete (:meth:`PartitionedStore.open`)
+    and records stage key ``key``; else ``None``."""
+    if not (Path(out_dir) / MANIFEST_FILE).is_file():
+        return None
+    try:
+        existing = PartitionedStore.open(out_dir)
+    except (InputError, KeyError, TypeError, ValueError, OSError):
+        return None  # incomplete or damaged: rewritten
+    return existing if existing.info.get("stage_key") == key else None
 
 
 def _gather_rows(x: np.ndarray, order: np.ndarray, out: Path) -> None:
@@ -241,10 +302,13 @@ class PartitionedStore:
         in C++, the GIL released)."""
         return read_rows(*self._layout(name), start, stop)
 
-    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+    def read_rows(
+        self, name: str, ranges: list[tuple[int, int]], out: np.ndarray | None = None
+    ) -> np.ndarray:
         """Rows of ``name.npy`` in each ``(start, stop)`` range, concatenated: one
-        open, one sequential ``pread`` pass per range, the GIL released."""
-        return read_row_ranges(*self._layout(name), ranges)
+        open, one sequential ``pread`` pass per range, the GIL released (into
+        ``out`` when given: see :func:`~gnncore.outofcore.reader.read_row_ranges`)."""
+        return read_row_ranges(*self._layout(name), ranges, out=out)
 
     def partition_features(self, part: int) -> np.ndarray:
         """The features of partition ``part``, rows ``offsets[part]:offsets[part+1]``."""

@@ -38,7 +38,8 @@ def hierbatching_batches(
     config: NodeTrainConfig,
     log: Callable[[str], None] | None = None,
 ) -> tuple[HierBatchSource, tuple[EvalBatches, EvalBatches]]:
-    """The HierBatching source of ``config`` over ``store`` (``N_d`` from
+    """The out-of-core source of ``config`` over ``store`` (mega-batch groups for
+    ``mode="hierbatching"``, a swapping buffer for ``"partition_buffer"``; ``N_d`` from
     ``config.mega_batch_parts`` or ``config.memory_budget``) and its validation
     and test batches (``config.eval_fanouts``, all neighbours when unset)."""
     from gnncore.sizes import parse_size
@@ -54,6 +55,7 @@ def hierbatching_batches(
         torch.Generator().manual_seed(config.seed),
         prefetch=True,
         log=log,
+        schedule="buffer" if config.mode == "partition_buffer" else "groups",
     )
     eval_fanouts = config.eval_fanouts or (-1,) * config.num_layers
     make_eval = _sampler_factory(config, eval_fanouts, config.seed + 1)

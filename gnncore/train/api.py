@@ -115,7 +115,8 @@ def train_graph_dir(
             (default: :obj:`None`)
         store (str or PathLike, optional): A partitioned store of this graph
             (:func:`~gnncore.outofcore.write_partitioned_store`), read by
-            ``config.mode="hierbatching"`` (:mod:`gnncore.train.modes`); the
+            the out-of-core modes ``config.mode="hierbatching"`` and
+            ``"partition_buffer"`` (:mod:`gnncore.train.modes`); the
             run logs the mode, the budget and the bytes read per epoch.
             (default: :obj:`None`)
 

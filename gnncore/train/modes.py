@@ -9,6 +9,9 @@
   (:mod:`gnncore.outofcore.hierbatching`): mega-batches read sequentially, the
   next while the current trains, training and evaluation batches sampled from
   each mega-batch's cached subgraph.
+* ``partition_buffer``: out of core, the same store and loader walked as a
+  buffer of ``c`` partitions that swaps one in at a time (MariusGNN's Alg. 7),
+  each partition's training nodes trained when it comes in.
 
 The loop (:func:`~gnncore.train.train_node_classifier`) is the same in every
 mode; only its stores, or its batch source, differ.
@@ -26,7 +29,7 @@ import torch
 from torch_geometric.data import FeatureStore, GraphStore
 
 from gnncore.store import GraphDir
-from gnncore.train.node.config import ConfigError, NodeTrainConfig
+from gnncore.train.node.config import OUT_OF_CORE_MODES, ConfigError, NodeTrainConfig
 
 
 @dataclass
@@ -57,11 +60,12 @@ def node_data(
     from gnncore.store import CSCGraphStore, GraphDirFeatureStore, GraphDirGraphStore
     from gnncore.store.feature_store import TensorFeatureStore
 
-    if config.mode == "hierbatching":
-        return _hierbatching(graph, config, store, log)
+    if config.mode in OUT_OF_CORE_MODES:
+        return _out_of_core(graph, config, store, log)
     if store is not None:
         raise ConfigError(
-            f"a partitioned store is read by mode 'hierbatching', not {config.mode!r}"
+            "a partitioned store is read by the modes "
+            f"{' and '.join(map(repr, OUT_OF_CORE_MODES))}, not {config.mode!r}"
         )
     if config.mode == "in_memory":
         tensors = {"y": torch.from_numpy(np.array(graph.labels(), dtype=np.int64))}
@@ -76,7 +80,7 @@ def node_data(
     return NodeData(GraphDirFeatureStore(graph), GraphDirGraphStore(graph), params={"mode": "mmap"})
 
 
-def _hierbatching(
+def _out_of_core(
     graph: GraphDir,
     config: NodeTrainConfig,
     store_path: str | os.PathLike[str] | None,
@@ -88,7 +92,7 @@ def _hierbatching(
 
     if store_path is None:
         raise ConfigError(
-            "mode 'hierbatching' reads a partitioned store: write one with "
+            f"mode {config.mode!r} reads a partitioned store: write one with "
             "`gnncore store GRAPH_DIR PARTITION_DIR OUT_DIR` and pass it (--store)"
         )
     store = PartitionedStore.open(store_path)
@@ -101,7 +105,7 @@ def _hierbatching(
         train_batches=source,
         eval_batches=evals,
         params={
-            "mode": "hierbatching",
+            "mode": config.mode,
             "store": str(store.path),
             "store_parts": store.parts,
             "static_fraction": store.info["static_fraction"],

@@ -17,7 +17,10 @@ from gnncore.train.core.models import ModelName
 __all__ = ["AMP_MODES", "MODEL_DEFAULTS", "ConfigError", "NodeTrainConfig", "TrainMode"]
 
 #: Where node-classification batches come from (:mod:`gnncore.train.api`).
-TrainMode = Literal["mmap", "in_memory", "hierbatching"]
+TrainMode = Literal["mmap", "in_memory", "hierbatching", "partition_buffer"]
+
+#: The modes that read a partitioned store (out of core).
+OUT_OF_CORE_MODES = ("hierbatching", "partition_buffer")
 
 #: Architecture -> defaults of the per-model fields. Chosen on Cora's validation
 #: split (mean of seeds 0-4, public split).
@@ -138,21 +141,24 @@ class NodeTrainConfig(SharedTrainOptions):
         "Where batches come from: mmap (features and graph memory-mapped, the page cache "
         "decides what stays in memory), in_memory (read into RAM first), hierbatching "
         "(out of core: mega-batches of partitions of a partitioned store, read sequentially "
-        "while the previous one trains; needs a store).",
+        "while the previous one trains; needs a store), partition_buffer (out of core: a "
+        "buffer of partitions that swaps one in at a time, MariusGNN's Alg. 7; needs a store).",
     )
     memory_budget: str = option(
         "",
-        "HierBatching: bytes the graph data may take in memory (4GiB, 512MiB), static cache "
-        "and two mega-batches; sets the partitions per mega-batch. Empty: see "
-        "mega_batch_parts.",
+        "Out-of-core modes: bytes the graph data may take in memory (4GiB, 512MiB): the "
+        "static cache and two mega-batches or buffer states; sets mega_batch_parts. Empty: "
+        "see mega_batch_parts.",
     )
     mega_batch_parts: int = option(
         0,
-        "HierBatching: partitions per mega-batch (N_d); 0 takes them from memory_budget, or "
-        "an eighth of the partitions without a budget.",
+        "Out-of-core modes: partitions in memory at once, N_d of a mega-batch or c of the "
+        "buffer; 0 takes them from memory_budget, or an eighth of the partitions without a "
+        "budget.",
     )
     mega_batch_passes: int = option(
-        2, "HierBatching: passes over each mega-batch's training nodes (p)."
+        2,
+        "Out-of-core modes: passes over the training nodes of each mega-batch or buffer state (p).",
     )
 
     MODEL_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = MODEL_DEFAULTS
@@ -206,14 +212,14 @@ class NodeTrainConfig(SharedTrainOptions):
             raise bad("mega_batch_parts", "must be >= 0 (0: from the memory budget)")
         if int(self.mega_batch_passes) < 1:
             raise bad("mega_batch_passes", "must be at least 1")
-        if self.mode == "hierbatching":
+        if self.mode in OUT_OF_CORE_MODES:
             for name, on in (
                 ("locality_aware", self.locality_aware),
                 ("hdr_part", self.hdr_part >= 0),
                 ("num_workers", self.num_workers > 0),
             ):
                 if on:
-                    raise bad(name, "is not available with mode 'hierbatching'")
+                    raise bad(name, f"is not available with mode {self.mode!r}")
         self.check_common(width="hidden")
         return self
 

@@ -76,7 +76,7 @@ def test_budget_sets_the_partitions_per_mega_batch(built):
         mega_batch_parts(store, int(2 * r_s * data))
 
 
-def _source(store, n_d=3, passes=2, seed=0, prefetch=True):
+def _source(store, n_d=3, passes=2, seed=0, prefetch=True, schedule="groups"):
     return HierBatchSource(
         store,
         n_d,
@@ -85,6 +85,7 @@ def _source(store, n_d=3, passes=2, seed=0, prefetch=True):
         make_sampler=lambda g, s: build_sampler("dense", g, (5, 5), seed=s),
         generator=torch.Generator().manual_seed(seed),
         prefetch=prefetch,
+        schedule=schedule,
     )
 
 
@@ -101,7 +102,7 @@ def test_an_epoch_reads_each_partition_once_and_trains_each_node_once_per_pass(b
     seen = _epoch(source)
     assert source.stats.mega_batches == 3  # ceil(8 / 3)
     assert source.stats.partitions_read == store.parts
-    parts_seen = sorted(p for group, _ in source._plan for p in group)
+    parts_seen = sorted(p for step in source._plan for p in step.parts)
     assert parts_seen == list(range(store.parts))
     labels = np.asarray(store.array("labels"))
     train = np.asarray(store.array("train_idx"))
@@ -114,14 +115,50 @@ def test_an_epoch_reads_each_partition_once_and_trains_each_node_once_per_pass(b
     assert source.stats.bytes_read == expected_bytes
 
 
-def test_prefetch_draws_the_same_batches_and_epochs_differ(built):
+def test_loading_with_partitions_in_memory_equals_reading_them(built):
     _, store = built
-    ahead, inline = _source(store, prefetch=True), _source(store, prefetch=False)
+    static = StaticCache.read(store)
+    before = load_mega_batch(store, (1, 4, 6), static, keep_pieces=True)
+    after = load_mega_batch(store, (0, 4, 6), static, resident=before.pieces)
+    fresh = load_mega_batch(store, (0, 4, 6), static)
+    assert after.partitions_read == 1 and fresh.partitions_read == 3
+    for name in ("nodes", "indptr", "indices", "x"):
+        assert np.array_equal(getattr(after, name), getattr(fresh, name))
+    part0 = store.offsets[1] - store.offsets[0]
+    features = part0 * store.info["num_features"] * 4
+    in_edges = 16 * (store.in_edge_range(0)[1] - store.in_edge_range(0)[0])
+    assert after.nbytes_read == features + in_edges
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_a_buffer_epoch_swaps_each_other_partition_in_once(built, passes):
+    _, store = built
+    c = 3
+    source = _source(store, n_d=c, passes=passes, schedule="buffer")
+    seen = _epoch(source)
+    plan = source._plan
+    assert len(plan) == store.parts - c + 1
+    assert all(len(step.parts) == c for step in plan)
+    for before, after in zip(plan, plan[1:], strict=False):
+        assert len(set(after.parts) - set(before.parts)) == 1  # one swap per state
+    assert sorted(p for step in plan for p in step.targets) == list(range(store.parts))
+    assert source.stats.swaps == store.parts - c  # Alg. 7: each partition read once
+    assert source.stats.partitions_read == store.parts
+    assert source.stats.bytes_read == data_bytes(store)
+    train = np.asarray(store.array("train_idx"))
+    assert sum(len(y) for _, y in seen) == passes * len(train)
+
+
+@pytest.mark.parametrize("schedule", ["groups", "buffer"])
+def test_prefetch_draws_the_same_batches_and_epochs_differ(built, schedule):
+    _, store = built
+    ahead = _source(store, prefetch=True, schedule=schedule)
+    inline = _source(store, prefetch=False, schedule=schedule)
     first, second = _epoch(ahead, 1), _epoch(inline, 1)
     assert len(first) == len(second)
     for (a, ya), (b, yb) in zip(first, second, strict=True):
         assert torch.equal(a, b) and torch.equal(ya, yb)
-    assert [g for g, _ in ahead._plan] == [g for g, _ in inline._plan]
+    assert ahead._plan == inline._plan
     again = _epoch(ahead, 2)
     same = [torch.equal(y, z) for (_, y), (_, z) in zip(first, again, strict=False)]
     assert not all(same)  # a new grouping and shuffle each epoch

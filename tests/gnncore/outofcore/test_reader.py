@@ -111,6 +111,14 @@ def test_several_ranges_are_concatenated_in_the_order_given(features, edges):
         assert np.array_equal(got, np.concatenate([array[a:b] for a, b in ranges]))
         empty = read_row_ranges(path, header, dtype, row_shape, [])
         assert empty.shape == (0, *row_shape) and empty.dtype == dtype
+        # Into a slice of a larger array, leaving the rest alone.
+        total = sum(b - a for a, b in ranges)
+        target = np.full((total + 7, *row_shape), 7, dtype=dtype)
+        read_row_ranges(path, header, dtype, row_shape, ranges, out=target[3 : 3 + total])
+        assert np.array_equal(target[3 : 3 + total], want)
+        assert (target[:3] == 7).all() and (target[3 + total :] == 7).all()
+        with pytest.raises(ValueError, match="C-contiguous"):
+            read_row_ranges(path, header, dtype, row_shape, ranges, out=target[: total + 1])
 
 
 def test_random_multi_range_reads_match_the_reference(edges):

@@ -47,7 +47,7 @@ def test_hierbatching_needs_a_store_of_this_graph(built, tmp_path):
     other = GraphDir.open(planted_graph(tmp_path / "other", num_nodes=500, degree=8, seed=3))
     with pytest.raises(ConfigError, match="another graph"):
         train_graph_dir(other, config, store=store.path, progress=False)
-    with pytest.raises(ConfigError, match="mode 'hierbatching', not 'mmap'"):
+    with pytest.raises(ConfigError, match="'partition_buffer', not 'mmap'"):
         train_graph_dir(graph, NodeTrainConfig(**SMALL), store=store.path, progress=False)
     with pytest.raises(ConfigError, match="memory_budget"):
         NodeTrainConfig(**SMALL, mode="hierbatching", memory_budget="lots").validate()
@@ -62,6 +62,17 @@ def test_hierbatching_logs_one_line_per_mega_batch(built):
     train_lines = [line for line in lines if line.startswith("train mega-batch")]
     assert len(train_lines) == 3 * 2  # 3 epochs, 8 partitions in groups of 4
     assert any(line.startswith("epoch 3/3") for line in lines)
+
+
+def test_partition_buffer_trains_each_partition_in_once_per_epoch(built):
+    graph, store = built
+    lines: list[str] = []
+    config = NodeTrainConfig(**SMALL, mode="partition_buffer", mega_batch_parts=3)
+    result = train_graph_dir(graph, config, store=store.path, progress=lines.append)
+    assert result.test_accuracy > 0.6  # chance: 0.25
+    states = [line for line in lines if line.startswith("train buffer state")]
+    assert len(states) == 3 * (store.parts - 3 + 1)  # 3 epochs of p - c + 1 states
+    assert all("(1 read)" in line for line in states if " state 1:" not in line)
 
 
 def test_cli_hierbatching_run_records_mode_budget_and_bytes_read(built, tmp_path):
