@@ -134,11 +134,6 @@ class _Progress(EpochProgress):
 # Helpers ---------------------------------------------------------------------
 
 
-def _required(value: Any) -> Any:
-    assert value is not None
-    return value
-
-
 def _as_index(nodes: Any) -> Index:
     index = torch.as_tensor(nodes).reshape(-1)
     if index.dtype == torch.bool:
@@ -393,19 +388,22 @@ def train_node_classifier(
         "prefetch_workers": config.prefetch_workers,
         "prefetch_depth": config.prefetch_depth,
     }
-    source = (
-        train_batches
-        if train_batches is not None
-        else LoaderBatchSource(
-            _make_loader(
-                (feature_store, _required(graph_store)),
-                _required(sampler),
-                splits[0],
-                config.batch_size,
-                config,
-                device,
-                generator,
-            ),
+    source: BatchSource
+    if train_batches is not None:
+        source = train_batches
+    else:
+        assert graph_store is not None and sampler is not None  # built above
+        loader = _make_loader(
+            (feature_store, graph_store),
+            sampler,
+            splits[0],
+            config.batch_size,
+            config,
+            device,
+            generator,
+        )
+        source = LoaderBatchSource(
+            loader,
             feature_store,
             generator,
             {"train": sampler},
@@ -413,7 +411,6 @@ def train_node_classifier(
             **prefetch,
             adapters=epoch_adapters,
         )
-    )
     fingerprint = data_fingerprint(splits, num_classes, in_channels)
 
     session = TrainingSession(
