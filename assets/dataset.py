@@ -26,6 +26,12 @@ class DatasetConfig(dg.Config):
         description="Node table of an edge-list `source` (Parquet/CSV/TSV: node_id, "
         "features, optional label and split; docs/FORMAT.md); empty: none.",
     )
+    standardize_features: bool = Field(
+        default=False,
+        description="With `nodes`: scale each feature column to mean 0 and deviation 1 over "
+        "the training nodes (raw magnitudes such as incomes train badly); the statistics are "
+        "kept beside the features.",
+    )
     format: str = Field(
         default="auto", description="auto, edgelist, parquet, ogb, planetoid or kg (for `source`)."
     )
@@ -55,6 +61,9 @@ def raw_dataset(
             if not nodes.is_file():
                 raise dg.Failure(f"node table {nodes} does not exist")
             extra["nodes"] = dg.MetadataValue.path(str(nodes))
+            extra["standardize_features"] = config.standardize_features
+        elif config.standardize_features:
+            raise dg.Failure("standardize_features scales the features of a node table (nodes)")
     else:
         from gnncore.synth import SynthSpec, write_ogb_raw_versioned
 

@@ -25,6 +25,7 @@ def graph(context: dg.AssetExecutionContext, storage: DataRootResource) -> dg.Ma
         directed=bool(raw["directed"]),
         name=name,
         nodes=str(raw["nodes"]) if raw.get("nodes") else None,
+        standardize_features=bool(raw.get("standardize_features", False)),
         progress=lambda stage: context.log.info(f"ingest: {stage}"),
     )
     report = out.report

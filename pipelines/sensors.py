@@ -44,10 +44,28 @@ def task_of(dataset: DroppedDataset) -> str:
     return "link"
 
 
+def has_features(dataset: DroppedDataset) -> bool:
+    """Whether the dataset's node table has feature columns (anything beside the
+    id, label and split columns)."""
+    from gnncore.io.node_table import (
+        ID_COLUMN,
+        LABEL_COLUMN,
+        SPLIT_COLUMN,
+        node_table_columns,
+    )
+
+    if dataset.nodes is None:
+        return False
+    plain = {ID_COLUMN, LABEL_COLUMN, SPLIT_COLUMN}
+    return any(c not in plain for c in node_table_columns(dataset.nodes))
+
+
 def inbox_run_request(
     dataset: DroppedDataset, run_config: Mapping[str, Any] | None = None
 ) -> dg.RunRequest:
-    """The ``train_job`` run for one dropped dataset (``run_config`` under it)."""
+    """The ``train_job`` run for one dropped dataset (``run_config`` under it).
+    A dropped node table's features are standardised (raw magnitudes such as
+    amounts or ages train badly), unless ``run_config`` says otherwise."""
     own = {
         "ops": {
             "raw_dataset": {
@@ -60,9 +78,11 @@ def inbox_run_request(
             "trained_model": {"config": {"task": task_of(dataset)}},
         }
     }
+    scaling = {"standardize_features": has_features(dataset)}
+    defaults = {"ops": {"raw_dataset": {"config": scaling}}}
     return dg.RunRequest(
         run_key=dataset.run_key,
-        run_config=_merged(run_config or {}, own),
+        run_config=_merged(_merged(defaults, run_config or {}), own),
         tags={"gnncore/dataset": dataset.name, "gnncore/sha256": dataset.digest[:16]},
     )
 

@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="edge lists and Parquet tables: a node table (Parquet/CSV/TSV with node_id, "
         "feature columns or a 'features' list, optional label and split; docs/FORMAT.md)",
     )
+    parser.add_argument(
+        "--standardize-features",
+        action="store_true",
+        help="with --nodes: scale each feature column to mean 0 and deviation 1 over the "
+        "training nodes (kept as feature_mean.npy / feature_std.npy)",
+    )
     parser.add_argument("--name", default=None, help="dataset name for the manifest")
     parser.add_argument(
         "--no-progress", action="store_true", help="hide the stage bar (shown on a terminal)"
@@ -69,6 +75,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise GnnCoreError(f"--header/--no-header apply to edge lists, not to {fmt} input")
     if args.nodes is not None and fmt not in ("edgelist", "parquet"):
         raise GnnCoreError(f"--nodes applies to edge lists and Parquet tables, not to {fmt} input")
+    if args.standardize_features and args.nodes is None:
+        raise GnnCoreError("--standardize-features scales the features of a node table (--nodes)")
     from gnncore.progress import StageBar
 
     with StageBar("ingest", enabled=None if not args.no_progress else False) as bar:
@@ -89,5 +97,6 @@ def _ingest(args: argparse.Namespace, fmt: str, bar: Any) -> Any:
         seed=args.seed,
         header=args.header,
         nodes=args.nodes,
+        standardize_features=args.standardize_features,
         progress=bar,
     )

@@ -55,6 +55,7 @@ def ingest(
     *,
     header: bool | None = None,
     nodes: str | os.PathLike[str] | None = None,
+    standardize_features: bool = False,
     progress: StageFn | None = None,
 ) -> IngestReport:
     """Ingest a dataset into the graph directory ``out_dir``.
@@ -76,6 +77,9 @@ def ingest(
         nodes (str or PathLike, optional): ``edgelist`` and ``parquet`` only: a
             node table (Parquet/CSV/TSV with ``node_id`` and features, optional
             ``label`` and ``split``; :mod:`gnncore.io.node_table`).
+        standardize_features (bool): With ``nodes``: standardise each feature
+            column over the training nodes (mean and deviation kept as
+            ``feature_mean.npy`` / ``feature_std.npy``).
         progress (callable, optional): Called with the name of each stage
             (reading, remapping, canonical edges, writing, ...); e.g. a
             :class:`gnncore.progress.StageBar` or a logger's ``info``.
@@ -87,7 +91,18 @@ def ingest(
         InputError: The input is missing or malformed (names file, line/row).
     """
     with reporting(progress) if progress is not None else contextlib.nullcontext():
-        return _ingest(source, out_dir, format, directed, name, id_type, seed, header, nodes)
+        return _ingest(
+            source,
+            out_dir,
+            format,
+            directed,
+            name,
+            id_type,
+            seed,
+            header,
+            nodes,
+            standardize_features,
+        )
 
 
 def _ingest(
@@ -100,6 +115,7 @@ def _ingest(
     seed: int,
     header: bool | None,
     nodes: str | os.PathLike[str] | None,
+    standardize_features: bool = False,
 ) -> IngestReport:
     if format != "auto" and format not in FORMATS:
         raise ValueError(f"format must be 'auto' or one of {FORMATS}, not {format!r}")
@@ -114,9 +130,12 @@ def _ingest(
         raise ValueError(f"nodes= applies to edge lists and Parquet edge tables, not to {fmt}")
     from gnncore.io.node_table import read_node_table
 
+    if standardize_features and nodes is None:
+        raise ValueError("standardize_features= applies to the features of a node table (nodes=)")
+
     if nodes is not None:
         stage("reading the node table")
-    table = None if nodes is None else read_node_table(nodes)
+    table = None if nodes is None else read_node_table(nodes, standardize_features)
     if fmt == "edgelist":
         from gnncore.io.edgelist import ingest_edgelist
 

@@ -13,7 +13,11 @@ An edge list (text or Parquet) carries only topology. Its nodes' data comes in a
   labelled. Without the column, the labelled nodes are split at random
   (:data:`DEFAULT_SPLIT`, seeded by the ingestion seed);
 * features: a list column ``features`` (every row of one length), or else every
-  other column, each numeric.
+  other column, each numeric. With ``standardize=True`` each feature column is
+  standardised to mean 0 and standard deviation 1 over the training nodes (all
+  nodes when there is no training split; a constant column is only centred),
+  and the mean and deviation are kept as ``feature_mean.npy`` /
+  ``feature_std.npy``, so new nodes can be scaled the same way.
 
 Every node of the edge list needs a row; a row whose id the edge list lacks adds
 an isolated node. Errors name the table, the row (0-based for Parquet; the
@@ -57,6 +61,8 @@ class NodeTable:
         split (np.ndarray | None): int8 ``[rows]``: 0 train, 1 val, 2 test, -1 none.
         feature_columns (list[str]): The columns the features came from.
         text (bool): Read from a text file (errors then name 1-based lines).
+        standardize (bool): Standardise the features when laid out
+            (:func:`align_node_table`).
     """
 
     path: Path
@@ -67,6 +73,7 @@ class NodeTable:
     split: np.ndarray | None
     feature_columns: list[str]
     text: bool
+    standardize: bool = False
 
     def error(self, problem: str, row: int) -> InputError:
         """An error naming row ``row`` of the table as a user sees it."""
@@ -114,8 +121,9 @@ def node_table_columns(path: str | os.PathLike[str]) -> list[str]:
         raise InputError(f"cannot be read as a node table ({exc})", path) from exc
 
 
-def read_node_table(path: str | os.PathLike[str]) -> NodeTable:
-    """Read and check a node table (see the module docstring)."""
+def read_node_table(path: str | os.PathLike[str], standardize: bool = False) -> NodeTable:
+    """Read and check a node table (see the module docstring); ``standardize``
+    marks its features to be standardised when laid out."""
     path = Path(path)
     if not path.is_file():
         raise InputError("no such node table", path)
@@ -140,7 +148,9 @@ def read_node_table(path: str | os.PathLike[str]) -> NodeTable:
     labels, classes = _labels(df, path, text)
     split = _split(df, path, text, labels)
     features, columns = _features(df, path, text)
-    return NodeTable(path, ids, features, labels, classes, split, columns, text)
+    if standardize and features is None:
+        raise InputError("has no feature columns to standardise", path)
+    return NodeTable(path, ids, features, labels, classes, split, columns, text, standardize)
 
 
 def _labels(df: pl.DataFrame, path: Path, text: bool) -> tuple[np.ndarray | None, list[str] | None]:
@@ -264,6 +274,29 @@ def table_ids_as(table: NodeTable, id_type: str) -> np.ndarray | pl.Series:
 
 
 @dataclass(frozen=True)
+class FeatureScaling:
+    """How features were standardised: ``(x - mean) / std`` per column, the
+    statistics taken over ``over`` (``"training nodes"`` or ``"all nodes"``)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    over: str
+
+
+def standardize(features: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, FeatureScaling]:
+    """``features`` with every column at mean 0 and deviation 1 over ``rows``
+    (all rows when ``None`` or empty); columns constant over those rows are
+    only centred. Statistics in float64, result float32."""
+    over = "training nodes" if rows is not None and len(rows) else "all nodes"
+    sample = features[rows] if over == "training nodes" else features
+    mean = sample.mean(axis=0, dtype=np.float64)
+    std = sample.std(axis=0, dtype=np.float64)
+    std[std == 0] = 1.0
+    scaled = ((features - mean) / std).astype(np.float32)
+    return scaled, FeatureScaling(mean, std, over)
+
+
+@dataclass(frozen=True)
 class NodeData:
     """A node table laid out by graph node id, ready to write."""
 
@@ -272,6 +305,7 @@ class NodeData:
     classes: list[str] | None
     splits: dict[str, np.ndarray] | None
     split_source: str
+    scaling: FeatureScaling | None = None
 
 
 def align_node_table(
@@ -314,7 +348,10 @@ def align_node_table(
         source = "random {:g}/{:g}/{:g} of the labelled nodes (seed {})".format(
             *DEFAULT_SPLIT, seed
         )
-    return NodeData(features, labels, table.classes, splits, source)
+    scaling = None
+    if table.standardize and features is not None:
+        features, scaling = standardize(features, splits["train"] if splits else None)
+    return NodeData(features, labels, table.classes, splits, source, scaling)
 
 
 def write_node_data(writer: GraphDirWriter, data: NodeData) -> None:
@@ -322,6 +359,9 @@ def write_node_data(writer: GraphDirWriter, data: NodeData) -> None:
     if data.features is not None:
         writer.save_array("features", data.features)
         writer.num_features = int(data.features.shape[1])
+    if data.scaling is not None:
+        writer.save_array("feature_mean", data.scaling.mean)
+        writer.save_array("feature_std", data.scaling.std)
     if data.labels is not None:
         writer.save_array("labels", data.labels)
         if data.classes is not None:
@@ -340,6 +380,7 @@ def node_table_details(table: NodeTable, data: NodeData) -> dict[str, object]:
         "feature_columns": len(table.feature_columns),
         "label_names": data.classes is not None,
         "split": data.split_source,
+        "feature_standardization": data.scaling.over if data.scaling else "none",
         **(
             {f"num_{k}": int(len(v)) for k, v in data.splits.items()}
             if data.splits is not None

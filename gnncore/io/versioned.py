@@ -100,6 +100,7 @@ def ingest_versioned(
     *,
     header: bool | None = None,
     nodes: str | os.PathLike[str] | None = None,
+    standardize_features: bool = False,
     reuse: bool = True,
     progress: StageFn | None = None,
 ) -> VersionedIngest:
@@ -110,6 +111,8 @@ def ingest_versioned(
             :func:`gnncore.io.ingest`; all of them are in the key.
         nodes (str or PathLike, optional): The node table; its digest is an
             input of the key beside the source's.
+        standardize_features (bool): Standardise the node table's features (in
+            the key when set).
         graphs_root (str or PathLike): The directory holding graph directories.
         prefix (str): The readable part of the directory name (the dataset name).
         progress (callable, optional): Stage names as they start (see
@@ -131,6 +134,8 @@ def ingest_versioned(
     if nodes is not None and not os.path.exists(nodes):
         raise InputError("no such node table", Path(nodes))
     settings = ingest_settings(source, format, directed, name, id_type, seed, header)
+    if standardize_features:  # absent when off, so earlier keys stay valid
+        settings["standardize_features"] = True
     digest = input_digest(source)
     inputs = {"source": digest}
     if nodes is not None:
@@ -154,6 +159,7 @@ def ingest_versioned(
             seed=seed,
             header=header,
             nodes=nodes,
+            standardize_features=standardize_features,
             progress=progress,
         )
         report = dataclasses.replace(report, out_dir=str(final))

@@ -55,8 +55,11 @@ def test_new_changed_and_unchanged_files(tmp_path):
         "name": "karate",
         "source": str(inbox / "karate.csv"),
         "nodes": str(inbox / "karate.nodes.parquet"),
+        "standardize_features": True,  # a feature column 'f' beside the label
     }
     assert karate["trained_model"]["config"]["task"] == "node"  # labelled node table
+    roads = requests["roads"].run_config["ops"]["raw_dataset"]["config"]
+    assert roads["standardize_features"] is False  # no node table
     assert karate["graph_partition"]["config"]["parts"] == 2  # the base config stays
     assert requests["roads"].run_config["ops"]["trained_model"]["config"]["task"] == "link"
     job = defs.resolve_job_def("train_job")

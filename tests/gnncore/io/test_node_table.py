@@ -162,3 +162,48 @@ def test_a_header_of_string_ids_is_told_by_its_column_names(tmp_path, first, hea
     path = tmp_path / "e.txt"
     path.write_text(f"{first}\nx{sep}y\ny{sep}z\n")
     assert sniff(path).header is header
+
+
+def test_standardized_features_use_training_statistics_and_are_kept(tmp_path):
+    rng = np.random.default_rng(0)
+    names = [f"n{i}" for i in range(40)]
+    edges = tmp_path / "edges.csv"
+    edges.write_text("src,dst\n" + "".join(f"{a},{b}\n" for a, b in zip(names, names[1:])))
+    raw = np.stack([rng.normal(5e4, 1e4, 40), rng.normal(0, 1e-3, 40), np.full(40, 7.0)], 1)
+    split = ["train"] * 24 + ["val"] * 8 + ["test"] * 8
+    table = pl.DataFrame(
+        {
+            "node_id": names,
+            "label": [i % 2 for i in range(40)],
+            "split": split,
+            "income": raw[:, 0],
+            "drift": raw[:, 1],
+            "constant": raw[:, 2],
+        }
+    )
+    table.write_parquet(tmp_path / "nodes.parquet")
+    report = ingest(
+        edges, tmp_path / "g", nodes=tmp_path / "nodes.parquet", standardize_features=True
+    )
+    graph = GraphDir.open(tmp_path / "g")
+    graph.validate(checksums=True)
+    x = np.asarray(graph.features())
+    train = graph.split("train")
+    assert np.allclose(x[train].mean(0), [0, 0, 0], atol=1e-5)
+    assert np.allclose(x[train].std(0), [1, 1, 0], atol=1e-4)  # a constant column: centred
+    mean, std = (
+        np.load(tmp_path / "g" / "feature_mean.npy"),
+        np.load(tmp_path / "g" / "feature_std.npy"),
+    )
+    node = by_raw_id(graph)
+    order = [node[n] for n in names]
+    assert np.allclose(x[order] * std + mean, raw, rtol=1e-5)  # the kept statistics undo it
+    assert np.allclose(mean, raw[:24].mean(0)) and std[2] == 1.0  # over the training rows only
+    assert report.details["feature_standardization"] == "training nodes"
+    with pytest.raises(ValueError, match="node table"):
+        ingest(edges, tmp_path / "g2", standardize_features=True)
+    plain = ingest_versioned(edges, tmp_path / "graphs", "p", nodes=tmp_path / "nodes.parquet")
+    scaled = ingest_versioned(
+        edges, tmp_path / "graphs", "p", nodes=tmp_path / "nodes.parquet", standardize_features=True
+    )
+    assert scaled.stage_key != plain.stage_key and not scaled.reused
