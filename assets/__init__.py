@@ -10,6 +10,7 @@ from assets.checks import (
 )
 from assets.dataset import raw_dataset
 from assets.graph import graph
+from assets.outofcore import partitioned_store
 from assets.partition import METHOD_PARTITIONS, graph_partition, partition_report
 from assets.plan import placement_plan, replication_plan
 from assets.predict import predictions
@@ -21,6 +22,7 @@ PIPELINE_ASSETS = [
     graph_partition,
     replication_plan,
     placement_plan,
+    partitioned_store,
     trained_model,
     production_model,
     predictions,
@@ -46,6 +48,7 @@ __all__ = [
     "model_quality",
     "partition_balance",
     "partition_report",
+    "partitioned_store",
     "placement_plan",
     "predictions",
     "production_model",

@@ -5,6 +5,7 @@ from typing import Any
 import dagster as dg
 
 from assets.graph import graph
+from assets.outofcore import partitioned_store
 from assets.plan import placement_plan
 from assets.train_config import TrainConfig
 from assets.upstream import upstream_metadata
@@ -15,9 +16,10 @@ VALIDATION_METRIC = {"node": "best_val_accuracy", "link": "best_val_mrr"}
 
 
 @dg.asset(
-    # The graph, and the plans of that graph: node training serves features through
-    # the placement; both plans are recorded with the run.
-    deps=[graph, placement_plan],
+    # The graph, the plans of that graph and its partitioned store: node training in
+    # mode mmap serves features through the placement (both plans are recorded with
+    # the run); in mode hierbatching it reads the partitioned store.
+    deps=[graph, placement_plan, partitioned_store],
     kinds={"pytorch", "mlflow"},
     group_name="gnn",
     pool="gpu",
@@ -42,6 +44,7 @@ def trained_model(
     upstream = upstream_metadata(context, graph.key)
     train_config = config.build(compute.resolve())
     plans = plans_for(context, config.task, train_config, str(upstream["path"]))
+    store = store_for(context, config.task, train_config, str(upstream["path"]))
     tracker = mlflow.tracker()
     tags = {
         "dagster_run_id": context.run.run_id,
@@ -60,6 +63,7 @@ def trained_model(
         resume=context.retry_number > 0,
         placement=plans.get("placement"),
         replication=plans.get("replication"),
+        store=store,
     )
     metric = VALIDATION_METRIC[config.task]
     version = mlflow.registry(metric).register(
@@ -96,6 +100,8 @@ def trained_model(
     return dg.MaterializeResult(
         metadata={
             "task": config.task,
+            **({"mode": train_config.mode} if config.task == "node" else {}),
+            **({"store": dg.MetadataValue.path(store)} if store else {}),
             **scores,
             "validation_metric": metric,
             "validation_score": dg.MetadataValue.float(validation),
@@ -121,10 +127,17 @@ def plans_for(
     """The plans node training serves features through and records: this
     lineage's ``{"placement": dir, "replication": dir}``, which must cover
     ``graph_path`` (else they are stale: materialize them for this graph).
-    Link training uses no plan (``{}``); neither does node training with loader
+    Link training uses no plan (``{}``); neither does node training in a mode
+    other than ``mmap`` (plans serve memory-mapped features) nor with loader
     worker processes (the placed store serves features in the training process),
     which is logged."""
     if task != "node":
+        return {}
+    if train_config.mode != "mmap":
+        context.log.info(
+            f"mode {train_config.mode}: placement and replication plans serve mode mmap only; "
+            "training without them"
+        )
         return {}
     if train_config.num_workers > 0:
         context.log.warning(
@@ -138,6 +151,24 @@ def plans_for(
             f"{graph_path}: materialize replication_plan and placement_plan for this graph"
         )
     return {"placement": str(placement["path"]), "replication": str(placement["replication_path"])}
+
+
+def store_for(
+    context: dg.AssetExecutionContext, task: str, train_config: Any, graph_path: str
+) -> str | None:
+    """The partitioned store node training reads in mode ``hierbatching``: this
+    lineage's ``partitioned_store``, which must cover ``graph_path`` (else it is
+    stale: materialize it for this graph). ``None`` in other modes and for link
+    training."""
+    if task != "node" or train_config.mode != "hierbatching":
+        return None
+    store = upstream_metadata(context, partitioned_store.key)
+    if str(store["graph_path"]) != graph_path:
+        raise dg.Failure(
+            f"partitioned_store covers {store['graph_path']}, but the graph to train on is "
+            f"{graph_path}: materialize graph_partition and partitioned_store for this graph"
+        )
+    return str(store["path"])
 
 
 @dg.asset(deps=[trained_model], kinds={"mlflow"}, group_name="gnn")

@@ -29,6 +29,7 @@ def test_definitions_load_with_expected_names():
         "graph_partition",
         "replication_plan",
         "placement_plan",
+        "partitioned_store",
         "trained_model",
         "production_model",
         "predictions",
@@ -40,6 +41,7 @@ def test_definitions_load_with_expected_names():
         "raw_dataset",
         "graph",
         "graph_partition",
+        "partitioned_store",
         "trained_model",
     }
     checks = {
@@ -48,7 +50,8 @@ def test_definitions_load_with_expected_names():
     }
     assert ("graph", "graph_integrity") in checks
     assert ("replication_plan", "replication_plan_valid") in checks
-    # The chain the UI shows: ingest -> partition -> replication -> placement -> model.
+    # The chain the UI shows: ingest -> partition -> replication -> placement -> model,
+    # and partition -> partitioned store -> model.
     asset_graph = defs.resolve_asset_graph()
 
     def parents(name: str) -> set[str]:
@@ -56,7 +59,8 @@ def test_definitions_load_with_expected_names():
 
     assert parents("replication_plan") == {"graph_partition"}
     assert parents("placement_plan") == {"replication_plan"}
-    assert parents("trained_model") == {"graph", "placement_plan"}
+    assert parents("partitioned_store") == {"graph_partition"}
+    assert parents("trained_model") == {"graph", "placement_plan", "partitioned_store"}
     assert parents("graph_partition") == {"graph"}
     assert ("placement_plan", "placement_plan_valid") in checks
     assert ("trained_model", "model_quality") in checks
