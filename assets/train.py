@@ -18,7 +18,8 @@ VALIDATION_METRIC = {"node": "best_val_accuracy", "link": "best_val_mrr"}
 @dg.asset(
     # The graph, the plans of that graph and its partitioned store: node training in
     # mode mmap serves features through the placement (both plans are recorded with
-    # the run); in mode hierbatching it reads the partitioned store.
+    # the run); in the out-of-core modes (hierbatching, partition_buffer) it reads the
+    # partitioned store.
     deps=[graph, placement_plan, partitioned_store],
     kinds={"pytorch", "mlflow"},
     group_name="gnn",
@@ -156,11 +157,13 @@ def plans_for(
 def store_for(
     context: dg.AssetExecutionContext, task: str, train_config: Any, graph_path: str
 ) -> str | None:
-    """The partitioned store node training reads in mode ``hierbatching``: this
-    lineage's ``partitioned_store``, which must cover ``graph_path`` (else it is
-    stale: materialize it for this graph). ``None`` in other modes and for link
-    training."""
-    if task != "node" or train_config.mode != "hierbatching":
+    """The partitioned store node training reads in the out-of-core modes
+    (``hierbatching``, ``partition_buffer``): this lineage's ``partitioned_store``,
+    which must cover ``graph_path`` (else it is stale: materialize it for this
+    graph). ``None`` in other modes and for link training."""
+    from gnncore.train.node.config import OUT_OF_CORE_MODES
+
+    if task != "node" or train_config.mode not in OUT_OF_CORE_MODES:
         return None
     store = upstream_metadata(context, partitioned_store.key)
     if str(store["graph_path"]) != graph_path:

@@ -125,6 +125,15 @@ def test_hierbatching_training_reads_the_store(lineage):
     assert run.data.params["store"] == store["path"]
 
 
+def test_partition_buffer_training_reads_the_store_too(lineage):
+    materialize, _, _, _ = lineage
+    store = metadata(materialize("partitioned_store"), "partitioned_store")
+    node = {**HIERBATCHING["trained_model"]["config"]["node"], "mode": "partition_buffer"}
+    result = materialize("trained_model", config={"trained_model": {"config": {"node": node}}})
+    model = metadata(result, "trained_model")
+    assert (model["mode"], model["store"]) == ("partition_buffer", store["path"])
+
+
 def test_hierbatching_refuses_a_store_of_another_graph(lineage):
     materialize, _, _, _ = lineage
     # A new graph (another raw input) without its own store: the latest store is
