@@ -15,6 +15,7 @@ void bind_bytegnn(nb::module_& m);
 void bind_postprocess(nb::module_& m);
 void bind_plan(nb::module_& m);
 void bind_block_reader(nb::module_& m);
+void bind_external_sort(nb::module_& m);
 }  // namespace gnncore::bind
 
 NB_MODULE(_C, m) {
@@ -30,4 +31,5 @@ NB_MODULE(_C, m) {
   gnncore::bind::bind_grem(m);
   gnncore::bind::bind_plan(m);
   gnncore::bind::bind_block_reader(m);
+  gnncore::bind::bind_external_sort(m);
 }

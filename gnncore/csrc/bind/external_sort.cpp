@@ -1,0 +1,136 @@
+// Bindings for external sorting: sorted runs on disk merged into a CSR (GIL released).
+#include <Python.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bind/common.h"
+#include "io/external_sort.h"
+
+namespace gnncore::bind {
+
+namespace {
+
+// Raises the Python error of a failed run-file operation (needs the GIL): a
+// malformed run (bad magic, truncated, unsorted) is gnncore.errors.InputError
+// naming the file; a failed system call is OSError(errno, message, path)
+// (FileNotFoundError, ... by errno), its message naming the file.
+[[noreturn]] void raise_run_error(const io::RunFileError& e) {
+  if (e.error() == 0) {
+    nb::object cls = nb::module_::import_("gnncore.errors").attr("InputError");
+    nb::object exc = cls(nb::str(e.problem().c_str()), nb::str(e.path().c_str()));
+    PyErr_SetObject(cls.ptr(), exc.ptr());
+  } else {
+    nb::object args = nb::make_tuple(e.error(), nb::str(e.what()), nb::str(e.path().c_str()));
+    PyErr_SetObject(PyExc_OSError, args.ptr());
+  }
+  throw nb::python_error();
+}
+
+io::KeyOrder key_order_of(const std::string& key_order) {
+  if (key_order == "dst_src") return io::KeyOrder::kDstSrc;
+  if (key_order == "src_dst") return io::KeyOrder::kSrcDst;
+  throw std::invalid_argument("key_order must be 'dst_src' or 'src_dst', got '" + key_order +
+                              "'");
+}
+
+size_t buffer_of(int64_t buffer_bytes) {
+  if (buffer_bytes <= 0)
+    throw std::invalid_argument("buffer_bytes must be positive, got " +
+                                std::to_string(buffer_bytes));
+  return static_cast<size_t>(buffer_bytes);
+}
+
+// numpy.dtype(index_dtype) must be int32 or int64; returns whether it is int32.
+bool int32_of(const nb::handle& index_dtype) {
+  nb::object dtype = nb::module_::import_("numpy").attr("dtype")(index_dtype);
+  const std::string str = nb::cast<std::string>(dtype.attr("str"));
+  if (str == "<i4") return true;
+  if (str == "<i8") return false;
+  throw std::invalid_argument("index_dtype must be int32 or int64, got " +
+                              nb::cast<std::string>(nb::str(dtype)));
+}
+
+}  // namespace
+
+void bind_external_sort(nb::module_& m) {
+  m.def(
+      "write_run",
+      [](InArray<NodeId> src, InArray<NodeId> dst, const std::string& path,
+         const std::string& key_order) {
+        const io::KeyOrder order = key_order_of(key_order);
+        try {
+          nb::gil_scoped_release release;
+          return io::write_run(span_of(src), span_of(dst), path, order);
+        } catch (const io::RunFileError& e) {
+          raise_run_error(e);
+        }
+      },
+      nb::arg("src"), nb::arg("dst"), nb::arg("path"), nb::arg("key_order") = "dst_src",
+      R"doc(Sort the edges ``(src[i], dst[i])`` (int64 arrays of one length) by
+``(dst, src)`` (``key_order="dst_src"``: the CSR rows are destinations, the graph
+format's in-neighbour lists) or by ``(src, dst)`` (``"src_dst"``), drop repeated
+pairs and write them as the run file ``path`` (written into a temporary sibling,
+then renamed). Returns the number of pairs written. Releases the GIL.
+
+Memory: 16 bytes per edge besides the inputs. Raises ``ValueError`` when src
+and dst differ in length, an id is negative or ``key_order`` is unknown, and
+``OSError`` naming the path when the file cannot be written.)doc");
+
+  m.def(
+      "merge_runs",
+      [](const std::vector<std::string>& run_paths, const std::string& out_path,
+         int64_t buffer_bytes) {
+        const size_t buffer = buffer_of(buffer_bytes);
+        try {
+          nb::gil_scoped_release release;
+          return io::merge_runs(run_paths, out_path, buffer);
+        } catch (const io::RunFileError& e) {
+          raise_run_error(e);
+        }
+      },
+      nb::arg("run_paths"), nb::arg("out_path"),
+      nb::arg("buffer_bytes") = static_cast<int64_t>(io::kDefaultMergeBufferBytes),
+      R"doc(Merge run files of one key order (from :func:`write_run`) into the run
+file ``out_path``, dropping pairs repeated across runs; each run is read through
+a buffer of ``buffer_bytes``. Returns the number of pairs written. Releases the
+GIL. Errors as :func:`merge_runs_to_csr`.)doc");
+
+  m.def(
+      "merge_runs_to_csr",
+      [](const std::vector<std::string>& run_paths, NodeId num_nodes,
+         const std::string& indptr_path, const std::string& indices_path,
+         nb::handle index_dtype, int64_t buffer_bytes) {
+        const bool int32 = int32_of(index_dtype);
+        const size_t buffer = buffer_of(buffer_bytes);
+        try {
+          nb::gil_scoped_release release;
+          return io::merge_runs_to_csr(run_paths, num_nodes, indptr_path, indices_path, int32,
+                                       buffer);
+        } catch (const io::RunFileError& e) {
+          raise_run_error(e);
+        }
+      },
+      nb::arg("run_paths"), nb::arg("num_nodes"), nb::arg("indptr_path"),
+      nb::arg("indices_path"), nb::arg("index_dtype"),
+      nb::arg("buffer_bytes") = static_cast<int64_t>(io::kDefaultMergeBufferBytes),
+      R"doc(K-way merge of run files of one key order (from :func:`write_run`) into
+a CSR over the major key: row ``v`` lists, sorted and without repeats, the minor
+ids of the pairs ``(v, u)`` of all runs. Writes ``indptr_path`` (int64
+``[num_nodes + 1]``) and ``indices_path`` (``index_dtype``: int32 or int64) as
+``.npy`` files byte-identical to ``numpy.save`` of the same arrays, both
+streamed sequentially (temporary sibling, then rename). Returns the number of
+distinct pairs. Memory: ``(len(run_paths) + 2) * buffer_bytes``. Releases the GIL.
+
+Raises ``ValueError`` for a node id outside ``[0, num_nodes)`` (naming the run),
+int32 indices that cannot hold the ids, a bad ``index_dtype`` or runs of
+different key orders; :class:`gnncore.errors.InputError` naming the file for a
+run that is not a run file (bad magic), is truncated or corrupt; ``OSError``
+naming the file when one cannot be opened, read or written.)doc");
+}
+
+}  // namespace gnncore::bind

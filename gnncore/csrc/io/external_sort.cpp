@@ -1,0 +1,533 @@
+#include "io/external_sort.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+namespace gnncore::io {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "run files and .npy headers are written little-endian");
+
+namespace {
+
+constexpr char kRunMagic[8] = {'G', 'N', 'C', 'R', 'U', 'N', '\r', '\n'};
+constexpr size_t kMaxIo = size_t{0x7ffff000};  // Linux moves at most this per call
+constexpr size_t kMinBuffer = 4096;
+
+struct Pair {
+  int64_t major;
+  int64_t minor;
+};
+
+inline bool operator<(const Pair& a, const Pair& b) {
+  return a.major < b.major || (a.major == b.major && a.minor < b.minor);
+}
+inline bool operator==(const Pair& a, const Pair& b) {
+  return a.major == b.major && a.minor == b.minor;
+}
+
+struct RunHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t order;
+  int64_t count;
+  int64_t max_id;
+};
+static_assert(sizeof(RunHeader) == kRunHeaderBytes, "run header layout");
+static_assert(sizeof(Pair) == kRunPairBytes, "run pair layout");
+
+RunHeader make_header(KeyOrder order, int64_t count, int64_t max_id) {
+  RunHeader h{};
+  std::memcpy(h.magic, kRunMagic, sizeof(kRunMagic));
+  h.version = kRunVersion;
+  h.order = static_cast<uint32_t>(order);
+  h.count = count;
+  h.max_id = max_id;
+  return h;
+}
+
+[[noreturn]] void throw_errno(const std::string& what, const std::string& path, int err) {
+  throw RunFileError(what + ": " + std::strerror(err), path, err);
+}
+
+// A file written through a buffer into a temporary sibling of `path`, renamed
+// onto `path` by commit(); removed when destroyed uncommitted (an error).
+class OutFile {
+ public:
+  OutFile(std::string path, size_t buffer_bytes)
+      : path_(std::move(path)), buffer_(std::max(buffer_bytes, kMinBuffer)) {
+    static std::atomic<uint64_t> serial{0};
+    for (int attempt = 0;; ++attempt) {
+      tmp_ = path_ + ".tmp-" + std::to_string(::getpid()) + "-" +
+             std::to_string(serial.fetch_add(1));
+      do {
+        fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      } while (fd_ < 0 && errno == EINTR);
+      if (fd_ >= 0) break;
+      if (errno != EEXIST || attempt > 100) throw_errno("cannot create " + tmp_, path_, errno);
+    }
+  }
+  ~OutFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+  OutFile(const OutFile&) = delete;
+  OutFile& operator=(const OutFile&) = delete;
+
+  void write(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    if (used_ + n > buffer_.size()) {
+      flush();
+      if (n >= buffer_.size()) {
+        write_fd(p, n, written_);
+        written_ += static_cast<int64_t>(n);
+        return;
+      }
+    }
+    std::memcpy(buffer_.data() + used_, p, n);
+    used_ += n;
+  }
+
+  template <typename T>
+  void put(const T& value) {
+    if (used_ + sizeof(T) > buffer_.size()) flush();
+    std::memcpy(buffer_.data() + used_, &value, sizeof(T));
+    used_ += sizeof(T);
+  }
+
+  // Overwrites bytes already flushed (a header whose counts are known at the end).
+  void write_at(int64_t offset, const void* data, size_t n) {
+    flush();
+    write_fd(static_cast<const char*>(data), n, offset);
+  }
+
+  void flush() {
+    if (used_ == 0) return;
+    write_fd(buffer_.data(), used_, written_);
+    written_ += static_cast<int64_t>(used_);
+    used_ = 0;
+  }
+
+  void commit() {
+    flush();
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw_errno("cannot write " + tmp_, path_, errno);
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+      throw_errno("cannot rename " + tmp_ + " into place", path_, errno);
+    committed_ = true;
+  }
+
+ private:
+  void write_fd(const char* p, size_t n, int64_t offset) {
+    size_t done = 0;
+    while (done < n) {
+      const size_t want = std::min(n - done, kMaxIo);
+      const ssize_t got =
+          ::pwrite(fd_, p + done, want, static_cast<off_t>(offset + static_cast<int64_t>(done)));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        throw_errno("cannot write " + std::to_string(n) + " bytes at byte offset " +
+                        std::to_string(offset + static_cast<int64_t>(done)),
+                    path_, errno);
+      }
+      if (got == 0) throw_errno("cannot write (no progress)", path_, EIO);
+      done += static_cast<size_t>(got);
+    }
+  }
+
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+  std::vector<char> buffer_;
+  size_t used_ = 0;
+  int64_t written_ = 0;
+};
+
+// Reads exactly n bytes at offset, or throws (truncated: error 0).
+void pread_exact(int fd, const std::string& path, char* out, size_t n, int64_t offset) {
+  size_t done = 0;
+  while (done < n) {
+    const size_t want = std::min(n - done, kMaxIo);
+    const ssize_t got =
+        ::pread(fd, out + done, want, static_cast<off_t>(offset + static_cast<int64_t>(done)));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("cannot read at byte offset " +
+                      std::to_string(offset + static_cast<int64_t>(done)),
+                  path, errno);
+    }
+    if (got == 0)
+      throw RunFileError("truncated run file: ends at byte offset " +
+                             std::to_string(offset + static_cast<int64_t>(done)) +
+                             " while reading " + std::to_string(n) + " bytes at byte offset " +
+                             std::to_string(offset),
+                         path, 0);
+    done += static_cast<size_t>(got);
+  }
+}
+
+// One run being merged: its header, checked, and a window of its pairs.
+class RunReader {
+ public:
+  RunReader(std::string path, size_t buffer_bytes) : path_(std::move(path)) {
+    do {
+      fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    } while (fd_ < 0 && errno == EINTR);
+    if (fd_ < 0) throw_errno("cannot open run file for reading", path_, errno);
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) throw_errno("cannot stat run file", path_, errno);
+    const int64_t size = static_cast<int64_t>(st.st_size);
+    if (size < static_cast<int64_t>(kRunHeaderBytes))
+      throw RunFileError("truncated run file: " + std::to_string(size) +
+                             " bytes, shorter than the " + std::to_string(kRunHeaderBytes) +
+                             "-byte header",
+                         path_, 0);
+    pread_exact(fd_, path_, reinterpret_cast<char*>(&header_), sizeof(header_), 0);
+    if (std::memcmp(header_.magic, kRunMagic, sizeof(kRunMagic)) != 0)
+      throw RunFileError("not a gnncore run file (bad magic)", path_, 0);
+    if (header_.version != kRunVersion)
+      throw RunFileError("unsupported run file version " + std::to_string(header_.version) +
+                             " (expected " + std::to_string(kRunVersion) + ")",
+                         path_, 0);
+    if (header_.order > 1)
+      throw RunFileError("bad key order " + std::to_string(header_.order) + " in the header",
+                         path_, 0);
+    const int64_t max_pairs = (std::numeric_limits<int64_t>::max() - 32) / 16;
+    if (header_.count < 0 || header_.count > max_pairs || header_.max_id < -1 ||
+        (header_.count > 0) != (header_.max_id >= 0))
+      throw RunFileError("corrupt header (count " + std::to_string(header_.count) +
+                             ", largest id " + std::to_string(header_.max_id) + ")",
+                         path_, 0);
+    const int64_t expected =
+        static_cast<int64_t>(kRunHeaderBytes) + header_.count * static_cast<int64_t>(kRunPairBytes);
+    if (size < expected)
+      throw RunFileError("truncated run file: the header promises " +
+                             std::to_string(header_.count) + " pairs (" +
+                             std::to_string(expected) + " bytes), the file holds " +
+                             std::to_string(size) + " bytes",
+                         path_, 0);
+    if (size > expected)
+      throw RunFileError("run file has " + std::to_string(size - expected) +
+                             " bytes past its " + std::to_string(header_.count) + " pairs",
+                         path_, 0);
+    (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    remaining_ = header_.count;
+    buffer_.resize(std::max<size_t>(1, std::max(buffer_bytes, kMinBuffer) / sizeof(Pair)));
+  }
+  ~RunReader() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RunReader(const RunReader&) = delete;
+  RunReader& operator=(const RunReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  KeyOrder order() const { return static_cast<KeyOrder>(header_.order); }
+  int64_t count() const { return header_.count; }
+  int64_t max_id() const { return header_.max_id; }
+
+  // Positions on the first pair; false when the run is empty.
+  bool start() { return advance_to_next(); }
+  const Pair& head() const { return buffer_[pos_]; }
+  // Moves to the next pair; false at the end of the run.
+  bool advance() {
+    const Pair prev = buffer_[pos_];
+    ++pos_;
+    if (!advance_to_next()) return false;
+    if (!(prev < buffer_[pos_]))
+      throw RunFileError("run file is not strictly sorted at pair " +
+                             std::to_string(index_ - static_cast<int64_t>(filled_ - pos_)),
+                         path_, 0);
+    return true;
+  }
+
+ private:
+  bool advance_to_next() {
+    if (pos_ < filled_) return check(buffer_[pos_]);
+    if (remaining_ == 0) return false;
+    const size_t n = static_cast<size_t>(std::min<int64_t>(remaining_, buffer_.size()));
+    pread_exact(fd_, path_, reinterpret_cast<char*>(buffer_.data()), n * sizeof(Pair),
+                static_cast<int64_t>(kRunHeaderBytes) + index_ * static_cast<int64_t>(sizeof(Pair)));
+    index_ += static_cast<int64_t>(n);
+    remaining_ -= static_cast<int64_t>(n);
+    filled_ = n;
+    pos_ = 0;
+    return check(buffer_[0]);
+  }
+
+  bool check(const Pair& p) const {
+    if (p.major < 0 || p.minor < 0 || p.major > header_.max_id || p.minor > header_.max_id)
+      throw RunFileError("corrupt run file: pair (" + std::to_string(p.major) + ", " +
+                             std::to_string(p.minor) + ") lies outside the header's id range [0, " +
+                             std::to_string(header_.max_id) + "]",
+                         path_, 0);
+    return true;
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  RunHeader header_{};
+  std::vector<Pair> buffer_;
+  size_t pos_ = 0, filled_ = 0;
+  int64_t index_ = 0;  // pairs read from the file so far
+  int64_t remaining_ = 0;
+};
+
+// Opens every run and checks they share one key order.
+std::vector<std::unique_ptr<RunReader>> open_runs(const std::vector<std::string>& paths,
+                                                  size_t buffer_bytes) {
+  std::vector<std::unique_ptr<RunReader>> runs;
+  runs.reserve(paths.size());
+  for (const auto& path : paths) {
+    runs.push_back(std::make_unique<RunReader>(path, buffer_bytes));
+    if (runs.back()->order() != runs.front()->order())
+      throw std::invalid_argument("run files of different key orders: " + runs.front()->path() +
+                                  " and " + path);
+  }
+  return runs;
+}
+
+// The k-way merge: calls emit(pair) for every distinct pair, in increasing order.
+template <typename Emit>
+int64_t merge(std::vector<std::unique_ptr<RunReader>>& runs, Emit&& emit) {
+  std::vector<RunReader*> heap;
+  heap.reserve(runs.size());
+  for (auto& run : runs)
+    if (run->start()) heap.push_back(run.get());
+  // A binary min-heap on head(); replace-top + sift-down per pair.
+  auto greater = [](const RunReader* a, const RunReader* b) { return b->head() < a->head(); };
+  std::make_heap(heap.begin(), heap.end(), greater);
+  auto sift_down = [&heap](size_t i) {
+    const size_t n = heap.size();
+    RunReader* item = heap[i];
+    const Pair key = item->head();
+    for (;;) {
+      size_t child = 2 * i + 1;
+      if (child >= n) break;
+      if (child + 1 < n && heap[child + 1]->head() < heap[child]->head()) ++child;
+      if (!(heap[child]->head() < key)) break;
+      heap[i] = heap[child];
+      i = child;
+    }
+    heap[i] = item;
+  };
+  int64_t count = 0;
+  bool any = false;
+  Pair last{0, 0};
+  while (!heap.empty()) {
+    RunReader* top = heap.front();
+    const Pair p = top->head();
+    if (!any || !(p == last)) {
+      emit(p);
+      last = p;
+      any = true;
+      ++count;
+    }
+    if (top->advance()) {
+      sift_down(0);
+    } else {
+      heap.front() = heap.back();
+      heap.pop_back();
+      if (!heap.empty()) sift_down(0);
+    }
+  }
+  return count;
+}
+
+// LSD radix sort of keys using their low `bits` bits; `tmp` is scratch of the same size.
+void radix_sort(std::vector<uint64_t>& keys, std::vector<uint64_t>& tmp, int bits) {
+  constexpr int kDigit = 11;
+  constexpr size_t kBuckets = size_t{1} << kDigit;
+  const size_t n = keys.size();
+  std::array<size_t, kBuckets> count{};
+  for (int shift = 0; shift < bits; shift += kDigit) {
+    count.fill(0);
+    for (size_t i = 0; i < n; ++i) ++count[(keys[i] >> shift) & (kBuckets - 1)];
+    if (count[(keys[0] >> shift) & (kBuckets - 1)] == n) continue;  // one digit: nothing moves
+    size_t sum = 0;
+    for (auto& c : count) {
+      const size_t c0 = c;
+      c = sum;
+      sum += c0;
+    }
+    for (size_t i = 0; i < n; ++i) tmp[count[(keys[i] >> shift) & (kBuckets - 1)]++] = keys[i];
+    keys.swap(tmp);
+  }
+}
+
+int bit_width(uint64_t x) {
+  int b = 0;
+  while (x) {
+    ++b;
+    x >>= 1;
+  }
+  return b;
+}
+
+std::string npy_descr(bool int32) { return int32 ? "<i4" : "<i8"; }
+
+}  // namespace
+
+std::string npy_header(const std::string& descr, int64_t length) {
+  // numpy.lib.format: the dict repr, spare spaces so the length can grow to 21
+  // digits in place, then spaces and '\n' padding magic + version + 2-byte header
+  // length + header to a multiple of 64 bytes.
+  const std::string len = std::to_string(length);
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + len + ",), }";
+  constexpr size_t kGrowthDigits = 21;
+  if (len.size() < kGrowthDigits) dict.append(kGrowthDigits - len.size(), ' ');
+  const size_t hlen = dict.size() + 1;
+  const size_t pad = 64 - ((6 + 2 + 2 + hlen) % 64);
+  const size_t total_header = hlen + pad;
+  if (total_header > 0xffff) throw std::length_error("npy header too long");
+  std::string out = "\x93NUMPY";
+  out.push_back('\x01');
+  out.push_back('\x00');
+  out.push_back(static_cast<char>(total_header & 0xff));
+  out.push_back(static_cast<char>(total_header >> 8));
+  out += dict;
+  out.append(pad, ' ');
+  out.push_back('\n');
+  return out;
+}
+
+int64_t write_run(Span<NodeId> src, Span<NodeId> dst, const std::string& path, KeyOrder order) {
+  if (src.size != dst.size)
+    throw std::invalid_argument("src and dst differ in length (" + std::to_string(src.size) +
+                                " and " + std::to_string(dst.size) + ")");
+  const Span<NodeId>& major = order == KeyOrder::kDstSrc ? dst : src;
+  const Span<NodeId>& minor = order == KeyOrder::kDstSrc ? src : dst;
+  const size_t n = src.size;
+  int64_t max_id = -1;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t a = src[i], b = dst[i];
+    if (a < 0 || b < 0)
+      throw std::invalid_argument("edge " + std::to_string(i) + " (" + std::to_string(a) + ", " +
+                                  std::to_string(b) + ") has a negative node id");
+    max_id = std::max(max_id, std::max(a, b));
+  }
+  OutFile out(path, size_t{1} << 20);
+  const RunHeader placeholder = make_header(order, 0, -1);
+  out.write(&placeholder, sizeof(placeholder));
+  int64_t count = 0;
+  if (n > 0 && max_id < (int64_t{1} << 32)) {
+    // Both ids fit in `bits` bits: sort packed keys (major << bits | minor) by radix.
+    const int bits = std::max(1, bit_width(static_cast<uint64_t>(max_id)));
+    std::vector<uint64_t> keys(n);
+    for (size_t i = 0; i < n; ++i)
+      keys[i] = (static_cast<uint64_t>(major[i]) << bits) | static_cast<uint64_t>(minor[i]);
+    {
+      std::vector<uint64_t> tmp(n);
+      radix_sort(keys, tmp, 2 * bits);
+    }
+    const uint64_t mask = (uint64_t{1} << bits) - 1;
+    for (size_t i = 0; i < n; ++i) {
+      if (i > 0 && keys[i] == keys[i - 1]) continue;
+      const Pair p{static_cast<int64_t>(keys[i] >> bits), static_cast<int64_t>(keys[i] & mask)};
+      out.put(p);
+      ++count;
+    }
+  } else if (n > 0) {
+    std::vector<Pair> pairs(n);
+    for (size_t i = 0; i < n; ++i) pairs[i] = Pair{major[i], minor[i]};
+    std::sort(pairs.begin(), pairs.end());
+    for (size_t i = 0; i < n; ++i) {
+      if (i > 0 && pairs[i] == pairs[i - 1]) continue;
+      out.put(pairs[i]);
+      ++count;
+    }
+  }
+  const RunHeader header = make_header(order, count, max_id);
+  out.write_at(0, &header, sizeof(header));
+  out.commit();
+  return count;
+}
+
+int64_t merge_runs(const std::vector<std::string>& run_paths, const std::string& out_path,
+                   size_t buffer_bytes) {
+  auto runs = open_runs(run_paths, buffer_bytes);
+  const KeyOrder order = runs.empty() ? KeyOrder::kDstSrc : runs.front()->order();
+  int64_t max_id = -1;
+  for (const auto& run : runs) max_id = std::max(max_id, run->max_id());
+  OutFile out(out_path, buffer_bytes);
+  const RunHeader placeholder = make_header(order, 0, -1);
+  out.write(&placeholder, sizeof(placeholder));
+  const int64_t count = merge(runs, [&out](const Pair& p) { out.put(p); });
+  const RunHeader header = make_header(order, count, count > 0 ? max_id : -1);
+  out.write_at(0, &header, sizeof(header));
+  out.commit();
+  return count;
+}
+
+namespace {
+
+template <typename IndexT>
+int64_t merge_to_csr(std::vector<std::unique_ptr<RunReader>>& runs, NodeId num_nodes,
+                     const std::string& indptr_path, const std::string& indices_path,
+                     size_t buffer_bytes) {
+  constexpr bool kInt32 = std::is_same_v<IndexT, int32_t>;
+  OutFile indptr(indptr_path, buffer_bytes);
+  OutFile indices(indices_path, buffer_bytes);
+  const std::string indptr_header = npy_header("<i8", num_nodes + 1);
+  indptr.write(indptr_header.data(), indptr_header.size());
+  const std::string placeholder = npy_header(npy_descr(kInt32), 0);
+  indices.write(placeholder.data(), placeholder.size());
+  indptr.put<int64_t>(0);
+  NodeId next_row = 0;  // rows [0, next_row) have their end written to indptr
+  int64_t written = 0;
+  const int64_t count = merge(runs, [&](const Pair& p) {
+    while (next_row < p.major) {
+      indptr.put<int64_t>(written);
+      ++next_row;
+    }
+    indices.put<IndexT>(static_cast<IndexT>(p.minor));
+    ++written;
+  });
+  while (next_row < num_nodes) {
+    indptr.put<int64_t>(written);
+    ++next_row;
+  }
+  const std::string header = npy_header(npy_descr(kInt32), count);
+  if (header.size() != placeholder.size())
+    throw std::length_error("npy header of " + indices_path + " changed length");
+  indices.write_at(0, header.data(), header.size());
+  indptr.commit();
+  indices.commit();
+  return count;
+}
+
+}  // namespace
+
+int64_t merge_runs_to_csr(const std::vector<std::string>& run_paths, NodeId num_nodes,
+                          const std::string& indptr_path, const std::string& indices_path,
+                          bool int32_indices, size_t buffer_bytes) {
+  if (num_nodes < 0)
+    throw std::invalid_argument("num_nodes must be non-negative, got " +
+                                std::to_string(num_nodes));
+  if (int32_indices && num_nodes - 1 > std::numeric_limits<int32_t>::max())
+    throw std::invalid_argument("int32 indices cannot hold node ids up to " +
+                                std::to_string(num_nodes - 1));
+  auto runs = open_runs(run_paths, buffer_bytes);
+  for (const auto& run : runs)
+    if (run->max_id() >= num_nodes)
+      throw std::invalid_argument(run->path() + ": holds node id " +
+                                  std::to_string(run->max_id()) + ", outside [0, " +
+                                  std::to_string(num_nodes) + ")");
+  return int32_indices
+             ? merge_to_csr<int32_t>(runs, num_nodes, indptr_path, indices_path, buffer_bytes)
+             : merge_to_csr<int64_t>(runs, num_nodes, indptr_path, indices_path, buffer_bytes);
+}
+
+}  // namespace gnncore::io

@@ -1,0 +1,86 @@
+// External sorting of edge lists: the edges are cut into sorted, deduplicated
+// *runs* on disk (write_run), which a k-way merge (a heap over bounded read
+// buffers, sequential reads) combines, dropping the duplicates across runs, into
+// fewer runs (merge_runs) or straight into a CSR written as two .npy files
+// (merge_runs_to_csr) -- in memory O(k * buffer), whatever the edge count.
+//
+// Run file (native little-endian):
+//   bytes  0..7   magic "GNCRUN\r\n"
+//   bytes  8..11  uint32 version (1)
+//   bytes 12..15  uint32 key order (0: pairs are (dst, src), 1: (src, dst))
+//   bytes 16..23  int64 number of pairs
+//   bytes 24..31  int64 largest node id in the run (-1 when empty)
+//   then the pairs: int64 (major, minor), strictly increasing.
+// Every file is written into a temporary sibling and renamed into place.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "types.h"
+
+namespace gnncore::io {
+
+// Which endpoint a run sorts by first. The CSR's rows are the major key: with
+// kDstSrc row v lists the sources of the edges into v (the graph format's
+// in-neighbour lists); with kSrcDst it lists the destinations out of v.
+enum class KeyOrder : uint32_t { kDstSrc = 0, kSrcDst = 1 };
+
+constexpr size_t kRunHeaderBytes = 32;
+constexpr uint32_t kRunVersion = 1;
+constexpr size_t kRunPairBytes = 16;
+constexpr size_t kDefaultMergeBufferBytes = size_t{4} << 20;
+
+// A file that cannot be created, read or written (`error()` is the errno), or a
+// run file that is malformed (`error()` is 0: bad magic, truncated, unsorted).
+// `what()` is "<path>: <problem>".
+class RunFileError : public std::runtime_error {
+ public:
+  RunFileError(const std::string& problem, std::string path, int error)
+      : std::runtime_error(path + ": " + problem),
+        problem_(problem),
+        path_(std::move(path)),
+        error_(error) {}
+  const std::string& problem() const { return problem_; }
+  const std::string& path() const { return path_; }
+  int error() const { return error_; }
+
+ private:
+  std::string problem_;
+  std::string path_;
+  int error_;
+};
+
+// Sorts the pairs (dst[i], src[i]) (kDstSrc) or (src[i], dst[i]) (kSrcDst),
+// drops repeated pairs and writes them as the run file `path`. Returns the
+// number of pairs written. Memory: 16 bytes per input pair besides the input.
+// Throws std::invalid_argument when src and dst differ in length or an id is
+// negative, RunFileError when the file cannot be written.
+int64_t write_run(Span<NodeId> src, Span<NodeId> dst, const std::string& path, KeyOrder order);
+
+// Merges the runs (all of one key order) into the run file `out_path`, dropping
+// pairs repeated across runs. Each run gets a read buffer of `buffer_bytes`.
+// Returns the number of pairs written.
+int64_t merge_runs(const std::vector<std::string>& run_paths, const std::string& out_path,
+                   size_t buffer_bytes = kDefaultMergeBufferBytes);
+
+// Merges the runs (all of one key order) into a CSR over the major key, dropping
+// pairs repeated across runs, and writes `indptr_path` (int64 [num_nodes + 1])
+// and `indices_path` (int32 or int64 [E]) as .npy files (format 1.0, headers
+// byte-identical to numpy's). Both are streamed: memory is (k + 2) buffers of
+// `buffer_bytes`. Returns E, the number of distinct pairs. Throws
+// std::invalid_argument for a node id outside [0, num_nodes) (naming the run)
+// or int32 indices that cannot hold num_nodes - 1, RunFileError for a run that
+// cannot be read or is malformed and for outputs that cannot be written.
+int64_t merge_runs_to_csr(const std::vector<std::string>& run_paths, NodeId num_nodes,
+                          const std::string& indptr_path, const std::string& indices_path,
+                          bool int32_indices, size_t buffer_bytes = kDefaultMergeBufferBytes);
+
+// The .npy (format 1.0) header numpy writes for a C-ordered 1-D array of
+// `length` items of type `descr` (e.g. "<i8"), padding included.
+std::string npy_header(const std::string& descr, int64_t length);
+
+}  // namespace gnncore::io
