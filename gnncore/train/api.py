@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -410,7 +411,11 @@ def _train_link_graph_dir(
 
     m = graph.manifest
     splits = link_splits(graph)
-    feature_store = GraphDirFeatureStore(graph)
+    feature_store: Any = GraphDirFeatureStore(graph)
+    if config.mode == "in_memory" and graph.features() is not None:
+        from gnncore.store.feature_store import TensorFeatureStore
+
+        feature_store = TensorFeatureStore({"x": torch.from_numpy(np.array(graph.features()))})
     checkpoints, previous = _open_checkpoints(
         checkpoint_dir,
         resume,
@@ -422,16 +427,18 @@ def _train_link_graph_dir(
     )
 
     def run(logger: Any) -> LinkTrainResult:
-        return train_link_predictor(
-            splits,
-            config,
-            feature_store=feature_store,
-            logger=logger,
-            progress=progress,
-            checkpoints=checkpoints,
-            resume=resume,
-            on_epoch_end=on_epoch_end,
-        )
+        with _link_batches(splits, config, checkpoint_dir, progress) as batches:
+            return train_link_predictor(
+                splits,
+                config,
+                feature_store=feature_store,
+                logger=logger,
+                progress=progress,
+                checkpoints=checkpoints,
+                resume=resume,
+                on_epoch_end=on_epoch_end,
+                train_batches=batches,
+            )
 
     if tracking is None:
         return run(None)
@@ -466,6 +473,35 @@ def _train_link_graph_dir(
             graph,
         )
     return result
+
+
+@contextlib.contextmanager
+def _link_batches(
+    splits: Any,
+    config: LinkTrainConfig,
+    checkpoint_dir: str | os.PathLike[str] | None,
+    progress: Progress,
+) -> Iterator[Any]:
+    """The partition buffer of ``mode="partition_buffer"`` (its tables beside the
+    checkpoints, or in a temporary directory; removed afterwards), else ``None``
+    (the loop's own loader)."""
+    if config.mode != "partition_buffer":
+        yield None
+        return
+    import tempfile
+
+    from gnncore.outofcore.link_buffer import link_buffer_source
+
+    # Beside the checkpoints (on the data root's disk; /tmp may be in memory).
+    parent = Path(checkpoint_dir).absolute().parent if checkpoint_dir is not None else None
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="partition-buffer-", dir=parent))
+    source = link_buffer_source(splits, config, work, _line_logger(progress))
+    try:
+        yield source
+    finally:
+        source.close()
 
 
 def link_example_input(

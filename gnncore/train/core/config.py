@@ -132,6 +132,13 @@ class ConfigMethods:
         ]
 
 
+#: Where training data comes from (``mode``): ``mmap`` and ``in_memory`` for
+#: both tasks; ``hierbatching`` and ``partition_buffer`` (a partitioned store)
+#: for node classification; ``partition_buffer`` (embeddings on disk) for link
+#: prediction. See :mod:`gnncore.train.modes`.
+TrainMode = Literal["mmap", "in_memory", "hierbatching", "partition_buffer"]
+
+
 @dataclass(frozen=True)
 class SharedTrainOptions(ConfigMethods):
     """The options node classification and link prediction share, declared once

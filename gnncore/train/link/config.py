@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from gnncore.options import option
 from gnncore.sampler.negative import NegativeMode
-from gnncore.train.core.config import SharedTrainOptions
+from gnncore.train.core.config import SharedTrainOptions, TrainMode
 from gnncore.train.core.models import ModelName
 from gnncore.train.link.models import DecoderName
 
@@ -92,6 +92,25 @@ class LinkTrainConfig(SharedTrainOptions):
         "epoch (a fixed random subset; 0: all).",
     )
 
+    mode: TrainMode = option(
+        "mmap",
+        "Where data lives: mmap (features memory-mapped, embeddings in memory), in_memory "
+        "(features read into RAM), partition_buffer (learned embeddings and their Adagrad "
+        "sums on disk, a buffer of buffer_capacity of buffer_partitions node partitions in "
+        "memory; encoder none).",
+    )
+    buffer_partitions: int = option(
+        16, "Partition buffer: node partitions p (random, equal sizes) of the embedding table."
+    )
+    buffer_capacity: int = option(
+        4, "Partition buffer: partitions in memory at once (c, 2 <= c <= p)."
+    )
+    buffer_ordering: Literal["comet", "beta"] = option(
+        "comet",
+        "Partition buffer: the order of buffer states: comet (random logical partitions, "
+        "each bucket at a random state holding it) or beta (fewest swaps).",
+    )
+
     MODEL_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = ENCODER_DEFAULTS
     TASK: ClassVar[str] = "link"
 
@@ -113,6 +132,23 @@ class LinkTrainConfig(SharedTrainOptions):
         for name in ("eval_negatives", "max_eval_triples"):
             if int(getattr(self, name)) < 0:
                 raise bad(name, "must be >= 0")
+        if self.mode == "hierbatching":
+            raise bad(
+                "mode",
+                "hierbatching trains node classifiers; link prediction takes "
+                "mmap, in_memory or partition_buffer",
+            )
+        if self.mode == "partition_buffer":
+            if self.model != "none":
+                raise bad("mode", "partition_buffer keeps learned embeddings on disk: model 'none'")
+            if self.negative_sampling != "uniform":
+                raise bad("negative_sampling", "the buffer draws negatives uniformly from memory")
+            if self.num_workers > 0:
+                raise bad("num_workers", "must be 0 with a partition buffer")
+        if not 2 <= int(self.buffer_capacity) <= int(self.buffer_partitions):
+            raise bad(
+                "buffer_capacity", f"needs 2 <= c <= buffer_partitions={self.buffer_partitions}"
+            )
         self.check_common(width="dim")
         return self
 

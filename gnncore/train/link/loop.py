@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +134,8 @@ class LinkEvaluator:
             encoders; ``None`` for ``model="none"``.
         negatives (NegativeDraw, optional): Distribution of sampled
             evaluation negatives (``eval_negatives > 0``).
+        embeddings (callable, optional): Every node's representation ``[N, dim]``
+            instead of the model's table (a partition buffer's table on disk).
     """
 
     def __init__(
@@ -144,8 +147,10 @@ class LinkEvaluator:
         reciprocal: bool,
         node_loader: NodeLoader | None = None,
         negatives: NegativeDraw | None = None,
+        embeddings: Callable[[], torch.Tensor] | None = None,
     ) -> None:
         self.triples = triples
+        self.embeddings = embeddings
         self.known = known
         self.config = config
         self.num_relations = num_relations
@@ -158,7 +163,10 @@ class LinkEvaluator:
         self, model: LinkModel, device: torch.device, amp_dtype: torch.dtype | None = None
     ) -> RankingMetrics:
         model.eval()
-        z = encode_all_nodes(model, self.node_loader, device, amp_dtype, self.known.num_nodes)
+        if self.embeddings is not None:
+            z = self.embeddings().to(device)
+        else:
+            z = encode_all_nodes(model, self.node_loader, device, amp_dtype, self.known.num_nodes)
         ranks = filtered_ranks(
             z,
             model.decoder.query,
@@ -207,7 +215,7 @@ def encode_all_nodes(
     return out
 
 
-def _training_edges(splits: LinkSplits, reciprocal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def training_edges(splits: LinkSplits, reciprocal: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """``(edge_label_index [2, T'], relation [T'])`` of the training triples,
     each also reversed: under its reciprocal relation ``r + R`` when
     ``reciprocal``, under ``r`` itself for symmetric splits."""
@@ -273,7 +281,13 @@ def train_link_predictor(
             :class:`~torch_geometric.loader.LinkLoader` triplet batches over
             the training edges (``input_id`` indexes them). Default: a
             :class:`~gnncore.train.core.batches.LoaderBatchSource` over a
-            shuffled ``LinkLoader``.
+            shuffled ``LinkLoader``. A source that manages the embedding
+            table itself (a partition buffer,
+            :class:`~gnncore.outofcore.link_buffer.LinkBufferSource`) defines
+            ``embedding_rows`` (the model's table is that many rows),
+            ``bind(model, optimizer)``, ``node_embeddings()`` (evaluation reads
+            them), ``keep_best()`` (after an improving epoch) and
+            ``restore_best()`` (before the test).
     """
     config.validate()
     if resume and checkpoints is None:
@@ -303,8 +317,13 @@ def train_link_predictor(
     # Undirected edge splits are their own reverse: no reciprocal relations.
     reciprocal = config.reciprocal and not splits.symmetric
     decoder_relations = 2 * num_relations if reciprocal else num_relations
+    # A source managing the embedding table (a partition buffer): see train_batches.
+    buffer: Any = train_batches if hasattr(train_batches, "embedding_rows") else None
+    buffered = buffer is not None
+    if buffered and resume:
+        raise ConfigError("resume is not available for a partition buffer yet: train afresh")
     model = LinkModel(
-        num_nodes,
+        buffer.embedding_rows if buffered else num_nodes,
         decoder_relations,
         config.dim,
         encoder=config.model,
@@ -315,6 +334,8 @@ def train_link_predictor(
         heads=config.heads,
     ).to(device)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=config.lr)
+    if buffered:
+        buffer.bind(model, optimizer)
 
     from gnncore.sampler import build_sampler
 
@@ -330,7 +351,7 @@ def train_link_predictor(
             seed=config.seed + 1,
         )
 
-    edge_index, edge_relation = _training_edges(splits, reciprocal)
+    edge_index, edge_relation = training_edges(splits, reciprocal)
     weights = None
     if config.negative_sampling == "degree":
         weights = torch.from_numpy(
@@ -380,6 +401,7 @@ def train_link_predictor(
         symmetric=splits.symmetric,
     )
     eval_draw = NegativeDraw(num_nodes, weights) if config.eval_negatives else None
+    embeddings = buffer.node_embeddings if buffered else None
     validate = LinkEvaluator(
         _eval_subset(splits.val, config.max_eval_triples, config.seed),
         known,
@@ -388,9 +410,10 @@ def train_link_predictor(
         reciprocal,
         node_loader,
         eval_draw,
+        embeddings,
     )
     test = LinkEvaluator(
-        splits.test, known, config, num_relations, reciprocal, node_loader, eval_draw
+        splits.test, known, config, num_relations, reciprocal, node_loader, eval_draw, embeddings
     )
     fingerprint = data_fingerprint(splits.tensors(), num_relations, in_channels or 0)
 
@@ -409,6 +432,17 @@ def train_link_predictor(
     state = session.resume_progress(resume, _Progress, logger)
 
     optimize = OptimizerStep(optimizer, scaler, config.max_grad_norm)
+
+    def epoch_ended(epoch: int, path: Any) -> None:
+        if buffered and state.best_epoch == epoch:
+            buffer.keep_best()
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, path)
+
+    def run_test() -> RankingMetrics:
+        if buffered:
+            buffer.restore_best()
+        return test(model, device, amp_dtype)
 
     def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
         return _train_step(
@@ -434,7 +468,7 @@ def train_link_predictor(
             step=step,
             validate=lambda: validate(model, device, amp_dtype),
             logger=logger,
-            on_epoch_end=on_epoch_end,
+            on_epoch_end=epoch_ended,
             progress=progress,
             describe=lambda loss, val, state: {
                 "loss": f"{loss:.4f}",
@@ -445,7 +479,7 @@ def train_link_predictor(
 
     outcome = session.finish(
         state,
-        lambda: test(model, device, amp_dtype),
+        run_test,
         started=started,
         logger=logger,
         final_metrics=lambda m: {
@@ -453,13 +487,25 @@ def train_link_predictor(
             "best_val_mrr": state.best_val_mrr,
         },
     )
+    fields = session.result_fields(state, outcome)
+    if buffered:  # the returned model carries the whole table of the best epoch
+        fields["model"] = _with_table(fields["model"], buffer.node_embeddings())
     return LinkTrainResult(
-        **session.result_fields(state, outcome),
+        **fields,
         val_mrr=state.val_mrr,
         best_val_mrr=state.best_val_mrr,
         test=outcome.test,
         val_hits10=state.val_hits10,
     )
+
+
+def _with_table(model: LinkModel, table: torch.Tensor) -> LinkModel:
+    """``model`` with its (buffer) embedding table replaced by ``table`` ``[N, dim]``."""
+    embedding = torch.nn.Embedding(table.size(0), table.size(1), sparse=True)
+    with torch.no_grad():
+        embedding.weight.copy_(table)
+    model.embedding = embedding.to(next(model.parameters()).device)
+    return model
 
 
 def _train_step(

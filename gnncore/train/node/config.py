@@ -8,18 +8,15 @@ split); any value given explicitly wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from gnncore.options import option
-from gnncore.train.core.config import AMP_MODES, ConfigError, SharedTrainOptions
+from gnncore.train.core.config import AMP_MODES, ConfigError, SharedTrainOptions, TrainMode
 from gnncore.train.core.models import ModelName
 
 __all__ = ["AMP_MODES", "MODEL_DEFAULTS", "ConfigError", "NodeTrainConfig", "TrainMode"]
 
-#: Where node-classification batches come from (:mod:`gnncore.train.api`).
-TrainMode = Literal["mmap", "in_memory", "hierbatching", "partition_buffer"]
-
-#: The modes that read a partitioned store (out of core).
+#: The node modes that read a partitioned store (out of core).
 OUT_OF_CORE_MODES = ("hierbatching", "partition_buffer")
 
 #: Architecture -> defaults of the per-model fields. Chosen on Cora's validation
