@@ -59,6 +59,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --nodes: scale each feature column to mean 0 and deviation 1 over the "
         "training nodes (kept as feature_mean.npy / feature_std.npy)",
     )
+    parser.add_argument(
+        "--memory-budget",
+        default=None,
+        metavar="SIZE",
+        help="ingest in bounded memory (e.g. 1GiB, 512MiB): parse in batches, remap ids and "
+        "build the CSR from sorted runs on disk beside OUT_DIR; same graph directory. Text "
+        "edge lists with integer ids only (string ids, --nodes and other formats are "
+        "ingested in memory for now). Default: in memory",
+    )
     parser.add_argument("--name", default=None, help="dataset name for the manifest")
     parser.add_argument(
         "--no-progress", action="store_true", help="hide the stage bar (shown on a terminal)"
@@ -77,6 +86,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise GnnCoreError(f"--nodes applies to edge lists and Parquet tables, not to {fmt} input")
     if args.standardize_features and args.nodes is None:
         raise GnnCoreError("--standardize-features scales the features of a node table (--nodes)")
+    if args.memory_budget is not None:
+        from gnncore.sizes import parse_size
+
+        try:
+            args.memory_budget = parse_size(args.memory_budget)
+        except ValueError as exc:
+            raise GnnCoreError(f"--memory-budget: {exc}") from None
+        if fmt != "edgelist":
+            raise GnnCoreError(
+                f"--memory-budget applies to text edge lists for now, not to {fmt} input"
+            )
+        if args.nodes is not None:
+            raise GnnCoreError("--memory-budget does not take --nodes yet")
+        if args.id_type == "string":
+            raise GnnCoreError(
+                "--memory-budget reads integer ids only; string ids are ingested in memory "
+                "for now: drop --memory-budget"
+            )
     from gnncore.progress import StageBar
 
     with StageBar("ingest", enabled=None if not args.no_progress else False) as bar:
@@ -99,4 +126,5 @@ def _ingest(args: argparse.Namespace, fmt: str, bar: Any) -> Any:
         nodes=args.nodes,
         standardize_features=args.standardize_features,
         progress=bar,
+        memory_budget=args.memory_budget,
     )

@@ -57,6 +57,7 @@ def ingest(
     nodes: str | os.PathLike[str] | None = None,
     standardize_features: bool = False,
     progress: StageFn | None = None,
+    memory_budget: int | str | None = None,
 ) -> IngestReport:
     """Ingest a dataset into the graph directory ``out_dir``.
 
@@ -80,6 +81,15 @@ def ingest(
         standardize_features (bool): With ``nodes``: standardise each feature
             column over the training nodes (mean and deviation kept as
             ``feature_mean.npy`` / ``feature_std.npy``).
+        memory_budget (int or str, optional): Ingest in bounded memory
+            (:mod:`gnncore.io.external_ingest`): bytes or a size such as
+            ``"1GiB"`` for parse batches, sort runs and merge buffers, spilling
+            to disk beside ``out_dir``; the graph directory is the same, byte
+            for byte. Only on request (``None``: in memory), and for text edge
+            lists with integer ids only (string ids, node tables and other
+            formats are ingested in memory for now: a budget with them is a
+            ``ValueError``). The report then holds ``phases`` and
+            ``peak_rss_bytes``.
         progress (callable, optional): Called with the name of each stage
             (reading, remapping, canonical edges, writing, ...); e.g. a
             :class:`gnncore.progress.StageBar` or a logger's ``info``.
@@ -91,6 +101,11 @@ def ingest(
         InputError: The input is missing or malformed (names file, line/row).
     """
     with reporting(progress) if progress is not None else contextlib.nullcontext():
+        if memory_budget is not None:
+            return _ingest_bounded(
+                source, out_dir, format, directed, name, id_type, seed, header, nodes,
+                standardize_features, memory_budget,
+            )  # fmt: skip
         return _ingest(
             source,
             out_dir,
@@ -103,6 +118,52 @@ def ingest(
             nodes,
             standardize_features,
         )
+
+
+def _ingest_bounded(
+    source: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    format: str,  # noqa: A002 - the public name
+    directed: bool,
+    name: str | None,
+    id_type: str,
+    seed: int,
+    header: bool | None,
+    nodes: str | os.PathLike[str] | None,
+    standardize_features: bool,
+    memory_budget: int | str,
+) -> IngestReport:
+    from gnncore.io.external_ingest import STRING_IDS, ingest_edgelist_external
+    from gnncore.sizes import parse_size
+
+    budget = parse_size(memory_budget) if isinstance(memory_budget, str) else int(memory_budget)
+    if format != "auto" and format not in FORMATS:
+        raise ValueError(f"format must be 'auto' or one of {FORMATS}, not {format!r}")
+    if not os.path.exists(source):
+        raise InputError("no such file or directory", Path(source))
+    fmt = detect_format(source) if format == "auto" else format
+    if fmt != "edgelist":
+        raise ValueError(
+            f"memory_budget applies to text edge lists (format edgelist) for now, not to {fmt}: "
+            "ingest it without a memory budget"
+        )
+    if nodes is not None or standardize_features:
+        raise ValueError(
+            "memory_budget does not take a node table (nodes=) yet: ingest it without a "
+            "memory budget"
+        )
+    if id_type == "string":
+        raise ValueError(STRING_IDS)
+    return ingest_edgelist_external(
+        source,
+        out_dir,
+        memory_budget=budget,
+        directed=directed,
+        name=name,
+        id_type=id_type,
+        seed=seed,
+        header=header,
+    )
 
 
 def _ingest(

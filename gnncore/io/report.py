@@ -31,6 +31,14 @@ class IngestReport:
         seconds (float): Wall time of the ingestion.
         details (dict): Format-specific facts (separator, header, id type, split
             sizes, ...); also recorded in the manifest's ``stats``.
+        phases (dict): Seconds per phase (``parse``, ``remap``, ``sort/dedup``,
+            ``csr``, ``shuffle``, ``write``, ``checksums``) where the ingestion
+            measured them (bounded-memory ingestion does); not in the manifest.
+        peak_rss_bytes (int, optional): The process's peak resident set size
+            when the ingestion ended (``getrusage``'s ``ru_maxrss``: the whole
+            process's peak so far, not the ingestion's alone).
+        memory_budget (int, optional): The memory budget in bytes
+            (bounded-memory ingestion), ``None`` for in-memory ingestion.
     """
 
     format: str
@@ -48,6 +56,9 @@ class IngestReport:
     num_relations: int = 0
     seconds: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
+    peak_rss_bytes: int | None = None
+    memory_budget: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy (plain ints, floats, strings, dicts)."""

@@ -29,7 +29,7 @@ def atomic_directory(final: str | os.PathLike[str]) -> Iterator[Path]:
     """
     final = Path(final).absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = final.parent / temporary_name(final, "tmp")
     tmp.mkdir()
     try:
         yield tmp
@@ -37,6 +37,50 @@ def atomic_directory(final: str | os.PathLike[str]) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     replace_directory(tmp, final)
+
+
+def temporary_name(final: Path, kind: str) -> str:
+    """``.NAME.KIND-PID-XXXXXXXX``: a hidden sibling's name that records its owner's
+    pid, so that :func:`remove_stale_temporaries` can tell an abandoned one."""
+    return f".{final.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(
+    final: str | os.PathLike[str], kinds: tuple[str, ...] = ("tmp",)
+) -> list[Path]:
+    """Delete the temporary siblings of ``final`` (``.NAME.KIND-PID-...``) whose
+    process is gone: what a killed run left behind. Returns the paths removed.
+
+    Only names that record a pid are touched, and only when no process of that
+    pid exists on this machine (a directory shared between machines is not
+    safe to clean this way).
+    """
+    final = Path(final).absolute()
+    removed: list[Path] = []
+    if not final.parent.is_dir():
+        return removed
+    for kind in kinds:
+        prefix = f".{final.name}.{kind}-"
+        for path in final.parent.glob(f"{prefix}*"):
+            pid_text = path.name[len(prefix) :].split("-", 1)[0]
+            if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def replace_directory(new: Path, final: Path) -> None:

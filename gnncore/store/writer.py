@@ -121,6 +121,17 @@ class GraphDirWriter:
         self._files[file] = kind
         return file
 
+    def file_path(self, file: str, kind: str) -> Path:
+        """Register ``file`` (``"npy"`` or ``"parquet"``) and return the path to write it at.
+
+        For writers that build a file in place (bounded-memory ingestion
+        streams ``indptr.npy`` etc. straight into the directory); the file must
+        exist when :meth:`finish` runs.
+        """
+        if kind not in ("npy", "parquet"):
+            raise ValueError(f"kind must be 'npy' or 'parquet', not {kind!r}")
+        return self.root / self._register(file, kind)
+
     # Graph pieces ------------------------------------------------------------
 
     def write_topology(
@@ -187,6 +198,32 @@ class GraphDirWriter:
         self.num_edges = int(indptr[-1])
         self.num_canonical_edges = int(len(src))
         self.num_undirected_edges = int(len(perm))
+        self.directed = bool(directed)
+        self.num_relations = int(num_relations)
+        self.stats["shuffle_seed"] = int(shuffle_seed)
+
+    def set_topology(
+        self,
+        num_nodes: int,
+        *,
+        num_edges: int,
+        num_canonical_edges: int,
+        num_undirected_edges: int,
+        directed: bool,
+        num_relations: int = 0,
+        shuffle_seed: int = 0,
+    ) -> None:
+        """Record the counts of a topology whose files were built in place.
+
+        The counterpart of :meth:`write_topology` for prebuilt files: the
+        caller has written ``edges.parquet``, ``indptr.npy``, ``indices.npy``,
+        ``eid.npy`` and ``edges_shuffled.npy`` through :meth:`file_path`, byte
+        for byte what :meth:`write_topology` writes for the same edges.
+        """
+        self.num_nodes = int(num_nodes)
+        self.num_edges = int(num_edges)
+        self.num_canonical_edges = int(num_canonical_edges)
+        self.num_undirected_edges = int(num_undirected_edges)
         self.directed = bool(directed)
         self.num_relations = int(num_relations)
         self.stats["shuffle_seed"] = int(shuffle_seed)

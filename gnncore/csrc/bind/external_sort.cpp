@@ -55,6 +55,18 @@ bool int32_of(const nb::handle& index_dtype) {
                               nb::cast<std::string>(nb::str(dtype)));
 }
 
+template <typename Index>
+void edge_ids_of(InArray<int64_t> indptr, InArray<Index> indices, int64_t row_begin,
+                 nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> next,
+                 nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> out,
+                 bool directed) {
+  MutSpan<int64_t> next_span{next.data(), next.shape(0)};
+  MutSpan<int64_t> out_span{out.data(), out.shape(0)};
+  nb::gil_scoped_release release;
+  io::csr_edge_ids<Index>(span_of(indptr), span_of(indices), row_begin, next_span, out_span,
+                          directed);
+}
+
 }  // namespace
 
 void bind_external_sort(nb::module_& m) {
@@ -131,6 +143,28 @@ int32 indices that cannot hold the ids, a bad ``index_dtype`` or runs of
 different key orders; :class:`gnncore.errors.InputError` naming the file for a
 run that is not a run file (bad magic), is truncated or corrupt; ``OSError``
 naming the file when one cannot be opened, read or written.)doc");
+  m.def("csr_edge_ids", &edge_ids_of<int32_t>, nb::arg("indptr"), nb::arg("indices"),
+        nb::arg("row_begin"), nb::arg("next").noconvert(), nb::arg("out").noconvert(),
+        nb::arg("directed"), R"doc(Fill ``out`` with the edge ids (``eid.npy``: rows of ``edges.parquet``) of a
+block of rows of an in-neighbour CSR, blocks visited in increasing row order.
+``indptr``: the block's rows + 1 offsets (absolute), ``indices``: its entries
+(int32 or int64), ``row_begin``: its first row; ``next`` (int64, one per node)
+starts as the src-major offsets of the canonical edges and is updated in place
+(pass it on to the next block). Entry (v, u) gets the rank in (src, dst) order of
+(u, v) (directed) or of (min(u, v), max(u, v)) (undirected). Releases the GIL.
+Raises ``ValueError`` for an index outside ``[0, len(next))`` or sizes that
+disagree.)doc");
+  m.def("csr_edge_ids", &edge_ids_of<int64_t>, nb::arg("indptr"), nb::arg("indices"),
+        nb::arg("row_begin"), nb::arg("next").noconvert(), nb::arg("out").noconvert(),
+        nb::arg("directed"), R"doc(Fill ``out`` with the edge ids (``eid.npy``: rows of ``edges.parquet``) of a
+block of rows of an in-neighbour CSR, blocks visited in increasing row order.
+``indptr``: the block's rows + 1 offsets (absolute), ``indices``: its entries
+(int32 or int64), ``row_begin``: its first row; ``next`` (int64, one per node)
+starts as the src-major offsets of the canonical edges and is updated in place
+(pass it on to the next block). Entry (v, u) gets the rank in (src, dst) order of
+(u, v) (directed) or of (min(u, v), max(u, v)) (undirected). Releases the GIL.
+Raises ``ValueError`` for an index outside ``[0, len(next))`` or sizes that
+disagree.)doc");
 }
 
 }  // namespace gnncore::bind

@@ -530,4 +530,41 @@ int64_t merge_runs_to_csr(const std::vector<std::string>& run_paths, NodeId num_
              : merge_to_csr<int64_t>(runs, num_nodes, indptr_path, indices_path, buffer_bytes);
 }
 
+template <typename Index>
+void csr_edge_ids(Span<int64_t> indptr, Span<Index> indices, int64_t row_begin,
+                  MutSpan<int64_t> next, MutSpan<int64_t> out, bool directed) {
+  if (indptr.size == 0) throw std::invalid_argument("indptr must hold at least one offset");
+  const int64_t base = indptr[0];
+  const int64_t rows = static_cast<int64_t>(indptr.size) - 1;
+  const int64_t n = static_cast<int64_t>(next.size);
+  if (indices.size != out.size || indptr[indptr.size - 1] - base != static_cast<int64_t>(indices.size))
+    throw std::invalid_argument("indptr, indices and out disagree in size");
+  if (row_begin < 0 || row_begin + rows > n)
+    throw std::invalid_argument("rows outside [0, num_nodes)");
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t v = row_begin + r;
+    const int64_t begin = indptr[r] - base, end = indptr[r + 1] - base;
+    if (begin < 0 || end < begin || end > static_cast<int64_t>(indices.size))
+      throw std::invalid_argument("indptr is not nondecreasing");
+    int64_t above = 0;  // undirected: entries u > v of row v are v's canonical out-edges
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t u = static_cast<int64_t>(indices[k]);
+      if (u < 0 || u >= n)
+        throw std::invalid_argument("index " + std::to_string(u) + " of row " +
+                                    std::to_string(v) + " is outside [0, " + std::to_string(n) +
+                                    ")");
+      if (directed || u < v) {
+        out[k] = next[u]++;
+      } else {
+        out[k] = next[v] + above++;
+      }
+    }
+  }
+}
+
+template void csr_edge_ids<int32_t>(Span<int64_t>, Span<int32_t>, int64_t, MutSpan<int64_t>,
+                                    MutSpan<int64_t>, bool);
+template void csr_edge_ids<int64_t>(Span<int64_t>, Span<int64_t>, int64_t, MutSpan<int64_t>,
+                                    MutSpan<int64_t>, bool);
+
 }  // namespace gnncore::io

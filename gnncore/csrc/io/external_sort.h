@@ -79,6 +79,21 @@ int64_t merge_runs_to_csr(const std::vector<std::string>& run_paths, NodeId num_
                           const std::string& indptr_path, const std::string& indices_path,
                           bool int32_indices, size_t buffer_bytes = kDefaultMergeBufferBytes);
 
+// Edge ids (the graph format's eid.npy) of a block of rows of an in-neighbour
+// CSR whose rows are visited in increasing order, block after block: entry
+// (row v, source u) gets the row of edges.parquet -- the rank, in (src, dst)
+// order, of its canonical edge: (u, v) for directed graphs, (min, max) for
+// undirected ones. `indptr` holds the block's rows + 1 offsets (absolute: the
+// block's first entry is indptr[0]), `indices` the block's entries, `row_begin`
+// the block's first row. `next` (one per node) starts as the offsets of the
+// canonical edges' src-major CSR (edge rank of each source's first out-edge) and
+// carries the state between blocks. Memory: O(1) besides the arguments. Throws
+// std::invalid_argument for an index outside [0, next.size) or sizes that
+// disagree.
+template <typename Index>
+void csr_edge_ids(Span<int64_t> indptr, Span<Index> indices, int64_t row_begin,
+                  MutSpan<int64_t> next, MutSpan<int64_t> out, bool directed);
+
 // The .npy (format 1.0) header numpy writes for a C-ordered 1-D array of
 // `length` items of type `descr` (e.g. "<i8"), padding included.
 std::string npy_header(const std::string& descr, int64_t length);

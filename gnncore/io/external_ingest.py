@@ -1,0 +1,691 @@
+"""Bounded-memory ingestion of text edge lists with integer ids.
+
+``ingest(..., memory_budget=SIZE)`` / ``gnncore ingest --memory-budget SIZE``
+selects this path (only on request: without a budget ingestion runs in memory
+as before). It writes the same graph directory as the in-memory path -- the
+same files, byte for byte, and the same manifest -- in memory bounded by the
+budget plus O(|V|) arrays (below), spilling to disk beside the output:
+
+1. **parse**: Polars' streaming CSV reader hands the file over in batches
+   (``collect_batches``); each batch is checked (a bad line is an
+   :class:`~gnncore.errors.InputError` naming the file and line, found as the
+   in-memory path finds it), appended to two raw id files, and its ids are
+   collected: in a presence array while the largest id is small (dense ids),
+   else as sorted runs of distinct ids merged from disk.
+2. **remap**: the distinct ids, sorted, are the node ids (``node_ids``); each
+   chunk of the raw id files is mapped through a lookup table (dense ids) or a
+   binary search of the sorted ids.
+3. **sort/dedup**: the mapped edges go to sorted runs on disk
+   (``gnncore._C.write_run``: radix sort, GIL released) -- the canonical edges
+   in ``(src, dst)`` order, the adjacency in ``(dst, src)`` order
+   (:class:`~gnncore.io.external_sort.ExternalEdgeSorter`) and, for directed
+   graphs, the unordered pairs -- merged k ways, dropping repeats.
+4. **csr**: the adjacency runs merge into ``indptr.npy`` / ``indices.npy``;
+   ``eid.npy`` is filled row block by row block (``gnncore._C.csr_edge_ids``)
+   from the canonical edges' src-major offsets.
+5. **shuffle**: ``edges_shuffled.npy`` is numpy's seeded permutation of the
+   unordered pairs, exactly as the in-memory path draws it: the permutation
+   (8 bytes per pair) is held in memory when it fits half the budget, else
+   shuffled in place in a memory-mapped scratch file.
+6. **write**: ``edges.parquet`` is streamed from the merged canonical run in
+   the row groups Polars' ``write_parquet`` would cut (so the bytes match);
+   ``node_ids.parquet`` from the sorted ids.
+7. **checksums**: the manifest (sha256 of every file) and validation.
+
+The output is written into a temporary sibling renamed into place at the end
+(:func:`gnncore.store.create_graph_dir`); the scratch files live in another
+sibling, ``.NAME.ingest-PID-XXXXXXXX``, removed on success and on error. A
+killed run leaves both behind; the next run into the same output removes
+those whose process is gone.
+
+O(|V|) memory, outside the budget: the sorted distinct ids (8 bytes per node;
+plus a 5-byte-per-slot lookup table up to the largest id when ids are dense)
+and the eid pass's per-node offsets (8 bytes per node). String ids, node
+tables and Parquet inputs are ingested in memory for now (asking for a budget
+with them is an error).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import resource
+import shutil
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import polars as pl
+
+from gnncore.errors import InputError
+from gnncore.io.canonical import _plain, node_id_table, sorted_unique
+from gnncore.io.edgelist import (
+    ID_TYPES,
+    Layout,
+    _scan,
+    default_name,
+    gzip_error,
+    is_gzip,
+    locate_problem,
+    sniff,
+)
+from gnncore.io.external_sort import BYTES_PER_PAIR, ExternalEdgeSorter
+from gnncore.io.report import IngestReport
+from gnncore.progress import stage
+from gnncore.store.atomic import remove_stale_temporaries, temporary_name
+from gnncore.store.writer import create_graph_dir, index_dtype
+from gnncore.typing import require_csrc
+
+PHASES = ("parse", "remap", "sort/dedup", "csr", "shuffle", "write", "checksums")
+MIN_MEMORY_BUDGET = 64 << 10
+"""The smallest budget accepted (tests use tiny ones to force many runs)."""
+STRING_IDS = (
+    "bounded-memory ingestion (memory_budget / --memory-budget) reads integer node ids "
+    "only; string ids are ingested in memory for now: run without a memory budget"
+)
+RUN_HEADER_BYTES = 32
+MAX_BATCH_ROWS = 1 << 21
+MIN_BATCH_ROWS = 1024
+MAX_MERGE_BUFFER = 8 << 20
+MIN_MERGE_BUFFER = 4096
+
+
+class _PolarsFailed(Exception):
+    """Polars could not parse the text with one layout."""
+
+
+class Phases:
+    """Seconds per phase (accumulated), in :data:`PHASES` order."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {name: 0.0 for name in PHASES}
+        self._name: str | None = None
+        self._since = 0.0
+
+    def start(self, name: str) -> None:
+        """End the running phase and start ``name``."""
+        self.stop()
+        self._name, self._since = name, time.perf_counter()
+
+    def stop(self) -> None:
+        if self._name is not None:
+            self.seconds[self._name] += time.perf_counter() - self._since
+            self._name = None
+
+    def rounded(self) -> dict[str, float]:
+        return {k: round(v, 3) for k, v in self.seconds.items()}
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size so far (Linux reports KiB)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+# Run files -------------------------------------------------------------------------------
+
+
+def _merge_buffer(budget_bytes: int, runs: int) -> int:
+    return max(MIN_MERGE_BUFFER, min(MAX_MERGE_BUFFER, budget_bytes // (runs + 2)))
+
+
+def run_count(path: Path) -> int:
+    """The number of pairs of a run file (its header)."""
+    return int(np.fromfile(path, dtype=np.int64, count=1, offset=16)[0])
+
+
+def run_pairs(path: Path | None) -> np.ndarray:
+    """A run file's pairs as a read-only ``[count, 2]`` int64 memory map."""
+    count = 0 if path is None else run_count(path)
+    if count == 0 or path is None:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.memmap(path, dtype=np.int64, mode="r", offset=RUN_HEADER_BYTES, shape=(count, 2))
+
+
+class RunSorter:
+    """Pairs buffered, spilled as sorted deduplicated runs and merged into one run file.
+
+    ``key_order`` is ``"src_dst"`` (sorted by ``(a, b)``) or ``"dst_src"``.
+    """
+
+    def __init__(
+        self, directory: Path, name: str, budget_bytes: int, key_order: str, max_fan_in: int = 64
+    ) -> None:
+        self.directory = directory
+        self.name = name
+        self.budget_bytes = int(budget_bytes)
+        self.key_order = key_order
+        self.max_fan_in = max(int(max_fan_in), 2)
+        self._capacity = max(self.budget_bytes // BYTES_PER_PAIR, 2)
+        self._a: np.ndarray | None = np.empty(self._capacity, dtype=np.int64)
+        self._b: np.ndarray | None = np.empty(self._capacity, dtype=np.int64)
+        self._fill = 0
+        self._serial = 0
+        self.runs: list[Path] = []
+        self.runs_written = 0
+
+    def _path(self) -> Path:
+        path = self.directory / f"{self.name}-{self._serial:06d}.run"
+        self._serial += 1
+        return path
+
+    def add(self, a: np.ndarray, b: np.ndarray) -> None:
+        assert self._a is not None and self._b is not None
+        start = 0
+        while start < len(a):
+            room = self._capacity - self._fill
+            if room == 0:
+                self._spill()
+                continue
+            n = min(room, len(a) - start)
+            self._a[self._fill : self._fill + n] = a[start : start + n]
+            self._b[self._fill : self._fill + n] = b[start : start + n]
+            self._fill += n
+            start += n
+
+    def _spill(self) -> None:
+        from gnncore import _C
+
+        if self._fill == 0 or self._a is None or self._b is None:
+            return
+        path = self._path()
+        _C.write_run(self._a[: self._fill], self._b[: self._fill], str(path), self.key_order)
+        self.runs.append(path)
+        self.runs_written += 1
+        self._fill = 0
+
+    def finish(self) -> Path | None:
+        """Merge everything into one run file (``None`` when no pair was added)."""
+        from gnncore import _C
+
+        self._spill()
+        self._a = self._b = None
+        while len(self.runs) > 1:
+            merged: list[Path] = []
+            for i in range(0, len(self.runs), self.max_fan_in):
+                group = self.runs[i : i + self.max_fan_in]
+                if len(group) == 1:
+                    merged.append(group[0])
+                    continue
+                out = self._path()
+                buffer = _merge_buffer(self.budget_bytes, len(group))
+                _C.merge_runs([str(p) for p in group], str(out), buffer)
+                for p in group:
+                    p.unlink()
+                merged.append(out)
+            self.runs = merged
+        return self.runs[0] if self.runs else None
+
+
+# Ids ---------------------------------------------------------------------------------------
+
+
+class IdCollector:
+    """The distinct raw ids of the edges, in bounded memory.
+
+    Dense ids (the largest below ``dense_limit``) are marked in a presence
+    array; once an id passes the limit the collector keeps sorted distinct ids
+    instead, spilling them as runs when more than ``capacity`` are held.
+    """
+
+    def __init__(self, directory: Path, budget_bytes: int, max_fan_in: int) -> None:
+        self.dense_limit = max(budget_bytes // 20, 1 << 16)
+        self.capacity = max(budget_bytes // 32, 1024)
+        self.presence: np.ndarray | None = np.zeros(0, dtype=bool)
+        self._parts: list[np.ndarray] = []
+        self._held = 0
+        self._runs = RunSorter(directory, "ids", budget_bytes, "src_dst", max_fan_in)
+        self.max_id = -1
+
+    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+        if len(src) == 0:
+            return
+        top = max(int(src.max()), int(dst.max()))
+        self.max_id = max(self.max_id, top)
+        if self.presence is not None and top >= self.dense_limit:
+            self._keep(np.flatnonzero(self.presence).astype(np.int64))
+            self.presence = None
+        if self.presence is not None:
+            if top >= len(self.presence):
+                size = min(max(top + 1, 2 * len(self.presence)), self.dense_limit)
+                grown = np.zeros(size, dtype=bool)
+                grown[: len(self.presence)] = self.presence
+                self.presence = grown
+            self.presence[src] = True
+            self.presence[dst] = True
+            return
+        self._keep(sorted_unique(np.concatenate([src, dst])))
+
+    def _keep(self, ids: np.ndarray) -> None:
+        if len(ids) == 0:
+            return
+        self._parts.append(ids)
+        self._held += len(ids)
+        if self._held > self.capacity:
+            merged = sorted_unique(np.concatenate(self._parts))
+            self._parts, self._held = [merged], len(merged)
+            if self._held > self.capacity // 2:
+                self._runs.add(merged, merged)
+                self._parts, self._held = [], 0
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(raw_ids, lut)``: the sorted distinct ids and, for dense ids, the
+        lookup table ``lut[raw_id] = node_id`` (else ``None``: binary search)."""
+        if self.presence is not None:
+            presence, self.presence = self.presence, None
+            raw_ids = np.flatnonzero(presence).astype(np.int64)
+            dtype = np.int32 if len(raw_ids) <= np.iinfo(np.int32).max else np.int64
+            lut: np.ndarray = np.cumsum(presence, dtype=dtype)
+            np.subtract(lut, 1, out=lut)
+            return raw_ids, lut
+        if self._parts:
+            merged = sorted_unique(np.concatenate(self._parts))
+            self._parts = []
+            if not self._runs.runs and self._runs._fill == 0:
+                self._runs.finish()
+                return merged, None
+            self._runs.add(merged, merged)
+        path = self._runs.finish()
+        return np.array(run_pairs(path)[:, 0]), None
+
+
+def map_ids(ids: np.ndarray, raw_ids: np.ndarray, lut: np.ndarray | None) -> np.ndarray:
+    """Node ids of raw ``ids`` (every one present in ``raw_ids``)."""
+    if lut is not None:
+        return lut[ids].astype(np.int64, copy=False)
+    return np.searchsorted(raw_ids, ids)
+
+
+# Parquet -----------------------------------------------------------------------------------
+
+
+def parquet_row_groups(num_rows: int) -> list[int]:
+    """The row-group sizes Polars' ``write_parquet`` (default settings) cuts a
+    frame of ``num_rows`` rows into, probed on a column of nulls (which takes no
+    memory): a stream fed in these batches gets the same file, byte for byte."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    frame = pl.DataFrame({"x": pl.repeat(None, num_rows, eager=True)})
+    frame.write_parquet(buffer, compression="zstd", statistics=True)
+    buffer.seek(0)
+    meta = pq.ParquetFile(buffer).metadata
+    return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+
+
+def write_edges_parquet(path: Path, pairs: np.ndarray) -> None:
+    """Write ``pairs`` (``[E, 2]``, sorted) as ``edges.parquet`` (``src``, ``dst``),
+    streamed, byte-identical to ``DataFrame.write_parquet`` of the whole frame."""
+    from polars.io.plugins import register_io_source
+
+    groups = parquet_row_groups(len(pairs))
+    schema = {"src": pl.Int64, "dst": pl.Int64}
+
+    def source(*_: Any) -> Iterator[pl.DataFrame]:
+        start = 0
+        for size in groups:
+            block = np.asarray(pairs[start : start + size])
+            start += size
+            yield pl.DataFrame({"src": block[:, 0].copy(), "dst": block[:, 1].copy()})
+
+    if not groups:
+        pl.DataFrame(schema=schema).write_parquet(path, compression="zstd", statistics=True)
+        return
+    register_io_source(source, schema=schema).sink_parquet(
+        path, compression="zstd", statistics=True
+    )
+
+
+# Parsing -----------------------------------------------------------------------------------
+
+
+def _decompress(source: Path, out: Path) -> None:
+    try:
+        with gzip.open(source, "rb") as fin, open(out, "wb") as fout:
+            shutil.copyfileobj(fin, fout, 1 << 22)
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+        raise gzip_error(source, exc) from exc
+
+
+def _batches(text: Path, layout: Layout, rows: int) -> Iterator[pl.DataFrame]:
+    lf = _scan(text, layout, pl.Int64)
+    try:
+        yield from lf.collect_batches(chunk_size=rows, engine="streaming")
+    except pl.exceptions.PolarsError as exc:
+        raise _PolarsFailed(str(exc)) from exc
+
+
+class _Parsed:
+    def __init__(self, scratch: Path) -> None:
+        self.src_path = scratch / "src.i64"
+        self.dst_path = scratch / "dst.i64"
+        self.count = 0
+
+
+def _parse_pass(
+    text: Path,
+    layout: Layout,
+    scratch: Path,
+    ids: IdCollector,
+    rows: int,
+) -> _Parsed:
+    parsed = _Parsed(scratch)
+    src_fh: BinaryIO
+    dst_fh: BinaryIO
+    with open(parsed.src_path, "wb") as src_fh, open(parsed.dst_path, "wb") as dst_fh:
+        for df in _batches(text, layout, rows):
+            if df.height == 0:
+                continue
+            if df["missing"].any():
+                locate_problem(text, layout, as_int=True)
+                raise InputError("a line lacks a node id", text)
+            src = df["src"].to_numpy()
+            dst = df["dst"].to_numpy()
+            del df
+            if src.min() < 0 or dst.min() < 0:
+                locate_problem(text, layout, as_int=True)
+                raise InputError("negative node id", text)
+            src.tofile(src_fh)
+            dst.tofile(dst_fh)
+            ids.add(src, dst)
+            parsed.count += len(src)
+    return parsed
+
+
+def _chunks(parsed: _Parsed, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    with open(parsed.src_path, "rb") as sf, open(parsed.dst_path, "rb") as df:
+        while True:
+            src = np.fromfile(sf, dtype=np.int64, count=rows)
+            dst = np.fromfile(df, dtype=np.int64, count=rows)
+            if len(src) == 0:
+                return
+            yield src, dst
+
+
+# Ingestion ---------------------------------------------------------------------------------
+
+
+def ingest_edgelist_external(
+    source: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    memory_budget: int,
+    directed: bool = False,
+    name: str | None = None,
+    id_type: str = "auto",
+    seed: int = 0,
+    header: bool | None = None,
+    max_fan_in: int = 64,
+) -> IngestReport:
+    """Ingest a text edge list with integer ids in bounded memory (module docstring).
+
+    Args:
+        source, out_dir, directed, name, seed, header: As
+            :func:`gnncore.io.edgelist.ingest_edgelist`.
+        memory_budget (int): Bytes for buffers (parse batches, sort runs, merge
+            buffers, the shuffle's permutation); at least
+            :data:`MIN_MEMORY_BUDGET`. The O(|V|) arrays and Polars' reader
+            come on top (module docstring).
+        id_type (str): ``"auto"`` or ``"int"`` (``"string"`` is refused: string
+            ids are ingested in memory for now).
+        max_fan_in (int): Most runs merged at once.
+
+    Returns:
+        IngestReport: With ``phases`` (seconds per phase), ``peak_rss_bytes``
+        and ``memory_budget``.
+    """
+    require_csrc()
+    started = time.perf_counter()
+    phases = Phases()
+    budget = int(memory_budget)
+    if budget < MIN_MEMORY_BUDGET:
+        raise ValueError(f"memory_budget must be at least {MIN_MEMORY_BUDGET} bytes, got {budget}")
+    if id_type not in ID_TYPES:
+        raise ValueError(f"id_type must be one of {ID_TYPES}, not {id_type!r}")
+    if id_type == "string":
+        raise ValueError(STRING_IDS)
+    source = Path(source)
+    if source.is_dir():
+        raise InputError(
+            "is a directory, not an edge-list file (for a dataset directory "
+            "use --format ogb, planetoid or kg)",
+            source,
+        )
+    if not source.is_file():
+        raise InputError("no such file", source)
+    out = Path(out_dir).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(out, ("tmp", "ingest"))
+    scratch = out.parent / temporary_name(out, "ingest")
+    scratch.mkdir()
+    try:
+        return _ingest(
+            source, Path(out_dir), scratch, phases, started, budget, directed, name, id_type,
+            seed, header, max_fan_in,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _ingest(
+    source: Path,
+    out: Path,
+    scratch: Path,
+    phases: Phases,
+    started: float,
+    budget: int,
+    directed: bool,
+    name: str | None,
+    id_type: str,
+    seed: int,
+    header: bool | None,
+    max_fan_in: int,
+) -> IngestReport:
+    from gnncore import _C
+
+    out_given, out = out, out.absolute()
+    stage("reading edges")
+    phases.start("parse")
+    text = source
+    if is_gzip(source):
+        text = scratch / "input.txt"
+        _decompress(source, text)
+    rows = int(min(max(budget // 96, MIN_BATCH_ROWS), MAX_BATCH_ROWS))
+    try:
+        layout = sniff(text, header)
+        layouts = [layout]
+        if layout.separator in ("\t", " "):
+            layouts.append(replace(layout, separator=None))
+        parsed = ids = None
+        for candidate in layouts:
+            ids = IdCollector(scratch, budget // 4, max_fan_in)
+            try:
+                parsed = _parse_pass(text, candidate, scratch, ids, rows)
+            except _PolarsFailed:
+                continue
+            layout = candidate
+            break
+        if parsed is None or ids is None:
+            locate_problem(text, layouts[-1], as_int=True)
+            raise InputError("could not be parsed as an integer edge list", text)
+        if parsed.count == 0:
+            raise InputError("empty file: no edges", text)
+    except InputError as exc:
+        problem = exc.problem
+        if id_type == "auto" and "is not an integer" in problem:
+            problem = f"{problem}; {STRING_IDS}"
+        if exc.path == text and (text != source or problem != exc.problem):
+            raise InputError(problem, source, line=exc.line, row=exc.row) from None
+        raise
+
+    stage("remapping ids")
+    phases.start("remap")
+    raw_ids, lut = ids.finish()
+    del ids
+    num_nodes = len(raw_ids)
+    num_input = parsed.count
+    loops = 0
+    adj_budget = budget // 4
+    with create_graph_dir(out, name or default_name(source)) as writer:
+        canon = RunSorter(scratch, "canon", budget // 4, "src_dst", max_fan_in)
+        pairs_sorter = (
+            RunSorter(scratch, "pairs", budget // 4, "src_dst", max_fan_in) if directed else None
+        )
+        with ExternalEdgeSorter(
+            scratch, adj_budget, directed=directed, max_fan_in=max_fan_in
+        ) as adjacency:
+            for raw_src, raw_dst in _chunks(parsed, rows):
+                phases.start("remap")
+                s = map_ids(raw_src, raw_ids, lut)
+                d = map_ids(raw_dst, raw_ids, lut)
+                del raw_src, raw_dst
+                keep = s != d
+                kept = int(np.count_nonzero(keep))
+                if kept < len(s):
+                    loops += len(s) - kept
+                    s, d = s[keep], d[keep]
+                del keep
+                phases.start("sort/dedup")
+                lo, hi = np.minimum(s, d), np.maximum(s, d)
+                if directed:
+                    canon.add(s, d)
+                    assert pairs_sorter is not None
+                    pairs_sorter.add(lo, hi)
+                else:
+                    canon.add(lo, hi)
+                adjacency.add(s, d)
+                del s, d, lo, hi
+            del lut
+            parsed.src_path.unlink()
+            parsed.dst_path.unlink()
+            phases.start("sort/dedup")
+            canon_path = canon.finish()
+            canonical = run_pairs(canon_path)
+            num_canonical = len(canonical)
+            pairs_path = None if pairs_sorter is None else pairs_sorter.finish()
+
+            stage("writing CSR")
+            phases.start("csr")
+            int_dtype = index_dtype(num_nodes)
+            writer.file_path("indptr.npy", "npy")
+            writer.file_path("indices.npy", "npy")
+            _, _, num_edges = adjacency.finish(num_nodes, writer.root, index_dtype=int_dtype)
+
+        # eid: the canonical edges' src-major offsets, then the rows block by block
+        next_edge = np.zeros(num_nodes, dtype=np.int64)
+        for start in range(0, num_canonical, rows):
+            first = np.asarray(canonical[start : start + rows, 0])
+            low = int(first[0])
+            counts = np.bincount(first - low)
+            next_edge[low : low + len(counts)] += counts
+        total = np.cumsum(next_edge)
+        next_edge[1:] = total[:-1]
+        if num_nodes:
+            next_edge[0] = 0
+        del total
+        indptr = np.load(writer.root / "indptr.npy", mmap_mode="r")
+        indices = np.load(writer.root / "indices.npy", mmap_mode="r")
+        eid = np.lib.format.open_memmap(
+            writer.file_path("eid.npy", "npy"), mode="w+", dtype=np.int64, shape=(num_edges,)
+        )
+        row = 0
+        while row < num_nodes:
+            end_row = int(np.searchsorted(indptr, int(indptr[row]) + rows, side="right")) - 1
+            end_row = min(max(end_row, row + 1), num_nodes)
+            lo_e, hi_e = int(indptr[row]), int(indptr[end_row])
+            _C.csr_edge_ids(
+                np.ascontiguousarray(indptr[row : end_row + 1]),
+                np.ascontiguousarray(indices[lo_e:hi_e]),
+                row,
+                next_edge,
+                eid[lo_e:hi_e],
+                directed,
+            )
+            row = end_row
+        eid.flush()
+        del eid, indptr, indices, next_edge
+
+        stage("shuffled edge stream")
+        phases.start("shuffle")
+        pairs = canonical if pairs_path is None else run_pairs(pairs_path)
+        num_pairs = len(pairs)
+        rng = np.random.default_rng(seed)
+        if num_pairs * 8 <= budget // 2:
+            perm = rng.permutation(num_pairs)
+        else:  # numpy's permutation is arange shuffled in place: the same on a memmap
+            perm = np.lib.format.open_memmap(
+                scratch / "perm.npy", mode="w+", dtype=np.int64, shape=(num_pairs,)
+            )
+            for start in range(0, num_pairs, rows):
+                stop = min(start + rows, num_pairs)
+                perm[start:stop] = np.arange(start, stop, dtype=np.int64)
+            rng.shuffle(perm)
+        shuffled = np.lib.format.open_memmap(
+            writer.file_path("edges_shuffled.npy", "npy"),
+            mode="w+",
+            dtype=int_dtype,
+            shape=(num_pairs, 2),
+        )
+        for start in range(0, num_pairs, rows):
+            block = np.asarray(perm[start : start + rows])
+            shuffled[start : start + len(block)] = pairs[block]
+        shuffled.flush()
+        del shuffled, perm, pairs
+
+        stage("writing edges and ids")
+        phases.start("write")
+        write_edges_parquet(writer.file_path("edges.parquet", "parquet"), canonical)
+        del canonical
+        writer.write_table("node_ids", node_id_table(raw_ids))
+        del raw_ids
+        writer.set_topology(
+            num_nodes,
+            num_edges=num_edges,
+            num_canonical_edges=num_canonical,
+            num_undirected_edges=num_pairs,
+            directed=directed,
+            shuffle_seed=seed,
+        )
+        details: dict[str, Any] = {
+            "separator": layout.separator_name,
+            "header": layout.header,
+            "ignored_weight_column": layout.ncols == 3,
+            "id_type": "int",
+        }
+        plain_details: dict[str, Any] = _plain(details)
+        duplicates = num_input - loops - num_canonical
+        writer.stats.update(plain_details)
+        writer.stats.update(
+            {
+                "format": "edgelist",
+                "source": str(source.absolute()),
+                "num_input_edges": num_input,
+                "self_loops_removed": loops,
+                "duplicates_removed": duplicates,
+            }
+        )
+        stage("checksums and manifest")
+        phases.start("checksums")
+    phases.stop()
+    return IngestReport(
+        format="edgelist",
+        source=str(source),
+        out_dir=str(out_given),
+        num_nodes=num_nodes,
+        num_input_edges=num_input,
+        self_loops_removed=loops,
+        duplicates_removed=duplicates,
+        num_canonical_edges=num_canonical,
+        num_edges=int(num_edges),
+        directed=directed,
+        seconds=round(time.perf_counter() - started, 3),
+        details=plain_details,
+        phases=phases.rounded(),
+        peak_rss_bytes=peak_rss_bytes(),
+        memory_budget=budget,
+    )

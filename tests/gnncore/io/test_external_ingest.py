@@ -1,0 +1,218 @@
+"""Bounded-memory ingestion: the same graph directory, byte for byte, as in memory."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnncore.errors import InputError
+from gnncore.io import ingest
+from gnncore.io.external_ingest import (
+    PHASES,
+    STRING_IDS,
+    IdCollector,
+    ingest_edgelist_external,
+    parquet_row_groups,
+)
+from gnncore.store import GraphDir
+
+TINY = 64 << 10  # forces many parse batches, sort runs and the memory-mapped permutation
+
+
+def write_edges(path: Path, src, dst, *, sep: str = ",", header: str | None = "src,dst") -> Path:
+    lines = [] if header is None else [header]
+    lines += [f"{a}{sep}{b}" for a, b in zip(src, dst)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def random_edges(seed: int, num_edges: int, num_ids: int, id_space: int):
+    rng = np.random.default_rng(seed)
+    ids = rng.choice(id_space, num_ids, replace=False)
+    src = ids[rng.integers(0, num_ids, num_edges)]
+    dst = ids[rng.integers(0, num_ids, num_edges)]
+    # repeats, reversed repeats and self-loops on purpose
+    k = num_edges // 10
+    src[:k], dst[:k] = dst[k : 2 * k], src[k : 2 * k]
+    dst[2 * k : 2 * k + k // 2] = src[2 * k : 2 * k + k // 2]
+    return src, dst
+
+
+def assert_same_dir(a: Path, b: Path) -> None:
+    names_a = sorted(p.name for p in a.iterdir())
+    names_b = sorted(p.name for p in b.iterdir())
+    assert names_a == names_b
+    for name in names_a:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def both(tmp_path: Path, source: Path, budget: int = TINY, **kwargs):
+    mem = ingest(source, tmp_path / "mem", **kwargs)
+    ext = ingest(source, tmp_path / "ext", memory_budget=budget, **kwargs)
+    assert_same_dir(tmp_path / "mem", tmp_path / "ext")
+    GraphDir.open(tmp_path / "ext").validate(checksums=True)
+    for field in ("num_nodes", "num_input_edges", "self_loops_removed", "duplicates_removed",
+                  "num_canonical_edges", "num_edges", "directed", "details"):  # fmt: skip
+        assert getattr(mem, field) == getattr(ext, field), field
+    return mem, ext
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize(
+    ("num_edges", "num_ids", "id_space"),
+    [
+        (9000, 700, 2000),  # dense ids with gaps: the lookup table
+        (9000, 3000, 10**15),  # sparse ids: sorted id runs and binary search
+        (300, 40, 60),  # many repeats
+    ],
+)
+@pytest.mark.parametrize("budget", [TINY, 1 << 30])
+def test_same_directory_as_in_memory(tmp_path, directed, num_edges, num_ids, id_space, budget):
+    src, dst = random_edges(num_edges + num_ids, num_edges, num_ids, id_space)
+    source = write_edges(tmp_path / "g.csv", src, dst)
+    mem, ext = both(tmp_path, source, budget, directed=directed, id_type="int", seed=7)
+    assert ext.memory_budget == budget
+    assert set(ext.phases) == set(PHASES)
+    assert ext.peak_rss_bytes and ext.peak_rss_bytes > 0
+    assert mem.memory_budget is None
+    # nothing left beside the output: no scratch, no temporary directories
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ext", "g.csv", "mem"]
+
+
+def test_multi_pass_merge_and_auto_ids(tmp_path):
+    src, dst = random_edges(3, 20000, 5000, 10**12)
+    source = write_edges(tmp_path / "g.txt", src, dst, sep="\t", header=None)
+    mem = ingest(source, tmp_path / "mem")
+    ext = ingest_edgelist_external(source, tmp_path / "ext", memory_budget=TINY, max_fan_in=2)
+    assert_same_dir(tmp_path / "mem", tmp_path / "ext")
+    assert ext.details == mem.details
+
+
+def test_layouts_gzip_comments_weights(tmp_path):
+    text = "# a SNAP comment\n\n1  2 0.5\n 2\t3  1\n3 1 2\n\n# mid\n4 4 1\n5   1 3\n2 1 1\n"
+    source = tmp_path / "g.txt.gz"
+    source.write_bytes(gzip.compress(text.encode()))
+    mem, ext = both(tmp_path, source)
+    assert ext.details["ignored_weight_column"] is True
+    assert ext.num_input_edges == 6 and ext.self_loops_removed == 1
+
+
+def test_single_edge_and_only_self_loops(tmp_path):
+    one = write_edges(tmp_path / "one.csv", [5], [9])
+    both(tmp_path, one)
+    loops = write_edges(tmp_path / "loops.csv", [3, 4, 3], [3, 4, 3])
+    for d in ("mem", "ext"):
+        (tmp_path / d).rename(tmp_path / f"{d}-one")
+    mem, ext = both(tmp_path, loops, directed=True)
+    assert ext.num_canonical_edges == 0 and ext.num_nodes == 2
+
+
+def test_row_groups_follow_polars():
+    assert parquet_row_groups(0) == []
+    assert parquet_row_groups(10) == [10]
+    groups = parquet_row_groups(1_100_000)
+    assert sum(groups) == 1_100_000 and len(groups) > 1
+
+
+def test_id_collector_switches_to_runs(tmp_path):
+    ids = IdCollector(tmp_path, 2048, max_fan_in=2)  # dense limit 65536, capacity 1024
+    rng = np.random.default_rng(0)
+    seen = []
+    for _ in range(20):
+        a = rng.integers(0, 10**6, 300)
+        b = rng.integers(0, 100, 300)
+        ids.add(a, b)
+        seen += [a, b]
+    raw, lut = ids.finish()
+    assert lut is None
+    np.testing.assert_array_equal(raw, np.unique(np.concatenate(seen)))
+
+
+def test_bad_line_names_file_and_line_and_leaves_nothing(tmp_path):
+    src, dst = random_edges(1, 5000, 500, 10**6)
+    lines = ["src,dst"] + [f"{a},{b}" for a, b in zip(src, dst)]
+    lines[4000] = "17,x9"  # far past the first parse batches
+    source = tmp_path / "bad.csv"
+    source.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as info:
+        ingest(source, tmp_path / "out", memory_budget=TINY, id_type="int")
+    assert info.value.path == source and info.value.line == 4001
+    assert "'x9' is not an integer" in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
+    # auto ids: the message says that string ids need the in-memory path
+    with pytest.raises(InputError, match="string ids are ingested in memory"):
+        ingest(source, tmp_path / "out", memory_budget=TINY)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
+
+
+def test_errors_in_gzip_name_the_source(tmp_path):
+    source = tmp_path / "g.csv.gz"
+    source.write_bytes(gzip.compress(b"1,2\n2,3\n3,-4\n"))
+    with pytest.raises(InputError) as info:
+        ingest(source, tmp_path / "out", memory_budget=TINY, id_type="int")
+    assert info.value.path == source and info.value.line == 3
+    assert "negative" in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.csv.gz"]
+
+
+def test_existing_output_kept_on_error(tmp_path):
+    good = write_edges(tmp_path / "good.csv", [1, 2], [2, 3])
+    ingest(good, tmp_path / "out", memory_budget=TINY)
+    before = (tmp_path / "out" / "manifest.json").read_bytes()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,2\n2\n")
+    with pytest.raises(InputError):
+        ingest(bad, tmp_path / "out", memory_budget=TINY)
+    assert (tmp_path / "out" / "manifest.json").read_bytes() == before
+
+
+def test_refusals(tmp_path):
+    source = write_edges(tmp_path / "g.csv", ["a", "b"], ["b", "c"])
+    with pytest.raises(ValueError, match="integer node ids only"):
+        ingest(source, tmp_path / "out", memory_budget="1GiB", id_type="string")
+    assert STRING_IDS.startswith("bounded-memory")
+    table = tmp_path / "nodes.csv"
+    table.write_text("node_id,x\na,1\n")
+    with pytest.raises(ValueError, match="node table"):
+        ingest(source, tmp_path / "out", memory_budget="1GiB", nodes=table)
+    with pytest.raises(ValueError, match="at least"):
+        ingest(source, tmp_path / "out", memory_budget=100)
+
+
+def test_next_run_removes_what_a_killed_run_left(tmp_path):
+    source = write_edges(tmp_path / "g.csv", [1, 2], [2, 3])
+    dead = 2**22 + 12345  # above the default pid_max: no such process
+    stale = [tmp_path / f".out.ingest-{dead}-0badc0de", tmp_path / f".out.tmp-{dead}-0badc0de"]
+    for path in stale:
+        path.mkdir()
+        (path / "run-000000.bin").write_bytes(b"x")
+    mine = tmp_path / f".out.ingest-{os.getpid()}-feedface"  # a live process: kept
+    mine.mkdir()
+    ingest(source, tmp_path / "out", memory_budget=TINY)
+    assert not any(p.exists() for p in stale)
+    assert mine.exists()
+
+
+def test_cli_memory_budget(tmp_path):
+    src, dst = random_edges(5, 2000, 300, 10**6)
+    source = write_edges(tmp_path / "g.csv", src, dst)
+    summary = tmp_path / "summary.json"
+    cmd = [sys.executable, "-m", "gnncore.cli.main", "ingest", str(source), str(tmp_path / "ext"),
+           "--memory-budget", "64KiB", "--no-progress", "--json", str(summary)]  # fmt: skip
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    report = json.loads(summary.read_text())
+    assert report["memory_budget"] == 64 << 10
+    assert set(report["phases"]) == set(PHASES) and report["peak_rss_bytes"] > 0
+    ingest(source, tmp_path / "mem")
+    assert_same_dir(tmp_path / "mem", tmp_path / "ext")
+    bad = subprocess.run(
+        cmd[:-2] + ["--id-type", "string"], capture_output=True, text=True, check=False
+    )
+    assert bad.returncode != 0 and "integer ids only" in bad.stderr
