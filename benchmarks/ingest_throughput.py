@@ -2,12 +2,18 @@
 
 Generates (once; numpy, chunked, seeded) a CSV edge list with ``--edges`` rows
 (default 20,000,000) whose endpoints follow a power-law-ish distribution over
-``--nodes`` (default ~2,000,000) ids, then runs ``gnncore ingest`` on it in a
-subprocess and records wall seconds, edges per second and the child's peak RSS
-(``getrusage(RUSAGE_CHILDREN).ru_maxrss``). Writes ``ingest_throughput.json``
-and ``ingest_throughput.md`` into ``--out`` (default ``bench-out/ingest``).
+``--nodes`` (default ~2,000,000) ids, then runs, each in its own subprocess and
+side by side in this one run: Polars' parse of the file (``pl.read_csv``, the
+reference), ``gnncore ingest`` in memory and ``gnncore ingest --memory-budget``
+(default 1GiB; ``--budgets`` for several), recording wall seconds, the ratio to
+Polars' parse, edges per second and each child's own peak RSS (``os.wait4``'s
+``ru_maxrss``), the ingestion's phase times, and whether the graph directories
+are identical (sha256 of every file, via the manifests). Writes
+``ingest_throughput.json`` and ``ingest_throughput.md`` into ``--out`` (default
+``bench-out/ingest``).
 
     .venv/bin/python benchmarks/ingest_throughput.py [--edges N] [--nodes N] [--out DIR]
+        [--budgets 1GiB,256MiB] [--no-in-memory]
 
 Not part of the test suite.
 """
@@ -18,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -67,7 +72,37 @@ def machine() -> dict:
     }
 
 
+PARSE = """
+import sys, time, polars as pl
+t = time.perf_counter()
+df = pl.read_csv(sys.argv[1], schema={"src": pl.Int64, "dst": pl.Int64})
+print(time.perf_counter() - t, df.height)
+"""
+
+
+def run_measured(command: list[str]) -> tuple[float, int, str]:
+    """Run ``command``: ``(wall seconds, its own peak RSS in bytes, its stdout)``."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    out = proc.stdout.read()  # the outputs here are small: no pipe deadlock
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{err.decode(errors='replace')}")
+    return wall, usage.ru_maxrss * 1024, out.decode()
+
+
+def file_hashes(graph: Path) -> dict[str, str]:
+    manifest = json.loads((graph / "manifest.json").read_text())
+    return {name: entry["sha256"] for name, entry in manifest["files"].items()}
+
+
 def main(argv: list[str] | None = None) -> int:
+    from gnncore.sizes import format_size, parse_size
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", type=int, default=20_000_000)
     parser.add_argument("--nodes", type=int, default=2_000_000)
@@ -81,7 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--directed", action="store_true")
     parser.add_argument(
-        "--keep-graph", action="store_true", help="keep the ingested graph directory (OUT/graph)"
+        "--budgets",
+        default="1GiB",
+        help="comma-separated --memory-budget sizes to run (empty: none)",
+    )
+    parser.add_argument("--no-in-memory", action="store_true", help="skip the in-memory ingestion")
+    parser.add_argument(
+        "--keep-graph", action="store_true", help="keep the ingested graph directories"
     )
     args = parser.parse_args(argv)
 
@@ -99,34 +140,50 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
 
-    graph = out / "graph"
-    summary_file = out / "ingest_summary.json"
+    # Polars' parse of the same file: the reference (a child process, like the ingestions)
+    parse_wall, parse_rss, parse_out = run_measured([sys.executable, "-c", PARSE, str(csv)])
+    parse_inner = float(parse_out.split()[0])
+
     exe = Path(sys.executable).parent / "gnncore"
-    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "gnncore.cli.main"]
-    command += [
-        "ingest",
-        str(csv),
-        str(graph),
-        "--format",
-        "edgelist",
-        "--id-type",
-        "int",
-        "--json",
-        str(summary_file),
-    ]
-    if args.directed:
-        command.append("--directed")
-    t0 = time.perf_counter()
-    result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - t0
-    if result.returncode != 0:
-        print(result.stderr, file=sys.stderr)
-        return result.returncode
-    peak_rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    report = json.loads(summary_file.read_text())
-    graph_bytes = sum(p.stat().st_size for p in graph.iterdir())
-    if not args.keep_graph:
-        shutil.rmtree(graph)
+    base = [str(exe)] if exe.exists() else [sys.executable, "-m", "gnncore.cli.main"]
+    variants: list[tuple[str, list[str]]] = []
+    if not args.no_in_memory:
+        variants.append(("in memory", []))
+    for budget in [b.strip() for b in args.budgets.split(",") if b.strip()]:
+        variants.append((f"--memory-budget {budget}", ["--memory-budget", budget]))
+        parse_size(budget)  # fail early on a bad size
+    runs = []
+    for label, extra in variants:
+        slug = "mem" if not extra else "budget-" + extra[1]
+        graph = out / f"graph-{slug}"
+        summary_file = out / f"ingest_summary-{slug}.json"
+        command = base + ["ingest", str(csv), str(graph), "--format", "edgelist", "--id-type",
+                          "int", "--no-progress", "--json", str(summary_file)]  # fmt: skip
+        command += extra + (["--directed"] if args.directed else [])
+        wall, rss, _ = run_measured(command)
+        report = json.loads(summary_file.read_text())
+        runs.append(
+            {
+                "variant": label,
+                "command": " ".join(command),
+                "wall_seconds": round(wall, 2),
+                "ingest_seconds": report["seconds"],
+                # the ingestion's own seconds over Polars' parse seconds (imports excluded
+                # on both sides), and process over process
+                "x_polars_parse": round(report["seconds"] / parse_inner, 2),
+                "x_polars_parse_process": round(wall / parse_wall, 2),
+                "edges_per_second": round(args.edges / report["seconds"]),
+                "peak_rss_mib": round(rss / 2**20),
+                "phases": report.get("phases", {}),
+                "graph_dir_bytes": sum(p.stat().st_size for p in graph.iterdir()),
+                "file_sha256": file_hashes(graph),
+                "report": report,
+            }
+        )
+        print(f"{label}: {wall:.2f} s, {rss / 2**20:.0f} MiB", file=sys.stderr)
+        if not args.keep_graph:
+            shutil.rmtree(graph)
+    identical = len({json.dumps(r["file_sha256"], sort_keys=True) for r in runs}) <= 1
 
     results = {
         "benchmark": "ingest_throughput",
@@ -135,37 +192,44 @@ def main(argv: list[str] | None = None) -> int:
         "csv": str(csv),
         "csv_bytes": csv.stat().st_size,
         "generate_seconds": gen_seconds,
-        "wall_seconds": round(wall, 2),
-        "edges_per_second": round(args.edges / wall),
-        "mb_per_second": round(csv.stat().st_size / 1e6 / wall, 1),
-        "peak_rss_mib": round(peak_rss_mib),
-        "graph_dir_bytes": graph_bytes,
-        "report": report,
+        "polars_parse_seconds": round(parse_inner, 2),
+        "polars_parse_process_seconds": round(parse_wall, 2),
+        "polars_parse_peak_rss_mib": round(parse_rss / 2**20),
+        "runs": runs,
+        "identical_graph_dirs": identical,
         "machine": machine(),
-        "command": " ".join(command),
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "ingest_throughput.json").write_text(json.dumps(results, indent=2) + "\n")
     m = results["machine"]
+    report0 = runs[0]["report"] if runs else {}
     md = [
         "# Ingestion throughput",
         "",
         f"`gnncore ingest` on a synthetic integer CSV edge list "
-        f"({args.edges:,} edges, ids over ~{args.nodes:,} nodes, seed {args.seed}).",
+        f"({args.edges:,} edges, ids over ~{args.nodes:,} nodes, seed {args.seed}; "
+        f"{results['csv_bytes'] / 2**20:,.0f} MiB"
+        + (f", {report0.get('num_nodes', 0):,} nodes, "
+           f"{report0.get('num_canonical_edges', 0):,} canonical edges" if report0 else "")
+        + ").",
         "",
-        "| metric | value |",
-        "|---|---|",
-        f"| input | {results['csv_bytes'] / 2**20:,.0f} MiB CSV |",
-        f"| nodes (distinct ids) | {report['num_nodes']:,} |",
-        f"| canonical edges | {report['num_canonical_edges']:,} "
-        f"({report['duplicates_removed']:,} duplicates, {report['self_loops_removed']:,} "
-        "self-loops removed) |",
-        f"| wall time (subprocess) | {results['wall_seconds']} s |",
-        f"| ingest time (report) | {report['seconds']} s |",
-        f"| throughput | {results['edges_per_second']:,} edges/s "
-        f"({results['mb_per_second']} MB/s) |",
-        f"| peak RSS (child) | {results['peak_rss_mib']:,} MiB |",
-        f"| graph directory | {graph_bytes / 2**20:,.0f} MiB |",
+        f"Polars' parse (`pl.read_csv`, same file, same run): {parse_inner:.2f} s "
+        f"({parse_wall:.2f} s as a process), peak RSS {parse_rss / 2**20:,.0f} MiB.",
+        "",
+        "| variant | ingest s | x Polars parse | process s (x) | edges/s | peak RSS | phases (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    for r in runs:
+        phases = ", ".join(f"{k} {v}" for k, v in r["phases"].items()) or "-"
+        rss = format_size(r["peak_rss_mib"] * 2**20)
+        md.append(
+            f"| {r['variant']} | {r['ingest_seconds']} | {r['x_polars_parse']} | "
+            f"{r['wall_seconds']} ({r['x_polars_parse_process']}) | "
+            f"{r['edges_per_second']:,} | {rss} | {phases} |"
+        )
+    md += [
+        "",
+        f"Graph directories identical (sha256 of every file): {identical}.",
         "",
         f"Machine: {m['affinity_cpus']} CPUs ({m['processor']}), "
         f"{(m['memory_mib'] or 0) / 1024:.0f} GiB RAM, {m['platform']}, "

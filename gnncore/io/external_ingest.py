@@ -145,6 +145,46 @@ def run_pairs(path: Path | None) -> np.ndarray:
     return np.memmap(path, dtype=np.int64, mode="r", offset=RUN_HEADER_BYTES, shape=(count, 2))
 
 
+def iter_run(path: Path | None, rows: int) -> Iterator[np.ndarray]:
+    """A run file's pairs, ``[k, 2]`` int64 blocks of at most ``rows`` pairs, read
+    (not memory-mapped: the pages do not count in this process's RSS)."""
+    count = 0 if path is None else run_count(path)
+    if count == 0 or path is None:
+        return
+    with open(path, "rb") as fh:
+        fh.seek(RUN_HEADER_BYTES)
+        done = 0
+        while done < count:
+            k = min(rows, count - done)
+            block = np.fromfile(fh, dtype=np.int64, count=2 * k).reshape(k, 2)
+            if len(block) != k:
+                raise InputError("run file is truncated", path)
+            done += k
+            yield block
+
+
+def npy_writer(path: Path, dtype: Any, shape: tuple[int, ...]) -> BinaryIO:
+    """Open ``path`` for writing a C-ordered ``.npy`` of ``dtype`` and ``shape``
+    sequentially: the header is written (as ``numpy.lib.format.open_memmap``
+    writes it) and the data follow by ``ndarray.tofile``."""
+    fh = open(path, "wb")
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+              "shape": shape}  # fmt: skip
+    np.lib.format.write_array_header_1_0(fh, header)
+    return fh
+
+
+def npy_reader(path: Path) -> tuple[BinaryIO, np.dtype, tuple[int, ...]]:
+    """Open a ``.npy`` positioned at its data: ``(file, dtype, shape)``."""
+    fh = open(path, "rb")
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+    else:
+        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+    return fh, dtype, shape
+
+
 class RunSorter:
     """Pairs buffered, spilled as sorted deduplicated runs and merged into one run file.
 
@@ -318,20 +358,21 @@ def parquet_row_groups(num_rows: int) -> list[int]:
     return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
 
 
-def write_edges_parquet(path: Path, pairs: np.ndarray) -> None:
-    """Write ``pairs`` (``[E, 2]``, sorted) as ``edges.parquet`` (``src``, ``dst``),
-    streamed, byte-identical to ``DataFrame.write_parquet`` of the whole frame."""
+def write_edges_parquet(path: Path, run: Path | None) -> None:
+    """Write the pairs of the run file ``run`` (sorted) as ``edges.parquet``
+    (``src``, ``dst``), streamed, byte-identical to ``DataFrame.write_parquet``
+    of the whole frame."""
     from polars.io.plugins import register_io_source
 
-    groups = parquet_row_groups(len(pairs))
+    groups = parquet_row_groups(0 if run is None else run_count(run))
     schema = {"src": pl.Int64, "dst": pl.Int64}
 
     def source(*_: Any) -> Iterator[pl.DataFrame]:
-        start = 0
-        for size in groups:
-            block = np.asarray(pairs[start : start + size])
-            start += size
-            yield pl.DataFrame({"src": block[:, 0].copy(), "dst": block[:, 1].copy()})
+        with open(run, "rb") as fh:  # type: ignore[arg-type]
+            fh.seek(RUN_HEADER_BYTES)
+            for size in groups:
+                block = np.fromfile(fh, dtype=np.int64, count=2 * size).reshape(size, 2)
+                yield pl.DataFrame({"src": block[:, 0].copy(), "dst": block[:, 1].copy()})
 
     if not groups:
         pl.DataFrame(schema=schema).write_parquet(path, compression="zstd", statistics=True)
@@ -565,8 +606,7 @@ def _ingest(
             parsed.dst_path.unlink()
             phases.start("sort/dedup")
             canon_path = canon.finish()
-            canonical = run_pairs(canon_path)
-            num_canonical = len(canonical)
+            num_canonical = 0 if canon_path is None else run_count(canon_path)
             pairs_path = None if pairs_sorter is None else pairs_sorter.finish()
 
             stage("writing CSR")
@@ -578,8 +618,8 @@ def _ingest(
 
         # eid: the canonical edges' src-major offsets, then the rows block by block
         next_edge = np.zeros(num_nodes, dtype=np.int64)
-        for start in range(0, num_canonical, rows):
-            first = np.asarray(canonical[start : start + rows, 0])
+        for block in iter_run(canon_path, rows):
+            first = block[:, 0]
             low = int(first[0])
             counts = np.bincount(first - low)
             next_edge[low : low + len(counts)] += counts
@@ -589,32 +629,40 @@ def _ingest(
             next_edge[0] = 0
         del total
         indptr = np.load(writer.root / "indptr.npy", mmap_mode="r")
-        indices = np.load(writer.root / "indices.npy", mmap_mode="r")
-        eid = np.lib.format.open_memmap(
-            writer.file_path("eid.npy", "npy"), mode="w+", dtype=np.int64, shape=(num_edges,)
-        )
-        row = 0
-        while row < num_nodes:
-            end_row = int(np.searchsorted(indptr, int(indptr[row]) + rows, side="right")) - 1
-            end_row = min(max(end_row, row + 1), num_nodes)
-            lo_e, hi_e = int(indptr[row]), int(indptr[end_row])
-            _C.csr_edge_ids(
-                np.ascontiguousarray(indptr[row : end_row + 1]),
-                np.ascontiguousarray(indices[lo_e:hi_e]),
-                row,
-                next_edge,
-                eid[lo_e:hi_e],
-                directed,
-            )
-            row = end_row
-        eid.flush()
-        del eid, indptr, indices, next_edge
+        indices_fh, indices_dtype, _ = npy_reader(writer.root / "indices.npy")
+        eid_fh = npy_writer(writer.file_path("eid.npy", "npy"), np.int64, (num_edges,))
+        with indices_fh, eid_fh:
+            row = 0
+            while row < num_nodes:
+                end_row = int(np.searchsorted(indptr, int(indptr[row]) + rows, side="right")) - 1
+                end_row = min(max(end_row, row + 1), num_nodes)
+                ptr = np.array(indptr[row : end_row + 1])
+                count = int(ptr[-1] - ptr[0])
+                block_indices = np.fromfile(indices_fh, dtype=indices_dtype, count=count)
+                block_eid = np.empty(count, dtype=np.int64)
+                _C.csr_edge_ids(ptr, block_indices, row, next_edge, block_eid, directed)
+                block_eid.tofile(eid_fh)
+                row = end_row
+        del indptr, next_edge
 
         stage("shuffled edge stream")
         phases.start("shuffle")
-        pairs = canonical if pairs_path is None else run_pairs(pairs_path)
-        num_pairs = len(pairs)
+        pairs_file = canon_path if pairs_path is None else pairs_path
+        num_pairs = num_canonical if pairs_path is None else run_count(pairs_path)
         rng = np.random.default_rng(seed)
+        packed = num_nodes <= 1 << 32 and num_pairs * 16 <= budget // 2
+        pairs: np.ndarray
+        if packed:  # u << 32 | v, read sequentially: 8 bytes a pair, gathered in memory
+            pairs = np.empty(num_pairs, dtype=np.uint64)
+            at = 0
+            for block in iter_run(pairs_file, rows):
+                key = block[:, 0].astype(np.uint64)
+                key <<= np.uint64(32)
+                key |= block[:, 1].astype(np.uint64)
+                pairs[at : at + len(key)] = key
+                at += len(key)
+        else:
+            pairs = run_pairs(pairs_file)
         if num_pairs * 8 <= budget // 2:
             perm = rng.permutation(num_pairs)
         else:  # numpy's permutation is arange shuffled in place: the same on a memmap
@@ -625,22 +673,24 @@ def _ingest(
                 stop = min(start + rows, num_pairs)
                 perm[start:stop] = np.arange(start, stop, dtype=np.int64)
             rng.shuffle(perm)
-        shuffled = np.lib.format.open_memmap(
-            writer.file_path("edges_shuffled.npy", "npy"),
-            mode="w+",
-            dtype=int_dtype,
-            shape=(num_pairs, 2),
+        out_fh = npy_writer(
+            writer.file_path("edges_shuffled.npy", "npy"), int_dtype, (num_pairs, 2)
         )
-        for start in range(0, num_pairs, rows):
-            block = np.asarray(perm[start : start + rows])
-            shuffled[start : start + len(block)] = pairs[block]
-        shuffled.flush()
-        del shuffled, perm, pairs
+        with out_fh:
+            for start in range(0, num_pairs, rows):
+                picked = pairs[np.asarray(perm[start : start + rows])]
+                rows_out = np.empty((len(picked), 2), dtype=int_dtype)
+                if packed:
+                    rows_out[:, 0] = picked >> np.uint64(32)
+                    rows_out[:, 1] = picked & np.uint64(0xFFFFFFFF)
+                else:
+                    rows_out[:] = picked
+                rows_out.tofile(out_fh)
+        del perm, pairs
 
         stage("writing edges and ids")
         phases.start("write")
-        write_edges_parquet(writer.file_path("edges.parquet", "parquet"), canonical)
-        del canonical
+        write_edges_parquet(writer.file_path("edges.parquet", "parquet"), canon_path)
         writer.write_table("node_ids", node_id_table(raw_ids))
         del raw_ids
         writer.set_topology(
