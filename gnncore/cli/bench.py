@@ -8,6 +8,11 @@
 ``gnncore bench plans replication GRAPH_DIR --out DIR [--parts 4 --rates
 0,0.001,0.01,0.05 ...]``: HDR's cross-partition neighbour ids by rate
 (:mod:`gnncore.plan.bench`).
+
+``gnncore bench out-of-core GRAPH_DIR --budget SIZE --epochs E --out DIR
+[--modes in_memory,mmap,hierbatching] [--parts P] [--static-fraction F]``:
+each training mode in its own process under one kernel-enforced memory budget,
+cold page cache (:mod:`gnncore.outofcore.bench`).
 """
 
 from __future__ import annotations
@@ -69,6 +74,72 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     plans = sub.add_parser("plans", help="the plans' simulator tables (placement, replication)")
     add_plans_arguments(plans)
 
+    ooc = sub.add_parser(
+        "out-of-core",
+        help="training modes (in_memory, mmap, hierbatching) under one memory budget",
+        parents=[json_option()],
+    )
+    add_out_of_core_arguments(ooc)
+
+
+def add_out_of_core_arguments(parser: argparse.ArgumentParser) -> None:
+    """``bench out-of-core``."""
+    from gnncore.outofcore.bench import MODES
+    from gnncore.sizes import parse_size
+
+    def modes(text: str) -> list[str]:
+        chosen = [m for m in text.split(",") if m]
+        bad = [m for m in chosen if m not in MODES]
+        if bad or not chosen:
+            raise argparse.ArgumentTypeError(f"modes are some of {','.join(MODES)}; got {text!r}")
+        return chosen
+
+    parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
+    parser.add_argument(
+        "--budget",
+        type=parse_size,
+        required=True,
+        metavar="SIZE",
+        help="memory limit of every training process, page cache included (e.g. 1GiB)",
+    )
+    parser.add_argument("--epochs", type=int, required=True, metavar="E")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR")
+    parser.add_argument("--modes", type=modes, default=list(MODES), metavar="M1,M2")
+    parser.add_argument("--parts", type=int, default=64, help="partitions of the store")
+    parser.add_argument("--static-fraction", type=float, default=0.01)
+    parser.add_argument(
+        "--partition-method",
+        choices=("metis", "grem"),
+        default=None,
+        help="default: metis when it fits in half the available memory, else grem",
+    )
+    parser.add_argument(
+        "--hierbatching-budget",
+        type=parse_size,
+        default=None,
+        metavar="SIZE",
+        help="hierbatching's --memory-budget (static cache + two mega-batches; "
+        "default half of --budget)",
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="partition, store and run data (default OUT/work; a matching store is reused)",
+    )
+    parser.add_argument("--threads", type=int, default=0, help="OMP_NUM_THREADS; 0: every CPU")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per mode")
+    parser.add_argument("--seed", type=int, default=0)
+    train = parser.add_argument_group("passed to every `gnncore train`")
+    train.add_argument("--model", default=None)
+    train.add_argument("--hidden", type=int, default=None)
+    train.add_argument("--fanouts", default=None, metavar="F1,F2")
+    train.add_argument("--eval-fanouts", default=None, metavar="F1,F2")
+    train.add_argument("--batch-size", type=int, default=None)
+    train.add_argument("--mega-batch-parts", type=int, default=None)
+    train.add_argument("--mega-batch-passes", type=int, default=None)
+
 
 def _floats(text: str) -> list[float]:
     return [float(t) for t in text.split(",") if t]
@@ -125,6 +196,8 @@ def add_plans_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.what == "out-of-core":
+        return _run_out_of_core(args)
     if args.what == "sampling":
         return _run_sampling(args)
     if args.what == "plans":
@@ -207,6 +280,46 @@ def _run_plans(args: argparse.Namespace) -> dict[str, Any]:
                 direction=args.direction,
                 out_dir=args.out,
             )
+    except ValueError as exc:
+        raise InputError(str(exc), args.graph_dir) from exc
+    print(result.pop("markdown"))
+    return result
+
+
+def _run_out_of_core(args: argparse.Namespace) -> dict[str, Any]:
+    from gnncore.errors import InputError
+    from gnncore.outofcore.bench import bench_out_of_core
+
+    train_args: list[str] = []
+    for option in (
+        "model",
+        "hidden",
+        "fanouts",
+        "eval_fanouts",
+        "batch_size",
+        "mega_batch_parts",
+        "mega_batch_passes",
+    ):
+        value = getattr(args, option)
+        if value is not None:
+            train_args += ["--" + option.replace("_", "-"), str(value)]
+    try:
+        result = bench_out_of_core(
+            args.graph_dir,
+            args.out,
+            args.budget,
+            args.epochs,
+            modes=args.modes,
+            parts=args.parts,
+            static_fraction=args.static_fraction,
+            train_args=train_args,
+            work_dir=args.work_dir,
+            partition_method=args.partition_method,
+            hierbatching_budget_bytes=args.hierbatching_budget,
+            threads=args.threads or None,
+            timeout=args.timeout,
+            seed=args.seed,
+        )
     except ValueError as exc:
         raise InputError(str(exc), args.graph_dir) from exc
     print(result.pop("markdown"))

@@ -1,0 +1,234 @@
+"""Out-of-core training: in_memory, mmap and HierBatching under one memory budget.
+
+Builds (once; reused while its parameters match) a planted-partition graph
+whose feature matrix is larger than the budget -- by default 2,000,000 nodes
+x 256 float32 features (1.9 GiB of features, 10M undirected edges, 16
+classes) -- in ``--data`` (default ``/work/bench-data/out-of-core``; never in
+the repository, and not on a tmpfs: the page cache must be evictable), then
+runs ``gnncore bench out-of-core`` on it (:func:`gnncore.outofcore.bench.
+bench_out_of_core`): the store is written once outside the limit, then each
+mode trains in its own process under the kernel-enforced budget (cgroup v1,
+page cache counted) with the graph and store evicted from the page cache
+first. Writes ``out_of_core.json`` and ``out_of_core.md`` into ``--out``
+(default ``bench-out/out-of-core``).
+
+The graph's splits are small on purpose (2% train, 0.5% validation, 1% test,
+stratified; the other nodes are unlabelled for the splits): the mmap baseline
+reads every sampled row at random from disk, and evaluating 80% of 2M nodes
+(the generator's default test split) with it would take hours. Sampling
+fanouts default to 10,5 for training and evaluation for the same reason.
+
+    .venv/bin/python benchmarks/out_of_core.py [--data DIR] [--nodes 2000000]
+        [--features 256] [--budget 1GiB] [--epochs 1] [--hierbatching-budget SIZE]
+        [--timeout S] [--out DIR] [--keep-data]
+
+``--mega-batch-passes`` defaults to 1 here (the training default is 2) so that
+an epoch of every mode trains each training node once: the same work.
+
+Not part of the test suite. Without ``--keep-data`` the graph and the store
+are deleted at the end (about 4.5 GiB with the defaults).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnncore.sizes import format_size, parse_size
+
+DEFAULT_DATA = Path("/work/bench-data/out-of-core")
+
+
+def build_graph(
+    out: Path,
+    nodes: int,
+    features: int,
+    avg_degree: float,
+    classes: int,
+    seed: int,
+    train_fraction: float,
+    val_fraction: float,
+    test_fraction: float,
+) -> dict[str, Any]:
+    """Write the planted-partition graph into ``out`` unless the same one is there.
+
+    Edges, labels and features come from :mod:`gnncore.synth` (features
+    streamed into a memory map in row chunks, never whole in memory); the
+    splits are stratified subsets of the generator's (its train/val/test
+    split, each cut down to the fractions given, as share of all nodes).
+    """
+    from gnncore.io.canonical import canonicalize, write_graph
+    from gnncore.synth import SynthSpec, fill_features, iter_edge_chunks, labels, node_table
+    from gnncore.synth import split as split_nodes
+    from gnncore.synth.dataset import spec_dict
+
+    params = {
+        "nodes": nodes,
+        "features": features,
+        "avg_degree": avg_degree,
+        "classes": classes,
+        "seed": seed,
+        "train_fraction": train_fraction,
+        "val_fraction": val_fraction,
+        "test_fraction": test_fraction,
+    }
+    record = out.parent / f"{out.name}.params.json"
+    if (out / "manifest.json").is_file() and record.is_file():
+        if json.loads(record.read_text()) == params:
+            print(f"reusing graph {out}", file=sys.stderr)
+            return {"reused": True, **params}
+    print(f"writing graph {out} ({params})", file=sys.stderr)
+    started = time.perf_counter()
+    spec = SynthSpec(
+        num_nodes=nodes,
+        avg_degree=avg_degree,
+        num_classes=classes,
+        num_features=features,
+        seed=seed,
+    )
+    src = np.empty(spec.num_edges, dtype=np.int64)
+    dst = np.empty(spec.num_edges, dtype=np.int64)
+    done = 0
+    for s, d in iter_edge_chunks(spec):
+        src[done : done + len(s)], dst[done : done + len(d)] = s, d
+        done += len(s)
+    edges = canonicalize(src, dst, nodes, directed=False)
+    del src, dst
+    y = labels(spec, node_table(spec)[0])
+    splits = split_nodes(spec, y)
+    rng = np.random.default_rng(seed + 1)
+    wanted = (train_fraction, val_fraction, test_fraction)
+    chosen = [
+        rng.choice(part, min(len(part), int(round(frac * nodes))), replace=False)
+        for part, frac in zip(splits, wanted)
+    ]
+
+    def before(writer: Any) -> None:
+        x = writer.open_array("features", np.float32, (nodes, features))
+        rows = 1 << 16
+        for start in range(0, nodes, rows):
+            fill_features(spec, y, start, x[start : start + rows])
+        x.flush()
+        del x
+        writer.save_array("labels", y)
+        writer.num_features, writer.num_classes = features, classes
+        writer.save_splits(*chosen)
+
+    write_graph(
+        out,
+        fmt="synth",
+        source=out,
+        name="ooc-synth",
+        num_nodes=nodes,
+        edges=edges,
+        directed=False,
+        seed=seed,
+        before=before,
+        details={"synth_spec": spec_dict(spec), "splits": params},
+        started=started,
+    )
+    record.write_text(json.dumps(params))
+    seconds = time.perf_counter() - started
+    print(f"graph written in {seconds:.0f} s", file=sys.stderr)
+    return {"reused": False, "seconds": seconds, **params}
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="graph + store live here")
+    parser.add_argument("--nodes", type=int, default=2_000_000)
+    parser.add_argument("--features", type=int, default=256)
+    parser.add_argument("--avg-degree", type=float, default=10.0)
+    parser.add_argument("--classes", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-fraction", type=float, default=0.02)
+    parser.add_argument("--val-fraction", type=float, default=0.005)
+    parser.add_argument("--test-fraction", type=float, default=0.01)
+    parser.add_argument("--budget", type=parse_size, default=parse_size("1GiB"))
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--parts", type=int, default=64)
+    parser.add_argument("--modes", default="in_memory,mmap,hierbatching")
+    parser.add_argument("--fanouts", default="10,5")
+    parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--mega-batch-passes", type=int, default=1)
+    parser.add_argument(
+        "--hierbatching-budget",
+        type=parse_size,
+        default=None,
+        help="hierbatching's --memory-budget (default: half of --budget)",
+    )
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per mode")
+    parser.add_argument("--out", type=Path, default=Path("bench-out/out-of-core"))
+    parser.add_argument("--keep-data", action="store_true", help="keep graph and store")
+    parser.add_argument("--build-only", action="store_true")
+    args = parser.parse_args(argv)
+
+    args.data.mkdir(parents=True, exist_ok=True)
+    graph = args.data / "graph"
+    built = build_graph(
+        graph,
+        args.nodes,
+        args.features,
+        args.avg_degree,
+        args.classes,
+        args.seed,
+        args.train_fraction,
+        args.val_fraction,
+        args.test_fraction,
+    )
+    features_bytes = args.nodes * args.features * 4
+    print(
+        f"features {format_size(features_bytes)} against a budget of {format_size(args.budget)}",
+        file=sys.stderr,
+    )
+    if args.build_only:
+        return 0
+    from gnncore.outofcore.bench import bench_out_of_core
+
+    result = bench_out_of_core(
+        graph,
+        args.out,
+        args.budget,
+        args.epochs,
+        modes=tuple(m for m in args.modes.split(",") if m),
+        parts=args.parts,
+        work_dir=args.data / "work",
+        hierbatching_budget_bytes=args.hierbatching_budget,
+        train_args=[
+            "--fanouts",
+            args.fanouts,
+            "--eval-fanouts",
+            args.fanouts,
+            "--batch-size",
+            str(args.batch_size),
+            "--mega-batch-passes",
+            str(args.mega_batch_passes),
+        ],
+        timeout=args.timeout,
+    )
+    result["dataset"] = {**built, "feature_bytes": features_bytes, "path": str(graph)}
+    (args.out / "out_of_core.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(result["markdown"])
+    if not args.keep_data:
+        size = _du(args.data)
+        shutil.rmtree(graph)
+        shutil.rmtree(args.data / "work", ignore_errors=True)
+        os.unlink(graph.parent / f"{graph.name}.params.json")
+        print(f"removed {format_size(size)} under {args.data}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

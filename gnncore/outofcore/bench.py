@@ -1,0 +1,604 @@
+"""``gnncore bench out-of-core``: training modes side by side under one memory budget.
+
+:func:`bench_out_of_core` trains the same node classifier once per mode
+(``in_memory``, ``mmap``, ``hierbatching``), each as its own
+``gnncore train`` process under the same kernel-enforced memory limit
+(:func:`gnncore.limits.run_limited`: cgroup v1, page cache counted), with the
+graph directory and the partitioned store evicted from the page cache first,
+so every mode starts cold, and the same ``OMP_NUM_THREADS``. Preparation --
+partitioning the graph and writing the partitioned store that
+``hierbatching`` reads -- runs once, before and *outside* the limit (it is an
+offline step, as in the HierBatching paper); its time and peak RSS are
+reported apart. It also measures the disk's sequential read bandwidth once,
+so that each mode's read throughput can be put against it.
+
+Per mode it reports: whether it was OOM-killed (an ``in_memory`` run whose
+data exceeds the budget is expected to be; that is a result, not a failure of
+the benchmark), ``epoch_seconds`` (median over epochs of the training pass,
+``train_s``, read per epoch from the run's MLflow metric history; the JSON
+summary's mean when the history cannot be read -- ``epoch_source`` says
+which), the per-epoch split into load / sample / compute, ``bytes_read`` from
+storage for the whole process (``ru_inblock``), its read throughput (over the
+process's wall time) and its fraction of the sequential bandwidth, peak RSS,
+the cgroup's peak (page cache included), test accuracy and
+``speedup_vs_mmap`` (mmap's ``epoch_seconds`` / the mode's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gnncore.limits import LimitedRun, evict_page_cache, run_limited
+from gnncore.sizes import format_size
+
+MODES = ("in_memory", "mmap", "hierbatching")
+#: Per-epoch metrics read from the MLflow history (medians are reported).
+EPOCH_METRICS = (
+    "train_s",
+    "sample_s",
+    "wait_s",
+    "compute_s",
+    "eval_s",
+    "batches",
+    "hb_load_s",
+    "hb_wait_s",
+    "hb_bytes_read",
+)
+#: Bytes METIS (pymetis) needs per undirected edge, measured on a 20M-edge
+#: graph (docs/BENCHMARKS.md: 6.1 GiB peak RSS); above half the available
+#: memory the store is partitioned with GREM instead.
+METIS_BYTES_PER_EDGE = 320
+READ_CHUNK = 16 << 20
+
+
+def _log(message: str) -> None:
+    print(f"[bench out-of-core] {message}", file=sys.stderr, flush=True)
+
+
+def _gnncore(*args: str | os.PathLike[str]) -> list[str]:
+    return [sys.executable, "-m", "gnncore.cli.main", *(os.fspath(a) for a in args)]
+
+
+def _mem_available() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def choose_partitioner(num_edges: int, available: int | None = None) -> str:
+    """``metis`` when its estimated peak (:data:`METIS_BYTES_PER_EDGE` per
+    undirected edge) fits in half the available memory, else ``grem``."""
+    available = _mem_available() if available is None else available
+    if available is None or METIS_BYTES_PER_EDGE * num_edges <= available // 2:
+        return "metis"
+    return "grem"
+
+
+def _tail(path: str | None, lines: int = 15) -> str:
+    if path is None:
+        return ""
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _checked(run: LimitedRun, what: str) -> None:
+    if not run.ok:
+        raise RuntimeError(f"{what} failed (exit {run.exit_code}):\n{_tail(run.stderr_path)}")
+
+
+def prepare_store(
+    graph_dir: Path,
+    work_dir: Path,
+    parts: int,
+    static_fraction: float,
+    method: str | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Partition ``graph_dir`` and write its partitioned store under
+    ``work_dir`` (``partition/``, ``store/``), without a memory limit; reused
+    when a store of the same graph, parts, static fraction and method is
+    there. Returns where, how (``method``) and what it cost."""
+    from gnncore.store import GraphDir
+    from gnncore.store.manifest import MANIFEST_FILE, sha256_of
+
+    graph = GraphDir.open(graph_dir)
+    method = method or choose_partitioner(int(graph.manifest.num_canonical_edges))
+    key = {
+        "graph_manifest_sha256": sha256_of(graph_dir / MANIFEST_FILE),
+        "parts": parts,
+        "static_fraction": static_fraction,
+        "method": method,
+        "seed": seed,
+    }
+    part_dir, store_dir = work_dir / "partition", work_dir / "store"
+    record = work_dir / "store.params.json"
+    info: dict[str, Any] = {"store": str(store_dir), **key, "limited": False}
+    if (store_dir / "manifest.json").is_file() and record.is_file():
+        saved = json.loads(record.read_text())
+        if saved.get("key") == key:
+            _log(f"reusing the partitioned store {store_dir}")
+            return {**info, **saved.get("cost", {}), "reused": True}
+    work_dir.mkdir(parents=True, exist_ok=True)
+    logs = work_dir / "logs"
+    cost: dict[str, Any] = {}
+    _log(f"partitioning with {method} into {parts} parts (outside the memory limit)")
+    run = run_limited(
+        _gnncore(
+            "partition",
+            graph_dir,
+            part_dir,
+            "--method",
+            method,
+            "--parts",
+            str(parts),
+            "--seed",
+            str(seed),
+            "--no-progress",
+        ),
+        None,
+        capture_dir=logs,
+        capture_name="partition",
+    )
+    _checked(run, f"gnncore partition --method {method}")
+    cost["partition_seconds"] = run.wall_seconds
+    cost["partition_peak_rss_bytes"] = run.peak_rss_bytes
+    _log(f"writing the store (static fraction {static_fraction}, outside the memory limit)")
+    run = run_limited(
+        _gnncore(
+            "store",
+            graph_dir,
+            part_dir,
+            store_dir,
+            "--static-fraction",
+            str(static_fraction),
+            "--no-progress",
+        ),
+        None,
+        capture_dir=logs,
+        capture_name="store",
+    )
+    _checked(run, "gnncore store")
+    cost["store_seconds"] = run.wall_seconds
+    cost["store_peak_rss_bytes"] = run.peak_rss_bytes
+    cost["store_bytes"] = sum(p.stat().st_size for p in store_dir.iterdir() if p.is_file())
+    record.write_text(json.dumps({"key": key, "cost": cost}, indent=2))
+    return {**info, **cost, "reused": False}
+
+
+def _largest_file(paths: Sequence[Path]) -> Path | None:
+    files = [p for root in paths if root.is_dir() for p in root.rglob("*") if p.is_file()]
+    return max(files, key=lambda p: p.stat().st_size, default=None)
+
+
+def _timed_read(path: Path) -> tuple[int, float]:
+    buffer = bytearray(READ_CHUNK)
+    view = memoryview(buffer)
+    total = 0
+    with open(path, "rb", buffering=0) as file:
+        os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        started = time.perf_counter()
+        while True:
+            n = file.readinto(view)
+            if not n:
+                break
+            total += n
+        seconds = time.perf_counter() - started
+    return total, seconds
+
+
+def sequential_bandwidth(
+    candidates: Sequence[Path], min_bytes: int, scratch: Path, repeats: int = 3
+) -> dict[str, Any]:
+    """Bytes/s of a cold sequential read (16 MiB ``read``s) of the largest file
+    under ``candidates`` if it has ``min_bytes``, else of a scratch file of
+    ``min_bytes`` written (and removed) in ``scratch``; median of ``repeats``,
+    the file evicted from the page cache before each read and after the last."""
+    probe = _largest_file(candidates)
+    temporary = probe is None or probe.stat().st_size < min_bytes
+    if temporary:
+        scratch.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix="seqread-", suffix=".bin", dir=scratch)
+        probe = Path(name)
+        block = os.urandom(1 << 20)
+        with os.fdopen(fd, "wb") as file:
+            for _ in range(max(1, min_bytes >> 20)):
+                file.write(block)
+            file.flush()
+            os.fsync(file.fileno())
+    assert probe is not None
+    try:
+        rates = []
+        for _ in range(repeats):
+            evict_page_cache([probe])
+            nbytes, seconds = _timed_read(probe)
+            rates.append(nbytes / seconds if seconds > 0 else 0.0)
+        evict_page_cache([probe])
+    finally:
+        if temporary:
+            probe.unlink()
+    return {
+        "bytes_per_s": statistics.median(rates),
+        "runs_bytes_per_s": rates,
+        "file": "scratch file" if temporary else str(probe),
+        "file_bytes": nbytes,
+    }
+
+
+def read_ahead_kb(path: str | os.PathLike[str]) -> int | None:
+    """The block device's ``queue/read_ahead_kb`` for the file system holding
+    ``path`` (``None`` when unknown). On Linux it also bounds the read-around
+    of a page fault on a file mapping, so it sets how much a random ``mmap``
+    access reads."""
+    try:
+        dev = os.stat(path).st_dev
+        block = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}").resolve()
+        for folder in (block, block.parent):
+            value = folder / "queue" / "read_ahead_kb"
+            if value.is_file():
+                return int(value.read_text())
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _epoch_history(summary: dict[str, Any]) -> dict[str, list[float]] | None:
+    """Per-epoch values of :data:`EPOCH_METRICS` from the run's MLflow store
+    (``None`` when it cannot be read)."""
+    try:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=summary["mlflow_tracking_uri"])
+        out: dict[str, list[float]] = {}
+        for key in EPOCH_METRICS:
+            history = client.get_metric_history(summary["mlflow_run_id"], key)
+            if history:
+                out[key] = [m.value for m in sorted(history, key=lambda m: m.step)]
+        return out if out.get("train_s") else None
+    except Exception as exc:  # noqa: BLE001 -- any tracking problem falls back to the JSON
+        _log(f"cannot read the per-epoch history ({exc}); using the JSON summary's means")
+        return None
+
+
+def _median(values: Sequence[float] | None) -> float | None:
+    return statistics.median(values) if values else None
+
+
+#: Fields of a mode's result that only a finished run has (``None`` otherwise).
+_PER_EPOCH_FIELDS = (
+    "epoch_source",
+    "epochs_run",
+    "epoch_seconds",
+    "epoch_seconds_all",
+    "load_s",
+    "load_wait_s",
+    "sample_s",
+    "wait_s",
+    "compute_s",
+    "eval_s",
+    "batches_per_epoch",
+    "epoch_bytes_read_store",
+    "train_loop_seconds",
+    "outside_loop_seconds",
+    "test_accuracy",
+    "val_accuracy",
+)
+
+
+def _mode_result(mode: str, run: LimitedRun, json_path: Path, bandwidth: float) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "mode": mode,
+        "killed_for_memory": run.killed_for_memory,
+        "timed_out": run.timed_out,
+        "exit_code": run.exit_code,
+        "limited": run.limited,
+        "reason": run.reason,
+        "wall_seconds": run.wall_seconds,
+        "bytes_read": run.read_bytes,
+        "read_bytes_per_s": (
+            run.read_bytes / run.wall_seconds
+            if run.read_bytes is not None and run.wall_seconds > 0
+            else None
+        ),
+        "peak_rss_bytes": run.peak_rss_bytes,
+        "peak_memory_bytes": run.peak_memory_bytes,
+        "failcnt": run.failcnt,
+        "stderr": run.stderr_path,
+    }
+    rate = result["read_bytes_per_s"]
+    result["read_fraction_of_sequential"] = (
+        rate / bandwidth if rate is not None and bandwidth else None
+    )
+    if run.killed_for_memory:
+        result["status"] = "killed for memory"
+    elif run.timed_out:
+        result["status"] = "timed out"
+    elif run.exit_code != 0 or not json_path.is_file():
+        result["status"] = f"failed (exit {run.exit_code})"
+        result["error"] = _tail(run.stderr_path)
+    else:
+        result["status"] = "ok"
+    result.update(dict.fromkeys(_PER_EPOCH_FIELDS))
+    if result["status"] != "ok":
+        return result
+    summary = json.loads(json_path.read_text())
+    history = _epoch_history(summary)
+    throughput = summary.get("throughput", {})
+    if history is not None:
+        per_epoch = history
+        result["epoch_source"] = "per-epoch MLflow history (median)"
+    else:
+        per_epoch = {k: [float(throughput[k])] for k in EPOCH_METRICS if k in throughput}
+        result["epoch_source"] = "JSON summary (mean over epochs)"
+    medians = {key: _median(values) for key, values in per_epoch.items()}
+    result.update(
+        {
+            "epochs_run": len(per_epoch.get("train_s", [])) if history is not None else None,
+            "epoch_seconds": medians.get("train_s"),
+            "epoch_seconds_all": per_epoch.get("train_s"),
+            "load_s": medians.get("hb_load_s"),
+            "load_wait_s": medians.get("hb_wait_s"),
+            "sample_s": medians.get("sample_s"),
+            "wait_s": medians.get("wait_s"),
+            "compute_s": medians.get("compute_s"),
+            "eval_s": medians.get("eval_s"),
+            "batches_per_epoch": medians.get("batches"),
+            "epoch_bytes_read_store": medians.get("hb_bytes_read"),
+            "train_loop_seconds": summary.get("seconds"),
+            "outside_loop_seconds": (
+                run.wall_seconds - float(summary["seconds"]) if "seconds" in summary else None
+            ),
+            "test_accuracy": summary.get("test_accuracy"),
+            "val_accuracy": summary.get("val_accuracy"),
+        }
+    )
+    return result
+
+
+def bench_out_of_core(
+    graph_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    budget_bytes: int,
+    epochs: int,
+    modes: Sequence[str] = MODES,
+    parts: int = 64,
+    static_fraction: float = 0.01,
+    train_args: Sequence[str] = (),
+    *,
+    work_dir: str | os.PathLike[str] | None = None,
+    partition_method: str | None = None,
+    hierbatching_budget_bytes: int | None = None,
+    threads: int | None = None,
+    timeout: float | None = None,
+    bandwidth_probe_bytes: int = 1 << 30,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Train once per mode, each in its own process under ``budget_bytes``.
+
+    Args:
+        graph_dir: The graph directory.
+        out_dir: Gets ``out_of_core.json``, ``out_of_core.md`` and, under
+            ``runs/``, each mode's summary JSON and stdout/stderr.
+        budget_bytes: The cgroup limit of every training process (anonymous
+            memory plus page cache).
+        epochs: ``--epochs`` of every run.
+        modes: Any of :data:`MODES`, in the order run.
+        parts: Partitions of the store (``hierbatching``).
+        static_fraction: ``gnncore store --static-fraction``.
+        train_args: More ``gnncore train`` options, the same for every mode
+            (``--fanouts``, ``--batch-size``, ``--model``...).
+        work_dir: Where the partition, the store and the runs' data roots go
+            (default ``out_dir/work``); a matching store there is reused.
+        partition_method: ``metis`` or ``grem``; default
+            :func:`choose_partitioner`.
+        hierbatching_budget_bytes: ``--memory-budget`` of ``hierbatching``
+            (its static cache plus two mega-batches); default half of
+            ``budget_bytes``, the rest being left to the interpreter, torch,
+            the model and the mini-batches, which the cgroup also counts.
+        threads: ``OMP_NUM_THREADS`` (and ``MKL_NUM_THREADS``) of every run;
+            default the CPUs this process may use.
+        timeout: Seconds per run (then SIGKILLed, reported ``timed out``).
+        bandwidth_probe_bytes: Smallest file the sequential read is timed on
+            (a scratch file of this size when the data has none).
+        seed: ``--seed`` of partitioning and training.
+
+    Returns:
+        dict: Everything written to ``out_of_core.json``, plus ``markdown``.
+    """
+    graph_dir, out_dir = Path(graph_dir).absolute(), Path(out_dir).absolute()
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise ValueError(f"modes must be some of {', '.join(MODES)}; got {list(modes)}")
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1; got {epochs}")
+    if budget_bytes < 1:
+        raise ValueError(f"the budget must be positive; got {budget_bytes}")
+    from gnncore.store import GraphDir
+
+    graph = GraphDir.open(graph_dir)
+    work = Path(work_dir).absolute() if work_dir is not None else out_dir / "work"
+    runs_dir = out_dir / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    threads = threads or len(os.sched_getaffinity(0))
+    hb_budget = hierbatching_budget_bytes or budget_bytes // 2
+
+    store_info = None
+    if "hierbatching" in modes:
+        store_info = prepare_store(graph_dir, work, parts, static_fraction, partition_method, seed)
+    evict = [graph_dir] + ([Path(store_info["store"])] if store_info else [])
+
+    _log("timing a cold sequential read")
+    disk = sequential_bandwidth(evict, bandwidth_probe_bytes, work)
+    bandwidth = float(disk["bytes_per_s"])
+    _log(f"sequential read: {format_size(bandwidth)}/s ({disk['file']})")
+
+    env = dict(os.environ)
+    env.update(
+        {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    )
+    results: dict[str, dict[str, Any]] = {}
+    for mode in modes:
+        root = work / "runs" / mode
+        shutil.rmtree(root, ignore_errors=True)
+        json_path = runs_dir / f"{mode}.json"
+        json_path.unlink(missing_ok=True)
+        cmd = _gnncore(
+            "train",
+            graph_dir,
+            "--mode",
+            mode,
+            "--epochs",
+            str(epochs),
+            "--json",
+            json_path,
+            "--no-progress",
+            "--data-root",
+            root,
+            "--device",
+            "cpu",
+            "--seed",
+            str(seed),
+        )
+        if mode == "hierbatching":
+            assert store_info is not None
+            cmd += ["--store", store_info["store"], "--memory-budget", str(hb_budget)]
+        cmd += list(train_args)
+        _log(f"{mode}: training under {format_size(budget_bytes)} (page cache evicted first)")
+        run = run_limited(
+            cmd,
+            budget_bytes,
+            env=env,
+            timeout=timeout,
+            evict=evict,
+            capture_dir=runs_dir,
+            capture_name=mode,
+        )
+        results[mode] = _mode_result(mode, run, json_path, bandwidth)
+        results[mode]["cmd"] = list(run.cmd)
+        shown = results[mode].get("epoch_seconds")
+        _log(
+            f"{mode}: {results[mode]['status']} in {run.wall_seconds:.1f} s"
+            + (f", epoch {shown:.2f} s" if shown is not None else "")
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+    base = results.get("mmap", {}).get("epoch_seconds")
+    for res in results.values():
+        mine = res.get("epoch_seconds")
+        res["speedup_vs_mmap"] = base / mine if base and mine else None
+    first = next(iter(results.values()))
+    result: dict[str, Any] = {
+        "graph_dir": str(graph_dir),
+        "dataset": graph.manifest.name,
+        "num_nodes": int(graph.num_nodes),
+        "num_edges": int(graph.manifest.num_edges),
+        "graph_bytes": sum(p.stat().st_size for p in graph_dir.iterdir() if p.is_file()),
+        "budget_bytes": budget_bytes,
+        "hierbatching_budget_bytes": hb_budget if "hierbatching" in modes else None,
+        "limited": first["limited"],
+        "limit_reason": first["reason"],
+        "epochs": epochs,
+        "threads": threads,
+        "train_args": list(train_args),
+        "sequential_read": disk,
+        "read_ahead_kb": read_ahead_kb(graph_dir),
+        "store": store_info,
+        "modes": results,
+        "epoch_seconds": {m: r.get("epoch_seconds") for m, r in results.items()},
+        "speedup_vs_mmap": {m: r.get("speedup_vs_mmap") for m, r in results.items()},
+        "bytes_read": {m: r.get("bytes_read") for m, r in results.items()},
+        "test_accuracy": {m: r.get("test_accuracy") for m, r in results.items()},
+        "killed_for_memory": {m: r["killed_for_memory"] for m, r in results.items()},
+        "load_average": os.getloadavg(),
+    }
+    markdown = to_markdown(result)
+    (out_dir / "out_of_core.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    (out_dir / "out_of_core.md").write_text(markdown + "\n")
+    return {**result, "markdown": markdown}
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _size(value: float | None) -> str:
+    return "—" if value is None else format_size(value)
+
+
+def to_markdown(result: dict[str, Any]) -> str:
+    """The result as a Markdown table with a few lines of context."""
+    disk = result["sequential_read"]
+    limit = (
+        f"cgroup v1 limit {format_size(result['budget_bytes'])} (page cache counted)"
+        if result["limited"]
+        else f"NOT limited ({result['limit_reason']})"
+    )
+    lines = [
+        f"Graph `{result['graph_dir']}`: {result['num_nodes']:,} nodes, "
+        f"{result['num_edges']:,} stored edges, {format_size(result['graph_bytes'])} on disk; "
+        f"{limit}; {result['epochs']} epoch(s); OMP_NUM_THREADS={result['threads']}; "
+        f"cold sequential read {format_size(disk['bytes_per_s'])}/s; "
+        f"device read-ahead {result.get('read_ahead_kb')} KiB.",
+    ]
+    store = result.get("store")
+    if store:
+        lines.append(
+            f"Store: {store['method']}, {store['parts']} parts, static fraction "
+            f"{store['static_fraction']}, written outside the limit"
+            + (
+                " (reused)"
+                if store.get("reused")
+                else f" in {_f(store.get('partition_seconds'), 0)} s (partition) + "
+                f"{_f(store.get('store_seconds'), 0)} s (store)"
+            )
+            + f"; HierBatching --memory-budget {_size(result['hierbatching_budget_bytes'])}."
+        )
+    lines += [
+        "",
+        "| mode | status | epoch s | speedup vs mmap | load s (wait) | sample s | compute s "
+        "| bytes read | read MiB/s (% of seq) | peak RSS | cgroup peak | test acc |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for mode, res in result["modes"].items():
+        rate = res.get("read_bytes_per_s")
+        frac = res.get("read_fraction_of_sequential")
+        load = (
+            f"{_f(res.get('load_s'))} ({_f(res.get('load_wait_s'))})"
+            if res.get("load_s") is not None
+            else "—"
+        )
+        lines.append(
+            f"| {mode} | {res['status']} | {_f(res.get('epoch_seconds'))} "
+            f"| {_f(res.get('speedup_vs_mmap'))} | {load} | {_f(res.get('sample_s'))} "
+            f"| {_f(res.get('compute_s'))} | {_size(res.get('bytes_read'))} "
+            f"| {_f(None if rate is None else rate / 2**20, 1)}"
+            f" ({_f(None if frac is None else 100 * frac, 1)}%) "
+            f"| {_size(res.get('peak_rss_bytes'))} | {_size(res.get('peak_memory_bytes'))} "
+            f"| {_f(res.get('test_accuracy'), 4)} |"
+        )
+    sources = {r.get("epoch_source") for r in result["modes"].values() if r.get("epoch_source")}
+    lines += [
+        "",
+        "epoch s: the training pass (`train_s`), "
+        + ("; ".join(sorted(sources)) if sources else "no mode finished")
+        + ". "
+        "load s: HierBatching's mega-batch reads (background thread), in brackets the time "
+        "training blocked on them; mmap reads rows inside sampling (page faults). "
+        "bytes read and read MiB/s: the whole process (start, training, evaluation) "
+        "over its wall time.",
+    ]
+    return "\n".join(lines)
