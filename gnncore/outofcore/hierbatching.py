@@ -24,6 +24,7 @@ those training sees, not the whole graph's.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -192,16 +193,33 @@ def load_mega_batch(
     in_edges = {**{p: d.in_edges for p, d in resident.items()}, **_read_in_edges(store, missing)}
     nbytes = sum(in_edges[p].nbytes for p in missing)
     offsets = store.offsets
+    sizes = np.array([offsets[p + 1] - offsets[p] for p in parts], dtype=np.int64)
     t_nodes = np.concatenate([np.arange(offsets[p], offsets[p + 1], dtype=np.int64) for p in parts])
     in_t = np.zeros(store.parts, dtype=bool)
     in_t[list(parts)] = True
+    # Local id of a node of T: its store id shifted by its partition's base.
+    base = np.zeros(store.parts, dtype=np.int64)
+    base[list(parts)] = np.concatenate([[0], np.cumsum(sizes)[:-1]]) - offsets[list(parts)]
     edges = np.concatenate([in_edges[p] for p in parts])
     src, dst = edges[:, 0], edges[:, 1]
     src_part = np.searchsorted(offsets, src, side="right") - 1
-    keep = in_t[src_part] | (static.positions(src) >= 0)
-    src, dst = src[keep], dst[keep]
-    extra = np.unique(src[~in_t[src_part[keep]]])  # N(T) ∩ static, outside T
+    src_in_t = in_t[src_part]
+    keep = src_in_t | (static.positions(src) >= 0)
+    src, dst, src_part, src_in_t = src[keep], dst[keep], src_part[keep], src_in_t[keep]
+    extra = np.unique(src[~src_in_t])  # N(T) ∩ static, outside T
     extra_pos = static.positions(extra)
+    n_t = len(t_nodes)
+
+    def local(ids: np.ndarray, part: np.ndarray, inside: np.ndarray) -> np.ndarray:
+        out = np.empty(len(ids), dtype=np.int64)
+        out[inside] = ids[inside] + base[part[inside]]
+        out[~inside] = n_t + np.searchsorted(extra, ids[~inside])
+        return out
+
+    # Edges into T (every destination in T, partitions ascending).
+    dst_part = np.repeat(np.asarray(parts), [len(in_edges[p]) for p in parts])[keep]
+    t_src = local(src, src_part, src_in_t)
+    t_dst = dst + base[dst_part]
     # In-edges of the extra static nodes, from the static cache, kept when their
     # source lies in T or among the extra nodes.
     lengths = static.indptr[extra_pos + 1] - static.indptr[extra_pos]
@@ -210,20 +228,18 @@ def load_mega_batch(
         if len(extra_pos)
         else np.zeros(0, dtype=np.int64)
     )
-    s_dst = np.repeat(extra, lengths)
+    s_dst = np.repeat(np.arange(n_t, n_t + len(extra), dtype=np.int64), lengths)
     s_part = np.searchsorted(offsets, s_src, side="right") - 1
-    s_keep = in_t[s_part] | np.isin(s_src, extra)
+    s_in_t = in_t[s_part]
+    s_keep = s_in_t | np.isin(s_src, extra)
+    s_local = local(s_src[s_keep], s_part[s_keep], s_in_t[s_keep])
     nodes = np.concatenate([t_nodes, extra])
-    order = np.argsort(nodes, kind="stable")
-    sorted_nodes = nodes[order]
-
-    def local(ids: np.ndarray) -> np.ndarray:
-        return order[np.searchsorted(sorted_nodes, ids)]
-
-    all_src = local(np.concatenate([src, s_src[s_keep]]))
-    all_dst = local(np.concatenate([dst, s_dst[s_keep]]))
-    by = np.lexsort((all_src, all_dst))
-    indices = all_src[by].astype(np.int64)
+    all_src = np.concatenate([t_src, s_local])
+    all_dst = np.concatenate([t_dst, s_dst[s_keep]])
+    # Destinations come in sorted runs (one per source partition): a stable sort
+    # by destination is nearly linear and keeps each row's sources in order.
+    by = np.argsort(all_dst, kind="stable")
+    indices = all_src[by]
     indptr = np.zeros(len(nodes) + 1, dtype=np.int64)
     np.cumsum(np.bincount(all_dst, minlength=len(nodes)), out=indptr[1:])
     x = None
@@ -482,8 +498,6 @@ class HierBatchSource:
         batch_size: int,
         make_sampler: SamplerFactory,
     ) -> Iterator[Any]:
-        from gnncore.store.feature_store import TensorFeatureStore
-        from gnncore.store.graph_store import CSCGraphStore
 
         nodes = self.splits.get(split, np.zeros(0, dtype=np.int64))
         pending: Future[MegaBatch] | None = self._load(pool, plan[0], {}) if plan else None
@@ -498,26 +512,17 @@ class HierBatchSource:
             self._count(mega, wait, split, first=k == 0)
             targets = split_nodes_in(nodes, self.store, step.targets)
             if len(targets):
-                tensors = {"y": self.labels[torch.from_numpy(mega.nodes)]}
-                if mega.x is not None:
-                    tensors["x"] = torch.from_numpy(mega.x)
-                data = (TensorFeatureStore(tensors), CSCGraphStore(mega.indptr, mega.indices))
-                sampler = make_sampler((mega.indptr, mega.indices), int(step.seeds[0]))
-                local = torch.from_numpy(mega.local_ids(targets))
-                for p in range(passes):
-                    shuffler = torch.Generator().manual_seed(int(step.seeds[1 + p]))
-                    loader = NodeLoader(
-                        data=data,
-                        node_sampler=sampler,
-                        input_nodes=local,
-                        batch_size=batch_size,
-                        shuffle=shuffle,
-                        generator=shuffler if shuffle else None,
-                    )
-                    yield from loader
+                yield from _step_batches(
+                    mega, step, targets, self.labels, passes, shuffle, batch_size, make_sampler
+                )
             if k + 1 < len(plan) and not self.prefetch:
                 pending = self._load(pool, plan[k + 1], mega.pieces)
             del mega
+            # PyG loaders hold themselves in reference cycles (their collate_fn is a
+            # bound method), and with them this step's cached subgraph: free it now,
+            # not whenever the collector next runs, or mega-batches pile up past
+            # the memory budget.
+            gc.collect()
 
     def _count(self, mega: MegaBatch, wait: float, split: str, first: bool) -> None:
         stats = self.stats
@@ -539,6 +544,40 @@ class HierBatchSource:
                 f"{len(mega.indices)} edges, {mega.nbytes_read / 2**20:.1f} MiB read in "
                 f"{mega.seconds:.2f} s, waited {wait:.2f} s"
             )
+
+
+def _step_batches(
+    mega: MegaBatch,
+    step: Step,
+    targets: np.ndarray,
+    labels: torch.Tensor,
+    passes: int,
+    shuffle: bool,
+    batch_size: int,
+    make_sampler: SamplerFactory,
+) -> Iterator[Any]:
+    """The mini-batches of one step: ``passes`` passes over ``targets`` (store
+    ids) sampled from the step's cached subgraph."""
+    from gnncore.store.feature_store import TensorFeatureStore
+    from gnncore.store.graph_store import CSCGraphStore
+
+    tensors = {"y": labels[torch.from_numpy(mega.nodes)]}
+    if mega.x is not None:
+        tensors["x"] = torch.from_numpy(mega.x)
+    data = (TensorFeatureStore(tensors), CSCGraphStore(mega.indptr, mega.indices))
+    sampler = make_sampler((mega.indptr, mega.indices), int(step.seeds[0]))
+    local = torch.from_numpy(mega.local_ids(targets))
+    for p in range(passes):
+        shuffler = torch.Generator().manual_seed(int(step.seeds[1 + p]))
+        loader = NodeLoader(
+            data=data,
+            node_sampler=sampler,
+            input_nodes=local,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            generator=shuffler if shuffle else None,
+        )
+        yield from loader
 
 
 class EvalBatches(Iterable[Any]):
