@@ -21,6 +21,7 @@ backend would override :meth:`_multi_get_tensor` instead.
 
 from __future__ import annotations
 
+import mmap
 import os
 from typing import Any
 
@@ -45,6 +46,20 @@ def mapped_tensor(graph: GraphDir, name: str) -> torch.Tensor:
     if file not in graph.manifest.files:
         raise KeyError(f"{graph.path} has no {file}")
     return torch.from_numpy(np.load(graph.path / file, mmap_mode="c", allow_pickle=False))
+
+
+def advise_random(array: np.ndarray) -> bool:
+    """Tell the kernel a memory-mapped array is read at random
+    (``madvise(MADV_RANDOM)``): a sampled mini-batch touches scattered rows, and
+    the default read-ahead (up to megabytes per fault on some disks) would read
+    far more than those rows and evict them again under memory pressure.
+    Returns whether the advice was given (not on every platform)."""
+    mapping = getattr(array, "_mmap", None)
+    advice = getattr(mmap, "MADV_RANDOM", None)
+    if mapping is None or advice is None:
+        return False
+    mapping.madvise(advice)
+    return True
 
 
 def _as_graph_dir(graph: GraphDir | str | os.PathLike[str]) -> GraphDir:
@@ -72,6 +87,7 @@ class GraphDirFeatureStore(FeatureStore):
         array = self._arrays.get(attr_name)
         if array is None:
             array = self.graph.array(NODE_ATTRS[attr_name])
+            advise_random(array)
             self._arrays[attr_name] = array
         return array
 

@@ -123,3 +123,32 @@ def test_stores_pickle_small_and_reopen(graph: GraphDir) -> None:
 def test_opened_from_a_path(graph: GraphDir) -> None:
     assert GraphDirFeatureStore(graph.path).get_tensor_size(None, "x") == (120, 6)
     assert GraphDirGraphStore(str(graph.path)).num_nodes == 120
+
+
+@pytest.mark.skipif(not hasattr(__import__("mmap"), "MADV_RANDOM"), reason="no madvise here")
+def test_mapped_features_are_advised_random_access(graph: GraphDir) -> None:
+    from gnncore.store.feature_store import advise_random
+
+    store = GraphDirFeatureStore(graph)
+    store.get_tensor(group_name=None, attr_name="x", index=torch.tensor([3, 1]))
+    mapped = store._arrays["x"]
+    assert isinstance(mapped, np.memmap) and advise_random(mapped)
+    assert not advise_random(np.zeros(3))  # an in-memory array: nothing to advise
+
+
+def test_tensor_feature_store_serves_rows(graph: GraphDir) -> None:
+    from gnncore.store import TensorFeatureStore
+
+    x = torch.arange(12.0).reshape(6, 2)
+    store = TensorFeatureStore({"x": x, "y": torch.arange(6)})
+    assert torch.equal(
+        store.get_tensor(group_name=None, attr_name="x", index=torch.tensor([4, 0])), x[[4, 0]]
+    )
+    assert torch.equal(
+        store.get_tensor(group_name=None, attr_name="y", index=np.array([5])), torch.tensor([5])
+    )
+    assert store.get_tensor_size(group_name=None, attr_name="x") == (6, 2)
+    with pytest.raises(KeyError, match="no node attribute 'z'"):
+        store.get_tensor(group_name=None, attr_name="z", index=None)
+    with pytest.raises(NotImplementedError):
+        store.put_tensor(x, group_name=None, attr_name="x", index=None)
