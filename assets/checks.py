@@ -1,18 +1,32 @@
-"""Blocking asset checks: downstream stages rely on these invariants."""
+"""Blocking asset checks: downstream stages rely on these invariants.
+
+Each check is partitioned like its asset (one result per dataset, shown per
+partition in the UI) and reads the materialization of its own partition.
+"""
+
+import warnings
 
 import dagster as dg
 
 from assets.graph import graph
 from assets.partition import METHOD_PARTITIONS, graph_partition
+from assets.partitions import DATASET_PARTITIONS
 from assets.plan import placement_plan, replication_plan
 from assets.train import trained_model
 from assets.upstream import upstream_metadata, upstream_path
 from resources import MlflowResource
 
+# Partitioned checks are a preview feature of Dagster; they are what lets each dataset's
+# checks pass or fail on their own, so the notice is not repeated on every import.
+warnings.filterwarnings(
+    "ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=dg.PreviewWarning
+)
+
 
 @dg.asset_check(
     asset=graph,
     blocking=True,
+    partitions_def=DATASET_PARTITIONS,
     description="Manifest, checksums and contents "
     "(CSR bounds and order, labels, disjoint splits, finite features) are valid.",
 )
@@ -32,7 +46,7 @@ def graph_integrity(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResu
 def check_partition_balance(
     context: dg.AssetCheckExecutionContext, asset_key: dg.AssetKey
 ) -> dg.AssetCheckResult:
-    """Every part of the latest partitioning of ``asset_key`` is within tolerance."""
+    """Every part of this dataset's partitioning by ``asset_key`` is within tolerance."""
     from gnncore.partition import PartitionDir
     from gnncore.partition.metrics import balance_violations, partition_metrics
     from gnncore.store import GraphDir
@@ -60,6 +74,7 @@ def build_balance_check(
         asset=asset,
         name=name,
         blocking=True,
+        partitions_def=DATASET_PARTITIONS,
         description="No part exceeds ceil((1 + imbalance)·N/p) nodes and none is empty.",
     )
     def _balance(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
@@ -82,6 +97,7 @@ def _plan_result(problems: list[str], meta: dict) -> dg.AssetCheckResult:
 @dg.asset_check(
     asset=replication_plan,
     blocking=True,
+    partitions_def=DATASET_PARTITIONS,
     description="The plan covers the graph and the partition it claims (manifest sha256), "
     "its replicated ids are distinct nodes, round(rate·N) of them, and every owner is a "
     "partition (the partition's own label unless group_size re-assigned them).",
@@ -103,6 +119,7 @@ def replication_plan_valid(context: dg.AssetCheckExecutionContext) -> dg.AssetCh
 @dg.asset_check(
     asset=placement_plan,
     blocking=True,
+    partitions_def=DATASET_PARTITIONS,
     description="The plan covers the graph it claims (manifest sha256), no device "
     "caches more than the budget its settings give on that graph or a node twice, and "
     "dev_num / buf_pos point at the cached rows.",
@@ -128,6 +145,7 @@ class QualityGateConfig(dg.Config):
 @dg.asset_check(
     asset=trained_model,
     blocking=True,
+    partitions_def=DATASET_PARTITIONS,
     description="The new model's validation "
     "metric (accuracy; MRR for link prediction) is no worse than the production "
     "version's minus a margin; when it fails, production_model does not run and "

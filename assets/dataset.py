@@ -6,16 +6,14 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from assets.partitions import DATASET_PARTITIONS, dataset_name
 from resources import DataRootResource
 
 
 class DatasetConfig(dg.Config):
-    """Which raw dataset feeds the pipeline."""
+    """Which raw dataset feeds the pipeline. Its name is the partition key (the
+    ``dataset`` partition the run materializes), not a config field."""
 
-    name: str = Field(
-        default="synthetic",
-        description="Dataset name; names the output directories under the data root.",
-    )
     source: str = Field(
         default="",
         description="Path of a raw dataset (edge list, Parquet, "
@@ -43,13 +41,15 @@ class DatasetConfig(dg.Config):
     seed: int = Field(default=0, description="Generated graph: random seed.")
 
 
-@dg.asset(kinds={"polars", "numpy"}, group_name="gnn")
+@dg.asset(kinds={"polars", "numpy"}, group_name="gnn", partitions_def=DATASET_PARTITIONS)
 def raw_dataset(
     context: dg.AssetExecutionContext, config: DatasetConfig, storage: DataRootResource
 ) -> dg.MaterializeResult:
     """Raw input files: the configured source, or a generated planted-partition graph
     written in OGB's raw node-property-prediction layout, into
-    ``datasets/<name>-<stage key>`` (the same spec reuses it)."""
+    ``datasets/<name>-<stage key>`` (the same spec reuses it); ``<name>`` is the
+    dataset partition's key."""
+    name = dataset_name(context)
     if config.source:
         path = Path(config.source).expanduser().absolute()
         if not path.exists():
@@ -74,8 +74,7 @@ def raw_dataset(
             num_features=config.num_features,
             seed=config.seed,
         )
-        storage.stage_dir("datasets", config.name)  # checks the name is a safe one
-        generated = write_ogb_raw_versioned(storage.stage_root("datasets"), config.name, spec)
+        generated = write_ogb_raw_versioned(storage.stage_root("datasets"), name, spec)
         path, summary = generated.path, generated.summary
         if generated.reused:
             context.log.info(f"{path} already holds this dataset: reused")
@@ -90,7 +89,7 @@ def raw_dataset(
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(path)),
-            "name": config.name,
+            "name": name,
             "format": fmt,
             "directed": config.directed,
             **extra,

@@ -3,11 +3,17 @@
 import dagster as dg
 
 from assets.dataset import raw_dataset
+from assets.partitions import DATASET_PARTITIONS
 from assets.upstream import upstream_metadata
 from resources import DataRootResource
 
 
-@dg.asset(deps=[raw_dataset], kinds={"polars", "parquet"}, group_name="gnn")
+@dg.asset(
+    deps=[raw_dataset],
+    kinds={"polars", "parquet"},
+    group_name="gnn",
+    partitions_def=DATASET_PARTITIONS,
+)
 def graph(context: dg.AssetExecutionContext, storage: DataRootResource) -> dg.MaterializeResult:
     """The raw dataset ingested with Polars into a validated CSR graph directory,
     ``graphs/<name>-<stage key>``: the key covers the ingest settings and the

@@ -12,6 +12,7 @@ import dagster as dg
 from pydantic import Field
 
 from assets.partition import graph_partition
+from assets.partitions import DATASET_PARTITIONS
 from assets.upstream import upstream_metadata
 from gnncore.outofcore.store import STATIC_FRACTION_HELP
 from resources import DataRootResource
@@ -23,7 +24,12 @@ class StoreConfig(dg.Config):
     static_fraction: float = Field(default=0.01, description=STATIC_FRACTION_HELP)
 
 
-@dg.asset(deps=[graph_partition], kinds={"python", "numpy"}, group_name="gnn")
+@dg.asset(
+    deps=[graph_partition],
+    kinds={"python", "numpy"},
+    group_name="gnn",
+    partitions_def=DATASET_PARTITIONS,
+)
 def partitioned_store(
     context: dg.AssetExecutionContext, config: StoreConfig, storage: DataRootResource
 ) -> dg.MaterializeResult:

@@ -13,6 +13,7 @@ import dagster as dg
 from pydantic import Field
 
 from assets.graph import graph
+from assets.partitions import DATASET_PARTITIONS, run_tags
 from assets.upstream import upstream_metadata
 from resources import DataRootResource, MlflowResource
 
@@ -117,10 +118,7 @@ def materialize_partition(
         tracking=tracker,
         settings=settings,
         reuse=True,
-        tags={
-            "dagster_run_id": context.run.run_id,
-            "dagster_asset": context.asset_key.to_user_string(),
-        },
+        tags=run_tags(context),
         progress=context.log.info,
     )
     m = report.metrics
@@ -156,7 +154,7 @@ def materialize_partition(
     )
 
 
-@dg.asset(deps=[graph], kinds={"python"}, group_name="gnn")
+@dg.asset(deps=[graph], kinds={"python"}, group_name="gnn", partitions_def=DATASET_PARTITIONS)
 def graph_partition(
     context: dg.AssetExecutionContext,
     config: PartitionConfig,
@@ -175,6 +173,7 @@ def build_method_partition_asset(method: str) -> dg.AssetsDefinition:
         deps=[graph],
         kinds={"python"},
         group_name="partitioning",
+        partitions_def=DATASET_PARTITIONS,
         description=f"The graph partitioned with {method} (for comparison).",
     )
     def _partition(
@@ -191,7 +190,12 @@ def build_method_partition_asset(method: str) -> dg.AssetsDefinition:
 METHOD_PARTITIONS = [build_method_partition_asset(m) for m in COMPARED_METHODS]
 
 
-@dg.asset(deps=METHOD_PARTITIONS, kinds={"python"}, group_name="partitioning")
+@dg.asset(
+    deps=METHOD_PARTITIONS,
+    kinds={"python"},
+    group_name="partitioning",
+    partitions_def=DATASET_PARTITIONS,
+)
 def partition_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     """Every method side by side: cut, balance, seconds and peak RSS, table and chart."""
     from gnncore.partition import PartitionDir

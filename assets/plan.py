@@ -14,19 +14,13 @@ import dagster as dg
 
 from assets.options import options_config
 from assets.partition import graph_partition
+from assets.partitions import DATASET_PARTITIONS, run_tags
 from assets.upstream import upstream_metadata
 from gnncore.plan import PlacementSettings, ReplicationSettings
 from resources import DataRootResource, MlflowResource
 
 ReplicationConfig = options_config(ReplicationSettings, "ReplicationConfig")
 PlacementConfig = options_config(PlacementSettings, "PlacementConfig")
-
-
-def _run_tags(context: Any) -> dict[str, str]:
-    return {
-        "dagster_run_id": context.run.run_id,
-        "dagster_asset": context.asset_key.to_user_string(),
-    }
 
 
 def _common_metadata(report: Any, tracker: Any, graph_path: str) -> dict[str, Any]:
@@ -44,7 +38,9 @@ def _common_metadata(report: Any, tracker: Any, graph_path: str) -> dict[str, An
     }
 
 
-@dg.asset(deps=[graph_partition], kinds={"python"}, group_name="gnn")
+@dg.asset(
+    deps=[graph_partition], kinds={"python"}, group_name="gnn", partitions_def=DATASET_PARTITIONS
+)
 def replication_plan(
     context: dg.AssetExecutionContext,
     config: ReplicationConfig,  # type: ignore[valid-type]
@@ -73,7 +69,7 @@ def replication_plan(
         reuse=True,
         progress=context.log.info,
         tracking=tracker,
-        tags=_run_tags(context),
+        tags=run_tags(context),
     )
     m = report.metrics
     rows = "\n".join(f"| {i} | {ids} |" for i, ids in enumerate(m["stored_ids"]))
@@ -94,7 +90,9 @@ def replication_plan(
     )
 
 
-@dg.asset(deps=[replication_plan], kinds={"python"}, group_name="gnn")
+@dg.asset(
+    deps=[replication_plan], kinds={"python"}, group_name="gnn", partitions_def=DATASET_PARTITIONS
+)
 def placement_plan(
     context: dg.AssetExecutionContext,
     config: PlacementConfig,  # type: ignore[valid-type]
@@ -121,7 +119,7 @@ def placement_plan(
         reuse=True,
         progress=context.log.info,
         tracking=tracker,
-        tags=_run_tags(context),
+        tags=run_tags(context),
     )
     m = report.metrics
     rows = "\n".join(

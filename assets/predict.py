@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.graph import graph
+from assets.partitions import DATASET_PARTITIONS
 from assets.train import production_model
 from assets.upstream import upstream_metadata
 from resources import ComputeResource, DataRootResource, MlflowResource
@@ -10,7 +11,12 @@ from resources import ComputeResource, DataRootResource, MlflowResource
 PREVIEW_ROWS = 5
 
 
-@dg.asset(deps=[production_model, graph], kinds={"pytorch", "parquet"}, group_name="gnn")
+@dg.asset(
+    deps=[production_model, graph],
+    kinds={"pytorch", "parquet"},
+    group_name="gnn",
+    partitions_def=DATASET_PARTITIONS,
+)
 def predictions(
     context: dg.AssetExecutionContext,
     storage: DataRootResource,

@@ -6,6 +6,7 @@ import dagster as dg
 
 from assets.graph import graph
 from assets.outofcore import partitioned_store
+from assets.partitions import DATASET_PARTITIONS, run_tags
 from assets.plan import placement_plan
 from assets.train_config import TrainConfig
 from assets.upstream import upstream_metadata
@@ -23,6 +24,7 @@ VALIDATION_METRIC = {"node": "best_val_accuracy", "link": "best_val_mrr"}
     deps=[graph, placement_plan, partitioned_store],
     kinds={"pytorch", "mlflow"},
     group_name="gnn",
+    partitions_def=DATASET_PARTITIONS,
     pool="gpu",
     retry_policy=dg.RetryPolicy(max_retries=1),
 )
@@ -47,10 +49,7 @@ def trained_model(
     plans = plans_for(context, config.task, train_config, str(upstream["path"]))
     store = store_for(context, config.task, train_config, str(upstream["path"]))
     tracker = mlflow.tracker()
-    tags = {
-        "dagster_run_id": context.run.run_id,
-        "dagster_asset": context.asset_key.to_user_string(),
-    }
+    tags = run_tags(context)
     checkpoints = storage.stage_dir(
         "checkpoints", f"{upstream['name']}-{config.task}-{config.model}-{context.run.run_id}"
     )
@@ -174,7 +173,9 @@ def store_for(
     return str(store["path"])
 
 
-@dg.asset(deps=[trained_model], kinds={"mlflow"}, group_name="gnn")
+@dg.asset(
+    deps=[trained_model], kinds={"mlflow"}, group_name="gnn", partitions_def=DATASET_PARTITIONS
+)
 def production_model(
     context: dg.AssetExecutionContext, mlflow: MlflowResource
 ) -> dg.MaterializeResult:

@@ -1,8 +1,9 @@
 """The inbox sensor: a dropped edge list becomes a trained, registered model.
 
 Every edge list a user drops into the inbox folder (``storage.inbox``, default
-``<data root>/inbox``; :mod:`gnncore.io.inbox` says which files count) starts one
-``train_job`` run for that dataset: ingestion (with the node table beside it),
+``<data root>/inbox``; :mod:`gnncore.io.inbox` says which files count) adds the
+dataset's partition (the ``dataset`` dynamic partitions, keyed by the dataset
+name) and starts one ``train_job`` run of that partition: ingestion (with the node table beside it),
 partitioning, both plans, training, the quality gate and promotion of the
 registered model ``gnncore-<task>-<dataset>``. A dataset with a node table that
 has a ``label`` column trains node classification; any other trains link
@@ -20,9 +21,11 @@ from typing import Any
 
 import dagster as dg
 
+from assets.partitions import DATASET_PARTITIONS
 from gnncore.io.inbox import DroppedDataset, InboxState, scan_inbox
 from pipelines.jobs import train_job
 from resources import DataRootResource
+from resources.storage import check_safe_name
 
 
 def _merged(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -63,14 +66,14 @@ def has_features(dataset: DroppedDataset) -> bool:
 def inbox_run_request(
     dataset: DroppedDataset, run_config: Mapping[str, Any] | None = None
 ) -> dg.RunRequest:
-    """The ``train_job`` run for one dropped dataset (``run_config`` under it).
-    A dropped node table's features are standardised (raw magnitudes such as
-    amounts or ages train badly), unless ``run_config`` says otherwise."""
+    """The ``train_job`` run of the dataset's partition for one dropped dataset
+    (``run_config`` under it). A dropped node table's features are standardised
+    (raw magnitudes such as amounts or ages train badly), unless ``run_config``
+    says otherwise."""
     own = {
         "ops": {
             "raw_dataset": {
                 "config": {
-                    "name": dataset.name,
                     "source": str(dataset.edges),
                     "nodes": "" if dataset.nodes is None else str(dataset.nodes),
                 }
@@ -82,6 +85,7 @@ def inbox_run_request(
     defaults = {"ops": {"raw_dataset": {"config": scaling}}}
     return dg.RunRequest(
         run_key=dataset.run_key,
+        partition_key=check_safe_name(dataset.name),
         run_config=_merged(_merged(defaults, run_config or {}), own),
         tags={"gnncore/dataset": dataset.name, "gnncore/sha256": dataset.digest[:16]},
     )
@@ -93,7 +97,8 @@ def inbox_sensor(
     settle_seconds: float = 10.0,
     run_config: Mapping[str, Any] | None = None,
 ) -> dg.SensorDefinition:
-    """A sensor that requests a ``train_job`` run per new or changed dropped dataset.
+    """A sensor that requests a ``train_job`` run per new or changed dropped dataset,
+    of the dataset's partition, which it adds in the same tick.
 
     Files count once unchanged for ``settle_seconds`` (copies in progress wait);
     ``run_config`` is merged under each request's own (dataset, task). It ships
@@ -126,7 +131,13 @@ def inbox_sensor(
             state.requested[dataset.name] = dataset.digest
             context.log.info(f"{dataset.edges.name}: requesting a run for {dataset.name!r}")
         if requests:
-            return dg.SensorResult(run_requests=requests, cursor=state.dumps())
+            return dg.SensorResult(
+                run_requests=requests,
+                dynamic_partitions_requests=[
+                    DATASET_PARTITIONS.build_add_request([str(r.partition_key) for r in requests])
+                ],
+                cursor=state.dumps(),
+            )
         waiting = f"; settling: {', '.join(scan.settling)}" if scan.settling else ""
         return dg.SensorResult(
             skip_reason=f"no new or changed dataset in {folder}{waiting}", cursor=state.dumps()

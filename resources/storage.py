@@ -10,6 +10,14 @@ from pydantic import Field
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
+def check_safe_name(name: str) -> str:
+    """``name`` when it is a plain, safe directory name (letters, digits, '.', '_',
+    '-', starting with a letter or digit, at most 128 characters), else ``ValueError``."""
+    if not _SAFE_NAME.match(name):
+        raise ValueError(f"{name!r} is not a safe directory name (letters, digits, '.', '_', '-')")
+    return name
+
+
 class DataRootResource(dg.ConfigurableResource):
     """The data root: datasets, graphs, partitions, checkpoints, MLflow store.
 
@@ -38,11 +46,7 @@ class DataRootResource(dg.ConfigurableResource):
 
     def stage_dir(self, stage: str, name: str) -> Path:
         """``<root>/<stage>/<name>``; ``name`` must be a plain, safe name."""
-        if not _SAFE_NAME.match(name):
-            raise ValueError(
-                f"{name!r} is not a safe directory name (letters, digits, '.', '_', '-')"
-            )
-        return self.resolved_root() / stage / name
+        return self.resolved_root() / stage / check_safe_name(name)
 
     def inbox_dir(self) -> Path:
         """The drop folder (``inbox``, else ``<root>/inbox``), created if missing."""

@@ -17,6 +17,7 @@ def test_cora_with_defaults_from_cli_and_dagster_gives_the_same_test_accuracy(
     tmp_path: Path,
 ) -> None:
     from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
+    from assets.partitions import PARTITIONS_NAME
     from gnncore.cli.main import main
     from gnncore.io import ingest
     from pipelines.definitions import build_resources
@@ -41,16 +42,15 @@ def test_cora_with_defaults_from_cli_and_dagster_gives_the_same_test_accuracy(
     )
     cli = json.loads(out.read_text())
 
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, ["cora"])
     result = dg.materialize(
         PIPELINE_ASSETS + PIPELINE_CHECKS,
-        instance=dg.DagsterInstance.ephemeral(),
+        instance=instance,
         resources=build_resources(str(tmp_path / "dagster")),
+        partition_key="cora",
         run_config={
-            "ops": {
-                "raw_dataset": {
-                    "config": {"name": "cora", "source": str(cora), "format": "planetoid"}
-                }
-            }
+            "ops": {"raw_dataset": {"config": {"source": str(cora), "format": "planetoid"}}}
         },
     )
     (trained,) = result.asset_materializations_for_node("trained_model")

@@ -10,13 +10,13 @@ import pytest
 from mlflow import MlflowClient
 
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
+from assets.partitions import PARTITIONS_NAME
 from gnncore.outofcore.store import PartitionedStore
 from pipelines.definitions import build_resources
 
 DATASET = {
     "raw_dataset": {
         "config": {
-            "name": "ooc",
             "num_nodes": 800,
             "avg_degree": 6,
             "num_classes": 3,
@@ -54,6 +54,7 @@ def mtimes(directory: Path) -> dict[str, int]:
 def lineage(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
     instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, ["ooc"])
     resources = build_resources(str(root))
 
     def materialize(
@@ -64,6 +65,7 @@ def lineage(tmp_path_factory):
             instance=instance,
             resources=resources,
             selection=dg.AssetSelection.assets(*assets),
+            partition_key="ooc",
             run_config={"ops": config or {}},
             raise_on_error=raise_on_error,
         )

@@ -7,13 +7,13 @@ from mlflow import MlflowClient
 
 from assets import ALL_ASSETS, ALL_CHECKS
 from assets.partition import COMPARED_METHODS
+from assets.partitions import PARTITIONS_NAME
 from pipelines.definitions import build_resources
 
 RUN_CONFIG = {
     "ops": {
         "raw_dataset": {
             "config": {
-                "name": "cmp",
                 "num_nodes": 1200,
                 "avg_degree": 8,
                 "num_classes": 4,
@@ -35,12 +35,15 @@ def test_comparison_job_partitions_with_every_method(tmp_path):
     selection = dg.AssetSelection.groups("partitioning") | dg.AssetSelection.assets(
         "raw_dataset", "graph"
     )
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, ["cmp"])
     result = dg.materialize(
         ALL_ASSETS + ALL_CHECKS,
         resources=resources,
         run_config=RUN_CONFIG,
         selection=selection,
-        instance=dg.DagsterInstance.ephemeral(),
+        instance=instance,
+        partition_key="cmp",
     )
     assert result.success
     checks = {

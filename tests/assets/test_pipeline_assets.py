@@ -10,15 +10,16 @@ import pytest
 from mlflow import MlflowClient
 
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS, graph_integrity, partition_balance
+from assets.partitions import PARTITIONS_NAME
 from gnncore.partition.store import PartitionDir, write_partition_dir
 from gnncore.store import GraphDir
 from pipelines.definitions import build_resources
 
+DATASET = "tiny"
 RUN_CONFIG = {
     "ops": {
         "raw_dataset": {
             "config": {
-                "name": "tiny",
                 "num_nodes": 1500,
                 "avg_degree": 8,
                 "num_classes": 4,
@@ -36,11 +37,13 @@ def pipeline(tmp_path_factory):
     """Materialize everything once; tests then inspect or tamper with the outputs."""
     root = tmp_path_factory.mktemp("data")
     instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, [DATASET])
     resources = build_resources(str(root))
     result = dg.materialize(
         PIPELINE_ASSETS + PIPELINE_CHECKS,
         instance=instance,
         resources=resources,
+        partition_key=DATASET,
         run_config=RUN_CONFIG,
     )
     return result, instance, resources, root
@@ -53,11 +56,14 @@ def metadata(result, asset: str) -> dict:
 
 
 def run_check(check, instance, resources) -> dg.AssetCheckEvaluation:
+    """Run one check alone on the dataset's partition. (``partition_key=`` wants a
+    selected asset to take the partitions from; the run's partition tag is what it sets.)"""
     result = dg.materialize(
         PIPELINE_ASSETS + PIPELINE_CHECKS,
         instance=instance,
         resources=resources,
         selection=dg.AssetSelection.checks(check),
+        tags={"dagster/partition": DATASET},
         raise_on_error=False,
     )
     (evaluation,) = result.get_asset_check_evaluations()
@@ -136,6 +142,7 @@ def test_mlflow_run_is_tagged_with_the_dagster_run(pipeline):
     assert run.info.status == "FINISHED"
     assert run.data.tags["dagster_run_id"] == result.run_id
     assert run.data.tags["dataset"] == "tiny"
+    assert run.data.tags["dagster_partition"] == "tiny"
     # Training does not read the partition, so its run claims none.
     assert "partition_method" not in run.data.tags and "partitioner" not in run.data.params
     assert run.data.metrics["test_accuracy"] == pytest.approx(
@@ -212,6 +219,7 @@ def test_quality_gate_promotes_a_good_model_and_blocks_a_worse_one(pipeline):
         instance=instance,
         resources=resources,
         run_config=worse_config,
+        partition_key=DATASET,
         selection=dg.AssetSelection.assets("trained_model", "production_model"),
         raise_on_error=False,
     )
@@ -247,6 +255,7 @@ def test_link_task_is_trained_registered_and_gated_on_mrr(pipeline):
         instance=instance,
         resources=resources,
         run_config=link_config,
+        partition_key=DATASET,
         selection=dg.AssetSelection.assets("trained_model", "production_model"),
     )
     trained = metadata(result, "trained_model")

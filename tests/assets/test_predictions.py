@@ -9,6 +9,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from assets import ALL_ASSETS, ALL_CHECKS
+from assets.partitions import PARTITIONS_NAME
 from gnncore.store import GraphDir
 from gnncore.tracking.registry import registered_model_name
 from gnncore.train import NodeTrainConfig, train_graph_dir
@@ -17,7 +18,6 @@ from pipelines.definitions import build_resources
 DATASET = {
     "raw_dataset": {
         "config": {
-            "name": "predtiny",
             "num_nodes": 600,
             "avg_degree": 6,
             "num_classes": 3,
@@ -29,6 +29,7 @@ DATASET = {
 
 def test_predictions_asset_writes_every_node_with_the_training_accuracy(tmp_path: Path) -> None:
     instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, ["predtiny"])
     resources = build_resources(str(tmp_path / "data"))
 
     def materialize(*assets: str, config: dict | None = None) -> dg.ExecuteInProcessResult:
@@ -37,6 +38,7 @@ def test_predictions_asset_writes_every_node_with_the_training_accuracy(tmp_path
             instance=instance,
             resources=resources,
             selection=dg.AssetSelection.assets(*assets),
+            partition_key="predtiny",
             run_config={"ops": config or {}},
         )
 
@@ -55,6 +57,7 @@ def test_predictions_asset_writes_every_node_with_the_training_accuracy(tmp_path
     instance.report_runless_asset_event(
         dg.AssetMaterialization(
             asset_key="production_model",
+            partition="predtiny",
             metadata={"registered_model": name, "production_version": version.version},
         )
     )

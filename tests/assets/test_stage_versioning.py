@@ -8,12 +8,12 @@ from pathlib import Path
 import dagster as dg
 
 from assets import ALL_ASSETS, ALL_CHECKS
+from assets.partitions import PARTITIONS_NAME
 from pipelines.definitions import build_resources
 
 DATASET = {
     "raw_dataset": {
         "config": {
-            "name": "ver",
             "num_nodes": 600,
             "avg_degree": 6,
             "num_classes": 3,
@@ -31,6 +31,7 @@ def _partition(result: dg.ExecuteInProcessResult, asset: str) -> dict:
 def test_partitions_with_other_settings_keep_both_outputs_and_reruns_reuse(tmp_path: Path) -> None:
     resources = build_resources(str(tmp_path))
     instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, ["ver"])
 
     def materialize(assets: tuple[str, ...], config: dict) -> dg.ExecuteInProcessResult:
         return dg.materialize(
@@ -38,6 +39,7 @@ def test_partitions_with_other_settings_keep_both_outputs_and_reruns_reuse(tmp_p
             instance=instance,
             resources=resources,
             selection=dg.AssetSelection.assets(*assets),
+            partition_key="ver",
             run_config={"ops": config},
         )
 
@@ -86,6 +88,7 @@ def test_graph_is_reused_and_a_new_input_gives_new_graph_and_partition_dirs(
 ) -> None:
     resources = build_resources(str(tmp_path))
     instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, ["ver"])
     chain = dg.AssetSelection.assets("raw_dataset", "graph", "graph_partition")
     partition = {"graph_partition": {"config": {"method": "metis", "parts": 2}}}
 
@@ -95,6 +98,7 @@ def test_graph_is_reused_and_a_new_input_gives_new_graph_and_partition_dirs(
             instance=instance,
             resources=resources,
             selection=chain,
+            partition_key="ver",
             run_config={"ops": {**_dataset(seed), **partition}},
         )
 
@@ -137,7 +141,9 @@ def test_partition_reads_the_graph_of_its_own_run_not_a_later_one(tmp_path: Path
         if context.op.name == "graph":
             context.instance.report_runless_asset_event(
                 dg.AssetMaterialization(
-                    graph_asset.key, metadata={"path": str(tmp_path / "elsewhere"), "name": "x"}
+                    graph_asset.key,
+                    partition="ver",  # the same dataset, as a later run of it would
+                    metadata={"path": str(tmp_path / "elsewhere"), "name": "x"},
                 )
             )
 
@@ -153,8 +159,10 @@ def test_partition_reads_the_graph_of_its_own_run_not_a_later_one(tmp_path: Path
         resources=build_resources(str(tmp_path)),
     )
     instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, ["ver"])
     result = defs.resolve_job_def("lineage_job").execute_in_process(
         instance=instance,
+        partition_key="ver",
         run_config={"ops": {**_dataset(0), "graph_partition": {"config": {"parts": 2}}}},
     )
     latest = instance.get_latest_materialization_event(graph_asset.key)

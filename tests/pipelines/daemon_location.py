@@ -14,6 +14,8 @@ from pipelines.schedules import retraining_schedule
 from pipelines.sensors import inbox_sensor
 
 SCHEDULE = "minutely_retraining"
+#: The dataset partition the schedule test registers (the schedule runs every partition).
+NIGHTLY_DATASET = "nightly"
 SENSOR = "fast_inbox_sensor"
 
 SMALL_TRAINING = {
@@ -35,7 +37,6 @@ SMALL_RUN = {
         **SMALL_TRAINING["ops"],
         "raw_dataset": {
             "config": {
-                "name": "nightly",
                 "num_nodes": 1200,
                 "avg_degree": 8,
                 "num_classes": 4,

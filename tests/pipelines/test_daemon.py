@@ -1,10 +1,11 @@
 """The pipeline under a real ``dagster-daemon``, as it runs for users.
 
 * Nightly retraining: the schedule is turned on the way a user does from the
-  command line, the daemon ticks it, the run trains a model, and the quality
-  gate decides its promotion.
-* New data: edge lists dropped into the inbox folder become registered models
-  with no other action; a broken file fails its own run, naming file and line.
+  command line, the daemon ticks it, the run of the one dataset partition
+  trains a model, and the quality gate decides its promotion.
+* New data: edge lists dropped into the inbox folder become dataset partitions
+  and registered models with no other action; a broken file fails its own run,
+  naming file and line.
 
 The schedule and sensor come from the production factories
 (``retraining_schedule``, ``inbox_sensor``) on a per-minute cron, a sensor that
@@ -28,7 +29,8 @@ import polars as pl
 import pytest
 from dagster._core.events import DagsterEventType
 
-from tests.pipelines.daemon_location import SCHEDULE, SENSOR
+from assets.partitions import PARTITIONS_NAME
+from tests.pipelines.daemon_location import NIGHTLY_DATASET, SCHEDULE, SENSOR
 from tests.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,11 +113,11 @@ def events(env: dict[str, str], run_id: str, kind: DagsterEventType) -> list:
         return [e for e in instance.all_logs(run_id, of_type=kind) if e.dagster_event is not None]
 
 
-def materialized(env: dict[str, str], run_id: str) -> set[str]:
-    return {
-        e.dagster_event.asset_key.to_user_string()
-        for e in events(env, run_id, DagsterEventType.ASSET_MATERIALIZATION)
-    }
+def materialized(env: dict[str, str], run_id: str, partition: str) -> set[str]:
+    """The assets the run materialized; every one of them for ``partition``."""
+    found = events(env, run_id, DagsterEventType.ASSET_MATERIALIZATION)
+    assert {e.dagster_event.partition for e in found} <= {partition}, found
+    return {e.dagster_event.asset_key.to_user_string() for e in found}
 
 
 def production_version(env: dict[str, str], model: str) -> str | None:
@@ -136,6 +138,8 @@ def cli(env: dict[str, str], *args: str) -> None:
 
 def test_schedule_ticks_under_the_daemon_and_the_gate_promotes(home):
     tmp, env, workspace = home
+    with instance_of(env) as instance:  # one dataset partition to retrain
+        instance.add_dynamic_partitions(PARTITIONS_NAME, [NIGHTLY_DATASET])
     # Turned on as a user would without the UI (the UI's toggle writes the same state).
     cli(env, "schedule", "start", SCHEDULE, "-w", str(workspace))
     with running_daemon(tmp, env, workspace) as log:
@@ -143,8 +147,9 @@ def test_schedule_ticks_under_the_daemon_and_the_gate_promotes(home):
     with instance_of(env) as instance:
         errors = [e.user_message for e in instance.all_logs(run.run_id) if e.level >= 40]
     assert run.status == dg.DagsterRunStatus.SUCCESS, errors
+    assert run.tags["dagster/partition"] == NIGHTLY_DATASET
     assert {"graph", "graph_partition", "trained_model", "production_model"} <= materialized(
-        env, run.run_id
+        env, run.run_id, NIGHTLY_DATASET
     )
     checks = {
         e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data
@@ -191,10 +196,19 @@ def test_a_dropped_edge_list_becomes_a_registered_model(home):
         runs = wait_for_runs(env, log, {"dagster/sensor_name": SENSOR}, 2)
     by_dataset: dict[str, dg.DagsterRun] = {r.tags["gnncore/dataset"]: r for r in runs}
     assert set(by_dataset) == {"payments", "broken"}
+    # One dataset partition per file, added by the sensor; each run is its file's partition.
+    with instance_of(env) as instance:
+        assert set(instance.get_dynamic_partitions(PARTITIONS_NAME)) == {"payments", "broken"}
+    assert {d: r.tags["dagster/partition"] for d, r in by_dataset.items()} == {
+        "payments": "payments",
+        "broken": "broken",
+    }
 
     good = by_dataset["payments"]
     assert good.status == dg.DagsterRunStatus.SUCCESS
-    assert {"graph", "trained_model", "production_model"} <= materialized(env, good.run_id)
+    assert {"graph", "trained_model", "production_model"} <= materialized(
+        env, good.run_id, "payments"
+    )
     assert production_version(env, "gnncore-node-payments") == "1"
 
     bad = by_dataset["broken"]
@@ -202,4 +216,4 @@ def test_a_dropped_edge_list_becomes_a_registered_model(home):
     failures = events(env, bad.run_id, DagsterEventType.STEP_FAILURE)
     message = str(failures[0].dagster_event.event_specific_data.error)
     assert f"{inbox / 'broken.csv'}:3" in message, message
-    assert "graph" not in materialized(env, bad.run_id)
+    assert "graph" not in materialized(env, bad.run_id, "broken")

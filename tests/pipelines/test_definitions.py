@@ -6,7 +6,12 @@ import datetime
 
 import dagster as dg
 
-from pipelines.definitions import defs
+from assets import ALL_ASSETS, ALL_CHECKS
+from assets.dataset import raw_dataset
+from assets.partitions import DATASET_PARTITIONS, PARTITIONS_NAME
+from pipelines.definitions import build_resources, defs
+from pipelines.jobs import train_job
+from pipelines.schedules import retraining_schedule
 
 
 def test_definitions_load_with_expected_names():
@@ -69,21 +74,93 @@ def test_definitions_load_with_expected_names():
     assert defs.resolve_job_def("partition_comparison_job")
 
 
+def test_every_asset_and_check_is_partitioned_by_dataset():
+    asset_graph = defs.resolve_asset_graph()
+    for key in asset_graph.get_all_asset_keys():
+        assert asset_graph.get(key).partitions_def == DATASET_PARTITIONS, key
+    for key in asset_graph.asset_check_keys:
+        assert asset_graph.get(key).partitions_def == DATASET_PARTITIONS, key
+    assert defs.resolve_job_def("train_job").partitions_def == DATASET_PARTITIONS
+
+
 def test_training_asset_takes_the_gpu_pool():
     spec = defs.resolve_assets_def("trained_model")
     assert spec.op.pool == "gpu"
 
 
-def test_nightly_schedule_requests_the_train_job():
+NIGHT = datetime.datetime(2026, 11, 24, 2, 0, tzinfo=datetime.UTC)
+
+
+def tick(schedule: dg.ScheduleDefinition, instance: dg.DagsterInstance) -> list[dg.RunRequest]:
+    """One tick of ``schedule`` in a code location like the real one (partitioned run
+    requests are resolved against its job)."""
+    location = dg.Definitions(
+        assets=ALL_ASSETS,
+        asset_checks=ALL_CHECKS,
+        jobs=[train_job],
+        schedules=[schedule],
+        resources=build_resources(),
+    )
+    context = dg.build_schedule_context(
+        instance=instance,
+        scheduled_execution_time=NIGHT,
+        repository_def=location.get_repository_def(),
+    )
+    return list(schedule.evaluate_tick(context).run_requests or [])
+
+
+def test_nightly_schedule_requests_the_train_job_per_dataset_partition():
     schedule = defs.resolve_schedule_def("nightly_retraining")
     assert schedule.cron_schedule == "0 2 * * *"
     assert schedule.job_name == "train_job"
-    # Ships stopped: a fresh deployment must not retrain a generated graph every night.
+    # Ships stopped: a fresh deployment must not retrain every night unasked.
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
-    context = dg.build_schedule_context(
-        scheduled_execution_time=datetime.datetime(2026, 11, 24, 2, 0, tzinfo=datetime.UTC)
+    with dg.instance_for_test() as instance:
+        context = dg.build_schedule_context(instance=instance, scheduled_execution_time=NIGHT)
+        empty = schedule.evaluate_tick(context)
+        assert not empty.run_requests and "no dataset partition" in str(empty.skip_message)
+
+        instance.add_dynamic_partitions(PARTITIONS_NAME, ["synthetic", "payments"])
+        requests = tick(schedule, instance)
+        assert sorted(str(r.partition_key) for r in requests) == ["payments", "synthetic"]
+        assert {r.tags["gnncore/dataset"] for r in requests} == {"payments", "synthetic"}
+        job = defs.resolve_job_def("train_job")
+        for request in requests:
+            assert dg.validate_run_config(job, request.run_config)
+
+
+def test_retraining_repeats_each_dataset_s_source_and_task(tmp_path):
+    """A dataset from the inbox is retrained on its file with its task (the runs that
+    last materialized its raw_dataset and trained_model say which); a subset of
+    datasets can be named."""
+    edges = tmp_path / "payments.csv"
+    edges.write_text("src,dst\na,b\nb,c\n")
+
+    @dg.asset(
+        name="trained_model",
+        partitions_def=DATASET_PARTITIONS,
+        config_schema={"task": dg.Field(str, default_value="node")},
     )
-    requests = schedule.evaluate_tick(context).run_requests
-    assert len(requests) == 1
-    job = defs.resolve_job_def("train_job")
-    assert dg.validate_run_config(job, requests[0].run_config)
+    def stand_in() -> None:
+        """Records a training run's config, cheaply."""
+
+    schedule = retraining_schedule("some", run_config={"ops": {"graph_partition": {}}},
+                                   datasets=["payments", "gone"])  # fmt: skip
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITIONS_NAME, ["synthetic", "payments"])
+        resources = build_resources(str(tmp_path / "data"))
+        raw = {"config": {"source": str(edges), "format": "edgelist"}}
+        assert dg.materialize(
+            [raw_dataset], instance=instance, resources=resources, partition_key="payments",
+            run_config={"ops": {"raw_dataset": raw}},
+        ).success  # fmt: skip
+        assert dg.materialize(
+            [stand_in], instance=instance, partition_key="payments",
+            run_config={"ops": {"trained_model": {"config": {"task": "link"}}}},
+        ).success  # fmt: skip
+        (request,) = tick(schedule, instance)
+    assert request.partition_key == "payments"
+    assert request.run_config["ops"]["raw_dataset"] == raw
+    assert request.run_config["ops"]["trained_model"] == {"config": {"task": "link"}}
+    assert request.run_config["ops"]["graph_partition"] == {}  # the schedule's own config
+    assert dg.validate_run_config(defs.resolve_job_def("train_job"), request.run_config)

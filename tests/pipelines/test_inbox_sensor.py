@@ -1,5 +1,6 @@
 """The inbox sensor evaluated with build_sensor_context: one run per new or
-changed dataset, none for unchanged bytes, the task picked from the data."""
+changed dataset, of the dataset's partition (added in the same tick), none for
+unchanged bytes, the task picked from the data."""
 
 from __future__ import annotations
 
@@ -50,9 +51,17 @@ def test_new_changed_and_unchanged_files(tmp_path):
     second = tick(tmp_path, first.cursor)
     requests = {r.tags["gnncore/dataset"]: r for r in second.run_requests or []}
     assert set(requests) == {"karate", "roads"}
+    # One dataset partition per file, keyed by the dataset name, added by the same tick.
+    assert {name: r.partition_key for name, r in requests.items()} == {
+        "karate": "karate",
+        "roads": "roads",
+    }
+    (added,) = second.dynamic_partitions_requests or []
+    assert isinstance(added, dg.AddDynamicPartitionsRequest)
+    assert added.partitions_def_name == "dataset"
+    assert sorted(added.partition_keys) == ["karate", "roads"]
     karate = requests["karate"].run_config["ops"]
     assert karate["raw_dataset"]["config"] == {
-        "name": "karate",
         "source": str(inbox / "karate.csv"),
         "nodes": str(inbox / "karate.nodes.parquet"),
         "standardize_features": True,  # a feature column 'f' beside the label
@@ -74,8 +83,9 @@ def test_new_changed_and_unchanged_files(tmp_path):
     drop(inbox, "roads.tsv", "1\t2\n2\t3\n3\t4\n")
     fourth = tick(tmp_path, third.cursor)
     (request,) = fourth.run_requests or []
-    assert request.tags["gnncore/dataset"] == "roads"
+    assert request.tags["gnncore/dataset"] == "roads" and request.partition_key == "roads"
     assert request.run_key != requests["roads"].run_key
+    assert [r.partition_keys for r in fourth.dynamic_partitions_requests or []] == [["roads"]]
 
 
 def test_problems_do_not_stop_the_sensor(tmp_path):
@@ -86,6 +96,12 @@ def test_problems_do_not_stop_the_sensor(tmp_path):
     drop(inbox, "b.nodes.csv", "node_id,label\n")  # header only: readable, labelled
     result = tick(tmp_path, None)
     assert [r.tags["gnncore/dataset"] for r in result.run_requests or []] == ["b"]
+    assert [r.partition_keys for r in result.dynamic_partitions_requests or []] == [["b"]]
+
+
+def test_nothing_new_adds_no_partition(tmp_path):
+    result = tick(tmp_path, None)
+    assert not result.run_requests and not result.dynamic_partitions_requests
 
 
 def test_the_code_location_runs_the_sensor_by_default():

@@ -38,11 +38,11 @@ REPO = Path(__file__).resolve().parents[2]
 PROFILE_YAML = REPO / "pipelines" / "dagster.postgres.yaml"
 VENV_BIN = Path(sys.executable).parent
 
+DATASET = "pgtiny"
 RUN_CONFIG = {
     "ops": {
         "raw_dataset": {
             "config": {
-                "name": "pgtiny",
                 "num_nodes": 800,
                 "avg_degree": 8,
                 "num_classes": 4,
@@ -158,7 +158,11 @@ def profile(server, tmp_path_factory) -> Iterator[dict[str, Any]]:
         instance = dg.DagsterInstance.from_config(str(home))
         job = defs.resolve_job_def("train_job")
         try:
-            result = job.execute_in_process(instance=instance, run_config=RUN_CONFIG)
+            # The dataset partition lives in PostgreSQL too (dynamic partitions table).
+            instance.add_dynamic_partitions("dataset", [DATASET])
+            result = job.execute_in_process(
+                instance=instance, run_config=RUN_CONFIG, partition_key=DATASET
+            )
         finally:
             instance.dispose()
         yield {
@@ -199,9 +203,12 @@ def test_run_and_materializations_live_in_postgres(server, profile):
         run = instance.get_run_by_id(result.run_id)
         assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
         assert run.job_name == "train_job"
+        assert instance.get_dynamic_partitions("dataset") == [DATASET]
         for key in profile["assets"]:
             event = instance.get_latest_materialization_event(key)
             assert event is not None and event.run_id == result.run_id, key
+            assert event.dagster_event is not None
+            assert event.dagster_event.partition == DATASET, key
     finally:
         instance.dispose()
     # The same facts straight from the dagster database.

@@ -247,8 +247,10 @@ def run_servers(
 
 @dataclass
 class Ui:
-    """The browser: a normal 1280×800 page, and a large page drawn at 0.625 scale (also
-    1280×800 pixels) on which the asset graph is drawn with full-size nodes."""
+    """The browser: a normal 1280×800 page, and a large page drawn at 0.5 scale (also
+    1280×800 pixels) on which the asset graph is drawn with full-size nodes (the
+    partitioned nodes are taller; on a smaller page the graph zooms out past the scale
+    at which Dagster draws nodes as bare names)."""
 
     page: Any
     graph_page: Any
@@ -294,7 +296,7 @@ def _chromium(artifacts: Path) -> Iterator[Ui]:
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
         )
         pages = []
-        for viewport, scale in (((1280, 800), 1.0), ((2048, 1280), 0.625)):
+        for viewport, scale in (((1280, 800), 1.0), ((2560, 1600), 0.5)):
             context = browser.new_context(
                 viewport={"width": viewport[0], "height": viewport[1]}, device_scale_factor=scale
             )
@@ -347,6 +349,14 @@ def run_ids(servers: Servers) -> set[str]:
     return {r["runId"] for r in data["runsOrError"]["results"]}
 
 
+def run_tags(servers: Servers, run_id: str) -> dict[str, str]:
+    data = servers.graphql(
+        "query ($id: ID!) { runOrError(runId: $id) { ... on Run { tags { key value } } } }",
+        {"id": run_id},
+    )
+    return {t["key"]: t["value"] for t in data["runOrError"]["tags"]}
+
+
 def run_status(servers: Servers, run_id: str) -> str:
     data = servers.graphql(
         "query ($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id}
@@ -382,8 +392,9 @@ def show_row(page: Any, key: str, block: str = "center") -> None:
 
 
 def settle(page: Any) -> None:
-    """Wait for the page's running CSS animations and transitions (a dialog fading in)."""
-    page.evaluate("Promise.all(document.getAnimations().map(a => a.finished))")
+    """Wait for the page's running CSS animations and transitions (a dialog fading in);
+    one cancelled on the way (a menu closing) counts as finished."""
+    page.evaluate("Promise.all(document.getAnimations().map(a => a.finished.catch(() => null)))")
 
 
 def open_asset(ui: Ui, servers: Servers, name: str) -> Any:

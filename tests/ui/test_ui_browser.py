@@ -5,11 +5,12 @@ The module starts the servers the README's way, once: ``dagster dev -w workspace
 ``pipelines/dagster.yaml``) and data root, and ``mlflow ui`` on that data root's
 SQLite store, both on free ports of 127.0.0.1. The tests then run in file order, as
 a user would: open the ``gnn`` asset graph (``train_job``'s assets), click
-*Materialize all*, wait until every asset of the group is materialized and every
-check passed, read the trained model's metadata (accuracy, MLflow link, the
-embedded training curves) and the partition's edge cut, launch ``train_job`` from
-the launchpad with edited config (LDG into 2 parts instead of METIS into 4), and
-compare the two training runs in the MLflow UI.
+*Materialize all*, add the dataset partition ``synthetic`` in its dialog (*Add a
+partition*), pick it and launch the run, wait until every asset of the group is
+materialized for it and every check passed, read the trained model's metadata
+(accuracy, MLflow link, the embedded training curves) and the partition's edge
+cut, launch ``train_job`` for ``synthetic`` from the launchpad with edited config
+(LDG into 2 parts instead of METIS into 4), and compare the two training runs in the MLflow UI.
 
 GraphQL (the webserver's own API) is the oracle beside the pages: it says which
 assets and checks belong to the group and when the runs are done. Screenshots of
@@ -52,6 +53,7 @@ from tests.ui.helpers import (  # noqa: E402  (skips the module without Chromium
     open_browser,
     run_ids,
     run_servers,
+    run_tags,
     settle,
     show_row,
     wait_for_run,
@@ -59,6 +61,8 @@ from tests.ui.helpers import (  # noqa: E402  (skips the module without Chromium
 )
 
 ARTIFACTS = ARTIFACTS_ROOT / "ui"
+#: The dataset partition the tests add and materialize (the generated graph's).
+DATASET = "synthetic"
 #: The README's screenshots: artifact name -> docs/img name.
 DOCS_SHOTS = {
     "02-asset-graph-materialized.png": "dagster-asset-graph.png",
@@ -112,12 +116,34 @@ def test_materialize_all_materializes_every_asset_and_passes_every_check(
     page = ui.graph_page
     before = run_ids(servers)
     page.get_by_role("button", name="Materialize all").click()
+    # Every asset is partitioned by dataset: the dialog asks for a partition. A new user
+    # adds one (Add a partition), then picks it in the partition selector.
+    dialog = page.get_by_role("dialog").filter(has_text="Launch runs to materialize")
+    dialog.get_by_text("Add a partition", exact=True).click()
+    add = page.get_by_role("dialog").filter(has_text="Add a partition for")
+    add.get_by_placeholder("name").fill(DATASET)
+    ui.shot("01a-add-partition.png", page)
+    add.get_by_role("button", name="Save").click()
+    expect(add).to_have_count(0)
+    # The new partition is selected once the dialog has reloaded the partition list;
+    # if it is not (yet), pick it as a user would.
+    selected = dialog.get_by_text("1 partition", exact=True)
+    try:
+        expect(selected).to_be_visible(timeout=5_000)
+    except AssertionError:
+        dialog.get_by_text("Select a partition or create one").click()  # none selected
+        # The item's accessible name repeats the key (label and tooltip).
+        page.get_by_role("menuitem", name=DATASET).first.click()
+        page.keyboard.press("Escape")  # closes the selector's menu, not the dialog
+    expect(selected).to_be_visible()
+    dialog.get_by_role("button", name="Launch 1 run").click()
     expect(page.get_by_text("Launched run")).to_be_visible()
     ui.shot("01b-materialize-all-launched.png", page)
     new = wait_until("the launched run", lambda: run_ids(servers) - before, 60)
     assert len(new) == 1, new
     (run_id,) = new
     FOUND["first_run"] = run_id
+    assert run_tags(servers, run_id).get("dagster/partition") == DATASET
     wait_for_run(servers, run_id)
 
     nodes = group_state(servers)
@@ -132,10 +158,12 @@ def test_materialize_all_materializes_every_asset_and_passes_every_check(
     n_checks = sum(len(checks_of(n)) for n in nodes)
     assert n_checks >= 4
 
-    # What the user sees: every node drawn as materialized, every check as passed.
+    # What the user sees: every node's one partition drawn as materialized (the
+    # partition bar "100% filled", "1 partition" in green), every check as passed.
     page.reload()
     page.wait_for_load_state("networkidle")
-    expect(page.get_by_text("Materialized", exact=True)).to_have_count(len(nodes), timeout=60_000)
+    expect(page.get_by_text("100% filled", exact=True)).to_have_count(len(nodes), timeout=60_000)
+    expect(page.get_by_text("1 partition", exact=True)).to_have_count(len(nodes))
     passed = page.get_by_text(re.compile(r"^\d+ / \d+ Passed$"))
     expect(passed).to_have_count(sum(1 for n in nodes if checks_of(n)))
     for i in range(passed.count()):
@@ -204,6 +232,12 @@ def test_launchpad_run_with_another_partitioner(servers: Servers, ui: Ui) -> Non
     page.wait_for_load_state("networkidle")
     editor = page.locator(".CodeMirror")
     expect(editor).to_be_visible()
+    # The run is of a dataset partition: the one the first test added.
+    page.get_by_placeholder("Partition").click()
+    page.get_by_role("menuitem", name=DATASET, exact=True).click()
+    expect(page.get_by_placeholder("Partition")).to_have_value(DATASET)
+    page.wait_for_load_state("networkidle")  # the partition's config replaces the editor's
+    settle(page)
     # The launchpad opens with every default expanded: the generated demo graph.
     config = yaml.safe_load(editor.evaluate("e => e.CodeMirror.getValue()"))
     raw = config["ops"]["raw_dataset"]["config"]
@@ -229,6 +263,7 @@ def test_launchpad_run_with_another_partitioner(servers: Servers, ui: Ui) -> Non
     page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}"))
     run_id = page.url.rstrip("/").split("/")[-1].split("?")[0]
     assert run_id not in before
+    assert run_tags(servers, run_id).get("dagster/partition") == DATASET
     wait_for_run(servers, run_id)
     expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=60_000)
     ui.shot("07-launchpad-run-succeeded.png")
