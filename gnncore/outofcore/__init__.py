@@ -1,9 +1,11 @@
-"""Out-of-core training: the partitioned store (:mod:`gnncore.outofcore.store`), the
-orders in which partitions pass through a memory buffer
-(:mod:`gnncore.outofcore.ordering`) and the buffer itself with its prefetch thread
-(:mod:`gnncore.outofcore.buffer`); HierBatching and the training modes follow."""
+"""Out-of-core training: the partitioned store (:mod:`gnncore.outofcore.store`) and
+its sequential reader (:mod:`gnncore.outofcore.reader`), the orders in which
+partitions pass through a memory buffer (:mod:`gnncore.outofcore.ordering`), the
+batch sources that walk them with a prefetch thread -- HierBatching mega-batches and
+the node-classification buffer (:mod:`gnncore.outofcore.hierbatching`), the
+link-prediction buffer over embeddings on disk (:mod:`gnncore.outofcore.link_buffer`)
+-- and the benchmark of the modes (:mod:`gnncore.outofcore.bench`)."""
 
-from gnncore.outofcore.buffer import BufferStats, BufferView, PartitionBuffer
 from gnncore.outofcore.ordering import (
     BufferPlan,
     beta_states,
@@ -18,9 +20,6 @@ from gnncore.outofcore.ordering import (
 )
 
 __all__ = [
-    "BufferStats",
-    "BufferView",
-    "PartitionBuffer",
     "BufferPlan",
     "beta_states",
     "beta_swap_count",
