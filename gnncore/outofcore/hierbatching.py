@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -37,6 +37,7 @@ import torch
 from torch_geometric.loader import NodeLoader
 
 from gnncore.errors import InputError
+from gnncore.outofcore.stats import StepStats
 from gnncore.outofcore.store import PartitionedStore
 
 #: ``r_s``: the static fraction HierBatching's paper uses.
@@ -285,31 +286,6 @@ def split_nodes_in(
     return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64)
 
 
-@dataclass
-class HierBatchStats:
-    """What an epoch of mega-batches (or buffer states) read and waited for;
-    ``swaps``: partitions read after the first state (Alg. 7: ``p − c``)."""
-
-    mega_batches: int = 0
-    partitions_read: int = 0
-    swaps: int = 0
-    bytes_read: int = 0
-    load_seconds: float = 0.0
-    wait_seconds: float = 0.0
-    per_mega_batch: list[dict[str, float]] = field(default_factory=list)
-
-    def figures(self, prefix: str = "hb_") -> dict[str, float]:
-        """Scalars to log with the epoch."""
-        return {
-            f"{prefix}mega_batches": float(self.mega_batches),
-            f"{prefix}partitions_read": float(self.partitions_read),
-            f"{prefix}swaps": float(self.swaps),
-            f"{prefix}bytes_read": float(self.bytes_read),
-            f"{prefix}load_s": self.load_seconds,
-            f"{prefix}wait_s": self.wait_seconds,
-        }
-
-
 #: Builds a batch sampler over a mega-batch's CSC ``(indptr, indices)`` with a seed.
 SamplerFactory = Callable[[tuple[np.ndarray, np.ndarray], int], Any]
 
@@ -415,7 +391,7 @@ class HierBatchSource:
         self.feature_store = TensorFeatureStore(
             {"x": torch.zeros((0, int(width)), dtype=torch.float32), "y": self.labels[:0]}
         )
-        self.stats = HierBatchStats()
+        self.stats = StepStats()
         self._plan: list[Step] = []
 
     # BatchSource -----------------------------------------------------------
@@ -432,7 +408,7 @@ class HierBatchSource:
         self._plan = epoch_steps(
             self.schedule, self.store.parts, self.n_d, self.passes, self.generator
         )
-        self.stats = HierBatchStats()
+        self.stats = StepStats()
 
     def batches(self) -> AbstractContextManager[Iterator[Any]]:
         return self._iterate(self._plan, "train", self.passes, shuffle=True)
@@ -445,7 +421,7 @@ class HierBatchSource:
 
     def adapt(self, epoch: int, throughput: dict[str, float]) -> dict[str, float]:
         """The epoch's read figures, logged with it (nothing is adapted)."""
-        return self.stats.figures()
+        return self.stats.figures("hb_", "mega_batches")
 
     # Evaluation ------------------------------------------------------------
 
@@ -509,7 +485,7 @@ class HierBatchSource:
             pending = None
             if k + 1 < len(plan) and self.prefetch:
                 pending = self._load(pool, plan[k + 1], mega.pieces)
-            self._count(mega, wait, split, first=k == 0)
+            self._count(mega, wait, split)
             targets = split_nodes_in(nodes, self.store, step.targets)
             if len(targets):
                 yield from _step_batches(
@@ -524,22 +500,12 @@ class HierBatchSource:
             # the memory budget.
             gc.collect()
 
-    def _count(self, mega: MegaBatch, wait: float, split: str, first: bool) -> None:
-        stats = self.stats
-        stats.mega_batches += 1
-        stats.partitions_read += mega.partitions_read
-        if not first:
-            stats.swaps += mega.partitions_read
-        stats.bytes_read += mega.nbytes_read
-        stats.load_seconds += mega.seconds
-        stats.wait_seconds += wait
-        stats.per_mega_batch.append(
-            {"parts": float(len(mega.parts)), "load_s": mega.seconds, "wait_s": wait}
-        )
+    def _count(self, mega: MegaBatch, wait: float, split: str) -> None:
+        self.stats.record(mega.partitions_read, mega.nbytes_read, mega.seconds, wait)
         if self.log is not None:
             what = "mega-batch" if self.schedule == "groups" else "buffer state"
             self.log(
-                f"{split} {what} {stats.mega_batches}: partitions {list(mega.parts)} "
+                f"{split} {what} {self.stats.steps}: partitions {list(mega.parts)} "
                 f"({mega.partitions_read} read), {len(mega.nodes)} nodes cached, "
                 f"{len(mega.indices)} edges, {mega.nbytes_read / 2**20:.1f} MiB read in "
                 f"{mega.seconds:.2f} s, waited {wait:.2f} s"
@@ -602,12 +568,11 @@ class EvalBatches(Iterable[Any]):
 
     def __iter__(self) -> Iterator[Any]:
         saved = self.source.stats
-        self.source.stats = HierBatchStats()
+        self.source.stats = StepStats()
         try:
             with self.source._iterate(
                 self.plan, self.split, 1, False, self.batch_size, self.make_sampler
             ) as batches:
                 yield from batches
         finally:
-            self.eval_stats = self.source.stats
             self.source.stats = saved

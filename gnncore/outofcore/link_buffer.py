@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from gnncore.outofcore.ordering import (
     swap_count,
 )
 from gnncore.outofcore.reader import read_rows
+from gnncore.outofcore.stats import StepStats
 
 _ROWS = 1 << 16
 
@@ -104,8 +105,6 @@ class DiskEmbeddings:
             table.flush()
             del table
         self.header = {name: _header_bytes(path, n, dim) for name, path in self.paths.items()}
-        self.bytes_read = 0
-        self.bytes_written = 0
 
     def rows(self, part: int) -> tuple[int, int]:
         offsets = self.partitions.offsets
@@ -114,12 +113,10 @@ class DiskEmbeddings:
     def read(self, part: int) -> dict[str, np.ndarray]:
         """The partition's embedding rows and Adagrad sums."""
         lo, hi = self.rows(part)
-        out = {
+        return {
             name: read_rows(path, self.header[name], np.float32, (self.dim,), lo, hi)
             for name, path in self.paths.items()
         }
-        self.bytes_read += sum(a.nbytes for a in out.values())
-        return out
 
     def write(self, part: int, arrays: dict[str, np.ndarray]) -> None:
         """Write a partition's rows back (``arrays``: as :meth:`read` returns)."""
@@ -134,7 +131,6 @@ class DiskEmbeddings:
                     if written <= 0:
                         raise OSError(f"{path}: write failed at byte {offset + done}")
                     done += written
-            self.bytes_written += data.nbytes
 
     def table(self, name: str = "weight") -> np.ndarray:
         """The whole table (memory-mapped, read-only), rows in new-id order."""
@@ -143,31 +139,6 @@ class DiskEmbeddings:
 
 def _header_bytes(path: Path, rows: int, dim: int) -> int:
     return path.stat().st_size - rows * dim * 4
-
-
-@dataclass
-class LinkBufferStats:
-    """What an epoch through the buffer moved."""
-
-    states: int = 0
-    swaps: int = 0
-    partitions_read: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    load_seconds: float = 0.0
-    wait_seconds: float = 0.0
-    per_state: list[dict[str, float]] = field(default_factory=list)
-
-    def figures(self) -> dict[str, float]:
-        return {
-            "buffer_states": float(self.states),
-            "buffer_swaps": float(self.swaps),
-            "buffer_partitions_read": float(self.partitions_read),
-            "buffer_bytes_read": float(self.bytes_read),
-            "buffer_bytes_written": float(self.bytes_written),
-            "buffer_load_s": self.load_seconds,
-            "buffer_wait_s": self.wait_seconds,
-        }
 
 
 def buffer_plan(ordering: str, parts: int, capacity: int, rng: np.random.Generator) -> BufferPlan:
@@ -253,7 +224,7 @@ class LinkBufferSource:
         np.cumsum(np.bincount(bucket, minlength=parts * parts), out=self._bucket_offsets[1:])
         self._heads, self._tails = new_heads, new_tails
         self.num_edges = len(new_heads)
-        self.stats = LinkBufferStats()
+        self.stats = StepStats()
         self._weight: torch.Tensor | None = None
         self._sums: torch.Tensor | None = None
         self._slot_of: dict[int, int] = {}
@@ -283,7 +254,7 @@ class LinkBufferSource:
         self._plan = buffer_plan(
             self.ordering, self.partitions.parts, self.capacity, np.random.default_rng(seed)
         )
-        self.stats = LinkBufferStats()
+        self.stats = StepStats()
         self._use_best = False
 
     def batches(self) -> AbstractContextManager[Iterator[Any]]:
@@ -299,7 +270,7 @@ class LinkBufferSource:
 
     def adapt(self, epoch: int, throughput: dict[str, float]) -> dict[str, float]:
         """The epoch's buffer figures, logged with it."""
-        return self.stats.figures()
+        return self.stats.figures("buffer_", "states", written=True)
 
     def node_embeddings(self) -> torch.Tensor:
         """Every node's embedding ``[N, dim]`` in original ids, from disk (the
@@ -333,9 +304,8 @@ class LinkBufferSource:
                 "weight": self._weight[rows].detach().cpu().numpy(),
                 "sum": self._sums[rows].detach().cpu().numpy(),
             }
-        before = self.disk.bytes_written
         self.disk.write(part, arrays)
-        self.stats.bytes_written += self.disk.bytes_written - before
+        self.stats.bytes_written += sum(a.nbytes for a in arrays.values())
 
     def _admit(self, part: int, arrays: dict[str, np.ndarray]) -> None:
         assert self._weight is not None and self._sums is not None
@@ -348,9 +318,10 @@ class LinkBufferSource:
             self._sums[rows] = torch.from_numpy(arrays["sum"]).to(self._sums.device)
 
     def _read(self, parts: Sequence[int]) -> tuple[dict[int, dict[str, np.ndarray]], float, int]:
-        started, before = time.perf_counter(), self.disk.bytes_read
+        started = time.perf_counter()
         read = {p: self.disk.read(p) for p in parts}
-        return read, time.perf_counter() - started, self.disk.bytes_read - before
+        nbytes = sum(a.nbytes for arrays in read.values() for a in arrays.values())
+        return read, time.perf_counter() - started, nbytes
 
     @contextmanager
     def _epoch(self) -> Iterator[Iterator[Any]]:
@@ -391,14 +362,7 @@ class LinkBufferSource:
     def _count(
         self, k: int, state: tuple[int, ...], read: int, seconds: float, nbytes: int, wait: float
     ) -> None:
-        s = self.stats
-        s.states += 1
-        s.partitions_read += read
-        s.swaps += read if k > 0 else 0
-        s.bytes_read += nbytes
-        s.load_seconds += seconds
-        s.wait_seconds += wait
-        s.per_state.append({"read": float(read), "load_s": seconds, "wait_s": wait})
+        self.stats.record(read, nbytes, seconds, wait)
         if self.log is not None:
             self.log(
                 f"buffer state {k + 1}: partitions {list(state)} ({read} read, "

@@ -100,7 +100,7 @@ def test_an_epoch_reads_each_partition_once_and_trains_each_node_once_per_pass(b
     _, store = built
     source = _source(store, n_d=3, passes=2)
     seen = _epoch(source)
-    assert source.stats.mega_batches == 3  # ceil(8 / 3)
+    assert source.stats.steps == 3  # ceil(8 / 3)
     assert source.stats.partitions_read == store.parts
     parts_seen = sorted(p for step in source._plan for p in step.parts)
     assert parts_seen == list(range(store.parts))

@@ -87,7 +87,7 @@ def test_an_epoch_trains_every_triple_once_within_the_buffer(kg, tmp_path, order
     assert source.stats.swaps == plan.swaps
     if ordering == "beta":
         assert plan.swaps == beta_swap_count(8, 4)
-    assert source.stats.states == len(plan.states)
+    assert source.stats.steps == len(plan.states)
     assert len(heads) > 0
 
 
