@@ -4,9 +4,6 @@ reference and against the files the in-memory writer produces."""
 
 from __future__ import annotations
 
-import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +16,7 @@ from gnncore.io.canonical import canonicalize
 from gnncore.io.external_sort import ExternalEdgeSorter
 from gnncore.store.writer import GraphDirWriter
 from gnncore.testing.external_sort_reference import external_sort_csr_reference
+from threads import another_thread_runs_during
 
 RUN_HEADER = 32
 
@@ -343,9 +341,6 @@ def test_output_errors_name_the_file(tmp_path):
 
 
 def test_merge_releases_the_gil(tmp_path):
-    # With a 20 s switch interval a thread waiting for the GIL gets it only when
-    # the merging thread releases it: the counter advances between `before` and
-    # the check only if merge_runs_to_csr released the GIL.
     rng = np.random.default_rng(12)
     paths = []
     for i in range(4):
@@ -353,30 +348,10 @@ def test_merge_releases_the_gil(tmp_path):
         paths.append(str(tmp_path / f"r{i}.bin"))
         _C.write_run(s, d, paths[-1])
     out = (str(tmp_path / "indptr.npy"), str(tmp_path / "indices.npy"))
-    counter = [0]
-    stop, started = threading.Event(), threading.Event()
 
-    def spin() -> None:
-        started.set()
-        while not stop.is_set():
-            counter[0] += 1
-            time.sleep(0.0001)  # hand the GIL back so the merging thread can go on
+    def merge() -> None:
+        _C.merge_runs_to_csr(paths, 1 << 20, *out, np.int32)
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(20.0)
-    worker = threading.Thread(target=spin, daemon=True)
-    advanced = False
-    try:
-        worker.start()
-        started.wait()
-        for _ in range(5):  # a loaded machine may not schedule the thread at once
-            before = counter[0]
-            _C.merge_runs_to_csr(paths, 1 << 20, *out, np.int32)
-            if counter[0] > before:
-                advanced = True
-                break
-    finally:
-        stop.set()
-        worker.join()
-        sys.setswitchinterval(old)
-    assert advanced, "no other thread ran during any of 5 merges: GIL held?"
+    assert another_thread_runs_during(merge, tries=5), (
+        "no other thread ran during any of 5 merges: GIL held?"
+    )

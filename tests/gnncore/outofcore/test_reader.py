@@ -4,9 +4,6 @@ wrapper :mod:`gnncore.outofcore.reader`, against the plain-Python reference."""
 from __future__ import annotations
 
 import os
-import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +18,7 @@ from gnncore.outofcore.reader import (
     read_rows,
 )
 from gnncore.testing.reader_reference import read_row_ranges_reference, read_rows_reference
+from threads import another_thread_runs_during
 
 
 def _save(path: Path, array: np.ndarray, version: tuple[int, int] | None = None) -> Path:
@@ -231,39 +229,15 @@ def test_evict_drops_a_regular_file(features, tmp_path):
 
 
 def test_other_threads_run_while_a_read_is_in_progress(tmp_path):
-    # With a switch interval far longer than the test, a thread that waits for the
-    # GIL gets it only when this thread releases it: the counter can advance
-    # between `before` and the check only if read_range released the GIL. (A
-    # GIL-holding call of the same length, e.g. bytes.count on 64 MiB, leaves it.)
     size = 64 << 20
     path = tmp_path / "big.bin"
     np.full(size, 7, dtype=np.uint8).tofile(path)
     out = np.empty(size, dtype=np.uint8)
-    counter = [0]
-    stop, started = threading.Event(), threading.Event()
 
-    def spin() -> None:
-        started.set()
-        while not stop.is_set():
-            counter[0] += 1
-            time.sleep(0.0001)  # hand the GIL back so the reading thread can go on
+    def read() -> None:
+        _C.read_range(str(path), 0, out, chunk_bytes=64 << 10, sequential_hint=False)
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(20.0)
-    worker = threading.Thread(target=spin, daemon=True)
-    advanced = False
-    try:
-        worker.start()
-        started.wait()
-        for _ in range(10):  # a loaded machine may not schedule the thread at once
-            before = counter[0]
-            _C.read_range(str(path), 0, out, chunk_bytes=64 << 10, sequential_hint=False)
-            if counter[0] > before:
-                advanced = True
-                break
-    finally:
-        stop.set()
-        worker.join()
-        sys.setswitchinterval(old)
-    assert advanced, "no other thread ran during any of 10 reads of 64 MiB: GIL held?"
+    assert another_thread_runs_during(read, tries=10), (
+        "no other thread ran during any of 10 reads of 64 MiB: GIL held?"
+    )
     assert out[0] == 7 and out[-1] == 7 and np.all(out == 7)
