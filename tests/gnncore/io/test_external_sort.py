@@ -16,7 +16,7 @@ from gnncore.io.canonical import canonicalize
 from gnncore.io.external_sort import ExternalEdgeSorter
 from gnncore.store.writer import GraphDirWriter
 from gnncore.testing.external_sort_reference import external_sort_csr_reference
-from threads import another_thread_runs_during
+from tests.threads import another_thread_runs_during
 
 RUN_HEADER = 32
 

@@ -18,7 +18,7 @@ from gnncore.outofcore.reader import (
     read_rows,
 )
 from gnncore.testing.reader_reference import read_row_ranges_reference, read_rows_reference
-from threads import another_thread_runs_during
+from tests.threads import another_thread_runs_during
 
 
 def _save(path: Path, array: np.ndarray, version: tuple[int, int] | None = None) -> Path:
