@@ -101,53 +101,64 @@ def ingest(
         InputError: The input is missing or malformed (names file, line/row).
     """
     with reporting(progress) if progress is not None else contextlib.nullcontext():
+        fmt = _checked_format(source, format, id_type, header, nodes, standardize_features)
         if memory_budget is not None:
             return _ingest_bounded(
-                source, out_dir, format, directed, name, id_type, seed, header, nodes,
-                standardize_features, memory_budget,
-            )  # fmt: skip
+                source, out_dir, fmt, directed, name, id_type, seed, header, nodes, memory_budget
+            )
         return _ingest(
-            source,
-            out_dir,
-            format,
-            directed,
-            name,
-            id_type,
-            seed,
-            header,
-            nodes,
-            standardize_features,
+            source, out_dir, fmt, directed, name, id_type, seed, header, nodes, standardize_features
         )
+
+
+def _checked_format(
+    source: str | os.PathLike[str],
+    format: str,  # noqa: A002 - the public name
+    id_type: str,
+    header: bool | None,
+    nodes: str | os.PathLike[str] | None,
+    standardize_features: bool,
+) -> str:
+    """The format of ``source`` (``auto`` resolved) once the arguments that do
+    not depend on the ingestion path are checked."""
+    if format != "auto" and format not in FORMATS:
+        raise ValueError(f"format must be 'auto' or one of {FORMATS}, not {format!r}")
+    if id_type not in ID_TYPES:
+        raise ValueError(f"id_type must be one of {ID_TYPES}, not {id_type!r}")
+    if not os.path.exists(source):
+        raise InputError("no such file or directory", Path(source))
+    fmt = detect_format(source) if format == "auto" else format
+    if header is not None and fmt != "edgelist":
+        raise ValueError("header= applies to the edgelist format only")
+    if nodes is not None and fmt not in ("edgelist", "parquet"):
+        raise ValueError(f"nodes= applies to edge lists and Parquet edge tables, not to {fmt}")
+    if standardize_features and nodes is None:
+        raise ValueError("standardize_features= applies to the features of a node table (nodes=)")
+    return fmt
 
 
 def _ingest_bounded(
     source: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
-    format: str,  # noqa: A002 - the public name
+    fmt: str,
     directed: bool,
     name: str | None,
     id_type: str,
     seed: int,
     header: bool | None,
     nodes: str | os.PathLike[str] | None,
-    standardize_features: bool,
     memory_budget: int | str,
 ) -> IngestReport:
     from gnncore.io.external_ingest import STRING_IDS, ingest_edgelist_external
     from gnncore.sizes import parse_size
 
     budget = parse_size(memory_budget) if isinstance(memory_budget, str) else int(memory_budget)
-    if format != "auto" and format not in FORMATS:
-        raise ValueError(f"format must be 'auto' or one of {FORMATS}, not {format!r}")
-    if not os.path.exists(source):
-        raise InputError("no such file or directory", Path(source))
-    fmt = detect_format(source) if format == "auto" else format
     if fmt != "edgelist":
         raise ValueError(
             f"memory_budget applies to text edge lists (format edgelist) for now, not to {fmt}: "
             "ingest it without a memory budget"
         )
-    if nodes is not None or standardize_features:
+    if nodes is not None:
         raise ValueError(
             "memory_budget does not take a node table (nodes=) yet: ingest it without a "
             "memory budget"
@@ -169,30 +180,16 @@ def _ingest_bounded(
 def _ingest(
     source: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
-    format: str,  # noqa: A002 - the public name
+    fmt: str,
     directed: bool,
     name: str | None,
     id_type: str,
     seed: int,
     header: bool | None,
     nodes: str | os.PathLike[str] | None,
-    standardize_features: bool = False,
+    standardize_features: bool,
 ) -> IngestReport:
-    if format != "auto" and format not in FORMATS:
-        raise ValueError(f"format must be 'auto' or one of {FORMATS}, not {format!r}")
-    if id_type not in ID_TYPES:
-        raise ValueError(f"id_type must be one of {ID_TYPES}, not {id_type!r}")
-    if not os.path.exists(source):
-        raise InputError("no such file or directory", Path(source))
-    fmt = detect_format(source) if format == "auto" else format
-    if header is not None and fmt != "edgelist":
-        raise ValueError("header= applies to the edgelist format only")
-    if nodes is not None and fmt not in ("edgelist", "parquet"):
-        raise ValueError(f"nodes= applies to edge lists and Parquet edge tables, not to {fmt}")
     from gnncore.io.node_table import read_node_table
-
-    if standardize_features and nodes is None:
-        raise ValueError("standardize_features= applies to the features of a node table (nodes=)")
 
     if nodes is not None:
         stage("reading the node table")
