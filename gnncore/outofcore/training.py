@@ -42,10 +42,7 @@ def hierbatching_batches(
     ``mode="hierbatching"``, a swapping buffer for ``"partition_buffer"``; ``N_d`` from
     ``config.mega_batch_parts`` or ``config.memory_budget``) and its validation
     and test batches (``config.eval_fanouts``, all neighbours when unset)."""
-    from gnncore.sizes import parse_size
-
-    budget = parse_size(config.memory_budget) if config.memory_budget else None
-    n_d = mega_batch_parts(store, budget, config.mega_batch_parts)
+    n_d = mega_batch_parts(store, config.memory_budget_bytes, config.mega_batch_parts)
     source = HierBatchSource(
         store,
         n_d,

@@ -110,12 +110,6 @@ def _out_of_core(
             "store_parts": store.parts,
             "static_fraction": store.info["static_fraction"],
             "mega_batch_parts_used": source.n_d,
-            "memory_budget_bytes": _budget(config),
+            "memory_budget_bytes": config.memory_budget_bytes or 0,
         },
     )
-
-
-def _budget(config: NodeTrainConfig) -> int:
-    from gnncore.sizes import parse_size
-
-    return parse_size(config.memory_budget) if config.memory_budget else 0

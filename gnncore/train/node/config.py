@@ -198,13 +198,10 @@ class NodeTrainConfig(SharedTrainOptions):
             if self.model != "sage":
                 # GCN would also feed the weights into its degree normalisation.
                 raise bad("locality_aware", "needs model 'sage' (mean of weighted messages)")
-        if self.memory_budget:
-            from gnncore.sizes import parse_size
-
-            try:
-                parse_size(self.memory_budget)
-            except ValueError as error:
-                raise bad("memory_budget", str(error)) from None
+        try:
+            _ = self.memory_budget_bytes  # parses the size
+        except ValueError as error:
+            raise bad("memory_budget", str(error)) from None
         if int(self.mega_batch_parts) < 0:
             raise bad("mega_batch_parts", "must be >= 0 (0: from the memory budget)")
         if int(self.mega_batch_passes) < 1:
@@ -219,6 +216,14 @@ class NodeTrainConfig(SharedTrainOptions):
                     raise bad(name, f"is not available with mode {self.mode!r}")
         self.check_common(width="hidden")
         return self
+
+    @property
+    def memory_budget_bytes(self) -> int | None:
+        """:attr:`memory_budget` in bytes (``None`` when empty); ``ValueError``
+        for text that is not a size."""
+        from gnncore.sizes import parse_size
+
+        return parse_size(self.memory_budget) if self.memory_budget else None
 
     def to_params(self) -> dict[str, Any]:
         """Flat, string-friendly parameters for a run logger (tuples as ``"15,10"``;
