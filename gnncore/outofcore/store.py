@@ -46,7 +46,7 @@ import numpy as np
 
 from gnncore.errors import InputError
 from gnncore.outofcore.reader import read_row_ranges, read_rows
-from gnncore.partition.store import PartitionDir
+from gnncore.partition.store import PartitionDir, partition_stage_dir, partition_stage_inputs
 from gnncore.progress import stage
 from gnncore.store import GraphDir, atomic_directory
 from gnncore.store.atomic import check_output_dir
@@ -57,7 +57,7 @@ from gnncore.store.manifest import (
     read_json_manifest,
     sha256_of,
 )
-from gnncore.store.versioning import stage_key, versioned_name
+from gnncore.store.versioning import stage_key
 
 STORE_FORMAT = "gnncore.partitioned_store"
 STORE_FORMAT_VERSION = 2
@@ -202,10 +202,7 @@ def store_stage_key(graph: GraphDir, partition: PartitionDir, static_fraction: f
     return stage_key(
         "partitioned_store",
         {"static_fraction": float(static_fraction), "format_version": STORE_FORMAT_VERSION},
-        {
-            "graph": sha256_of(graph.path / MANIFEST_FILE),
-            "partition": sha256_of(partition.path / MANIFEST_FILE),
-        },
+        partition_stage_inputs(graph, partition),
     )
 
 
@@ -218,8 +215,7 @@ def store_dir(
     """Where the versioned pipeline keeps this store:
     ``<stores_root>/<partition dir name>-store-s<static_fraction>-<stage key>``."""
     key = store_stage_key(graph, partition, static_fraction)
-    name = versioned_name(f"{partition.path.name}-store-s{static_fraction:g}", key)
-    return Path(stores_root).absolute() / name
+    return partition_stage_dir(stores_root, partition, f"store-s{static_fraction:g}", key)
 
 
 def reusable_store(out_dir: str | os.PathLike[str], key: str) -> PartitionedStore | None:

@@ -95,6 +95,25 @@ class PartitionDir:
         return out
 
 
+def partition_stage_inputs(graph: GraphDir, partition: PartitionDir) -> dict[str, str]:
+    """What a stage built on ``partition`` of ``graph`` (a plan, a partitioned
+    store) hashes into its stage key beside its settings: both manifests' sha256."""
+    return {
+        "graph": sha256_of(graph.path / MANIFEST_FILE),
+        "partition": sha256_of(partition.path / MANIFEST_FILE),
+    }
+
+
+def partition_stage_dir(
+    root: str | os.PathLike[str], partition: PartitionDir, label: str, key: str
+) -> Path:
+    """Where the versioned pipeline keeps such a stage:
+    ``<root>/<partition dir name>-<label>-<stage key>``."""
+    from gnncore.store.versioning import versioned_name
+
+    return Path(root).absolute() / versioned_name(f"{partition.path.name}-{label}", key)
+
+
 def write_partition_dir(
     out: str | os.PathLike[str],
     graph: GraphDir,

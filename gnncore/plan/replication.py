@@ -32,7 +32,7 @@ import numpy as np
 from gnncore.errors import InputError
 from gnncore.options import option
 from gnncore.partition.base import symmetric_degree
-from gnncore.partition.store import PartitionDir
+from gnncore.partition.store import PartitionDir, partition_stage_dir, partition_stage_inputs
 from gnncore.plan.store import (
     PlanDir,
     PlanError,
@@ -44,7 +44,7 @@ from gnncore.plan.store import (
 from gnncore.plan.tracking import log_plan_run
 from gnncore.store import GraphDir
 from gnncore.store.manifest import MANIFEST_FILE, sha256_of
-from gnncore.store.versioning import stage_key, versioned_name
+from gnncore.store.versioning import stage_key
 from gnncore.tracking import RunTracker
 from gnncore.typing import require_csrc
 
@@ -196,14 +196,7 @@ def replication_stage_key(
     graph: GraphDir, partition: PartitionDir, settings: ReplicationSettings
 ) -> str:
     """Stage key: the settings and the graph and partition manifests' sha256."""
-    return stage_key(
-        "replication",
-        asdict(settings),
-        {
-            "graph": sha256_of(graph.path / MANIFEST_FILE),
-            "partition": sha256_of(partition.path / MANIFEST_FILE),
-        },
-    )
+    return stage_key("replication", asdict(settings), partition_stage_inputs(graph, partition))
 
 
 def replication_dir(
@@ -215,8 +208,7 @@ def replication_dir(
     """Where the versioned pipeline keeps this plan:
     ``<plans_root>/<partition dir name>-hdr-r<rate>-<stage key>``."""
     key = replication_stage_key(graph, partition, settings)
-    name = versioned_name(f"{partition.path.name}-hdr-r{settings.rate:g}", key)
-    return Path(plans_root).absolute() / name
+    return partition_stage_dir(plans_root, partition, f"hdr-r{settings.rate:g}", key)
 
 
 def plan_replication(
