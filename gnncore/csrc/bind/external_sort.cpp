@@ -67,6 +67,17 @@ void edge_ids_of(InArray<int64_t> indptr, InArray<Index> indices, int64_t row_be
                           directed);
 }
 
+// The docstring of both csr_edge_ids overloads (int32 and int64 indices).
+constexpr const char* kEdgeIdsDoc = R"doc(Fill ``out`` with the edge ids (``eid.npy``: rows of ``edges.parquet``) of a
+block of rows of an in-neighbour CSR, blocks visited in increasing row order.
+``indptr``: the block's rows + 1 offsets (absolute), ``indices``: its entries
+(int32 or int64), ``row_begin``: its first row; ``next`` (int64, one per node)
+starts as the src-major offsets of the canonical edges and is updated in place
+(pass it on to the next block). Entry (v, u) gets the rank in (src, dst) order of
+(u, v) (directed) or of (min(u, v), max(u, v)) (undirected). Releases the GIL.
+Raises ``ValueError`` for an index outside ``[0, len(next))`` or sizes that
+disagree.)doc";
+
 }  // namespace
 
 void bind_external_sort(nb::module_& m) {
@@ -145,26 +156,10 @@ run that is not a run file (bad magic), is truncated or corrupt; ``OSError``
 naming the file when one cannot be opened, read or written.)doc");
   m.def("csr_edge_ids", &edge_ids_of<int32_t>, nb::arg("indptr"), nb::arg("indices"),
         nb::arg("row_begin"), nb::arg("next").noconvert(), nb::arg("out").noconvert(),
-        nb::arg("directed"), R"doc(Fill ``out`` with the edge ids (``eid.npy``: rows of ``edges.parquet``) of a
-block of rows of an in-neighbour CSR, blocks visited in increasing row order.
-``indptr``: the block's rows + 1 offsets (absolute), ``indices``: its entries
-(int32 or int64), ``row_begin``: its first row; ``next`` (int64, one per node)
-starts as the src-major offsets of the canonical edges and is updated in place
-(pass it on to the next block). Entry (v, u) gets the rank in (src, dst) order of
-(u, v) (directed) or of (min(u, v), max(u, v)) (undirected). Releases the GIL.
-Raises ``ValueError`` for an index outside ``[0, len(next))`` or sizes that
-disagree.)doc");
+        nb::arg("directed"), kEdgeIdsDoc);
   m.def("csr_edge_ids", &edge_ids_of<int64_t>, nb::arg("indptr"), nb::arg("indices"),
         nb::arg("row_begin"), nb::arg("next").noconvert(), nb::arg("out").noconvert(),
-        nb::arg("directed"), R"doc(Fill ``out`` with the edge ids (``eid.npy``: rows of ``edges.parquet``) of a
-block of rows of an in-neighbour CSR, blocks visited in increasing row order.
-``indptr``: the block's rows + 1 offsets (absolute), ``indices``: its entries
-(int32 or int64), ``row_begin``: its first row; ``next`` (int64, one per node)
-starts as the src-major offsets of the canonical edges and is updated in place
-(pass it on to the next block). Entry (v, u) gets the rank in (src, dst) order of
-(u, v) (directed) or of (min(u, v), max(u, v)) (undirected). Releases the GIL.
-Raises ``ValueError`` for an index outside ``[0, len(next))`` or sizes that
-disagree.)doc");
+        nb::arg("directed"), kEdgeIdsDoc);
 }
 
 }  // namespace gnncore::bind
