@@ -11,18 +11,9 @@ from assets.dataset import DatasetConfig, raw_dataset
 from assets.partitions import PARTITIONS_NAME
 from assets.train import trained_model
 from pipelines.jobs import train_job
+from pipelines.run_config import merged_run_config
 
 NIGHTLY_CRON = "0 2 * * *"
-
-
-def _merged(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _merged(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def _last_op_config(
@@ -60,7 +51,7 @@ def dataset_run_config(
     task = _last_op_config(instance, trained_model, partition).get("task")
     if task:
         own["trained_model"] = {"config": {"task": task}}
-    return _merged(dict(base or {}), {"ops": own} if own else {})
+    return merged_run_config(dict(base or {}), {"ops": own} if own else {})
 
 
 def retraining_schedule(

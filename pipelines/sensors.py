@@ -24,18 +24,9 @@ import dagster as dg
 from assets.partitions import DATASET_PARTITIONS
 from gnncore.io.inbox import DroppedDataset, InboxState, scan_inbox
 from pipelines.jobs import train_job
+from pipelines.run_config import merged_run_config
 from resources import DataRootResource
 from resources.storage import check_safe_name
-
-
-def _merged(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _merged(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def task_of(dataset: DroppedDataset) -> str:
@@ -86,7 +77,7 @@ def inbox_run_request(
     return dg.RunRequest(
         run_key=dataset.run_key,
         partition_key=check_safe_name(dataset.name),
-        run_config=_merged(_merged(defaults, run_config or {}), own),
+        run_config=merged_run_config(merged_run_config(defaults, run_config or {}), own),
         tags={"gnncore/dataset": dataset.name, "gnncore/sha256": dataset.digest[:16]},
     )
 
