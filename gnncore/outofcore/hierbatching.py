@@ -205,7 +205,8 @@ def load_mega_batch(
     src, dst = edges[:, 0], edges[:, 1]
     src_part = np.searchsorted(offsets, src, side="right") - 1
     src_in_t = in_t[src_part]
-    keep = src_in_t | (static.positions(src) >= 0)
+    keep = src_in_t.copy()  # and the static sources outside T (looked up for those only)
+    keep[~src_in_t] = static.positions(src[~src_in_t]) >= 0
     src, dst, src_part, src_in_t = src[keep], dst[keep], src_part[keep], src_in_t[keep]
     extra = np.unique(src[~src_in_t])  # N(T) ∩ static, outside T
     extra_pos = static.positions(extra)
