@@ -168,8 +168,9 @@ class LinkBufferSource:
     :func:`~gnncore.train.train_link_predictor` (learned embeddings, ``model="none"``).
 
     Args:
-        heads, tails, relations: The training edges as the loop indexes them
-            (``input_id`` of a batch is a row of these; reciprocal forms included).
+        heads, tails: The training edges as the loop indexes them (``input_id``
+            of a batch is a row of these, and the loop looks its relation up by
+            it; reciprocal forms included).
         num_nodes: Nodes of the graph.
         dim: Embedding width.
         work_dir: Where the on-disk tables go (created; removed by :meth:`close`).
@@ -187,7 +188,6 @@ class LinkBufferSource:
         self,
         heads: np.ndarray,
         tails: np.ndarray,
-        relations: np.ndarray,
         num_nodes: int,
         dim: int,
         work_dir: str | os.PathLike[str],
@@ -435,11 +435,10 @@ def link_buffer_source(
     from gnncore.train.link.loop import training_edges
 
     reciprocal = config.reciprocal and not splits.symmetric
-    edge_index, relation = training_edges(splits, reciprocal)
+    edge_index, _ = training_edges(splits, reciprocal)
     return LinkBufferSource(
         edge_index[0].numpy(),
         edge_index[1].numpy(),
-        relation.numpy(),
         splits.num_nodes,
         config.dim,
         work_dir,
