@@ -25,6 +25,7 @@ VERBS: dict[str, str] = {
     "partition": "partition a graph directory",
     "plan": "replication (HDR) and feature placement plans of a graph",
     "store": "lay a graph out for out-of-core training (partitions, edge buckets, static set)",
+    "ranks": "write per-rank data for distributed training (one folder per partition)",
     "train": "train a GNN on a graph directory and log it to MLflow",
     "predict": "write a trained model's prediction for every node as Parquet",
     "bench": "benchmarks: `bench partition` runs partitioners side by side",

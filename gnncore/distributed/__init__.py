@@ -1,0 +1,1 @@
+"""Distributed training on ``torch.distributed`` (ALGORITHMS.md §8, docs/DISTRIBUTED.md)."""

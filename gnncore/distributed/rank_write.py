@@ -1,0 +1,239 @@
+"""Writing per-rank data from a graph directory and one of its partitions.
+
+See :mod:`gnncore.distributed.rank_data` for the layout. The writer takes the
+relabelling (``relabel_old_of_new``, ``relabel_new_of_old``, ``offsets``) and
+the 1-hop halos (``halo_<i>``) from the partition directory and walks the
+partitions one at a time: a partition's adjacency rows, features and labels
+are gathered from the graph's memory maps, so the writer holds one
+partition's data (plus the ``N``-sized maps, memory-mapped) at a time, never
+the whole feature matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnncore.distributed.rank_data import (
+    RANK_DATA_FORMAT,
+    RANK_DATA_FORMAT_VERSION,
+    SPLITS,
+    RankData,
+    body_sha256,
+    rank_dir_name,
+)
+from gnncore.errors import InputError
+from gnncore.partition.store import PartitionDir, partition_stage_inputs
+from gnncore.progress import stage
+from gnncore.store import GraphDir, atomic_directory
+from gnncore.store.atomic import check_output_dir
+from gnncore.store.manifest import MANIFEST_FILE, npy_entry, read_json_manifest
+from gnncore.store.versioning import stage_key
+
+#: Feature rows copied per block.
+_ROWS = 1 << 16
+
+
+def rank_data_stage_key(graph: GraphDir, partition: PartitionDir) -> str:
+    """The stage key of the rank data of ``graph`` and ``partition``: the format
+    version and both manifests' sha256."""
+    return stage_key(
+        "rank_data",
+        {"format_version": RANK_DATA_FORMAT_VERSION},
+        partition_stage_inputs(graph, partition),
+    )
+
+
+def write_rank_data(
+    graph_dir: str | os.PathLike[str],
+    partition_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    reuse: bool = True,
+) -> Path:
+    """Write the per-rank data of ``graph_dir`` split by ``partition_dir`` into
+    ``out_dir`` (one ``rank_<i>/`` per partition; written into a temporary
+    sibling, then renamed into place). Returns ``out_dir``.
+
+    Args:
+        graph_dir: A graph directory.
+        partition_dir: A partition directory of that graph, with its relabelling
+            maps and halos (as ``gnncore partition`` writes them).
+        out_dir: The rank-data directory to create or replace.
+        reuse (bool): When ``out_dir`` already holds the rank data of this graph
+            and partition (same stage key) and it opens cleanly, keep it as it
+            is. (default: ``True``)
+
+    Raises:
+        InputError: The partition is not of this graph or lacks its maps, the
+            maps disagree with the assignment, or ``out_dir`` would destroy an
+            input or other data; the message names the file.
+    """
+    graph = GraphDir.open(graph_dir)
+    partition = PartitionDir.open(partition_dir, graph)
+    check_output_dir(out_dir, [graph.path, partition.path], RANK_DATA_FORMAT, "rank-data directory")
+    key = rank_data_stage_key(graph, partition)
+    if reuse and _reusable(out_dir, key, partition.parts):
+        stage(f"reused {out_dir} (stage key {key})")
+        return Path(out_dir)
+    maps = _partition_maps(partition, graph.num_nodes)
+    with atomic_directory(out_dir) as tmp:
+        ranks = []
+        for part in range(partition.parts):
+            stage(f"rank {part} of {partition.parts}")
+            ranks.append(_write_rank(graph, partition, maps, part, tmp / rank_dir_name(part)))
+        m = graph.manifest
+        info: dict[str, Any] = {
+            "format": RANK_DATA_FORMAT,
+            "format_version": RANK_DATA_FORMAT_VERSION,
+            "graph_name": m.name,
+            "graph_manifest_sha256": partition_stage_inputs(graph, partition)["graph"],
+            "partition_manifest_sha256": partition_stage_inputs(graph, partition)["partition"],
+            "partition_method": partition.method,
+            "stage_key": key,
+            "num_nodes": m.num_nodes,
+            "num_edges": m.num_edges,
+            "directed": m.directed,
+            "num_features": m.num_features,
+            "num_classes": m.num_classes,
+            "parts": partition.parts,
+            "offsets": maps["offsets"].tolist(),
+            "ranks": ranks,
+        }
+        info["body_sha256"] = body_sha256(info)
+        (tmp / MANIFEST_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return Path(out_dir)
+
+
+def _reusable(out_dir: str | os.PathLike[str], key: str, parts: int) -> bool:
+    """Whether ``out_dir`` holds complete rank data with stage key ``key``."""
+    try:
+        info, _ = read_json_manifest(
+            Path(out_dir), RANK_DATA_FORMAT, RANK_DATA_FORMAT_VERSION, "rank-data directory"
+        )
+        if info.get("stage_key") != key:
+            return False
+        for rank in range(parts):
+            RankData.open(out_dir, rank, verify=True)
+    except (InputError, OSError, KeyError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _partition_maps(partition: PartitionDir, num_nodes: int) -> dict[str, np.ndarray]:
+    """The partition directory's relabelling maps, checked against its assignment."""
+    file = partition.path / MANIFEST_FILE
+    try:
+        maps = {
+            name: partition.array(name)
+            for name in ("offsets", "relabel_old_of_new", "relabel_new_of_old")
+        }
+        for part in range(partition.parts):
+            partition.array(f"halo_{part}")
+    except KeyError as exc:
+        raise InputError(
+            f"partition directory lacks its relabelling maps or halos ({exc.args[0]}); "
+            "re-run gnncore partition",
+            file,
+        ) from exc
+    offsets = np.asarray(maps["offsets"], dtype=np.int64)
+    counts = np.bincount(partition.assignment(), minlength=partition.parts)
+    if offsets.shape != (partition.parts + 1,) or np.any(np.diff(offsets) != counts):
+        raise InputError("offsets disagree with the assignment", partition.path / "offsets.npy")
+    for name in ("relabel_old_of_new", "relabel_new_of_old"):
+        if maps[name].shape != (num_nodes,) or maps[name].dtype != np.int64:
+            raise InputError(f"is not int64[{num_nodes}]", partition.path / f"{name}.npy")
+    maps["offsets"] = offsets
+    return maps
+
+
+def _save(folder: Path, name: str, array: np.ndarray, files: dict[str, Any]) -> None:
+    np.save(folder / f"{name}.npy", array)
+    files[f"{name}.npy"] = npy_entry(folder / f"{name}.npy")
+
+
+def _write_rank(
+    graph: GraphDir,
+    partition: PartitionDir,
+    maps: dict[str, np.ndarray],
+    part: int,
+    folder: Path,
+) -> dict[str, Any]:
+    """Write partition ``part``'s folder; returns its manifest entry."""
+    folder.mkdir()
+    offsets, new_of_old = maps["offsets"], maps["relabel_new_of_old"]
+    lo, hi = int(offsets[part]), int(offsets[part + 1])
+    core_old = np.asarray(maps["relabel_old_of_new"][lo:hi], dtype=np.int64)
+    if np.any(np.asarray(partition.assignment()[core_old]) != part) or np.any(
+        np.asarray(new_of_old[core_old]) != np.arange(lo, hi)
+    ):
+        raise InputError(
+            f"the relabelling maps do not list partition {part}'s nodes as its range",
+            partition.path / "relabel_old_of_new.npy",
+        )
+    files: dict[str, Any] = {}
+    _save(folder, "original_ids", core_old, files)
+    indptr, sources, edge_ids = _in_edges(graph, core_old, new_of_old)
+    _save(folder, "indptr", indptr, files)
+    _save(folder, "indices", sources, files)
+    _save(folder, "edge_ids", edge_ids, files)
+    halo = np.sort(np.asarray(new_of_old[np.asarray(partition.array(f"halo_{part}"))]))
+    outside = np.unique(sources[(sources < lo) | (sources >= hi)])
+    if not np.all(np.isin(outside, halo, assume_unique=True)) or np.any((halo >= lo) & (halo < hi)):
+        raise InputError(
+            f"halo of partition {part} disagrees with the graph's edges",
+            partition.path / f"halo_{part}.npy",
+        )
+    _save(folder, "halo", halo.astype(np.int64), files)
+    x = graph.features()
+    if x is not None:
+        _copy_rows(x, core_old, folder / "features.npy")
+        files["features.npy"] = npy_entry(folder / "features.npy")
+    labels = graph.labels()
+    if labels is not None:
+        _save(folder, "labels", np.asarray(labels[core_old], dtype=np.int64), files)
+    for split in SPLITS:
+        if graph.has(f"{split}_idx"):
+            ids = np.asarray(new_of_old[graph.split(split)], dtype=np.int64)
+            mask = np.zeros(hi - lo, dtype=bool)
+            mask[ids[(ids >= lo) & (ids < hi)] - lo] = True
+            _save(folder, f"{split}_mask", mask, files)
+    return {
+        "num_core": hi - lo,
+        "num_edges": int(len(sources)),
+        "num_halo": int(len(halo)),
+        "files": files,
+    }
+
+
+def _in_edges(
+    graph: GraphDir, core_old: np.ndarray, new_of_old: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, sources, edge_ids)`` of the in-edges of ``core_old`` (original
+    ids, ascending): sources in new ids, sorted within each row."""
+    g_indptr = graph.indptr
+    starts = np.asarray(g_indptr[core_old], dtype=np.int64)
+    lengths = np.asarray(g_indptr[core_old + 1], dtype=np.int64) - starts
+    indptr = np.zeros(len(core_old) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    row = np.repeat(np.arange(len(core_old), dtype=np.int64), lengths)
+    positions = starts[row] + (np.arange(indptr[-1], dtype=np.int64) - indptr[row])
+    sources = np.asarray(new_of_old[np.asarray(graph.indices[positions])], dtype=np.int64)
+    edge_ids = np.asarray(graph.array("eid")[positions], dtype=np.int64)
+    order = np.lexsort((sources, row))
+    return indptr, sources[order], edge_ids[order]
+
+
+def _copy_rows(x: np.ndarray, rows: np.ndarray, out: Path) -> None:
+    """``x[rows]`` (``rows`` ascending) written to ``out`` block by block."""
+    target = np.lib.format.open_memmap(
+        out, mode="w+", dtype=np.float32, shape=(len(rows), *x.shape[1:])
+    )
+    for start in range(0, len(rows), _ROWS):
+        block = rows[start : start + _ROWS]
+        target[start : start + len(block)] = x[block]
+    target.flush()
+    del target
