@@ -23,6 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="expected fraction of intra-community edges",
     )
     parser.add_argument("--feature-noise", type=float, default=None)
+    parser.add_argument(
+        "--communities-per-class",
+        type=int,
+        default=1,
+        help="communities of each class (default 1: a class is one community)",
+    )
     parser.add_argument("--name", default="synthetic", help="dataset name in the manifest")
     parser.add_argument(
         "--layout",
@@ -42,16 +48,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for k, v in (("intra_fraction", args.intra_fraction), ("feature_noise", args.feature_noise))
         if v is not None
     }
-    spec = SynthSpec(
-        num_nodes=args.nodes,
-        avg_degree=args.avg_degree,
-        num_classes=args.classes,
-        num_features=args.features,
-        seed=args.seed,
-        **extra,
-    )
-    try:
-        spec.validate()
+    try:  # the spec validates itself on construction
+        spec = SynthSpec(
+            num_nodes=args.nodes,
+            avg_degree=args.avg_degree,
+            num_classes=args.classes,
+            num_features=args.features,
+            seed=args.seed,
+            communities_per_class=args.communities_per_class,
+            **extra,
+        )
     except ValueError as exc:
         raise InputError(f"bad generator setting: {exc}") from exc
     if args.layout == "ogb":

@@ -104,8 +104,15 @@ def generate_graph(
 
 
 def spec_dict(spec: SynthSpec) -> dict[str, Any]:
-    """The spec as plain JSON values."""
-    return {k: getattr(spec, k) for k in spec.__dataclass_fields__}
+    """The spec as plain JSON values.
+
+    ``communities_per_class`` appears only when it is not 1, so the graphs,
+    manifests and stage keys of specs written before it existed stay the same.
+    """
+    values = {k: getattr(spec, k) for k in spec.__dataclass_fields__}
+    if values["communities_per_class"] == 1:
+        del values["communities_per_class"]
+    return values
 
 
 def _write_csv_gz(path: Path, frame: pl.DataFrame, append: bool = False) -> None:

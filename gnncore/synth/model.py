@@ -7,7 +7,12 @@ graph, features and splits, whatever the chunk sizes or thread counts.
 
 Nodes and communities
     The ``num_nodes`` nodes are shuffled and dealt round-robin into
-    ``num_classes`` communities, so community sizes differ by at most one.
+    ``num_classes * communities_per_class`` communities, so community sizes
+    differ by at most one. Community ``k`` belongs to class
+    ``k % num_classes``: with ``communities_per_class > 1`` a class is several
+    communities, each one tight, the way real graphs are local at a finer
+    grain than their labels (what min-edge-cut partitions and out-of-core
+    methods that train partition by partition rely on).
     Each node ``v`` gets a propensity ``theta[v]``: a Pareto draw with density
     ``~ theta ** -power_law_exponent`` on ``[1, inf)``, capped at
     ``sqrt(num_nodes / avg_degree)`` times its mean and rescaled to mean 1.
@@ -29,7 +34,7 @@ Edges
     counters, in parallel, chunk by chunk (:func:`iter_edge_chunks`).
 
 Labels
-    The class of a node is its community. With ``label_noise > 0`` that
+    The class of a node is its community's class. With ``label_noise > 0`` that
     fraction of the nodes gets a class drawn uniformly at random instead.
 
 Features
@@ -82,8 +87,7 @@ class SynthSpec:
         num_nodes (int): Number of nodes, in ``[num_classes, 2**31)``.
         avg_degree (float): Mean undirected degree; the graph has
             ``round(num_nodes * avg_degree / 2)`` edges.
-        num_classes (int): Number of classes, which is also the number of
-            communities (at least 2).
+        num_classes (int): Number of classes (at least 2).
         num_features (int): Feature dimension (at least 1).
         seed (int): Seed of every random choice, in ``[0, 2**64)``.
         power_law_exponent (float): Exponent of the propensity (and so degree)
@@ -97,6 +101,9 @@ class SynthSpec:
         train_fraction (float): Fraction of each class in the training set.
         val_fraction (float): Fraction of each class in the validation set;
             the rest is the test set.
+        communities_per_class (int): Communities of each class (at least 1);
+            ``num_classes * communities_per_class`` must not exceed
+            ``num_nodes``.
 
     Raises:
         ValueError: On construction (see :meth:`validate`).
@@ -113,9 +120,15 @@ class SynthSpec:
     label_noise: float = 0.0
     train_fraction: float = 0.1
     val_fraction: float = 0.1
+    communities_per_class: int = 1
 
     def __post_init__(self) -> None:
         self.validate()
+
+    @property
+    def num_communities(self) -> int:
+        """``num_classes * communities_per_class``."""
+        return self.num_classes * self.communities_per_class
 
     @property
     def num_edges(self) -> int:
@@ -146,7 +159,8 @@ class SynthSpec:
                 raise ValueError(f"SynthSpec.{name} must lie in {interval}, got {value}")
 
         integer("num_classes", 2)
-        integer("num_nodes", self.num_classes if isinstance(self.num_classes, int) else 2, 2**31)
+        integer("communities_per_class", 1)
+        integer("num_nodes", self.num_communities, 2**31)
         real("avg_degree", 0.0, math.inf, True, True)
         integer("num_features", 1)
         integer("seed", 0, 2**64)
@@ -175,7 +189,7 @@ def node_table(spec: SynthSpec) -> tuple[np.ndarray, np.ndarray]:
         differing by at most one, dealt to shuffled nodes; ``theta`` capped
         Pareto with mean 1.
     """
-    n, c = spec.num_nodes, spec.num_classes
+    n, c = spec.num_nodes, spec.num_communities
     community = np.empty(n, dtype=np.int64)
     community[_rng(spec, _TAG_COMMUNITY).permutation(n)] = np.arange(n, dtype=np.int64) % c
     shape = spec.power_law_exponent - 1.0  # density ~ theta ** -(shape + 1)
@@ -203,7 +217,7 @@ def iter_edge_chunks(
         raise ValueError(f"chunk_edges must be positive, got {chunk_edges}")
     community, theta = node_table(spec)
     generator = _C.PlantedPartition(
-        community, theta, spec.num_classes, float(spec.intra_fraction), spec.seed
+        community, theta, spec.num_communities, float(spec.intra_fraction), spec.seed
     )
     del community, theta
     total = spec.num_edges
@@ -212,7 +226,8 @@ def iter_edge_chunks(
 
 
 def labels(spec: SynthSpec, community: np.ndarray) -> np.ndarray:
-    """Class of every node: its community, redrawn for a ``label_noise`` fraction.
+    """Class of every node: its community's class (``community % num_classes``),
+    redrawn for a ``label_noise`` fraction.
 
     Returns:
         int64[N] in ``[0, num_classes)``.
@@ -220,7 +235,7 @@ def labels(spec: SynthSpec, community: np.ndarray) -> np.ndarray:
     community = np.asarray(community)
     if community.shape != (spec.num_nodes,):
         raise ValueError(f"community must have shape ({spec.num_nodes},), got {community.shape}")
-    y = community.astype(np.int64, copy=True)
+    y = community.astype(np.int64) % spec.num_classes
     if spec.label_noise > 0:
         rng = _rng(spec, _TAG_LABELS)
         flip = rng.random(spec.num_nodes) < spec.label_noise

@@ -60,6 +60,8 @@ def test_spec_basics():
         {"val_fraction": -0.1},
         {"train_fraction": 0.7, "val_fraction": 0.4},
         {"avg_degree": "8"},
+        {"communities_per_class": 0},
+        {"communities_per_class": 1_201},  # 5 * 1201 communities > 6000 nodes
     ],
 )
 def test_bad_spec_raises(bad):
@@ -115,6 +117,27 @@ def test_intra_community_fraction(intra):
     fraction = np.mean(community[src] == community[dst])
     sigma = np.sqrt(max(intra * (1 - intra), 1e-4) / len(src))
     assert abs(fraction - intra) < max(5 * sigma, 1e-9)
+
+
+def test_several_communities_per_class_are_each_tight():
+    """With 40 communities per class, edges stay inside their (small) community at
+    ``intra_fraction``, a class is the union of its communities, and the spec of
+    the default (one community per class) still writes no new field."""
+    from gnncore.synth.dataset import spec_dict
+
+    spec = dataclasses.replace(SPEC, communities_per_class=40)
+    assert spec.num_communities == 200
+    community, _ = synth.node_table(spec)
+    assert set(np.bincount(community)) <= {29, 30}  # 6000 nodes in 200 communities
+    y = synth.labels(spec, community)
+    np.testing.assert_array_equal(y, community % 5)
+    src, dst = all_edges(spec)
+    intra = np.mean(community[src] == community[dst])
+    sigma = np.sqrt(0.8 * 0.2 / len(src))
+    assert abs(intra - 0.8) < 5 * sigma
+    assert np.mean(y[src] == y[dst]) > intra  # other communities of the same class
+    assert spec_dict(spec)["communities_per_class"] == 40
+    assert "communities_per_class" not in spec_dict(SPEC)
 
 
 def test_edges_reproducible_and_chunk_invariant(graph):
