@@ -53,6 +53,7 @@ def build_graph(
     features: int,
     avg_degree: float,
     classes: int,
+    communities_per_class: int,
     seed: int,
     train_fraction: float,
     val_fraction: float,
@@ -75,6 +76,7 @@ def build_graph(
         "features": features,
         "avg_degree": avg_degree,
         "classes": classes,
+        "communities_per_class": communities_per_class,
         "seed": seed,
         "train_fraction": train_fraction,
         "val_fraction": val_fraction,
@@ -93,6 +95,7 @@ def build_graph(
         num_classes=classes,
         num_features=features,
         seed=seed,
+        communities_per_class=communities_per_class,
     )
     src = np.empty(spec.num_edges, dtype=np.int64)
     dst = np.empty(spec.num_edges, dtype=np.int64)
@@ -152,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", type=int, default=256)
     parser.add_argument("--avg-degree", type=float, default=10.0)
     parser.add_argument("--classes", type=int, default=16)
+    parser.add_argument(
+        "--communities-per-class",
+        type=int,
+        default=1,
+        help="generator communities per class (1: a class is one community of N/classes nodes)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train-fraction", type=float, default=0.02)
     parser.add_argument("--val-fraction", type=float, default=0.005)
@@ -169,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="hierbatching's --memory-budget (default: half of --budget)",
     )
+    parser.add_argument(
+        "--in-memory-budget",
+        type=parse_size,
+        default=None,
+        help="the in_memory run's limit (default --budget): the accuracy reference",
+    )
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per mode")
     parser.add_argument("--out", type=Path, default=Path("bench-out/out-of-core"))
     parser.add_argument("--keep-data", action="store_true", help="keep graph and store")
@@ -183,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         args.features,
         args.avg_degree,
         args.classes,
+        args.communities_per_class,
         args.seed,
         args.train_fraction,
         args.val_fraction,
@@ -206,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         parts=args.parts,
         work_dir=args.data / "work",
         hierbatching_budget_bytes=args.hierbatching_budget,
+        in_memory_budget_bytes=args.in_memory_budget,
         train_args=[
             "--fanouts",
             args.fanouts,

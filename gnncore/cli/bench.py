@@ -122,6 +122,14 @@ def add_out_of_core_arguments(parser: argparse.ArgumentParser) -> None:
         "default half of --budget)",
     )
     parser.add_argument(
+        "--in-memory-budget",
+        type=parse_size,
+        default=None,
+        metavar="SIZE",
+        help="the in_memory run's limit instead of --budget, making it the accuracy "
+        "reference when everything in RAM does not fit the budget",
+    )
+    parser.add_argument(
         "--work-dir",
         type=Path,
         default=None,
@@ -316,6 +324,7 @@ def _run_out_of_core(args: argparse.Namespace) -> dict[str, Any]:
             work_dir=args.work_dir,
             partition_method=args.partition_method,
             hierbatching_budget_bytes=args.hierbatching_budget,
+            in_memory_budget_bytes=args.in_memory_budget,
             threads=args.threads or None,
             timeout=args.timeout,
             seed=args.seed,

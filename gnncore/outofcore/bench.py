@@ -51,6 +51,7 @@ EPOCH_METRICS = (
     "batches",
     "hb_load_s",
     "hb_wait_s",
+    "hb_read_s",
     "hb_bytes_read",
 )
 #: Bytes METIS (pymetis) needs per undirected edge, measured on a 20M-edge
@@ -292,6 +293,9 @@ _PER_EPOCH_FIELDS = (
     "eval_s",
     "batches_per_epoch",
     "epoch_bytes_read_store",
+    "epoch_read_seconds_store",
+    "store_read_bytes_per_s",
+    "store_read_fraction_of_sequential",
     "train_loop_seconds",
     "outside_loop_seconds",
     "test_accuracy",
@@ -358,6 +362,7 @@ def _mode_result(mode: str, run: LimitedRun, json_path: Path, bandwidth: float) 
             "eval_s": medians.get("eval_s"),
             "batches_per_epoch": medians.get("batches"),
             "epoch_bytes_read_store": medians.get("hb_bytes_read"),
+            "epoch_read_seconds_store": medians.get("hb_read_s"),
             "train_loop_seconds": summary.get("seconds"),
             "outside_loop_seconds": (
                 run.wall_seconds - float(summary["seconds"]) if "seconds" in summary else None
@@ -366,6 +371,13 @@ def _mode_result(mode: str, run: LimitedRun, json_path: Path, bandwidth: float) 
             "val_accuracy": summary.get("val_accuracy"),
         }
     )
+    store_bytes = result["epoch_bytes_read_store"]
+    store_seconds = result["epoch_read_seconds_store"]
+    if store_bytes and store_seconds:
+        result["store_read_bytes_per_s"] = store_bytes / store_seconds
+        result["store_read_fraction_of_sequential"] = (
+            result["store_read_bytes_per_s"] / bandwidth if bandwidth else None
+        )
     return result
 
 
@@ -382,6 +394,7 @@ def bench_out_of_core(
     work_dir: str | os.PathLike[str] | None = None,
     partition_method: str | None = None,
     hierbatching_budget_bytes: int | None = None,
+    in_memory_budget_bytes: int | None = None,
     threads: int | None = None,
     timeout: float | None = None,
     bandwidth_probe_bytes: int = 1 << 30,
@@ -409,6 +422,10 @@ def bench_out_of_core(
             (its static cache plus two mega-batches); default half of
             ``budget_bytes``, the rest being left to the interpreter, torch,
             the model and the mini-batches, which the cgroup also counts.
+        in_memory_budget_bytes: The limit of the ``in_memory`` run instead of
+            ``budget_bytes``: everything in RAM needs more than an out-of-core
+            budget, and this makes it the accuracy reference in the same run
+            (its epoch time is then not at equal memory).
         threads: ``OMP_NUM_THREADS`` (and ``MKL_NUM_THREADS``) of every run;
             default the CPUs this process may use.
         timeout: Seconds per run (then SIGKILLed, reported ``timed out``).
@@ -477,10 +494,13 @@ def bench_out_of_core(
             assert store_info is not None
             cmd += ["--store", store_info["store"], "--memory-budget", str(hb_budget)]
         cmd += list(train_args)
-        _log(f"{mode}: training under {format_size(budget_bytes)} (page cache evicted first)")
+        limit = budget_bytes
+        if mode == "in_memory" and in_memory_budget_bytes:
+            limit = in_memory_budget_bytes
+        _log(f"{mode}: training under {format_size(limit)} (page cache evicted first)")
         run = run_limited(
             cmd,
-            budget_bytes,
+            limit,
             env=env,
             timeout=timeout,
             evict=evict,
@@ -489,6 +509,7 @@ def bench_out_of_core(
         )
         results[mode] = _mode_result(mode, run, json_path, bandwidth)
         results[mode]["cmd"] = list(run.cmd)
+        results[mode]["budget_bytes"] = limit
         shown = results[mode].get("epoch_seconds")
         _log(
             f"{mode}: {results[mode]['status']} in {run.wall_seconds:.1f} s"
@@ -497,9 +518,14 @@ def bench_out_of_core(
         shutil.rmtree(root, ignore_errors=True)
 
     base = results.get("mmap", {}).get("epoch_seconds")
+    reference = results.get("in_memory", {}).get("test_accuracy")
     for res in results.values():
         mine = res.get("epoch_seconds")
         res["speedup_vs_mmap"] = base / mine if base and mine else None
+        accuracy = res.get("test_accuracy")
+        res["accuracy_vs_in_memory"] = (
+            accuracy - reference if accuracy is not None and reference is not None else None
+        )
     first = next(iter(results.values()))
     result: dict[str, Any] = {
         "graph_dir": str(graph_dir),
@@ -570,23 +596,36 @@ def to_markdown(result: dict[str, Any]) -> str:
     lines += [
         "",
         "| mode | status | epoch s | speedup vs mmap | load s (wait) | sample s | compute s "
-        "| bytes read | read MiB/s (% of seq) | peak RSS | cgroup peak | test acc |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| bytes read | read MiB/s (% of seq) | store reads MiB/s (% of seq) "
+        "| peak RSS | cgroup peak | test acc |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def rate_cell(rate: float | None, frac: float | None) -> str:
+        if rate is None:
+            return "—"
+        return f"{_f(rate / 2**20, 1)} ({_f(None if frac is None else 100 * frac, 1)}%)"
+
     for mode, res in result["modes"].items():
-        rate = res.get("read_bytes_per_s")
-        frac = res.get("read_fraction_of_sequential")
+        process_rate = rate_cell(
+            res.get("read_bytes_per_s"), res.get("read_fraction_of_sequential")
+        )
+        store_rate = rate_cell(
+            res.get("store_read_bytes_per_s"), res.get("store_read_fraction_of_sequential")
+        )
         load = (
             f"{_f(res.get('load_s'))} ({_f(res.get('load_wait_s'))})"
             if res.get("load_s") is not None
             else "—"
         )
+        label = mode
+        if res.get("budget_bytes") not in (None, result["budget_bytes"]):
+            label += f" (limit {format_size(res['budget_bytes'])})"
         lines.append(
-            f"| {mode} | {res['status']} | {_f(res.get('epoch_seconds'))} "
+            f"| {label} | {res['status']} | {_f(res.get('epoch_seconds'))} "
             f"| {_f(res.get('speedup_vs_mmap'))} | {load} | {_f(res.get('sample_s'))} "
             f"| {_f(res.get('compute_s'))} | {_size(res.get('bytes_read'))} "
-            f"| {_f(None if rate is None else rate / 2**20, 1)}"
-            f" ({_f(None if frac is None else 100 * frac, 1)}%) "
+            f"| {process_rate} | {store_rate} "
             f"| {_size(res.get('peak_rss_bytes'))} | {_size(res.get('peak_memory_bytes'))} "
             f"| {_f(res.get('test_accuracy'), 4)} |"
         )
@@ -599,6 +638,7 @@ def to_markdown(result: dict[str, Any]) -> str:
         "load s: HierBatching's mega-batch reads (background thread), in brackets the time "
         "training blocked on them; mmap reads rows inside sampling (page faults). "
         "bytes read and read MiB/s: the whole process (start, training, evaluation) "
-        "over its wall time.",
+        "over its wall time. store reads: HierBatching's reads of the store in an epoch "
+        "(bytes over the seconds spent inside them).",
     ]
     return "\n".join(lines)

@@ -132,14 +132,19 @@ class PartitionData:
     in_edges: np.ndarray
 
 
-def _read_in_edges(store: PartitionedStore, parts: list[int]) -> dict[int, np.ndarray]:
-    """In-edges of ``parts``, all ranges in one call (views of one array)."""
+def _read_in_edges(
+    store: PartitionedStore, parts: list[int]
+) -> tuple[dict[int, np.ndarray], float]:
+    """In-edges of ``parts``, all ranges in one call (views of one array), and the
+    seconds the read took."""
     if not parts:
-        return {}
+        return {}, 0.0
     ranges = [store.in_edge_range(p) for p in parts]
+    started = time.perf_counter()
     edges = store.read_rows("edges", ranges)
+    seconds = time.perf_counter() - started
     cuts = np.cumsum([hi - lo for lo, hi in ranges])[:-1]
-    return dict(zip(parts, np.split(edges, cuts), strict=True))
+    return dict(zip(parts, np.split(edges, cuts), strict=True)), seconds
 
 
 @dataclass
@@ -157,7 +162,8 @@ class MegaBatch:
             unless asked for.
         nbytes_read: Bytes read from disk for it; ``partitions_read``: the
             partitions read (not those already in memory); ``seconds``: its
-            load time.
+            load time; ``read_seconds``: the part of it spent in the store's
+            reads (the rest builds ``G_cache``).
     """
 
     parts: tuple[int, ...]
@@ -169,6 +175,7 @@ class MegaBatch:
     nbytes_read: int
     partitions_read: int
     seconds: float
+    read_seconds: float
 
     def local_ids(self, store_ids: np.ndarray) -> np.ndarray:
         """Local ids of store ids among :attr:`nodes` (which must hold them)."""
@@ -191,7 +198,8 @@ def load_mega_batch(
     parts = tuple(sorted(int(p) for p in parts))
     resident = {p: d for p, d in (resident or {}).items() if p in parts}
     missing = [p for p in parts if p not in resident]
-    in_edges = {**{p: d.in_edges for p, d in resident.items()}, **_read_in_edges(store, missing)}
+    read, read_seconds = _read_in_edges(store, missing)
+    in_edges = {**{p: d.in_edges for p, d in resident.items()}, **read}
     nbytes = sum(in_edges[p].nbytes for p in missing)
     offsets = store.offsets
     sizes = np.array([offsets[p + 1] - offsets[p] for p in parts], dtype=np.int64)
@@ -258,7 +266,9 @@ def load_mega_batch(
             if p in resident:
                 slots[p][...] = resident[p].features
             else:
+                began = time.perf_counter()
                 store.read_rows("features", [(int(offsets[p]), int(offsets[p + 1]))], slots[p])
+                read_seconds += time.perf_counter() - began
                 nbytes += slots[p].nbytes
         x[row:] = static.features[extra_pos]
     pieces = {p: PartitionData(slots.get(p), in_edges[p]) for p in parts} if keep_pieces else {}
@@ -272,6 +282,7 @@ def load_mega_batch(
         nbytes,
         len(missing),
         time.perf_counter() - started,
+        read_seconds,
     )
 
 
@@ -422,7 +433,7 @@ class HierBatchSource:
 
     def adapt(self, epoch: int, throughput: dict[str, float]) -> dict[str, float]:
         """The epoch's read figures, logged with it (nothing is adapted)."""
-        return self.stats.figures("hb_", "mega_batches")
+        return self.stats.figures("hb_", "mega_batches", reads_timed=True)
 
     # Evaluation ------------------------------------------------------------
 
@@ -502,7 +513,9 @@ class HierBatchSource:
             gc.collect()
 
     def _count(self, mega: MegaBatch, wait: float, split: str) -> None:
-        self.stats.record(mega.partitions_read, mega.nbytes_read, mega.seconds, wait)
+        self.stats.record(
+            mega.partitions_read, mega.nbytes_read, mega.seconds, wait, mega.read_seconds
+        )
         if self.log is not None:
             what = "mega-batch" if self.schedule == "groups" else "buffer state"
             self.log(

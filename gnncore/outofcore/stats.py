@@ -22,10 +22,14 @@ class StepStats:
     bytes_written: int = 0
     load_seconds: float = 0.0
     wait_seconds: float = 0.0
+    read_seconds: float = 0.0
 
-    def record(self, read: int, nbytes: int, seconds: float, wait: float) -> None:
+    def record(
+        self, read: int, nbytes: int, seconds: float, wait: float, read_seconds: float = 0.0
+    ) -> None:
         """One step: ``read`` partitions (``nbytes``) loaded in ``seconds``, of
-        which training waited ``wait``."""
+        which training waited ``wait``; ``read_seconds`` of the load were spent
+        in the store's reads (where the source times them)."""
         self.steps += 1
         self.partitions_read += read
         if self.steps > 1:
@@ -33,11 +37,15 @@ class StepStats:
         self.bytes_read += nbytes
         self.load_seconds += seconds
         self.wait_seconds += wait
+        self.read_seconds += read_seconds
 
-    def figures(self, prefix: str, steps_name: str, written: bool = False) -> dict[str, float]:
+    def figures(
+        self, prefix: str, steps_name: str, written: bool = False, reads_timed: bool = False
+    ) -> dict[str, float]:
         """Scalars to log with the epoch: ``{prefix}{steps_name}``,
         ``{prefix}partitions_read``, ``..swaps``, ``..bytes_read`` (and
-        ``..bytes_written`` when ``written``), ``..load_s``, ``..wait_s``."""
+        ``..bytes_written`` when ``written``), ``..load_s``, ``..wait_s`` (and
+        ``..read_s``, the seconds inside the reads, when ``reads_timed``)."""
         figures = {
             f"{prefix}{steps_name}": float(self.steps),
             f"{prefix}partitions_read": float(self.partitions_read),
@@ -48,4 +56,6 @@ class StepStats:
             figures[f"{prefix}bytes_written"] = float(self.bytes_written)
         figures[f"{prefix}load_s"] = self.load_seconds
         figures[f"{prefix}wait_s"] = self.wait_seconds
+        if reads_timed:
+            figures[f"{prefix}read_s"] = self.read_seconds
         return figures

@@ -52,7 +52,19 @@ def test_two_modes_report_sane_figures(tmp_path: Path) -> None:
         assert res["speedup_vs_mmap"] > 0
     assert saved["speedup_vs_mmap"]["mmap"] == 1.0
     assert saved["modes"]["hierbatching"]["load_s"] >= 0
-    assert saved["modes"]["hierbatching"]["epoch_bytes_read_store"] > 0
+    hb = saved["modes"]["hierbatching"]
+    assert hb["epoch_bytes_read_store"] > 0
+    # Its reads are timed apart from building G_cache: a rate no lower than the
+    # whole load's, put against the disk's sequential bandwidth.
+    assert 0 < hb["epoch_read_seconds_store"] <= hb["load_s"]
+    assert hb["store_read_bytes_per_s"] == pytest.approx(
+        hb["epoch_bytes_read_store"] / hb["epoch_read_seconds_store"]
+    )
+    assert hb["store_read_fraction_of_sequential"] == pytest.approx(
+        hb["store_read_bytes_per_s"] / saved["sequential_read"]["bytes_per_s"]
+    )
+    assert saved["modes"]["mmap"]["store_read_bytes_per_s"] is None
+    assert "store reads MiB/s" in markdown
     # The store is reused by a second run over the same graph and settings.
     again = prepare_store(graph, out / "work", parts=4, static_fraction=0.01)
     assert again["reused"] is True and again["store"] == saved["store"]["store"]
@@ -78,6 +90,22 @@ def test_in_memory_over_budget_is_reported_killed(tmp_path: Path) -> None:
     assert result["killed_for_memory"] == {"in_memory": True}
     assert res["peak_memory_bytes"] <= parse_size("64MiB")
     assert "killed for memory" in (tmp_path / "out" / "out_of_core.md").read_text()
+    # With a limit of its own it runs as the accuracy reference of the others.
+    result = bench_out_of_core(
+        graph,
+        tmp_path / "out2",
+        parse_size("64MiB"),
+        1,
+        modes=("in_memory",),
+        in_memory_budget_bytes=parse_size("2GiB"),
+        train_args=["--fanouts", "5,5", "--hidden", "16"],
+        timeout=300,
+        bandwidth_probe_bytes=16 << 20,
+    )
+    res = result["modes"]["in_memory"]
+    assert res["status"] == "ok" and res["budget_bytes"] == parse_size("2GiB")
+    assert res["accuracy_vs_in_memory"] == 0.0
+    assert "| in_memory (limit 2.0 GiB) | ok |" in result["markdown"]
 
 
 def test_rejects_unknown_modes(tmp_path: Path) -> None:
