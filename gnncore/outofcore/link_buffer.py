@@ -15,6 +15,16 @@ negatives drawn uniformly from the nodes in the buffer.
 Evaluation reads the whole table from disk (:meth:`LinkBufferSource.node_embeddings`),
 so it needs ``N·dim`` floats in memory; the returned model carries the table of
 the best epoch (:meth:`LinkBufferSource.keep_best`).
+
+Checkpoints: the table on disk is not in the checkpoint file, so before each
+checkpoint is written the source snapshots it beside it
+(:meth:`LinkBufferSource.checkpoint_files`): ``epoch-<k>.embeddings.npy``,
+``epoch-<k>.adagrad.npy`` and, when the best epoch is an earlier one,
+``epoch-<k>.best.npy`` (a hard link to the earlier snapshot), each written
+atomically and recorded in the checkpoint by name, size and sha256. A resumed
+run copies the snapshot of its checkpoint over the live files, checking every
+byte (:meth:`LinkBufferSource.restore_files`): the live files of a killed run
+may hold a half-trained epoch and are never read.
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ from gnncore.outofcore.ordering import (
 )
 from gnncore.outofcore.reader import read_rows
 from gnncore.outofcore.stats import StepStats
+from gnncore.train.core.checkpoint import Checkpoint, CheckpointDir, CheckpointError
 
 _ROWS = 1 << 16
 
@@ -131,6 +142,20 @@ class DiskEmbeddings:
                     if written <= 0:
                         raise OSError(f"{path}: write failed at byte {offset + done}")
                     done += written
+
+    def check(self, name: str, origin: Path) -> None:
+        """Raise :class:`CheckpointError` (naming ``origin``, where the file came
+        from) unless the ``name`` file is a float32 ``[N, dim]`` table with the
+        header this table was made with."""
+        n = len(self.partitions.order)
+        try:
+            table = np.load(self.paths[name], mmap_mode="r", allow_pickle=False)
+            good = table.dtype == np.float32 and table.shape == (n, self.dim)
+            good = good and _header_bytes(self.paths[name], n, self.dim) == self.header[name]
+        except (OSError, ValueError):
+            good = False
+        if not good:
+            raise CheckpointError(f"{origin}: not a float32 [{n}, {self.dim}] table")
 
     def table(self, name: str = "weight") -> np.ndarray:
         """The whole table (memory-mapped, read-only), rows in new-id order."""
@@ -226,13 +251,15 @@ class LinkBufferSource:
         self.num_edges = len(new_heads)
         self.stats = StepStats()
         self._weight: torch.Tensor | None = None
-        self._sums: torch.Tensor | None = None
+        self._optimizer: torch.optim.Optimizer | None = None
         self._slot_of: dict[int, int] = {}
         self._base = np.zeros(parts, dtype=np.int64)
         self._rows = np.zeros(0, dtype=np.int64)
         self._plan: BufferPlan | None = None
         self._best = self.work_dir / "best_embeddings.npy"
         self._use_best = False
+        # The snapshot file holding the best epoch's table (checkpointed runs).
+        self._best_record: dict[str, Any] | None = None
 
     # Hooks the link loop calls --------------------------------------------
 
@@ -243,8 +270,8 @@ class LinkBufferSource:
             raise ValueError(
                 f"the model's table has {weight.size(0)} rows, the buffer {self.embedding_rows}"
             )
-        self._weight = weight
-        self._sums = optimizer.state[weight]["sum"]
+        self._weight, self._optimizer = weight, optimizer
+        self._sums()  # Adagrad keeps its sums from the start
 
     def __len__(self) -> int:
         return -(-self.num_edges // self.batch_size) + self.partitions.parts**2
@@ -288,34 +315,90 @@ class LinkBufferSource:
         """Evaluate from the best epoch's table from now on."""
         self._use_best = self._best.is_file()
 
+    def checkpoint_files(
+        self, store: CheckpointDir, epoch: int, progress: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Snapshot the table on disk (whole after :meth:`end_epoch`) beside epoch
+        ``epoch``'s checkpoint, before it is written; the records it keeps. The
+        best epoch's table (``progress["best_epoch"]``) is this snapshot, or the
+        one an earlier checkpoint recorded (hard-linked)."""
+        files: dict[str, Any] = {
+            "weight": store.attach(epoch, "embeddings.npy", self.disk.paths["weight"]),
+            "sum": store.attach(epoch, "adagrad.npy", self.disk.paths["sum"]),
+        }
+        best_epoch = int(progress["best_epoch"])
+        if best_epoch == epoch:
+            best = files["weight"]
+        elif self._best_record is not None:
+            best = store.attach_link(epoch, "best.npy", self._best_record)
+        elif self._best.is_file():  # checkpoints began after the best epoch
+            best = store.attach(epoch, "best.npy", self._best)
+        else:
+            best = None
+        files["best"], files["best_epoch"] = best, best_epoch
+        self._best_record = best
+        return files
+
+    def restore_files(self, store: CheckpointDir, checkpoint: Checkpoint) -> None:
+        """Resuming from ``checkpoint``: copy its snapshot over the live table,
+        Adagrad sums and best table (never trusting what a killed run left there).
+
+        Raises:
+            CheckpointError: When the checkpoint records no snapshot, or a
+                snapshot file is missing or damaged (naming the file).
+        """
+        files = checkpoint.state.get("files")
+        if not isinstance(files, dict) or not {"weight", "sum", "best"} <= files.keys():
+            raise CheckpointError(
+                f"{checkpoint.path}: records no snapshot of the partition buffer's tables "
+                "(written before gnncore kept them), so it cannot be resumed: start afresh"
+            )
+        self._slot_of = {}  # the buffer is empty between epochs
+        for name, path in self.disk.paths.items():
+            store.restore_file(files[name], path)
+            self.disk.check(name, store.directory / files[name]["name"])
+        if files["best"] is not None:
+            store.restore_file(files["best"], self._best)
+        else:
+            self._best.unlink(missing_ok=True)
+        self._best_record = files["best"]
+        self._use_best = False
+
     def close(self) -> None:
         """Remove the on-disk tables."""
         shutil.rmtree(self.work_dir, ignore_errors=True)
 
     # The epoch ---------------------------------------------------------------
 
+    def _sums(self) -> torch.Tensor:
+        """Adagrad's sums of the buffer (looked up each time: loading a
+        checkpoint's optimizer state replaces the tensor)."""
+        assert self._weight is not None and self._optimizer is not None, "bind first"
+        return self._optimizer.state[self._weight]["sum"]
+
     def _evict(self, part: int) -> None:
-        assert self._weight is not None and self._sums is not None
+        assert self._weight is not None
         slot = self._slot_of.pop(part)
         lo, hi = self.disk.rows(part)
         rows = slice(slot * self.slot_rows, slot * self.slot_rows + hi - lo)
         with torch.no_grad():
             arrays = {
                 "weight": self._weight[rows].detach().cpu().numpy(),
-                "sum": self._sums[rows].detach().cpu().numpy(),
+                "sum": self._sums()[rows].detach().cpu().numpy(),
             }
         self.disk.write(part, arrays)
         self.stats.bytes_written += sum(a.nbytes for a in arrays.values())
 
     def _admit(self, part: int, arrays: dict[str, np.ndarray]) -> None:
-        assert self._weight is not None and self._sums is not None
+        assert self._weight is not None
         free = sorted(set(range(self.slots)) - set(self._slot_of.values()))[0]
         self._slot_of[part] = free
         start = free * self.slot_rows
         rows = slice(start, start + len(arrays["weight"]))
         with torch.no_grad():
             self._weight[rows] = torch.from_numpy(arrays["weight"]).to(self._weight.device)
-            self._sums[rows] = torch.from_numpy(arrays["sum"]).to(self._sums.device)
+            sums = self._sums()
+            sums[rows] = torch.from_numpy(arrays["sum"]).to(sums.device)
 
     def _read(self, parts: Sequence[int]) -> tuple[dict[int, dict[str, np.ndarray]], float, int]:
         started = time.perf_counter()

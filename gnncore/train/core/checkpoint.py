@@ -18,17 +18,30 @@ arbitrary objects: a checkpoint file is data, never code. Its keys:
 * ``progress``: per-epoch history, best epoch and weights, early-stopping count.
 * ``rng``: :func:`capture_rng` (torch CPU and CUDA, NumPy, ``random``, the
   shuffling generator, the samplers' batch counters).
+* ``files`` (optional): records of the files attached to the checkpoint.
+
+State too large for the ``.pt`` (a partition buffer's embedding table on disk)
+is attached as files ``epoch-<k>.<name>`` beside ``epoch-<k>.pt``
+(:meth:`CheckpointDir.attach`): each is written to a temporary sibling,
+flushed and renamed *before* the checkpoint file, which records its name,
+size and sha256, so a checkpoint that exists has all its files in place (a
+crash in between leaves files of an epoch without a checkpoint, removed by a
+later save). Files are never modified once attached, so a later checkpoint
+may hard-link an earlier one's (:meth:`CheckpointDir.attach_link`). They go
+when their checkpoint is pruned, and :meth:`CheckpointDir.restore_file`
+checks size and sha256 while copying one back.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
 import tempfile
 import warnings
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +54,10 @@ from gnncore.errors import GnnCoreError
 FORMAT = "gnncore.checkpoint"
 VERSION = 1
 _NAME = re.compile(r"^epoch-(\d+)\.pt$")
-_TEMP = re.compile(r"^\.epoch-\d+\.pt\..*\.tmp$")
+#: A checkpoint file or a file attached to it.
+_OF_EPOCH = re.compile(r"^epoch-(\d+)\.(.+)$")
+_TEMP = re.compile(r"^\.epoch-\d+\..*\.tmp$")
+_BLOCK = 1 << 23
 REQUIRED_KEYS = (
     "format",
     "version",
@@ -104,28 +120,82 @@ class CheckpointDir:
 
     def save(self, epoch: int, state: Mapping[str, Any]) -> Path:
         """Write ``state`` as ``epoch-<epoch>.pt`` atomically, then drop the files
-        of older epochs beyond :attr:`keep` (and of later epochs, which belong to
-        an abandoned attempt)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        final = self.path(epoch)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{final.name}.", suffix=".tmp")
-        try:
-            os.chmod(tmp, 0o644)  # mkstemp makes it owner-only
-            with os.fdopen(fd, "wb") as fh:
+        (checkpoints and their attached files) of older epochs beyond :attr:`keep`
+        and of later epochs, which belong to an abandoned attempt."""
+
+        def write(tmp: Path) -> None:
+            with tmp.open("wb") as fh:
                 torch.save(dict(state), fh)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, final)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        _fsync_directory(self.directory)
-        kept = [e for e in self.epochs() if e <= epoch][-self.keep :]
-        for other in self.epochs():
-            if other not in kept:
-                self.path(other).unlink(missing_ok=True)
+
+        final = self.path(epoch)
+        _publish(final, write)
+        kept = set([e for e in self.epochs() if e <= epoch][-self.keep :])
+        # Checkpoint files first: a checkpoint never outlives its attached files.
+        for path in sorted(self._epoch_files(), key=lambda p: not _NAME.match(p.name)):
+            if _epoch_of(path) not in kept:
+                path.unlink(missing_ok=True)
         self._latest, self._scanned = None, False
         return final
+
+    def attached(self, epoch: int, name: str) -> Path:
+        """Where the file ``name`` attached to epoch ``epoch``'s checkpoint lives."""
+        if not name or name == "pt" or Path(name).name != name:
+            raise ValueError(f"{name!r}: not a name for a file attached to a checkpoint")
+        return self.directory / f"epoch-{epoch}.{name}"
+
+    def attach(self, epoch: int, name: str, source: str | os.PathLike[str]) -> dict[str, Any]:
+        """Copy ``source`` to :meth:`attached` atomically (call before :meth:`save`
+        of ``epoch``); returns its record for the checkpoint to hold:
+        ``{"name", "bytes", "sha256"}``."""
+        final = self.attached(epoch, name)
+        digest, size = _publish(final, lambda tmp: _copy(Path(source), tmp))
+        return {"name": final.name, "bytes": size, "sha256": digest}
+
+    def attach_link(self, epoch: int, name: str, record: Mapping[str, Any]) -> dict[str, Any]:
+        """The file of ``record`` (attached to another checkpoint here) attached to
+        ``epoch``'s as well: a hard link (attached files are never modified), or a
+        copy checked against ``record`` where links are not possible.
+
+        Raises:
+            CheckpointError: When the file is missing or does not match ``record``.
+        """
+        final = self.attached(epoch, name)
+        existing = self._recorded(record)
+
+        def write(tmp: Path) -> None:
+            tmp.unlink()
+            try:
+                os.link(existing, tmp)
+            except OSError:
+                _copy_checked(existing, record, tmp)
+
+        _publish(final, write)
+        return {**record, "name": final.name}
+
+    def restore_file(self, record: Mapping[str, Any], target: str | os.PathLike[str]) -> None:
+        """Copy the attached file of ``record`` over ``target`` (a temporary beside
+        it, renamed), checking its size and sha256 on the way.
+
+        Raises:
+            CheckpointError: When the file is missing, truncated or damaged
+                (one line naming the file); ``target`` is then left as it was.
+        """
+        _publish(Path(target), lambda tmp: _copy_checked(self._recorded(record), record, tmp))
+
+    def _recorded(self, record: Mapping[str, Any]) -> Path:
+        name = str(record.get("name", ""))
+        match = _OF_EPOCH.match(name)
+        if match is None or Path(name).name != name or match.group(2) == "pt":
+            raise CheckpointError(f"{self.directory}: a checkpoint records the file {name!r}")
+        return self.directory / name
+
+    def _epoch_files(self) -> list[Path]:
+        """Checkpoint files and the files attached to them."""
+        if not self.directory.is_dir():
+            return []
+        return [p for p in self.directory.iterdir() if _OF_EPOCH.match(p.name)]
 
     def load(self, path: str | os.PathLike[str]) -> Checkpoint:
         """Load one file with ``weights_only=True`` and check its layout.
@@ -167,10 +237,11 @@ class CheckpointDir:
         return self._latest
 
     def clear(self) -> None:
-        """Remove every checkpoint and stray temporary file (a fresh start)."""
+        """Remove every checkpoint, attached file and stray temporary file (a fresh
+        start)."""
         self.remove_temporaries()
-        for epoch in self.epochs():
-            self.path(epoch).unlink(missing_ok=True)
+        for path in sorted(self._epoch_files(), key=lambda p: not _NAME.match(p.name)):
+            path.unlink(missing_ok=True)
         self._latest, self._scanned = None, False
 
     def remove_temporaries(self) -> None:
@@ -182,6 +253,67 @@ class CheckpointDir:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, keep={self.keep})"
+
+
+def _epoch_of(path: Path) -> int:
+    match = _OF_EPOCH.match(path.name)
+    assert match is not None
+    return int(match.group(1))
+
+
+def _publish(final: Path, write: Callable[[Path], Any]) -> Any:
+    """``write(tmp)`` to a temporary sibling of ``final`` (it must leave a complete,
+    flushed file there), then rename it to ``final``; returns what ``write`` did."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only
+        out = write(tmp)
+        os.replace(tmp, final)
+        # rename(2) does nothing when both names link the same file (a hard link
+        # made again, attach_link): ``final`` is then already right.
+        tmp.unlink(missing_ok=True)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(final.parent)
+    return out
+
+
+def _copy(source: Path, target: Path) -> tuple[str, int]:
+    """Copy ``source`` to ``target`` (flushed to disk); ``(sha256 hex, bytes)``."""
+    digest, size = hashlib.sha256(), 0
+    with source.open("rb") as src, target.open("wb") as dst:
+        while block := src.read(_BLOCK):
+            digest.update(block)
+            dst.write(block)
+            size += len(block)
+        dst.flush()
+        os.fsync(dst.fileno())
+    return digest.hexdigest(), size
+
+
+def _copy_checked(source: Path, record: Mapping[str, Any], target: Path) -> None:
+    """:func:`_copy`, raising :class:`CheckpointError` (one line naming ``source``)
+    unless ``source`` is the file ``record`` describes."""
+    size, sha = int(record["bytes"]), str(record["sha256"])
+    try:
+        found = source.stat().st_size
+    except OSError:
+        raise CheckpointError(
+            f"{source}: missing (its checkpoint records this file, {size} bytes)"
+        ) from None
+    if found != size:
+        raise CheckpointError(
+            f"{source}: truncated or damaged ({found} bytes, its checkpoint records {size})"
+        )
+    digest, _ = _copy(source, target)
+    if digest != sha:
+        raise CheckpointError(
+            f"{source}: damaged (sha256 {digest[:16]}..., its checkpoint records {sha[:16]}...)"
+        )
 
 
 def _fsync_directory(directory: Path) -> None:

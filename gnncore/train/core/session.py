@@ -85,7 +85,12 @@ class TrainingSession:
         fingerprint: :func:`~gnncore.train.core.checkpoint.data_fingerprint` of the data.
         model, optimizer, scaler: Trained objects (``scaler`` may be ``None``).
         source: The training batches (:class:`~gnncore.train.core.batches.BatchSource`);
-            its :meth:`random_state` is checkpointed.
+            its :meth:`random_state` is checkpointed. A source with state on disk
+            may define ``checkpoint_files(store, epoch, progress) -> dict``, called
+            before each checkpoint is written, which attaches files to it
+            (:meth:`CheckpointDir.attach`) and returns their records (the
+            checkpoint's ``files``), and ``restore_files(store, checkpoint)``,
+            called when a run resumes from ``checkpoint``.
         device: The training device (CUDA RNG states are saved on CUDA).
         run_id: The tracked run, recorded in every checkpoint.
         eval_samplers: Name -> evaluation sampler whose batch counters are
@@ -137,6 +142,9 @@ class TrainingSession:
             self.scaler.load_state_dict(saved["scaler"])
         generator, samplers = self._random_state()
         restore_rng(saved["rng"], generator, samplers)
+        restore_files = getattr(self.source, "restore_files", None)
+        if callable(restore_files):
+            restore_files(store, found)
         store.remove_temporaries()
         self.resumed_from = found.epoch
         return dict(saved["progress"])
@@ -299,22 +307,23 @@ class TrainingSession:
         """Write the checkpoint of ``epoch`` (``None`` without a checkpoint directory)."""
         if self.store is None:
             return None
-        return self.store.save(
-            epoch,
-            {
-                "format": FORMAT,
-                "version": VERSION,
-                "epoch": epoch,
-                "config": self.config.to_dict(),
-                "data": self.fingerprint,
-                "run_id": self.run_id,
-                "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-                "progress": progress,
-                "rng": capture_rng(*self._random_state(), cuda=self.device.type == "cuda"),
-            },
-        )
+        state = {
+            "format": FORMAT,
+            "version": VERSION,
+            "epoch": epoch,
+            "config": self.config.to_dict(),
+            "data": self.fingerprint,
+            "run_id": self.run_id,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "progress": progress,
+            "rng": capture_rng(*self._random_state(), cuda=self.device.type == "cuda"),
+        }
+        checkpoint_files = getattr(self.source, "checkpoint_files", None)
+        if callable(checkpoint_files):  # attached before the checkpoint that records them
+            state["files"] = checkpoint_files(self.store, epoch, progress)
+        return self.store.save(epoch, state)
 
 
 @dataclass

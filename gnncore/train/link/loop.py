@@ -287,7 +287,10 @@ def train_link_predictor(
             ``embedding_rows`` (the model's table is that many rows),
             ``bind(model, optimizer)``, ``node_embeddings()`` (evaluation reads
             them), ``keep_best()`` (after an improving epoch) and
-            ``restore_best()`` (before the test).
+            ``restore_best()`` (before the test); its table on disk is
+            snapshotted beside each checkpoint and restored on ``resume``
+            through its ``checkpoint_files`` / ``restore_files`` hooks
+            (:class:`~gnncore.train.core.session.TrainingSession`).
     """
     config.validate()
     if resume and checkpoints is None:
@@ -320,8 +323,6 @@ def train_link_predictor(
     # A source managing the embedding table (a partition buffer): see train_batches.
     buffer: Any = train_batches if hasattr(train_batches, "embedding_rows") else None
     buffered = buffer is not None
-    if buffered and resume:
-        raise ConfigError("resume is not available for a partition buffer yet: train afresh")
     model = LinkModel(
         buffer.embedding_rows if buffered else num_nodes,
         decoder_relations,

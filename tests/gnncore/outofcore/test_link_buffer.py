@@ -19,7 +19,7 @@ from gnncore.outofcore.link_buffer import (
 )
 from gnncore.outofcore.ordering import beta_swap_count
 from gnncore.store import GraphDir
-from gnncore.train import LinkTrainConfig, link_splits, train_graph_dir, train_link_predictor
+from gnncore.train import LinkTrainConfig, link_splits, train_graph_dir
 from gnncore.train.link.models import LinkModel
 from gnncore.train.node.config import ConfigError
 
@@ -130,22 +130,28 @@ def test_training_through_the_buffer_learns_like_in_memory(kg, ordering) -> None
     assert "buffer_swaps" in buffered.throughput[0]
 
 
-def test_buffer_configuration_is_checked(kg) -> None:
+def test_a_buffered_run_resumes_with_more_epochs(kg, tmp_path) -> None:
+    """Resume through train_graph_dir (a new work directory for the tables, beside
+    the checkpoints): 2 epochs, then 2 more, like 4 in one go."""
+    whole = train_graph_dir(kg, config(epochs=4), progress=False)
+    first = train_graph_dir(kg, config(epochs=2), progress=False, checkpoint_dir=tmp_path / "c")
+    second = train_graph_dir(
+        kg, config(epochs=4), progress=False, checkpoint_dir=tmp_path / "c", resume=True
+    )
+    assert first.val_mrr == whole.val_mrr[:2] and second.resumed_from_epoch == 2
+    assert second.val_mrr == whole.val_mrr and second.best_epoch == whole.best_epoch
+    for (name, a), b in zip(whole.model.state_dict().items(), second.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]  # work directories removed
+
+
+def test_buffer_configuration_is_checked() -> None:
     with pytest.raises(ConfigError, match="model 'none'"):
         config(model="sage", fanouts=(5,)).validate()
     with pytest.raises(ConfigError, match="buffer_capacity"):
         config(buffer_capacity=9).validate()
     with pytest.raises(ConfigError, match="hierbatching"):
         config(mode="hierbatching").validate()
-    with pytest.raises(ConfigError, match="resume"):
-        splits = link_splits(kg)
-        source = link_buffer_source(splits, config(), Path("/tmp") / "never-used-buffer")
-        try:
-            train_link_predictor(
-                splits, config(), train_batches=source, resume=True, checkpoints="/tmp/x"
-            )
-        finally:
-            source.close()
     assert slots_needed("comet", 16, 4) == 4 and slots_needed("beta", 16, 4) == 4
     plan = buffer_plan("comet", 16, 4, np.random.default_rng(0))
     assert max(len(set(s)) for s in plan.states) <= slots_needed("comet", 16, 4)

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +16,7 @@ import torch
 from conftest import planted_graph, tiny_kg
 from gnncore.store import GraphDir, GraphDirFeatureStore
 from gnncore.train import LinkTrainConfig, link_splits, train_link_predictor
+from gnncore.train.core.checkpoint import CheckpointDir
 from gnncore.train.link.data import message_passing_csc
 from gnncore.train.node.config import ConfigError
 
@@ -18,6 +24,7 @@ from gnncore.train.node.config import ConfigError
 #: H(80) / 80 = 0.062 (fewer candidates after filtering, so a little higher).
 #: A model that finds the answer's community of 10 reaches about H(10) / 10 = 0.29.
 RANDOM_MRR = 0.08
+HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +94,101 @@ def test_resume_after_a_crash_matches_an_uninterrupted_run(kg: GraphDir, tmp_pat
     assert resumed.val_mrr == full.val_mrr
     for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+def test_cli_partition_buffer_run_killed_after_a_checkpoint_resumes_exactly(
+    kg: GraphDir, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``gnncore train --task link --mode partition_buffer`` SIGKILLed right after
+    checkpoint 2 (its live table files left as they were), then ``--resume``: the
+    metrics, the last checkpoint (dense parameters, Adagrad state, RNG) and the
+    snapshots of the on-disk table (embeddings, Adagrad sums, best epoch's table)
+    are those of an uninterrupted run. A damaged snapshot is refused in one line
+    naming it."""
+    from gnncore.cli.main import main
+
+    def common(root: str) -> list[str]:
+        return [
+            str(kg.path),
+            *("--task", "link", "--model", "none", "--dim", "16", "--epochs", "4"),
+            *("--batch-size", "64", "--negatives", "64", "--lr", "0.2", "--patience", "0"),
+            *("--mode", "partition_buffer", "--buffer-partitions", "8"),
+            *("--buffer-capacity", "4", "--buffer-ordering", "beta"),
+            *("--device", "cpu", "--no-progress", "--data-root", str(tmp_path / root)),
+        ]
+
+    def train(kill_after: int, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        command = [
+            sys.executable,
+            str(HERE / "kill_after_checkpoint.py"),
+            str(kill_after),
+            *common("root"),
+            *("--checkpoint-dir", str(tmp_path / name), "--json", str(tmp_path / f"{name}.json")),
+            *extra,
+        ]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        return subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+        )
+
+    whole = train(0, "whole")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    killed = train(2, "killed")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert not (tmp_path / "killed.json").exists()
+    assert CheckpointDir(tmp_path / "killed").epochs() == [1, 2]
+    assert (tmp_path / "killed" / "epoch-2.embeddings.npy").is_file()
+
+    # A damaged snapshot (a copy of the killed run's checkpoints): one line, the file named.
+    damaged = tmp_path / "damaged"
+    shutil.copytree(tmp_path / "killed", damaged)
+    snapshot = damaged / "epoch-2.adagrad.npy"
+    data = bytearray(snapshot.read_bytes())
+    data[-5] ^= 0x10
+    snapshot.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert main(["train", *common("other-root"), "--checkpoint-dir", str(damaged), "--resume"]) == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"gnncore train: error: {snapshot}: damaged"), error
+
+    resumed = train(0, "killed", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads((tmp_path / "killed.json").read_text())
+    reference = json.loads((tmp_path / "whole.json").read_text())
+    assert summary["resumed_from_epoch"] == 2 and summary["stopped_epoch"] == 4
+    for key in ("test_mrr", "test_hits@10", "val_mrr", "final_train_loss", "best_epoch"):
+        assert summary[key] == reference[key], key
+
+    a, b = CheckpointDir(tmp_path / "whole").latest(), CheckpointDir(tmp_path / "killed").latest()
+    assert a is not None and b is not None and a.epoch == b.epoch == 4
+    for key in ("model", "optimizer"):
+        assert_same(a.state[key], b.state[key], key)
+    for key in ("torch", "generator"):
+        assert_same(a.state["rng"][key], b.state["rng"][key], key)
+    assert a.state["files"] == b.state["files"]  # names, sizes and sha256 of the snapshots
+    files = sorted(p.name for p in (tmp_path / "whole").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "killed").iterdir())
+    for name in files:
+        if name.endswith(".npy"):
+            assert (tmp_path / "whole" / name).read_bytes() == (
+                tmp_path / "killed" / name
+            ).read_bytes(), name
+
+
+def assert_same(a: object, b: object, where: str) -> None:
+    """Equal structure, ``torch.equal`` tensors, equal plain values."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for key in a:
+            assert_same(a[key], b[key], f"{where}/{key}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
 
 
 def test_plain_graphs_are_split_without_leaking_into_message_passing(tmp_path: Path) -> None:
