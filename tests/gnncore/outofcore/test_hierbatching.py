@@ -150,6 +150,37 @@ def test_a_buffer_epoch_swaps_each_other_partition_in_once(built, passes):
 
 
 @pytest.mark.parametrize("schedule", ["groups", "buffer"])
+def test_a_finished_step_is_freed_without_the_cyclic_collector(built, schedule):
+    """Reference counting alone frees each step's loaders and cached subgraph (the
+    source runs no per-step collection): with the collector off, nothing of an
+    epoch is left once it ends, and at most two mega-batches live during it."""
+    import gc
+
+    from torch_geometric.loader import NodeLoader
+
+    from gnncore.outofcore.hierbatching import MegaBatch
+
+    def alive(kind: type) -> int:
+        return sum(isinstance(o, kind) for o in gc.get_objects())
+
+    _, store = built
+    source = _source(store, n_d=2, passes=1, schedule=schedule)
+    gc.collect()
+    gc.disable()
+    try:
+        before = alive(NodeLoader), alive(MegaBatch)
+        source.start_epoch(1)
+        peak = 0
+        with source.batches() as batches:
+            for _ in batches:
+                peak = max(peak, alive(MegaBatch))
+        assert (alive(NodeLoader), alive(MegaBatch)) == before == (0, 0)
+        assert 1 <= peak <= 2  # the step training and the one prefetched
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("schedule", ["groups", "buffer"])
 def test_prefetch_draws_the_same_batches_and_epochs_differ(built, schedule):
     _, store = built
     ahead = _source(store, prefetch=True, schedule=schedule)
