@@ -248,8 +248,12 @@ def run(
     from gnncore.store import GraphDir
     from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
     from gnncore.train import default_checkpoint_dir, train_graph_dir
+    from gnncore.train.modes import open_store
+    from gnncore.train.node.config import OUT_OF_CORE_MODES
 
     graph = GraphDir.open(args.graph_dir)  # fail on a bad directory before touching MLflow
+    if args.task == "node" and config.mode in OUT_OF_CORE_MODES:
+        open_store(graph, config, args.store)  # and on a bad store or budget
     root = data_root(args.data_root)
     run_kind = config.model if args.task == "node" else f"link-{config.model}-{config.decoder}"
     checkpoint_dir = args.checkpoint_dir or default_checkpoint_dir(

@@ -482,21 +482,29 @@ def _link_batches(
     checkpoint_dir: str | os.PathLike[str] | None,
     progress: Progress,
 ) -> Iterator[Any]:
-    """The partition buffer of ``mode="partition_buffer"`` (its tables beside the
-    checkpoints, or in a temporary directory; removed afterwards), else ``None``
-    (the loop's own loader)."""
+    """The partition buffer of ``mode="partition_buffer"`` (its tables in
+    ``<checkpoint_dir>.partition-buffer`` beside the checkpoints, or in a
+    temporary directory; removed afterwards), else ``None`` (the loop's own
+    loader)."""
     if config.mode != "partition_buffer":
         yield None
         return
+    import shutil
     import tempfile
 
     from gnncore.outofcore.link_buffer import link_buffer_source
 
-    # Beside the checkpoints (on the data root's disk; /tmp may be in memory).
-    parent = Path(checkpoint_dir).absolute().parent if checkpoint_dir is not None else None
-    if parent is not None:
-        parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="partition-buffer-", dir=parent))
+    if checkpoint_dir is not None:
+        # Beside the checkpoints (on the data root's disk; /tmp may be in memory),
+        # under one name per checkpoint directory: what a killed run left there is
+        # replaced (a resumed run restores the tables from its checkpoint's
+        # snapshot, never from these live files).
+        checkpoints = Path(checkpoint_dir).absolute()
+        work = checkpoints.parent / f"{checkpoints.name}.partition-buffer"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+    else:
+        work = Path(tempfile.mkdtemp(prefix="partition-buffer-"))
     source = link_buffer_source(splits, config, work, _line_logger(progress))
     try:
         yield source

@@ -80,14 +80,20 @@ def node_data(
     return NodeData(GraphDirFeatureStore(graph), GraphDirGraphStore(graph), params={"mode": "mmap"})
 
 
-def _out_of_core(
-    graph: GraphDir,
-    config: NodeTrainConfig,
-    store_path: str | os.PathLike[str] | None,
-    log: Callable[[str], None] | None,
-) -> NodeData:
+def open_store(
+    graph: GraphDir, config: NodeTrainConfig, store_path: str | os.PathLike[str] | None
+) -> Any:
+    """The partitioned store an out-of-core ``config`` reads, checked before any
+    run starts: present, written from ``graph``, and with a memory budget that
+    holds at least one partition.
+
+    Raises:
+        ConfigError: No store, or a store of another graph.
+        InputError: A damaged store, or a budget below one partition (naming
+            the minimum).
+    """
+    from gnncore.outofcore.hierbatching import mega_batch_parts
     from gnncore.outofcore.store import PartitionedStore
-    from gnncore.outofcore.training import hierbatching_batches
     from gnncore.store.manifest import MANIFEST_FILE, sha256_of
 
     if store_path is None:
@@ -98,6 +104,19 @@ def _out_of_core(
     store = PartitionedStore.open(store_path)
     if store.info["graph_manifest_sha256"] != sha256_of(graph.path / MANIFEST_FILE):
         raise ConfigError(f"partitioned store {store.path} was written from another graph")
+    mega_batch_parts(store, config.memory_budget_bytes, config.mega_batch_parts)
+    return store
+
+
+def _out_of_core(
+    graph: GraphDir,
+    config: NodeTrainConfig,
+    store_path: str | os.PathLike[str] | None,
+    log: Callable[[str], None] | None,
+) -> NodeData:
+    from gnncore.outofcore.training import hierbatching_batches
+
+    store = open_store(graph, config, store_path)
     source, evals = hierbatching_batches(store, config, log)
     return NodeData(
         source.feature_store,

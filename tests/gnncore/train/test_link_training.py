@@ -138,6 +138,8 @@ def test_cli_partition_buffer_run_killed_after_a_checkpoint_resumes_exactly(
     assert not (tmp_path / "killed.json").exists()
     assert CheckpointDir(tmp_path / "killed").epochs() == [1, 2]
     assert (tmp_path / "killed" / "epoch-2.embeddings.npy").is_file()
+    live = tmp_path / "killed.partition-buffer"  # the live tables the kill left
+    assert live.is_dir() and any(live.iterdir())
 
     # A damaged snapshot (a copy of the killed run's checkpoints): one line, the file named.
     damaged = tmp_path / "damaged"
@@ -153,6 +155,8 @@ def test_cli_partition_buffer_run_killed_after_a_checkpoint_resumes_exactly(
 
     resumed = train(0, "killed", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    # The resumed run worked in the same place and removed it when it ended.
+    assert not live.exists() and not list(tmp_path.glob("*partition-buffer*"))
     summary = json.loads((tmp_path / "killed.json").read_text())
     reference = json.loads((tmp_path / "whole.json").read_text())
     assert summary["resumed_from_epoch"] == 2 and summary["stopped_epoch"] == 4
