@@ -1,0 +1,51 @@
+"""Variable-length all-to-all over a ``torch.distributed`` group.
+
+:func:`exchange` sends ``parts[j]`` to rank ``j`` and returns what every rank
+sent to this one, in two ``all_to_all_single`` collectives (the row counts,
+then the rows), whatever the sizes: a rank with nothing to send takes part
+all the same, so ranks that call it equally often never deadlock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+def comm_device(group: Any = None) -> torch.device:
+    """Where the group's collectives need their tensors: the current CUDA device
+    for NCCL, else the CPU."""
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def exchange(
+    parts: list[torch.Tensor], group: Any = None, device: torch.device | None = None
+) -> list[torch.Tensor]:
+    """Send ``parts[j]`` (rows of one dtype and row shape on every rank) to rank
+    ``j``; return the rows received from each rank, on the CPU.
+
+    Args:
+        parts (list[Tensor]): One tensor per rank of the group (its own included,
+            which is copied through like the others).
+        group (ProcessGroup, optional): The group (default: the default group).
+        device (torch.device, optional): Where the collectives run (default:
+            :func:`comm_device`).
+    """
+    world = dist.get_world_size(group)
+    if len(parts) != world:
+        raise ValueError(f"exchange needs one part per rank ({world}), got {len(parts)}")
+    device = comm_device(group) if device is None else device
+    row_shape = tuple(parts[0].shape[1:])
+    dtype = parts[0].dtype
+    send_counts = torch.tensor([len(p) for p in parts], dtype=torch.int64)
+    recv_counts = torch.empty(world, dtype=torch.int64, device=device)
+    dist.all_to_all_single(recv_counts, send_counts.to(device), group=group)
+    recv = recv_counts.cpu().tolist()
+    payload = torch.cat([p.reshape(len(p), *row_shape) for p in parts])
+    out = torch.empty((sum(recv), *row_shape), dtype=dtype, device=device)
+    dist.all_to_all_single(out, payload.to(device), recv, send_counts.tolist(), group=group)
+    return list(torch.split(out.cpu(), recv))
