@@ -1,1 +1,52 @@
-"""Distributed training on ``torch.distributed`` (ALGORITHMS.md §8, docs/DISTRIBUTED.md)."""
+"""Distributed training on ``torch.distributed`` (ALGORITHMS.md §8, docs/DISTRIBUTED.md).
+
+- :mod:`~gnncore.distributed.rank_data`: one rank's share of a partitioned graph
+  (:class:`RankData`) and :func:`owner_of`; :mod:`~gnncore.distributed.rank_write`
+  writes it (:func:`write_rank_data`, the ``gnncore ranks`` verb).
+- :mod:`~gnncore.distributed.feature_store`: :class:`DistFeatureStore`, rows
+  fetched from their owners in one exchange per gather.
+- :mod:`~gnncore.distributed.sampler`: :class:`DistNeighborSampler`,
+  cross-partition multi-hop sampling, one exchange per hop.
+- :mod:`~gnncore.distributed.exchange`: the variable-length all-to-all both use.
+- :mod:`~gnncore.distributed.launch`: :func:`spawn_local`, ranks on this machine.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from gnncore.distributed.rank_data import RankData, owner_of
+from gnncore.distributed.rank_write import write_rank_data
+
+__all__ = [
+    "DistFeatureStore",
+    "DistNeighborSampler",
+    "ExchangeStats",
+    "RankData",
+    "RankFailed",
+    "Replica",
+    "owner_of",
+    "spawn_local",
+    "write_rank_data",
+]
+
+if TYPE_CHECKING:
+    from gnncore.distributed.feature_store import DistFeatureStore, ExchangeStats, Replica
+    from gnncore.distributed.launch import RankFailed, spawn_local
+    from gnncore.distributed.sampler import DistNeighborSampler
+
+# torch and torch_geometric load in seconds: import them on first use only.
+_LAZY = {
+    "DistFeatureStore": "gnncore.distributed.feature_store",
+    "ExchangeStats": "gnncore.distributed.feature_store",
+    "Replica": "gnncore.distributed.feature_store",
+    "DistNeighborSampler": "gnncore.distributed.sampler",
+    "RankFailed": "gnncore.distributed.launch",
+    "spawn_local": "gnncore.distributed.launch",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
