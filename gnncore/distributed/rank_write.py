@@ -86,12 +86,13 @@ def write_rank_data(
             stage(f"rank {part} of {partition.parts}")
             ranks.append(_write_rank(graph, partition, maps, part, tmp / rank_dir_name(part)))
         m = graph.manifest
+        hashes = partition_stage_inputs(graph, partition)
         info: dict[str, Any] = {
             "format": RANK_DATA_FORMAT,
             "format_version": RANK_DATA_FORMAT_VERSION,
             "graph_name": m.name,
-            "graph_manifest_sha256": partition_stage_inputs(graph, partition)["graph"],
-            "partition_manifest_sha256": partition_stage_inputs(graph, partition)["partition"],
+            "graph_manifest_sha256": hashes["graph"],
+            "partition_manifest_sha256": hashes["partition"],
             "partition_method": partition.method,
             "stage_key": key,
             "num_nodes": m.num_nodes,
