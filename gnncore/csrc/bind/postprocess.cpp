@@ -1,9 +1,13 @@
-// Bindings for partition post-processing: halos and split rebalancing.
+// Bindings for partition post-processing: halos and split rebalancing (with
+// the CSR in memory, or its indices read from their file row by row).
+#include <nanobind/stl/string.h>
+
 #include <array>
 #include <string>
 
 #include "bind/common.h"
 #include "partition/postprocess.h"
+#include "partition/postprocess_stream.h"
 
 namespace gnncore::bind {
 
@@ -32,6 +36,7 @@ struct SplitBalanceResult {
   int64_t split_moves = 0;
   int64_t evictions = 0;
   bool satisfied = true;
+  int64_t rows_read = 0;
 };
 
 template <typename IndexT>
@@ -57,7 +62,24 @@ static SplitBalanceResult balance_as(InArray<int64_t> indptr, InArray<IndexT> in
                                span_of(split_of), o.parts, o.lo, o.hi, o.capacity);
   }
   return SplitBalanceResult{to_numpy(std::move(r.assignment)), r.split_moves, r.evictions,
-                            r.satisfied};
+                            r.satisfied, 0};
+}
+
+static SplitBalanceResult balance_file(InArray<int64_t> indptr, const std::string& indices_path,
+                                       int64_t indices_offset, bool int64_indices,
+                                       InArray<int64_t> assignment, InArray<int8_t> split_of,
+                                       const SplitBalanceOptions& o) {
+  o.validate();
+  SplitBalance r;
+  int64_t rows_read = 0;
+  {
+    nb::gil_scoped_release release;
+    r = balance_splits_file(span_of(indptr), indices_path, indices_offset, int64_indices,
+                            span_of(assignment), span_of(split_of), o.parts, o.lo, o.hi,
+                            o.capacity, &rows_read);
+  }
+  return SplitBalanceResult{to_numpy(std::move(r.assignment)), r.split_moves, r.evictions,
+                            r.satisfied, rows_read};
 }
 
 void bind_postprocess(nb::module_& m) {
@@ -93,7 +115,10 @@ Checked when built and again by ``balance_splits``: a bad value raises
       .def_ro("evictions", &SplitBalanceResult::evictions,
               "Nodes moved out of a part at the cap (swaps).")
       .def_ro("satisfied", &SplitBalanceResult::satisfied,
-              "Whether every count ended inside its band.");
+              "Whether every count ended inside its band.")
+      .def_ro("rows_read", &SplitBalanceResult::rows_read,
+              "CSR rows read from the indices file (``balance_splits_file``; 0 for "
+              "``balance_splits``).");
 
   m.def("halo_nodes", &halo_as<int64_t>, nb::arg("indptr"), nb::arg("indices"),
         nb::arg("assignment"), nb::arg("parts"));
@@ -112,6 +137,16 @@ none), greedily by least cut cost, never growing a part past
 ``options.capacity`` (a full part takes a node only by evicting another: a
 non-split node or one of a split that stays in its band, else one of a split
 balanced later). Returns a ``SplitBalanceResult``. Releases the GIL.)doc");
+  m.def("balance_splits_file", &balance_file, nb::arg("indptr"), nb::arg("indices_path"),
+        nb::arg("indices_offset"), nb::arg("int64_indices"), nb::arg("assignment"),
+        nb::arg("split_of"), nb::arg("options"),
+        R"doc(``balance_splits`` with the symmetric CSR's indices left in their file
+(``indices_path``: int32, or int64 with ``int64_indices``, from byte
+``indices_offset``, e.g. a .npy file's data offset): each row the greedy
+visits is read with one ``pread``, nothing is mapped, so memory is
+``indptr`` and O(|V|) state whatever the edge count. Same moves and result as
+``balance_splits`` over the same CSR; rows are read only when a split count
+is outside its band (``rows_read``). Releases the GIL.)doc");
 }
 
 }  // namespace gnncore::bind
