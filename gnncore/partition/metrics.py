@@ -6,9 +6,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gnncore.partition.base import undirected_edges
+from gnncore.partition.edge_stream import EdgeFile
 from gnncore.store import GraphDir
 from gnncore.store.graph_dir import SPLITS
+from gnncore.typing import require_csrc
+
+#: Edge rows read at a time by the streaming passes over ``edges_shuffled.npy``
+#: (16 MiB of int64 rows, 8 MiB of int32 ones).
+EDGE_CHUNK_ROWS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -57,25 +62,58 @@ def balance_ratio(counts: np.ndarray) -> float:
     return float(counts.max() / mean) if mean > 0 else 1.0
 
 
-def partition_metrics(graph: GraphDir, assignment: np.ndarray, parts: int) -> PartitionMetrics:
-    """Compute :class:`PartitionMetrics` for ``assignment`` over ``graph``."""
+def graph_edge_file(graph: GraphDir) -> EdgeFile:
+    """The graph's distinct undirected pairs (``edges_shuffled.npy``) as an
+    :class:`~gnncore.partition.edge_stream.EdgeFile`, read a chunk at a time."""
+    return EdgeFile.from_npy(graph.path / "edges_shuffled.npy")
+
+
+def streamed_edge_cut(
+    graph: GraphDir, assignment: np.ndarray, parts: int, chunk_rows: int = EDGE_CHUNK_ROWS
+) -> int:
+    """Undirected edges cut by ``assignment`` (``int64[N]`` in ``[0, parts)``),
+    counted in one read of ``edges_shuffled.npy``, ``chunk_rows`` rows at a time
+    (C++, GIL released): memory is one chunk, whatever the edge count."""
+    require_csrc()
+    from gnncore import _C
+
+    a = np.ascontiguousarray(assignment, dtype=np.int64)
+    if len(a) != graph.num_nodes:
+        raise ValueError(f"assignment has {len(a)} entries for {graph.num_nodes} nodes")
+    return int(_C.edge_pass(graph_edge_file(graph).spec(), a, parts, chunk_rows=chunk_rows).cut)
+
+
+def partition_metrics(
+    graph: GraphDir,
+    assignment: np.ndarray,
+    parts: int,
+    cut: int | None = None,
+    chunk_rows: int = EDGE_CHUNK_ROWS,
+) -> PartitionMetrics:
+    """Compute :class:`PartitionMetrics` for ``assignment`` over ``graph``.
+
+    The cut is counted by :func:`streamed_edge_cut` unless given (``cut``:
+    already counted by a pass over the same edges); the rest needs O(|V|).
+    """
     n = graph.num_nodes
-    u, v = undirected_edges(graph)
-    cut = edge_cut(u, v, assignment)
-    sizes = np.bincount(assignment, minlength=parts)
+    a = np.ascontiguousarray(assignment, dtype=np.int64)
+    if cut is None:
+        cut = streamed_edge_cut(graph, a, parts, chunk_rows)
+    num_edges = graph.manifest.num_undirected_edges  # the rows of edges_shuffled.npy
+    sizes = np.bincount(a, minlength=parts)
     split_counts, split_balance = {}, {}
     for split in SPLITS:
         if graph.has(split):
             name = split.removesuffix("_idx")
-            counts = np.bincount(assignment[graph.array(split)], minlength=parts)
+            counts = np.bincount(a[graph.array(split)], minlength=parts)
             split_counts[name] = counts.tolist()
             split_balance[name] = balance_ratio(counts)
     return PartitionMetrics(
         parts=parts,
         num_nodes=n,
-        num_edges=int(len(u)),
-        edge_cut=cut,
-        edge_cut_fraction=cut / len(u) if len(u) else 0.0,
+        num_edges=int(num_edges),
+        edge_cut=int(cut),
+        edge_cut_fraction=cut / num_edges if num_edges else 0.0,
         part_sizes=sizes.tolist(),
         max_part_ratio=float(sizes.max() / (n / parts)) if n else 1.0,
         split_counts=split_counts,

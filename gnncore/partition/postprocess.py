@@ -9,7 +9,8 @@
 - :func:`balance_splits`: move nodes so every part holds within ±tolerance of
   the mean number of train, val and test nodes, at the least cut cost and
   without growing any part past the node cap (C++ kernel; see
-  ``csrc/partition/postprocess.h`` for the greedy).
+  ``csrc/partition/postprocess.h`` for the greedy), in O(|V|) memory: the
+  CSR rows it visits are read from the file one at a time.
 - :func:`postprocess_arrays`: the arrays a partition directory stores, keyed
   by file stem.
 """
@@ -17,17 +18,30 @@
 from __future__ import annotations
 
 import math
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from gnncore.errors import InputError
-from gnncore.partition.base import SymmetricGraph, symmetric_graph, undirected_edges
-from gnncore.partition.metrics import edge_cut, max_part_size
+from gnncore.partition.base import SymmetricGraph, symmetric_graph
+from gnncore.partition.metrics import (
+    EDGE_CHUNK_ROWS,
+    graph_edge_file,
+    max_part_size,
+    streamed_edge_cut,
+)
 from gnncore.store import GraphDir
 from gnncore.typing import require_csrc
 
 SPLIT_NAMES = ("train", "val", "test")
+#: Memory of the external sort that builds a symmetric CSR for balancing
+#: graphs whose own CSR is not symmetric (directed, or with relations).
+SORT_BUDGET = 64 << 20
 
 
 def _checked_assignment(
@@ -158,6 +172,7 @@ class BalanceReport:
         bounds (dict): ``split -> (lo, hi)``, the band per part.
         counts_before (dict): ``split -> per-part counts`` before.
         counts_after (dict): ``split -> per-part counts`` after.
+        rows_read (int): CSR rows the greedy read from the indices file.
     """
 
     assignment: np.ndarray
@@ -170,6 +185,7 @@ class BalanceReport:
     bounds: dict[str, tuple[int, int]] = field(default_factory=dict)
     counts_before: dict[str, list[int]] = field(default_factory=dict)
     counts_after: dict[str, list[int]] = field(default_factory=dict)
+    rows_read: int = 0
 
     @property
     def cut_cost(self) -> int:
@@ -183,6 +199,9 @@ def balance_splits(
     parts: int,
     tolerance: float = 0.10,
     imbalance: float = 0.03,
+    chunk_rows: int = EDGE_CHUNK_ROWS,
+    tmp_dir: str | os.PathLike[str] | None = None,
+    sort_budget: int = SORT_BUDGET,
 ) -> BalanceReport:
     """Move nodes until every part holds ``mean·(1 ± tolerance)`` nodes of each
     split (see :func:`split_bounds`), choosing the moves that cost the least cut.
@@ -200,6 +219,15 @@ def balance_splits(
     the input is kept from growing, not shrunk. ``satisfied`` is false when
     these rules left a count outside its band.
 
+    Memory is O(|V|) whatever the edge count: the symmetric CSR's indices stay
+    in their file and the C++ greedy reads each row it visits with one
+    ``pread`` (none at all when every count is already in its band); the cuts
+    before and after are counted in streaming passes over the edge file.
+    Graphs whose own CSR is not the symmetric one (directed, or with
+    relations) get it built by an external sort
+    (:class:`~gnncore.io.external_sort.ExternalEdgeSorter`) in a temporary
+    directory under ``tmp_dir``, within ``sort_budget`` bytes.
+
     Args:
         graph (GraphDir): The graph; it must have at least one node split.
         assignment (np.ndarray): ``int64[N]`` with values in ``[0, parts)``.
@@ -208,6 +236,10 @@ def balance_splits(
             its mean (default: 0.10).
         imbalance (float): Node cap ``ceil((1 + imbalance)·N/p)`` (default:
             0.03).
+        chunk_rows (int): Edge rows per read of the cut passes.
+        tmp_dir (str or PathLike, optional): Where a symmetric CSR is built
+            when the graph lacks one (the system's temporary directory).
+        sort_budget (int): Memory of that external sort, in bytes.
     """
     require_csrc()
     from gnncore import _C
@@ -223,28 +255,96 @@ def balance_splits(
         )
     totals = np.bincount(codes[codes >= 0], minlength=3)
     bounds = [split_bounds(int(t), parts, tolerance) for t in totals]
-    sym = symmetric_graph(graph)
     options = _C.SplitBalanceOptions(
         parts=parts,
         lo=(bounds[0][0], bounds[1][0], bounds[2][0]),
         hi=(bounds[0][1], bounds[1][1], bounds[2][1]),
         capacity=max_part_size(n, parts, imbalance),
     )
-    balanced = _C.balance_splits(np.asarray(sym.indptr), np.asarray(sym.indices), a, codes, options)
-    new = balanced.assignment
-    u, v = undirected_edges(graph)
+    with symmetric_csr_files(graph, tmp_dir, sort_budget) as (indptr_file, indices_file):
+        indices = npy_layout(indices_file)
+        balanced = _C.balance_splits_file(
+            np.load(indptr_file, allow_pickle=False),  # read, not mapped: O(|V|)
+            str(indices_file),
+            indices.offset,
+            indices.dtype == "<i8",
+            a,
+            codes,
+            options,
+        )
+    new = np.asarray(balanced.assignment)
+    moved = int(np.count_nonzero(new != a))
+    cut_before = streamed_edge_cut(graph, a, parts, chunk_rows)
+    cut_after = streamed_edge_cut(graph, new, parts, chunk_rows) if moved else cut_before
     return BalanceReport(
         assignment=new,
-        moved=int(np.count_nonzero(new != a)),
-        cut_before=edge_cut(u, v, a),
-        cut_after=edge_cut(u, v, new),
+        moved=moved,
+        cut_before=cut_before,
+        cut_after=cut_after,
         split_moves=balanced.split_moves,
         evictions=balanced.evictions,
         satisfied=balanced.satisfied,
         bounds={name: bounds[c] for c, name in enumerate(SPLIT_NAMES) if totals[c]},
         counts_before=split_counts(codes, a, parts),
         counts_after=split_counts(codes, new, parts),
+        rows_read=balanced.rows_read,
     )
+
+
+@dataclass(frozen=True)
+class NpyLayout:
+    """Where a C-ordered ``.npy`` file's data lies: byte ``offset``, ``dtype``
+    (numpy's ``str``, e.g. ``"<i4"``) and ``shape``."""
+
+    offset: int
+    dtype: str
+    shape: tuple[int, ...]
+
+
+def npy_layout(path: str | os.PathLike[str]) -> NpyLayout:
+    """Read a ``.npy`` file's header (nothing else)."""
+    with open(path, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        reader = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        shape, fortran, dtype = reader(fh, max_header_size=10_000)
+        offset = fh.tell()
+    if fortran and len(shape) > 1:
+        raise InputError("array must be C-ordered", Path(path))
+    return NpyLayout(int(offset), dtype.str, tuple(int(s) for s in shape))
+
+
+@contextmanager
+def symmetric_csr_files(
+    graph: GraphDir,
+    tmp_dir: str | os.PathLike[str] | None = None,
+    sort_budget: int = SORT_BUDGET,
+) -> Iterator[tuple[Path, Path]]:
+    """``(indptr.npy, indices.npy)`` of the symmetric CSR of ``graph``'s
+    distinct undirected pairs, the content :func:`~gnncore.partition.base.symmetric_graph`
+    builds in memory: the graph's own files when they are that CSR (undirected,
+    no relations), else one built by external sorting from ``edges_shuffled.npy``
+    read a chunk at a time, in a temporary directory removed on exit."""
+    m = graph.manifest
+    if not m.directed and not m.num_relations:
+        yield graph.path / "indptr.npy", graph.path / "indices.npy"
+        return
+    from gnncore.io.external_sort import ExternalEdgeSorter
+
+    edges = graph_edge_file(graph)
+    step = max(1, sort_budget // 64)
+    with (
+        tempfile.TemporaryDirectory(prefix="gnncore-symmetric-", dir=tmp_dir) as tmp,
+        ExternalEdgeSorter(tmp, sort_budget, directed=False) as sorter,
+    ):
+        for begin in range(0, edges.rows, step):
+            pairs = edges.read(begin, step)
+            sorter.add(pairs[:, 0], pairs[:, 1])
+        indptr, indices, _ = sorter.finish(m.num_nodes, tmp)
+        yield indptr, indices
 
 
 # Arrays for the partition directory ----------------------------------------------

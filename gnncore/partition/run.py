@@ -16,8 +16,8 @@ import numpy as np
 from gnncore.errors import InputError
 from gnncore.partition.base import Partitioner, PartitionOptions, peak_rss_bytes
 from gnncore.partition.hydra import DEFAULT_GROUP_SIZE
-from gnncore.partition.metrics import PartitionMetrics, partition_metrics
-from gnncore.partition.store import PARTITION_FORMAT, PartitionDir, write_partition_dir
+from gnncore.partition.metrics import PartitionMetrics
+from gnncore.partition.store import PARTITION_FORMAT, PartitionDir
 from gnncore.store import GraphDir
 from gnncore.store.atomic import check_output_dir
 from gnncore.store.graph_dir import SPLITS
@@ -362,6 +362,7 @@ def _partition(
             options.parts,
             tolerance=options.split_tolerance,
             imbalance=options.imbalance,
+            tmp_dir=Path(out_dir).absolute().parent,
         )
         assignment = balanced.assignment
         balancing = {
@@ -377,12 +378,9 @@ def _partition(
             f"balancing moved {balanced.moved:,} nodes (cut cost {balanced.cut_cost:+,} "
             f"edges){'' if balanced.satisfied else '; tolerance NOT reached'}"
         )
-    from gnncore.partition.postprocess import halo_sizes, postprocess_arrays
+    from gnncore.partition.postprocess_stream import write_postprocessed
 
-    say("metrics, relabelling and 1-hop halos")
-    metrics = partition_metrics(graph, assignment, options.parts)
-    arrays = postprocess_arrays(graph, assignment, options.parts)
-    halos = halo_sizes([arrays[f"halo_{i}"] for i in range(options.parts)]).tolist()
+    say("metrics, relabelling and 1-hop halos (streaming passes over the edge file)")
     info = {
         "method": method,
         "parts": options.parts,
@@ -391,13 +389,12 @@ def _partition(
         **params,
         "seconds": seconds,
         "peak_rss_bytes": rss,
-        "metrics": metrics.to_dict(),
-        "halo_sizes": halos,
         "split_balancing": balancing,
         "stage_key": key,
         **({"mlflow_run_id": run_id} if run_id else {}),
     }
-    write_partition_dir(out_dir, graph, assignment, info, arrays)
+    written = write_postprocessed(out_dir, graph, assignment, options.parts, info)
+    metrics, halos = written.metrics, written.halo_sizes
     say(
         f"wrote {out_dir}: edge cut {metrics.edge_cut_fraction:.2%}, "
         f"max part {metrics.max_part_ratio:.4f} x N/p"

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from gnncore.errors import InputError
 from gnncore.store import GraphDir, atomic_directory
@@ -114,27 +117,90 @@ def partition_stage_dir(
     return Path(root).absolute() / versioned_name(f"{partition.path.name}-{label}", key)
 
 
-def write_partition_dir(
-    out: str | os.PathLike[str],
-    graph: GraphDir,
-    assignment: np.ndarray,
-    info: dict[str, Any],
-    arrays: dict[str, np.ndarray] | None = None,
-) -> PartitionDir:
-    """Atomically write ``assignment``, extra ``arrays`` (``<name>.npy``: relabelling
-    maps, halos) and the manifest to ``out``; ``out`` must not be (or hold) the
-    graph, nor an existing directory other than a partition."""
-    check_output_dir(out, [graph.path], PARTITION_FORMAT, "partition")
-    with atomic_directory(out) as tmp:
-        np.save(tmp / "assignment.npy", np.ascontiguousarray(assignment, dtype=np.int64))
-        files = {}
-        for name, array in (arrays or {}).items():
-            check_plain_name(f"{name}.npy", tmp)
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
-            files[f"{name}.npy"] = {
+class NpyStream:
+    """A 1-D ``.npy`` file written a chunk at a time: the header numpy's
+    :func:`numpy.save` writes for ``length`` items of ``dtype``, then the
+    chunks appended in order (byte for byte ``np.save`` of their concatenation).
+    :meth:`close` checks that exactly ``length`` items came."""
+
+    def __init__(self, path: Path, dtype: DTypeLike, length: int) -> None:
+        self.path = path
+        self.dtype = np.dtype(dtype)
+        self.length = int(length)
+        self.written = 0
+        self._fh = open(path, "wb")
+        np.lib.format.write_array_header_1_0(
+            self._fh,
+            {
+                "descr": np.lib.format.dtype_to_descr(self.dtype),
+                "fortran_order": False,
+                "shape": (self.length,),
+            },
+        )
+
+    def append(self, chunk: np.ndarray) -> None:
+        data = np.ascontiguousarray(chunk, dtype=self.dtype)
+        if data.ndim != 1:
+            raise ValueError(f"chunks must be 1-D, got shape {data.shape}")
+        if self.written + len(data) > self.length:
+            raise ValueError(f"{self.path}: more than the {self.length} items announced")
+        self._fh.write(data.tobytes())
+        self.written += len(data)
+
+    def close(self) -> None:
+        self._fh.close()
+        if self.written != self.length:
+            raise ValueError(
+                f"{self.path}: {self.written} items written, the header announced {self.length}"
+            )
+
+    def __enter__(self) -> NpyStream:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._fh.close()
+
+
+class PartitionDirWriter:
+    """Writes the files of a partition directory into its temporary directory
+    (see :func:`partition_dir_writer`): the assignment, extra arrays whole
+    (:meth:`save`) or a chunk at a time (:meth:`stream`), then the manifest."""
+
+    def __init__(self, tmp: Path, graph: GraphDir) -> None:
+        self.tmp = tmp
+        self.graph = graph
+        self._names: list[str] = []
+
+    def save_assignment(self, assignment: np.ndarray) -> None:
+        np.save(self.tmp / "assignment.npy", np.ascontiguousarray(assignment, dtype=np.int64))
+
+    def save(self, name: str, array: np.ndarray) -> None:
+        """``<name>.npy`` holding ``array`` (``np.save``)."""
+        check_plain_name(f"{name}.npy", self.tmp)
+        np.save(self.tmp / f"{name}.npy", np.ascontiguousarray(array))
+        self._names.append(name)
+
+    def stream(self, name: str, dtype: DTypeLike, length: int) -> NpyStream:
+        """``<name>.npy`` of ``length`` items of ``dtype``, written by the
+        returned :class:`NpyStream` (use it as a context manager)."""
+        check_plain_name(f"{name}.npy", self.tmp)
+        self._names.append(name)
+        return NpyStream(self.tmp / f"{name}.npy", dtype, length)
+
+    def write_manifest(self, info: dict[str, Any]) -> None:
+        """The manifest: the graph it was computed from, every file's size and
+        sha256 (read back in blocks), and ``info``."""
+        tmp, graph = self.tmp, self.graph
+        files = {
+            f"{name}.npy": {
                 "bytes": (tmp / f"{name}.npy").stat().st_size,
                 "sha256": sha256_of(tmp / f"{name}.npy"),
             }
+            for name in self._names
+        }
         manifest = {
             "format": PARTITION_FORMAT,
             "format_version": PARTITION_FORMAT_VERSION,
@@ -147,4 +213,34 @@ def write_partition_dir(
             **info,
         }
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+@contextmanager
+def partition_dir_writer(
+    out: str | os.PathLike[str], graph: GraphDir
+) -> Iterator[PartitionDirWriter]:
+    """A :class:`PartitionDirWriter` over a temporary directory that replaces
+    ``out`` atomically when the block ends without error (and is removed if it
+    raises); ``out`` must not be (or hold) the graph, nor an existing directory
+    other than a partition."""
+    check_output_dir(out, [graph.path], PARTITION_FORMAT, "partition")
+    with atomic_directory(out) as tmp:
+        yield PartitionDirWriter(tmp, graph)
+
+
+def write_partition_dir(
+    out: str | os.PathLike[str],
+    graph: GraphDir,
+    assignment: np.ndarray,
+    info: dict[str, Any],
+    arrays: dict[str, np.ndarray] | None = None,
+) -> PartitionDir:
+    """Atomically write ``assignment``, extra ``arrays`` (``<name>.npy``: relabelling
+    maps, halos) and the manifest to ``out``; ``out`` must not be (or hold) the
+    graph, nor an existing directory other than a partition."""
+    with partition_dir_writer(out, graph) as writer:
+        writer.save_assignment(assignment)
+        for name, array in (arrays or {}).items():
+            writer.save(name, array)
+        writer.write_manifest(info)
     return PartitionDir.open(out, graph)
