@@ -9,6 +9,7 @@ from typing import Any
 
 from gnncore.cli.arg_types import positive_int
 from gnncore.partition.run import METHODS, MethodSettings
+from gnncore.sizes import parse_size
 
 
 def add_method_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +95,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR")
     parser.add_argument("--method", choices=METHODS, default="metis")
     parser.add_argument("--parts", type=int, required=True, metavar="P")
+    parser.add_argument(
+        "--memory-budget",
+        type=parse_size,
+        default=None,
+        metavar="SIZE",
+        help="memory of the post-processing's buffers beyond its O(|V|) arrays (e.g. "
+        "256MiB): edge rows per read, halo bits per read, the symmetric-CSR sort of "
+        "directed graphs; changes no output (default 128MiB). The method's own memory "
+        "is set by its options (grem: --chunk)",
+    )
     add_method_arguments(parser)
 
 
@@ -115,6 +126,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             settings=settings_from(args),
             balance=not args.no_balance_splits,
             progress=None if args.no_progress else say,
+            memory_budget=args.memory_budget,
         )
     except ValueError as exc:
         if isinstance(exc, InputError):

@@ -20,6 +20,7 @@ The reference it is tested against, the in-memory path it replaces, is
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,42 @@ from gnncore.typing import require_csrc
 HALO_BUDGET = 64 << 20
 #: Words of halo bits turned into node ids at a time (64 ids per word).
 BITS_BLOCK_WORDS = 1 << 15
+#: ``gnncore partition --memory-budget``'s default: the buffers below.
+DEFAULT_MEMORY_BUDGET = 128 << 20
+#: The least budget taken: a chunk of 4096 rows, the smallest halo and sort buffers.
+MIN_MEMORY_BUDGET = 1 << 20
+
+
+@dataclass(frozen=True)
+class StreamBuffers:
+    """How the post-processing spends a memory budget beyond its O(|V|) arrays.
+
+    Attributes:
+        chunk_rows (int): Edge rows per read (an eighth of the budget, as
+            int64 rows, at most 2^20).
+        halo_budget (int): Bytes of halo bits per read of the edges (half).
+        sort_budget (int): Bytes of the external sort that builds a symmetric
+            CSR for the split balancing of directed graphs (a quarter).
+    """
+
+    chunk_rows: int
+    halo_budget: int
+    sort_budget: int
+
+    @classmethod
+    def of(cls, budget: int) -> StreamBuffers:
+        """The buffers of ``budget`` bytes (:data:`MIN_MEMORY_BUDGET` at least)."""
+        budget = int(budget)
+        if budget < MIN_MEMORY_BUDGET:
+            raise ValueError(
+                f"the post-processing needs a memory budget of at least "
+                f"{MIN_MEMORY_BUDGET >> 20} MiB, got {budget} bytes"
+            )
+        return cls(
+            chunk_rows=min(EDGE_CHUNK_ROWS, budget // 8 // 16),
+            halo_budget=budget // 2,
+            sort_budget=budget // 4,
+        )
 
 
 @dataclass(frozen=True)
@@ -56,12 +93,14 @@ class Postprocessed:
         metrics (PartitionMetrics): Cut and balance of the assignment.
         halo_sizes (list[int]): Halo nodes of each part.
         edge_reads (int): Sequential reads of the edge file it took.
+        seconds (float): Wall time of the writing.
     """
 
     partition: PartitionDir
     metrics: PartitionMetrics
     halo_sizes: list[int]
     edge_reads: int
+    seconds: float
 
 
 def halo_parts_per_read(num_nodes: int, parts: int, halo_budget: int = HALO_BUDGET) -> int:
@@ -119,6 +158,7 @@ def write_postprocessed(
     require_csrc()
     from gnncore import _C
 
+    started = time.perf_counter()
     n = graph.num_nodes
     a = _checked_assignment(assignment, parts, n)
     edges = graph_edge_file(graph).spec()
@@ -145,7 +185,8 @@ def write_postprocessed(
             del found, bits
         metrics = partition_metrics(graph, a, parts, cut=cut)
         writer.write_manifest({**info, "metrics": metrics.to_dict(), "halo_sizes": sizes})
-    return Postprocessed(PartitionDir.open(out_dir, graph), metrics, sizes, reads)
+    partition = PartitionDir.open(out_dir, graph)
+    return Postprocessed(partition, metrics, sizes, reads, time.perf_counter() - started)
 
 
 def _write_relabelling(writer: PartitionDirWriter, a: np.ndarray, parts: int) -> None:
@@ -168,8 +209,10 @@ def _write_relabelling(writer: PartitionDirWriter, a: np.ndarray, parts: int) ->
 
 
 __all__ = [
+    "DEFAULT_MEMORY_BUDGET",
     "HALO_BUDGET",
     "Postprocessed",
+    "StreamBuffers",
     "halo_parts_per_read",
     "write_bitset",
     "write_postprocessed",

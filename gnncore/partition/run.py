@@ -17,6 +17,7 @@ from gnncore.errors import InputError
 from gnncore.partition.base import Partitioner, PartitionOptions, peak_rss_bytes
 from gnncore.partition.hydra import DEFAULT_GROUP_SIZE
 from gnncore.partition.metrics import PartitionMetrics
+from gnncore.partition.postprocess_stream import DEFAULT_MEMORY_BUDGET, StreamBuffers
 from gnncore.partition.store import PARTITION_FORMAT, PartitionDir
 from gnncore.store import GraphDir
 from gnncore.store.atomic import check_output_dir
@@ -130,6 +131,8 @@ class PartitionReport:
     run_id: str | None = None
     stage_key: str = ""
     reused: bool = False
+    command_peak_rss_bytes: int | None = None
+    postprocess_seconds: float | None = None
 
     @classmethod
     def from_dir(cls, partition: PartitionDir) -> PartitionReport:
@@ -164,6 +167,8 @@ class PartitionReport:
             "split_balance": self.metrics.split_balance,
             "seconds": self.seconds,
             "peak_rss_bytes": self.peak_rss_bytes,
+            "command_peak_rss_bytes": self.command_peak_rss_bytes,
+            "postprocess_seconds": self.postprocess_seconds,
             "halo_sizes": self.halo_sizes,
             "split_balancing": self.balancing,
             "stage_key": self.stage_key,
@@ -235,6 +240,7 @@ def partition_graph(
     tags: Mapping[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     reuse: bool = False,
+    memory_budget: int | None = None,
 ) -> PartitionReport:
     """Partition the graph at ``graph_dir`` into ``out_dir`` (written atomically).
 
@@ -263,7 +269,19 @@ def partition_graph(
             :func:`partition_stage_key`: method, settings, options and graph
             version), return its report (``reused=True``) without recomputing
             or logging a new run. (default: ``False``: recompute and replace)
+        memory_budget (int, optional): Bytes the post-processing (split
+            balancing, metrics, relabelling, halos: streaming passes over the
+            edge file) may hold beyond its O(|V|) arrays: its edge chunk, halo
+            bits and external sort
+            (:class:`~gnncore.partition.postprocess_stream.StreamBuffers`).
+            The method's own memory is its own (GREM's: ``settings.chunk``).
+            Changes no output. (default: 128 MiB)
+
+    The report's ``peak_rss_bytes`` is the method's peak (before the
+    post-processing, recorded in the manifest); ``command_peak_rss_bytes``
+    is this process's peak at the end, post-processing included.
     """
+    buffers = StreamBuffers.of(DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
     graph = GraphDir.open(graph_dir)
     settings = settings or MethodSettings()
     partitioner = make_partitioner(method, settings)
@@ -287,7 +305,7 @@ def partition_graph(
         return PartitionReport.from_dir(existing)
     partitioner.progress = progress
     if tracking is None:
-        return _partition(graph, out_dir, partitioner, method, options, params, key)
+        return _partition(graph, out_dir, partitioner, method, options, params, key, buffers)
     name = graph.manifest.name
     run_tags = {"dataset": name, "task": "partition", "method": method, **(tags or {})}
     with tracking.start_run(f"{name}-{method}-p{parts}", run_tags) as run:
@@ -302,7 +320,9 @@ def partition_graph(
                 **params,
             }
         )
-        report = _partition(graph, out_dir, partitioner, method, options, params, key, run.run_id)
+        report = _partition(
+            graph, out_dir, partitioner, method, options, params, key, buffers, run.run_id
+        )
         m = report.metrics
         run.log_metrics(
             {
@@ -332,6 +352,7 @@ def _partition(
     options: PartitionOptions,
     params: dict[str, Any],
     key: str,
+    buffers: StreamBuffers,
     run_id: str | None = None,
 ) -> PartitionReport:
     say = partitioner.progress or (lambda message: None)
@@ -362,7 +383,9 @@ def _partition(
             options.parts,
             tolerance=options.split_tolerance,
             imbalance=options.imbalance,
+            chunk_rows=buffers.chunk_rows,
             tmp_dir=Path(out_dir).absolute().parent,
+            sort_budget=buffers.sort_budget,
         )
         assignment = balanced.assignment
         balancing = {
@@ -381,6 +404,7 @@ def _partition(
     from gnncore.partition.postprocess_stream import write_postprocessed
 
     say("metrics, relabelling and 1-hop halos (streaming passes over the edge file)")
+    post_started = time.perf_counter()
     info = {
         "method": method,
         "parts": options.parts,
@@ -393,11 +417,23 @@ def _partition(
         "stage_key": key,
         **({"mlflow_run_id": run_id} if run_id else {}),
     }
-    written = write_postprocessed(out_dir, graph, assignment, options.parts, info)
+    written = write_postprocessed(
+        out_dir,
+        graph,
+        assignment,
+        options.parts,
+        info,
+        chunk_rows=buffers.chunk_rows,
+        halo_budget=buffers.halo_budget,
+    )
     metrics, halos = written.metrics, written.halo_sizes
+    post_seconds = time.perf_counter() - post_started + (balancing or {}).get("seconds", 0.0)
+    command_rss = peak_rss_bytes() + partitioner.helper_peak_rss_bytes
     say(
         f"wrote {out_dir}: edge cut {metrics.edge_cut_fraction:.2%}, "
-        f"max part {metrics.max_part_ratio:.4f} x N/p"
+        f"max part {metrics.max_part_ratio:.4f} x N/p; post-processing "
+        f"{post_seconds:.2f} s ({written.edge_reads} reads of the edges), "
+        f"peak RSS of the command {command_rss / 2**20:,.0f} MiB"
     )
     return PartitionReport(
         method,
@@ -411,6 +447,8 @@ def _partition(
         halo_sizes=halos,
         balancing=balancing,
         stage_key=key,
+        command_peak_rss_bytes=command_rss,
+        postprocess_seconds=post_seconds,
     )
 
 

@@ -19,10 +19,15 @@ import pytest
 
 from conftest import planted_graph
 from gnncore import _C
+from gnncore.cli.main import main
 from gnncore.partition import PartitionOptions, partition_graph, partition_metrics, store
 from gnncore.partition.base import symmetric_graph
 from gnncore.partition.postprocess import balance_splits, npy_layout
-from gnncore.partition.postprocess_stream import halo_parts_per_read, write_postprocessed
+from gnncore.partition.postprocess_stream import (
+    StreamBuffers,
+    halo_parts_per_read,
+    write_postprocessed,
+)
 from gnncore.partition.run import MethodSettings, make_partitioner
 from gnncore.partition.simple import random_assignment
 from gnncore.partition.store import NpyStream
@@ -361,3 +366,50 @@ def test_npy_stream_is_np_save(tmp_path, length):
     with pytest.raises(ValueError, match="announced"):
         with NpyStream(tmp_path / "bad.npy", np.int64, length + 1) as stream:
             stream.append(data)
+
+
+# The command -----------------------------------------------------------------------------
+
+
+def test_cli_memory_budget_changes_no_output(graphs, tmp_path, capsys):
+    graph = graphs["planted"]
+    summaries = {}
+    for budget in ("1MiB", "128MiB"):
+        out_json = tmp_path / f"{budget}.json"
+        args = ["partition", str(graph.path), str(tmp_path / budget), "--method", "grem"]
+        args += ["--parts", "6", "--chunk", "0.05", "--memory-budget", budget]
+        assert main([*args, "--json", str(out_json), "--no-progress"]) == 0
+        summaries[budget] = json.loads(out_json.read_text())
+    small, default = (dir_files(tmp_path / b) for b in ("1MiB", "128MiB"))
+    assert sorted(small) == sorted(default)
+    for name in small:
+        if name != "manifest.json":  # it records the seconds taken
+            assert small[name] == default[name], name
+    for s in summaries.values():
+        assert s["command_peak_rss_bytes"] >= s["peak_rss_bytes"] > 0
+        assert s["postprocess_seconds"] > 0
+    assert (
+        main(
+            [
+                "partition",
+                str(graph.path),
+                str(tmp_path / "x"),
+                "--parts",
+                "2",
+                "--memory-budget",
+                "64K",
+            ]
+        )
+        == 1
+    )
+    assert "at least 1 MiB" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_stream_buffers_of_a_budget():
+    buffers = StreamBuffers.of(128 << 20)
+    assert buffers.chunk_rows == 1 << 20
+    assert (buffers.halo_budget, buffers.sort_budget) == (64 << 20, 32 << 20)
+    assert StreamBuffers.of(1 << 20).chunk_rows == 8192
+    with pytest.raises(ValueError, match="at least 1 MiB"):
+        StreamBuffers.of(1 << 19)
