@@ -37,6 +37,14 @@ class BatchSource(Protocol):
     Optionally, a source may define ``adapt(epoch, throughput) -> dict``: called
     after each epoch with its throughput figures, it changes what the next epoch
     draws (e.g. a sampling scale) and returns figures to log with the epoch.
+
+    A source that is one process of a distributed run
+    (:class:`gnncore.distributed.training.DistBatchSource`) may also define
+    ``main_process`` (``False``: read checkpoints to resume, never write them),
+    ``wrap_model(model) -> module`` (what the training step calls, e.g.
+    :class:`~torch.nn.parallel.DistributedDataParallel`) and
+    ``reduce_sum(tensor) -> tensor`` (evaluation counts summed over the
+    processes, so that every process gets the same metrics).
     """
 
     #: Serves the node features (and labels) the batches are joined from.

@@ -90,7 +90,10 @@ class TrainingSession:
             before each checkpoint is written, which attaches files to it
             (:meth:`CheckpointDir.attach`) and returns their records (the
             checkpoint's ``files``), and ``restore_files(store, checkpoint)``,
-            called when a run resumes from ``checkpoint``.
+            called when a run resumes from ``checkpoint``. A source whose
+            ``main_process`` is ``False`` (a rank other than 0 of a distributed
+            run) reads checkpoints to resume but never writes, prunes or clears
+            them: the main process of the run does.
         device: The training device (CUDA RNG states are saved on CUDA).
         run_id: The tracked run, recorded in every checkpoint.
         eval_samplers: Name -> evaluation sampler whose batch counters are
@@ -108,10 +111,12 @@ class TrainingSession:
     run_id: str | None = None
     eval_samplers: dict[str, Any] = field(default_factory=dict)
     resumed_from: int = field(default=0, init=False)
+    main_process: bool = field(default=True, init=False)
 
     store: CheckpointDir | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        self.main_process = bool(getattr(self.source, "main_process", True))
         if self.checkpoints is not None:
             self.store = (
                 self.checkpoints
@@ -132,7 +137,8 @@ class TrainingSession:
             return None
         found = store.latest() if resume else None
         if found is None:
-            store.clear()
+            if self.main_process:
+                store.clear()
             return None
         check_resumable(found, self.config, self.fingerprint)
         saved = found.state
@@ -145,7 +151,8 @@ class TrainingSession:
         restore_files = getattr(self.source, "restore_files", None)
         if callable(restore_files):
             restore_files(store, found)
-        store.remove_temporaries()
+        if self.main_process:
+            store.remove_temporaries()
         self.resumed_from = found.epoch
         return dict(saved["progress"])
 
@@ -304,8 +311,9 @@ class TrainingSession:
         }
 
     def save(self, epoch: int, progress: dict[str, Any]) -> Path | None:
-        """Write the checkpoint of ``epoch`` (``None`` without a checkpoint directory)."""
-        if self.store is None:
+        """Write the checkpoint of ``epoch`` (``None`` without a checkpoint directory,
+        and in a process other than the run's main one)."""
+        if self.store is None or not self.main_process:
             return None
         state = {
             "format": FORMAT,

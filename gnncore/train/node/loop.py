@@ -188,14 +188,17 @@ def _forward(model: torch.nn.Module, batch: Any, normalize_features: bool = Fals
 
     Layer ``i`` is trimmed to the hops it still needs when the model allows it
     (:func:`~gnncore.train.core.models.supports_trimming`) and the sampler reported
-    one hop per layer (edges emitted hop by hop).
+    one hop per layer (edges emitted hop by hop). A wrapper such as
+    :class:`~torch.nn.parallel.DistributedDataParallel` is asked about the
+    model it wraps (``.module``).
     """
     x = batch.x
     if normalize_features:
         x = x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
     nodes, edges = batch.num_sampled_nodes, batch.num_sampled_edges
-    num_layers = getattr(model, "num_layers", None)
-    if nodes is None or edges is None or len(edges) != num_layers or not supports_trimming(model):
+    inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    num_layers = getattr(inner, "num_layers", None)
+    if nodes is None or edges is None or len(edges) != num_layers or not supports_trimming(inner):
         nodes = edges = None
     weight = getattr(batch, "edge_weight", None)
     out = model(
@@ -218,6 +221,8 @@ def evaluate(
     amp_dtype: torch.dtype | None = None,
     prefetch_workers: int = 0,
     prefetch_depth: int = 4,
+    reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    num_classes: int | None = None,
 ) -> ClassificationMetrics:
     """Accuracy and macro-F1 of ``model`` on the seed nodes of ``loader``.
 
@@ -225,6 +230,10 @@ def evaluate(
     the number of classes is the width of the model's output. With
     ``prefetch_workers > 0`` batches are prepared in that many threads, up to
     ``prefetch_depth`` ahead (:class:`~gnncore.train.core.prefetch.Prefetcher`).
+    With ``reduce`` (a sum over the processes of a distributed run, each
+    evaluating its shard), the confusion matrix is reduced before the metrics
+    are computed, so every process gets the same figures; a process that saw
+    no batch contributes zeros of ``num_classes``.
     """
     model.eval()
     confusion: torch.Tensor | None = None
@@ -237,6 +246,12 @@ def evaluate(
                 logits.argmax(dim=-1), batch.y[: batch.batch_size], logits.size(-1)
             )
             confusion = batch_confusion if confusion is None else confusion + batch_confusion
+    if reduce is not None:
+        if confusion is None:
+            if num_classes is None:
+                raise ValueError("evaluate(reduce=...) needs num_classes")
+            confusion = torch.zeros((num_classes, num_classes), dtype=torch.int64, device=device)
+        confusion = reduce(confusion)
     if confusion is None:
         return ClassificationMetrics(0.0, 0.0, 0)
     return ClassificationMetrics.from_confusion(confusion)
@@ -316,7 +331,12 @@ def train_node_classifier(
             :class:`~torch_geometric.loader.NodeLoader`-style batches (``x``,
             ``y``, ``edge_index``, ``batch_size``, hop counts); ``train_idx``
             and ``sampler`` then only fingerprint the data (and ``epoch_adapters``
-            are not used). Default: a
+            are not used). A source may also define ``wrap_model(model) ->
+            module``, the module the training step calls (e.g.
+            :class:`~torch.nn.parallel.DistributedDataParallel`; checkpoints,
+            evaluation and the result keep ``model``), and ``reduce_sum(tensor)
+            -> tensor``, which sums the evaluation counts over the processes of a
+            distributed run (:func:`evaluate`'s ``reduce``). Default: a
             :class:`~gnncore.train.core.batches.LoaderBatchSource` over a
             shuffled ``NodeLoader`` of ``train_idx``. (default: :obj:`None`)
         epoch_adapters (sequence, optional): Run after each epoch with its
@@ -428,10 +448,21 @@ def train_node_classifier(
     state = session.resume_progress(resume, _Progress, logger)
 
     optimize = OptimizerStep(optimizer, scaler, config.max_grad_norm)
+    wrap_model = getattr(source, "wrap_model", None)
+    step_model = wrap_model(model) if callable(wrap_model) else model
+    reduce_sum = getattr(source, "reduce_sum", None)
+    reduce = reduce_sum if callable(reduce_sum) else None
 
     def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
         return _train_step(
-            model, batch, optimize, device, amp_dtype, config.normalize_features, timer, total_loss
+            step_model,
+            batch,
+            optimize,
+            device,
+            amp_dtype,
+            config.normalize_features,
+            timer,
+            total_loss,
         )
 
     session.run_epochs(
@@ -446,6 +477,8 @@ def train_node_classifier(
             normalize_features=config.normalize_features,
             amp_dtype=amp_dtype,
             **prefetch,
+            reduce=reduce,
+            num_classes=num_classes,
         ),
         logger=logger,
         on_epoch_end=on_epoch_end,
@@ -466,6 +499,8 @@ def train_node_classifier(
             normalize_features=config.normalize_features,
             amp_dtype=amp_dtype,
             **prefetch,
+            reduce=reduce,
+            num_classes=num_classes,
         ),
         started=started,
         logger=logger,

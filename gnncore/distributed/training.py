@@ -1,0 +1,714 @@
+r"""Distributed node classification: one rank per partition, the shared loop.
+
+DistDGL's trainer (ALGORITHMS.md §2, §8) as one more
+:class:`~gnncore.train.core.batches.BatchSource` of
+:func:`~gnncore.train.train_node_classifier`; the loop, the session and the
+checkpoints are the single-process ones.
+
+* **Training ids.** Rank ``r`` trains on the training nodes it owns. When the
+  ranks own unequal numbers, the ones with a surplus hand a random subset of
+  it (drawn from ``(seed, rank)``) to the ones short of nodes
+  (:func:`transfer_plan`), so each ends up with ``T // W`` or ``T // W + 1``
+  of the ``T`` training nodes and keeps all it can of its own.
+* **Equal batch counts.** ``config.batch_size`` is the global batch of one
+  optimiser step, so each rank takes ``B = ceil(batch_size / W)`` seeds per
+  batch, and every rank runs ``K = max_r ceil(n_r / B)`` batches per epoch:
+  its shuffled ids (drawn from ``(seed, epoch, rank)``) split into ``K``
+  near-equal batches, so no collective is left unmatched. The sampler
+  (:class:`~gnncore.distributed.sampler.DistNeighborSampler`) and the feature
+  store (:class:`~gnncore.distributed.feature_store.DistFeatureStore`) run
+  their exchanges in the training thread, between the gradient all-reduces of
+  :class:`~torch.nn.parallel.DistributedDataParallel`.
+* **Evaluation** is sharded the same way (balanced, ``K`` batches per rank,
+  a rank with no seeds left in a round still serves its peers) and the
+  confusion matrices are summed with ``all_reduce``: every rank gets the same
+  accuracy, so early stopping and the best epoch agree on every rank.
+* **Rank 0** alone logs and writes checkpoints (``main_process``); every rank
+  loads the checkpoint when resuming. The per-rank figures of each epoch
+  (remote-row share, rows and bytes fetched, seconds of sampling, feature
+  exchange and compute, peak RSS) are gathered to every rank by :meth:`adapt`
+  and logged by rank 0 as ``rank<r>_<figure>``, with totals as ``dist_*``.
+
+:func:`train_distributed` writes (or reuses) the per-rank data of a partition
+directory and starts one rank per partition on this machine
+(:func:`~gnncore.distributed.launch.spawn_local`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch_geometric.data import Data, TensorAttr
+from torch_geometric.sampler import NodeSamplerInput
+
+from gnncore.distributed.exchange import comm_device, exchange
+from gnncore.distributed.feature_store import DistFeatureStore
+from gnncore.distributed.rank_data import RankData
+from gnncore.distributed.sampler import DistNeighborSampler
+from gnncore.errors import InputError
+from gnncore.train.node.config import OUT_OF_CORE_MODES, ConfigError, NodeTrainConfig
+from gnncore.train.node.loop import NodeTrainResult
+
+#: ``f(rank, epoch)``: called in every rank after each epoch is logged and checkpointed.
+#: Seconds a rank whose collective failed waits before it reports (see :func:`run_rank`).
+PEER_LOSS_GRACE_S = 2.0
+RankEpochHook = Callable[[int, int], None]
+
+
+# Splitting the ids -----------------------------------------------------------
+
+
+def transfer_plan(counts: Any) -> np.ndarray:
+    """``moves[i, j]``: how many of rank ``i``'s ids go to rank ``j`` so that every
+    rank ends with ``T // W`` or ``T // W + 1`` of the ``T = sum(counts)`` ids,
+    moving as few as possible (the ranks owning the most keep the extra ones;
+    ties by rank). Surpluses are matched to deficits in rank order."""
+    counts = np.asarray(counts, dtype=np.int64)
+    world = len(counts)
+    total = int(counts.sum())
+    target = np.full(world, total // world, dtype=np.int64)
+    order = np.lexsort((np.arange(world), -counts))  # most first, ties by rank
+    target[order[: total % world]] += 1
+    surplus = counts - target
+    moves = np.zeros((world, world), dtype=np.int64)
+    givers = [int(r) for r in np.flatnonzero(surplus > 0)]
+    takers = [int(r) for r in np.flatnonzero(surplus < 0)]
+    left = surplus.copy()
+    t = 0
+    for g in givers:
+        while left[g] > 0:
+            r = takers[t]
+            n = min(int(left[g]), int(-left[r]))
+            moves[g, r] += n
+            left[g] -= n
+            left[r] += n
+            if left[r] == 0:
+                t += 1
+    return moves
+
+
+def _all_counts(n: int, group: Any) -> np.ndarray:
+    return _all_gather_ints([n], group)
+
+
+def _all_gather_ints(values: list[int], group: Any) -> np.ndarray:
+    """``values`` of every rank, concatenated in rank order (a collective)."""
+    device = comm_device(group)
+    world = dist.get_world_size(group)
+    mine = torch.tensor(values, dtype=torch.int64, device=device)
+    out = [torch.zeros_like(mine) for _ in range(world)]
+    dist.all_gather(out, mine, group=group)
+    return torch.cat(out).cpu().numpy()
+
+
+def balance_ids(own: np.ndarray, seed: int, group: Any = None) -> np.ndarray:
+    """This rank's share of a split whose ids each rank owns ``own`` of
+    (a collective): its own ids less those handed on (a random subset drawn
+    from ``(seed, rank)``), plus those received (:func:`transfer_plan`). Sorted."""
+    rank = dist.get_rank(group)
+    own = np.sort(np.asarray(own, dtype=np.int64))
+    moves = transfer_plan(_all_counts(len(own), group))
+    give = moves[rank]
+    order = np.random.default_rng([seed, 7919, rank]).permutation(len(own))
+    handed = own[order[: int(give.sum())]]
+    parts = list(torch.split(torch.from_numpy(np.sort(handed)), give.tolist()))
+    received = exchange(parts, group)
+    kept = own[np.sort(order[int(give.sum()) :])]
+    return np.sort(np.concatenate([kept, *[r.numpy() for r in received]]))
+
+
+def _max(value: int, group: Any) -> int:
+    return int(_all_counts(value, group).max())
+
+
+def split_batches(ids: np.ndarray, num_batches: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """``ids`` shuffled by ``rng`` and cut into ``num_batches`` near-equal batches of
+    distinct ids; when there are fewer ids than batches, ids are repeated (each
+    batch then holds one)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if num_batches <= 0:
+        return []
+    if len(ids) == 0:
+        raise ValueError("cannot fill batches from no ids")
+    shuffled = ids[rng.permutation(len(ids))]
+    if len(shuffled) < num_batches:
+        shuffled = shuffled[np.arange(num_batches) % len(shuffled)]
+    return [np.ascontiguousarray(b) for b in np.array_split(shuffled, num_batches)]
+
+
+# Batches --------------------------------------------------------------------
+
+
+@dataclass
+class RankFigures:
+    """One rank's counters over a span of batches (training epoch)."""
+
+    batches: int = 0
+    seeds: int = 0
+    sample_s: float = 0.0
+    exchange_s: float = 0.0
+
+    def add(self, other: RankFigures) -> None:
+        self.batches += other.batches
+        self.seeds += other.seeds
+        self.sample_s += other.sample_s
+        self.exchange_s += other.exchange_s
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size in MiB (``ru_maxrss``)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+class DistBatchSource:
+    r"""This rank's training batches for :func:`~gnncore.train.train_node_classifier`
+    (see the module docstring); also its evaluation batches (:meth:`eval_batches`).
+
+    Args:
+        data (RankData): This rank's data (its rank and part count match the group).
+        config (NodeTrainConfig): ``fanouts``, ``eval_fanouts``, ``batch_size``,
+            ``eval_batch_size`` and ``seed`` are read.
+        device (torch.device): The training device (CUDA with NCCL: this rank's GPU).
+        group (ProcessGroup, optional): The group (default: the default group).
+    """
+
+    def __init__(
+        self,
+        data: RankData,
+        config: NodeTrainConfig,
+        device: torch.device,
+        group: Any = None,
+    ) -> None:
+        self.data = data
+        self.config = config
+        self.device = device
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
+        #: Only rank 0 logs and writes checkpoints.
+        self.main_process = self.rank == 0
+        self.feature_store = DistFeatureStore(data, group)
+        # An MLP reads no edges: sample the seeds only.
+        hops = (0,) * config.num_layers if config.model == "none" else config.fanouts
+        self.sampler = DistNeighborSampler(data, hops, seed=config.seed, group=group)
+        eval_hops = (
+            (0,) * config.num_layers
+            if config.model == "none"
+            else config.eval_fanouts or (-1,) * config.num_layers
+        )
+        self.eval_sampler = DistNeighborSampler(data, eval_hops, seed=config.seed + 1, group=group)
+        #: Unused for shuffling (epoch ``e`` of rank ``r`` shuffles with ``(seed, e, r)``,
+        #: so a resumed rank draws what it would have); kept for the checkpoint.
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.split_ids = {
+            s: balance_ids(data.split_ids(s), config.seed + i, group)
+            for i, s in enumerate(("train", "val", "test"))
+        }
+        total_train = int(_all_counts(len(self.split_ids["train"]), group).sum())
+        if total_train < self.world:
+            raise ConfigError(
+                f"{total_train} training nodes cannot feed {self.world} ranks (one at least each)"
+            )
+        #: Seeds per rank and batch: ``config.batch_size`` is the global batch (one
+        #: optimiser step of DDP averages the ranks' gradients), as in one process.
+        self.batch_size = -(-config.batch_size // self.world)
+        self.num_batches = _max(-(-len(self.split_ids["train"]) // self.batch_size), group)
+        self._plan: list[np.ndarray] = []
+        self.epoch_figures = RankFigures()
+        self._stats_at_start: dict[str, float] = {}
+        self._last: dict[str, float] = {}
+
+    # The loop's hooks ------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def start_epoch(self, epoch: int) -> None:
+        rng = np.random.default_rng([self.config.seed, epoch, self.rank])
+        self._plan = split_batches(self.split_ids["train"], self.num_batches, rng)
+        self.epoch_figures = RankFigures()
+        self._stats_at_start = self.feature_store.stats.as_dict()
+
+    def batches(self) -> contextlib.AbstractContextManager[Iterator[Any]]:
+        return contextlib.nullcontext(self._iterate(self._plan, self.sampler, self.epoch_figures))
+
+    def end_epoch(self, epoch: int) -> None:
+        now = self.feature_store.stats.as_dict()
+        delta = {k: now[k] - self._stats_at_start.get(k, 0.0) for k in now}
+        rows = delta["local_rows"] + delta["remote_rows"]
+        self._last = {
+            "remote_share": delta["remote_rows"] / rows if rows else 0.0,
+            "remote_rows": delta["remote_rows"],
+            "local_rows": delta["local_rows"],
+            "remote_bytes": delta["remote_bytes"],
+            "served_bytes": delta["served_bytes"],
+            "id_bytes": delta["id_bytes"],
+            "batches": float(self.epoch_figures.batches),
+            "seeds": float(self.epoch_figures.seeds),
+            "sample_s": self.epoch_figures.sample_s,
+            "exchange_s": self.epoch_figures.exchange_s,
+        }
+
+    def adapt(self, epoch: int, throughput: dict[str, float]) -> dict[str, float]:
+        """Every rank's figures of the epoch (a collective), as ``rank<r>_<name>``,
+        and their totals: ``dist_remote_share`` (fetched rows over all rows
+        gathered), ``dist_remote_rows`` and ``dist_remote_bytes`` (summed),
+        ``dist_world_size``. ``compute_s`` is the step's forward, backward
+        (with the gradient all-reduce) and optimiser step."""
+        mine = {
+            **self._last,
+            "compute_s": float(throughput.get("compute_s", 0.0)),
+            "peak_rss_mb": peak_rss_mb(),
+        }
+        gathered: list[Any] = [None] * self.world
+        dist.all_gather_object(gathered, mine, group=self.group)
+        out: dict[str, float] = {"dist_world_size": float(self.world)}
+        for r, figures in enumerate(gathered):
+            out.update({f"rank{r}_{k}": float(v) for k, v in figures.items()})
+        remote = sum(f["remote_rows"] for f in gathered)
+        rows = remote + sum(f["local_rows"] for f in gathered)
+        out["dist_remote_rows"] = float(remote)
+        out["dist_remote_bytes"] = float(sum(f["remote_bytes"] for f in gathered))
+        out["dist_remote_share"] = remote / rows if rows else 0.0
+        return out
+
+    def random_state(self) -> tuple[torch.Generator, dict[str, Any]]:
+        return self.generator, {"train": self.sampler}
+
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """``model`` in :class:`~torch.nn.parallel.DistributedDataParallel`
+        (gradients averaged over the ranks in the backward pass)."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        if self.device.type == "cuda":
+            index = self.device.index
+            return DistributedDataParallel(
+                model, device_ids=[index], output_device=index, process_group=self.group
+            )
+        return DistributedDataParallel(model, process_group=self.group)
+
+    def reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` summed over the ranks (a collective)."""
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group)
+        return tensor
+
+    # Evaluation ------------------------------------------------------------
+
+    def eval_batches(self, split: str) -> DistEvalBatches:
+        """``split``'s batches on this rank (``val`` or ``test``), in a fixed order."""
+        return DistEvalBatches(self, split)
+
+    # Internals -------------------------------------------------------------
+
+    def _iterate(
+        self,
+        plan: list[np.ndarray],
+        sampler: DistNeighborSampler,
+        figures: RankFigures,
+    ) -> Iterator[Data]:
+        """The batches of ``plan`` (a batch without seeds takes part in the
+        exchanges and is not yielded; training plans have none)."""
+        for seeds in plan:
+            batch = self._batch(seeds, sampler, figures)
+            if batch is not None:
+                yield batch
+
+    def _batch(
+        self, seeds: np.ndarray, sampler: DistNeighborSampler, figures: RankFigures
+    ) -> Data | None:
+        """One batch (``None`` for no seeds, after taking part in the exchanges)."""
+        started = time.perf_counter()
+        out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.from_numpy(seeds)))
+        sampled = time.perf_counter()
+        x, y = self.feature_store.multi_get_tensor(
+            [TensorAttr(None, "x", out.node), TensorAttr(None, "y", out.node)]
+        )
+        figures.sample_s += sampled - started
+        figures.exchange_s += time.perf_counter() - sampled
+        if not len(seeds):
+            return None
+        figures.batches += 1
+        figures.seeds += len(seeds)
+        return Data(
+            x=x,
+            y=y,
+            edge_index=torch.stack([out.row, out.col]),
+            n_id=out.node,
+            e_id=out.edge,
+            batch_size=len(seeds),
+            num_sampled_nodes=list(out.num_sampled_nodes),
+            num_sampled_edges=list(out.num_sampled_edges),
+        )
+
+
+class DistEvalBatches:
+    """One split's evaluation batches on this rank: its balanced share, cut into
+    as many batches as the rank with the most needs (a round without seeds here
+    still serves the peers and yields nothing); the sampler restarts each pass,
+    so every evaluation draws the same neighbourhoods."""
+
+    def __init__(self, source: DistBatchSource, split: str) -> None:
+        self.source = source
+        ids = source.split_ids[split]
+        size = source.config.eval_batch_size
+        rounds = _max(-(-len(ids) // size), source.group)
+        self.plan = [ids[i * size : (i + 1) * size] for i in range(rounds)]
+        self.figures = RankFigures()
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    def __iter__(self) -> Iterator[Data]:
+        sampler = self.source.eval_sampler
+        sampler._num_batches = 0  # the same draws at every evaluation
+        yield from self.source._iterate(self.plan, sampler, self.figures)
+
+
+# One rank ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankRun:
+    """What every rank of :func:`train_distributed` is given (picklable)."""
+
+    ranks_dir: str
+    config: NodeTrainConfig
+    checkpoint_dir: str | None = None
+    keep_checkpoints: int = 2
+    resume: bool = False
+    progress: bool = False
+    #: ``(tracking_uri, experiment_id, run_id)`` of the MLflow run rank 0 logs to.
+    mlflow_run: tuple[str, str, str] | None = None
+    on_epoch_end: RankEpochHook | None = None
+
+
+def _split_summary(ids: np.ndarray, group: Any) -> torch.Tensor:
+    """``[n_0, crc_0, n_1, crc_1, ...]`` of every rank's owned ids of a split (a
+    collective): what the checkpoint fingerprints, the same on every rank."""
+    import zlib
+
+    crc = zlib.crc32(np.ascontiguousarray(ids, dtype=np.int64).tobytes())
+    return torch.from_numpy(_all_gather_ints([len(ids), crc], group))
+
+
+def _rank_device(config: NodeTrainConfig) -> tuple[NodeTrainConfig, torch.device]:
+    """This rank's device: under NCCL the GPU ``LOCAL_RANK`` (else the rank) of
+    this machine, set as current; else the CPU."""
+    if dist.get_backend() != "nccl":
+        return replace(config, device="cpu"), torch.device("cpu")
+    local = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
+    torch.cuda.set_device(local)
+    return replace(config, device=f"cuda:{local}"), torch.device("cuda", local)
+
+
+def _rank_logger(run: RankRun) -> Any | None:
+    if run.mlflow_run is None or dist.get_rank() != 0:
+        return None
+    from mlflow import MlflowClient
+
+    from gnncore.tracking.mlflow import MlflowRunLogger
+
+    uri, experiment_id, run_id = run.mlflow_run
+    return MlflowRunLogger(MlflowClient(tracking_uri=uri), run_id, experiment_id, uri)
+
+
+def run_rank(rank: int, world: int, run: RankRun) -> dict[str, Any]:
+    """Train this rank of a distributed run (the group is initialised); returns
+    plain values: the result fields, the per-rank figures and, on rank 0, the
+    best epoch's weights as NumPy arrays.
+
+    A rank whose collective fails (most often because a peer died) reports
+    :data:`PEER_LOSS_GRACE_S` seconds later, so that the launcher, which names
+    the first rank it sees gone, names the rank that died rather than the one
+    that noticed."""
+    try:
+        return _run_rank(rank, run)
+    except RuntimeError:
+        time.sleep(PEER_LOSS_GRACE_S)
+        raise
+
+
+def _run_rank(rank: int, run: RankRun) -> dict[str, Any]:
+    from gnncore.train.core.checkpoint import CheckpointDir
+
+    data = RankData.open(run.ranks_dir, rank)
+    config, device = _rank_device(run.config)
+    source = DistBatchSource(data, config, device)
+    checkpoints = (
+        CheckpointDir(run.checkpoint_dir, keep=run.keep_checkpoints)
+        if run.checkpoint_dir is not None
+        else None
+    )
+    hook = run.on_epoch_end
+
+    def on_epoch_end(epoch: int, path: Path | None) -> None:
+        if hook is not None:
+            hook(rank, epoch)
+
+    splits = tuple(_split_summary(data.split_ids(s), None) for s in ("train", "val", "test"))
+    result = _train_rank(source, data, config, run, checkpoints, on_epoch_end, splits, rank)
+    out: dict[str, Any] = {
+        "rank": rank,
+        "fields": {f.name: getattr(result, f.name) for f in fields(result) if f.name != "model"},
+        "train_ids": len(source.split_ids["train"]),
+        "owned_train_ids": len(data.split_ids("train")),
+        "batches_per_epoch": source.num_batches,
+        "peak_rss_mb": peak_rss_mb(),
+        "store": source.feature_store.stats.as_dict(),
+    }
+    if rank == 0:
+        out["state_dict"] = {
+            k: v.detach().cpu().numpy() for k, v in result.model.state_dict().items()
+        }
+    return out
+
+
+def _train_rank(
+    source: DistBatchSource,
+    data: RankData,
+    config: NodeTrainConfig,
+    run: RankRun,
+    checkpoints: Any,
+    on_epoch_end: Callable[[int, Path | None], None],
+    splits: tuple[torch.Tensor, ...],
+    rank: int,
+) -> NodeTrainResult:
+    from gnncore.train.node.loop import train_node_classifier
+
+    train, val, test = splits
+    return train_node_classifier(
+        source.feature_store,
+        None,
+        train,
+        val,
+        test,
+        data.num_classes,
+        config,
+        logger=_rank_logger(run),
+        progress=run.progress and rank == 0,
+        in_channels=data.num_features,
+        checkpoints=checkpoints,
+        resume=run.resume,
+        on_epoch_end=on_epoch_end,
+        train_batches=source,
+        eval_batches=(source.eval_batches("val"), source.eval_batches("test")),
+    )
+
+
+# The entry point ----------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class DistNodeTrainResult(NodeTrainResult):
+    """:class:`~gnncore.train.NodeTrainResult` of rank 0 (every rank has the same
+    reduced metrics), with the world size, the rank-data directory and what each
+    rank reported (``train_ids``, ``batches_per_epoch``, ``peak_rss_mb``, its
+    feature store's counters and its own copy of the metrics)."""
+
+    world_size: int = 1
+    ranks_dir: str = ""
+    per_rank: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            **super().summary(),
+            "world_size": self.world_size,
+            "ranks_dir": self.ranks_dir,
+            "per_rank": [
+                {k: r[k] for k in ("rank", "train_ids", "batches_per_epoch", "peak_rss_mb")}
+                | {
+                    "test_accuracy": r["fields"]["test_accuracy"],
+                    "remote_share": r["store"]["remote_share"],
+                }
+                for r in self.per_rank
+            ],
+        }
+
+
+def _check_config(config: NodeTrainConfig) -> None:
+    if config.mode in OUT_OF_CORE_MODES:
+        raise ConfigError(f"distributed training reads rank data, not mode {config.mode!r}")
+    if config.locality_aware or config.hdr_part >= 0:
+        raise ConfigError("distributed training samples uniformly (no locality-aware or HDR)")
+
+
+def default_ranks_dir(partition_dir: str | os.PathLike[str]) -> Path:
+    """Where :func:`train_distributed` writes the rank data by default:
+    ``<partition_dir>.ranks`` beside the partition directory."""
+    part = Path(partition_dir).absolute()
+    return part.parent / f"{part.name}.ranks"
+
+
+def train_distributed(
+    graph_dir: str | os.PathLike[str],
+    partition_dir: str | os.PathLike[str],
+    config: NodeTrainConfig | None = None,
+    nproc: int | None = None,
+    *,
+    ranks_dir: str | os.PathLike[str] | None = None,
+    tracking: Any | None = None,
+    tags: Mapping[str, Any] | None = None,
+    run_name: str | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    keep_checkpoints: int = 2,
+    progress: bool = False,
+    backend: str | None = None,
+    timeout: float = 120.0,
+    run_timeout: float = 24 * 3600.0,
+    on_epoch_end: RankEpochHook | None = None,
+) -> DistNodeTrainResult:
+    r"""Train a node classifier on ``nproc`` local ranks, one per partition.
+
+    Writes the per-rank data of ``graph_dir`` split by ``partition_dir`` into
+    ``ranks_dir`` (default :func:`default_ranks_dir`; reused when it is already
+    there and current), then runs :func:`run_rank` in ``nproc`` processes
+    (:func:`~gnncore.distributed.launch.spawn_local`: gloo on 127.0.0.1, or NCCL
+    when ``backend="nccl"``, one GPU per rank).
+
+    With ``tracking`` (an :class:`~gnncore.tracking.MlflowTracker`) this process
+    opens the run and logs its parameters (the config, the dataset, the world
+    size and partitioner); rank 0 logs the epochs into it; this process then
+    logs the curves and the model. The run ends ``FINISHED``, or ``FAILED``
+    when a rank fails (the :class:`~gnncore.distributed.launch.RankFailed`
+    propagates). Checkpoints (``checkpoint_dir``) are written by rank 0 and read
+    by every rank with ``resume``; they need a directory every rank can read.
+
+    Args:
+        nproc: Ranks; the partition directory's part count (the default).
+        backend: ``"gloo"`` (CPU, the default without CUDA) or ``"nccl"``.
+        timeout: Seconds a collective may wait for its peers.
+        run_timeout: Seconds the whole run may take.
+        on_epoch_end: ``f(rank, epoch)`` in every rank after each epoch
+            (picklable: a module-level function).
+
+    Raises:
+        ConfigError: Settings distributed training does not support, or
+            ``nproc`` other than the partition count.
+        RankFailed: A rank raised, died or the run ran out of time; the
+            message names the rank.
+    """
+    from gnncore.distributed.launch import spawn_local
+    from gnncore.distributed.rank_write import write_rank_data
+    from gnncore.partition.store import PartitionDir
+    from gnncore.store import GraphDir
+    from gnncore.train.core.models import build_model
+
+    config = (config or NodeTrainConfig()).validate()
+    _check_config(config)
+    graph = GraphDir.open(graph_dir)
+    partition = PartitionDir.open(partition_dir, graph)
+    world = partition.parts if nproc is None else int(nproc)
+    if world != partition.parts:
+        raise ConfigError(
+            f"--nproc {world}: the partition {partition.path} has {partition.parts} parts; "
+            "one rank trains each partition"
+        )
+    backend = backend or ("nccl" if config.device.startswith("cuda") else "gloo")
+    if backend == "nccl" and torch.cuda.device_count() < world:
+        raise ConfigError(
+            f"backend nccl: {world} ranks need {world} GPUs, found {torch.cuda.device_count()}"
+        )
+    out = write_rank_data(graph.path, partition.path, ranks_dir or default_ranks_dir(partition_dir))
+    m = graph.manifest
+    for name in ("features", "labels"):
+        if not graph.has(name):
+            raise InputError(f"node classification needs {name}; the graph has none", graph.path)
+
+    def launch(mlflow_run: tuple[str, str, str] | None) -> DistNodeTrainResult:
+        run = RankRun(
+            str(out),
+            config,
+            None if checkpoint_dir is None else str(checkpoint_dir),
+            keep_checkpoints,
+            resume,
+            progress,
+            mlflow_run,
+            on_epoch_end,
+        )
+        ranks = spawn_local(
+            run_rank, world, (run,), backend=backend, timeout=timeout, run_timeout=run_timeout
+        )
+        main = ranks[0]
+        model = build_model(
+            config.model,
+            m.num_features,
+            config.hidden,
+            m.num_classes,
+            config.num_layers,
+            config.dropout,
+            heads=config.heads,
+        )
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in main["state_dict"].items()})
+        for r in ranks:
+            r.pop("state_dict", None)
+        return DistNodeTrainResult(
+            model=model.eval(),
+            **main["fields"],
+            world_size=world,
+            ranks_dir=str(out),
+            per_rank=ranks,
+        )
+
+    if tracking is None:
+        return launch(None)
+
+    from gnncore.store import GraphDirFeatureStore
+    from gnncore.train.api import _log_outcome, _tracked_run, example_input, training_curves
+    from gnncore.train.core.checkpoint import CheckpointDir
+
+    previous = (
+        CheckpointDir(checkpoint_dir).latest() if resume and checkpoint_dir is not None else None
+    )
+    with _tracked_run(tracking, m.name, "node", config.model, tags, run_name, previous) as logger:
+        logger.log_params(
+            {
+                **config.to_params(),
+                "dataset": m.name,
+                "num_nodes": m.num_nodes,
+                "num_edges": m.num_edges,
+                "num_features": m.num_features,
+                "num_classes": m.num_classes,
+                "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
+                "world_size": world,
+                "backend": backend,
+                "partitioner": partition.method,
+                "partition_dir": str(partition.path),
+                "ranks_dir": str(out),
+            }
+        )
+        result = launch((logger.tracking_uri, logger.experiment_id, logger.run_id))
+        _log_outcome(
+            logger,
+            result,
+            training_curves(result),
+            example_input(GraphDirFeatureStore(graph), m.num_features),
+            graph,
+        )
+    return result
+
+
+__all__ = [
+    "DistBatchSource",
+    "DistEvalBatches",
+    "DistNodeTrainResult",
+    "RankRun",
+    "balance_ids",
+    "default_ranks_dir",
+    "run_rank",
+    "split_batches",
+    "train_distributed",
+    "transfer_plan",
+]

@@ -1,0 +1,146 @@
+"""Distributed node classification on 2 gloo ranks against single-process training."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import planted_graph
+from gnncore.distributed.launch import RankFailed
+from gnncore.distributed.training import split_batches, train_distributed, transfer_plan
+from gnncore.partition.run import partition_graph
+from gnncore.train import NodeTrainConfig, train_graph_dir
+
+#: Distributed test accuracy may trail single-process training by this much on the
+#: planted graph (same global batch and optimiser steps; other batches and dropout draws).
+TOLERANCE = 0.03
+CONFIG = NodeTrainConfig(epochs=6, batch_size=32, fanouts=(5, 5), hidden=32, seed=0)
+
+
+# Pure planning ------------------------------------------------------------------
+
+
+def test_transfer_plan_balances_and_moves_least() -> None:
+    from itertools import combinations
+
+    for counts in ([10, 0], [7, 3, 0, 6], [5, 5], [1, 0, 0], [3, 4], [100, 1, 1, 1], [2, 9, 4]):
+        counts = np.array(counts)
+        moves = transfer_plan(counts)
+        final = counts - moves.sum(axis=1) + moves.sum(axis=0)
+        total, world = int(counts.sum()), len(counts)
+        assert sorted(final.tolist()) == sorted(
+            [total // world + (i < total % world) for i in range(world)]
+        ), (counts, final)
+        assert np.all(np.diag(moves) == 0) and np.all(moves >= 0)
+        # No rank both gives and receives, and no balanced split moves fewer ids.
+        assert np.all((moves.sum(axis=1) == 0) | (moves.sum(axis=0) == 0))
+        least = min(
+            int(np.maximum(counts - (total // world + np.isin(np.arange(world), extra)), 0).sum())
+            for extra in combinations(range(world), total % world)
+        )
+        assert moves.sum() == least, (counts, moves)
+
+
+def test_split_batches_equal_count_distinct_ids() -> None:
+    rng = np.random.default_rng(0)
+    ids = np.arange(10, 47)
+    batches = split_batches(ids, 4, rng)
+    assert len(batches) == 4 and all(len(set(b)) == len(b) for b in batches)
+    assert sorted(np.concatenate(batches).tolist()) == ids.tolist()
+    few = split_batches(np.array([5, 9]), 3, rng)  # fewer ids than batches: repeats
+    assert [len(b) for b in few] == [1, 1, 1] and set(np.concatenate(few)) == {5, 9}
+
+
+# Two real ranks ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("dist-train")
+    g = planted_graph(root / "g", num_nodes=600, degree=8)
+    # METIS-free random parts of unequal training counts exercise the balancing.
+    partition_graph(g, root / "p", method="random", parts=2)
+    return g, root / "p"
+
+
+@pytest.fixture(scope="module")
+def runs(graph, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    g, part = graph
+    ckpt = tmp_path_factory.mktemp("ckpt")
+    started = time.perf_counter()
+    dist = train_distributed(g, part, CONFIG, 2, checkpoint_dir=ckpt, run_timeout=120)
+    seconds = time.perf_counter() - started
+    single = train_graph_dir(g, CONFIG, progress=False)
+    return {"dist": dist, "single": single, "seconds": seconds, "ckpt": ckpt}
+
+
+def test_two_ranks_reach_single_process_accuracy(runs) -> None:
+    dist, single = runs["dist"], runs["single"]
+    assert dist.world_size == 2 and dist.stopped_epoch == CONFIG.epochs
+    assert dist.test_accuracy >= single.test_accuracy - TOLERANCE, (
+        dist.test_accuracy,
+        single.test_accuracy,
+    )
+    assert dist.test_accuracy > 0.8  # 4 classes: far above chance
+
+
+def test_every_rank_runs_the_same_batches_and_gets_the_same_metrics(runs, graph) -> None:
+    dist = runs["dist"]
+    ranks = dist.per_rank
+    assert [r["rank"] for r in ranks] == [0, 1]
+    # Equal batch counts per epoch on every rank, from balanced shares of the train ids.
+    assert len({r["batches_per_epoch"] for r in ranks}) == 1
+    shares = [r["train_ids"] for r in ranks]
+    assert max(shares) - min(shares) <= 1 and sum(shares) == 600 // 5
+    for epoch in dist.throughput:
+        assert epoch["rank0_batches"] == epoch["rank1_batches"] == ranks[0]["batches_per_epoch"]
+        assert epoch["rank0_seeds"] + epoch["rank1_seeds"] == 600 // 5
+        assert 0 < epoch["dist_remote_share"] < 1 and epoch["dist_remote_bytes"] > 0
+    # The reduced metrics are identical on every rank, epoch by epoch.
+    for key in ("val_accuracy", "test_accuracy", "best_epoch", "test_macro_f1"):
+        assert ranks[0]["fields"][key] == ranks[1]["fields"][key], key
+    # Rank 0 alone wrote the checkpoints (the newest two are kept).
+    assert sorted(p.name for p in runs["ckpt"].glob("epoch-*.pt")) == [
+        f"epoch-{CONFIG.epochs - 1}.pt",
+        f"epoch-{CONFIG.epochs}.pt",
+    ]
+
+
+def test_resume_loads_the_checkpoint_in_every_rank(runs, graph, tmp_path) -> None:
+    g, part = graph
+    more = NodeTrainConfig(**{**CONFIG.to_dict(), "epochs": CONFIG.epochs + 1, "fanouts": (5, 5)})
+    resumed = train_distributed(
+        g, part, more, 2, checkpoint_dir=runs["ckpt"], resume=True, run_timeout=120
+    )
+    assert resumed.resumed_from_epoch == CONFIG.epochs
+    assert resumed.stopped_epoch == CONFIG.epochs + 1
+    assert resumed.val_accuracy[: CONFIG.epochs] == runs["dist"].val_accuracy
+    assert [r["fields"]["resumed_from_epoch"] for r in resumed.per_rank] == [CONFIG.epochs] * 2
+
+
+def _die_in_rank_1(rank: int, epoch: int) -> None:
+    if rank == 1 and epoch == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_killed_rank_stops_the_run_naming_it(graph) -> None:
+    g, part = graph
+    started = time.perf_counter()
+    with pytest.raises(RankFailed, match=r"rank 1 of 2 exited with code -9"):
+        train_distributed(
+            g, part, CONFIG, 2, on_epoch_end=_die_in_rank_1, timeout=20, run_timeout=60
+        )
+    assert time.perf_counter() - started < 30
+
+
+def test_nproc_must_match_the_partition(graph) -> None:
+    from gnncore.train.node.config import ConfigError
+
+    g, part = graph
+    with pytest.raises(ConfigError, match="has 2 parts"):
+        train_distributed(g, part, CONFIG, 3)
