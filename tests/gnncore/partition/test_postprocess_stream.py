@@ -20,7 +20,13 @@ import pytest
 from conftest import planted_graph
 from gnncore import _C
 from gnncore.cli.main import main
-from gnncore.partition import PartitionOptions, partition_graph, partition_metrics, store
+from gnncore.partition import (
+    PartitionOptions,
+    partition_graph,
+    partition_metrics,
+    postprocess_stream,
+    store,
+)
 from gnncore.partition.base import symmetric_graph
 from gnncore.partition.postprocess import balance_splits, npy_layout
 from gnncore.partition.postprocess_stream import (
@@ -133,6 +139,9 @@ def assert_same_dirs(got: Path, want: Path) -> None:
         ("unsplit", "fennel", 4),
         ("directed", "random", 6),
         ("directed", "grem", 2),
+        ("planted", "bytegnn", 4),
+        ("random", "hydra", 3),
+        ("random", "range", 1),
     ],
 )
 def test_partition_dir_is_the_in_memory_one(graphs, tmp_path, graph_name, method, parts):
@@ -155,8 +164,11 @@ def test_random_assignments_need_balancing_moves(graphs, tmp_path):
 
 
 @pytest.mark.parametrize("graph_name", ["planted", "directed", "unsplit"])
-def test_small_reads_and_one_part_per_read_change_nothing(graphs, tmp_path, graph_name):
+def test_small_reads_and_one_part_per_read_change_nothing(
+    graphs, tmp_path, monkeypatch, graph_name
+):
     graph = graphs[graph_name]
+    monkeypatch.setattr(postprocess_stream, "BITS_BLOCK_WORDS", 2)  # halo ids 128 at a time
     parts = 7
     assignment = random_assignment(graph.num_nodes, parts, 4)
     info = {
