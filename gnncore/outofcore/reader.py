@@ -89,6 +89,7 @@ def read_rows(
     *,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     sequential_hint: bool = True,
+    direct: bool = False,
 ) -> np.ndarray:
     """Rows ``start:stop`` of a C-ordered array stored in ``path`` from byte
     ``header_bytes`` on, each of ``row_shape`` items of ``dtype``, as a new array
@@ -102,6 +103,8 @@ def read_rows(
         start, stop: The row range, ``0 <= start <= stop``.
         chunk_bytes: Bytes per ``pread`` call.
         sequential_hint: Advise the kernel of a sequential read first.
+        direct: Read with ``O_DIRECT`` (bypassing the page cache) where the
+            file system allows it.
 
     Raises:
         InputError: The file ends before row ``stop``.
@@ -125,6 +128,7 @@ def read_rows(
             _bytes_of(out),
             chunk_bytes=int(chunk_bytes),
             sequential_hint=bool(sequential_hint),
+            direct=bool(direct),
         )
     except OSError as exc:
         if exc.errno is None:
@@ -142,6 +146,7 @@ def read_row_ranges(
     *,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     sequential_hint: bool = True,
+    direct: bool = False,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The rows of several ranges ``(start, stop)`` of the array in ``path`` (as
@@ -149,6 +154,7 @@ def read_row_ranges(
     that opens the file once and reads the ranges one after the other. With
     ``out`` (C-contiguous, ``dtype``, shape ``(total rows, *row_shape)``, e.g. a
     slice of a larger array) the rows are read into it instead of a new array.
+    ``direct`` as for :func:`read_rows`.
 
     Raises:
         InputError: The file ends before a range does.
@@ -184,6 +190,7 @@ def read_row_ranges(
             _bytes_of(out),
             chunk_bytes=int(chunk_bytes),
             sequential_hint=bool(sequential_hint),
+            direct=bool(direct),
         )
     except OSError as exc:
         if exc.errno is None:

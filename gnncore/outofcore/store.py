@@ -252,10 +252,19 @@ def _static_nodes(in_degree: np.ndarray, fraction: float, node_map: np.ndarray) 
 
 @dataclass(frozen=True)
 class PartitionedStore:
-    """A read-only partitioned store (see the module docstring)."""
+    """A read-only partitioned store (see the module docstring).
+
+    Its partition and bucket reads use ``O_DIRECT`` (``direct_reads``, where the
+    file system allows it): read once per epoch, the data gains nothing from the
+    page cache, and under a memory limit that counts the cache, caching it would
+    only make the kernel reclaim pages while training runs. With
+    ``direct_reads=False`` they go through the page cache, which helps when the
+    whole store fits in memory and is read again each epoch.
+    """
 
     path: Path
     info: dict[str, Any]
+    direct_reads: bool = True
 
     @property
     def parts(self) -> int:
@@ -296,7 +305,7 @@ class PartitionedStore:
     def _rows(self, name: str, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of ``name.npy`` in one sequential read (``pread``
         in C++, the GIL released)."""
-        return read_rows(*self._layout(name), start, stop)
+        return read_rows(*self._layout(name), start, stop, direct=self.direct_reads)
 
     def read_rows(
         self, name: str, ranges: list[tuple[int, int]], out: np.ndarray | None = None
@@ -304,7 +313,7 @@ class PartitionedStore:
         """Rows of ``name.npy`` in each ``(start, stop)`` range, concatenated: one
         open, one sequential ``pread`` pass per range, the GIL released (into
         ``out`` when given: see :func:`~gnncore.outofcore.reader.read_row_ranges`)."""
-        return read_row_ranges(*self._layout(name), ranges, out=out)
+        return read_row_ranges(*self._layout(name), ranges, out=out, direct=self.direct_reads)
 
     def partition_features(self, part: int) -> np.ndarray:
         """The features of partition ``part``, rows ``offsets[part]:offsets[part+1]``."""

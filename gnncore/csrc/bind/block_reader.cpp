@@ -43,25 +43,27 @@ void bind_block_reader(nb::module_& m) {
   m.def(
       "read_range",
       [](const std::string& path, int64_t offset, ByteBuffer out, int64_t chunk_bytes,
-         bool sequential_hint) {
+         bool sequential_hint, bool direct) {
         const size_t chunk = chunk_of(chunk_bytes);
         const int64_t nbytes = static_cast<int64_t>(out.shape(0));
         uint8_t* data = out.data();
         try {
           nb::gil_scoped_release release;
-          io::read_range(path, offset, nbytes, data, chunk, sequential_hint);
+          io::read_range(path, offset, nbytes, data, chunk, sequential_hint, direct);
         } catch (const io::BlockReadError& e) {
           raise_os_error(e);
         }
       },
       nb::arg("path"), nb::arg("offset"), nb::arg("out").noconvert(),
       nb::arg("chunk_bytes") = static_cast<int64_t>(io::kDefaultChunkBytes),
-      nb::arg("sequential_hint") = true,
+      nb::arg("sequential_hint") = true, nb::arg("direct") = false,
       R"doc(Read ``out.size`` bytes of the file ``path`` from byte ``offset`` into
 ``out`` (a writable, contiguous, 1-D uint8 array), in ``pread`` calls of at most
 ``chunk_bytes`` bytes, retried on EINTR and continued after short reads. With
 ``sequential_hint``, first advises the kernel of a sequential read
-(``posix_fadvise``). Releases the GIL.
+(``posix_fadvise``). With ``direct``, reads with ``O_DIRECT`` through an
+aligned bounce buffer, bypassing the page cache, where the file system allows
+it (else through the page cache). Releases the GIL.
 
 Raises ``ValueError`` for a negative offset or a non-positive ``chunk_bytes``,
 and ``OSError`` naming the path and offset when the file cannot be opened or
@@ -71,7 +73,7 @@ read (``FileNotFoundError`` etc. by errno), or, with ``errno`` None and
   m.def(
       "read_ranges",
       [](const std::string& path, InArray<int64_t> offsets, InArray<int64_t> lengths,
-         ByteBuffer out, int64_t chunk_bytes, bool sequential_hint) {
+         ByteBuffer out, int64_t chunk_bytes, bool sequential_hint, bool direct) {
         const size_t chunk = chunk_of(chunk_bytes);
         const size_t count = offsets.shape(0);
         if (lengths.shape(0) != count)
@@ -98,18 +100,19 @@ read (``FileNotFoundError`` etc. by errno), or, with ``errno`` None and
         uint8_t* data = out.data();
         try {
           nb::gil_scoped_release release;
-          io::read_ranges(path, offs, lens, count, data, chunk, sequential_hint);
+          io::read_ranges(path, offs, lens, count, data, chunk, sequential_hint, direct);
         } catch (const io::BlockReadError& e) {
           raise_os_error(e);
         }
       },
       nb::arg("path"), nb::arg("offsets"), nb::arg("lengths"), nb::arg("out").noconvert(),
       nb::arg("chunk_bytes") = static_cast<int64_t>(io::kDefaultChunkBytes),
-      nb::arg("sequential_hint") = true,
+      nb::arg("sequential_hint") = true, nb::arg("direct") = false,
       R"doc(Read the byte ranges ``[offsets[i], offsets[i] + lengths[i])`` of the
 file ``path``, in order, into consecutive regions of ``out`` (a writable,
-contiguous, 1-D uint8 array of ``sum(lengths)`` bytes), opening the file once.
-``offsets`` and ``lengths`` are int64 arrays of one length. Releases the GIL.
+contiguous, 1-D uint8 array of ``sum(lengths)`` bytes), opening the file once,
+``direct`` as for :func:`read_range`. ``offsets`` and ``lengths`` are int64
+arrays of one length. Releases the GIL.
 
 Raises ``ValueError`` when ``offsets`` and ``lengths`` differ in length, a
 length or offset is negative or the lengths do not add up to ``out.size``;

@@ -30,21 +30,30 @@ class BlockReadError : public std::runtime_error {
   int error_;
 };
 
+// Block size O_DIRECT reads are aligned to (offsets, lengths and buffer).
+constexpr size_t kDirectAlign = 4096;
+
 // Reads bytes [offset, offset + nbytes) of `path` into `out` (nbytes bytes).
 // With `sequential_hint`, first advises the kernel that the range will be read
 // sequentially (posix_fadvise POSIX_FADV_SEQUENTIAL; a refused hint is ignored).
-// Throws std::invalid_argument for a negative offset or size, a zero chunk or a
-// range past the largest file offset, and BlockReadError when the file cannot
-// be opened or read or ends before the range does.
+// With `direct`, reads with O_DIRECT: the device copies straight into an aligned
+// bounce buffer of about `chunk_bytes`, bypassing the page cache (no kernel copy,
+// no cached pages to reclaim under a memory limit), and the wanted bytes are
+// copied out of it; where the file system refuses O_DIRECT (tmpfs, some FUSE
+// mounts: EINVAL at open or at the first read) the read goes through the page
+// cache instead. Throws std::invalid_argument for a negative offset or size, a
+// zero chunk or a range past the largest file offset, and BlockReadError when the
+// file cannot be opened or read or ends before the range does.
 void read_range(const std::string& path, int64_t offset, int64_t nbytes, void* out,
-                size_t chunk_bytes = kDefaultChunkBytes, bool sequential_hint = true);
+                size_t chunk_bytes = kDefaultChunkBytes, bool sequential_hint = true,
+                bool direct = false);
 
 // Reads the ranges [offsets[i], offsets[i] + lengths[i]) of `path`, in order,
 // into consecutive regions of `out` (sum(lengths) bytes), opening the file once.
-// Same errors as read_range.
+// Same options and errors as read_range.
 void read_ranges(const std::string& path, const int64_t* offsets, const int64_t* lengths,
                  size_t count, void* out, size_t chunk_bytes = kDefaultChunkBytes,
-                 bool sequential_hint = true);
+                 bool sequential_hint = true, bool direct = false);
 
 // Asks the kernel to drop `path`'s cached pages (posix_fadvise POSIX_FADV_DONTNEED
 // over the whole file; dirty pages are not written back first, so call it on files

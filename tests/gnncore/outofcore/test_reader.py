@@ -59,9 +59,10 @@ def test_header_bytes_of_a_file_that_is_not_npy(tmp_path):
     assert info.value.path == path
 
 
+@pytest.mark.parametrize("direct", [False, True], ids=["buffered", "direct"])
 @pytest.mark.parametrize("fixture", ["features", "edges"])
 @pytest.mark.parametrize("chunk_bytes", [8 << 20, 4096, 4093, 1])
-def test_random_ranges_match_the_reference(request, fixture, chunk_bytes):
+def test_random_ranges_match_the_reference(request, fixture, chunk_bytes, direct):
     path, array = request.getfixturevalue(fixture)
     header, dtype, row_shape = _layout(path)
     rng = np.random.default_rng(chunk_bytes)
@@ -71,7 +72,9 @@ def test_random_ranges_match_the_reference(request, fixture, chunk_bytes):
     ]
     ranges += [(0, n), (n - 1, n), (n, n), (0, 0), (17, 17), (n - 300, n)]
     for start, stop in ranges:
-        got = read_rows(path, header, dtype, row_shape, start, stop, chunk_bytes=chunk_bytes)
+        got = read_rows(
+            path, header, dtype, row_shape, start, stop, chunk_bytes=chunk_bytes, direct=direct
+        )
         want = read_rows_reference(path, header, dtype, row_shape, start, stop)
         assert got.dtype == dtype and got.shape == (stop - start, *row_shape)
         assert np.array_equal(got, want)
@@ -119,7 +122,8 @@ def test_several_ranges_are_concatenated_in_the_order_given(features, edges):
             read_row_ranges(path, header, dtype, row_shape, ranges, out=target[: total + 1])
 
 
-def test_random_multi_range_reads_match_the_reference(edges):
+@pytest.mark.parametrize("direct", [False, True], ids=["buffered", "direct"])
+def test_random_multi_range_reads_match_the_reference(edges, direct):
     path, array = edges
     header, dtype, row_shape = _layout(path)
     rng = np.random.default_rng(3)
@@ -128,10 +132,85 @@ def test_random_multi_range_reads_match_the_reference(edges):
         ranges = [
             tuple(int(v) for v in sorted(rng.integers(0, len(array) + 1, 2))) for _ in range(k)
         ]
-        got = read_row_ranges(path, header, dtype, row_shape, ranges, chunk_bytes=1000)
+        got = read_row_ranges(
+            path, header, dtype, row_shape, ranges, chunk_bytes=1000, direct=direct
+        )
         assert np.array_equal(
             got, read_row_ranges_reference(path, header, dtype, row_shape, ranges)
         )
+
+
+def _resident_pages(path: Path) -> int:
+    """Pages of ``path`` in the page cache (``mincore`` over a map of it)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long
+    ]  # fmt: skip
+    size = path.stat().st_size
+    vec = (ctypes.c_ubyte * (-(-size // mmap.PAGESIZE)))()
+    with open(path, "rb") as f:
+        ptr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, f.fileno(), 0)
+    if ptr in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
+    try:
+        if libc.mincore(ctypes.c_void_p(ptr), ctypes.c_size_t(size), vec) != 0:
+            raise OSError(ctypes.get_errno(), f"mincore of {path} failed")
+    finally:
+        libc.munmap(ctypes.c_void_p(ptr), ctypes.c_size_t(size))
+    return sum(v & 1 for v in vec)
+
+
+def _direct_reads_allowed(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def test_direct_reads_bypass_the_page_cache(tmp_path):
+    """A direct read of an evicted file leaves (almost) none of it cached, where a
+    buffered read caches what it read; both return the same rows."""
+    x = np.random.default_rng(4).standard_normal((4096, 64)).astype(np.float32)  # 1 MiB
+    path = _save(tmp_path / "features.npy", x)
+    if not _direct_reads_allowed(path):
+        pytest.skip(f"the file system of {tmp_path} refuses O_DIRECT")
+    os.sync()
+    header, dtype, row_shape = _layout(path)
+    pages = -(-path.stat().st_size // 4096)
+    assert evict_from_page_cache([path]) == 1
+    if _resident_pages(path) > pages // 4:
+        pytest.skip("the page cache here does not drop evicted pages")
+    got = read_rows(path, header, dtype, row_shape, 10, 4000, chunk_bytes=64 << 10, direct=True)
+    assert np.array_equal(got, x[10:4000])
+    assert _resident_pages(path) <= pages // 8
+    read_rows(path, header, dtype, row_shape, 10, 4000, chunk_bytes=64 << 10, direct=False)
+    assert _resident_pages(path) >= pages // 2
+
+
+def test_direct_reads_fall_back_where_o_direct_is_refused():
+    """tmpfs refuses O_DIRECT: the read goes through the page cache and is right."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    path = shm / f"gnncore-direct-{os.getpid()}.npy"
+    try:
+        x = np.arange(3000 * 5, dtype=np.int64).reshape(3000, 5)
+        _save(path, x)
+        if _direct_reads_allowed(path):
+            pytest.skip("/dev/shm accepts O_DIRECT here")
+        header, dtype, row_shape = _layout(path)
+        got = read_row_ranges(
+            path, header, dtype, row_shape, [(7, 2000), (0, 3)], chunk_bytes=4096, direct=True
+        )
+        assert np.array_equal(got, np.concatenate([x[7:2000], x[0:3]]))
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def test_a_truncated_file_is_named(tmp_path):
