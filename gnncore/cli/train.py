@@ -185,7 +185,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a partitioned store of the graph (gnncore store), read by --mode hierbatching "
         "and --mode partition_buffer",
     )
+    parser.add_argument(
+        "--nproc",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="distributed node training: N ranks on this machine (gloo on CPU, NCCL with "
+        "--device cuda), one per partition of --partition (docs/DISTRIBUTED.md)",
+    )
+    parser.add_argument(
+        "--partition",
+        type=Path,
+        default=None,
+        metavar="PARTITION_DIR",
+        help="with --nproc: a partition of the graph (gnncore partition); its per-rank data "
+        "is written beside it (PARTITION_DIR.ranks) or to --ranks-dir, and reused",
+    )
+    parser.add_argument(
+        "--ranks-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --nproc: where the per-rank data goes (default: PARTITION_DIR.ranks)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _distributed_args(args: argparse.Namespace) -> bool:
+    """Whether ``args`` ask for a distributed run (``--nproc``), checking the
+    flags that go with it."""
+    if args.nproc is None:
+        if args.partition is not None or args.ranks_dir is not None:
+            raise GnnCoreError("--partition and --ranks-dir go with --nproc N")
+        return False
+    if args.task != "node":
+        raise GnnCoreError("--nproc: distributed training is built for --task node so far")
+    if args.partition is None:
+        raise GnnCoreError("--nproc needs --partition PARTITION_DIR (one partition per rank)")
+    if args.store is not None or args.placement is not None or args.replication is not None:
+        raise GnnCoreError("--nproc reads per-rank data: drop --store, --placement, --replication")
+    return True
 
 
 def data_root(arg: Path | None) -> Path:
@@ -256,26 +295,47 @@ def run(
         open_store(graph, config, args.store)  # and on a bad store or budget
     root = data_root(args.data_root)
     run_kind = config.model if args.task == "node" else f"link-{config.model}-{config.decoder}"
+    if args.nproc is not None:
+        run_kind = f"{run_kind}-nproc{args.nproc}"  # not resumable by a one-process run
     checkpoint_dir = args.checkpoint_dir or default_checkpoint_dir(
         root, graph.manifest.name, run_kind, config.seed
     )
     uri = args.mlflow_uri or default_tracking_uri(root)
+    distributed = _distributed_args(args)
     tracker = MlflowTracker(uri, args.experiment)
+    result: Any
     with _sigterm_as_interrupt():
-        result = train_graph_dir(
-            graph,
-            config,
-            tracking=tracker,
-            progress=not args.no_progress and on_terminal(),
-            run_name=args.run_name,
-            checkpoint_dir=checkpoint_dir,
-            resume=args.resume,
-            keep_checkpoints=args.keep_checkpoints,
-            on_epoch_end=on_epoch_end,
-            placement=args.placement,
-            replication=args.replication,
-            store=args.store,
-        )
+        if distributed:
+            from gnncore.distributed.training import train_distributed
+
+            result = train_distributed(
+                graph.path,
+                args.partition,
+                config,
+                args.nproc,
+                ranks_dir=args.ranks_dir,
+                tracking=tracker,
+                run_name=args.run_name,
+                checkpoint_dir=checkpoint_dir,
+                resume=args.resume,
+                keep_checkpoints=args.keep_checkpoints,
+                progress=not args.no_progress and on_terminal(),
+            )
+        else:
+            result = train_graph_dir(
+                graph,
+                config,
+                tracking=tracker,
+                progress=not args.no_progress and on_terminal(),
+                run_name=args.run_name,
+                checkpoint_dir=checkpoint_dir,
+                resume=args.resume,
+                keep_checkpoints=args.keep_checkpoints,
+                on_epoch_end=on_epoch_end,
+                placement=args.placement,
+                replication=args.replication,
+                store=args.store,
+            )
     assert result.run_id is not None
     return {
         "task": args.task,

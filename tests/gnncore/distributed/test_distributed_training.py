@@ -128,14 +128,56 @@ def _die_in_rank_1(rank: int, epoch: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def test_a_killed_rank_stops_the_run_naming_it(graph) -> None:
+def test_a_killed_rank_stops_the_run_naming_it(graph, tmp_path) -> None:
+    from gnncore.tracking import FAILED, MlflowTracker, default_tracking_uri
+
     g, part = graph
+    tracker = MlflowTracker(default_tracking_uri(tmp_path), "dist")
     started = time.perf_counter()
     with pytest.raises(RankFailed, match=r"rank 1 of 2 exited with code -9"):
         train_distributed(
-            g, part, CONFIG, 2, on_epoch_end=_die_in_rank_1, timeout=20, run_timeout=60
+            g,
+            part,
+            CONFIG,
+            2,
+            tracking=tracker,
+            on_epoch_end=_die_in_rank_1,
+            timeout=20,
+            run_timeout=60,
         )
     assert time.perf_counter() - started < 30
+    (run,) = tracker.client.search_runs([tracker.experiment_id])
+    assert run.info.status == FAILED
+    # Rank 0 logged the first epoch before rank 1 died.
+    assert run.data.metrics["rank1_batches"] > 0
+
+
+def test_cli_nproc_logs_rank_figures_from_rank_0(graph, tmp_path) -> None:
+    import json
+
+    import mlflow
+
+    from gnncore.cli.main import main
+
+    g, part = graph
+    out = tmp_path / "run.json"
+    argv = ["train", str(g), "--nproc", "2", "--partition", str(part), "--epochs", "2",
+            "--batch-size", "32", "--fanouts", "5,5", "--no-progress", "--json", str(out),
+            "--data-root", str(tmp_path / "data")]  # fmt: skip
+    assert main(argv) == 0
+    summary = json.loads(out.read_text())
+    assert summary["world_size"] == 2 and len(summary["per_rank"]) == 2
+    client = mlflow.MlflowClient(summary["mlflow_tracking_uri"])
+    run = client.get_run(summary["mlflow_run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["world_size"] == "2" and run.data.params["partitioner"] == "random"
+    assert run.data.metrics["test_accuracy"] == summary["test_accuracy"]
+    for name in ("dist_remote_share", "rank0_remote_bytes", "rank1_exchange_s", "rank1_sample_s"):
+        history = client.get_metric_history(run.info.run_id, name)
+        assert [m.step for m in history] == [1, 2], name
+    # Checkpoints went to a directory of their own, written once per epoch.
+    ckpt = tmp_path / "data" / "checkpoints"
+    assert [p.name for p in ckpt.iterdir()][0].endswith("-nproc2-seed0")
 
 
 def test_nproc_must_match_the_partition(graph) -> None:
