@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -38,6 +38,9 @@ from torch_geometric.loader import NodeLoader
 from gnncore.errors import InputError
 from gnncore.outofcore.stats import StepStats
 from gnncore.outofcore.store import PartitionedStore
+
+if TYPE_CHECKING:
+    from gnncore.train.core.prefetch import BatchTiming, PrefetchIterator
 
 #: ``r_s``: the static fraction HierBatching's paper uses.
 DEFAULT_STATIC_FRACTION = 0.01
@@ -361,6 +364,12 @@ class HierBatchSource:
         prefetch: Load the next step's partitions while the current one trains.
         log: Called with one line per step (progress in CLI / Dagster logs).
         schedule: ``"groups"`` (HierBatching) or ``"buffer"`` (see :data:`Schedule`).
+        batch_workers, batch_depth: Threads that sample a step's mini-batches
+            ahead of training, and how far ahead
+            (:class:`~gnncore.train.core.prefetch.Prefetcher`; 0 samples in the
+            training thread). The batches are the same either way.
+        device: Where batches are used: on CUDA the sampling threads pin them
+            and copy them there on a side stream.
     """
 
     def __init__(
@@ -374,6 +383,9 @@ class HierBatchSource:
         prefetch: bool = True,
         log: Callable[[str], None] | None = None,
         schedule: Schedule = "groups",
+        batch_workers: int = 0,
+        batch_depth: int = 4,
+        device: torch.device | None = None,
     ) -> None:
         from gnncore.store.feature_store import TensorFeatureStore
 
@@ -390,6 +402,7 @@ class HierBatchSource:
         self.prefetch = prefetch
         self.log = log
         self.schedule = schedule
+        self.batch_prefetch = _BatchPrefetch(batch_workers, batch_depth, device)
         self.static = StaticCache.read(store)
         self.labels = torch.from_numpy(np.array(store.array("labels"))).long()
         self.splits = {
@@ -456,8 +469,9 @@ class HierBatchSource:
         make_sampler: SamplerFactory | None = None,
     ) -> Iterator[Iterator[Any]]:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-megabatch")
+        batches = _EpochBatches()
         try:
-            yield self._generate(
+            batches.steps = self._generate(
                 pool,
                 plan,
                 split,
@@ -465,8 +479,11 @@ class HierBatchSource:
                 shuffle,
                 batch_size or self.batch_size,
                 make_sampler or self.make_sampler,
+                batches,
             )
+            yield batches
         finally:
+            batches.close()
             pool.shutdown(wait=True, cancel_futures=True)
 
     def _load(
@@ -484,8 +501,8 @@ class HierBatchSource:
         shuffle: bool,
         batch_size: int,
         make_sampler: SamplerFactory,
+        batches: _EpochBatches,
     ) -> Iterator[Any]:
-
         nodes = self.splits.get(split, np.zeros(0, dtype=np.int64))
         pending: Future[MegaBatch] | None = self._load(pool, plan[0], {}) if plan else None
         for k, step in enumerate(plan):
@@ -500,7 +517,16 @@ class HierBatchSource:
             targets = split_nodes_in(nodes, self.store, step.targets)
             if len(targets):
                 yield from _step_batches(
-                    mega, step, targets, self.labels, passes, shuffle, batch_size, make_sampler
+                    mega,
+                    step,
+                    targets,
+                    self.labels,
+                    passes,
+                    shuffle,
+                    batch_size,
+                    make_sampler,
+                    self.batch_prefetch,
+                    batches,
                 )
             if k + 1 < len(plan) and not self.prefetch:
                 pending = self._load(pool, plan[k + 1], mega.pieces)
@@ -520,6 +546,39 @@ class HierBatchSource:
             )
 
 
+@dataclass(frozen=True)
+class _BatchPrefetch:
+    """How a step's mini-batches are prepared (see :class:`HierBatchSource`)."""
+
+    workers: int
+    depth: int
+    device: torch.device | None
+
+
+class _EpochBatches(Iterator[Any]):
+    """An epoch's (or an evaluation's) batches across its steps. ``last_timing``
+    is that of the batch just returned, from the step's prefetcher, so the
+    loop's timer counts the sampling done in its threads; ``None`` when the
+    batches are sampled in the training thread."""
+
+    def __init__(self) -> None:
+        self.steps: Iterator[Any] = iter(())
+        self.current: PrefetchIterator | None = None
+
+    def __next__(self) -> Any:
+        return next(self.steps)
+
+    @property
+    def last_timing(self) -> BatchTiming | None:
+        return None if self.current is None else self.current.last_timing
+
+    def close(self) -> None:
+        """Stop the step in progress (its sampling threads) and the steps."""
+        close = getattr(self.steps, "close", None)
+        if close is not None:
+            close()
+
+
 def _step_batches(
     mega: MegaBatch,
     step: Step,
@@ -529,11 +588,15 @@ def _step_batches(
     shuffle: bool,
     batch_size: int,
     make_sampler: SamplerFactory,
+    prefetch: _BatchPrefetch,
+    holder: _EpochBatches,
 ) -> Iterator[Any]:
     """The mini-batches of one step: ``passes`` passes over ``targets`` (store
-    ids) sampled from the step's cached subgraph."""
+    ids) sampled from the step's cached subgraph, through a prefetcher whose
+    iterator ``holder`` shows while it runs."""
     from gnncore.store.feature_store import TensorFeatureStore
     from gnncore.store.graph_store import CSCGraphStore
+    from gnncore.train.core.prefetch import Prefetcher
 
     tensors = {"y": labels[torch.from_numpy(mega.nodes)]}
     if mega.x is not None:
@@ -552,8 +615,13 @@ def _step_batches(
             generator=shuffler if shuffle else None,
         )
         try:
-            yield from loader
+            with iter(
+                Prefetcher(loader, prefetch.workers, prefetch.depth, prefetch.device)
+            ) as batches:
+                holder.current = batches
+                yield from batches
         finally:
+            holder.current = None
             # A PyG loader holds itself in a reference cycle (its collate_fn is its
             # own bound method), and through it this step's cached subgraph. Break
             # the cycle so that reference counting frees the step as soon as it

@@ -16,6 +16,7 @@ import torch
 
 from gnncore.outofcore.hierbatching import EvalBatches, HierBatchSource, mega_batch_parts
 from gnncore.outofcore.store import PartitionedStore
+from gnncore.train.core.device import resolve_device
 from gnncore.train.node.config import NodeTrainConfig
 
 
@@ -53,6 +54,9 @@ def hierbatching_batches(
         prefetch=True,
         log=log,
         schedule="buffer" if config.mode == "partition_buffer" else "groups",
+        batch_workers=config.prefetch_workers,
+        batch_depth=config.prefetch_depth,
+        device=resolve_device(config.device),
     )
     eval_fanouts = config.eval_fanouts or (-1,) * config.num_layers
     make_eval = _sampler_factory(config, eval_fanouts, config.seed + 1)

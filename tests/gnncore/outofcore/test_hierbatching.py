@@ -76,7 +76,7 @@ def test_budget_sets_the_partitions_per_mega_batch(built):
         mega_batch_parts(store, int(2 * r_s * data))
 
 
-def _source(store, n_d=3, passes=2, seed=0, prefetch=True, schedule="groups"):
+def _source(store, n_d=3, passes=2, seed=0, prefetch=True, schedule="groups", batch_workers=0):
     return HierBatchSource(
         store,
         n_d,
@@ -86,6 +86,7 @@ def _source(store, n_d=3, passes=2, seed=0, prefetch=True, schedule="groups"):
         generator=torch.Generator().manual_seed(seed),
         prefetch=prefetch,
         schedule=schedule,
+        batch_workers=batch_workers,
     )
 
 
@@ -149,8 +150,9 @@ def test_a_buffer_epoch_swaps_each_other_partition_in_once(built, passes):
     assert sum(len(y) for _, y in seen) == passes * len(train)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("schedule", ["groups", "buffer"])
-def test_a_finished_step_is_freed_without_the_cyclic_collector(built, schedule):
+def test_a_finished_step_is_freed_without_the_cyclic_collector(built, schedule, workers):
     """Reference counting alone frees each step's loaders and cached subgraph (the
     source runs no per-step collection): with the collector off, nothing of an
     epoch is left once it ends, and at most two mega-batches live during it."""
@@ -164,7 +166,7 @@ def test_a_finished_step_is_freed_without_the_cyclic_collector(built, schedule):
         return sum(isinstance(o, kind) for o in gc.get_objects())
 
     _, store = built
-    source = _source(store, n_d=2, passes=1, schedule=schedule)
+    source = _source(store, n_d=2, passes=1, schedule=schedule, batch_workers=workers)
     gc.collect()
     gc.disable()
     try:
@@ -174,6 +176,8 @@ def test_a_finished_step_is_freed_without_the_cyclic_collector(built, schedule):
         with source.batches() as batches:
             for _ in batches:
                 peak = max(peak, alive(MegaBatch))
+                # Sampled in the step's threads, the batch says how long it took.
+                assert (batches.last_timing is not None) == (workers > 0)
         assert (alive(NodeLoader), alive(MegaBatch)) == before == (0, 0)
         assert 1 <= peak <= 2  # the step training and the one prefetched
     finally:
@@ -185,10 +189,12 @@ def test_prefetch_draws_the_same_batches_and_epochs_differ(built, schedule):
     _, store = built
     ahead = _source(store, prefetch=True, schedule=schedule)
     inline = _source(store, prefetch=False, schedule=schedule)
-    first, second = _epoch(ahead, 1), _epoch(inline, 1)
-    assert len(first) == len(second)
-    for (a, ya), (b, yb) in zip(first, second, strict=True):
+    threaded = _source(store, prefetch=True, schedule=schedule, batch_workers=2)
+    first, second, third = _epoch(ahead, 1), _epoch(inline, 1), _epoch(threaded, 1)
+    assert len(first) == len(second) == len(third)
+    for (a, ya), (b, yb), (c, yc) in zip(first, second, third, strict=True):
         assert torch.equal(a, b) and torch.equal(ya, yb)
+        assert torch.equal(a, c) and torch.equal(ya, yc)  # sampled in threads: the same
     assert ahead._plan == inline._plan
     again = _epoch(ahead, 2)
     same = [torch.equal(y, z) for (_, y), (_, z) in zip(first, again, strict=False)]

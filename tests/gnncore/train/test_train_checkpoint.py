@@ -254,9 +254,15 @@ def test_amp_on_a_cpu_warns_and_trains_in_float32(graph: GraphDir) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("amp", ["none", "bf16", "fp16"])
 def test_cuda_training_with_mixed_precision(graph: GraphDir, tmp_path: Path, amp: str) -> None:
+    """Trains on the GPU in every precision and resumes there. Three short epochs
+    (2 batches each, dropout 0.5) stay well short of convergence on any device:
+    the same run on the CPU reaches 0.48 (0.31-0.45 with other seeds), so the
+    test asks for learning (falling loss, accuracy clearly above the 0.25 of
+    chance), not for a converged accuracy."""
     config = dataclasses.replace(CONFIG, epochs=3, device="cuda", amp=amp)
     result = train_graph_dir(graph, config, progress=False, checkpoint_dir=tmp_path)
-    assert result.device.startswith("cuda") and result.test_accuracy > 0.5
+    assert result.device.startswith("cuda") and result.test_accuracy > 0.35
+    assert result.train_loss[-1] < result.train_loss[0]
     assert all(e["transfer_s"] > 0 and e["compute_s"] > 0 for e in result.throughput)
     resumed = train_graph_dir(
         graph,
