@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gnncore.limits import LimitedRun, evict_page_cache, run_limited
+from gnncore.limits import LimitedRun, evict_page_cache, memory_available, run_limited
 from gnncore.sizes import format_size
 
 MODES = ("in_memory", "mmap", "hierbatching")
@@ -69,20 +69,10 @@ def _gnncore(*args: str | os.PathLike[str]) -> list[str]:
     return [sys.executable, "-m", "gnncore.cli.main", *(os.fspath(a) for a in args)]
 
 
-def _mem_available() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def choose_partitioner(num_edges: int, available: int | None = None) -> str:
     """``metis`` when its estimated peak (:data:`METIS_BYTES_PER_EDGE` per
     undirected edge) fits in half the available memory, else ``grem``."""
-    available = _mem_available() if available is None else available
+    available = memory_available() if available is None else available
     if available is None or METIS_BYTES_PER_EDGE * num_edges <= available // 2:
         return "metis"
     return "grem"

@@ -8,13 +8,20 @@ batches that :func:`~gnncore.train.train_node_classifier` takes
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from gnncore.outofcore.hierbatching import EvalBatches, HierBatchSource, mega_batch_parts
+from gnncore.limits import memory_available
+from gnncore.outofcore.hierbatching import (
+    EvalBatches,
+    HierBatchSource,
+    data_bytes,
+    mega_batch_parts,
+)
 from gnncore.outofcore.store import PartitionedStore
 from gnncore.train.core.device import resolve_device
 from gnncore.train.node.config import NodeTrainConfig
@@ -34,6 +41,19 @@ def _sampler_factory(
     return make
 
 
+def direct_reads(store: PartitionedStore, budget_bytes: int | None) -> bool:
+    """Whether training reads ``store`` past the page cache (``O_DIRECT``): when a
+    memory budget is set (the cache would take memory the budget does not
+    allow, and under a limit that counts it the kernel would reclaim while
+    training runs), or when the store's data exceeds half the memory available
+    (the cache could not keep it from one epoch to the next anyway). A store
+    that fits stays cached, and later epochs read it from memory."""
+    if budget_bytes:
+        return True
+    available = memory_available()
+    return available is None or data_bytes(store) > available // 2
+
+
 def hierbatching_batches(
     store: PartitionedStore,
     config: NodeTrainConfig,
@@ -44,6 +64,7 @@ def hierbatching_batches(
     ``config.mega_batch_parts`` or ``config.memory_budget``) and its validation
     and test batches (``config.eval_fanouts``, all neighbours when unset)."""
     n_d = mega_batch_parts(store, config.memory_budget_bytes, config.mega_batch_parts)
+    store = dataclasses.replace(store, direct_reads=direct_reads(store, config.memory_budget_bytes))
     source = HierBatchSource(
         store,
         n_d,

@@ -242,3 +242,20 @@ def test_training_through_mega_batches_learns_and_resumes_exactly(built, tmp_pat
     for a, b in zip(full.model.parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(a, b)
     assert resumed.test_accuracy == full.test_accuracy
+
+
+def test_reads_bypass_the_page_cache_under_a_budget_or_when_the_data_cannot_stay_cached(
+    built, monkeypatch
+):
+    import gnncore.outofcore.training as training
+
+    _, store = built
+    need = data_bytes(store)
+    monkeypatch.setattr(training, "memory_available", lambda: 100 * need)
+    assert training.direct_reads(store, None) is False  # fits: later epochs hit the cache
+    assert training.direct_reads(store, 10 * need) is True  # a budget: no cache on top
+    monkeypatch.setattr(training, "memory_available", lambda: need)
+    assert training.direct_reads(store, None) is True  # more than half the memory
+    config = NodeTrainConfig(mode="hierbatching", mega_batch_parts=2, fanouts=(5, 5))
+    source, _ = hierbatching_batches(store, config)
+    assert source.store.direct_reads is True
