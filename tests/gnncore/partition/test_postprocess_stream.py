@@ -81,6 +81,30 @@ def directed_graph(out: Path, num_nodes: int = 500, seed: int = 3) -> Path:
     return out
 
 
+def relational_graph(out: Path, num_nodes: int = 300, seed: int = 7) -> Path:
+    """An undirected graph with 3 relations, many pairs under several of them
+    (so its own CSR repeats neighbours), with splits."""
+    rng = np.random.default_rng(seed)
+    u = rng.integers(0, num_nodes, num_nodes * 4)
+    v = (u + rng.integers(1, 15, len(u))) % num_nodes
+    rel = rng.integers(0, 3, len(u))
+    a, b = np.minimum(u, v), np.maximum(u, v)
+    key = np.unique((a * num_nodes + b) * 3 + rel)
+    pair, rel = key // 3, key % 3
+    perm = rng.permutation(num_nodes)
+    with create_graph_dir(out, name="relational") as w:
+        w.write_topology(
+            num_nodes,
+            pair // num_nodes,
+            pair % num_nodes,
+            directed=False,
+            rel=rel,
+            num_relations=3,
+        )
+        w.save_splits(perm[:60], perm[60:90], perm[90:150])
+    return out
+
+
 @pytest.fixture(scope="module")
 def graphs(tmp_path_factory) -> dict[str, GraphDir]:
     root = tmp_path_factory.mktemp("pps")
@@ -91,6 +115,7 @@ def graphs(tmp_path_factory) -> dict[str, GraphDir]:
             write_random_graph(root / "unsplit", 200, 500, seed=6, labelled=0)
         ),
         "directed": GraphDir.open(directed_graph(root / "directed")),
+        "relational": GraphDir.open(relational_graph(root / "relational")),
     }
 
 
@@ -142,6 +167,7 @@ def assert_same_dirs(got: Path, want: Path) -> None:
         ("planted", "bytegnn", 4),
         ("random", "hydra", 3),
         ("random", "range", 1),
+        ("relational", "random", 4),
     ],
 )
 def test_partition_dir_is_the_in_memory_one(graphs, tmp_path, graph_name, method, parts):
@@ -201,7 +227,7 @@ def test_halo_parts_per_read():
 # Balancing and metrics ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("graph_name", ["planted", "random", "directed"])
+@pytest.mark.parametrize("graph_name", ["planted", "random", "directed", "relational"])
 @pytest.mark.parametrize("parts", [2, 5])
 def test_balance_splits_streamed_is_the_in_memory_one(graphs, tmp_path, graph_name, parts):
     graph = graphs[graph_name]
