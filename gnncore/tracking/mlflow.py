@@ -256,6 +256,14 @@ def _tensor_signature(module: Any, example: tuple[Any, ...], names: list[str]) -
     return ModelSignature(inputs=inputs, outputs=Schema([spec(out)]))
 
 
+#: The experiment tag by which MLflow's UI (3.x) picks an experiment's view, and
+#: our kind: model training, so the UI opens on runs, metrics and comparisons
+#: rather than the GenAI traces view it may infer for a new experiment. A kind
+#: a user set on an existing experiment is left alone.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
 class MlflowTracker:
     """Starts runs in ``experiment`` of the MLflow store at ``tracking_uri``.
 
@@ -294,13 +302,23 @@ class MlflowTracker:
         if found is not None:
             if found.lifecycle_stage == "deleted":
                 self.client.restore_experiment(found.experiment_id)
+            if EXPERIMENT_KIND_TAG not in found.tags:
+                self.client.set_experiment_tag(
+                    found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
+                )
             return str(found.experiment_id)
         location = None
         if artifact_root is not None:
             artifact_root = artifact_root.expanduser().resolve()
             artifact_root.mkdir(parents=True, exist_ok=True)
             location = artifact_root.as_uri()
-        return str(self.client.create_experiment(self.experiment, artifact_location=location))
+        return str(
+            self.client.create_experiment(
+                self.experiment,
+                artifact_location=location,
+                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+            )
+        )
 
     def start_run(
         self, run_name: str | None = None, tags: Mapping[str, Any] | None = None

@@ -52,6 +52,29 @@ def test_default_tracking_uri_is_absolute_and_created(
     assert (tmp_path / "data" / "mlflow").is_dir()
 
 
+def test_experiments_open_on_the_training_view_in_the_mlflow_ui(
+    tracked: Tracked, tmp_path: Path
+) -> None:
+    """MLflow 3's UI picks an experiment's view by its ``mlflow.experimentKind``
+    tag: ours says model training (not GenAI traces), also on an experiment made
+    before the tag was set; a kind a user chose is kept."""
+    from gnncore.tracking.mlflow import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+
+    client = tracked.tracker.client
+    kind = client.get_experiment(tracked.tracker.experiment_id).tags.get(EXPERIMENT_KIND_TAG)
+    assert kind == EXPERIMENT_KIND == "custom_model_development"
+    uri = default_tracking_uri(tmp_path)
+    plain = mlflow.MlflowClient(uri)
+    old = plain.create_experiment("old", artifact_location=(tmp_path / "a").as_uri())
+    chosen = plain.create_experiment(
+        "chosen", artifact_location=(tmp_path / "b").as_uri(), tags={EXPERIMENT_KIND_TAG: "x"}
+    )
+    MlflowTracker(uri, experiment="old")
+    MlflowTracker(uri, experiment="chosen")
+    assert plain.get_experiment(old).tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    assert plain.get_experiment(chosen).tags[EXPERIMENT_KIND_TAG] == "x"
+
+
 def test_run_holds_params_tags_and_status(tracked: Tracked) -> None:
     run = tracked.tracker.client.get_run(tracked.result.run_id)
     assert run.info.status == FINISHED
