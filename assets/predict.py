@@ -26,12 +26,13 @@ def predictions(
     """The ``production`` version's prediction for every node of the graph
     (class and class probabilities, or a link model's embedding), keyed by the
     original node ids, by layer-wise inference (``gnncore predict``). Written to
-    ``<data root>/predictions/<graph dir>-<task>-v<version>``;
+    ``<data root>/predictions/<graph dir>-<task>-v<version>``, with
+    ``<graph dir>-<task>-latest`` beside it pointing at the newest;
     ``test_accuracy`` is measured on the written predictions."""
     from pathlib import Path
 
     from gnncore.predict import load_trained_model, predict_graph_dir
-    from gnncore.predict.api import preview_rows
+    from gnncore.predict.api import link_latest, preview_rows
     from gnncore.tracking.registry import PRODUCTION_ALIAS
 
     name = str(upstream_metadata(context, production_model.key)["registered_model"])
@@ -40,6 +41,7 @@ def predictions(
     model = load_trained_model(uri, mlflow.resolved_tracking_uri())
     out = storage.stage_dir("predictions", f"{graph_path.name}-{model.spec.task}-v{model.version}")
     report = predict_graph_dir(graph_path, out, model, device=compute.resolve(), progress=False)
+    latest = link_latest(out, f"{graph_path.name}-{model.spec.task}-latest")
     summary = report.summary()
     accuracy = {
         f"{split}_accuracy": dg.MetadataValue.float(value)
@@ -49,6 +51,7 @@ def predictions(
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(out)),
+            "latest_path": dg.MetadataValue.path(str(latest)),
             "rows": report.rows,
             "task": summary["task"],
             **accuracy,

@@ -304,6 +304,30 @@ def predict_graph_dir(
     return PredictionReport(Path(out_dir), rows_written, accuracy, info)
 
 
+def link_latest(out_dir: str | os.PathLike[str], name: str) -> Path:
+    """Point ``<parent of out_dir>/<name>`` at ``out_dir``: a relative symbolic link
+    that readers outside the pipeline can follow to the newest predictions
+    (``.../predictions/<graph>-<task>-latest/predictions.parquet``). The link is
+    made beside and renamed over the old one, so a reader always finds a
+    complete directory through it.
+
+    Raises:
+        InputError: ``name`` is not a plain file name, or a real file or
+            directory (not a link) already has that name.
+    """
+    target = Path(out_dir)
+    if Path(name).name != name or name in ("", ".", ".."):
+        raise InputError(f"not a plain name for the latest link: {name!r}", target.parent)
+    link = target.parent / name
+    if link.exists() and not link.is_symlink():
+        raise InputError("exists and is not a link: not replaced by the latest link", link)
+    temporary = target.parent / f".{name}.{os.getpid()}.tmp"
+    temporary.unlink(missing_ok=True)
+    os.symlink(target.name, temporary, target_is_directory=True)
+    os.replace(temporary, link)
+    return link
+
+
 def _summary(
     spec: ModelSpec,
     trained: TrainedModel,

@@ -78,7 +78,13 @@ def test_predictions_asset_writes_every_node_with_the_training_accuracy(tmp_path
     assert table.num_rows == 600 and table["node_id"].to_pylist() == list(range(600))
     assert "| node_id | node_index | split |" in str(meta["preview"])
 
+    latest = Path(str(meta["latest_path"]))
+    assert latest == out.parent / f"{Path(graph.path).name}-node-latest"
+    assert latest.is_symlink() and latest.resolve() == out.resolve()
+    assert pq.read_table(latest / "predictions.parquet").num_rows == 600
+
     again = materialize("predictions")  # idempotent: the same directory, rewritten
     (mat,) = again.asset_materializations_for_node("predictions")
     assert str(mat.metadata["path"].value) == str(out)
-    assert sorted(p.name for p in out.parent.iterdir()) == [out.name]
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted([out.name, latest.name])
+    assert latest.resolve() == out.resolve()

@@ -298,3 +298,22 @@ def test_rows_stream_in_whole_row_groups(
     sizes = [a.metadata.row_group(i).num_rows for i in range(a.metadata.num_row_groups)]
     assert sizes == [50] * 8
     assert a.read().equals(pq.read_table(tmp_path / "b" / "predictions.parquet"))
+
+
+def test_the_latest_link_follows_the_newest_predictions(tmp_path: Path) -> None:
+    from gnncore.predict.api import link_latest
+
+    first, second = tmp_path / "g-node-v1", tmp_path / "g-node-v2"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "predictions.parquet").write_text(folder.name)
+    link = link_latest(first, "g-node-latest")
+    assert link == tmp_path / "g-node-latest" and os.readlink(link) == "g-node-v1"
+    assert link_latest(second, "g-node-latest") == link
+    assert (link / "predictions.parquet").read_text() == "g-node-v2"  # replaced in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g-node-latest", "g-node-v1", "g-node-v2"]
+    (tmp_path / "real").mkdir()
+    with pytest.raises(InputError, match="not a link"):
+        link_latest(second, "real")
+    with pytest.raises(InputError, match="plain name"):
+        link_latest(second, "../elsewhere")
