@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,6 +19,7 @@ from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
 from gnncore.partition import partition_graph
 from gnncore.store import GraphDir
 from gnncore.train import CheckpointDir
+from tests.state import assert_same_state
 
 HERE = Path(__file__).resolve().parent
 
@@ -41,23 +41,6 @@ def _snapshot(directory: Path) -> dict[str, tuple[int, int, int, str]]:
         digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
         out[str(path.relative_to(directory))] = (st.st_mode, st.st_size, st.st_mtime_ns, digest)
     return out
-
-
-def _assert_same_tensors(a: Any, b: Any, where: str = "") -> None:
-    import torch
-
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for key in a:
-            _assert_same_tensors(a[key], b[key], f"{where}/{key}")
-    elif isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            _assert_same_tensors(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def test_hierbatching_run_killed_mid_load_resumes_exactly_and_leaves_the_store_intact(
@@ -171,12 +154,12 @@ def test_hierbatching_run_killed_mid_load_resumes_exactly_and_leaves_the_store_i
     a, b = CheckpointDir(tmp_path / "whole").latest(), CheckpointDir(tmp_path / "killed").latest()
     assert a is not None and b is not None and a.epoch == b.epoch == 3
     for key in ("model", "optimizer"):
-        _assert_same_tensors(a.state[key], b.state[key], key)
+        assert_same_state(a.state[key], b.state[key], key)
     # The mega-batch generator (partition groups, shuffles, sampler seeds) included.
     for key in ("torch", "generator", "samplers"):
-        _assert_same_tensors(a.state["rng"][key], b.state["rng"][key], key)
+        assert_same_state(a.state["rng"][key], b.state["rng"][key], key)
     timings = {"throughput"}  # wall-clock figures differ from run to run
-    _assert_same_tensors(
+    assert_same_state(
         {k: v for k, v in a.state["progress"].items() if k not in timings},
         {k: v for k, v in b.state["progress"].items() if k not in timings},
     )

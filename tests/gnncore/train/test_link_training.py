@@ -19,6 +19,7 @@ from gnncore.train import LinkTrainConfig, link_splits, train_link_predictor
 from gnncore.train.core.checkpoint import CheckpointDir
 from gnncore.train.link.data import message_passing_csc
 from gnncore.train.node.config import ConfigError
+from tests.state import assert_same_state
 
 #: Expected filtered MRR of random scores over the tiny KG's 80 entities: about
 #: H(80) / 80 = 0.062 (fewer candidates after filtering, so a little higher).
@@ -166,9 +167,9 @@ def test_cli_partition_buffer_run_killed_after_a_checkpoint_resumes_exactly(
     a, b = CheckpointDir(tmp_path / "whole").latest(), CheckpointDir(tmp_path / "killed").latest()
     assert a is not None and b is not None and a.epoch == b.epoch == 4
     for key in ("model", "optimizer"):
-        assert_same(a.state[key], b.state[key], key)
+        assert_same_state(a.state[key], b.state[key], key)
     for key in ("torch", "generator"):
-        assert_same(a.state["rng"][key], b.state["rng"][key], key)
+        assert_same_state(a.state["rng"][key], b.state["rng"][key], key)
     assert a.state["files"] == b.state["files"]  # names, sizes and sha256 of the snapshots
     files = sorted(p.name for p in (tmp_path / "whole").iterdir())
     assert files == sorted(p.name for p in (tmp_path / "killed").iterdir())
@@ -177,22 +178,6 @@ def test_cli_partition_buffer_run_killed_after_a_checkpoint_resumes_exactly(
             assert (tmp_path / "whole" / name).read_bytes() == (
                 tmp_path / "killed" / name
             ).read_bytes(), name
-
-
-def assert_same(a: object, b: object, where: str) -> None:
-    """Equal structure, ``torch.equal`` tensors, equal plain values."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for key in a:
-            assert_same(a[key], b[key], f"{where}/{key}")
-    elif isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def test_plain_graphs_are_split_without_leaking_into_message_passing(tmp_path: Path) -> None:

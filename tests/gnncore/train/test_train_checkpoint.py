@@ -28,6 +28,7 @@ from gnncore.train import (
     train_graph_dir,
 )
 from gnncore.train.core.checkpoint import capture_rng, restore_rng
+from tests.state import assert_same_state
 
 HERE = Path(__file__).resolve().parent
 CONFIG = NodeTrainConfig(
@@ -52,22 +53,6 @@ def crash_after(epoch: int) -> Any:
             raise Crash(f"crash after epoch {done}")
 
     return on_epoch_end
-
-
-def assert_same_tensors(a: Any, b: Any, where: str = "") -> None:
-    """Equal structure, ``torch.equal`` tensors, equal plain values."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for key in a:
-            assert_same_tensors(a[key], b[key], f"{where}/{key}")
-    elif isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same_tensors(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def final_state(result: NodeTrainResult) -> dict[str, torch.Tensor]:
@@ -168,12 +153,12 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(graph: GraphDir, tmp_p
     assert len(resumed.throughput) == CONFIG.epochs
     assert resumed.test_accuracy == whole.test_accuracy
     assert resumed.test_macro_f1 == whole.test_macro_f1
-    assert_same_tensors(final_state(resumed), final_state(whole))
+    assert_same_state(final_state(resumed), final_state(whole))
     last_a = CheckpointDir(tmp_path / "a").latest()
     last_b = CheckpointDir(tmp_path / "b").latest()
     assert last_a is not None and last_b is not None
     for key in ("model", "optimizer"):
-        assert_same_tensors(last_a.state[key], last_b.state[key])
+        assert_same_state(last_a.state[key], last_b.state[key])
 
 
 def test_resume_checks_settings_and_data(graph: GraphDir, tmp_path: Path) -> None:
@@ -248,7 +233,7 @@ def test_amp_on_a_cpu_warns_and_trains_in_float32(graph: GraphDir) -> None:
     plain = train_graph_dir(graph, config, progress=False)
     with pytest.warns(RuntimeWarning, match="needs a CUDA device"):
         amp = train_graph_dir(graph, dataclasses.replace(config, amp="bf16"), progress=False)
-    assert_same_tensors(final_state(amp), final_state(plain))
+    assert_same_state(final_state(amp), final_state(plain))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -356,13 +341,13 @@ def test_cli_run_killed_after_its_second_checkpoint_resumes_exactly(
     a, b = CheckpointDir(tmp_path / "whole").latest(), CheckpointDir(tmp_path / "killed").latest()
     assert a is not None and b is not None and a.epoch == b.epoch == 4
     for key in ("model", "optimizer"):
-        assert_same_tensors(a.state[key], b.state[key])
+        assert_same_state(a.state[key], b.state[key])
     # The random states training draws from; Python's and NumPy's global generators
     # are saved too, but other code in the process (MLflow) also draws from them.
     for key in ("torch", "generator", "samplers"):
-        assert_same_tensors(a.state["rng"][key], b.state["rng"][key])
+        assert_same_state(a.state["rng"][key], b.state["rng"][key])
     timings = {"throughput"}  # wall-clock figures differ from run to run
-    assert_same_tensors(
+    assert_same_state(
         {k: v for k, v in a.state["progress"].items() if k not in timings},
         {k: v for k, v in b.state["progress"].items() if k not in timings},
     )
