@@ -53,7 +53,8 @@ import resource
 import shutil
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -77,10 +78,12 @@ from gnncore.io.external_sort import BYTES_PER_PAIR, ExternalEdgeSorter
 from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 from gnncore.store.atomic import remove_stale_temporaries, temporary_name
-from gnncore.store.writer import create_graph_dir, index_dtype
+from gnncore.store.writer import GraphDirWriter, create_graph_dir, index_dtype
 from gnncore.typing import require_csrc
 
 PHASES = ("parse", "remap", "sort/dedup", "csr", "shuffle", "write", "checksums")
+SCRATCH_KINDS = ("tmp", "ingest", "synth")
+"""The temporary siblings of an output that the next run removes when their process is gone."""
 MIN_MEMORY_BUDGET = 64 << 10
 """The smallest budget accepted (tests use tiny ones to force many runs)."""
 STRING_IDS = (
@@ -99,10 +102,10 @@ class _PolarsFailed(Exception):
 
 
 class Phases:
-    """Seconds per phase (accumulated), in :data:`PHASES` order."""
+    """Seconds per phase (accumulated), in the order of ``names`` (:data:`PHASES`)."""
 
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {name: 0.0 for name in PHASES}
+    def __init__(self, names: Iterable[str] = PHASES) -> None:
+        self.seconds: dict[str, float] = {name: 0.0 for name in names}
         self._name: str | None = None
         self._since = 0.0
 
@@ -499,18 +502,11 @@ def ingest_edgelist_external(
         )
     if not source.is_file():
         raise InputError("no such file", source)
-    out = Path(out_dir).absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(out, ("tmp", "ingest"))
-    scratch = out.parent / temporary_name(out, "ingest")
-    scratch.mkdir()
-    try:
+    with scratch_directory(Path(out_dir), "ingest") as scratch:
         return _ingest(
             source, Path(out_dir), scratch, phases, started, budget, directed, name, id_type,
             seed, header, max_fan_in,
         )  # fmt: skip
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _ingest(
@@ -527,16 +523,14 @@ def _ingest(
     header: bool | None,
     max_fan_in: int,
 ) -> IngestReport:
-    from gnncore import _C
 
-    out_given, out = out, out.absolute()
     stage("reading edges")
     phases.start("parse")
     text = source
     if is_gzip(source):
         text = scratch / "input.txt"
         _decompress(source, text)
-    rows = int(min(max(budget // 96, MIN_BATCH_ROWS), MAX_BATCH_ROWS))
+    rows = batch_rows(budget)
     try:
         layout = sniff(text, header)
         layouts = [layout]
@@ -568,11 +562,137 @@ def _ingest(
     phases.start("remap")
     raw_ids, lut = ids.finish()
     del ids
-    num_nodes = len(raw_ids)
-    num_input = parsed.count
-    loops = 0
+    details: dict[str, Any] = {
+        "separator": layout.separator_name,
+        "header": layout.header,
+        "ignored_weight_column": layout.ncols == 3,
+        "id_type": "int",
+    }
+
+    def before(writer: GraphDirWriter) -> None:
+        writer.write_table("node_ids", node_id_table(raw_ids))
+
+    chunks = _mapped_chunks(parsed, rows, raw_ids, lut, phases)
+    del lut
+    return write_edge_stream(
+        chunks,
+        out,
+        scratch,
+        phases,
+        num_nodes=len(raw_ids),
+        directed=directed,
+        name=name or default_name(source),
+        seed=seed,
+        budget=budget,
+        fmt="edgelist",
+        source=source,
+        before=before,
+        details=details,
+        started=started,
+        max_fan_in=max_fan_in,
+    )
+
+
+def _mapped_chunks(
+    parsed: _Parsed, rows: int, raw_ids: np.ndarray, lut: np.ndarray | None, phases: Phases
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The parsed edges, mapped to node ids chunk by chunk (phase ``remap``); the
+    raw id files are removed once read."""
+    for raw_src, raw_dst in _chunks(parsed, rows):
+        phases.start("remap")
+        s = map_ids(raw_src, raw_ids, lut)
+        d = map_ids(raw_dst, raw_ids, lut)
+        del raw_src, raw_dst
+        yield s, d
+    parsed.src_path.unlink()
+    parsed.dst_path.unlink()
+
+
+# The edge stream to a graph directory ------------------------------------------------------
+
+
+def batch_rows(budget: int) -> int:
+    """Rows of a parse batch / edge chunk / block of the later passes under ``budget``."""
+    return int(min(max(budget // 96, MIN_BATCH_ROWS), MAX_BATCH_ROWS))
+
+
+@contextmanager
+def scratch_directory(out: Path, kind: str) -> Iterator[Path]:
+    """A scratch directory ``.NAME.KIND-PID-XXXXXXXX`` beside ``out``, removed on
+    success and on error; first the scratch and temporary siblings of ``out``
+    that killed runs left behind (:data:`SCRATCH_KINDS`) are removed."""
+    out = Path(out).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(out, SCRATCH_KINDS)
+    scratch = out.parent / temporary_name(out, kind)
+    scratch.mkdir()
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def write_edge_stream(
+    chunks: Iterable[tuple[np.ndarray, np.ndarray]],
+    out_dir: str | os.PathLike[str],
+    scratch: Path,
+    phases: Phases,
+    *,
+    num_nodes: int,
+    directed: bool,
+    name: str,
+    seed: int,
+    budget: int,
+    fmt: str,
+    source: str | os.PathLike[str],
+    before: Callable[[GraphDirWriter], None] | None = None,
+    details: Mapping[str, Any] | None = None,
+    started: float | None = None,
+    max_fan_in: int = 64,
+    before_phase: str = "write",
+) -> IngestReport:
+    """Write a graph directory from a stream of edge chunks, in bounded memory.
+
+    The bounded-memory counterpart of :func:`gnncore.io.canonical.write_graph`
+    (same files, byte for byte, and the same manifest for the same edges):
+    steps 3-7 of the module docstring. Ingestion feeds it the parsed, remapped
+    edges; :func:`gnncore.synth.generate_graph` the generator's chunks.
+
+    Args:
+        chunks: ``(src, dst)`` int64 arrays over node ids ``0..num_nodes-1``,
+            self-loops and repeats allowed (dropped and counted here); read
+            once, one chunk at a time (time inside the iterator counts in the
+            phase it starts).
+        out_dir: The graph directory to create or replace (atomically).
+        scratch (Path): An existing directory for the sort runs
+            (:func:`scratch_directory`); the caller removes it.
+        phases (Phases): Accumulates the phase times (``sort/dedup``, ``csr``,
+            ``shuffle``, ``write``, ``checksums`` and ``before_phase``).
+        num_nodes, directed, name, seed: The graph's node count, direction,
+            manifest name and the seed of the shuffled edge stream.
+        budget (int): Bytes for the sort runs, merge buffers and the shuffle.
+        fmt, source, details: Recorded in the report and the manifest's
+            ``stats``, as :func:`~gnncore.io.canonical.write_graph` records them.
+        before (callable): Called with the writer before the edges are read
+            (node data: features, labels, splits, tables); raising in it
+            removes the partial output.
+        started (float): ``time.perf_counter()`` when the whole run began.
+        max_fan_in (int): Most runs merged at once.
+        before_phase (str): The phase ``before`` is timed in.
+    """
+    from gnncore import _C
+
+    started = time.perf_counter() if started is None else started
+    out_given, out = out_dir, Path(out_dir).absolute()
+    rows = batch_rows(budget)
+    num_nodes = int(num_nodes)
+    num_input = loops = 0
     adj_budget = budget // 4
-    with create_graph_dir(out, name or default_name(source)) as writer:
+    with create_graph_dir(out, name) as writer:
+        if before is not None:
+            stage("node data")
+            phases.start(before_phase)
+            before(writer)
         canon = RunSorter(scratch, "canon", budget // 4, "src_dst", max_fan_in)
         pairs_sorter = (
             RunSorter(scratch, "pairs", budget // 4, "src_dst", max_fan_in) if directed else None
@@ -580,11 +700,10 @@ def _ingest(
         with ExternalEdgeSorter(
             scratch, adj_budget, directed=directed, max_fan_in=max_fan_in
         ) as adjacency:
-            for raw_src, raw_dst in _chunks(parsed, rows):
-                phases.start("remap")
-                s = map_ids(raw_src, raw_ids, lut)
-                d = map_ids(raw_dst, raw_ids, lut)
-                del raw_src, raw_dst
+            for s, d in chunks:
+                s = np.asarray(s, dtype=np.int64)
+                d = np.asarray(d, dtype=np.int64)
+                num_input += len(s)
                 keep = s != d
                 kept = int(np.count_nonzero(keep))
                 if kept < len(s):
@@ -601,9 +720,6 @@ def _ingest(
                     canon.add(lo, hi)
                 adjacency.add(s, d)
                 del s, d, lo, hi
-            del lut
-            parsed.src_path.unlink()
-            parsed.dst_path.unlink()
             phases.start("sort/dedup")
             canon_path = canon.finish()
             num_canonical = 0 if canon_path is None else run_count(canon_path)
@@ -688,11 +804,9 @@ def _ingest(
                 rows_out.tofile(out_fh)
         del perm, pairs
 
-        stage("writing edges and ids")
+        stage("writing edges")
         phases.start("write")
         write_edges_parquet(writer.file_path("edges.parquet", "parquet"), canon_path)
-        writer.write_table("node_ids", node_id_table(raw_ids))
-        del raw_ids
         writer.set_topology(
             num_nodes,
             num_edges=num_edges,
@@ -701,19 +815,13 @@ def _ingest(
             directed=directed,
             shuffle_seed=seed,
         )
-        details: dict[str, Any] = {
-            "separator": layout.separator_name,
-            "header": layout.header,
-            "ignored_weight_column": layout.ncols == 3,
-            "id_type": "int",
-        }
-        plain_details: dict[str, Any] = _plain(details)
+        plain_details: dict[str, Any] = _plain(dict(details or {}))
         duplicates = num_input - loops - num_canonical
         writer.stats.update(plain_details)
         writer.stats.update(
             {
-                "format": "edgelist",
-                "source": str(source.absolute()),
+                "format": fmt,
+                "source": str(Path(source).absolute()),
                 "num_input_edges": num_input,
                 "self_loops_removed": loops,
                 "duplicates_removed": duplicates,
@@ -723,7 +831,7 @@ def _ingest(
         phases.start("checksums")
     phases.stop()
     return IngestReport(
-        format="edgelist",
+        format=fmt,
         source=str(source),
         out_dir=str(out_given),
         num_nodes=num_nodes,
@@ -733,6 +841,8 @@ def _ingest(
         num_canonical_edges=num_canonical,
         num_edges=int(num_edges),
         directed=directed,
+        num_features=writer.num_features,
+        num_classes=writer.num_classes,
         seconds=round(time.perf_counter() - started, 3),
         details=plain_details,
         phases=phases.rounded(),

@@ -2,8 +2,19 @@
 
 Both stream: edges come from the C++ generator chunk by chunk into
 preallocated NumPy arrays (or gzip CSV), and features are filled in row chunks
-straight into a memory map (or CSV), so a 50M-edge graph never exists as
-Python lists.
+and written sequentially to ``features.npy`` (or CSV), so a 50M-edge graph
+never exists as Python lists.
+
+With a memory budget (``generate_graph(..., memory_budget=SIZE)``,
+``gnncore synth --memory-budget SIZE``) the edges never exist as whole arrays
+either: the generator's chunks stream through bounded-memory ingestion's
+sort/dedup/CSR path (:func:`gnncore.io.external_ingest.write_edge_stream`:
+sorted runs on disk in a scratch sibling ``.NAME.synth-PID-XXXXXXXX`` of the
+output, merged k ways), so memory stays within the budget plus O(|V|) arrays
+(communities, propensities, labels, splits, the eid pass's offsets). The graph
+directory is the same, byte for byte, as the in-memory path writes. The raw
+OGB layout (:func:`write_ogb_raw`, the versioned datasets the pipeline
+generates) is written as before: it already streams its edges to gzip CSV.
 """
 
 from __future__ import annotations
@@ -11,7 +22,7 @@ from __future__ import annotations
 import gzip
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, cast
@@ -20,6 +31,7 @@ import numpy as np
 import polars as pl
 from tqdm import tqdm
 
+from gnncore.io.report import IngestReport
 from gnncore.store import GraphDirWriter, atomic_directory
 from gnncore.store.versioning import (
     read_stage_record,
@@ -32,6 +44,8 @@ from gnncore.synth.model import split as split_nodes
 
 EDGE_CHUNK = 4_000_000
 FEATURE_ROWS = 1 << 16
+BOUNDED_PHASES = ("generate", "node data", "sort/dedup", "csr", "shuffle", "write", "checksums")
+"""The phases (seconds each) that bounded-memory generation reports."""
 
 
 def _edges(spec: SynthSpec, progress: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -58,17 +72,46 @@ def _node_data(spec: SynthSpec) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     return y, split_nodes(spec, y)
 
 
+def _node_writer(spec: SynthSpec) -> Callable[[GraphDirWriter], None]:
+    """The ``before`` hook writing features, labels and splits (both paths)."""
+    from gnncore.io.external_ingest import npy_writer
+
+    y, (train, val, test) = _node_data(spec)
+
+    def before(writer: GraphDirWriter) -> None:
+        shape = (spec.num_nodes, spec.num_features)
+        block = np.empty((min(FEATURE_ROWS, spec.num_nodes), spec.num_features), np.float32)
+        with npy_writer(writer.file_path("features.npy", "npy"), np.float32, shape) as fh:
+            for start in range(0, spec.num_nodes, FEATURE_ROWS):
+                rows = min(FEATURE_ROWS, spec.num_nodes - start)
+                fill_features(spec, y, start, block[:rows]).tofile(fh)
+        del block
+        writer.save_array("labels", y)
+        writer.num_features, writer.num_classes = spec.num_features, spec.num_classes
+        writer.save_splits(train, val, test)
+
+    return before
+
+
 def generate_graph(
     out_dir: str | os.PathLike[str],
     spec: SynthSpec,
     name: str = "synthetic",
     progress: bool = False,
-):
+    memory_budget: int | str | None = None,
+) -> IngestReport:
     """Generate ``spec`` straight into a graph directory (docs/FORMAT.md).
 
     Self-loops and repeated pairs from the generator are dropped and counted
     exactly as ingestion does. Returns the :class:`~gnncore.io.IngestReport`.
+
+    ``memory_budget`` (bytes, or a size such as ``"1GiB"``): generate in
+    bounded memory (module docstring), the same directory byte for byte; the
+    report then has ``phases`` (:data:`BOUNDED_PHASES`), ``peak_rss_bytes``
+    and ``memory_budget``. Default: in memory.
     """
+    if memory_budget is not None:
+        return _generate_bounded(out_dir, spec, name, progress, memory_budget)
     from gnncore.io.canonical import canonicalize, write_graph
 
     started = time.perf_counter()
@@ -76,17 +119,7 @@ def generate_graph(
     src, dst = _edges(spec, progress)
     edges = canonicalize(src, dst, spec.num_nodes, directed=False)
     del src, dst
-    y, (train, val, test) = _node_data(spec)
-
-    def before(writer: GraphDirWriter) -> None:
-        x = writer.open_array("features", np.float32, (spec.num_nodes, spec.num_features))
-        for start in range(0, spec.num_nodes, FEATURE_ROWS):
-            fill_features(spec, y, start, x[start : start + FEATURE_ROWS])
-        x.flush()
-        del x
-        writer.save_array("labels", y)
-        writer.num_features, writer.num_classes = spec.num_features, spec.num_classes
-        writer.save_splits(train, val, test)
+    before = _node_writer(spec)
 
     return write_graph(
         out_dir,
@@ -101,6 +134,68 @@ def generate_graph(
         details={"synth_spec": spec_dict(spec)},
         started=started,
     )
+
+
+def _generate_bounded(
+    out_dir: str | os.PathLike[str],
+    spec: SynthSpec,
+    name: str,
+    progress: bool,
+    memory_budget: int | str,
+) -> IngestReport:
+    from gnncore.io.external_ingest import (
+        MIN_MEMORY_BUDGET,
+        Phases,
+        batch_rows,
+        scratch_directory,
+        write_edge_stream,
+    )
+    from gnncore.sizes import parse_size
+
+    started = time.perf_counter()
+    if isinstance(memory_budget, str):
+        budget = parse_size(memory_budget)
+    else:
+        budget = int(memory_budget)
+    if budget < MIN_MEMORY_BUDGET:
+        raise ValueError(f"memory_budget must be at least {MIN_MEMORY_BUDGET} bytes, got {budget}")
+    spec.validate()
+    phases = Phases(BOUNDED_PHASES)
+    phases.start("node data")
+    before = _node_writer(spec)
+
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        with tqdm(
+            total=spec.num_edges,
+            unit="edge",
+            unit_scale=True,
+            desc="generate edges",
+            disable=not progress,
+        ) as bar:
+            phases.start("generate")
+            for s, d in iter_edge_chunks(spec, batch_rows(budget)):
+                bar.update(len(s))
+                yield s, d
+                phases.start("generate")
+
+    with scratch_directory(Path(out_dir), "synth") as scratch:
+        return write_edge_stream(
+            chunks(),
+            out_dir,
+            scratch,
+            phases,
+            num_nodes=spec.num_nodes,
+            directed=False,
+            name=name,
+            seed=spec.seed,
+            budget=budget,
+            fmt="synth",
+            source=out_dir,
+            before=before,
+            details={"synth_spec": spec_dict(spec)},
+            started=started,
+            before_phase="node data",
+        )
 
 
 def spec_dict(spec: SynthSpec) -> dict[str, Any]:
