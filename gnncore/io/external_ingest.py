@@ -32,11 +32,17 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
    ``node_ids.parquet`` from the sorted ids.
 7. **checksums**: the manifest (sha256 of every file) and validation.
 
+Steps 3-7 are :func:`write_edge_stream`, which takes any stream of ``(src,
+dst)`` chunks over node ids ``0..N-1``: ingestion feeds it the remapped
+chunks, and bounded-memory generation
+(``gnncore.synth.generate_graph(..., memory_budget=)``) the generator's.
+
 The output is written into a temporary sibling renamed into place at the end
 (:func:`gnncore.store.create_graph_dir`); the scratch files live in another
-sibling, ``.NAME.ingest-PID-XXXXXXXX``, removed on success and on error. A
-killed run leaves both behind; the next run into the same output removes
-those whose process is gone.
+sibling, ``.NAME.ingest-PID-XXXXXXXX`` (``.NAME.synth-...`` when generating:
+:func:`scratch_directory`), removed on success and on error. A killed run
+leaves both behind; the next run into the same output removes those whose
+process is gone.
 
 O(|V|) memory, outside the budget: the sorted distinct ids (8 bytes per node;
 plus a 5-byte-per-slot lookup table up to the largest id when ids are dense)
