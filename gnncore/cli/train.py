@@ -191,7 +191,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="distributed node training: N ranks on this machine (gloo on CPU, NCCL with "
-        "--device cuda), one per partition of --partition (docs/DISTRIBUTED.md)",
+        "--device cuda), started by torch's elastic launcher (torchrun); N x --nnodes ranks "
+        "in all, one per partition of --partition (docs/DISTRIBUTED.md)",
+    )
+    parser.add_argument(
+        "--nnodes",
+        type=positive_int,
+        default=1,
+        metavar="M",
+        help="with --nproc: machines in the run, each running this command with its "
+        "--node-rank (default: 1)",
+    )
+    parser.add_argument(
+        "--node-rank",
+        type=int,
+        default=0,
+        metavar="I",
+        help="with --nproc: this machine's number, 0..M-1; machine 0 hosts the rendezvous, "
+        "rank 0 and the MLflow run (default: 0)",
+    )
+    parser.add_argument(
+        "--master-addr",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="with --nproc: machine 0's address, where it listens and the others connect "
+        "(default: 127.0.0.1, this machine only)",
+    )
+    parser.add_argument(
+        "--master-port",
+        type=positive_int,
+        default=None,
+        metavar="PORT",
+        help="with --nproc: machine 0's rendezvous port (default: a free one; required with "
+        "--nnodes > 1)",
+    )
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        default=0,
+        metavar="K",
+        help="with --nproc: after a rank fails, restart all ranks from the newest checkpoint "
+        "up to K times (default: 0)",
     )
     parser.add_argument(
         "--partition",
@@ -215,8 +255,18 @@ def _distributed_args(args: argparse.Namespace) -> bool:
     """Whether ``args`` ask for a distributed run (``--nproc``), checking the
     flags that go with it."""
     if args.nproc is None:
-        if args.partition is not None or args.ranks_dir is not None:
-            raise GnnCoreError("--partition and --ranks-dir go with --nproc N")
+        launch_flags = (
+            args.nnodes != 1
+            or args.node_rank != 0
+            or args.master_addr != "127.0.0.1"
+            or args.master_port is not None
+            or args.max_restarts != 0
+        )
+        if args.partition is not None or args.ranks_dir is not None or launch_flags:
+            raise GnnCoreError(
+                "--partition, --ranks-dir, --nnodes, --node-rank, --master-addr, "
+                "--master-port and --max-restarts go with --nproc N"
+            )
         return False
     if args.task != "node":
         raise GnnCoreError("--nproc: distributed training is built for --task node so far")
@@ -296,18 +346,27 @@ def run(
     root = data_root(args.data_root)
     run_kind = config.model if args.task == "node" else f"link-{config.model}-{config.decoder}"
     if args.nproc is not None:
-        run_kind = f"{run_kind}-nproc{args.nproc}"  # not resumable by a one-process run
+        world = args.nproc * args.nnodes
+        run_kind = f"{run_kind}-nproc{world}"  # not resumable by a one-process run
     checkpoint_dir = args.checkpoint_dir or default_checkpoint_dir(
         root, graph.manifest.name, run_kind, config.seed
     )
     uri = args.mlflow_uri or default_tracking_uri(root)
     distributed = _distributed_args(args)
-    tracker = MlflowTracker(uri, args.experiment)
+    # Machines other than 0 (--node-rank > 0) open no MLflow run: machine 0 tracks it.
+    tracker = MlflowTracker(uri, args.experiment) if not args.node_rank else None
     result: Any
     with _sigterm_as_interrupt():
         if distributed:
-            from gnncore.distributed.training import train_distributed
+            from gnncore.distributed.training import Launch, train_distributed
 
+            launch = Launch(
+                nnodes=args.nnodes,
+                node_rank=args.node_rank,
+                master_addr=args.master_addr,
+                master_port=args.master_port,
+                max_restarts=args.max_restarts,
+            )
             result = train_distributed(
                 graph.path,
                 args.partition,
@@ -315,6 +374,7 @@ def run(
                 args.nproc,
                 ranks_dir=args.ranks_dir,
                 tracking=tracker,
+                launch=launch,
                 run_name=args.run_name,
                 checkpoint_dir=checkpoint_dir,
                 resume=args.resume,
@@ -336,7 +396,15 @@ def run(
                 replication=args.replication,
                 store=args.store,
             )
-    assert result.run_id is not None
+    if distributed and args.node_rank > 0:  # rank 0 and the MLflow run are on machine 0
+        return {
+            "task": args.task,
+            "graph_dir": str(args.graph_dir),
+            "dataset": graph.manifest.name,
+            **config.to_dict(),
+            **result.summary(),
+        }
+    assert result.run_id is not None and tracker is not None
     return {
         "task": args.task,
         "graph_dir": str(args.graph_dir),

@@ -30,8 +30,10 @@ checkpoints are the single-process ones.
   and logged by rank 0 as ``rank<r>_<figure>``, with totals as ``dist_*``.
 
 :func:`train_distributed` writes (or reuses) the per-rank data of a partition
-directory and starts one rank per partition on this machine
-(:func:`~gnncore.distributed.launch.spawn_local`).
+directory and starts one rank per partition through torch's elastic launcher
+(:func:`~gnncore.distributed.launch.elastic_run`, on one machine or several;
+:class:`Launch`), restarting from the newest checkpoint after a failure as
+often as ``max_restarts`` allows.
 """
 
 from __future__ import annotations
@@ -61,8 +63,6 @@ from gnncore.train.node.config import OUT_OF_CORE_MODES, ConfigError, NodeTrainC
 from gnncore.train.node.loop import NodeTrainResult
 
 #: ``f(rank, epoch)``: called in every rank after each epoch is logged and checkpointed.
-#: Seconds a rank whose collective failed waits before it reports (see :func:`run_rank`).
-PEER_LOSS_GRACE_S = 2.0
 RankEpochHook = Callable[[int, int], None]
 
 
@@ -427,20 +427,8 @@ def _rank_logger(run: RankRun) -> Any | None:
 def run_rank(rank: int, world: int, run: RankRun) -> dict[str, Any]:
     """Train this rank of a distributed run (the group is initialised); returns
     plain values: the result fields, the per-rank figures and, on rank 0, the
-    best epoch's weights as NumPy arrays.
-
-    A rank whose collective fails (most often because a peer died) reports
-    :data:`PEER_LOSS_GRACE_S` seconds later, so that the launcher, which names
-    the first rank it sees gone, names the rank that died rather than the one
-    that noticed."""
-    try:
-        return _run_rank(rank, run)
-    except RuntimeError:
-        time.sleep(PEER_LOSS_GRACE_S)
-        raise
-
-
-def _run_rank(rank: int, run: RankRun) -> dict[str, Any]:
+    best epoch's weights as NumPy arrays. The launcher names the rank that
+    failed first (:func:`~gnncore.distributed.launch.blame`)."""
     from gnncore.train.core.checkpoint import CheckpointDir
 
     data = RankData.open(run.ranks_dir, rank)
@@ -537,6 +525,40 @@ class DistNodeTrainResult(NodeTrainResult):
         }
 
 
+@dataclass
+class DistNodeRanksResult:
+    """What :func:`train_distributed` returns on a machine other than the first
+    (``node_rank > 0``): rank 0, its model and the MLflow run live on machine 0;
+    here are the reduced metrics (the same on every rank) and this machine's
+    ranks' reports."""
+
+    world_size: int
+    node_rank: int
+    ranks_dir: str
+    per_rank: list[dict[str, Any]]
+    restarts: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        metrics = self.per_rank[0]["fields"]
+        return {
+            "world_size": self.world_size,
+            "node_rank": self.node_rank,
+            "ranks": [r["rank"] for r in self.per_rank],
+            "ranks_dir": self.ranks_dir,
+            "restarts": self.restarts,
+            "stopped_epoch": metrics["stopped_epoch"],
+            "best_epoch": metrics["best_epoch"],
+            "val_accuracy": metrics["best_val_accuracy"],
+            "test_accuracy": metrics["test_accuracy"],
+            "test_macro_f1": metrics["test_macro_f1"],
+            "resumed_from_epoch": metrics["resumed_from_epoch"],
+            "per_rank": [
+                {k: r[k] for k in ("rank", "train_ids", "batches_per_epoch", "peak_rss_mb")}
+                for r in self.per_rank
+            ],
+        }
+
+
 def _check_config(config: NodeTrainConfig) -> None:
     if config.mode in OUT_OF_CORE_MODES:
         raise ConfigError(f"distributed training reads rank data, not mode {config.mode!r}")
@@ -549,6 +571,45 @@ def default_ranks_dir(partition_dir: str | os.PathLike[str]) -> Path:
     ``<partition_dir>.ranks`` beside the partition directory."""
     part = Path(partition_dir).absolute()
     return part.parent / f"{part.name}.ranks"
+
+
+#: The launchers of :func:`train_distributed`.
+LAUNCHERS = ("torchrun", "spawn")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where and how :func:`train_distributed` starts its ranks.
+
+    ``torchrun`` (the default) starts this machine's ``nproc`` ranks through
+    torch's elastic launcher (:func:`~gnncore.distributed.launch.elastic_run`);
+    with ``nnodes > 1`` every machine runs the same call with its own
+    ``node_rank`` and the same ``master_addr``/``master_port`` (machine 0's
+    address; the default ``127.0.0.1`` keeps everything on this machine).
+    ``spawn`` uses :func:`~gnncore.distributed.launch.spawn_local` (one machine).
+    ``max_restarts``: after a failed attempt, start all of this machine's ranks
+    again from the newest checkpoint, this many times at most."""
+
+    launcher: str = "torchrun"
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+    max_restarts: int = 0
+    join_timeout: float = 300.0
+
+    def check(self) -> Launch:
+        if self.launcher not in LAUNCHERS:
+            raise ConfigError(f"launcher must be one of {LAUNCHERS}, got {self.launcher!r}")
+        if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
+            raise ConfigError(f"--node-rank {self.node_rank} is not in 0..{self.nnodes - 1}")
+        if self.nnodes > 1 and self.launcher != "torchrun":
+            raise ConfigError("several machines need the torchrun launcher")
+        if self.nnodes > 1 and self.master_port is None:
+            raise ConfigError("--nnodes > 1 needs --master-port (the same on every machine)")
+        if self.max_restarts < 0:
+            raise ConfigError(f"--max-restarts must be >= 0, got {self.max_restarts}")
+        return self
 
 
 def train_distributed(
@@ -569,101 +630,147 @@ def train_distributed(
     timeout: float = 120.0,
     run_timeout: float = 24 * 3600.0,
     on_epoch_end: RankEpochHook | None = None,
-) -> DistNodeTrainResult:
-    r"""Train a node classifier on ``nproc`` local ranks, one per partition.
+    launch: Launch | None = None,
+) -> Any:
+    r"""Train a node classifier with one rank per partition.
 
     Writes the per-rank data of ``graph_dir`` split by ``partition_dir`` into
     ``ranks_dir`` (default :func:`default_ranks_dir`; reused when it is already
-    there and current), then runs :func:`run_rank` in ``nproc`` processes
-    (:func:`~gnncore.distributed.launch.spawn_local`: gloo on 127.0.0.1, or NCCL
-    when ``backend="nccl"``, one GPU per rank).
+    there and current), then runs :func:`run_rank` in this machine's ``nproc``
+    ranks, started as ``launch`` says (:class:`Launch`; by default torch's
+    elastic launcher on 127.0.0.1, gloo, or NCCL when ``backend="nccl"``, one
+    GPU per rank).
 
-    With ``tracking`` (an :class:`~gnncore.tracking.MlflowTracker`) this process
-    opens the run and logs its parameters (the config, the dataset, the world
-    size and partitioner); rank 0 logs the epochs into it; this process then
-    logs the curves and the model. The run ends ``FINISHED``, or ``FAILED``
-    when a rank fails (the :class:`~gnncore.distributed.launch.RankFailed`
-    propagates). Checkpoints (``checkpoint_dir``) are written by rank 0 and read
-    by every rank with ``resume``; they need a directory every rank can read.
+    Several machines (``launch.nnodes > 1``): each runs this call with its
+    ``node_rank``; machine ``i`` runs ranks ``i * nproc ..``. Machine 0 writes
+    the rank data when it is missing or stale; the others never write it and
+    need it already there (the folders of their own ranks, on a shared file
+    system or copied; ``gnncore ranks`` writes it).
+
+    With ``tracking`` (an :class:`~gnncore.tracking.MlflowTracker`; machine 0
+    only, ignored elsewhere) this process opens the run and logs its parameters
+    (the config, the dataset, the world size and partitioner); rank 0 logs the
+    epochs into it; this process then logs the curves and the model. The run
+    ends ``FINISHED``, or ``FAILED`` when a rank fails for the last time (the
+    :class:`~gnncore.distributed.launch.RankFailed` propagates). Checkpoints
+    (``checkpoint_dir``) are written by rank 0 and read by every rank with
+    ``resume`` and after a restart; they need a directory every rank can read.
 
     Args:
-        nproc: Ranks; the partition directory's part count (the default).
+        nproc: Ranks on this machine; by default the partition's part count
+            over ``launch.nnodes``.
         backend: ``"gloo"`` (CPU, the default without CUDA) or ``"nccl"``.
         timeout: Seconds a collective may wait for its peers.
-        run_timeout: Seconds the whole run may take.
+        run_timeout: Seconds a rank may run.
         on_epoch_end: ``f(rank, epoch)`` in every rank after each epoch
             (picklable: a module-level function).
+        launch: How to start the ranks (:class:`Launch`).
+
+    Returns:
+        :class:`DistNodeTrainResult` on machine 0, :class:`DistNodeRanksResult`
+        on the others.
 
     Raises:
-        ConfigError: Settings distributed training does not support, or
-            ``nproc`` other than the partition count.
-        RankFailed: A rank raised, died or the run ran out of time; the
-            message names the rank.
+        ConfigError: Settings distributed training does not support, or a
+            world size other than the partition count.
+        RankFailed: A rank raised, died or the run ran out of time, after the
+            last restart; the message names the rank.
     """
-    from gnncore.distributed.launch import spawn_local
+    from gnncore.distributed.launch import RankFailed
     from gnncore.distributed.rank_write import write_rank_data
     from gnncore.partition.store import PartitionDir
     from gnncore.store import GraphDir
-    from gnncore.train.core.models import build_model
 
+    launch = (launch or Launch()).check()
     config = (config or NodeTrainConfig()).validate()
     _check_config(config)
     graph = GraphDir.open(graph_dir)
     partition = PartitionDir.open(partition_dir, graph)
-    world = partition.parts if nproc is None else int(nproc)
+    local = partition.parts // launch.nnodes if nproc is None else int(nproc)
+    world = local * launch.nnodes
     if world != partition.parts:
         raise ConfigError(
-            f"--nproc {world}: the partition {partition.path} has {partition.parts} parts; "
-            "one rank trains each partition"
+            f"--nproc {local} x --nnodes {launch.nnodes}: the partition {partition.path} has "
+            f"{partition.parts} parts; one rank trains each partition"
         )
     backend = backend or ("nccl" if config.device.startswith("cuda") else "gloo")
-    if backend == "nccl" and torch.cuda.device_count() < world:
+    if backend == "nccl" and torch.cuda.device_count() < local:
         raise ConfigError(
-            f"backend nccl: {world} ranks need {world} GPUs, found {torch.cuda.device_count()}"
+            f"backend nccl: {local} ranks need {local} GPUs, found {torch.cuda.device_count()}"
         )
-    out = write_rank_data(graph.path, partition.path, ranks_dir or default_ranks_dir(partition_dir))
+    if launch.max_restarts and checkpoint_dir is None:
+        raise ConfigError("--max-restarts resumes from checkpoints: give a checkpoint directory")
     m = graph.manifest
     for name in ("features", "labels"):
         if not graph.has(name):
             raise InputError(f"node classification needs {name}; the graph has none", graph.path)
+    target = Path(ranks_dir or default_ranks_dir(partition_dir)).absolute()
+    if launch.node_rank == 0:
+        out = write_rank_data(graph.path, partition.path, target)
+    else:
+        out = target
+        if not (out / "manifest.json").is_file():
+            raise InputError(
+                "machine "
+                f"{launch.node_rank} writes no rank data: copy or share the rank folders "
+                "written on machine 0 (or by gnncore ranks) to this path",
+                out,
+            )
+    restarts = 0
 
-    def launch(mlflow_run: tuple[str, str, str] | None) -> DistNodeTrainResult:
+    def attempt(mlflow_run: tuple[str, str, str] | None, again: bool) -> dict[int, Any]:
         run = RankRun(
             str(out),
             config,
             None if checkpoint_dir is None else str(checkpoint_dir),
             keep_checkpoints,
-            resume,
+            resume or again,
             progress,
             mlflow_run,
             on_epoch_end,
         )
-        ranks = spawn_local(
-            run_rank, world, (run,), backend=backend, timeout=timeout, run_timeout=run_timeout
-        )
-        main = ranks[0]
-        model = build_model(
-            config.model,
-            m.num_features,
-            config.hidden,
-            m.num_classes,
-            config.num_layers,
-            config.dropout,
-            heads=config.heads,
-        )
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in main["state_dict"].items()})
-        for r in ranks:
-            r.pop("state_dict", None)
-        return DistNodeTrainResult(
-            model=model.eval(),
-            **main["fields"],
-            world_size=world,
-            ranks_dir=str(out),
-            per_rank=ranks,
+        if launch.launcher == "spawn":
+            ranks = spawn_local_ranks(run, world, backend, timeout, run_timeout)
+            return dict(enumerate(ranks))
+        from gnncore.distributed.launch import elastic_run
+
+        return elastic_run(
+            run_rank,
+            local,
+            (run,),
+            nnodes=launch.nnodes,
+            node_rank=launch.node_rank,
+            master_addr=launch.master_addr,
+            master_port=launch.master_port,
+            backend=backend,
+            timeout=timeout,
+            run_timeout=run_timeout,
+            join_timeout=launch.join_timeout,
         )
 
-    if tracking is None:
-        return launch(None)
+    def run_all(mlflow_run: tuple[str, str, str] | None) -> Any:
+        nonlocal restarts
+        while True:
+            try:
+                ranks = attempt(mlflow_run, restarts > 0)
+                break
+            except RankFailed as err:
+                if restarts >= launch.max_restarts:
+                    raise
+                restarts += 1
+                print(
+                    f"gnncore: restart {restarts} of {launch.max_restarts} after: "
+                    f"{str(err).splitlines()[0]}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        per_rank = [ranks[r] for r in sorted(ranks)]
+        if launch.node_rank > 0:
+            return DistNodeRanksResult(world, launch.node_rank, str(out), per_rank, restarts)
+        return _main_result(per_rank, config, m, world, str(out))
+
+    if tracking is None or launch.node_rank > 0:
+        return run_all(None)
 
     from gnncore.store import GraphDirFeatureStore
     from gnncore.train.api import _log_outcome, _tracked_run, example_input, training_curves
@@ -687,9 +794,15 @@ def train_distributed(
                 "partitioner": partition.method,
                 "partition_dir": str(partition.path),
                 "ranks_dir": str(out),
+                "launcher": launch.launcher,
+                "nnodes": launch.nnodes,
+                "max_restarts": launch.max_restarts,
             }
         )
-        result = launch((logger.tracking_uri, logger.experiment_id, logger.run_id))
+        try:
+            result = run_all((logger.tracking_uri, logger.experiment_id, logger.run_id))
+        finally:
+            tracking.client.set_tag(logger.run_id, "restarts", str(restarts))
         _log_outcome(
             logger,
             result,
@@ -700,10 +813,52 @@ def train_distributed(
     return result
 
 
+def spawn_local_ranks(
+    run: RankRun, world: int, backend: str, timeout: float, run_timeout: float
+) -> list[dict[str, Any]]:
+    """:func:`run_rank` on ``world`` ranks spawned on this machine."""
+    from gnncore.distributed.launch import spawn_local
+
+    return spawn_local(
+        run_rank, world, (run,), backend=backend, timeout=timeout, run_timeout=run_timeout
+    )
+
+
+def _main_result(
+    ranks: list[dict[str, Any]], config: NodeTrainConfig, m: Any, world: int, ranks_dir: str
+) -> DistNodeTrainResult:
+    """Machine 0's result: rank 0's metrics and best weights."""
+    from gnncore.train.core.models import build_model
+
+    main = ranks[0]
+    model = build_model(
+        config.model,
+        m.num_features,
+        config.hidden,
+        m.num_classes,
+        config.num_layers,
+        config.dropout,
+        heads=config.heads,
+    )
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in main["state_dict"].items()})
+    for r in ranks:
+        r.pop("state_dict", None)
+    return DistNodeTrainResult(
+        model=model.eval(),
+        **main["fields"],
+        world_size=world,
+        ranks_dir=ranks_dir,
+        per_rank=ranks,
+    )
+
+
 __all__ = [
     "DistBatchSource",
     "DistEvalBatches",
+    "DistNodeRanksResult",
     "DistNodeTrainResult",
+    "LAUNCHERS",
+    "Launch",
     "RankRun",
     "balance_ids",
     "default_ranks_dir",
