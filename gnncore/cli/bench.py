@@ -13,6 +13,13 @@
 [--modes in_memory,mmap,hierbatching] [--parts P] [--static-fraction F]``:
 each training mode in its own process under one kernel-enforced memory budget,
 cold page cache (:mod:`gnncore.outofcore.bench`).
+
+``gnncore bench distributed GRAPH_DIR --nproc 1,2,4 --partitioners
+random,metis,grem --out DIR [--fanouts 10,5 --batch-size 1000 --mode train]
+[--fanouts 15,10,5 --batch-size 100 --mode sample] [--epochs E]``: distributed
+training per partitioner and world size, each configuration in its own process
+tree: epoch time, remote feature rows and bytes per epoch, per-rank peak RSS,
+test accuracy (:mod:`gnncore.distributed.bench`).
 """
 
 from __future__ import annotations
@@ -80,6 +87,70 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parents=[json_option()],
     )
     add_out_of_core_arguments(ooc)
+
+    distributed = sub.add_parser(
+        "distributed",
+        help="distributed training by partitioner and world size (remote rows, time, memory)",
+        parents=[json_option()],
+    )
+    add_distributed_arguments(distributed)
+
+
+def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
+    """``bench distributed``: ``--fanouts`` may repeat, one sampling setting each;
+    ``--batch-size`` and ``--mode`` then repeat as often (or once, for all)."""
+    from gnncore.distributed.bench import MODES
+
+    parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR")
+    parser.add_argument("--nproc", type=_ints, default=[1, 2, 4], metavar="N1,N2")
+    parser.add_argument(
+        "--partitioners",
+        type=lambda t: [m for m in t.split(",") if m],
+        default=["random", "metis", "grem"],
+        metavar="M1,M2",
+        help="partitioning methods for every world size above 1 (1 process: the baseline)",
+    )
+    parser.add_argument(
+        "--fanouts",
+        type=_ints,
+        action="append",
+        default=None,
+        metavar="F1,F2",
+        help="fanouts of one sampling setting; repeat for several (default: 10,5)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        action="append",
+        default=None,
+        help="global batch of each setting, in --fanouts order (default: 1000)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        action="append",
+        default=None,
+        help="train (full training) or sample (one pass of the training batches "
+        "sampled and gathered, no model) for each setting (default: train)",
+    )
+    parser.add_argument("--epochs", type=int, default=3, help="epochs per configuration")
+    parser.add_argument("--model", default="sage")
+    parser.add_argument(
+        "--grem-chunk", type=float, default=0.01, help="GREM chunk, a fraction of the edges"
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="partitions and rank data (default OUT/work; reused when current)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=0, help="OMP_NUM_THREADS per rank; 0: CPUs / N"
+    )
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per configuration")
+    parser.add_argument("--seed", type=int, default=0)
 
 
 def add_out_of_core_arguments(parser: argparse.ArgumentParser) -> None:
@@ -208,6 +279,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return _run_out_of_core(args)
     if args.what == "sampling":
         return _run_sampling(args)
+    if args.what == "distributed":
+        return _run_distributed(args)
     if args.what == "plans":
         return _run_plans(args)
     from gnncore.cli.partition import settings_from
@@ -328,6 +401,52 @@ def _run_out_of_core(args: argparse.Namespace) -> dict[str, Any]:
             threads=args.threads or None,
             timeout=args.timeout,
             seed=args.seed,
+        )
+    except ValueError as exc:
+        raise InputError(str(exc), args.graph_dir) from exc
+    print(result.pop("markdown"))
+    return result
+
+
+def _run_distributed(args: argparse.Namespace) -> dict[str, Any]:
+    from gnncore.distributed.bench import Setting, bench_distributed
+    from gnncore.errors import InputError
+
+    fanouts = args.fanouts or [[10, 5]]
+
+    def per_setting(values: list[Any] | None, default: Any, option: str) -> list[Any]:
+        if not values:
+            return [default] * len(fanouts)
+        if len(values) == 1:
+            return values * len(fanouts)
+        if len(values) != len(fanouts):
+            raise InputError(
+                f"{option} is given {len(values)} times for {len(fanouts)} --fanouts",
+                args.graph_dir,
+            )
+        return values
+
+    sizes = per_setting(args.batch_size, 1000, "--batch-size")
+    modes = per_setting(args.mode, "train", "--mode")
+    try:
+        layers = [len(f) for f in fanouts]
+        settings = [
+            Setting(f"{n}-layer" if layers.count(n) == 1 else f"{n}-layer-{i + 1}", tuple(f), b, m)
+            for i, (n, f, b, m) in enumerate(zip(layers, fanouts, sizes, modes))
+        ]
+        result = bench_distributed(
+            args.graph_dir,
+            args.out,
+            nproc=args.nproc,
+            partitioners=args.partitioners,
+            settings=settings,
+            epochs=args.epochs,
+            model=args.model,
+            grem_chunk=args.grem_chunk,
+            work_dir=args.work_dir,
+            seed=args.seed,
+            threads=args.threads or None,
+            timeout=args.timeout,
         )
     except ValueError as exc:
         raise InputError(str(exc), args.graph_dir) from exc

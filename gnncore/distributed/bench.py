@@ -1,0 +1,582 @@
+r"""``gnncore bench distributed``: remote feature rows, time and memory by partitioner.
+
+:func:`bench_distributed` partitions a graph with each partitioner into
+``nproc`` parts (``gnncore.partition``; reused when current) and runs every
+(sampling setting, partitioner, ``nproc``) configuration in its own child
+process (``python -m gnncore.distributed.bench SPEC``), which starts the
+ranks: a clean process tree per configuration, so each rank's peak RSS
+(``ru_maxrss``, reported by the rank itself) is that configuration's alone.
+One process is the baseline: a world of one rank owning the whole graph
+(a one-part partition), where nothing is remote.
+
+A setting (:class:`Setting`) is a list of fanouts, a global batch size and
+a mode:
+
+* ``train``: :func:`~gnncore.distributed.training.train_distributed` for
+  ``epochs`` epochs (early stopping off). The figures per epoch are those the
+  ranks log (``dist_remote_rows``, ``dist_remote_bytes``, ``rank<r>_*``):
+  feature-store gathers of the *training* batches only. Epoch time is the
+  training pass (``train_s`` of rank 0, evaluation not included).
+* ``sample``: no model. Each rank builds the same
+  :class:`~gnncore.distributed.training.DistBatchSource` as training and
+  draws ``epochs`` epochs of its training batches (sampling across ranks,
+  then gathering ``x`` and ``y`` through the distributed feature store), the
+  very batches training would draw with the same seed. Epoch time is that of
+  sampling and gathering (the slowest rank). No test accuracy.
+
+Per configuration: ``epoch_s`` (median over epochs), remote rows and bytes
+per epoch (summed over the ranks, mean over epochs), the remote share (rows
+fetched from other ranks over all rows gathered), the time split, each
+rank's peak RSS and the size of its rank data, the test accuracy (``train``),
+and the remote rows against those of ``random`` at the same world size and
+setting. Written as ``distributed.json`` and ``distributed.md`` in ``out_dir``
+(the JSON after every configuration, so an interrupted run keeps what it
+measured).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+MODES = ("train", "sample")
+#: The baseline's label: one process, a one-part partition.
+SINGLE = "single"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One sampling setting of the benchmark: ``name`` labels it in the tables."""
+
+    name: str
+    fanouts: tuple[int, ...]
+    batch_size: int
+    mode: str = "train"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode is one of {', '.join(MODES)}; got {self.mode!r}")
+        if not self.fanouts or any(f < 1 for f in self.fanouts):
+            raise ValueError(f"fanouts must be positive; got {self.fanouts}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch size must be positive; got {self.batch_size}")
+
+
+def _log(message: str) -> None:
+    print(f"[bench distributed] {message}", file=sys.stderr, flush=True)
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+# The child process -------------------------------------------------------------
+
+
+def _config(spec: dict[str, Any]) -> Any:
+    from gnncore.train.node.config import NodeTrainConfig
+
+    fanouts = tuple(int(f) for f in spec["fanouts"])
+    return NodeTrainConfig(
+        model=spec["model"],
+        fanouts=fanouts,
+        eval_fanouts=fanouts,
+        batch_size=int(spec["batch_size"]),
+        epochs=int(spec["epochs"]),
+        seed=int(spec["seed"]),
+        patience=0,
+        device="cpu",
+    ).validate()
+
+
+def sample_rank(rank: int, world: int, ranks_dir: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """One rank of a ``sample`` run (the group is initialised): ``spec["epochs"]``
+    epochs of this rank's training batches, sampled and gathered, no model."""
+    import torch
+    import torch.distributed as dist
+
+    from gnncore.distributed.rank_data import RankData
+    from gnncore.distributed.training import DistBatchSource, peak_rss_mb
+
+    data = RankData.open(ranks_dir, rank)
+    source = DistBatchSource(data, _config(spec), torch.device("cpu"))
+    epochs = []
+    for epoch in range(1, int(spec["epochs"]) + 1):
+        dist.barrier()
+        before = source.feature_store.stats.as_dict()
+        started = time.perf_counter()
+        source.start_epoch(epoch)
+        with source.batches() as batches:
+            for _ in batches:
+                pass
+        wall = time.perf_counter() - started
+        after = source.feature_store.stats.as_dict()
+        delta = {k: after[k] - before.get(k, 0.0) for k in after}
+        figures = source.epoch_figures
+        epochs.append(
+            {
+                "epoch_s": wall,
+                "remote_rows": delta["remote_rows"],
+                "local_rows": delta["local_rows"],
+                "remote_bytes": delta["remote_bytes"],
+                "sample_s": figures.sample_s,
+                "exchange_s": figures.exchange_s,
+                "batches": figures.batches,
+            }
+        )
+    return {
+        "rank": rank,
+        "epochs": epochs,
+        "train_ids": len(source.split_ids["train"]),
+        "batches_per_epoch": source.num_batches,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def _run_sample(spec: dict[str, Any]) -> dict[str, Any]:
+    from gnncore.distributed.launch import spawn_local
+    from gnncore.distributed.rank_write import write_rank_data
+
+    world = int(spec["nproc"])
+    ranks_dir = write_rank_data(spec["graph_dir"], spec["partition_dir"], spec["ranks_dir"])
+    ranks = spawn_local(
+        sample_rank,
+        world,
+        (str(ranks_dir), spec),
+        timeout=float(spec["collective_timeout"]),
+        run_timeout=float(spec["timeout"]),
+    )
+    per_epoch = []
+    for e in range(int(spec["epochs"])):
+        figures = [r["epochs"][e] for r in ranks]
+        per_epoch.append(
+            {
+                "epoch_s": max(f["epoch_s"] for f in figures),
+                "remote_rows": sum(f["remote_rows"] for f in figures),
+                "local_rows": sum(f["local_rows"] for f in figures),
+                "remote_bytes": sum(f["remote_bytes"] for f in figures),
+                "sample_s": statistics.fmean(f["sample_s"] for f in figures),
+                "exchange_s": statistics.fmean(f["exchange_s"] for f in figures),
+                "compute_s": None,
+                "per_rank_remote_rows": [f["remote_rows"] for f in figures],
+            }
+        )
+    return {
+        "per_epoch": per_epoch,
+        "per_rank": [
+            {k: r[k] for k in ("rank", "train_ids", "batches_per_epoch", "peak_rss_mb")}
+            for r in ranks
+        ],
+        "test_accuracy": None,
+        "best_val_accuracy": None,
+    }
+
+
+def _run_train(spec: dict[str, Any]) -> dict[str, Any]:
+    from gnncore.distributed.training import train_distributed
+
+    world = int(spec["nproc"])
+    result = train_distributed(
+        spec["graph_dir"],
+        spec["partition_dir"],
+        _config(spec),
+        world,
+        ranks_dir=spec["ranks_dir"],
+        timeout=float(spec["collective_timeout"]),
+        run_timeout=float(spec["timeout"]),
+    )
+    per_epoch = []
+    for t in result.throughput:
+        per_epoch.append(
+            {
+                "epoch_s": t["train_s"],
+                "eval_s": t.get("eval_s"),
+                "remote_rows": t["dist_remote_rows"],
+                "local_rows": sum(t[f"rank{r}_local_rows"] for r in range(world)),
+                "remote_bytes": t["dist_remote_bytes"],
+                "sample_s": statistics.fmean(t[f"rank{r}_sample_s"] for r in range(world)),
+                "exchange_s": statistics.fmean(t[f"rank{r}_exchange_s"] for r in range(world)),
+                "compute_s": statistics.fmean(t[f"rank{r}_compute_s"] for r in range(world)),
+                "per_rank_remote_rows": [t[f"rank{r}_remote_rows"] for r in range(world)],
+            }
+        )
+    return {
+        "per_epoch": per_epoch,
+        "per_rank": [
+            {k: r[k] for k in ("rank", "train_ids", "batches_per_epoch", "peak_rss_mb")}
+            for r in result.per_rank
+        ],
+        "test_accuracy": result.test_accuracy,
+        "best_val_accuracy": result.best_val_accuracy,
+        "best_epoch": result.best_epoch,
+    }
+
+
+def run_config(spec: dict[str, Any]) -> dict[str, Any]:
+    """One configuration, in this process (the child :func:`bench_distributed`
+    starts): its figures per epoch and per rank."""
+    started = time.perf_counter()
+    out = _run_train(spec) if spec["mode"] == "train" else _run_sample(spec)
+    out["wall_s"] = time.perf_counter() - started
+    out["launcher_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+# The parent --------------------------------------------------------------------
+
+
+def _partition(
+    graph_dir: Path,
+    work: Path,
+    method: str,
+    parts: int,
+    seed: int,
+    grem_chunk: float,
+) -> dict[str, Any]:
+    from gnncore.partition.run import MethodSettings, partition_graph
+
+    out = work / "partitions" / f"{method}-p{parts}"
+    settings = MethodSettings(chunk=grem_chunk) if method in ("grem", "greedy") else None
+    report = partition_graph(
+        graph_dir, out, method, parts, seed=seed, settings=settings, reuse=True
+    )
+    _log(
+        f"partition {method} p={parts}: edge cut {report.metrics.edge_cut_fraction:.3f}"
+        + (" (reused)" if report.reused else f" in {report.seconds:.1f} s")
+    )
+    return {
+        "dir": str(out),
+        "method": method,
+        "parts": parts,
+        "edge_cut_fraction": report.metrics.edge_cut_fraction,
+        "seconds": report.seconds,
+        "reused": report.reused,
+        "params": report.params,
+    }
+
+
+def _summarise(raw: dict[str, Any], ranks_dir: Path) -> dict[str, Any]:
+    epochs = raw["per_epoch"]
+    remote = sum(e["remote_rows"] for e in epochs)
+    rows = remote + sum(e["local_rows"] for e in epochs)
+
+    def median(key: str) -> float | None:
+        values = [e[key] for e in epochs if e.get(key) is not None]
+        return statistics.median(values) if values else None
+
+    per_rank = raw["per_rank"]
+    for r in per_rank:
+        r["rank_data_bytes"] = _dir_bytes(ranks_dir / f"rank_{r['rank']}")
+    n = len(epochs)
+    return {
+        "epochs_run": n,
+        "epoch_s": median("epoch_s"),
+        "epoch_s_all": [e["epoch_s"] for e in epochs],
+        "sample_s": median("sample_s"),
+        "exchange_s": median("exchange_s"),
+        "compute_s": median("compute_s"),
+        "eval_s": median("eval_s"),
+        "remote_rows_per_epoch": remote / n if n else None,
+        "remote_rows_epoch1": epochs[0]["remote_rows"] if n else None,
+        "local_rows_per_epoch": (rows - remote) / n if n else None,
+        "remote_bytes_per_epoch": sum(e["remote_bytes"] for e in epochs) / n if n else None,
+        "remote_share": remote / rows if rows else 0.0,
+        "peak_rss_mb": [r["peak_rss_mb"] for r in per_rank],
+        "per_rank": per_rank,
+        "per_epoch": epochs,
+        "test_accuracy": raw.get("test_accuracy"),
+        "best_val_accuracy": raw.get("best_val_accuracy"),
+        "wall_s": raw.get("wall_s"),
+        "launcher_peak_rss_mb": raw.get("launcher_peak_rss_mb"),
+    }
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def bench_distributed(
+    graph_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    nproc: Sequence[int] = (1, 2, 4),
+    partitioners: Sequence[str] = ("random", "metis", "grem"),
+    settings: Sequence[Setting] | None = None,
+    *,
+    fanouts: Sequence[int] = (10, 5),
+    batch_size: int = 1000,
+    mode: str = "train",
+    epochs: int = 3,
+    model: str = "sage",
+    grem_chunk: float = 0.01,
+    work_dir: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+    threads: int | None = None,
+    timeout: float = 3600.0,
+    collective_timeout: float = 300.0,
+) -> dict[str, Any]:
+    """Run the benchmark (see the module docstring).
+
+    Args:
+        graph_dir: A graph directory with features, labels and splits.
+        out_dir: Gets ``distributed.json``, ``distributed.md`` and ``runs/``
+            (each configuration's spec, result and log).
+        nproc: World sizes; 1 is the one-process baseline (run once per setting).
+        partitioners: ``gnncore partition`` methods, for every world size above 1.
+        settings: Sampling settings; default one, from ``fanouts``,
+            ``batch_size`` and ``mode``.
+        epochs: Epochs per configuration (``train``: trained, early stopping
+            off; ``sample``: sampled).
+        grem_chunk: GREM's (and greedy's) chunk, a fraction of the edges.
+        work_dir: Partitions (``partitions/<method>-p<n>``) and rank data
+            (``ranks/<method>-p<n>``); reused when current. Default ``out_dir/work``.
+        threads: ``OMP_NUM_THREADS`` of each rank; default the CPUs this process
+            may use divided by the world size (at least 1).
+        timeout: Seconds one configuration may take.
+        collective_timeout: Seconds a collective may wait for its peers.
+
+    Returns:
+        dict: What ``distributed.json`` holds, plus ``markdown``.
+    """
+    from gnncore.partition.run import METHODS
+    from gnncore.store import GraphDir
+
+    graph_dir = Path(graph_dir).absolute()
+    out = Path(out_dir).absolute()
+    work = Path(work_dir).absolute() if work_dir is not None else out / "work"
+    settings = list(settings or [Setting("default", tuple(fanouts), batch_size, mode)])
+    nproc = sorted({int(n) for n in nproc})
+    if not nproc or nproc[0] < 1:
+        raise ValueError(f"--nproc must be positive integers; got {nproc}")
+    bad = [p for p in partitioners if p not in METHODS]
+    if bad:
+        raise ValueError(f"unknown partitioners {bad}; choose from {', '.join(METHODS)}")
+    if len({s.name for s in settings}) != len(settings):
+        raise ValueError(f"settings need distinct names; got {[s.name for s in settings]}")
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1; got {epochs}")
+    graph = GraphDir.open(graph_dir)
+    m = graph.manifest
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    cpus = len(os.sched_getaffinity(0))
+
+    partitions: dict[str, dict[str, Any]] = {}
+    plan: list[tuple[str, int]] = []
+    for n in nproc:
+        for method in [SINGLE] if n == 1 else list(partitioners):
+            key = f"{method}-p{n}"
+            partitions[key] = _partition(
+                graph_dir, work, "random" if method == SINGLE else method, n, seed, grem_chunk
+            )
+            plan.append((method, n))
+
+    result: dict[str, Any] = {
+        "graph_dir": str(graph_dir),
+        "dataset": m.name,
+        "num_nodes": int(m.num_nodes),
+        "num_edges": int(m.num_canonical_edges),
+        "num_features": int(m.num_features),
+        "graph_bytes": _dir_bytes(graph_dir),
+        "feature_bytes": int(m.num_nodes) * int(m.num_features) * 4,
+        "epochs": epochs,
+        "model": model,
+        "seed": seed,
+        "grem_chunk": grem_chunk,
+        "cpus": cpus,
+        "settings": [asdict(s) for s in settings],
+        "partitions": partitions,
+        "configs": [],
+    }
+
+    def save() -> None:
+        (out / "distributed.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+
+    for setting in settings:
+        for method, n in plan:
+            key = f"{method}-p{n}"
+            name = f"{setting.name}-{key}"
+            spec = {
+                "graph_dir": str(graph_dir),
+                "partition_dir": partitions[key]["dir"],
+                "ranks_dir": str(work / "ranks" / key),
+                "nproc": n,
+                "mode": setting.mode,
+                "fanouts": list(setting.fanouts),
+                "batch_size": setting.batch_size,
+                "epochs": epochs,
+                "model": model,
+                "seed": seed,
+                "timeout": timeout,
+                "collective_timeout": collective_timeout,
+            }
+            spec_path, result_path, log_path = (
+                runs / f"{name}{s}" for s in (".spec.json", ".json", ".log")
+            )
+            spec_path.write_text(json.dumps(spec, indent=2) + "\n")
+            result_path.unlink(missing_ok=True)
+            threads_here = threads or max(1, cpus // n)
+            env = {
+                **os.environ,
+                "OMP_NUM_THREADS": str(threads_here),
+                "MKL_NUM_THREADS": str(threads_here),
+                "PYTHONUNBUFFERED": "1",
+            }
+            cmd = [
+                sys.executable,
+                "-m",
+                "gnncore.distributed.bench",
+                str(spec_path),
+                str(result_path),
+            ]
+            _log(f"{name}: {setting.mode}, fanouts {setting.fanouts}, batch {setting.batch_size}")
+            started = time.perf_counter()
+            entry: dict[str, Any] = {
+                "setting": setting.name,
+                "mode": setting.mode,
+                "fanouts": list(setting.fanouts),
+                "batch_size": setting.batch_size,
+                "partitioner": method,
+                "nproc": n,
+                "threads_per_rank": threads_here,
+                "edge_cut_fraction": partitions[key]["edge_cut_fraction"] if n > 1 else 0.0,
+            }
+            try:
+                with open(log_path, "w") as log:
+                    proc = subprocess.run(
+                        cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout + 60
+                    )
+                status = "ok" if proc.returncode == 0 and result_path.is_file() else "failed"
+            except subprocess.TimeoutExpired:
+                status = "timed out"
+            entry["status"] = status
+            entry["process_wall_s"] = time.perf_counter() - started
+            if status == "ok":
+                raw = json.loads(result_path.read_text())
+                entry.update(_summarise(raw, work / "ranks" / key))
+                _log(
+                    f"{name}: epoch {entry['epoch_s']:.2f} s, remote rows/epoch "
+                    f"{entry['remote_rows_per_epoch']:,.0f} (share {entry['remote_share']:.3f})"
+                )
+            else:
+                entry["error"] = _tail(log_path)
+                _log(f"{name}: {status}\n{entry['error']}")
+            result["configs"].append(entry)
+            save()
+
+    _compare(result)
+    result["load_average"] = os.getloadavg()
+    markdown = to_markdown(result)
+    save()
+    (out / "distributed.md").write_text(markdown + "\n")
+    return {**result, "markdown": markdown}
+
+
+def _compare(result: dict[str, Any]) -> None:
+    """Each configuration's remote rows against ``random``'s (same setting and
+    world size): ``remote_rows_vs_random``; and ``metis_vs_random`` per setting
+    and world size."""
+    by_key = {
+        (c["setting"], c["nproc"], c["partitioner"]): c
+        for c in result["configs"]
+        if c.get("status") == "ok"
+    }
+    ratios: dict[str, dict[str, float | None]] = {}
+    for (setting, n, method), c in by_key.items():
+        base = by_key.get((setting, n, "random"))
+        c["remote_rows_vs_random"] = (
+            c["remote_rows_per_epoch"] / base["remote_rows_per_epoch"]
+            if base and base["remote_rows_per_epoch"]
+            else None
+        )
+        if method != "random" and n > 1:
+            ratios.setdefault(setting, {})[f"{method}_p{n}"] = c["remote_rows_vs_random"]
+    result["remote_rows_vs_random"] = ratios
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _int(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def to_markdown(result: dict[str, Any]) -> str:
+    """The result as Markdown: a line of context, then one table per setting."""
+    lines = [
+        f"Graph `{result['graph_dir']}`: {result['num_nodes']:,} nodes, "
+        f"{result['num_edges']:,} undirected edges, {result['num_features']} features "
+        f"({result['graph_bytes'] / 2**20:.0f} MiB on disk); model {result['model']}, "
+        f"seed {result['seed']}, {result['epochs']} epoch(s) per configuration; "
+        f"GREM chunk {result['grem_chunk']:.0%}; {result['cpus']} CPUs; gloo.",
+    ]
+    for s in result["settings"]:
+        configs = [c for c in result["configs"] if c["setting"] == s["name"]]
+        what = (
+            "full training (epoch = the training pass, evaluation not included)"
+            if s["mode"] == "train"
+            else "sampling and feature gathering only, no model (epoch = the slowest rank's pass)"
+        )
+        lines += [
+            "",
+            f"**{s['name']}**: fanouts {','.join(map(str, s['fanouts']))}, global batch "
+            f"{s['batch_size']:,}; {what}. Remote rows and bytes: summed over the ranks, "
+            "mean per epoch; epoch s: median.",
+            "",
+            "| partitioner | ranks | edge cut | epoch s | sample / exchange / compute s "
+            "| remote rows / epoch | remote MB / epoch | remote share | vs random "
+            "| peak RSS per rank, MB | rank data, MB | test acc |",
+            "|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|",
+        ]
+        for c in configs:
+            if c.get("status") != "ok":
+                lines.append(
+                    f"| {c['partitioner']} | {c['nproc']} | | {c['status']} | | | | | | | | |"
+                )
+                continue
+            rss = ", ".join(f"{v:.0f}" for v in c["peak_rss_mb"])
+            data = ", ".join(f"{r['rank_data_bytes'] / 1e6:.0f}" for r in c["per_rank"])
+            split = f"{_f(c['sample_s'])} / {_f(c['exchange_s'])} / {_f(c['compute_s'])}"
+            lines.append(
+                f"| {c['partitioner']} | {c['nproc']} | {_f(c['edge_cut_fraction'], 3)} "
+                f"| {_f(c['epoch_s'])} | {split} | {_int(c['remote_rows_per_epoch'])} "
+                f"| {_f(c['remote_bytes_per_epoch'] / 1e6, 1)} | {_f(c['remote_share'], 3)} "
+                f"| {_f(c.get('remote_rows_vs_random'))} | {rss} | {data} "
+                f"| {_f(c['test_accuracy'], 4)} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m gnncore.distributed.bench SPEC_JSON RESULT_JSON``: one configuration."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2:
+        print("usage: python -m gnncore.distributed.bench SPEC_JSON RESULT_JSON", file=sys.stderr)
+        return 2
+    # Through the module's own name, not ``__main__``: the ranks unpickle
+    # :func:`sample_rank` by it.
+    from gnncore.distributed import bench
+
+    spec = json.loads(Path(args[0]).read_text())
+    out = bench.run_config(spec)
+    Path(args[1]).write_text(json.dumps(out, default=float) + "\n")
+    return 0
+
+
+__all__ = ["MODES", "Setting", "bench_distributed", "run_config", "sample_rank", "to_markdown"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
