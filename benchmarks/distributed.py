@@ -29,7 +29,7 @@ training fits). Writes ``distributed.json`` and ``distributed.md`` into
         [--epochs 3] [--mode train] [--mode-3 train] [--out DIR] [--build-only]
 
 Not part of the test suite; the graph (89 MiB) and the partitions and rank data
-(about 0.5 GB in all) are kept for reuse.
+(about 0.75 GB in all) are kept for reuse.
 """
 
 from __future__ import annotations
