@@ -133,6 +133,8 @@ def blame(statuses: Sequence[RankStatus], world: int, remote: Sequence[int] = ()
     ``remote``: ranks on other machines, named when only peer losses are seen
     here."""
     died = [s for s in statuses if s.exitcode not in (None, 0) and s.error is None]
+    # SIGTERM last: the launchers stop the surviving ranks with it.
+    died.sort(key=lambda s: s.exitcode == -signal.SIGTERM)
     own = [s for s in statuses if s.error is not None and not s.peer_loss]
     lost = [s for s in statuses if s.error is not None and s.peer_loss]
     ordered = died + own + lost
