@@ -378,8 +378,11 @@ def test_3_predictions_keyed_by_the_original_ids(tutorial: Tutorial) -> None:
     done = tutorial.bash("run-read-predictions")
     assert "1200 accounts" in done.stdout, done.stdout
     assert re.search(r"acct-\d{4}", done.stdout), done.stdout
-    (path,) = (tutorial.root / "data" / "predictions").glob("accounts-*/predictions.parquet")
-    preds = pl.read_parquet(path)
+    predictions = tutorial.root / "data" / "predictions"
+    (latest,) = predictions.glob("accounts-*-node-latest")
+    (version,) = predictions.glob("accounts-*-node-v*")
+    assert latest.is_symlink() and latest.resolve() == version.resolve()
+    preds = pl.read_parquet(latest / "predictions.parquet")
     assert preds.height == len(FOUND["node_ids"])
     assert preds["node_id"].dtype == pl.String
     assert set(preds["node_id"]) == FOUND["node_ids"]
