@@ -36,11 +36,11 @@ import json
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from generated_graph import cached_graph
 
 from gnncore.sizes import format_size, parse_size
 
@@ -61,16 +61,12 @@ def build_graph(
 ) -> dict[str, Any]:
     """Write the planted-partition graph into ``out`` unless the same one is there.
 
-    Edges, labels and features come from :mod:`gnncore.synth` (features
-    streamed into a memory map in row chunks, never whole in memory); the
-    splits are stratified subsets of the generator's (its train/val/test
-    split, each cut down to the fractions given, as share of all nodes).
+    Edges, labels and features come from :func:`gnncore.synth.generate_graph`
+    (features written in row chunks, never whole in memory); the splits are
+    random subsets of the generator's stratified train/val/test split, each
+    cut down to the fraction given, as share of all nodes
+    (:func:`generated_graph.cached_graph`).
     """
-    from gnncore.io.canonical import canonicalize, write_graph
-    from gnncore.synth import SynthSpec, fill_features, iter_edge_chunks, labels, node_table
-    from gnncore.synth import split as split_nodes
-    from gnncore.synth.dataset import spec_dict
-
     params = {
         "nodes": nodes,
         "features": features,
@@ -82,66 +78,15 @@ def build_graph(
         "val_fraction": val_fraction,
         "test_fraction": test_fraction,
     }
-    record = out.parent / f"{out.name}.params.json"
-    if (out / "manifest.json").is_file() and record.is_file():
-        if json.loads(record.read_text()) == params:
-            print(f"reusing graph {out}", file=sys.stderr)
-            return {"reused": True, **params}
-    print(f"writing graph {out} ({params})", file=sys.stderr)
-    started = time.perf_counter()
-    spec = SynthSpec(
-        num_nodes=nodes,
-        avg_degree=avg_degree,
-        num_classes=classes,
-        num_features=features,
-        seed=seed,
-        communities_per_class=communities_per_class,
-    )
-    src = np.empty(spec.num_edges, dtype=np.int64)
-    dst = np.empty(spec.num_edges, dtype=np.int64)
-    done = 0
-    for s, d in iter_edge_chunks(spec):
-        src[done : done + len(s)], dst[done : done + len(d)] = s, d
-        done += len(s)
-    edges = canonicalize(src, dst, nodes, directed=False)
-    del src, dst
-    y = labels(spec, node_table(spec)[0])
-    splits = split_nodes(spec, y)
-    rng = np.random.default_rng(seed + 1)
-    wanted = (train_fraction, val_fraction, test_fraction)
-    chosen = [
-        rng.choice(part, min(len(part), int(round(frac * nodes))), replace=False)
-        for part, frac in zip(splits, wanted)
-    ]
 
-    def before(writer: Any) -> None:
-        x = writer.open_array("features", np.float32, (nodes, features))
-        rows = 1 << 16
-        for start in range(0, nodes, rows):
-            fill_features(spec, y, start, x[start : start + rows])
-        x.flush()
-        del x
-        writer.save_array("labels", y)
-        writer.num_features, writer.num_classes = features, classes
-        writer.save_splits(*chosen)
+    def choose(y: np.ndarray, splits: tuple[np.ndarray, ...], rng: np.random.Generator) -> Any:
+        wanted = (train_fraction, val_fraction, test_fraction)
+        return tuple(
+            rng.choice(part, min(len(part), int(round(frac * nodes))), replace=False)
+            for part, frac in zip(splits, wanted)
+        )
 
-    write_graph(
-        out,
-        fmt="synth",
-        source=out,
-        name="ooc-synth",
-        num_nodes=nodes,
-        edges=edges,
-        directed=False,
-        seed=seed,
-        before=before,
-        details={"synth_spec": spec_dict(spec), "splits": params},
-        started=started,
-    )
-    record.write_text(json.dumps(params))
-    seconds = time.perf_counter() - started
-    print(f"graph written in {seconds:.0f} s", file=sys.stderr)
-    return {"reused": False, "seconds": seconds, **params}
+    return cached_graph(out, params, "ooc-synth", choose)
 
 
 def _du(path: Path) -> int:

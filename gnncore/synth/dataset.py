@@ -72,11 +72,16 @@ def _node_data(spec: SynthSpec) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     return y, split_nodes(spec, y)
 
 
-def _node_writer(spec: SynthSpec) -> Callable[[GraphDirWriter], None]:
-    """The ``before`` hook writing features, labels and splits (both paths)."""
+Splits = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _node_writer(spec: SynthSpec, splits: Splits | None) -> Callable[[GraphDirWriter], None]:
+    """The ``before`` hook writing features, labels and splits (both paths):
+    ``splits`` when given, else the spec's own."""
     from gnncore.io.external_ingest import npy_writer
 
-    y, (train, val, test) = _node_data(spec)
+    y, own = _node_data(spec)
+    train, val, test = own if splits is None else splits
 
     def before(writer: GraphDirWriter) -> None:
         shape = (spec.num_nodes, spec.num_features)
@@ -99,19 +104,26 @@ def generate_graph(
     name: str = "synthetic",
     progress: bool = False,
     memory_budget: int | str | None = None,
+    splits: Splits | None = None,
+    details: Mapping[str, Any] | None = None,
 ) -> IngestReport:
     """Generate ``spec`` straight into a graph directory (docs/FORMAT.md).
 
     Self-loops and repeated pairs from the generator are dropped and counted
     exactly as ingestion does. Returns the :class:`~gnncore.io.IngestReport`.
 
+    ``splits`` (train, val, test node ids) replaces the spec's own split, e.g.
+    subsets of it chosen by a benchmark; ``details`` are recorded in the
+    manifest beside ``synth_spec``.
+
     ``memory_budget`` (bytes, or a size such as ``"1GiB"``): generate in
     bounded memory (module docstring), the same directory byte for byte; the
     report then has ``phases`` (:data:`BOUNDED_PHASES`), ``peak_rss_bytes``
     and ``memory_budget``. Default: in memory.
     """
+    recorded = {"synth_spec": spec_dict(spec), **(details or {})}
     if memory_budget is not None:
-        return _generate_bounded(out_dir, spec, name, progress, memory_budget)
+        return _generate_bounded(out_dir, spec, name, progress, memory_budget, splits, recorded)
     from gnncore.io.canonical import canonicalize, write_graph
 
     started = time.perf_counter()
@@ -119,7 +131,7 @@ def generate_graph(
     src, dst = _edges(spec, progress)
     edges = canonicalize(src, dst, spec.num_nodes, directed=False)
     del src, dst
-    before = _node_writer(spec)
+    before = _node_writer(spec, splits)
 
     return write_graph(
         out_dir,
@@ -131,7 +143,7 @@ def generate_graph(
         directed=False,
         seed=spec.seed,
         before=before,
-        details={"synth_spec": spec_dict(spec)},
+        details=recorded,
         started=started,
     )
 
@@ -142,6 +154,8 @@ def _generate_bounded(
     name: str,
     progress: bool,
     memory_budget: int | str,
+    splits: Splits | None,
+    details: Mapping[str, Any],
 ) -> IngestReport:
     from gnncore.io.external_ingest import (
         MIN_MEMORY_BUDGET,
@@ -162,7 +176,7 @@ def _generate_bounded(
     spec.validate()
     phases = Phases(BOUNDED_PHASES)
     phases.start("node data")
-    before = _node_writer(spec)
+    before = _node_writer(spec, splits)
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         with tqdm(
@@ -192,7 +206,7 @@ def _generate_bounded(
             fmt="synth",
             source=out_dir,
             before=before,
-            details={"synth_spec": spec_dict(spec)},
+            details=details,
             started=started,
             before_phase="node data",
         )

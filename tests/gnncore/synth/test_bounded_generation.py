@@ -66,6 +66,24 @@ def test_same_directory_as_in_memory(tmp_path, monkeypatch, spec, budget):
     assert [p.name for p in tmp_path.iterdir()] == ["g"]
 
 
+@pytest.mark.parametrize("budget", [None, TINY])
+def test_given_splits_and_details_replace_the_generators(tmp_path, budget):
+    """A benchmark's own splits (subsets of the generator's) and extra manifest
+    details, in both paths."""
+    import numpy as np
+
+    spec = SPECS["one-community-per-class"]
+    splits = (np.arange(0, 50), np.arange(50, 60), np.arange(60, 80))
+    out = tmp_path / "g"
+    report = generate_graph(out, spec, memory_budget=budget, splits=splits, details={"k": 1})
+    graph = GraphDir.open(out)
+    for name, ids in zip(("train_idx", "val_idx", "test_idx"), splits, strict=True):
+        assert np.array_equal(np.load(out / f"{name}.npy"), ids)
+    stats = json.loads((out / "manifest.json").read_text())["stats"]
+    assert stats["k"] == 1 and stats["synth_spec"]["num_nodes"] == spec.num_nodes
+    assert report.details["k"] == 1 and graph.num_nodes == spec.num_nodes
+
+
 def test_refusals(tmp_path):
     with pytest.raises(ValueError, match="at least"):
         generate_graph(tmp_path / "g", SPECS["one-community-per-class"], memory_budget=1000)
