@@ -773,22 +773,22 @@ def train_distributed(
         return run_all(None)
 
     from gnncore.store import GraphDirFeatureStore
-    from gnncore.train.api import _log_outcome, _tracked_run, example_input, training_curves
+    from gnncore.train.api import (
+        example_input,
+        log_outcome,
+        node_run_params,
+        tracked_run,
+        training_curves,
+    )
     from gnncore.train.core.checkpoint import CheckpointDir
 
     previous = (
         CheckpointDir(checkpoint_dir).latest() if resume and checkpoint_dir is not None else None
     )
-    with _tracked_run(tracking, m.name, "node", config.model, tags, run_name, previous) as logger:
+    with tracked_run(tracking, m.name, "node", config.model, tags, run_name, previous) as logger:
         logger.log_params(
             {
-                **config.to_params(),
-                "dataset": m.name,
-                "num_nodes": m.num_nodes,
-                "num_edges": m.num_edges,
-                "num_features": m.num_features,
-                "num_classes": m.num_classes,
-                "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
+                **node_run_params(config, m, checkpoint_dir),
                 "world_size": world,
                 "backend": backend,
                 "partitioner": partition.method,
@@ -803,7 +803,7 @@ def train_distributed(
             result = run_all((logger.tracking_uri, logger.experiment_id, logger.run_id))
         finally:
             tracking.client.set_tag(logger.run_id, "restarts", str(restarts))
-        _log_outcome(
+        log_outcome(
             logger,
             result,
             training_curves(result),

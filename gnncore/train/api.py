@@ -203,25 +203,19 @@ def train_graph_dir(
     if tracking is None:
         return run(None)
 
-    with _tracked_run(tracking, m.name, "node", config.model, tags, run_name, previous) as logger:
+    with tracked_run(tracking, m.name, "node", config.model, tags, run_name, previous) as logger:
         logger.log_params(
             {
-                **config.to_params(),
-                "dataset": m.name,
-                "num_nodes": m.num_nodes,
-                "num_edges": m.num_edges,
-                "num_features": m.num_features,
-                "num_classes": m.num_classes,
+                **node_run_params(config, m, checkpoint_dir),
                 "num_train": len(splits["train"]),
                 "num_val": len(splits["val"]),
                 "num_test": len(splits["test"]),
-                "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
                 **{key: value for _, params in plans.values() for key, value in params.items()},
                 **data.params,
             }
         )
         result = run(logger)
-        _log_outcome(
+        log_outcome(
             logger,
             result,
             training_curves(result),
@@ -229,6 +223,23 @@ def train_graph_dir(
             graph,
         )
     return result
+
+
+def node_run_params(
+    config: NodeTrainConfig, manifest: Any, checkpoint_dir: str | os.PathLike[str] | None
+) -> dict[str, Any]:
+    """The parameters every tracked node-classification run logs, single-process
+    or distributed: the config's, the dataset's sizes and the checkpoint
+    directory (``"none"`` without one)."""
+    return {
+        **config.to_params(),
+        "dataset": manifest.name,
+        "num_nodes": manifest.num_nodes,
+        "num_edges": manifest.num_edges,
+        "num_features": manifest.num_features,
+        "num_classes": manifest.num_classes,
+        "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else "none",
+    }
 
 
 def _line_logger(progress: Progress) -> Callable[[str], None] | None:
@@ -321,7 +332,7 @@ def _open_plans(
     return plans
 
 
-def _log_outcome(
+def log_outcome(
     logger: Any,
     result: NodeTrainResult | LinkTrainResult,
     curves: Figure,
@@ -371,7 +382,7 @@ def _open_checkpoints(
 
 
 @contextlib.contextmanager
-def _tracked_run(
+def tracked_run(
     tracking: RunTracker,
     dataset: str,
     task: str,
@@ -442,7 +453,7 @@ def _train_link_graph_dir(
 
     if tracking is None:
         return run(None)
-    with _tracked_run(
+    with tracked_run(
         tracking,
         m.name,
         "link",
@@ -465,7 +476,7 @@ def _train_link_graph_dir(
             }
         )
         result = run(logger)
-        _log_outcome(
+        log_outcome(
             logger,
             result,
             link_curves(result),
