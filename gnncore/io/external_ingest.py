@@ -84,6 +84,7 @@ from gnncore.io.external_sort import BYTES_PER_PAIR, ExternalEdgeSorter
 from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 from gnncore.store.atomic import remove_stale_temporaries, temporary_name
+from gnncore.store.npy import read_npy_header
 from gnncore.store.writer import GraphDirWriter, create_graph_dir, index_dtype
 from gnncore.typing import require_csrc
 
@@ -186,11 +187,7 @@ def npy_writer(path: Path, dtype: Any, shape: tuple[int, ...]) -> BinaryIO:
 def npy_reader(path: Path) -> tuple[BinaryIO, np.dtype, tuple[int, ...]]:
     """Open a ``.npy`` positioned at its data: ``(file, dtype, shape)``."""
     fh = open(path, "rb")
-    version = np.lib.format.read_magic(fh)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-    else:
-        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+    shape, _, dtype = read_npy_header(fh)
     return fh, dtype, shape
 
 

@@ -38,14 +38,10 @@ class EdgeFile:
     def from_npy(cls, path: str | os.PathLike[str]) -> EdgeFile:
         """Describe a C-ordered little-endian int32/int64 ``[E, 2]`` ``.npy`` file
         from its header (nothing else is read)."""
+        from gnncore.store.npy import read_npy_header
+
         with open(path, "rb") as fh:
-            version = np.lib.format.read_magic(fh)
-            reader = (
-                np.lib.format.read_array_header_1_0
-                if version == (1, 0)
-                else np.lib.format.read_array_header_2_0
-            )
-            shape, fortran, dtype = reader(fh, max_header_size=10_000)
+            shape, fortran, dtype = read_npy_header(fh)
             offset = fh.tell()
         if dtype.str not in ("<i4", "<i8"):
             raise ValueError(

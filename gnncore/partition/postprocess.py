@@ -36,6 +36,7 @@ from gnncore.partition.metrics import (
     streamed_edge_cut,
 )
 from gnncore.store import GraphDir
+from gnncore.store.npy import read_npy_header
 from gnncore.typing import require_csrc
 
 SPLIT_NAMES = ("train", "val", "test")
@@ -304,13 +305,7 @@ class NpyLayout:
 def npy_layout(path: str | os.PathLike[str]) -> NpyLayout:
     """Read a ``.npy`` file's header (nothing else)."""
     with open(path, "rb") as fh:
-        version = np.lib.format.read_magic(fh)
-        reader = (
-            np.lib.format.read_array_header_1_0
-            if version == (1, 0)
-            else np.lib.format.read_array_header_2_0
-        )
-        shape, fortran, dtype = reader(fh, max_header_size=10_000)
+        shape, fortran, dtype = read_npy_header(fh)
         offset = fh.tell()
     if fortran and len(shape) > 1:
         raise InputError("array must be C-ordered", Path(path))

@@ -18,6 +18,7 @@ import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.store.manifest import Manifest, sha256_of
+from gnncore.store.npy import read_npy_header
 from gnncore.typing import require_csrc
 
 SPLITS = ("train_idx", "val_idx", "test_idx")
@@ -96,13 +97,7 @@ class GraphDir:
     def _check_npy_header(file: Path, dtype: str | None, shape: tuple[int, ...] | None) -> None:
         try:
             with open(file, "rb") as fh:
-                version = np.lib.format.read_magic(fh)
-                reader = (
-                    np.lib.format.read_array_header_1_0
-                    if version == (1, 0)
-                    else np.lib.format.read_array_header_2_0
-                )
-                real_shape, fortran, real_dtype = reader(fh, max_header_size=10_000)
+                real_shape, fortran, real_dtype = read_npy_header(fh)
         except ValueError as exc:
             raise InputError(f"not a valid .npy file: {exc}", file) from exc
         if fortran or real_dtype.hasobject:
