@@ -61,12 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--memory-budget",
-        default=None,
+        default="auto",
         metavar="SIZE",
-        help="ingest in bounded memory (e.g. 1GiB, 512MiB): parse in batches, remap ids and "
-        "build the CSR from sorted runs on disk beside OUT_DIR; same graph directory. Text "
-        "edge lists with integer ids only (string ids, --nodes and other formats are "
-        "ingested in memory for now). Default: in memory",
+        help="the memory ingestion may take (e.g. 1GiB, 512MiB): ingest in bounded memory, "
+        "parsing in batches and building the CSR from sorted runs on disk beside OUT_DIR; "
+        "same graph directory. Text edge lists with integer ids only (string ids, --nodes "
+        "and other formats are ingested in memory for now). Default: auto, half the "
+        "available memory, ingesting in memory when the input's estimated in-memory peak "
+        "fits in it; none: in memory",
     )
     parser.add_argument("--name", default=None, help="dataset name for the manifest")
     parser.add_argument(
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise GnnCoreError(f"--nodes applies to edge lists and Parquet tables, not to {fmt} input")
     if args.standardize_features and args.nodes is None:
         raise GnnCoreError("--standardize-features scales the features of a node table (--nodes)")
-    if args.memory_budget is not None:
+    if args.memory_budget not in ("auto", "none"):
         from gnncore.sizes import parse_size
 
         try:
@@ -95,14 +97,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise GnnCoreError(f"--memory-budget: {exc}") from None
         if fmt != "edgelist":
             raise GnnCoreError(
-                f"--memory-budget applies to text edge lists for now, not to {fmt} input"
+                f"--memory-budget SIZE applies to text edge lists for now, not to {fmt} input"
             )
         if args.nodes is not None:
-            raise GnnCoreError("--memory-budget does not take --nodes yet")
+            raise GnnCoreError("--memory-budget SIZE does not take --nodes yet")
         if args.id_type == "string":
             raise GnnCoreError(
-                "--memory-budget reads integer ids only; string ids are ingested in memory "
-                "for now: drop --memory-budget"
+                "--memory-budget SIZE reads integer ids only; string ids are ingested in "
+                "memory for now: drop --memory-budget"
             )
     from gnncore.progress import StageBar
 
@@ -126,5 +128,5 @@ def _ingest(args: argparse.Namespace, fmt: str, bar: Any) -> Any:
         nodes=args.nodes,
         standardize_features=args.standardize_features,
         progress=bar,
-        memory_budget=args.memory_budget,
+        memory_budget=None if args.memory_budget == "none" else args.memory_budget,
     )

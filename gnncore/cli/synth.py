@@ -43,11 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--memory-budget",
-        default=None,
+        default="auto",
         metavar="SIZE",
-        help="generate in bounded memory (e.g. 1GiB, 512MiB): the edges stream through "
+        help="the memory generation may take (e.g. 1GiB, 512MiB): the edges stream through "
         "sorted runs on disk beside OUT_DIR instead of being held in memory; same graph "
-        "directory. --layout graph only. Default: in memory",
+        "directory. --layout graph only. Default: auto, half the available memory, "
+        "generating in memory when the estimated peak fits in it; none: in memory",
     )
     parser.add_argument("--no-progress", action="store_true")
 
@@ -56,8 +57,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from gnncore.errors import GnnCoreError, InputError
     from gnncore.synth import SynthSpec, generate_graph, write_ogb_raw
 
-    budget = None
-    if args.memory_budget is not None:
+    budget: int | str | None = None if args.memory_budget == "none" else args.memory_budget
+    if args.memory_budget not in ("auto", "none"):
         from gnncore.io.external_ingest import MIN_MEMORY_BUDGET
         from gnncore.sizes import parse_size
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gnncore.usage import StageUsage
 
 
 @dataclass(frozen=True)
@@ -31,14 +34,20 @@ class IngestReport:
         seconds (float): Wall time of the ingestion.
         details (dict): Format-specific facts (separator, header, id type, split
             sizes, ...); also recorded in the manifest's ``stats``.
-        phases (dict): Seconds per phase (``parse``, ``remap``, ``sort/dedup``,
-            ``csr``, ``shuffle``, ``write``, ``checksums``) where the ingestion
-            measured them (bounded-memory ingestion does); not in the manifest.
+        phases (dict): Seconds per phase: bounded-memory ingestion's own
+            (``parse``, ``remap``, ``sort/dedup``, ``csr``, ``shuffle``,
+            ``write``, ``checksums``), else the stages the ingestion reported
+            (``reading edges``, ``remapping ids``, ``canonical edges``, ...).
         peak_rss_bytes (int, optional): The process's peak resident set size
-            when the ingestion ended (``getrusage``'s ``ru_maxrss``: the whole
-            process's peak so far, not the ingestion's alone).
+            when the ingestion ended (``VmHWM``: the whole process's peak so
+            far, not the ingestion's alone).
         memory_budget (int, optional): The memory budget in bytes
             (bounded-memory ingestion), ``None`` for in-memory ingestion.
+        input_bytes (int): Size of the input files (and node table).
+        output_bytes (int): Size of the graph directory written.
+        storage_read_bytes / storage_written_bytes (int, optional): Bytes the
+            process read from and wrote to storage while ingesting, spills
+            included (``/proc/self/io``; ``None`` where unavailable).
     """
 
     format: str
@@ -59,7 +68,24 @@ class IngestReport:
     phases: dict[str, float] = field(default_factory=dict)
     peak_rss_bytes: int | None = None
     memory_budget: int | None = None
+    input_bytes: int = 0
+    output_bytes: int = 0
+    storage_read_bytes: int | None = None
+    storage_written_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy (plain ints, floats, strings, dicts)."""
         return asdict(self)
+
+    def with_usage(self, usage: StageUsage, phases: dict[str, float]) -> IngestReport:
+        """This report with what the stage cost: ``usage``'s peak RSS and bytes,
+        and ``phases`` where the ingestion path measured none of its own."""
+        return replace(
+            self,
+            phases=self.phases or phases,
+            peak_rss_bytes=usage.peak_rss_bytes,
+            input_bytes=usage.input_bytes,
+            output_bytes=usage.output_bytes,
+            storage_read_bytes=usage.storage_read_bytes,
+            storage_written_bytes=usage.storage_written_bytes,
+        )

@@ -8,7 +8,6 @@ such as the symmetric adjacency are derived here once.
 from __future__ import annotations
 
 import abc
-import resource
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from gnncore.store import GraphDir
+from gnncore.usage import peak_rss_bytes  # noqa: F401  (partitioners import it from here)
 
 
 @dataclass(frozen=True)
@@ -109,21 +109,3 @@ class Partitioner(abc.ABC):
     @abc.abstractmethod
     def assign(self, graph: GraphDir, options: PartitionOptions) -> np.ndarray:
         """Return ``int64[num_nodes]`` with values in ``[0, options.parts)``."""
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far, in bytes.
-
-    Reads ``VmHWM`` from ``/proc/self/status``: unlike ``getrusage``'s
-    ``ru_maxrss``, it does not inherit the peak of the process that forked
-    this one, so a benchmark child reports its own peak. Falls back to
-    ``ru_maxrss`` where ``/proc`` is unavailable.
-    """
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024

@@ -1,0 +1,213 @@
+"""What a stage cost: its phases' seconds, peak memory, bytes moved, and the
+memory budget a stage takes by default.
+
+Ingestion, generation and partitioning report the same figures (JSON from the
+CLI, Dagster metadata, MLflow metrics), measured here once:
+
+* :class:`PhaseTimer` -- a :func:`gnncore.progress.stage` reporter that also
+  times each named stage, so every ingestion path gets per-phase seconds
+  without timing code of its own;
+* :class:`StageUsage` -- the wall time, the process's peak resident set size and
+  the bytes the process read from and wrote to storage over a block (deltas of
+  ``/proc/self/io``), plus the sizes of the stage's inputs and outputs;
+* :func:`default_memory_budget` -- half of the memory this process may still
+  take (the machine's ``MemAvailable``, or its cgroup's room), the default of
+  every ``--memory-budget``.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from gnncore.progress import StageFn
+
+#: The smallest default budget: below it the bounded paths' buffers stop paying.
+MIN_DEFAULT_BUDGET = 256 << 20
+#: What :func:`default_memory_budget` assumes when no memory figure can be read.
+FALLBACK_BUDGET = 2 << 30
+
+
+def default_memory_budget(fraction: float = 0.5) -> int:
+    """``fraction`` of the memory this process may still take
+    (:func:`gnncore.limits.memory_available`, which sees a cgroup v1 limit), at
+    least 256 MiB; 2 GiB when nothing can be read."""
+    from gnncore.limits import memory_available
+
+    available = memory_available()
+    if available is None:
+        return FALLBACK_BUDGET
+    return max(int(available * fraction), MIN_DEFAULT_BUDGET)
+
+
+def resolve_memory_budget(value: int | str | None) -> int | None:
+    """A ``memory_budget`` argument in bytes: ``"auto"`` is
+    :func:`default_memory_budget`, a size string (``"1GiB"``) is parsed, ``None``
+    or ``""`` stays ``None``; ``ValueError`` for anything else."""
+    from gnncore.sizes import parse_size
+
+    if value is None or value == "":
+        return None
+    if value == "auto":
+        return default_memory_budget()
+    budget = parse_size(value) if isinstance(value, str) else int(value)
+    if budget <= 0:
+        raise ValueError(f"a memory budget must be positive, not {value!r}")
+    return budget
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process so far, in bytes.
+
+    Reads ``VmHWM`` from ``/proc/self/status``: unlike ``getrusage``'s
+    ``ru_maxrss``, it does not inherit the peak of the process that forked
+    this one, so a benchmark child reports its own peak. Falls back to
+    ``ru_maxrss`` where ``/proc`` is unavailable.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def tree_bytes(paths: Iterable[str | os.PathLike[str]]) -> int:
+    """Total size of the files at ``paths`` (directories walked; missing paths
+    count 0; symbolic links are not followed)."""
+    total = 0
+    for path in paths:
+        p = Path(path)
+        if p.is_symlink() or not p.exists():
+            continue
+        if p.is_file():
+            total += p.stat().st_size
+            continue
+        for root, _, files in os.walk(p):
+            for name in files:
+                file = Path(root, name)
+                if not file.is_symlink():
+                    total += file.stat().st_size
+    return total
+
+
+def _storage_io() -> tuple[int, int] | None:
+    """``(read_bytes, write_bytes)`` of this process from ``/proc/self/io``:
+    bytes fetched from and sent to the storage layer (page-cache hits and
+    writes later cancelled by deleting the file are excluded by the kernel's
+    own accounting of ``read_bytes``; ``cancelled_write_bytes`` is subtracted)."""
+    try:
+        fields = dict(
+            line.split(": ", 1) for line in Path("/proc/self/io").read_text().splitlines()
+        )
+        written = int(fields["write_bytes"]) - int(fields.get("cancelled_write_bytes", 0))
+        return int(fields["read_bytes"]), written
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+class PhaseTimer:
+    """A stage reporter that times each stage and passes it on.
+
+    ``with reporting(timer := PhaseTimer(progress)): ...`` then
+    ``timer.seconds()``: seconds per stage name, in order; a stage lasts until
+    the next one starts or :meth:`stop` is called. A name seen twice adds up.
+    """
+
+    def __init__(self, forward: StageFn | None = None) -> None:
+        self.forward = forward
+        self._current: tuple[str, float] | None = None
+        self._seconds: dict[str, float] = {}
+
+    def __call__(self, name: str) -> None:
+        self.stop()
+        self._current = (name, time.perf_counter())
+        if self.forward is not None:
+            self.forward(name)
+
+    def stop(self) -> None:
+        """End the current stage (idempotent)."""
+        if self._current is not None:
+            name, started = self._current
+            self._seconds[name] = self._seconds.get(name, 0.0) + time.perf_counter() - started
+            self._current = None
+
+    def seconds(self) -> dict[str, float]:
+        """Seconds per stage so far (the running one up to now)."""
+        out = dict(self._seconds)
+        if self._current is not None:
+            name, started = self._current
+            out[name] = out.get(name, 0.0) + time.perf_counter() - started
+        return out
+
+
+@dataclass
+class StageUsage:
+    """Resources one stage used, measured over a ``with`` block.
+
+    Attributes:
+        seconds: Wall time of the block.
+        peak_rss_bytes: This process's peak resident set size when the block
+            ended (the whole process's peak so far, which includes anything
+            the process held before the stage).
+        storage_read_bytes / storage_written_bytes: Bytes this process read
+            from and wrote to storage during the block (``/proc/self/io``;
+            page-cache hits are not reads, spills deleted before they reached
+            the disk are not writes); ``None`` where ``/proc`` has no io file.
+        input_bytes / output_bytes: Sizes of the stage's inputs and outputs
+            (:meth:`set_inputs`, :meth:`set_outputs`).
+    """
+
+    seconds: float = 0.0
+    peak_rss_bytes: int = 0
+    storage_read_bytes: int | None = None
+    storage_written_bytes: int | None = None
+    input_bytes: int = 0
+    output_bytes: int = 0
+    _started: float = field(default=0.0, repr=False)
+    _io: tuple[int, int] | None = field(default=None, repr=False)
+
+    def __enter__(self) -> StageUsage:
+        self._started = time.perf_counter()
+        self._io = _storage_io()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.seconds = time.perf_counter() - self._started
+        self.peak_rss_bytes = peak_rss_bytes()
+        end = _storage_io()
+        if self._io is not None and end is not None:
+            self.storage_read_bytes = end[0] - self._io[0]
+            self.storage_written_bytes = max(end[1] - self._io[1], 0)
+
+    def set_inputs(self, paths: Iterable[str | os.PathLike[str]]) -> None:
+        """Record the total size of the stage's input files."""
+        self.input_bytes = tree_bytes(paths)
+
+    def set_outputs(self, paths: Iterable[str | os.PathLike[str]]) -> None:
+        """Record the total size of what the stage wrote."""
+        self.output_bytes = tree_bytes(paths)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as a JSON-ready dict (no private fields)."""
+        return {
+            "seconds": self.seconds,
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "storage_read_bytes": self.storage_read_bytes,
+            "storage_written_bytes": self.storage_written_bytes,
+            "input_bytes": self.input_bytes,
+            "output_bytes": self.output_bytes,
+        }
