@@ -27,6 +27,7 @@ COMPARED_METHODS = (
     "random",
     "range",
     "bytegnn",
+    "kaminpar",
 )
 # ``hydra`` balances degree sums, not node counts: its parts fail the node-balance
 # check by design, so it is compared in the replication benchmarks instead.
@@ -66,6 +67,10 @@ class PartitionConfig(dg.Config):
         "worker processes (more is faster and holds that many chunks in "
         "memory).",
     )
+    threads: int = Field(
+        default=1,
+        description="kaminpar: threads (1 is deterministic for a seed; 0: every CPU).",
+    )
 
 
 def partition_asset_name(method: str) -> str:
@@ -101,6 +106,7 @@ def materialize_partition(
         clusters=config.clusters,
         workers=config.workers,
         group_size=config.group_size,
+        threads=config.threads,
     )
     key = partition_stage_key(
         graph_dir, method, config.parts, config.seed, config.imbalance, settings

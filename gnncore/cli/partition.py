@@ -58,6 +58,14 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
         help="grem/greedy: bisections run at once in worker processes "
         "(default 1; more is faster and holds W chunks in memory)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=defaults.threads,
+        metavar="T",
+        help="kaminpar: threads (default 1, deterministic for a seed; 0: every CPU "
+        "this process may use)",
+    )
     parser.add_argument("--hops", type=int, default=defaults.hops, help="bytegnn: block radius")
     parser.add_argument(
         "--group-size",
@@ -87,6 +95,7 @@ def settings_from(args: argparse.Namespace) -> MethodSettings:
         clusters=args.clusters,
         workers=args.workers,
         group_size=args.group_size,
+        threads=args.threads,
     )
 
 

@@ -45,6 +45,8 @@ class MethodSettings:
         workers (int): GREM/greedy bisections run at once, in spawned
             processes (1: serial, the memory bound of one chunk). Same labels;
             less time, more memory (reported RSS adds the workers' peaks).
+        threads (int): KaMinPar's threads (1: deterministic for a seed; 0:
+            every CPU this process may use).
     """
 
     chunk: float = 0.1
@@ -54,6 +56,7 @@ class MethodSettings:
     clusters: int | None = None
     workers: int = 1
     group_size: int = DEFAULT_GROUP_SIZE
+    threads: int = 1
 
 
 # method -> (module, class, settings it takes, fixed keyword arguments)
@@ -78,6 +81,7 @@ _REGISTRY: dict[str, tuple[str, str, tuple[str, ...], dict[str, Any]]] = {
     "range": ("gnncore.partition.simple", "RangePartitioner", (), {}),
     "bytegnn": ("gnncore.partition.bytegnn", "ByteGnnPartitioner", ("hops",), {}),
     "hydra": ("gnncore.partition.hydra", "HydraPartitioner", ("group_size",), {}),
+    "kaminpar": ("gnncore.partition.kaminpar", "KaMinParPartitioner", ("threads",), {}),
 }
 METHODS = tuple(_REGISTRY)
 
