@@ -1,8 +1,12 @@
 """Side-by-side partitioning benchmark: every (method, p) in its own process.
 
 A fresh process per run makes ``peak_rss_bytes`` the peak of that method
-alone (the figure GREM's memory claim is about). Results are written as JSON,
-a Markdown table and a cut / time / memory chart.
+alone (the figure GREM's memory claim is about; its ``VmHWM`` after ``assign``)
+and ``command_peak_rss_bytes`` the peak of the whole ``gnncore partition``
+command (``VmHWM`` at its end: post-processing and writing included; worker
+processes' peaks added). ``--threads`` reaches every method that runs threads
+(KaMinPar); GREM's parallelism is ``--workers`` processes. Results are written
+as JSON, a Markdown table and a cut / time / memory chart.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ def run_in_subprocess(
         str(settings.hops),
         "--workers",
         str(settings.workers),
+        "--threads",
+        str(settings.threads),
         "--no-progress",
         "--json",
         json_path,
@@ -77,32 +83,33 @@ def run_in_subprocess(
 
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
-    """method | p | settings | cut | balance | seconds | peak RSS."""
+    """method | p | settings | cut | balance | seconds | peak RSS | command peak RSS."""
     lines = [
         "| method | p | settings | shuffle | edge cut % | max part / (N/p) | seconds | "
-        "peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|",
+        "peak RSS MiB | command peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        settings = (
-            ", ".join(
-                f"{k}={r[k]}"
-                for k in ("chunk", "passes", "seed_method", "clusters", "workers", "hops")
-                if k in r
-            )
-            or "-"
-        )
+        settings = ", ".join(f"{k}={r[k]}" for k in SETTING_KEYS if k in r) or "-"
         lines.append(
             f"| {r['method']} | {r['parts']} | {settings} | {r.get('shuffle', '-')} | "
             f"{100 * r['edge_cut_fraction']:.2f} | {r['max_part_ratio']:.4f} | "
-            f"{r['seconds']:.2f} | {r['peak_rss_bytes'] / 2**20:,.0f} |"
+            f"{r['seconds']:.2f} | {r['peak_rss_bytes'] / 2**20:,.0f} | "
+            f"{_mib(r.get('command_peak_rss_bytes'))} |"
         )
     return "\n".join(lines) + "\n"
 
 
+#: Method settings a row may carry, shown in its label.
+SETTING_KEYS = ("chunk", "passes", "seed_method", "clusters", "workers", "threads", "hops")
+
+
+def _mib(size: int | None) -> str:
+    return "-" if size is None else f"{size / 2**20:,.0f}"
+
+
 def _setting_label(row: dict[str, Any]) -> str:
-    keys = ("chunk", "passes", "seed_method", "clusters", "workers", "hops")
-    return row["method"] + "".join(f" {k}={row[k]}" for k in keys if k in row)
+    return row["method"] + "".join(f" {k}={row[k]}" for k in SETTING_KEYS if k in row)
 
 
 def pivot_tables(rows: Sequence[dict[str, Any]]) -> str:
@@ -117,6 +124,11 @@ def pivot_tables(rows: Sequence[dict[str, Any]]) -> str:
         ("Edge cut %", lambda r: 100 * r["edge_cut_fraction"], 2),
         ("Seconds", lambda r: r["seconds"], 3),
         ("Peak RSS MiB", lambda r: r["peak_rss_bytes"] / 2**20, 0),
+        (
+            "Command peak RSS MiB",
+            lambda r: (r.get("command_peak_rss_bytes") or float("nan")) / 2**20,
+            0,
+        ),
     ):
         out += [
             f"{title} (median over shuffles):",
@@ -146,6 +158,7 @@ def report_row(partition: PartitionDir) -> dict[str, Any]:
         "seed_method",
         "clusters",
         "workers",
+        "threads",
         "hops",
         "seconds",
         "peak_rss_bytes",

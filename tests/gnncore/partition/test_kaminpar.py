@@ -117,3 +117,19 @@ def test_cora_cut_is_close_to_metis(tmp_path):
     }
     assert cuts["kaminpar"] < cuts["metis"] + 0.05
     assert cuts["kaminpar"] < cuts["random"] / 3
+
+
+def test_bench_runs_kaminpar_beside_grem_with_threads(small_graph, tmp_path):
+    out = tmp_path / "bench"
+    argv = ["bench", "partition", str(small_graph), "--parts", "4", "--methods",
+            "kaminpar,grem", "--threads", "2", "--chunk", "0.2", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    rows = {r["method"]: r for r in json.loads((out / "bench.json").read_text())["rows"]}
+    assert rows["kaminpar"]["threads"] == 2 and "threads" not in rows["grem"]
+    for row in rows.values():
+        # each a process of its own: the command's peak covers the method's
+        assert row["command_peak_rss_bytes"] >= row["peak_rss_bytes"] > 20 * 2**20
+        assert row["edge_cut_fraction"] < 0.3
+    table = (out / "bench.md").read_text()
+    assert "| kaminpar | 4 | threads=2 |" in table and "command peak RSS MiB" in table
+    assert "Command peak RSS MiB (median over shuffles)" in table
