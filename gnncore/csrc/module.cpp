@@ -16,6 +16,7 @@ void bind_postprocess(nb::module_& m);
 void bind_plan(nb::module_& m);
 void bind_block_reader(nb::module_& m);
 void bind_external_sort(nb::module_& m);
+void bind_edge_keys(nb::module_& m);
 void bind_postprocess_stream(nb::module_& m);
 }  // namespace gnncore::bind
 
@@ -33,5 +34,6 @@ NB_MODULE(_C, m) {
   gnncore::bind::bind_plan(m);
   gnncore::bind::bind_block_reader(m);
   gnncore::bind::bind_external_sort(m);
+  gnncore::bind::bind_edge_keys(m);
   gnncore::bind::bind_postprocess_stream(m);
 }

@@ -1,0 +1,118 @@
+// Bindings for the packed edge keys of fast ingestion (io/edge_keys.h); GIL released.
+#include <stdexcept>
+#include <string>
+
+#include "bind/common.h"
+#include "io/edge_keys.h"
+
+namespace gnncore::bind {
+
+namespace {
+
+template <typename T>
+using MutArray = nb::ndarray<T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+template <typename T>
+MutSpan<T> mut_span_of(MutArray<T>& a) {
+  return MutSpan<T>{a.data(), a.shape(0)};
+}
+
+template <typename Lut>
+void remap_with(MutArray<uint64_t> keys, InArray<Lut> lut) {
+  nb::gil_scoped_release release;
+  io::remap_keys<Lut>(mut_span_of(keys), span_of(lut));
+}
+
+template <typename Index>
+void fill_rows(InArray<uint64_t> keys, int64_t first_rank, bool directed, int64_t num_nodes,
+               int64_t row_begin, MutArray<int64_t> cursor, MutArray<Index> indices,
+               MutArray<int64_t> eid) {
+  nb::gil_scoped_release release;
+  io::fill_csr_rows<Index>(span_of(keys), first_rank, directed, num_nodes, row_begin,
+                           mut_span_of(cursor), mut_span_of(indices), mut_span_of(eid));
+}
+
+constexpr const char* kRemapDoc = R"doc(Map the ids of packed keys ``a << 32 | b`` (uint64) through ``lut``
+(int32 or int64, nondecreasing so sorted keys stay sorted), in place:
+``lut[a] << 32 | lut[b]``. Releases the GIL. Raises ``ValueError`` for an id
+outside the lut or a mapped id outside ``[0, 2**32)``.)doc";
+
+constexpr const char* kFillDoc = R"doc(Fill rows ``[row_begin, row_begin + len(cursor))`` of the in-neighbour CSR
+from a block of sorted distinct canonical keys (uint64 ``u << 32 | v``) whose
+first key is edge ``first_rank`` (its row of ``edges.parquet``): row ``v`` gets
+``u`` for each key ``(u, v)`` and, unless ``directed``, row ``u`` gets ``v``;
+``eid`` gets the key's rank. ``cursor[r]`` (int64) is the next free slot of row
+``row_begin + r`` in ``indices``/``eid`` and is advanced in place (pass the blocks
+in order). Releases the GIL. Raises ``ValueError`` for an id outside
+``[0, num_nodes)`` or a slot outside ``indices``.)doc";
+
+}  // namespace
+
+void bind_edge_keys(nb::module_& m) {
+  m.def(
+      "pack_edge_keys",
+      [](InArray<int64_t> src, InArray<int64_t> dst, bool unordered,
+         MutArray<uint64_t> out) {
+        nb::gil_scoped_release release;
+        return io::pack_edge_keys(span_of(src), span_of(dst), unordered, mut_span_of(out));
+      },
+      nb::arg("src"), nb::arg("dst"), nb::arg("unordered"), nb::arg("out").noconvert(),
+      R"doc(Pack the edges ``(src[i], dst[i])`` (int64) into ``out`` (uint64, at least
+``len(src)``) as ``min << 32 | max`` (``unordered``) or ``src << 32 | dst``,
+dropping self-loops; returns the number of keys written. Releases the GIL.
+Raises ``ValueError`` naming the first edge with an id outside ``[0, 2**32)``.)doc");
+  m.def(
+      "sort_unique_keys",
+      [](MutArray<uint64_t> keys, MutArray<uint64_t> tmp, int num_threads) {
+        nb::gil_scoped_release release;
+        return io::sort_unique_keys(mut_span_of(keys), mut_span_of(tmp), num_threads);
+      },
+      nb::arg("keys").noconvert(), nb::arg("tmp").noconvert(), nb::arg("num_threads") = 0,
+      R"doc(Sort uint64 ``keys`` ascending and drop repeats in place (parallel LSD radix
+sort over the bits the keys use; ``tmp``: scratch of at least ``len(keys)``);
+returns the count of distinct keys, which fill ``keys[:count]``. Releases the GIL.)doc");
+  m.def("remap_keys", &remap_with<int32_t>, nb::arg("keys").noconvert(), nb::arg("lut"),
+        kRemapDoc);
+  m.def("remap_keys", &remap_with<int64_t>, nb::arg("keys").noconvert(), nb::arg("lut"),
+        kRemapDoc);
+  m.def(
+      "count_key_degrees",
+      [](InArray<uint64_t> keys, bool directed, MutArray<int64_t> counts) {
+        nb::gil_scoped_release release;
+        io::count_key_degrees(span_of(keys), directed, mut_span_of(counts));
+      },
+      nb::arg("keys"), nb::arg("directed"), nb::arg("counts").noconvert(),
+      R"doc(Add the in-neighbour CSR's row lengths of packed keys ``a << 32 | b`` to
+``counts`` (int64, one per node): one to ``counts[b]`` and, unless ``directed``,
+one to ``counts[a]``. Releases the GIL. Raises ``ValueError`` for an id outside
+``counts``.)doc");
+  m.def("fill_csr_rows", &fill_rows<int32_t>, nb::arg("keys"), nb::arg("first_rank"),
+        nb::arg("directed"), nb::arg("num_nodes"), nb::arg("row_begin"),
+        nb::arg("cursor").noconvert(), nb::arg("indices").noconvert(),
+        nb::arg("eid").noconvert(), kFillDoc);
+  m.def("fill_csr_rows", &fill_rows<int64_t>, nb::arg("keys"), nb::arg("first_rank"),
+        nb::arg("directed"), nb::arg("num_nodes"), nb::arg("row_begin"),
+        nb::arg("cursor").noconvert(), nb::arg("indices").noconvert(),
+        nb::arg("eid").noconvert(), kFillDoc);
+  m.def(
+      "pcg64_shuffle",
+      [](MutArray<uint64_t> values, uint64_t state_high, uint64_t state_low,
+         uint64_t increment_high, uint64_t increment_low, bool has_uint32, uint32_t uinteger) {
+        io::Pcg64State state{
+            static_cast<unsigned __int128>(state_high) << 64 | state_low,
+            static_cast<unsigned __int128>(increment_high) << 64 | increment_low, has_uint32,
+            uinteger};
+        nb::gil_scoped_release release;
+        io::pcg64_shuffle<uint64_t>(mut_span_of(values), state);
+      },
+      nb::arg("values").noconvert(), nb::arg("state_high"), nb::arg("state_low"),
+      nb::arg("increment_high"), nb::arg("increment_low"), nb::arg("has_uint32"),
+      nb::arg("uinteger"),
+      R"doc(Shuffle uint64 ``values`` in place exactly as
+``numpy.random.Generator(PCG64)`` with this bit-generator state (the fields of
+``PCG64().state``, 128-bit integers split in 64-bit halves) shuffles a 1-D array:
+``values`` becomes ``values[Generator.permutation(len(values))]``. Releases the
+GIL.)doc");
+}
+
+}  // namespace gnncore::bind

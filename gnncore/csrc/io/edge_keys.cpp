@@ -1,0 +1,277 @@
+#include "io/edge_keys.h"
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "parallel.h"
+
+namespace gnncore::io {
+
+namespace {
+
+// Runs fn(t, begin, end) on `threads` threads over [0, n) cut into contiguous pieces.
+template <typename Fn>
+void parallel_pieces(int threads, size_t n, Fn&& fn) {
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n / 65536, 1))));
+  if (threads == 1) {
+    fn(0, size_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads) - 1);
+  for (int t = 1; t < threads; ++t)
+    pool.emplace_back([&fn, t, threads, n] {
+      fn(t, n * static_cast<size_t>(t) / static_cast<size_t>(threads),
+         n * static_cast<size_t>(t + 1) / static_cast<size_t>(threads));
+    });
+  fn(0, size_t{0}, n / static_cast<size_t>(threads));
+  for (auto& th : pool) th.join();
+}
+
+int bit_width(uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
+
+std::string key_text(uint64_t key) {
+  return "(" + std::to_string(key >> kKeyShift) + ", " + std::to_string(key & kKeyMinorMask) +
+         ")";
+}
+
+constexpr int kDigitBits = 11;
+constexpr size_t kBuckets = size_t{1} << kDigitBits;
+constexpr int kMaxThreads = 64;
+
+// One stable LSD pass on digit (key >> shift) & (2^bits - 1): in -> out.
+void radix_pass(const uint64_t* in, uint64_t* out, size_t n, int shift, int bits, int threads) {
+  const uint64_t mask = (uint64_t{1} << bits) - 1;
+  const size_t buckets = size_t{1} << bits;
+  std::vector<std::array<size_t, kBuckets>> hist(static_cast<size_t>(threads));
+  parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
+    auto& h = hist[static_cast<size_t>(t)];
+    h.fill(0);
+    for (size_t i = begin; i < end; ++i) ++h[(in[i] >> shift) & mask];
+  });
+  size_t sum = 0;
+  for (size_t b = 0; b < buckets; ++b)
+    for (auto& h : hist) {
+      const size_t c = h[b];
+      h[b] = sum;
+      sum += c;
+    }
+  parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
+    auto& h = hist[static_cast<size_t>(t)];
+    for (size_t i = begin; i < end; ++i) out[h[(in[i] >> shift) & mask]++] = in[i];
+  });
+}
+
+}  // namespace
+
+size_t pack_edge_keys(Span<int64_t> src, Span<int64_t> dst, bool unordered,
+                      MutSpan<uint64_t> out) {
+  if (src.size != dst.size)
+    throw std::invalid_argument("src and dst differ in length (" + std::to_string(src.size) +
+                                " and " + std::to_string(dst.size) + ")");
+  if (out.size < src.size)
+    throw std::invalid_argument("out holds " + std::to_string(out.size) + " keys, fewer than " +
+                                std::to_string(src.size) + " edges");
+  for (size_t i = 0; i < src.size; ++i) {
+    const int64_t a = src[i], b = dst[i];
+    if (a < 0 || b < 0 || a > kMaxKeyId || b > kMaxKeyId)
+      throw std::invalid_argument("edge " + std::to_string(i) + " (" + std::to_string(a) + ", " +
+                                  std::to_string(b) + ") has an id outside [0, 2^32)");
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < src.size; ++i) {
+    uint64_t a = static_cast<uint64_t>(src[i]), b = static_cast<uint64_t>(dst[i]);
+    if (unordered && b < a) std::swap(a, b);
+    out[kept] = a << kKeyShift | b;
+    kept += a != b;  // a self-loop's slot is overwritten by the next key
+  }
+  return kept;
+}
+
+size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_threads) {
+  const size_t n = keys.size;
+  if (tmp.size < n)
+    throw std::invalid_argument("tmp holds " + std::to_string(tmp.size) + " keys, fewer than " +
+                                std::to_string(n));
+  if (n == 0) return 0;
+  const int threads = std::min(kMaxThreads, resolve_threads(num_threads));
+  // Compact (a << 32 | b) to (a << minor_bits | b): fewer digits to sort.
+  uint64_t major_or = 0, minor_or = 0;
+  for (size_t i = 0; i < n; ++i) {
+    major_or |= keys[i] >> kKeyShift;
+    minor_or |= keys[i] & kKeyMinorMask;
+  }
+  const int minor_bits = bit_width(minor_or);
+  const int total_bits = bit_width(major_or) + minor_bits;
+  uint64_t* a = keys.data;
+  uint64_t* b = tmp.data;
+  if (minor_bits < kKeyShift)
+    parallel_pieces(threads, n, [&](int, size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i)
+        a[i] = (a[i] >> kKeyShift) << minor_bits | (a[i] & kKeyMinorMask);
+    });
+  const int passes = std::max(1, (total_bits + kDigitBits - 1) / kDigitBits);
+  const int digit = (total_bits + passes - 1) / passes;
+  for (int p = 0; p < passes && total_bits > 0; ++p) {
+    radix_pass(a, b, n, p * digit, std::min(digit, total_bits - p * digit), threads);
+    std::swap(a, b);
+  }
+  // Drop repeats and expand back to (a << 32 | b), into keys.
+  const uint64_t minor_mask = (uint64_t{1} << minor_bits) - 1;
+  size_t count = 0;
+  uint64_t last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t k = a[i];
+    if (i > 0 && k == last) continue;
+    last = k;
+    keys[count++] = (k >> minor_bits) << kKeyShift | (k & minor_mask);
+  }
+  return count;
+}
+
+template <typename Lut>
+void remap_keys(MutSpan<uint64_t> keys, Span<Lut> lut) {
+  const uint64_t size = lut.size;
+  for (size_t i = 0; i < keys.size; ++i) {
+    const uint64_t a = keys[i] >> kKeyShift, b = keys[i] & kKeyMinorMask;
+    if (a >= size || b >= size)
+      throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
+                                  " has an id outside the lookup table of " +
+                                  std::to_string(size) + " ids");
+    const int64_t ma = static_cast<int64_t>(lut[a]), mb = static_cast<int64_t>(lut[b]);
+    if (ma < 0 || mb < 0 || ma > kMaxKeyId || mb > kMaxKeyId)
+      throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
+                                  " maps to (" + std::to_string(ma) + ", " + std::to_string(mb) +
+                                  "), outside [0, 2^32)");
+    keys[i] = static_cast<uint64_t>(ma) << kKeyShift | static_cast<uint64_t>(mb);
+  }
+}
+
+void count_key_degrees(Span<uint64_t> keys, bool directed, MutSpan<int64_t> counts) {
+  const uint64_t n = counts.size;
+  for (size_t i = 0; i < keys.size; ++i) {
+    const uint64_t a = keys[i] >> kKeyShift, b = keys[i] & kKeyMinorMask;
+    if (a >= n || b >= n)
+      throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
+                                  " has an id outside [0, " + std::to_string(n) + ")");
+    ++counts[b];
+    if (!directed) ++counts[a];
+  }
+}
+
+template <typename Index>
+void fill_csr_rows(Span<uint64_t> keys, int64_t first_rank, bool directed, int64_t num_nodes,
+                   int64_t row_begin, MutSpan<int64_t> cursor, MutSpan<Index> indices,
+                   MutSpan<int64_t> eid) {
+  if (indices.size != eid.size) throw std::invalid_argument("indices and eid differ in length");
+  const int64_t rows = static_cast<int64_t>(cursor.size);
+  if (row_begin < 0 || row_begin + rows > num_nodes)
+    throw std::invalid_argument("rows [" + std::to_string(row_begin) + ", " +
+                                std::to_string(row_begin + rows) + ") outside [0, " +
+                                std::to_string(num_nodes) + ")");
+  const uint64_t lo = static_cast<uint64_t>(row_begin);
+  const uint64_t span = static_cast<uint64_t>(rows);
+  const uint64_t n = static_cast<uint64_t>(num_nodes);
+  const int64_t slots = static_cast<int64_t>(indices.size);
+  auto put = [&](uint64_t row, uint64_t neighbour, int64_t rank, size_t i) {
+    const int64_t slot = cursor[row - lo]++;
+    if (slot < 0 || slot >= slots)
+      throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
+                                  " fills slot " + std::to_string(slot) + " of row " +
+                                  std::to_string(row) + ", outside the " +
+                                  std::to_string(slots) + " slots of the range");
+    indices[static_cast<size_t>(slot)] = static_cast<Index>(neighbour);
+    eid[static_cast<size_t>(slot)] = rank;
+  };
+  for (size_t i = 0; i < keys.size; ++i) {
+    const uint64_t a = keys[i] >> kKeyShift, b = keys[i] & kKeyMinorMask;
+    if (a >= n || b >= n)
+      throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
+                                  " has an id outside [0, " + std::to_string(num_nodes) + ")");
+    const int64_t rank = first_rank + static_cast<int64_t>(i);
+    if (b - lo < span) put(b, a, rank, i);
+    if (!directed && a - lo < span) put(a, b, rank, i);
+  }
+}
+
+namespace {
+
+constexpr unsigned __int128 kPcgMultiplier =
+    (static_cast<unsigned __int128>(0x2360ED051FC65DA4ULL) << 64) | 0x4385DF649FCCF645ULL;
+
+inline uint64_t pcg64_next64(Pcg64State& s) {
+  s.state = s.state * kPcgMultiplier + s.increment;
+  const uint64_t hi = static_cast<uint64_t>(s.state >> 64);
+  const uint64_t lo = static_cast<uint64_t>(s.state);
+  const uint64_t x = hi ^ lo;
+  const unsigned rot = static_cast<unsigned>(hi >> 58);
+  return (x >> rot) | (x << ((64 - rot) & 63));
+}
+
+inline uint32_t pcg64_next32(Pcg64State& s) {
+  if (s.has_uint32) {
+    s.has_uint32 = false;
+    return s.uinteger;
+  }
+  const uint64_t next = pcg64_next64(s);
+  s.has_uint32 = true;
+  s.uinteger = static_cast<uint32_t>(next >> 32);
+  return static_cast<uint32_t>(next);
+}
+
+// numpy's random_interval: a uniform integer in [0, max] by masked rejection.
+inline uint64_t random_interval(Pcg64State& s, uint64_t max) {
+  if (max == 0) return 0;
+  uint64_t mask = max;
+  mask |= mask >> 1;
+  mask |= mask >> 2;
+  mask |= mask >> 4;
+  mask |= mask >> 8;
+  mask |= mask >> 16;
+  mask |= mask >> 32;
+  uint64_t value;
+  if (max <= 0xffffffffULL) {
+    while ((value = (pcg64_next32(s) & mask)) > max) {
+    }
+  } else {
+    while ((value = (pcg64_next64(s) & mask)) > max) {
+    }
+  }
+  return value;
+}
+
+}  // namespace
+
+template <typename T>
+void pcg64_shuffle(MutSpan<T> values, Pcg64State& state) {
+  // The draws do not depend on the data: they are made a batch ahead, so the
+  // far end of each swap can be prefetched.
+  constexpr size_t kBatch = 4096, kAhead = 16;
+  std::vector<uint64_t> picks(kBatch);
+  size_t i = values.size;  // swaps positions i - 1 down to 1
+  while (i > 1) {
+    const size_t batch = std::min(kBatch, i - 1);
+    for (size_t k = 0; k < batch; ++k) picks[k] = random_interval(state, i - 1 - k);
+    for (size_t k = 0; k < batch; ++k) {
+      if (k + kAhead < batch) __builtin_prefetch(values.data + picks[k + kAhead], 1);
+      const size_t at = i - 1 - k;
+      std::swap(values[at], values[static_cast<size_t>(picks[k])]);
+    }
+    i -= batch;
+  }
+}
+
+template void remap_keys<int32_t>(MutSpan<uint64_t>, Span<int32_t>);
+template void remap_keys<int64_t>(MutSpan<uint64_t>, Span<int64_t>);
+template void fill_csr_rows<int32_t>(Span<uint64_t>, int64_t, bool, int64_t, int64_t,
+                                     MutSpan<int64_t>, MutSpan<int32_t>, MutSpan<int64_t>);
+template void fill_csr_rows<int64_t>(Span<uint64_t>, int64_t, bool, int64_t, int64_t,
+                                     MutSpan<int64_t>, MutSpan<int64_t>, MutSpan<int64_t>);
+template void pcg64_shuffle<uint64_t>(MutSpan<uint64_t>, Pcg64State&);
+template void pcg64_shuffle<int64_t>(MutSpan<int64_t>, Pcg64State&);
+
+}  // namespace gnncore::io

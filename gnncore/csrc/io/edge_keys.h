@@ -1,0 +1,75 @@
+// Edges as packed 64-bit keys, the fast path of ingestion: an edge (a, b) with
+// both ids below 2^32 is the key a << 32 | b, so sorting keys sorts edges by
+// (a, b). The kernels here pack parsed edges into keys, sort and deduplicate
+// them (parallel LSD radix sort), map raw ids to node ids (a monotone map keeps
+// the order), build the in-neighbour CSR with its edge ids from the sorted
+// canonical keys, one row range at a time, and shuffle keys exactly as numpy's
+// Generator(PCG64).shuffle does.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "types.h"
+
+namespace gnncore::io {
+
+constexpr int kKeyShift = 32;
+constexpr uint64_t kKeyMinorMask = (uint64_t{1} << kKeyShift) - 1;
+constexpr int64_t kMaxKeyId = (int64_t{1} << kKeyShift) - 1;
+
+// Packs (src[i], dst[i]) into out: (min << 32 | max) when `unordered`, else
+// (src << 32 | dst); self-loops are dropped. Returns the number of keys
+// written (out must hold src.size). Throws std::invalid_argument naming the
+// first edge with an id outside [0, 2^32) (nothing is written then) or
+// lengths that disagree.
+size_t pack_edge_keys(Span<int64_t> src, Span<int64_t> dst, bool unordered,
+                      MutSpan<uint64_t> out);
+
+// Sorts keys ascending and drops repeats in place; `tmp` is scratch of at
+// least keys.size. Returns the number of distinct keys, which occupy
+// keys[0, count). Radix sort over the bits the keys use, `num_threads` threads
+// (0: OpenMP's default).
+size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_threads);
+
+// key = lut[key >> 32] << 32 | lut[key & mask], in place. The lut must be
+// nondecreasing for the keys to stay sorted. Throws std::invalid_argument for an
+// id outside the lut or a mapped id outside [0, 2^32).
+template <typename Lut>
+void remap_keys(MutSpan<uint64_t> keys, Span<Lut> lut);
+
+// Adds, for every key (a, b), one to counts[b] and, unless `directed`, one to
+// counts[a]: the row lengths of the in-neighbour CSR. Throws
+// std::invalid_argument for an id outside counts.
+void count_key_degrees(Span<uint64_t> keys, bool directed, MutSpan<int64_t> counts);
+
+// Fills the entries of rows [row_begin, row_begin + cursor.size) of the
+// in-neighbour CSR from a block of sorted distinct canonical keys whose first
+// key has edge rank `first_rank` (its row in edges.parquet). Row v lists u for
+// every key (u, v) and, unless `directed`, w for every key (v, w); the entry's
+// edge id is the key's rank. cursor[r] is the next free slot of row
+// row_begin + r in indices/eid (slots relative to the range's first entry),
+// advanced in place: call with the blocks in order. Throws
+// std::invalid_argument for an id outside [0, num_nodes) or a slot outside
+// indices.
+template <typename Index>
+void fill_csr_rows(Span<uint64_t> keys, int64_t first_rank, bool directed, int64_t num_nodes,
+                   int64_t row_begin, MutSpan<int64_t> cursor, MutSpan<Index> indices,
+                   MutSpan<int64_t> eid);
+
+// numpy's PCG64 bit generator: a 128-bit LCG with XSL-RR output, and the
+// buffered upper half for 32-bit draws (numpy's pcg64_next32).
+struct Pcg64State {
+  unsigned __int128 state;
+  unsigned __int128 increment;
+  bool has_uint32;
+  uint32_t uinteger;
+};
+
+// Shuffles values in place exactly as numpy.random.Generator(PCG64).shuffle
+// does a 1-D array (Fisher-Yates from the end, masked rejection sampling of each
+// index); `state` is advanced. So values[k] becomes the old values[perm[k]],
+// perm = Generator.permutation(len(values)) from the same state.
+template <typename T>
+void pcg64_shuffle(MutSpan<T> values, Pcg64State& state);
+
+}  // namespace gnncore::io
