@@ -1,28 +1,49 @@
 """The ingested graph directory (docs/FORMAT.md)."""
 
 import dagster as dg
+from pydantic import Field
 
+from assets.costs import cost_metadata
 from assets.dataset import raw_dataset
-from assets.partitions import DATASET_PARTITIONS
+from assets.partitions import DATASET_PARTITIONS, run_tags
 from assets.upstream import upstream_metadata
-from resources import DataRootResource
+from resources import DataRootResource, MlflowResource
+
+
+class IngestConfig(dg.Config):
+    """How much memory ingestion may take (not in the stage key: every budget
+    writes the same graph)."""
+
+    memory_budget: str = Field(
+        default="auto",
+        description="auto: half the available memory, ingesting in memory when the input's "
+        "estimated in-memory peak fits in it, else in bounded memory; a size (4GiB, 512MiB): "
+        "bounded-memory ingestion (text edge lists with integer ids); none: in memory.",
+    )
 
 
 @dg.asset(
     deps=[raw_dataset],
-    kinds={"polars", "parquet"},
+    kinds={"polars", "parquet", "mlflow"},
     group_name="gnn",
     partitions_def=DATASET_PARTITIONS,
 )
-def graph(context: dg.AssetExecutionContext, storage: DataRootResource) -> dg.MaterializeResult:
+def graph(
+    context: dg.AssetExecutionContext,
+    config: IngestConfig,
+    storage: DataRootResource,
+    mlflow: MlflowResource,
+) -> dg.MaterializeResult:
     """The raw dataset ingested with Polars into a validated CSR graph directory,
     ``graphs/<name>-<stage key>``: the key covers the ingest settings and the
-    raw input's sha256; the same settings on the same input reuse it."""
+    raw input's sha256; the same settings on the same input reuse it. A new
+    ingestion is an MLflow run with its phases, peak RSS and bytes."""
     from gnncore.io import ingest_versioned
 
     raw = upstream_metadata(context, raw_dataset.key)
     name = str(raw["name"])
     storage.stage_dir("graphs", name)  # checks the name is a safe one
+    tracker = mlflow.tracker()
     out = ingest_versioned(
         str(raw["path"]),
         storage.stage_root("graphs"),
@@ -33,6 +54,9 @@ def graph(context: dg.AssetExecutionContext, storage: DataRootResource) -> dg.Ma
         nodes=str(raw["nodes"]) if raw.get("nodes") else None,
         standardize_features=bool(raw.get("standardize_features", False)),
         progress=lambda stage: context.log.info(f"ingest: {stage}"),
+        memory_budget=None if config.memory_budget == "none" else config.memory_budget,
+        tracking=tracker,
+        tags=run_tags(context),
     )
     report = out.report
     if out.reused:
@@ -55,5 +79,19 @@ def graph(context: dg.AssetExecutionContext, storage: DataRootResource) -> dg.Ma
             "num_features": report.num_features,
             "num_classes": report.num_classes,
             "seconds": dg.MetadataValue.float(report.seconds),
+            **cost_metadata(
+                report.phases,
+                peak_rss_bytes=report.peak_rss_bytes,
+                memory_budget=report.memory_budget,
+                input_bytes=report.input_bytes,
+                output_bytes=report.output_bytes,
+                storage_read_bytes=report.storage_read_bytes,
+                storage_written_bytes=report.storage_written_bytes,
+            ),
+            **(
+                {"mlflow_run": dg.MetadataValue.url(tracker.run_url(out.run_id))}
+                if out.run_id
+                else {}
+            ),
         }
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import resource
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -211,3 +211,27 @@ class StageUsage:
             "input_bytes": self.input_bytes,
             "output_bytes": self.output_bytes,
         }
+
+
+def cost_metrics(
+    phases: Mapping[str, float],
+    *,
+    peak_rss_bytes: int | None = None,
+    input_bytes: int | None = None,
+    output_bytes: int | None = None,
+    storage_read_bytes: int | None = None,
+    storage_written_bytes: int | None = None,
+) -> dict[str, float]:
+    """A stage's cost as tracking metrics: ``phase_seconds/<phase>`` per phase
+    (spaces as underscores) and the byte figures that are known."""
+    figures = {
+        "peak_rss_bytes": peak_rss_bytes,
+        "input_bytes": input_bytes,
+        "output_bytes": output_bytes,
+        "storage_read_bytes": storage_read_bytes,
+        "storage_written_bytes": storage_written_bytes,
+    }
+    return {
+        **{f"phase_seconds/{name.replace(' ', '_')}": float(s) for name, s in phases.items()},
+        **{name: float(value) for name, value in figures.items() if value is not None},
+    }

@@ -44,7 +44,9 @@ class IngestReport:
         memory_budget (int, optional): The memory budget in bytes
             (bounded-memory ingestion), ``None`` for in-memory ingestion.
         input_bytes (int): Size of the input files (and node table).
-        output_bytes (int): Size of the graph directory written.
+        output_bytes (int): Size of the graph directory as ingestion wrote it
+            (:func:`~gnncore.io.ingest_versioned` then adds its lineage record,
+            this report among it, to the manifest).
         storage_read_bytes / storage_written_bytes (int, optional): Bytes the
             process read from and wrote to storage while ingesting, spills
             included (``/proc/self/io``; ``None`` where unavailable).

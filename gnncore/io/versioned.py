@@ -13,6 +13,8 @@ import dataclasses
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ from gnncore.store.atomic import replace_directory
 from gnncore.store.graph_dir import GraphDir
 from gnncore.store.manifest import FORMAT_VERSION, MANIFEST_FILE, Manifest, sha256_of
 from gnncore.store.versioning import input_digest, stage_key, versioned_name
+from gnncore.tracking.base import RunTracker
+from gnncore.usage import cost_metrics
 
 #: The stage name in ingestion keys and lineage records.
 INGEST_STAGE = "ingest"
@@ -43,6 +47,7 @@ class VersionedIngest:
         reused (bool): The directory already held this graph and was kept as is.
         report (IngestReport): The ingestion's report (when reused: the one
             recorded when the directory was written).
+        run_id (str, optional): The tracking run this ingestion logged.
     """
 
     path: Path
@@ -51,6 +56,7 @@ class VersionedIngest:
     manifest_sha256: str
     reused: bool
     report: IngestReport
+    run_id: str | None = None
 
 
 def ingest_settings(
@@ -103,6 +109,9 @@ def ingest_versioned(
     standardize_features: bool = False,
     reuse: bool = True,
     progress: StageFn | None = None,
+    memory_budget: int | str | None = "auto",
+    tracking: RunTracker | None = None,
+    tags: Mapping[str, Any] | None = None,
 ) -> VersionedIngest:
     """Ingest ``source`` into ``graphs_root/<prefix>-<key>`` unless it is there already.
 
@@ -119,6 +128,13 @@ def ingest_versioned(
             :func:`gnncore.io.ingest`).
         reuse (bool): Keep a valid graph directory that records the same key
             (default); ``False`` re-ingests and replaces it.
+        memory_budget: As for :func:`gnncore.io.ingest` (default ``"auto"``).
+            Not in the key: every budget writes the same graph.
+        tracking (RunTracker, optional): Log the ingestion as a run (params: the
+            settings and the budget; metrics: counts, seconds per phase, peak
+            RSS, bytes read and written). A reused graph logs nothing; a
+            failure marks the run failed.
+        tags (Mapping, optional): Extra run tags (e.g. the Dagster run id).
 
     Returns:
         VersionedIngest: The path, key, input digest, whether it was reused,
@@ -127,8 +143,6 @@ def ingest_versioned(
     The graph is ingested into a hidden temporary sibling, its manifest gets
     the ``lineage`` record, and only then is it renamed into place.
     """
-    from gnncore.io import ingest
-
     if not os.path.exists(source):
         raise InputError("no such file or directory", Path(source))
     if nodes is not None and not os.path.exists(nodes):
@@ -148,11 +162,18 @@ def ingest_versioned(
         return VersionedIngest(final, key, digest, sha256_of(final / MANIFEST_FILE), True, report)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f".{final.name}.ingest-{uuid.uuid4().hex[:8]}"
-    try:
-        report = ingest(
-            source,
+    run_name = f"{prefix}-ingest"
+    run_tags = {"dataset": prefix, "task": "ingest", **(tags or {})}
+    with tracking.start_run(run_name, run_tags) if tracking else nullcontext() as run:
+        if run is not None:
+            run.log_params({**settings, "memory_budget": memory_budget, "stage_key": key})
+        report = _ingest_into(
+            final,
             staging,
-            format=str(settings["format"]),
+            key,
+            settings,
+            inputs,
+            source,
             directed=directed,
             name=name,
             id_type=id_type,
@@ -161,7 +182,51 @@ def ingest_versioned(
             nodes=nodes,
             standardize_features=standardize_features,
             progress=progress,
+            memory_budget=memory_budget,
         )
+        if run is not None:
+            run.log_metrics(ingest_metrics(report))
+    manifest_sha256 = sha256_of(final / MANIFEST_FILE)
+    run_id = run.run_id if run is not None else None
+    return VersionedIngest(final, key, digest, manifest_sha256, False, report, run_id)
+
+
+def ingest_metrics(report: IngestReport) -> dict[str, float]:
+    """The figures an ingestion run logs: counts, seconds, and the stage's cost."""
+    counts = {
+        "num_nodes": report.num_nodes,
+        "num_edges": report.num_canonical_edges,
+        "self_loops_removed": report.self_loops_removed,
+        "duplicates_removed": report.duplicates_removed,
+        "seconds": report.seconds,
+    }
+    return {
+        **{k: float(v) for k, v in counts.items()},
+        **cost_metrics(
+            report.phases,
+            peak_rss_bytes=report.peak_rss_bytes,
+            input_bytes=report.input_bytes,
+            output_bytes=report.output_bytes,
+            storage_read_bytes=report.storage_read_bytes,
+            storage_written_bytes=report.storage_written_bytes,
+        ),
+    }
+
+
+def _ingest_into(
+    final: Path,
+    staging: Path,
+    key: str,
+    settings: dict[str, Any],
+    inputs: dict[str, str],
+    source: str | os.PathLike[str],
+    **kwargs: Any,
+) -> IngestReport:
+    """Ingest ``source`` into ``staging``, record the lineage, rename to ``final``."""
+    from gnncore.io import ingest
+
+    try:
+        report = ingest(source, staging, format=str(settings["format"]), **kwargs)
         report = dataclasses.replace(report, out_dir=str(final))
         manifest = Manifest.read(staging)
         lineage = {
@@ -178,4 +243,4 @@ def ingest_versioned(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return VersionedIngest(final, key, digest, sha256_of(final / MANIFEST_FILE), False, report)
+    return report
