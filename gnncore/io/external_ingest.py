@@ -70,6 +70,17 @@ import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.canonical import _plain, node_id_table, sorted_unique
+from gnncore.io.edge_keys import (
+    KEY_SHIFT,
+    MAX_KEY_ID,
+    MINOR_MASK,
+    KeySorter,
+    iter_run,
+    pack_keys,
+    run_count,
+    shuffle_keys,
+    split_keys,
+)
 from gnncore.io.edgelist import (
     ID_TYPES,
     Layout,
@@ -142,35 +153,12 @@ def _merge_buffer(budget_bytes: int, runs: int) -> int:
     return max(MIN_MERGE_BUFFER, min(MAX_MERGE_BUFFER, budget_bytes // (runs + 2)))
 
 
-def run_count(path: Path) -> int:
-    """The number of pairs of a run file (its header)."""
-    return int(np.fromfile(path, dtype=np.int64, count=1, offset=16)[0])
-
-
 def run_pairs(path: Path | None) -> np.ndarray:
     """A run file's pairs as a read-only ``[count, 2]`` int64 memory map."""
     count = 0 if path is None else run_count(path)
     if count == 0 or path is None:
         return np.zeros((0, 2), dtype=np.int64)
     return np.memmap(path, dtype=np.int64, mode="r", offset=RUN_HEADER_BYTES, shape=(count, 2))
-
-
-def iter_run(path: Path | None, rows: int) -> Iterator[np.ndarray]:
-    """A run file's pairs, ``[k, 2]`` int64 blocks of at most ``rows`` pairs, read
-    (not memory-mapped: the pages do not count in this process's RSS)."""
-    count = 0 if path is None else run_count(path)
-    if count == 0 or path is None:
-        return
-    with open(path, "rb") as fh:
-        fh.seek(RUN_HEADER_BYTES)
-        done = 0
-        while done < count:
-            k = min(rows, count - done)
-            block = np.fromfile(fh, dtype=np.int64, count=2 * k).reshape(k, 2)
-            if len(block) != k:
-                raise InputError("run file is truncated", path)
-            done += k
-            yield block
 
 
 def npy_writer(path: Path, dtype: Any, shape: tuple[int, ...]) -> BinaryIO:
@@ -364,21 +352,25 @@ def parquet_row_groups(num_rows: int) -> list[int]:
     return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
 
 
-def write_edges_parquet(path: Path, run: Path | None) -> None:
-    """Write the pairs of the run file ``run`` (sorted) as ``edges.parquet``
-    (``src``, ``dst``), streamed, byte-identical to ``DataFrame.write_parquet``
+def write_edges_parquet(path: Path, num_rows: int, key_blocks: Iterable[np.ndarray]) -> None:
+    """Write ``num_rows`` sorted edges, given as blocks of packed keys ``src << 32 |
+    dst`` of any sizes, as ``edges.parquet`` (``src``, ``dst``), streamed in the
+    row groups Polars would cut: byte-identical to ``DataFrame.write_parquet``
     of the whole frame."""
     from polars.io.plugins import register_io_source
 
-    groups = parquet_row_groups(0 if run is None else run_count(run))
+    groups = parquet_row_groups(num_rows)
     schema = {"src": pl.Int64, "dst": pl.Int64}
 
     def source(*_: Any) -> Iterator[pl.DataFrame]:
-        with open(run, "rb") as fh:  # type: ignore[arg-type]
-            fh.seek(RUN_HEADER_BYTES)
-            for size in groups:
-                block = np.fromfile(fh, dtype=np.int64, count=2 * size).reshape(size, 2)
-                yield pl.DataFrame({"src": block[:, 0].copy(), "dst": block[:, 1].copy()})
+        blocks = iter(key_blocks)
+        held, at = np.zeros(0, dtype=np.uint64), 0
+        for size in groups:
+            while len(held) - at < size:
+                held, at = np.concatenate([held[at:], next(blocks)]), 0
+            src, dst = split_keys(held[at : at + size])
+            at += size
+            yield pl.DataFrame({"src": src, "dst": dst})
 
     if not groups:
         pl.DataFrame(schema=schema).write_parquet(path, compression="zstd", statistics=True)
@@ -407,24 +399,55 @@ def _batches(text: Path, layout: Layout, rows: int) -> Iterator[pl.DataFrame]:
         raise _PolarsFailed(str(exc)) from exc
 
 
+class _WideIds(Exception):
+    """An id does not fit a packed key (``2**32`` or more): the general path takes over."""
+
+
 class _Parsed:
+    """The sink of the general path: the raw ids written to two files, remapped later."""
+
     def __init__(self, scratch: Path) -> None:
         self.src_path = scratch / "src.i64"
         self.dst_path = scratch / "dst.i64"
         self.count = 0
+        self._src_fh: BinaryIO = open(self.src_path, "wb")
+        self._dst_fh: BinaryIO = open(self.dst_path, "wb")
+
+    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+        src.tofile(self._src_fh)
+        dst.tofile(self._dst_fh)
+        self.count += len(src)
+
+    def close(self) -> None:
+        self._src_fh.close()
+        self._dst_fh.close()
+
+
+class _KeyParsed:
+    """The sink of the fast path: the raw edges straight into a :class:`KeySorter` as
+    canonical keys (raw ids: node ids are their ranks, so the order holds)."""
+
+    def __init__(self, scratch: Path, budget: int, directed: bool, max_fan_in: int) -> None:
+        self.keys = KeySorter(scratch, "canon", budget, max_fan_in)
+        self.directed = directed
+        self.count = self.kept = 0
+
+    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+        if int(src.max()) > MAX_KEY_ID or int(dst.max()) > MAX_KEY_ID:
+            raise _WideIds
+        self.kept += self.keys.add_edges(src, dst, unordered=not self.directed)
+        self.count += len(src)
+
+    def close(self) -> None:
+        pass
 
 
 def _parse_pass(
-    text: Path,
-    layout: Layout,
-    scratch: Path,
-    ids: IdCollector,
-    rows: int,
-) -> _Parsed:
-    parsed = _Parsed(scratch)
-    src_fh: BinaryIO
-    dst_fh: BinaryIO
-    with open(parsed.src_path, "wb") as src_fh, open(parsed.dst_path, "wb") as dst_fh:
+    text: Path, layout: Layout, ids: IdCollector, rows: int, sink: _Parsed | _KeyParsed
+) -> None:
+    """Parse ``text`` in batches into ``ids`` and ``sink``; a bad line is an
+    :class:`InputError` naming the file and line."""
+    try:
         for df in _batches(text, layout, rows):
             if df.height == 0:
                 continue
@@ -437,11 +460,10 @@ def _parse_pass(
             if src.min() < 0 or dst.min() < 0:
                 locate_problem(text, layout, as_int=True)
                 raise InputError("negative node id", text)
-            src.tofile(src_fh)
-            dst.tofile(dst_fh)
             ids.add(src, dst)
-            parsed.count += len(src)
-    return parsed
+            sink.add(src, dst)
+    finally:
+        sink.close()
 
 
 def _chunks(parsed: _Parsed, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -539,18 +561,14 @@ def _ingest(
         layouts = [layout]
         if layout.separator in ("\t", " "):
             layouts.append(replace(layout, separator=None))
-        parsed = ids = None
-        for candidate in layouts:
-            ids = IdCollector(scratch, budget // 4, max_fan_in)
-            try:
-                parsed = _parse_pass(text, candidate, scratch, ids, rows)
-            except _PolarsFailed:
-                continue
-            layout = candidate
-            break
-        if parsed is None or ids is None:
-            locate_problem(text, layouts[-1], as_int=True)
-            raise InputError("could not be parsed as an integer edge list", text)
+        try:
+            layout, ids, parsed = _parse(text, layouts, scratch, budget, rows, directed,
+                                         max_fan_in, wide=False)  # fmt: skip
+        except _WideIds:  # ids past 2**32: parse again, into the general path's files
+            for run in scratch.glob("*.run"):
+                run.unlink()
+            layout, ids, parsed = _parse(text, layouts, scratch, budget, rows, directed,
+                                         max_fan_in, wide=True)  # fmt: skip
         if parsed.count == 0:
             raise InputError("empty file: no edges", text)
     except InputError as exc:
@@ -575,25 +593,58 @@ def _ingest(
     def before(writer: GraphDirWriter) -> None:
         writer.write_table("node_ids", node_id_table(raw_ids))
 
+    common: dict[str, Any] = {
+        "num_nodes": len(raw_ids), "directed": directed, "name": name or default_name(source),
+        "seed": seed, "budget": budget, "fmt": "edgelist", "source": source, "before": before,
+        "details": details, "started": started, "max_fan_in": max_fan_in,
+    }  # fmt: skip
+    if isinstance(parsed, _KeyParsed):
+        phases.start("sort/dedup")
+        parsed.keys.finish()
+        return write_key_graph(
+            parsed.keys, out, scratch, phases, num_input=parsed.count,
+            loops=parsed.count - parsed.kept, remap=_key_remap(raw_ids, lut), **common,
+        )  # fmt: skip
     chunks = _mapped_chunks(parsed, rows, raw_ids, lut, phases)
     del lut
-    return write_edge_stream(
-        chunks,
-        out,
-        scratch,
-        phases,
-        num_nodes=len(raw_ids),
-        directed=directed,
-        name=name or default_name(source),
-        seed=seed,
-        budget=budget,
-        fmt="edgelist",
-        source=source,
-        before=before,
-        details=details,
-        started=started,
-        max_fan_in=max_fan_in,
-    )
+    return write_edge_stream(chunks, out, scratch, phases, **common)
+
+
+def _parse(
+    text: Path, layouts: list[Layout], scratch: Path, budget: int, rows: int, directed: bool,
+    max_fan_in: int, wide: bool,
+) -> tuple[Layout, IdCollector, _Parsed | _KeyParsed]:  # fmt: skip
+    """Parse with the first layout Polars reads; raises :class:`_WideIds` (fast
+    path, ``wide=False``) at an id past ``2**32``."""
+    for candidate in layouts:
+        ids = IdCollector(scratch, budget // 4, max_fan_in)
+        sink: _Parsed | _KeyParsed
+        if wide:
+            sink = _Parsed(scratch)
+        else:
+            sink = _KeyParsed(scratch, budget // 2, directed, max_fan_in)
+        try:
+            _parse_pass(text, candidate, ids, rows, sink)
+        except _PolarsFailed:
+            continue
+        return candidate, ids, sink
+    locate_problem(text, layouts[-1], as_int=True)
+    raise InputError("could not be parsed as an integer edge list", text)
+
+
+def _key_remap(raw_ids: np.ndarray, lut: np.ndarray | None) -> Callable[[np.ndarray], None]:
+    """Maps raw-id keys to node-id keys in place: through the lookup table of dense
+    ids, else by binary search of the sorted raw ids."""
+    from gnncore import _C
+
+    def remap(keys: np.ndarray) -> None:
+        if lut is not None:
+            _C.remap_keys(keys, lut)
+            return
+        a, b = split_keys(keys)
+        keys[:] = pack_keys(np.searchsorted(raw_ids, a), np.searchsorted(raw_ids, b))
+
+    return remap
 
 
 def _mapped_chunks(
@@ -676,13 +727,271 @@ def write_edge_stream(
         budget (int): Bytes for the sort runs, merge buffers and the shuffle.
         fmt, source, details: Recorded in the report and the manifest's
             ``stats``, as :func:`~gnncore.io.canonical.write_graph` records them.
-        before (callable): Called with the writer before the edges are read
+        before (callable): Called with the writer before the edges are written
             (node data: features, labels, splits, tables); raising in it
             removes the partial output.
         started (float): ``time.perf_counter()`` when the whole run began.
         max_fan_in (int): Most runs merged at once.
         before_phase (str): The phase ``before`` is timed in.
     """
+    started = time.perf_counter() if started is None else started
+    if int(num_nodes) - 1 > MAX_KEY_ID:
+        return _write_edge_stream_pairs(
+            chunks, out_dir, scratch, phases, num_nodes=num_nodes, directed=directed, name=name,
+            seed=seed, budget=budget, fmt=fmt, source=source, before=before, details=details,
+            started=started, max_fan_in=max_fan_in, before_phase=before_phase,
+        )  # fmt: skip
+    canon = KeySorter(scratch, "canon", budget // 2, max_fan_in)
+    num_input = kept = 0
+    for s, d in chunks:
+        phases.start("sort/dedup")
+        num_input += len(s)
+        kept += canon.add_edges(s, d, unordered=not directed)
+    phases.start("sort/dedup")
+    canon.finish()
+    return write_key_graph(
+        canon, out_dir, scratch, phases, num_nodes=num_nodes, directed=directed, name=name,
+        seed=seed, budget=budget, fmt=fmt, source=source, num_input=num_input,
+        loops=num_input - kept, before=before, details=details, started=started,
+        max_fan_in=max_fan_in, before_phase=before_phase,
+    )  # fmt: skip
+
+
+def write_key_graph(
+    canon: KeySorter,
+    out_dir: str | os.PathLike[str],
+    scratch: Path,
+    phases: Phases,
+    *,
+    num_nodes: int,
+    directed: bool,
+    name: str,
+    seed: int,
+    budget: int,
+    fmt: str,
+    source: str | os.PathLike[str],
+    num_input: int,
+    loops: int,
+    remap: Callable[[np.ndarray], None] | None = None,
+    before: Callable[[GraphDirWriter], None] | None = None,
+    details: Mapping[str, Any] | None = None,
+    started: float | None = None,
+    max_fan_in: int = 64,
+    before_phase: str = "write",
+) -> IngestReport:
+    """Write a graph directory from the finished canonical keys of ``canon``.
+
+    ``canon`` holds the distinct canonical edges as keys ``src << 32 | dst``
+    (undirected: ``min << 32 | max``), finished (:meth:`KeySorter.finish`);
+    ``remap``, when given, maps their ids to node ids in place (monotone:
+    ingestion sorts raw ids and maps them afterwards). ``num_input`` and
+    ``loops`` are the edges read and the self-loops dropped. The other
+    arguments as :func:`write_edge_stream`. Writes ``edges.parquet``,
+    ``indptr``/``indices``/``eid`` (row ranges filled from the keys in memory
+    bounded by half the budget), ``edges_shuffled`` and the manifest.
+    """
+    started = time.perf_counter() if started is None else started
+    out_given, out = out_dir, Path(out_dir).absolute()
+    rows = batch_rows(budget)
+    num_nodes = int(num_nodes)
+    num_canonical = canon.count
+    with create_graph_dir(out, name) as writer:
+        if before is not None:
+            stage("node data")
+            phases.start(before_phase)
+            before(writer)
+        if remap is not None:
+            stage("remapping ids")
+            phases.start("remap")
+            canon.set_remap(remap)
+
+        stage("writing edges")
+        phases.start("write")
+        write_edges_parquet(
+            writer.file_path("edges.parquet", "parquet"), num_canonical, canon.blocks(rows)
+        )
+
+        stage("writing CSR")
+        phases.start("csr")
+        num_edges = _write_key_csr(canon, writer, num_nodes, directed, budget, rows)
+
+        stage("shuffled edge stream")
+        phases.start("shuffle")
+        num_pairs = _write_key_shuffle(canon, writer, scratch, num_nodes, directed, seed, budget,
+                                       rows, max_fan_in)  # fmt: skip
+        writer.set_topology(
+            num_nodes,
+            num_edges=num_edges,
+            num_canonical_edges=num_canonical,
+            num_undirected_edges=num_pairs,
+            directed=directed,
+            shuffle_seed=seed,
+        )
+        duplicates = num_input - loops - num_canonical
+        plain_details = _record_stats(writer, fmt, source, details, num_input, loops, duplicates)
+        stage("checksums and manifest")
+        phases.start("checksums")
+    phases.stop()
+    return _report(
+        fmt, source, out_given, writer, phases, started, budget, plain_details,
+        num_nodes=num_nodes, num_input=num_input, loops=loops, duplicates=duplicates,
+        num_canonical=num_canonical, num_edges=num_edges, directed=directed,
+    )  # fmt: skip
+
+
+def _write_key_csr(
+    canon: KeySorter, writer: GraphDirWriter, num_nodes: int, directed: bool, budget: int,
+    rows: int,
+) -> int:  # fmt: skip
+    """``indptr``, ``indices`` and ``eid`` from the canonical keys: row lengths in
+    one pass, then the entries of as many rows as fill half the budget per pass.
+    Returns the number of entries."""
+    from gnncore import _C
+
+    counts = np.zeros(num_nodes, dtype=np.int64)
+    for block in canon.blocks(rows):
+        _C.count_key_degrees(block, directed, counts)
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    del counts
+    num_edges = int(indptr[-1])
+    with npy_writer(writer.file_path("indptr.npy", "npy"), np.int64, (num_nodes + 1,)) as fh:
+        indptr.tofile(fh)
+    int_dtype = index_dtype(num_nodes)
+    per_pass = max(budget // 2 // (int_dtype.itemsize + 8), 1)
+    indices_fh = npy_writer(writer.file_path("indices.npy", "npy"), int_dtype, (num_edges,))
+    eid_fh = npy_writer(writer.file_path("eid.npy", "npy"), np.int64, (num_edges,))
+    with indices_fh, eid_fh:
+        row = 0
+        while row < num_nodes:
+            base = int(indptr[row])
+            end = int(np.searchsorted(indptr, base + per_pass, side="right")) - 1
+            end = min(max(end, row + 1), num_nodes)
+            size = int(indptr[end]) - base
+            cursor = indptr[row:end] - base
+            indices = np.empty(size, dtype=int_dtype)
+            eid = np.empty(size, dtype=np.int64)
+            rank = 0
+            for block in canon.blocks(rows):
+                _C.fill_csr_rows(block, rank, directed, num_nodes, row, cursor, indices, eid)
+                rank += len(block)
+            indices.tofile(indices_fh)
+            eid.tofile(eid_fh)
+            del indices, eid
+            row = end
+    return num_edges
+
+
+def _write_key_shuffle(
+    canon: KeySorter, writer: GraphDirWriter, scratch: Path, num_nodes: int, directed: bool,
+    seed: int, budget: int, rows: int, max_fan_in: int,
+) -> int:  # fmt: skip
+    """``edges_shuffled.npy``: the distinct unordered pairs in the order of
+    ``default_rng(seed).permutation`` (:func:`shuffle_keys`), shuffled where
+    they are held -- in memory, or in a memory-mapped scratch file when they
+    came from disk. Returns the number of pairs."""
+    if directed:
+        pairs = KeySorter(scratch, "pairs", budget // 4, max_fan_in)
+        for block in canon.blocks(rows):
+            a, b = split_keys(block)
+            pairs.add_edges(a, b, unordered=True)
+        canon.release()
+        pairs.finish()
+    else:
+        pairs = canon
+    num_pairs = pairs.count
+    keys: np.ndarray
+    if pairs.keys is not None:  # the sorted keys are no longer needed: shuffled in place
+        keys = pairs.keys
+    else:
+        keys = np.lib.format.open_memmap(
+            scratch / "pairs.npy", mode="w+", dtype=np.uint64, shape=(num_pairs,)
+        )
+        at = 0
+        for block in pairs.blocks(rows):
+            keys[at : at + len(block)] = block
+            at += len(block)
+    shuffle_keys(keys, seed)
+    int_dtype = index_dtype(num_nodes)
+    out_fh = npy_writer(writer.file_path("edges_shuffled.npy", "npy"), int_dtype, (num_pairs, 2))
+    with out_fh:
+        for start in range(0, num_pairs, rows):
+            block = keys[start : start + rows]
+            out = np.empty((len(block), 2), dtype=int_dtype)
+            out[:, 0] = block >> KEY_SHIFT
+            out[:, 1] = block & MINOR_MASK
+            out.tofile(out_fh)
+    del keys
+    pairs.release()
+    return num_pairs
+
+
+def _record_stats(
+    writer: GraphDirWriter, fmt: str, source: str | os.PathLike[str],
+    details: Mapping[str, Any] | None, num_input: int, loops: int, duplicates: int,
+) -> dict[str, Any]:  # fmt: skip
+    """Put the run's details and counts into the manifest's ``stats``; returns the details."""
+    plain_details: dict[str, Any] = _plain(dict(details or {}))
+    writer.stats.update(plain_details)
+    writer.stats.update(
+        {
+            "format": fmt,
+            "source": str(Path(source).absolute()),
+            "num_input_edges": num_input,
+            "self_loops_removed": loops,
+            "duplicates_removed": duplicates,
+        }
+    )
+    return plain_details
+
+
+def _report(
+    fmt: str, source: str | os.PathLike[str], out_given: str | os.PathLike[str],
+    writer: GraphDirWriter, phases: Phases, started: float, budget: int,
+    plain_details: dict[str, Any], *, num_nodes: int, num_input: int, loops: int,
+    duplicates: int, num_canonical: int, num_edges: int, directed: bool,
+) -> IngestReport:  # fmt: skip
+    return IngestReport(
+        format=fmt,
+        source=str(source),
+        out_dir=str(out_given),
+        num_nodes=num_nodes,
+        num_input_edges=num_input,
+        self_loops_removed=loops,
+        duplicates_removed=duplicates,
+        num_canonical_edges=num_canonical,
+        num_edges=int(num_edges),
+        directed=directed,
+        num_features=writer.num_features,
+        num_classes=writer.num_classes,
+        seconds=round(time.perf_counter() - started, 3),
+        details=plain_details,
+        phases=phases.rounded(),
+        peak_rss_bytes=peak_rss_bytes(),
+        memory_budget=budget,
+    )
+
+
+def _write_edge_stream_pairs(
+    chunks: Iterable[tuple[np.ndarray, np.ndarray]],
+    out_dir: str | os.PathLike[str],
+    scratch: Path,
+    phases: Phases,
+    *,
+    num_nodes: int,
+    directed: bool,
+    name: str,
+    seed: int,
+    budget: int,
+    fmt: str,
+    source: str | os.PathLike[str],
+    before: Callable[[GraphDirWriter], None] | None = None,
+    details: Mapping[str, Any] | None = None,
+    started: float | None = None,
+    max_fan_in: int = 64,
+    before_phase: str = "write",
+) -> IngestReport:
+    """:func:`write_edge_stream` for node ids past ``2**32`` (two int64 columns a pair)."""
     from gnncore import _C
 
     started = time.perf_counter() if started is None else started
@@ -809,7 +1118,8 @@ def write_edge_stream(
 
         stage("writing edges")
         phases.start("write")
-        write_edges_parquet(writer.file_path("edges.parquet", "parquet"), canon_path)
+        run_keys = (pack_keys(b[:, 0], b[:, 1]) for b in iter_run(canon_path, rows))
+        write_edges_parquet(writer.file_path("edges.parquet", "parquet"), num_canonical, run_keys)
         writer.set_topology(
             num_nodes,
             num_edges=num_edges,
@@ -818,37 +1128,13 @@ def write_edge_stream(
             directed=directed,
             shuffle_seed=seed,
         )
-        plain_details: dict[str, Any] = _plain(dict(details or {}))
         duplicates = num_input - loops - num_canonical
-        writer.stats.update(plain_details)
-        writer.stats.update(
-            {
-                "format": fmt,
-                "source": str(Path(source).absolute()),
-                "num_input_edges": num_input,
-                "self_loops_removed": loops,
-                "duplicates_removed": duplicates,
-            }
-        )
+        plain_details = _record_stats(writer, fmt, source, details, num_input, loops, duplicates)
         stage("checksums and manifest")
         phases.start("checksums")
     phases.stop()
-    return IngestReport(
-        format=fmt,
-        source=str(source),
-        out_dir=str(out_given),
-        num_nodes=num_nodes,
-        num_input_edges=num_input,
-        self_loops_removed=loops,
-        duplicates_removed=duplicates,
-        num_canonical_edges=num_canonical,
-        num_edges=int(num_edges),
-        directed=directed,
-        num_features=writer.num_features,
-        num_classes=writer.num_classes,
-        seconds=round(time.perf_counter() - started, 3),
-        details=plain_details,
-        phases=phases.rounded(),
-        peak_rss_bytes=peak_rss_bytes(),
-        memory_budget=budget,
-    )
+    return _report(
+        fmt, source, out_given, writer, phases, started, budget, plain_details,
+        num_nodes=num_nodes, num_input=num_input, loops=loops, duplicates=duplicates,
+        num_canonical=num_canonical, num_edges=int(num_edges), directed=directed,
+    )  # fmt: skip

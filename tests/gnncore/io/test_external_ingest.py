@@ -69,7 +69,8 @@ def both(tmp_path: Path, source: Path, budget: int = TINY, **kwargs):
     ("num_edges", "num_ids", "id_space"),
     [
         (9000, 700, 2000),  # dense ids with gaps: the lookup table
-        (9000, 3000, 10**15),  # sparse ids: sorted id runs and binary search
+        (9000, 3000, 1 << 32),  # sparse ids below 2**32: packed keys, binary search
+        (9000, 3000, 10**15),  # wider ids: the general path (parsed again), sorted id runs
         (300, 40, 60),  # many repeats
     ],
 )

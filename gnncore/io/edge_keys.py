@@ -1,0 +1,265 @@
+"""Edges as packed 64-bit keys ``a << 32 | b``: sorted, deduplicated and shuffled in bounded memory.
+
+The fast path of bounded-memory ingestion and generation
+(:mod:`gnncore.io.external_ingest`) when every id is below ``2**32``: one
+uint64 per edge instead of two int64 columns, sorted by a parallel radix sort
+in C++ (``gnncore._C.sort_unique_keys``). :class:`KeySorter` holds the keys in
+a buffer sized from its budget; when the buffer fills, its keys are sorted,
+deduplicated and spilled as a run file (the format of ``gnncore._C.write_run``,
+key order ``src_dst``), and :meth:`KeySorter.finish` merges the runs k ways
+(``gnncore._C.merge_runs``). Either way the result is read back in sorted
+blocks (:meth:`KeySorter.blocks`).
+
+:func:`shuffle_keys` shuffles keys in place exactly as
+``numpy.random.default_rng(seed).permutation`` orders them (so the shuffled
+edge stream is byte for byte the in-memory writer's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from gnncore.errors import InputError
+
+KEY_SHIFT = np.uint64(32)
+MINOR_MASK = np.uint64(0xFFFFFFFF)
+MAX_KEY_ID = (1 << 32) - 1
+"""The largest id a key holds."""
+BYTES_PER_KEY = 16
+"""Budget bytes per buffered key: the key and the radix sort's scratch."""
+RUN_HEADER_BYTES = 32
+RUN_MAGIC = b"GNCRUN\r\n"
+RUN_VERSION = 1
+SRC_DST_ORDER = 1
+MAX_MERGE_BUFFER = 8 << 20
+MIN_MERGE_BUFFER = 4096
+SORT_THREADS = 2
+"""Threads of the radix sort (the comparison with Polars' parse is at 2 threads)."""
+
+
+def split_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(a, b)`` int64 arrays of keys ``a << 32 | b``."""
+    return (keys >> KEY_SHIFT).astype(np.int64), (keys & MINOR_MASK).astype(np.int64)
+
+
+def pack_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Keys ``a << 32 | b`` of non-negative ids below ``2**32``."""
+    return (np.asarray(a).astype(np.uint64) << KEY_SHIFT) | np.asarray(b).astype(np.uint64)
+
+
+def merge_buffer(budget_bytes: int, runs: int) -> int:
+    """Read buffer per run when ``runs`` runs are merged within ``budget_bytes``."""
+    return max(MIN_MERGE_BUFFER, min(MAX_MERGE_BUFFER, budget_bytes // (runs + 2)))
+
+
+def run_count(path: Path) -> int:
+    """The number of pairs of a run file (its header)."""
+    return int(np.fromfile(path, dtype=np.int64, count=1, offset=16)[0])
+
+
+def iter_run(path: Path | None, rows: int) -> Iterator[np.ndarray]:
+    """A run file's pairs, ``[k, 2]`` int64 blocks of at most ``rows`` pairs, read
+    (not memory-mapped: the pages do not count in this process's RSS)."""
+    count = 0 if path is None else run_count(path)
+    if count == 0 or path is None:
+        return
+    with open(path, "rb") as fh:
+        fh.seek(RUN_HEADER_BYTES)
+        done = 0
+        while done < count:
+            k = min(rows, count - done)
+            block = np.fromfile(fh, dtype=np.int64, count=2 * k).reshape(k, 2)
+            if len(block) != k:
+                raise InputError("run file is truncated", path)
+            done += k
+            yield block
+
+
+def write_key_run(path: Path, keys: np.ndarray) -> None:
+    """Write sorted distinct keys as a run file (``src_dst`` order) at ``path``."""
+    a, b = split_keys(keys)
+    max_id = int(max(a.max(), b.max())) if len(keys) else -1
+    header = np.zeros(4, dtype=np.int64)
+    header[2], header[3] = len(keys), max_id
+    raw = header.view(np.uint8).copy()
+    raw[:8] = np.frombuffer(RUN_MAGIC, dtype=np.uint8)
+    raw[8:12] = np.frombuffer(np.uint32(RUN_VERSION).tobytes(), dtype=np.uint8)
+    raw[12:16] = np.frombuffer(np.uint32(SRC_DST_ORDER).tobytes(), dtype=np.uint8)
+    pairs = np.empty((len(keys), 2), dtype=np.int64)
+    pairs[:, 0], pairs[:, 1] = a, b
+    tmp = path.with_name(path.name + ".partial")
+    with open(tmp, "wb") as fh:
+        raw.tofile(fh)
+        pairs.tofile(fh)
+    tmp.replace(path)
+
+
+class KeySorter:
+    """Packed edge keys collected in bounded memory, then read back sorted and distinct.
+
+    Args:
+        directory (Path): Where the runs go (a scratch directory the caller removes).
+        name (str): The runs' file name prefix.
+        budget_bytes (int): Memory for the key buffer and its sort scratch
+            (:data:`BYTES_PER_KEY` a key) and, at the end, the merge buffers.
+        max_fan_in (int): Most runs merged at once.
+    """
+
+    def __init__(self, directory: Path, name: str, budget_bytes: int, max_fan_in: int = 64) -> None:
+        self.directory = directory
+        self.name = name
+        self.budget_bytes = int(budget_bytes)
+        self.max_fan_in = max(int(max_fan_in), 2)
+        self._capacity = max(self.budget_bytes // BYTES_PER_KEY, 1024)
+        self._keys: np.ndarray | None = None
+        self._fill = 0
+        self._serial = 0
+        self.runs: list[Path] = []
+        self.run: Path | None = None
+        """The merged run file once finished, if the keys did not fit in memory."""
+        self.keys: np.ndarray | None = None
+        """The sorted distinct keys once finished, if they fit in memory."""
+        self.count = 0
+        """Distinct keys once finished."""
+        self._remap: Callable[[np.ndarray], None] | None = None
+
+    def _buffer(self) -> np.ndarray:
+        if self._keys is None:
+            self._keys = np.empty(self._capacity, dtype=np.uint64)
+        return self._keys
+
+    def add_edges(self, src: np.ndarray, dst: np.ndarray, unordered: bool) -> int:
+        """Add the edges ``(src[i], dst[i])`` (int64, ids in ``[0, 2**32)``) as keys,
+        ``min << 32 | max`` when ``unordered``; self-loops are dropped. Returns
+        the number kept. Raises ``ValueError`` for an id outside ``[0, 2**32)``."""
+        from gnncore import _C
+
+        src = np.ascontiguousarray(src, dtype=np.int64)
+        dst = np.ascontiguousarray(dst, dtype=np.int64)
+        kept = start = 0
+        while start < len(src):
+            buffer = self._buffer()
+            room = self._capacity - self._fill
+            if room == 0:
+                self._spill()
+                continue
+            stop = min(start + room, len(src))
+            n = _C.pack_edge_keys(
+                src[start:stop],
+                dst[start:stop],
+                unordered,
+                buffer[self._fill : self._fill + stop - start],
+            )
+            self._fill += n
+            kept += n
+            start = stop
+        return kept
+
+    def add_keys(self, keys: np.ndarray) -> None:
+        """Add packed keys as they are."""
+        start = 0
+        while start < len(keys):
+            buffer = self._buffer()
+            room = self._capacity - self._fill
+            if room == 0:
+                self._spill()
+                continue
+            n = min(room, len(keys) - start)
+            buffer[self._fill : self._fill + n] = keys[start : start + n]
+            self._fill += n
+            start += n
+
+    def _sorted(self) -> np.ndarray:
+        """The buffer's keys sorted and distinct (a view of the buffer)."""
+        from gnncore import _C
+
+        keys = self._buffer()[: self._fill]
+        tmp = np.empty(self._fill, dtype=np.uint64)
+        count = _C.sort_unique_keys(keys, tmp, SORT_THREADS)
+        del tmp
+        return keys[:count]
+
+    def _next_path(self) -> Path:
+        path = self.directory / f"{self.name}-{self._serial:06d}.run"
+        self._serial += 1
+        return path
+
+    def _spill(self) -> None:
+        if self._fill == 0:
+            return
+        path = self._next_path()
+        write_key_run(path, self._sorted())
+        self.runs.append(path)
+        self._fill = 0
+
+    def finish(self) -> int:
+        """Sort what is held; with runs on disk, spill it and merge them into one
+        run (:attr:`run`), else keep the keys in memory (:attr:`keys`). Returns
+        the number of distinct keys."""
+        from gnncore import _C
+
+        if not self.runs:
+            self.keys = self._sorted() if self._fill else np.zeros(0, dtype=np.uint64)
+            self.count = len(self.keys)
+            return self.count
+        self._spill()
+        self._keys = None
+        while len(self.runs) > 1:
+            merged: list[Path] = []
+            for i in range(0, len(self.runs), self.max_fan_in):
+                group = self.runs[i : i + self.max_fan_in]
+                if len(group) == 1:
+                    merged.append(group[0])
+                    continue
+                out = self._next_path()
+                buffer = merge_buffer(self.budget_bytes, len(group))
+                _C.merge_runs([str(p) for p in group], str(out), buffer)
+                for p in group:
+                    p.unlink()
+                merged.append(out)
+            self.runs = merged
+        self.run = self.runs[0]
+        self.count = run_count(self.run)
+        return self.count
+
+    def set_remap(self, remap: Callable[[np.ndarray], None]) -> None:
+        """Map the ids of the finished keys by ``remap`` (in place on a block of
+        keys; monotone, so the order holds): at once when they are in memory,
+        else as each block is read."""
+        if self.keys is not None:
+            remap(self.keys)
+        else:
+            self._remap = remap
+
+    def blocks(self, rows: int) -> Iterator[np.ndarray]:
+        """The finished keys in order, uint64 blocks of at most ``rows``."""
+        if self.keys is not None:
+            for start in range(0, len(self.keys), rows):
+                yield self.keys[start : start + rows]
+            return
+        for block in iter_run(self.run, rows):
+            keys = pack_keys(block[:, 0], block[:, 1])
+            if self._remap is not None:
+                self._remap(keys)
+            yield keys
+
+    def release(self) -> None:
+        """Drop the keys held in memory."""
+        self._keys = self.keys = None
+
+
+def shuffle_keys(keys: np.ndarray, seed: int) -> None:
+    """Shuffle uint64 ``keys`` in place into ``keys[default_rng(seed).permutation(len(keys))]``
+    (numpy's own algorithm and draws, in C++)."""
+    from gnncore import _C
+
+    state = np.random.PCG64(seed).state
+    low = (1 << 64) - 1
+    s, inc = int(state["state"]["state"]), int(state["state"]["inc"])
+    _C.pcg64_shuffle(
+        keys, s >> 64, s & low, inc >> 64, inc & low, bool(state["has_uint32"]),
+        int(state["uinteger"]),
+    )  # fmt: skip
