@@ -74,6 +74,7 @@ from gnncore.io.edge_keys import (
     KEY_SHIFT,
     MAX_KEY_ID,
     MINOR_MASK,
+    SORT_THREADS,
     KeySorter,
     iter_run,
     pack_keys,
@@ -843,11 +844,17 @@ def _write_key_csr(
     canon: KeySorter, writer: GraphDirWriter, num_nodes: int, directed: bool, budget: int,
     rows: int,
 ) -> int:  # fmt: skip
-    """``indptr``, ``indices`` and ``eid`` from the canonical keys: row lengths in
-    one pass, then the entries of as many rows as fill half the budget per pass.
-    Returns the number of entries."""
+    """``indptr``, ``indices`` and ``eid`` from the canonical keys; returns the
+    number of entries. Keys held in memory with room for a transposed copy and
+    its sort scratch (16 bytes a key within half the budget) are merged with
+    their sorted transpose, both read sequentially
+    (:func:`_write_key_csr_merged`); otherwise row ranges that fill half the
+    budget are filled by a pass over the keys each (random writes)."""
     from gnncore import _C
 
+    int_dtype = index_dtype(num_nodes)
+    if canon.keys is not None and 16 * canon.count <= budget // 2:
+        return _write_key_csr_merged(canon.keys, writer, num_nodes, directed, budget, int_dtype)
     counts = np.zeros(num_nodes, dtype=np.int64)
     for block in canon.blocks(rows):
         _C.count_key_degrees(block, directed, counts)
@@ -855,22 +862,16 @@ def _write_key_csr(
     np.cumsum(counts, out=indptr[1:])
     del counts
     num_edges = int(indptr[-1])
-    with npy_writer(writer.file_path("indptr.npy", "npy"), np.int64, (num_nodes + 1,)) as fh:
-        indptr.tofile(fh)
-    int_dtype = index_dtype(num_nodes)
+    _write_indptr(writer, indptr)
     per_pass = max(budget // 2 // (int_dtype.itemsize + 8), 1)
     indices_fh = npy_writer(writer.file_path("indices.npy", "npy"), int_dtype, (num_edges,))
     eid_fh = npy_writer(writer.file_path("eid.npy", "npy"), np.int64, (num_edges,))
     with indices_fh, eid_fh:
-        row = 0
-        while row < num_nodes:
+        for row, end in _row_ranges(indptr, per_pass):
             base = int(indptr[row])
-            end = int(np.searchsorted(indptr, base + per_pass, side="right")) - 1
-            end = min(max(end, row + 1), num_nodes)
-            size = int(indptr[end]) - base
             cursor = indptr[row:end] - base
-            indices = np.empty(size, dtype=int_dtype)
-            eid = np.empty(size, dtype=np.int64)
+            indices = np.empty(int(indptr[end]) - base, dtype=int_dtype)
+            eid = np.empty(len(indices), dtype=np.int64)
             rank = 0
             for block in canon.blocks(rows):
                 _C.fill_csr_rows(block, rank, directed, num_nodes, row, cursor, indices, eid)
@@ -878,8 +879,62 @@ def _write_key_csr(
             indices.tofile(indices_fh)
             eid.tofile(eid_fh)
             del indices, eid
-            row = end
     return num_edges
+
+
+def _write_key_csr_merged(
+    keys: np.ndarray, writer: GraphDirWriter, num_nodes: int, directed: bool, budget: int,
+    int_dtype: np.dtype,
+) -> int:  # fmt: skip
+    """The CSR of sorted canonical keys held in memory, merged with their sorted
+    transpose (``gnncore._C.merge_csr_rows``), written in row ranges of about a
+    sixteenth of the budget."""
+    from gnncore import _C
+
+    transposed = np.empty_like(keys)
+    _C.transpose_keys(keys, transposed)
+    scratch = np.empty_like(keys)
+    _C.sort_unique_keys(transposed, scratch, SORT_THREADS)
+    del scratch
+    starts = np.arange(num_nodes + 1, dtype=np.uint64) << KEY_SHIFT
+    indptr = np.searchsorted(transposed, starts).astype(np.int64)
+    next_rank = np.searchsorted(keys, starts[:-1]).astype(np.int64)
+    if not directed:
+        indptr += np.searchsorted(keys, starts)
+    del starts
+    num_edges = int(indptr[-1])
+    _write_indptr(writer, indptr)
+    cursor = np.zeros(2, dtype=np.int64)
+    per_range = max(budget // 16 // (int_dtype.itemsize + 8), 1)
+    indices_fh = npy_writer(writer.file_path("indices.npy", "npy"), int_dtype, (num_edges,))
+    eid_fh = npy_writer(writer.file_path("eid.npy", "npy"), np.int64, (num_edges,))
+    with indices_fh, eid_fh:
+        for row, end in _row_ranges(indptr, per_range):
+            size = int(indptr[end] - indptr[row])
+            indices = np.empty(size, dtype=int_dtype)
+            eid = np.empty(size, dtype=np.int64)
+            _C.merge_csr_rows(keys, transposed, directed, row, end, cursor, next_rank, indices, eid)
+            indices.tofile(indices_fh)
+            eid.tofile(eid_fh)
+    return num_edges
+
+
+def _write_indptr(writer: GraphDirWriter, indptr: np.ndarray) -> None:
+    with npy_writer(writer.file_path("indptr.npy", "npy"), np.int64, indptr.shape) as fh:
+        indptr.tofile(fh)
+
+
+def _row_ranges(indptr: np.ndarray, entries: int) -> Iterator[tuple[int, int]]:
+    """Consecutive row ranges ``[row, end)`` of at most ``entries`` CSR entries
+    each (a longer row alone)."""
+    num_nodes = len(indptr) - 1
+    row = 0
+    while row < num_nodes:
+        base = int(indptr[row])
+        end = int(np.searchsorted(indptr, base + entries, side="right")) - 1
+        end = min(max(end, row + 1), num_nodes)
+        yield row, end
+        row = end
 
 
 def _write_key_shuffle(

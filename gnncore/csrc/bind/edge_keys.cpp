@@ -32,6 +32,26 @@ void fill_rows(InArray<uint64_t> keys, int64_t first_rank, bool directed, int64_
                            mut_span_of(cursor), mut_span_of(indices), mut_span_of(eid));
 }
 
+template <typename Index>
+void merge_rows(InArray<uint64_t> forward, InArray<uint64_t> transposed, bool directed,
+                int64_t row_begin, int64_t row_end, MutArray<int64_t> cursor,
+                MutArray<int64_t> next_rank, MutArray<Index> indices, MutArray<int64_t> eid) {
+  nb::gil_scoped_release release;
+  io::merge_csr_rows<Index>(span_of(forward), span_of(transposed), directed, row_begin, row_end,
+                            mut_span_of(cursor), mut_span_of(next_rank), mut_span_of(indices),
+                            mut_span_of(eid));
+}
+
+constexpr const char* kMergeDoc = R"doc(Fill rows ``[row_begin, row_end)`` of the in-neighbour CSR by merging
+``transposed`` (the canonical keys rotated to ``b << 32 | a``, sorted: row ``v``'s
+sources ``u``) and, unless ``directed``, ``forward`` (the canonical keys sorted:
+row ``v``'s ``w`` of keys ``(v, w)``), both read sequentially. ``eid`` gets each
+entry's key rank in ``forward``: ``next_rank[u]`` (int64, one per node, starting
+at each node's first forward position, advanced in place) for the transposed
+part. ``cursor`` (int64 ``[2]``: next forward and transposed positions) is
+advanced in place: call with row ranges in order. ``indices``/``eid`` must hold
+exactly the range's entries. Releases the GIL. Raises ``ValueError`` otherwise.)doc";
+
 constexpr const char* kRemapDoc = R"doc(Map the ids of packed keys ``a << 32 | b`` (uint64) through ``lut``
 (int32 or int64, nondecreasing so sorted keys stay sorted), in place:
 ``lut[a] << 32 | lut[b]``. Releases the GIL. Raises ``ValueError`` for an id
@@ -94,6 +114,23 @@ one to ``counts[a]``. Releases the GIL. Raises ``ValueError`` for an id outside
         nb::arg("directed"), nb::arg("num_nodes"), nb::arg("row_begin"),
         nb::arg("cursor").noconvert(), nb::arg("indices").noconvert(),
         nb::arg("eid").noconvert(), kFillDoc);
+  m.def(
+      "transpose_keys",
+      [](InArray<uint64_t> keys, MutArray<uint64_t> out) {
+        nb::gil_scoped_release release;
+        io::transpose_keys(span_of(keys), mut_span_of(out));
+      },
+      nb::arg("keys"), nb::arg("out").noconvert(),
+      "``out[i]`` = ``keys[i]`` (uint64 ``a << 32 | b``) rotated to ``b << 32 | a``. "
+      "Releases the GIL.");
+  m.def("merge_csr_rows", &merge_rows<int32_t>, nb::arg("forward"), nb::arg("transposed"),
+        nb::arg("directed"), nb::arg("row_begin"), nb::arg("row_end"),
+        nb::arg("cursor").noconvert(), nb::arg("next_rank").noconvert(),
+        nb::arg("indices").noconvert(), nb::arg("eid").noconvert(), kMergeDoc);
+  m.def("merge_csr_rows", &merge_rows<int64_t>, nb::arg("forward"), nb::arg("transposed"),
+        nb::arg("directed"), nb::arg("row_begin"), nb::arg("row_end"),
+        nb::arg("cursor").noconvert(), nb::arg("next_rank").noconvert(),
+        nb::arg("indices").noconvert(), nb::arg("eid").noconvert(), kMergeDoc);
   m.def(
       "pcg64_shuffle",
       [](MutArray<uint64_t> values, uint64_t state_high, uint64_t state_low,

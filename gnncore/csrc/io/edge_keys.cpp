@@ -198,6 +198,61 @@ void fill_csr_rows(Span<uint64_t> keys, int64_t first_rank, bool directed, int64
   }
 }
 
+void transpose_keys(Span<uint64_t> keys, MutSpan<uint64_t> out) {
+  if (out.size < keys.size)
+    throw std::invalid_argument("out holds fewer keys than the input");
+  for (size_t i = 0; i < keys.size; ++i) out[i] = keys[i] << kKeyShift | keys[i] >> kKeyShift;
+}
+
+template <typename Index>
+void merge_csr_rows(Span<uint64_t> forward, Span<uint64_t> transposed, bool directed,
+                    int64_t row_begin, int64_t row_end, MutSpan<int64_t> cursor,
+                    MutSpan<int64_t> next_rank, MutSpan<Index> indices, MutSpan<int64_t> eid) {
+  if (indices.size != eid.size) throw std::invalid_argument("indices and eid differ in length");
+  if (cursor.size != 2) throw std::invalid_argument("cursor must hold 2 positions");
+  const int64_t n = static_cast<int64_t>(next_rank.size);
+  if (row_begin < 0 || row_end < row_begin || row_end > n)
+    throw std::invalid_argument("rows [" + std::to_string(row_begin) + ", " +
+                                std::to_string(row_end) + ") outside [0, " + std::to_string(n) +
+                                ")");
+  size_t f = static_cast<size_t>(cursor[0]), t = static_cast<size_t>(cursor[1]);
+  if (f > forward.size || t > transposed.size) throw std::invalid_argument("cursor past the keys");
+  const size_t slots = indices.size;
+  size_t o = 0;
+  auto overflow = [&](int64_t v) {
+    return std::invalid_argument("row " + std::to_string(v) + " has more entries than the " +
+                                 std::to_string(slots) + " slots of rows [" +
+                                 std::to_string(row_begin) + ", " + std::to_string(row_end) + ")");
+  };
+  for (int64_t v = row_begin; v < row_end; ++v) {
+    const uint64_t row = static_cast<uint64_t>(v);
+    for (; t < transposed.size && (transposed[t] >> kKeyShift) == row; ++t) {
+      const uint64_t u = transposed[t] & kKeyMinorMask;
+      if (u >= static_cast<uint64_t>(n))
+        throw std::invalid_argument("transposed key " + std::to_string(t) + " " +
+                                    key_text(transposed[t]) + " has an id outside [0, " +
+                                    std::to_string(n) + ")");
+      if (o == slots) throw overflow(v);
+      indices[o] = static_cast<Index>(u);
+      eid[o] = next_rank[u]++;
+      ++o;
+    }
+    if (directed) continue;
+    for (; f < forward.size && (forward[f] >> kKeyShift) == row; ++f) {
+      if (o == slots) throw overflow(v);
+      indices[o] = static_cast<Index>(forward[f] & kKeyMinorMask);
+      eid[o] = static_cast<int64_t>(f);
+      ++o;
+    }
+  }
+  if (o != slots)
+    throw std::invalid_argument("rows [" + std::to_string(row_begin) + ", " +
+                                std::to_string(row_end) + ") have " + std::to_string(o) +
+                                " entries, not the " + std::to_string(slots) + " slots given");
+  cursor[0] = static_cast<int64_t>(f);
+  cursor[1] = static_cast<int64_t>(t);
+}
+
 namespace {
 
 constexpr unsigned __int128 kPcgMultiplier =
@@ -271,6 +326,12 @@ template void fill_csr_rows<int32_t>(Span<uint64_t>, int64_t, bool, int64_t, int
                                      MutSpan<int64_t>, MutSpan<int32_t>, MutSpan<int64_t>);
 template void fill_csr_rows<int64_t>(Span<uint64_t>, int64_t, bool, int64_t, int64_t,
                                      MutSpan<int64_t>, MutSpan<int64_t>, MutSpan<int64_t>);
+template void merge_csr_rows<int32_t>(Span<uint64_t>, Span<uint64_t>, bool, int64_t, int64_t,
+                                      MutSpan<int64_t>, MutSpan<int64_t>, MutSpan<int32_t>,
+                                      MutSpan<int64_t>);
+template void merge_csr_rows<int64_t>(Span<uint64_t>, Span<uint64_t>, bool, int64_t, int64_t,
+                                      MutSpan<int64_t>, MutSpan<int64_t>, MutSpan<int64_t>,
+                                      MutSpan<int64_t>);
 template void pcg64_shuffle<uint64_t>(MutSpan<uint64_t>, Pcg64State&);
 template void pcg64_shuffle<int64_t>(MutSpan<int64_t>, Pcg64State&);
 

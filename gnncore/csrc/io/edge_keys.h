@@ -56,6 +56,25 @@ void fill_csr_rows(Span<uint64_t> keys, int64_t first_rank, bool directed, int64
                    int64_t row_begin, MutSpan<int64_t> cursor, MutSpan<Index> indices,
                    MutSpan<int64_t> eid);
 
+// out[i] = keys[i] rotated by 32 bits: (a, b) becomes (b, a).
+void transpose_keys(Span<uint64_t> keys, MutSpan<uint64_t> out);
+
+// Fills rows [row_begin, row_end) of the in-neighbour CSR by merging two sorted
+// streams of distinct canonical keys: `transposed` (the keys (b, a) of the
+// canonical (a, b), sorted) gives row v's sources u of keys (u, v), in order;
+// unless `directed`, `forward` (the canonical keys, sorted) then gives row v's
+// w of keys (v, w). An entry's edge id is its key's rank in `forward`: the
+// forward position for the second part, next_rank[u]++ for the first
+// (next_rank starts as each node's first forward position; rows are visited in
+// increasing order, so u's keys come in rank order). cursor = {next forward
+// position, next transposed position}, advanced in place: call with row ranges
+// in order. indices/eid must hold exactly the range's entries. Throws
+// std::invalid_argument when they do not or an id is out of range.
+template <typename Index>
+void merge_csr_rows(Span<uint64_t> forward, Span<uint64_t> transposed, bool directed,
+                    int64_t row_begin, int64_t row_end, MutSpan<int64_t> cursor,
+                    MutSpan<int64_t> next_rank, MutSpan<Index> indices, MutSpan<int64_t> eid);
+
 // numpy's PCG64 bit generator: a 128-bit LCG with XSL-RR output, and the
 // buffered upper half for 32-bit draws (numpy's pcg64_next32).
 struct Pcg64State {

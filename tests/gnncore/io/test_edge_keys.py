@@ -126,9 +126,7 @@ def test_fill_csr_rows_refuses_a_slot_outside_the_range() -> None:
     keys = keys_of(np.array([0, 0]), np.array([1, 2]))
     cursor = np.ones(3, dtype=np.int64)  # row 0's second entry overflows
     with pytest.raises(ValueError, match="fills slot 2 of row 0, outside the 2 slots"):
-        _C.fill_csr_rows(
-            keys, 0, False, 3, 0, cursor, np.empty(2, np.int32), np.empty(2, np.int64)
-        )
+        _C.fill_csr_rows(keys, 0, False, 3, 0, cursor, np.empty(2, np.int32), np.empty(2, np.int64))
 
 
 def shuffle_state(seed: int) -> tuple[int, int, int, int, bool, int]:
@@ -144,3 +142,39 @@ def test_pcg64_shuffle_is_numpys_permutation(seed: int, n: int) -> None:
     expected = values[np.random.default_rng(seed).permutation(n)]
     _C.pcg64_shuffle(values, *shuffle_state(seed))
     np.testing.assert_array_equal(values, expected)
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_merge_csr_rows_matches_build_csr(directed: bool, index_dtype: type) -> None:
+    num_nodes = 300
+    keys = random_canonical(num_nodes, 5000, directed, seed=6)
+    src, dst = split(keys)
+    if directed:
+        ref_indptr, ref_indices, ref_eid = _C.build_csr(dst, src, num_nodes, True)
+    else:
+        ref_indptr, ref_indices, ref_eid = _C.build_csr(
+            np.concatenate([dst, src]), np.concatenate([src, dst]), num_nodes, True
+        )
+        ref_eid = ref_eid % len(src)
+    transposed = np.empty_like(keys)
+    _C.transpose_keys(keys, transposed)
+    np.testing.assert_array_equal(transposed, keys_of(dst, src))
+    transposed.sort()
+    next_rank = np.searchsorted(keys, keys_of(np.arange(num_nodes), np.zeros(num_nodes, int)))
+    next_rank = next_rank.astype(np.int64)
+    cursor = np.zeros(2, dtype=np.int64)
+    indices, eid = [], []
+    for row_begin, row_end in [(0, 17), (17, 17), (17, 200), (200, num_nodes)]:
+        size = int(ref_indptr[row_end] - ref_indptr[row_begin])
+        part, part_eid = np.empty(size, dtype=index_dtype), np.empty(size, dtype=np.int64)
+        _C.merge_csr_rows(
+            keys, transposed, directed, row_begin, row_end, cursor, next_rank, part, part_eid
+        )
+        indices.append(part)
+        eid.append(part_eid)
+    np.testing.assert_array_equal(np.concatenate(indices), ref_indices)
+    np.testing.assert_array_equal(np.concatenate(eid), ref_eid)
+    with pytest.raises(ValueError, match="entries, not the 1 slots given"):
+        _C.merge_csr_rows(keys, transposed, directed, 0, 0, np.zeros(2, np.int64), next_rank,
+                          np.empty(1, index_dtype), np.empty(1, np.int64))  # fmt: skip
