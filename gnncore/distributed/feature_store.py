@@ -203,7 +203,9 @@ class DistFeatureStore(FeatureStore):
         table = raw.numpy().reshape(rows, sum(widths))
         out, start = {}, 0
         for n, width in zip(names, widths):
-            block = np.ascontiguousarray(table[:, start : start + width])
+            # A copy, not ascontiguousarray: that returns an empty slice as it is, with
+            # the row stride of the packed table, which need not be a multiple of 8.
+            block = table[:, start : start + width].copy()
             values = block.view(np.float32 if n == "x" else np.int64)
             out[n] = torch.from_numpy(values.reshape(rows, f) if n == "x" else values[:, 0])
             start += width

@@ -62,7 +62,7 @@ def _worker(rank: int, world: int, out: str, seed: int) -> dict:
 @pytest.fixture(scope="module")
 def rank_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, np.ndarray]:
     root = tmp_path_factory.mktemp("dfs")
-    graph = planted_graph(root / "g", num_nodes=300, features=6)
+    graph = planted_graph(root / "g", num_nodes=300, features=7)  # odd: rows of 36 bytes
     partition_graph(graph, root / "p", method="metis", parts=2)
     out = write_rank_data(graph, root / "p", root / "r")
     g = GraphDir.open(graph)
