@@ -11,6 +11,7 @@ and concurrent threads or tasks keep their own.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -74,3 +75,21 @@ class StageBar:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class LineFile:
+    """A picklable progress callable that appends each line to a file.
+
+    For progress made in other processes: give ``LineFile(path)`` as the
+    ``progress`` of a call whose lines come from processes it starts (the ranks
+    of :func:`~gnncore.distributed.training.train_distributed`), and read
+    ``path`` from wherever they should be shown. Each line is written with
+    one ``write`` to a file opened for appending.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+
+    def __call__(self, line: str) -> None:
+        with open(self.path, "a", encoding="utf-8") as out:
+            out.write(line.rstrip("\n") + "\n")

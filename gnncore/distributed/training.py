@@ -59,6 +59,7 @@ from gnncore.distributed.feature_store import DistFeatureStore
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.sampler import DistNeighborSampler
 from gnncore.errors import InputError
+from gnncore.train.core.session import Progress
 from gnncore.train.node.config import OUT_OF_CORE_MODES, ConfigError, NodeTrainConfig
 from gnncore.train.node.loop import NodeTrainResult
 
@@ -388,7 +389,9 @@ class RankRun:
     checkpoint_dir: str | None = None
     keep_checkpoints: int = 2
     resume: bool = False
-    progress: bool = False
+    #: Rank 0's progress: tqdm bars (``True``), none, or ``progress(line)`` per epoch
+    #: (picklable, e.g. :class:`~gnncore.progress.LineFile`).
+    progress: Progress = False
     #: ``(tracking_uri, experiment_id, run_id)`` of the MLflow run rank 0 logs to.
     mlflow_run: tuple[str, str, str] | None = None
     on_epoch_end: RankEpochHook | None = None
@@ -485,7 +488,7 @@ def _train_rank(
         data.num_classes,
         config,
         logger=_rank_logger(run),
-        progress=run.progress and rank == 0,
+        progress=run.progress if rank == 0 else False,
         in_channels=data.num_features,
         checkpoints=checkpoints,
         resume=run.resume,
@@ -625,7 +628,7 @@ def train_distributed(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     resume: bool = False,
     keep_checkpoints: int = 2,
-    progress: bool = False,
+    progress: Progress = False,
     backend: str | None = None,
     timeout: float = 120.0,
     run_timeout: float = 24 * 3600.0,
@@ -662,6 +665,10 @@ def train_distributed(
         backend: ``"gloo"`` (CPU, the default without CUDA) or ``"nccl"``.
         timeout: Seconds a collective may wait for its peers.
         run_timeout: Seconds a rank may run.
+        progress: Rank 0's progress: tqdm bars (``True``), nothing (``False``),
+            or ``progress(line)`` once per epoch; a callable is pickled to the
+            rank, so it must be picklable (:class:`~gnncore.progress.LineFile`
+            writes the lines to a file another process can follow).
         on_epoch_end: ``f(rank, epoch)`` in every rank after each epoch
             (picklable: a module-level function).
         launch: How to start the ranks (:class:`Launch`).
