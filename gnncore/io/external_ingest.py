@@ -896,23 +896,27 @@ def _write_key_csr_merged(
     scratch = np.empty_like(keys)
     _C.sort_unique_keys(transposed, scratch, SORT_THREADS)
     del scratch
-    starts = np.arange(num_nodes + 1, dtype=np.uint64) << KEY_SHIFT
-    indptr = np.searchsorted(transposed, starts).astype(np.int64)
-    next_rank = np.searchsorted(keys, starts[:-1]).astype(np.int64)
+    indptr = np.empty(num_nodes + 1, dtype=np.int64)
+    _C.key_offsets(transposed, indptr)
+    next_rank = np.empty(num_nodes + 1, dtype=np.int64)
+    _C.key_offsets(keys, next_rank)
     if not directed:
-        indptr += np.searchsorted(keys, starts)
-    del starts
+        indptr += next_rank
+    next_rank = next_rank[:-1]
     num_edges = int(indptr[-1])
     _write_indptr(writer, indptr)
     cursor = np.zeros(2, dtype=np.int64)
     per_range = max(budget // 16 // (int_dtype.itemsize + 8), 1)
     indices_fh = npy_writer(writer.file_path("indices.npy", "npy"), int_dtype, (num_edges,))
     eid_fh = npy_writer(writer.file_path("eid.npy", "npy"), np.int64, (num_edges,))
+    ranges = list(_row_ranges(indptr, per_range))
+    largest = max((int(indptr[end] - indptr[row]) for row, end in ranges), default=0)
+    indices_buffer = np.empty(largest, dtype=int_dtype)  # reused: fresh pages are costly
+    eid_buffer = np.empty(largest, dtype=np.int64)
     with indices_fh, eid_fh:
-        for row, end in _row_ranges(indptr, per_range):
+        for row, end in ranges:
             size = int(indptr[end] - indptr[row])
-            indices = np.empty(size, dtype=int_dtype)
-            eid = np.empty(size, dtype=np.int64)
+            indices, eid = indices_buffer[:size], eid_buffer[:size]
             _C.merge_csr_rows(keys, transposed, directed, row, end, cursor, next_rank, indices, eid)
             indices.tofile(indices_fh)
             eid.tofile(eid_fh)

@@ -115,6 +115,17 @@ one to ``counts[a]``. Releases the GIL. Raises ``ValueError`` for an id outside
         nb::arg("cursor").noconvert(), nb::arg("indices").noconvert(),
         nb::arg("eid").noconvert(), kFillDoc);
   m.def(
+      "key_offsets",
+      [](InArray<uint64_t> keys, MutArray<int64_t> offsets) {
+        nb::gil_scoped_release release;
+        io::key_offsets(span_of(keys), mut_span_of(offsets));
+      },
+      nb::arg("keys"), nb::arg("offsets").noconvert(),
+      R"doc(``offsets[v]`` (int64) = the number of sorted uint64 keys whose major id
+``key >> 32`` is below ``v``: the CSR offsets over major ids (``len(offsets)`` is
+the row count + 1). Releases the GIL. Raises ``ValueError`` for unsorted keys
+or a major id past the rows.)doc");
+  m.def(
       "transpose_keys",
       [](InArray<uint64_t> keys, MutArray<uint64_t> out) {
         nb::gil_scoped_release release;

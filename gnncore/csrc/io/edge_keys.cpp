@@ -198,6 +198,22 @@ void fill_csr_rows(Span<uint64_t> keys, int64_t first_rank, bool directed, int64
   }
 }
 
+void key_offsets(Span<uint64_t> keys, MutSpan<int64_t> offsets) {
+  if (offsets.size == 0) throw std::invalid_argument("offsets must hold at least one entry");
+  const uint64_t rows = offsets.size - 1;
+  uint64_t next = 0;  // offsets[0, next) are written
+  for (size_t i = 0; i < keys.size; ++i) {
+    const uint64_t major = keys[i] >> kKeyShift;
+    if (i > 0 && keys[i] < keys[i - 1])
+      throw std::invalid_argument("keys are not sorted at position " + std::to_string(i));
+    if (major >= rows)
+      throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
+                                  " has a major id outside [0, " + std::to_string(rows) + ")");
+    for (; next <= major; ++next) offsets[next] = static_cast<int64_t>(i);
+  }
+  for (; next < offsets.size; ++next) offsets[next] = static_cast<int64_t>(keys.size);
+}
+
 void transpose_keys(Span<uint64_t> keys, MutSpan<uint64_t> out) {
   if (out.size < keys.size)
     throw std::invalid_argument("out holds fewer keys than the input");

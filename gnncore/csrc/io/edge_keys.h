@@ -56,6 +56,12 @@ void fill_csr_rows(Span<uint64_t> keys, int64_t first_rank, bool directed, int64
                    int64_t row_begin, MutSpan<int64_t> cursor, MutSpan<Index> indices,
                    MutSpan<int64_t> eid);
 
+// offsets[v] = the number of sorted keys whose major id (key >> 32) is below v,
+// for v in [0, offsets.size): the CSR offsets of keys sorted by major id.
+// Throws std::invalid_argument for unsorted keys or a major id past
+// offsets.size - 2.
+void key_offsets(Span<uint64_t> keys, MutSpan<int64_t> offsets);
+
 // out[i] = keys[i] rotated by 32 bits: (a, b) becomes (b, a).
 void transpose_keys(Span<uint64_t> keys, MutSpan<uint64_t> out);
 

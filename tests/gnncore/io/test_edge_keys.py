@@ -161,8 +161,11 @@ def test_merge_csr_rows_matches_build_csr(directed: bool, index_dtype: type) -> 
     _C.transpose_keys(keys, transposed)
     np.testing.assert_array_equal(transposed, keys_of(dst, src))
     transposed.sort()
-    next_rank = np.searchsorted(keys, keys_of(np.arange(num_nodes), np.zeros(num_nodes, int)))
-    next_rank = next_rank.astype(np.int64)
+    starts = keys_of(np.arange(num_nodes + 1), np.zeros(num_nodes + 1, int))
+    offsets = np.empty(num_nodes + 1, dtype=np.int64)
+    _C.key_offsets(keys, offsets)
+    np.testing.assert_array_equal(offsets, np.searchsorted(keys, starts))
+    next_rank = offsets[:-1].copy()
     cursor = np.zeros(2, dtype=np.int64)
     indices, eid = [], []
     for row_begin, row_end in [(0, 17), (17, 17), (17, 200), (200, num_nodes)]:
@@ -178,3 +181,11 @@ def test_merge_csr_rows_matches_build_csr(directed: bool, index_dtype: type) -> 
     with pytest.raises(ValueError, match="entries, not the 1 slots given"):
         _C.merge_csr_rows(keys, transposed, directed, 0, 0, np.zeros(2, np.int64), next_rank,
                           np.empty(1, index_dtype), np.empty(1, np.int64))  # fmt: skip
+
+
+def test_key_offsets_refuses_unsorted_keys_and_majors_past_the_rows() -> None:
+    offsets = np.empty(4, dtype=np.int64)
+    with pytest.raises(ValueError, match="not sorted at position 1"):
+        _C.key_offsets(keys_of(np.array([2, 1]), np.array([0, 0])), offsets)
+    with pytest.raises(ValueError, match=r"major id outside \[0, 3\)"):
+        _C.key_offsets(keys_of(np.array([1, 3]), np.array([0, 0])), offsets)
