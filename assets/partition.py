@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from assets.costs import cost_metadata
 from assets.graph import graph
 from assets.partitions import DATASET_PARTITIONS, run_tags
 from assets.upstream import upstream_metadata
@@ -67,6 +68,12 @@ class PartitionConfig(dg.Config):
         "worker processes (more is faster and holds that many chunks in "
         "memory).",
     )
+    memory_budget: str = Field(
+        default="",
+        description="Memory of the post-processing's buffers beyond its O(|V|) arrays (e.g. "
+        "256MiB; empty: 128MiB). Changes no output (not in the stage key); the method's own "
+        "memory is set by its options (grem: chunk).",
+    )
     threads: int = Field(
         default=1,
         description="kaminpar: threads (1 is deterministic for a seed; 0: every CPU).",
@@ -92,6 +99,7 @@ def materialize_partition(
     from gnncore.partition import MethodSettings, partition_graph
     from gnncore.partition.run import part_size_chart, partition_stage_key
     from gnncore.plots import markdown_image
+    from gnncore.sizes import parse_size
     from gnncore.store import GraphDir
     from gnncore.store.manifest import MANIFEST_FILE, sha256_of
     from gnncore.store.versioning import versioned_name
@@ -126,6 +134,7 @@ def materialize_partition(
         reuse=True,
         tags=run_tags(context),
         progress=context.log.info,
+        memory_budget=parse_size(config.memory_budget) if config.memory_budget else None,
     )
     m = report.metrics
     context.log.info(
@@ -146,7 +155,14 @@ def materialize_partition(
             "edge_cut_fraction": dg.MetadataValue.float(m.edge_cut_fraction),
             "max_part_ratio": dg.MetadataValue.float(m.max_part_ratio),
             "seconds": dg.MetadataValue.float(report.seconds),
-            "peak_rss_bytes": report.peak_rss_bytes,
+            **cost_metadata(
+                report.phases,
+                peak_rss_bytes=report.peak_rss_bytes,
+                command_peak_rss_bytes=report.command_peak_rss_bytes,
+                output_bytes=report.output_bytes,
+                storage_read_bytes=report.storage_read_bytes,
+                storage_written_bytes=report.storage_written_bytes,
+            ),
             **(
                 {"mlflow_run": dg.MetadataValue.url(tracker.run_url(report.run_id))}
                 if report.run_id

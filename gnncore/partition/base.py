@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from gnncore.store import GraphDir
-from gnncore.usage import peak_rss_bytes  # noqa: F401  (partitioners import it from here)
 
 
 @dataclass(frozen=True)

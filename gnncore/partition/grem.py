@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gnncore.partition.base import Partitioner, PartitionOptions, peak_rss_bytes
+from gnncore.partition.base import Partitioner, PartitionOptions
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
 from gnncore.partition.grem_chunk import chunk_components, tree_roots
 from gnncore.partition.grem_plan import (
@@ -48,6 +48,7 @@ from gnncore.partition.grem_seed import SEED_METHODS, default_seed_method, seed_
 from gnncore.partition.task_tree import check_workers, run_task_tree
 from gnncore.store import GraphDir
 from gnncore.typing import require_csrc
+from gnncore.usage import peak_rss_bytes
 
 if TYPE_CHECKING:
     from gnncore import _C

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from gnncore.errors import InputError
-from gnncore.partition.base import Partitioner, PartitionOptions, peak_rss_bytes
+from gnncore.partition.base import Partitioner, PartitionOptions
 from gnncore.partition.hydra import DEFAULT_GROUP_SIZE
 from gnncore.partition.metrics import PartitionMetrics
 from gnncore.partition.postprocess_stream import DEFAULT_MEMORY_BUDGET, StreamBuffers
@@ -25,6 +25,7 @@ from gnncore.store.graph_dir import SPLITS
 from gnncore.store.manifest import MANIFEST_FILE, sha256_of
 from gnncore.store.versioning import stage_key
 from gnncore.tracking import RunTracker
+from gnncore.usage import StageUsage, cost_metrics, peak_rss_bytes
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,14 @@ class PartitionReport:
     reused: bool = False
     command_peak_rss_bytes: int | None = None
     postprocess_seconds: float | None = None
+    #: seconds of ``partition`` (the method), ``split balancing`` and
+    #: ``post-processing`` (metrics, relabelling, halos, writing)
+    phases: dict[str, float] = field(default_factory=dict)
+    #: bytes the command read from and wrote to storage (``/proc/self/io``)
+    storage_read_bytes: int | None = None
+    storage_written_bytes: int | None = None
+    #: size of the partition directory written
+    output_bytes: int | None = None
 
     @classmethod
     def from_dir(cls, partition: PartitionDir) -> PartitionReport:
@@ -173,6 +182,10 @@ class PartitionReport:
             "peak_rss_bytes": self.peak_rss_bytes,
             "command_peak_rss_bytes": self.command_peak_rss_bytes,
             "postprocess_seconds": self.postprocess_seconds,
+            "phases": self.phases,
+            "storage_read_bytes": self.storage_read_bytes,
+            "storage_written_bytes": self.storage_written_bytes,
+            "output_bytes": self.output_bytes,
             "halo_sizes": self.halo_sizes,
             "split_balancing": self.balancing,
             "stage_key": self.stage_key,
@@ -309,7 +322,9 @@ def partition_graph(
         return PartitionReport.from_dir(existing)
     partitioner.progress = progress
     if tracking is None:
-        return _partition(graph, out_dir, partitioner, method, options, params, key, buffers)
+        return _measured_partition(
+            graph, out_dir, partitioner, method, options, params, key, buffers
+        )
     name = graph.manifest.name
     run_tags = {"dataset": name, "task": "partition", "method": method, **(tags or {})}
     with tracking.start_run(f"{name}-{method}-p{parts}", run_tags) as run:
@@ -324,7 +339,7 @@ def partition_graph(
                 **params,
             }
         )
-        report = _partition(
+        report = _measured_partition(
             graph, out_dir, partitioner, method, options, params, key, buffers, run.run_id
         )
         m = report.metrics
@@ -341,10 +356,32 @@ def partition_graph(
                     if report.balancing
                     else {}
                 ),
+                **cost_metrics(
+                    report.phases,
+                    output_bytes=report.output_bytes,
+                    storage_read_bytes=report.storage_read_bytes,
+                    storage_written_bytes=report.storage_written_bytes,
+                ),
+                **(
+                    {"command_peak_rss_bytes": float(report.command_peak_rss_bytes)}
+                    if report.command_peak_rss_bytes is not None
+                    else {}
+                ),
             }
         )
         _log_part_chart(run, report)
         report.run_id = run.run_id
+    return report
+
+
+def _measured_partition(*args: Any, **kwargs: Any) -> PartitionReport:
+    """:func:`_partition` with the bytes it read and wrote, and its output's size."""
+    with StageUsage() as usage:
+        report = _partition(*args, **kwargs)
+    usage.set_outputs([report.out_dir])
+    report.storage_read_bytes = usage.storage_read_bytes
+    report.storage_written_bytes = usage.storage_written_bytes
+    report.output_bytes = usage.output_bytes
     return report
 
 
@@ -453,6 +490,11 @@ def _partition(
         stage_key=key,
         command_peak_rss_bytes=command_rss,
         postprocess_seconds=post_seconds,
+        phases={
+            "partition": seconds,
+            **({"split balancing": balancing["seconds"]} if balancing else {}),
+            "post-processing": time.perf_counter() - post_started,
+        },
     )
 
 

@@ -1,5 +1,5 @@
-"""The ingestion asset takes a memory budget from config and reports what the
-stage cost (phases, peak RSS, bytes) as metadata and as an MLflow run."""
+"""The ingestion and partition assets take a memory budget from config and
+report what the stage cost (phases, peak RSS, bytes) as metadata and in MLflow."""
 
 from __future__ import annotations
 
@@ -32,17 +32,19 @@ def test_ingestion_budget_and_costs_reach_dagster_and_mlflow(tmp_path: Path) -> 
             ALL_ASSETS + ALL_CHECKS,
             instance=instance,
             resources=resources,
-            selection=dg.AssetSelection.assets("raw_dataset", "graph"),
+            selection=dg.AssetSelection.assets("raw_dataset", "graph", "graph_partition"),
             partition_key="costs",
             run_config={
                 "ops": {
                     "raw_dataset": {"config": {"source": str(source)}},
                     "graph": {"config": {"memory_budget": budget}},
+                    "graph_partition": {"config": {"memory_budget": "1MiB", "parts": 2}},
                 }
             },
         )
 
-    meta = _metadata(materialize("64KiB"), "graph")
+    first = materialize("64KiB")
+    meta = _metadata(first, "graph")
     assert not meta["reused"] and meta["memory_budget_bytes"] == 64 << 10
     assert "| sort/dedup |" in meta["phases"] and meta["phase_seconds/checksums"] >= 0
     assert meta["input_bytes"] == source.stat().st_size
@@ -58,6 +60,14 @@ def test_ingestion_budget_and_costs_reach_dagster_and_mlflow(tmp_path: Path) -> 
     assert run.data.metrics["num_edges"] == meta["num_edges"]
     assert "phase_seconds/sort/dedup" in run.data.metrics
     assert run.data.metrics["input_bytes"] == source.stat().st_size
+
+    part = _metadata(first, "graph_partition")
+    assert "| post-processing |" in part["phases"] and part["phase_seconds/partition"] >= 0
+    assert part["output_bytes"] == sum(p.stat().st_size for p in Path(part["path"]).rglob("*"))
+    assert part["command_peak_rss_bytes"] > 0
+    (prun,) = tracker.client.search_runs([tracker.experiment_id], "tags.task = 'partition'")
+    assert "phase_seconds/post-processing" in prun.data.metrics
+    assert prun.data.metrics["output_bytes"] == part["output_bytes"]
 
     # The budget is not in the stage key: in memory, the same graph is reused, no new run.
     again = _metadata(materialize("none"), "graph")
