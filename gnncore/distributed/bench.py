@@ -82,7 +82,10 @@ def _dir_bytes(path: Path) -> int:
 # The child process -------------------------------------------------------------
 
 
-def _config(spec: dict[str, Any]) -> Any:
+def node_config(spec: dict[str, Any]) -> Any:
+    """The node-classification config every configuration of a spec trains with
+    (``model``, ``fanouts``, ``batch_size``, ``epochs``, ``seed``; no early
+    stopping, CPU)."""
     from gnncore.train.node.config import NodeTrainConfig
 
     fanouts = tuple(int(f) for f in spec["fanouts"])
@@ -108,7 +111,7 @@ def sample_rank(rank: int, world: int, ranks_dir: str, spec: dict[str, Any]) -> 
     from gnncore.distributed.training import DistBatchSource, peak_rss_mb
 
     data = RankData.open(ranks_dir, rank)
-    source = DistBatchSource(data, _config(spec), torch.device("cpu"))
+    source = DistBatchSource(data, node_config(spec), torch.device("cpu"))
     epochs = []
     for epoch in range(1, int(spec["epochs"]) + 1):
         dist.barrier()
@@ -188,7 +191,7 @@ def _run_train(spec: dict[str, Any]) -> dict[str, Any]:
     result = train_distributed(
         spec["graph_dir"],
         spec["partition_dir"],
-        _config(spec),
+        node_config(spec),
         world,
         ranks_dir=spec["ranks_dir"],
         timeout=float(spec["collective_timeout"]),
