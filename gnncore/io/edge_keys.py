@@ -125,6 +125,9 @@ class KeySorter:
         self.count = 0
         """Distinct keys once finished."""
         self._remap: Callable[[np.ndarray], None] | None = None
+        self.scratch: np.ndarray | None = None
+        """The sort's scratch (as many keys as were sorted at once), kept for reuse:
+        the first touch of fresh pages costs more than the sort here."""
 
     def _buffer(self) -> np.ndarray:
         if self._keys is None:
@@ -177,9 +180,9 @@ class KeySorter:
         from gnncore import _C
 
         keys = self._buffer()[: self._fill]
-        tmp = np.empty(self._fill, dtype=np.uint64)
-        count = _C.sort_unique_keys(keys, tmp, SORT_THREADS)
-        del tmp
+        if self.scratch is None or len(self.scratch) < self._fill:
+            self.scratch = np.empty(self._fill, dtype=np.uint64)
+        count = _C.sort_unique_keys(keys, self.scratch, SORT_THREADS)
         return keys[:count]
 
     def _next_path(self) -> Path:
@@ -206,7 +209,7 @@ class KeySorter:
             self.count = len(self.keys)
             return self.count
         self._spill()
-        self._keys = None
+        self._keys = self.scratch = None
         while len(self.runs) > 1:
             merged: list[Path] = []
             for i in range(0, len(self.runs), self.max_fan_in):
@@ -247,8 +250,8 @@ class KeySorter:
             yield keys
 
     def release(self) -> None:
-        """Drop the keys held in memory."""
-        self._keys = self.keys = None
+        """Drop the keys held in memory and the scratch."""
+        self._keys = self.keys = self.scratch = None
 
 
 def shuffle_keys(keys: np.ndarray, seed: int) -> None:

@@ -60,6 +60,7 @@ import shutil
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -801,20 +802,26 @@ def write_key_graph(
             stage("node data")
             phases.start(before_phase)
             before(writer)
+            for file in writer.files:
+                writer.hash_in_background(file)
         if remap is not None:
             stage("remapping ids")
             phases.start("remap")
             canon.set_remap(remap)
 
-        stage("writing edges")
-        phases.start("write")
-        write_edges_parquet(
-            writer.file_path("edges.parquet", "parquet"), num_canonical, canon.blocks(rows)
-        )
-
-        stage("writing CSR")
+        # edges.parquet (Polars, GIL mostly released) is written on a thread while
+        # the CSR is built: both only read the sorted keys
+        stage("writing edges and CSR")
         phases.start("csr")
-        num_edges = _write_key_csr(canon, writer, num_nodes, directed, budget, rows)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-parquet") as pool:
+            edges_path = writer.file_path("edges.parquet", "parquet")
+            edges = pool.submit(write_edges_parquet, edges_path, num_canonical, canon.blocks(rows))
+            try:
+                num_edges = _write_key_csr(canon, writer, num_nodes, directed, budget, rows)
+            finally:
+                phases.start("write")  # what is left of the Parquet writing
+                edges.result()
+        writer.hash_in_background("edges.parquet")
 
         stage("shuffled edge stream")
         phases.start("shuffle")
@@ -854,7 +861,7 @@ def _write_key_csr(
 
     int_dtype = index_dtype(num_nodes)
     if canon.keys is not None and 16 * canon.count <= budget // 2:
-        return _write_key_csr_merged(canon.keys, writer, num_nodes, directed, budget, int_dtype)
+        return _write_key_csr_merged(canon, writer, num_nodes, directed, int_dtype)
     counts = np.zeros(num_nodes, dtype=np.int64)
     for block in canon.blocks(rows):
         _C.count_key_degrees(block, directed, counts)
@@ -879,23 +886,29 @@ def _write_key_csr(
             indices.tofile(indices_fh)
             eid.tofile(eid_fh)
             del indices, eid
+    writer.hash_in_background("indices.npy")
+    writer.hash_in_background("eid.npy")
     return num_edges
 
 
 def _write_key_csr_merged(
-    keys: np.ndarray, writer: GraphDirWriter, num_nodes: int, directed: bool, budget: int,
+    canon: KeySorter, writer: GraphDirWriter, num_nodes: int, directed: bool,
     int_dtype: np.dtype,
 ) -> int:  # fmt: skip
     """The CSR of sorted canonical keys held in memory, merged with their sorted
-    transpose (``gnncore._C.merge_csr_rows``), written in row ranges of about a
-    sixteenth of the budget."""
+    transpose (``gnncore._C.merge_csr_rows``). The transpose goes into the
+    key sort's scratch and is sorted with one more buffer of as many keys, which
+    then holds the output row ranges (fresh pages are costly: nothing else is
+    allocated)."""
     from gnncore import _C
 
-    transposed = np.empty_like(keys)
+    keys = canon.keys
+    assert keys is not None
+    n = len(keys)
+    transposed = canon.scratch[:n] if canon.scratch is not None else np.empty_like(keys)
     _C.transpose_keys(keys, transposed)
-    scratch = np.empty_like(keys)
-    _C.sort_unique_keys(transposed, scratch, SORT_THREADS)
-    del scratch
+    scratch = np.empty(max(n, 1), dtype=np.uint64)
+    _C.sort_unique_keys(transposed, scratch[:n], SORT_THREADS)
     indptr = np.empty(num_nodes + 1, dtype=np.int64)
     _C.key_offsets(transposed, indptr)
     next_rank = np.empty(num_nodes + 1, dtype=np.int64)
@@ -906,13 +919,16 @@ def _write_key_csr_merged(
     num_edges = int(indptr[-1])
     _write_indptr(writer, indptr)
     cursor = np.zeros(2, dtype=np.int64)
-    per_range = max(budget // 16 // (int_dtype.itemsize + 8), 1)
+    per_range = max(scratch.nbytes // (int_dtype.itemsize + 8), 1)
     indices_fh = npy_writer(writer.file_path("indices.npy", "npy"), int_dtype, (num_edges,))
     eid_fh = npy_writer(writer.file_path("eid.npy", "npy"), np.int64, (num_edges,))
     ranges = list(_row_ranges(indptr, per_range))
     largest = max((int(indptr[end] - indptr[row]) for row, end in ranges), default=0)
-    indices_buffer = np.empty(largest, dtype=int_dtype)  # reused: fresh pages are costly
-    eid_buffer = np.empty(largest, dtype=np.int64)
+    if largest * (int_dtype.itemsize + 8) > scratch.nbytes:  # a row longer than that
+        scratch = np.empty(largest * (int_dtype.itemsize + 8), dtype=np.uint8)
+    raw = scratch.view(np.uint8)
+    eid_buffer = raw[: 8 * largest].view(np.int64)
+    indices_buffer = raw[8 * largest : (8 + int_dtype.itemsize) * largest].view(int_dtype)
     with indices_fh, eid_fh:
         for row, end in ranges:
             size = int(indptr[end] - indptr[row])
@@ -920,12 +936,15 @@ def _write_key_csr_merged(
             _C.merge_csr_rows(keys, transposed, directed, row, end, cursor, next_rank, indices, eid)
             indices.tofile(indices_fh)
             eid.tofile(eid_fh)
+    writer.hash_in_background("indices.npy")
+    writer.hash_in_background("eid.npy")
     return num_edges
 
 
 def _write_indptr(writer: GraphDirWriter, indptr: np.ndarray) -> None:
     with npy_writer(writer.file_path("indptr.npy", "npy"), np.int64, indptr.shape) as fh:
         indptr.tofile(fh)
+    writer.hash_in_background("indptr.npy")
 
 
 def _row_ranges(indptr: np.ndarray, entries: int) -> Iterator[tuple[int, int]]:
@@ -949,6 +968,8 @@ def _write_key_shuffle(
     ``default_rng(seed).permutation`` (:func:`shuffle_keys`), shuffled where
     they are held -- in memory, or in a memory-mapped scratch file when they
     came from disk. Returns the number of pairs."""
+    from gnncore import _C
+
     if directed:
         pairs = KeySorter(scratch, "pairs", budget // 4, max_fan_in)
         for block in canon.blocks(rows):
@@ -976,6 +997,11 @@ def _write_key_shuffle(
     with out_fh:
         for start in range(0, num_pairs, rows):
             block = keys[start : start + rows]
+            if int_dtype == np.int32 and np.little_endian:
+                # b << 32 | a is the int32 pair (a, b) in memory: rotated in place
+                _C.transpose_keys(block, block)
+                block.view(np.int32).tofile(out_fh)
+                continue
             out = np.empty((len(block), 2), dtype=int_dtype)
             out[:, 0] = block >> KEY_SHIFT
             out[:, 1] = block & MINOR_MASK

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,8 @@ class GraphDirWriter:
         self.num_classes = 0
         self.stats: dict[str, Any] = {}
         self._files: dict[str, str] = {}  # file name -> kind
+        self._digests: dict[str, Future[str]] = {}
+        self._hasher: ThreadPoolExecutor | None = None
 
     # Arrays and tables -------------------------------------------------------
 
@@ -131,6 +134,27 @@ class GraphDirWriter:
         if kind not in ("npy", "parquet"):
             raise ValueError(f"kind must be 'npy' or 'parquet', not {kind!r}")
         return self.root / self._register(file, kind)
+
+    def hash_in_background(self, file: str) -> None:
+        """Start the sha256 of ``file``, registered and complete (it must not change
+        any more), on a background thread; :meth:`finish` uses it. hashlib
+        releases the GIL, so the hashing overlaps the writing of the next files."""
+        if file not in self._files:
+            raise ValueError(f"{file} is not a registered file of {self.root}")
+        if self._hasher is None:
+            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-sha256")
+        self._digests[file] = self._hasher.submit(sha256_of, self.root / file)
+
+    @property
+    def files(self) -> list[str]:
+        """The registered files so far."""
+        return list(self._files)
+
+    def close(self) -> None:
+        """Stop the background hashing (waits for a file being hashed); idempotent."""
+        if self._hasher is not None:
+            self._hasher.shutdown(wait=True, cancel_futures=True)
+            self._hasher = None
 
     # Graph pieces ------------------------------------------------------------
 
@@ -236,10 +260,21 @@ class GraphDirWriter:
     # Finishing ---------------------------------------------------------------
 
     def finish(self) -> Manifest:
-        """Describe every file (bytes, sha256, dtype, shape) and write the manifest."""
+        """Describe every file (bytes, sha256, dtype, shape) and write the manifest.
+
+        The checksums started by :meth:`hash_in_background` are collected; the
+        other files are hashed here, two at a time.
+        """
         if self.num_nodes is None:
             raise ValueError("write_topology() was never called")
         entries = {}
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="gnncore-sha256") as pool:
+            digests = {
+                file: self._digests.get(file) or pool.submit(sha256_of, self.root / file)
+                for file in self._files
+            }
+            sha256 = {file: digest.result() for file, digest in digests.items()}
+        self.close()
         for file, kind in sorted(self._files.items()):
             path = self.root / file
             dtype = shape = rows = None
@@ -253,7 +288,7 @@ class GraphDirWriter:
                 file,
                 kind,
                 os.path.getsize(path),
-                sha256_of(path),
+                sha256[file],
                 dtype=dtype,
                 shape=shape,
                 rows=rows,
@@ -287,6 +322,9 @@ def create_graph_dir(out: str | os.PathLike[str], name: str) -> Iterator[GraphDi
 
     with atomic_directory(out) as tmp:
         writer = GraphDirWriter(tmp, name)
-        yield writer
-        writer.finish()
+        try:
+            yield writer
+            writer.finish()
+        finally:
+            writer.close()
         GraphDir.open(tmp).validate()
