@@ -288,6 +288,11 @@ class DistBatchSource:
     def random_state(self) -> tuple[torch.Generator, dict[str, Any]]:
         return self.generator, {"train": self.sampler}
 
+    def rank_report(self) -> dict[str, Any]:
+        """What :func:`run_rank` returns about the exchanges: ``store``, the
+        feature store's counters."""
+        return {"store": self.feature_store.stats.as_dict()}
+
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """``model`` in :class:`~torch.nn.parallel.DistributedDataParallel`
         (gradients averaged over the ranks in the backward pass)."""
@@ -436,7 +441,13 @@ def run_rank(rank: int, world: int, run: RankRun) -> dict[str, Any]:
 
     data = RankData.open(run.ranks_dir, rank)
     config, device = _rank_device(run.config)
-    source = DistBatchSource(data, config, device)
+    source: Any
+    if config.mode == "sancus":
+        from gnncore.distributed.sancus import SancusSource
+
+        source = SancusSource(data, config, device)
+    else:
+        source = DistBatchSource(data, config, device)
     checkpoints = (
         CheckpointDir(run.checkpoint_dir, keep=run.keep_checkpoints)
         if run.checkpoint_dir is not None
@@ -457,7 +468,7 @@ def run_rank(rank: int, world: int, run: RankRun) -> dict[str, Any]:
         "owned_train_ids": len(data.split_ids("train")),
         "batches_per_epoch": source.num_batches,
         "peak_rss_mb": peak_rss_mb(),
-        "store": source.feature_store.stats.as_dict(),
+        **source.rank_report(),
     }
     if rank == 0:
         out["state_dict"] = {
@@ -467,7 +478,7 @@ def run_rank(rank: int, world: int, run: RankRun) -> dict[str, Any]:
 
 
 def _train_rank(
-    source: DistBatchSource,
+    source: Any,
     data: RankData,
     config: NodeTrainConfig,
     run: RankRun,
@@ -523,6 +534,7 @@ class DistNodeTrainResult(NodeTrainResult):
                     "test_accuracy": r["fields"]["test_accuracy"],
                     "remote_share": r["store"]["remote_share"],
                 }
+                | ({"sancus": r["sancus"]} if "sancus" in r else {})
                 for r in self.per_rank
             ],
         }

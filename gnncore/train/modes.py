@@ -60,6 +60,11 @@ def node_data(
     from gnncore.store import CSCGraphStore, GraphDirFeatureStore, GraphDirGraphStore
     from gnncore.store.feature_store import TensorFeatureStore
 
+    if config.mode == "sancus":
+        raise ConfigError(
+            "mode 'sancus' trains across ranks: run it with --nproc N --partition DIR "
+            "(gnncore.distributed.training.train_distributed)"
+        )
     if config.mode in OUT_OF_CORE_MODES:
         return _out_of_core(graph, config, store, log)
     if store is not None:

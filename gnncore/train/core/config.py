@@ -135,8 +135,9 @@ class ConfigMethods:
 #: Where training data comes from (``mode``): ``mmap`` and ``in_memory`` for
 #: both tasks; ``hierbatching`` and ``partition_buffer`` (a partitioned store)
 #: for node classification; ``partition_buffer`` (embeddings on disk) for link
-#: prediction. See :mod:`gnncore.train.modes`.
-TrainMode = Literal["mmap", "in_memory", "hierbatching", "partition_buffer"]
+#: prediction; ``sancus`` (distributed full-graph GCN, :mod:`gnncore.distributed.sancus`)
+#: for node classification across ranks. See :mod:`gnncore.train.modes`.
+TrainMode = Literal["mmap", "in_memory", "hierbatching", "partition_buffer", "sancus"]
 
 
 @dataclass(frozen=True)

@@ -132,10 +132,10 @@ class LinkTrainConfig(SharedTrainOptions):
         for name in ("eval_negatives", "max_eval_triples"):
             if int(getattr(self, name)) < 0:
                 raise bad(name, "must be >= 0")
-        if self.mode == "hierbatching":
+        if self.mode in ("hierbatching", "sancus"):
             raise bad(
                 "mode",
-                "hierbatching trains node classifiers; link prediction takes "
+                f"{self.mode} trains node classifiers; link prediction takes "
                 "mmap, in_memory or partition_buffer",
             )
         if self.mode == "partition_buffer":

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from gnncore.distributed.sancus_policy import StalenessPolicy
 from gnncore.options import option
 from gnncore.train.core.config import AMP_MODES, ConfigError, SharedTrainOptions, TrainMode
 from gnncore.train.core.models import ModelName
@@ -139,7 +140,21 @@ class NodeTrainConfig(SharedTrainOptions):
         "decides what stays in memory), in_memory (read into RAM first), hierbatching "
         "(out of core: mega-batches of partitions of a partitioned store, read sequentially "
         "while the previous one trains; needs a store), partition_buffer (out of core: a "
-        "buffer of partitions that swaps one in at a time, MariusGNN's Alg. 7; needs a store).",
+        "buffer of partitions that swaps one in at a time, MariusGNN's Alg. 7; needs a store), "
+        "sancus (distributed full-graph GCN whose ranks skip sending embedding rows that are "
+        "not too stale; needs --nproc and --partition, model gcn).",
+    )
+    staleness: StalenessPolicy = option(
+        "always",
+        "Mode sancus: when a rank sends its embedding rows again: always, epoch-fixed "
+        "(every staleness_bound + 1 epochs), epoch-adaptive (when a receiver's copy is older "
+        "than staleness_bound epochs) or variation (when they changed by more than "
+        "staleness_bound, relative).",
+    )
+    staleness_bound: float = option(
+        0.0,
+        "Mode sancus: the staleness bound, epochs for epoch-fixed and epoch-adaptive, the "
+        "relative change for variation; 0 takes 1 epoch, or 0.05 for variation.",
     )
     memory_budget: str = option(
         "",
@@ -206,6 +221,17 @@ class NodeTrainConfig(SharedTrainOptions):
             raise bad("mega_batch_parts", "must be >= 0 (0: from the memory budget)")
         if int(self.mega_batch_passes) < 1:
             raise bad("mega_batch_passes", "must be at least 1")
+        if self.mode == "sancus" or self.staleness != "always" or self.staleness_bound:
+            from gnncore.distributed.sancus_policy import Staleness
+
+            if self.mode != "sancus":
+                raise bad("staleness", "is read by mode 'sancus' only (so is staleness_bound)")
+            if self.model != "gcn":
+                raise bad("mode", "sancus trains model 'gcn' (full-graph)")
+            try:
+                Staleness.of(self.staleness, self.staleness_bound)
+            except ValueError as error:
+                raise bad("staleness_bound", str(error)) from None
         if self.mode in OUT_OF_CORE_MODES:
             for name, on in (
                 ("locality_aware", self.locality_aware),

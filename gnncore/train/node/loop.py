@@ -336,7 +336,9 @@ def train_node_classifier(
             :class:`~torch.nn.parallel.DistributedDataParallel`; checkpoints,
             evaluation and the result keep ``model``), and ``reduce_sum(tensor)
             -> tensor``, which sums the evaluation counts over the processes of a
-            distributed run (:func:`evaluate`'s ``reduce``). Default: a
+            distributed run (:func:`evaluate`'s ``reduce``), and ``eval_model(model)
+            -> module``, the module evaluation calls (full-graph SANCUS evaluates
+            through its distributed rows). Default: a
             :class:`~gnncore.train.core.batches.LoaderBatchSource` over a
             shuffled ``NodeLoader`` of ``train_idx``. (default: :obj:`None`)
         epoch_adapters (sequence, optional): Run after each epoch with its
@@ -452,6 +454,8 @@ def train_node_classifier(
     step_model = wrap_model(model) if callable(wrap_model) else model
     reduce_sum = getattr(source, "reduce_sum", None)
     reduce = reduce_sum if callable(reduce_sum) else None
+    eval_model_of = getattr(source, "eval_model", None)
+    eval_model = eval_model_of(model) if callable(eval_model_of) else model
 
     def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
         return _train_step(
@@ -471,7 +475,7 @@ def train_node_classifier(
         patience=config.patience,
         step=step,
         validate=lambda: evaluate(
-            model,
+            eval_model,
             val_loader,
             device,
             normalize_features=config.normalize_features,
@@ -493,7 +497,7 @@ def train_node_classifier(
     outcome = session.finish(
         state,
         lambda: evaluate(
-            model,
+            eval_model,
             test_loader,
             device,
             normalize_features=config.normalize_features,
