@@ -33,13 +33,25 @@ def undirected_edges(graph: GraphDir) -> tuple[np.ndarray, np.ndarray]:
     return pairs[:, 0], pairs[:, 1]
 
 
-def symmetric_degree(graph: GraphDir) -> np.ndarray:
-    """``int64[N]``: each node's degree in the symmetrised simple graph, counted
-    from the distinct undirected pairs (``edges_shuffled.npy``) without building
-    the symmetric adjacency."""
-    u, v = undirected_edges(graph)
-    n = graph.num_nodes
-    return (np.bincount(u, minlength=n) + np.bincount(v, minlength=n)).astype(np.int64)
+#: Rows of ``edges_shuffled.npy`` :func:`symmetric_degree` reads at a time.
+DEGREE_CHUNK_ROWS = 1 << 22
+
+
+def symmetric_degree(graph: GraphDir, chunk_rows: int = DEGREE_CHUNK_ROWS) -> np.ndarray:
+    """``int64[N]``: each node's degree in the symmetrised simple graph.
+
+    Undirected graphs store both directions, so it is the CSR's row lengths
+    (nothing but ``indptr`` is read); directed and relational graphs count the
+    distinct undirected pairs (``edges_shuffled.npy``) ``chunk_rows`` rows at a
+    time, never holding the edges or the symmetric adjacency."""
+    m = graph.manifest
+    if not m.directed and not m.num_relations:
+        return np.diff(np.asarray(graph.indptr, dtype=np.int64))
+    pairs = graph.array("edges_shuffled")
+    degree = np.zeros(graph.num_nodes, dtype=np.int64)
+    for start in range(0, len(pairs), chunk_rows):
+        np.add.at(degree, np.asarray(pairs[start : start + chunk_rows]).ravel(), 1)
+    return degree
 
 
 def symmetric_graph(graph: GraphDir) -> SymmetricGraph:
