@@ -98,7 +98,7 @@ from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 from gnncore.store.atomic import remove_stale_temporaries, temporary_name
 from gnncore.store.npy import read_npy_header
-from gnncore.store.writer import GraphDirWriter, create_graph_dir, index_dtype
+from gnncore.store.writer import PARQUET_OPTIONS, GraphDirWriter, create_graph_dir, index_dtype
 from gnncore.typing import require_csrc
 
 PHASES = ("parse", "remap", "sort/dedup", "csr", "shuffle", "write", "checksums")
@@ -348,7 +348,7 @@ def parquet_row_groups(num_rows: int) -> list[int]:
 
     buffer = io.BytesIO()
     frame = pl.DataFrame({"x": pl.repeat(None, num_rows, eager=True)})
-    frame.write_parquet(buffer, compression="zstd", statistics=True)
+    frame.write_parquet(buffer, **PARQUET_OPTIONS)
     buffer.seek(0)
     meta = pq.ParquetFile(buffer).metadata
     return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
@@ -375,11 +375,9 @@ def write_edges_parquet(path: Path, num_rows: int, key_blocks: Iterable[np.ndarr
             yield pl.DataFrame({"src": src, "dst": dst})
 
     if not groups:
-        pl.DataFrame(schema=schema).write_parquet(path, compression="zstd", statistics=True)
+        pl.DataFrame(schema=schema).write_parquet(path, **PARQUET_OPTIONS)
         return
-    register_io_source(source, schema=schema).sink_parquet(
-        path, compression="zstd", statistics=True
-    )
+    register_io_source(source, schema=schema).sink_parquet(path, **PARQUET_OPTIONS)
 
 
 # Parsing -----------------------------------------------------------------------------------
