@@ -1,5 +1,8 @@
 """``gnncore synth OUT_DIR --nodes N --avg-degree D --classes C --features F --seed S``.
 
+``--layout csv`` writes the edges alone as one ``src,dst`` CSV file, OUT_DIR
+then naming that file (the raw input of ``gnncore bench scale``).
+
 ``--memory-budget SIZE`` generates the graph directory in bounded memory (the
 edges sorted and deduplicated in runs on disk beside OUT_DIR, the same files
 byte for byte); the JSON summary then reports the peak RSS and the phase times.
@@ -37,9 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default="synthetic", help="dataset name in the manifest")
     parser.add_argument(
         "--layout",
-        choices=("graph", "ogb"),
+        choices=("graph", "ogb", "csv"),
         default="graph",
-        help="graph: a graph directory (default); ogb: OGB raw files to ingest",
+        help="graph: a graph directory (default); ogb: OGB raw files to ingest; csv: the "
+        "edges alone as one src,dst CSV file named OUT_DIR, written in bounded memory",
     )
     parser.add_argument(
         "--memory-budget",
@@ -70,8 +74,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise GnnCoreError(f"--memory-budget must be at least {MIN_MEMORY_BUDGET} bytes")
         if args.layout != "graph":
             raise GnnCoreError(
-                "--memory-budget applies to --layout graph (the ogb layout streams its edges "
-                "to gzip CSV already)"
+                "--memory-budget applies to --layout graph (the ogb and csv layouts stream "
+                "their edges to CSV already)"
             )
 
     extra = {
@@ -91,6 +95,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
     except ValueError as exc:
         raise InputError(f"bad generator setting: {exc}") from exc
+    if args.layout == "csv":
+        from gnncore.synth.edge_csv import write_edge_csv
+
+        return {
+            "layout": "csv",
+            **write_edge_csv(args.out_dir, spec, progress=not args.no_progress and on_terminal()),
+        }
     if args.layout == "ogb":
         return {
             "layout": "ogb",

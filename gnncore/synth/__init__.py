@@ -6,6 +6,7 @@ from gnncore.synth.dataset import (
     write_ogb_raw,
     write_ogb_raw_versioned,
 )
+from gnncore.synth.edge_csv import write_edge_csv
 from gnncore.synth.model import (
     SynthSpec,
     class_centroids,
@@ -28,6 +29,7 @@ __all__ = [
     "labels",
     "node_table",
     "split",
+    "write_edge_csv",
     "write_ogb_raw",
     "write_ogb_raw_versioned",
 ]
