@@ -14,6 +14,7 @@ from assets.outofcore import partitioned_store
 from assets.partition import METHOD_PARTITIONS, graph_partition, partition_report
 from assets.plan import placement_plan, replication_plan
 from assets.predict import predictions
+from assets.ranks import rank_data
 from assets.train import production_model, trained_model
 
 PIPELINE_ASSETS = [
@@ -34,7 +35,7 @@ PIPELINE_CHECKS = [
     placement_plan_valid,
     model_quality,
 ]
-ALL_ASSETS = [*PIPELINE_ASSETS, *METHOD_PARTITIONS, partition_report]
+ALL_ASSETS = [*PIPELINE_ASSETS, rank_data, *METHOD_PARTITIONS, partition_report]
 ALL_CHECKS = [*PIPELINE_CHECKS, *METHOD_BALANCE_CHECKS]
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "placement_plan",
     "predictions",
     "production_model",
+    "rank_data",
     "raw_dataset",
     "replication_plan",
     "trained_model",

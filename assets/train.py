@@ -1,5 +1,6 @@
 """The trained model (node classifier or link predictor), tracked in MLflow."""
 
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -8,20 +9,19 @@ from assets.graph import graph
 from assets.outofcore import partitioned_store
 from assets.partitions import DATASET_PARTITIONS, run_tags
 from assets.plan import placement_plan
+from assets.ranks import rank_data
 from assets.train_config import TrainConfig
+from assets.train_metadata import VALIDATION_METRIC, run_metadata, to_dagster
 from assets.upstream import upstream_metadata
 from resources import ComputeResource, DataRootResource, MlflowResource
-
-#: task -> the MLflow run metric the quality gate compares (and the asset reports)
-VALIDATION_METRIC = {"node": "best_val_accuracy", "link": "best_val_mrr"}
 
 
 @dg.asset(
     # The graph, the plans of that graph and its partitioned store: node training in
     # mode mmap serves features through the placement (both plans are recorded with
     # the run); in the out-of-core modes (hierbatching, partition_buffer) it reads the
-    # partitioned store.
-    deps=[graph, placement_plan, partitioned_store],
+    # partitioned store; with nproc > 1 the ranks read rank_data.
+    deps=[graph, placement_plan, partitioned_store, rank_data],
     kinds={"pytorch", "mlflow"},
     group_name="gnn",
     partitions_def=DATASET_PARTITIONS,
@@ -34,30 +34,60 @@ def trained_model(
     storage: DataRootResource,
     mlflow: MlflowResource,
     compute: ComputeResource,
+    pipes: dg.PipesSubprocessClient,
 ) -> dg.MaterializeResult:
     """A GNN trained with the C++ neighbour sampler; run, curves and model in MLflow.
 
-    Checkpoints go to ``<data root>/checkpoints/<dataset>-<model>-<dagster run id>``
+    With ``nproc`` 1 it trains in this process; with ``nproc`` N > 1 it trains
+    one rank per partition of ``rank_data`` (N parts) in a subprocess started
+    through Pipes (:mod:`assets.pipes_train`), whose epoch lines and metadata
+    come back to this run. Checkpoints go to
+    ``<data root>/checkpoints/<dataset>-<task>-<model>[-nproc<N>]-<dagster run id>``
     after every epoch, so a retry of the same Dagster run resumes where the
     failed attempt stopped, while every new run trains from scratch."""
-    from gnncore.plots import line_chart_png, markdown_image
-    from gnncore.tracking.registry import registered_model_name
-    from gnncore.train import LinkTrainResult, train_graph_dir
-
     upstream = upstream_metadata(context, graph.key)
     train_config = config.build(compute.resolve())
+    if config.nproc > 1:
+        metadata = train_with_pipes(context, config, train_config, upstream, storage, mlflow, pipes)
+    else:
+        metadata = train_in_process(context, config, train_config, upstream, storage, mlflow)
+    return dg.MaterializeResult(
+        metadata={**metadata, **register_model(mlflow, config.task, upstream, metadata)}
+    )
+
+
+def checkpoint_dir(
+    context: dg.AssetExecutionContext,
+    config: TrainConfig,
+    storage: DataRootResource,
+    upstream: dict[str, Any],
+) -> Path:
+    """This Dagster run's checkpoint directory (a retry of the run resumes from it)."""
+    world = f"-nproc{config.nproc}" if config.nproc > 1 else ""
+    name = f"{upstream['name']}-{config.task}-{config.model}{world}-{context.run.run_id}"
+    return storage.stage_dir("checkpoints", name)
+
+
+def train_in_process(
+    context: dg.AssetExecutionContext,
+    config: TrainConfig,
+    train_config: Any,
+    upstream: dict[str, Any],
+    storage: DataRootResource,
+    mlflow: MlflowResource,
+) -> dict[str, Any]:
+    """Train in this process (``nproc`` 1); the run's metadata."""
+    from gnncore.train import train_graph_dir
+
     plans = plans_for(context, config.task, train_config, str(upstream["path"]))
     store = store_for(context, config.task, train_config, str(upstream["path"]))
     tracker = mlflow.tracker()
-    tags = run_tags(context)
-    checkpoints = storage.stage_dir(
-        "checkpoints", f"{upstream['name']}-{config.task}-{config.model}-{context.run.run_id}"
-    )
+    checkpoints = checkpoint_dir(context, config, storage, upstream)
     result = train_graph_dir(
         str(upstream["path"]),
         train_config,
         tracking=tracker,
-        tags=tags,
+        tags=run_tags(context),
         progress=context.log.info,
         checkpoint_dir=checkpoints,
         resume=context.retry_number > 0,
@@ -65,60 +95,86 @@ def trained_model(
         replication=plans.get("replication"),
         store=store,
     )
-    metric = VALIDATION_METRIC[config.task]
-    version = mlflow.registry(metric).register(
-        registered_model_name(config.task, str(upstream["name"])),
-        str(result.model_uri),
-        str(result.run_id),
+    run_url = tracker.run_url(str(result.run_id))
+    metadata = run_metadata(result, config.task, str(checkpoints), run_url, tracker.tracking_uri)
+    return {
+        **to_dagster(metadata),
+        **({"mode": train_config.mode} if config.task == "node" else {}),
+        **({"store": dg.MetadataValue.path(store)} if store else {}),
+        **{f"{kind}_plan": dg.MetadataValue.path(path) for kind, path in plans.items()},
+    }
+
+
+def train_with_pipes(
+    context: dg.AssetExecutionContext,
+    config: TrainConfig,
+    train_config: Any,
+    upstream: dict[str, Any],
+    storage: DataRootResource,
+    mlflow: MlflowResource,
+    pipes: dg.PipesSubprocessClient,
+) -> dict[str, Any]:
+    """Train ``config.nproc`` ranks in ``python -m assets.pipes_train``, started
+    through Pipes; the metadata it reported. A failed child fails the asset with
+    the error it reported (a failed rank: the message names it)."""
+    from assets.pipes_train import DistributedRun, run_with_pipes
+
+    if config.task != "node":
+        raise dg.Failure(
+            f"nproc {config.nproc}: distributed training is built for task node only",
+            allow_retries=False,
+        )
+    ranks = upstream_metadata(context, rank_data.key)
+    if str(ranks["graph_path"]) != str(upstream["path"]):
+        raise dg.Failure(
+            f"rank_data covers {ranks['graph_path']}, but the graph to train on is "
+            f"{upstream['path']}: materialize graph_partition and rank_data for this graph",
+            allow_retries=False,
+        )
+    if int(ranks["parts"]) != config.nproc:
+        raise dg.Failure(
+            f"trained_model nproc {config.nproc} needs rank data of {config.nproc} partitions, "
+            f"but rank_data ({ranks['method']}, {ranks['path']}) has {ranks['parts']}: one rank "
+            f"trains each partition. Set graph_partition's parts to {config.nproc} and "
+            f"materialize graph_partition and rank_data, or set nproc to {ranks['parts']}",
+            allow_retries=False,
+        )
+    tracker = mlflow.tracker()  # creates the experiment where the child logs
+    run = DistributedRun(
+        graph_dir=str(upstream["path"]),
+        partition_dir=str(ranks["partition_path"]),
+        ranks_dir=str(ranks["path"]),
+        partitioner=str(ranks["method"]),
+        options=config.options(),
+        device=train_config.device,
+        nproc=config.nproc,
+        max_restarts=config.max_restarts,
+        checkpoint_dir=str(checkpoint_dir(context, config, storage, upstream)),
+        resume=context.retry_number > 0,
+        tracking_uri=tracker.tracking_uri,
+        experiment=tracker.experiment,
+        ui_url=tracker.ui_url,
+        tags=run_tags(context),
     )
-    if isinstance(result, LinkTrainResult):
-        validation, scores = (
-            result.best_val_mrr,
-            {
-                "test_mrr": dg.MetadataValue.float(result.test.mrr),
-                "test_hits@10": dg.MetadataValue.float(result.test.hits[10]),
-                "val_mrr": dg.MetadataValue.float(result.best_val_mrr),
-            },
-        )
-        curves = line_chart_png(
-            {"train loss": result.train_loss, "val MRR": result.val_mrr}, "training", "epoch"
-        )
-    else:
-        validation, scores = (
-            result.best_val_accuracy,
-            {
-                "test_accuracy": dg.MetadataValue.float(result.test_accuracy),
-                "val_accuracy": dg.MetadataValue.float(result.best_val_accuracy),
-                "test_macro_f1": dg.MetadataValue.float(result.test_macro_f1),
-            },
-        )
-        curves = line_chart_png(
-            {"train loss": result.train_loss, "val accuracy": result.val_accuracy},
-            "training",
-            "epoch",
-        )
-    return dg.MaterializeResult(
-        metadata={
-            "task": config.task,
-            **({"mode": train_config.mode} if config.task == "node" else {}),
-            **({"store": dg.MetadataValue.path(store)} if store else {}),
-            **scores,
-            "validation_metric": metric,
-            "validation_score": dg.MetadataValue.float(validation),
-            "best_epoch": result.best_epoch,
-            "seconds": dg.MetadataValue.float(result.seconds),
-            "device": result.device,
-            "resumed_from_epoch": result.resumed_from_epoch,
-            "checkpoint_dir": dg.MetadataValue.path(str(checkpoints)),
-            "mlflow_run_id": str(result.run_id),
-            "registered_model": version.name,
-            "model_version": version.version,
-            "mlflow_run": dg.MetadataValue.url(tracker.run_url(str(result.run_id))),
-            "mlflow_tracking_uri": tracker.tracking_uri,
-            "curves": dg.MetadataValue.md(markdown_image(curves, "loss and validation metric")),
-            **{f"{kind}_plan": dg.MetadataValue.path(path) for kind, path in plans.items()},
-        }
+    return run_with_pipes(context, pipes, run)
+
+
+def register_model(
+    mlflow: MlflowResource, task: str, upstream: dict[str, Any], metadata: dict[str, Any]
+) -> dict[str, Any]:
+    """Register the run's model (``metadata``: what :func:`run_metadata` reported)
+    as a new version of the dataset's registered model; its name and version."""
+    from gnncore.tracking.registry import registered_model_name
+
+    def value(key: str) -> str:
+        return str(metadata[key].value)
+
+    version = mlflow.registry(VALIDATION_METRIC[task]).register(
+        registered_model_name(task, str(upstream["name"])),
+        value("model_uri"),
+        value("mlflow_run_id"),
     )
+    return {"registered_model": version.name, "model_version": version.version}
 
 
 def plans_for(

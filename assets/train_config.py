@@ -38,6 +38,19 @@ class TrainConfig(dg.Config):
     link: LinkTrainOptions = Field(  # type: ignore[valid-type]
         default_factory=LinkTrainOptions, description="Link prediction options."
     )
+    nproc: int = Field(
+        default=1,
+        ge=1,
+        description="World size: 1 trains in the asset's process; N > 1 trains node "
+        "classification on N ranks (one per partition of rank_data, so graph_partition's "
+        "parts must be N) in a subprocess started through Pipes (docs/DISTRIBUTED.md).",
+    )
+    max_restarts: int = Field(
+        default=0,
+        ge=0,
+        description="With nproc > 1: after a rank fails, restart all ranks from the newest "
+        "checkpoint up to this many times before the materialization fails.",
+    )
 
     def options(self) -> dict[str, Any]:
         """The chosen task's options by library field name (``None``: model default)."""

@@ -15,3 +15,18 @@ partition_comparison_job = dg.define_asset_job(
     description="Partition a dataset's graph (the run's dataset partition) with every "
     "method and compare them (partition_report; one MLflow run per method).",
 )
+
+distributed_train_job = dg.define_asset_job(
+    name="distributed_train_job",
+    selection=dg.AssetSelection.groups("gnn") | dg.AssetSelection.assets("rank_data"),
+    description="train_job with the model trained on several ranks through Pipes: the graph "
+    "partitioned into trained_model's nproc parts, the per-rank data written (rank_data), one "
+    "rank per partition (docs/DISTRIBUTED.md). The launchpad starts with 2 ranks; set "
+    "graph_partition's parts and trained_model's nproc to the same N.",
+    config={
+        "ops": {
+            "graph_partition": {"config": {"parts": 2}},
+            "trained_model": {"config": {"nproc": 2}},
+        }
+    },
+)

@@ -35,6 +35,7 @@ def test_definitions_load_with_expected_names():
         "replication_plan",
         "placement_plan",
         "partitioned_store",
+        "rank_data",
         "trained_model",
         "production_model",
         "predictions",
@@ -65,13 +66,31 @@ def test_definitions_load_with_expected_names():
     assert parents("replication_plan") == {"graph_partition"}
     assert parents("placement_plan") == {"replication_plan"}
     assert parents("partitioned_store") == {"graph_partition"}
-    assert parents("trained_model") == {"graph", "placement_plan", "partitioned_store"}
+    assert parents("rank_data") == {"graph_partition"}
+    assert parents("trained_model") == {
+        "graph",
+        "placement_plan",
+        "partitioned_store",
+        "rank_data",
+    }
     assert parents("graph_partition") == {"graph"}
     assert ("placement_plan", "placement_plan_valid") in checks
     assert ("trained_model", "model_quality") in checks
     assert {(f"partition_{m}", "partition_balance") for m in methods} <= checks
     assert ("graph_partition", "partition_balance") in checks
     assert defs.resolve_job_def("partition_comparison_job")
+    # train_job trains in one process and writes no rank data; distributed_train_job
+    # adds rank_data, and its launchpad starts at 2 ranks over 2 partitions.
+    assert "rank_data" not in {node.name for node in job.graph.node_defs}
+    distributed = defs.resolve_job_def("distributed_train_job")
+    assert {node.name for node in distributed.graph.node_defs} >= {
+        "graph_partition",
+        "rank_data",
+        "trained_model",
+    }
+    ops = distributed.get_run_config_for_partition_key("x")["ops"]  # the launchpad's defaults
+    assert ops["graph_partition"]["config"]["parts"] == 2
+    assert ops["trained_model"]["config"]["nproc"] == 2
 
 
 def test_every_asset_and_check_is_partitioned_by_dataset():

@@ -1,0 +1,171 @@
+"""trained_model with nproc 2: the real asset trains 2 ranks out of process through
+Pipes (assets.pipes_train) on a small generated graph; its metadata and epoch lines
+come back to the Dagster run, and a killed rank fails the materialization naming it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import dagster as dg
+import psutil
+import pytest
+from mlflow import MlflowClient
+
+from assets import graph, graph_partition, rank_data, raw_dataset, trained_model
+from assets.partitions import PARTITIONS_NAME
+from pipelines.definitions import build_resources
+
+DATASET = "tiny"
+GRAPH_CONFIG = {
+    "raw_dataset": {
+        "config": {"num_nodes": 1200, "avg_degree": 8, "num_classes": 4, "num_features": 16}
+    },
+    "graph_partition": {"config": {"parts": 2}},
+}
+TRAIN = {"epochs": 5, "hidden": 32, "batch_size": 64, "fanouts": [5, 5]}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A graph partitioned in 2 and its rank data, materialized once."""
+    root = tmp_path_factory.mktemp("data")
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, [DATASET])
+    resources = build_resources(str(root))
+    result = dg.materialize(
+        [raw_dataset, graph, graph_partition, rank_data],
+        instance=instance,
+        resources=resources,
+        partition_key=DATASET,
+        run_config={"ops": GRAPH_CONFIG},
+    )
+    assert result.success
+    return instance, resources, root
+
+
+def train(setup, raise_on_error: bool = True, **config) -> dg.ExecuteInProcessResult:
+    instance, resources, _ = setup
+    return dg.materialize(
+        [trained_model],
+        instance=instance,
+        resources=resources,
+        partition_key=DATASET,
+        run_config={"ops": {"trained_model": {"config": config}}},
+        raise_on_error=raise_on_error,
+    )
+
+
+def metadata(result, asset: str) -> dict:
+    (mat,) = result.asset_materializations_for_node(asset)
+    return {k: v.value for k, v in mat.metadata.items()}
+
+
+def log_messages(instance, run_id: str) -> list[str]:
+    return [e.user_message for e in instance.all_logs(run_id) if e.user_message]
+
+
+def test_rank_data_has_one_folder_per_partition(setup) -> None:
+    instance, _, root = setup
+    event = instance.get_latest_materialization_event(rank_data.key)
+    meta = {k: v.value for k, v in event.asset_materialization.metadata.items()}
+    assert meta["parts"] == 2 and meta["method"] == "metis"
+    path = Path(str(meta["path"]))
+    assert path.parent == root / "ranks" and path.name.endswith(meta["stage_key"])
+    assert sorted(p.name for p in path.iterdir()) == ["manifest.json", "rank_0", "rank_1"]
+    assert meta["bytes"] >= meta["largest_rank_bytes"] > 0
+
+
+def test_two_ranks_report_their_metadata_and_epoch_lines_through_pipes(setup) -> None:
+    instance, _, root = setup
+    result = train(setup, nproc=2, node=TRAIN)
+    assert result.success
+    meta = metadata(result, "trained_model")
+    # Reported by the Pipes child: the run, and the distributed figures.
+    assert meta["world_size"] == 2 and meta["partitioner"] == "metis"
+    assert meta["test_accuracy"] > 0.5  # 4 balanced classes: chance is 0.25
+    assert 0 < meta["remote_share"] < 1 and meta["remote_bytes"] > 0 and meta["remote_rows"] > 0
+    assert meta["sample_s"] > 0 and meta["exchange_s"] > 0 and meta["compute_s"] > 0
+    assert meta["restarts"] == 0 and meta["resumed_from_epoch"] == 0
+    assert meta["per_rank"].count("\n| ") == 2  # one row per rank
+    assert str(meta["mlflow_run"]).endswith(str(meta["mlflow_run_id"]))
+    assert result.run_id in str(meta["checkpoint_dir"]) and "nproc2" in str(meta["checkpoint_dir"])
+    assert str(meta["checkpoint_dir"]).startswith(str(root / "checkpoints"))
+    # Added by the asset: the registered version production_model promotes.
+    assert meta["registered_model"] == f"gnncore-node-{DATASET}" and meta["model_version"]
+    run = MlflowClient(str(meta["mlflow_tracking_uri"])).get_run(str(meta["mlflow_run_id"]))
+    assert run.info.status == "FINISHED"
+    assert run.data.params["world_size"] == "2" and run.data.params["partitioner"] == "metis"
+    assert run.data.tags["dagster_run_id"] == result.run_id
+    # Rank 0's epoch lines and the child's own lines are in the run's event log.
+    logs = log_messages(instance, result.run_id)
+    for epoch in range(1, 6):
+        assert any(m.startswith(f"rank 0: epoch {epoch}/5: ") for m in logs), logs
+    assert any(m.startswith("training on 2 ranks") for m in logs), logs
+
+
+def test_nproc_not_matching_the_partition_fails_before_training(setup) -> None:
+    result = train(setup, raise_on_error=False, nproc=3, node=TRAIN)
+    assert not result.success
+    failure = result.failure_data_for_node("trained_model")
+    assert failure is not None
+    text = failure.user_failure_data.description
+    assert "nproc 3 needs rank data of 3 partitions" in text and "has 2" in text, text
+    assert "Set graph_partition's parts to 3" in text
+
+
+def _rank_pids(rank: int) -> list[int]:
+    """Descendants of this process running ``rank`` (torch's launcher sets ``RANK``)."""
+    pids = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.environ().get("RANK") == str(rank) and "LOCAL_RANK" in child.environ():
+                pids.append(child.pid)
+        except psutil.Error:
+            continue
+    return pids
+
+
+class Killer(threading.Thread):
+    """SIGKILLs rank 1 once, shortly after the first checkpoint under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self.killed = False
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(self.root.glob("*/epoch-*.pt")):
+            time.sleep(0.05)
+        time.sleep(0.3)
+        for pid in _rank_pids(1):
+            os.kill(pid, signal.SIGKILL)
+            self.killed = True
+
+
+@pytest.mark.slow  # two attempts of 2 ranks: about 50 s on 2 cores
+def test_a_killed_rank_fails_the_attempt_naming_it_and_the_retry_resumes(setup) -> None:
+    instance, _, root = setup
+    killer = Killer(root / "checkpoints")
+    killer.start()
+    result = train(setup, raise_on_error=False, nproc=2, node={**TRAIN, "batch_size": 32})
+    killer.join(timeout=5)
+    assert killer.killed, "rank 1 was never found to kill"
+    # The first attempt failed with the child's error, which names the killed rank ...
+    (retry,) = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    text = retry.event_specific_data.error.to_string()  # the Failure is its cause
+    assert "distributed training on 2 ranks failed: " in text, text
+    assert "rank 1 of 2 exited with code -9" in text and "SIGKILL" in text, text
+    # ... and trained_model's retry resumed from rank 0's checkpoint and finished.
+    assert result.success
+    meta = metadata(result, "trained_model")
+    assert meta["resumed_from_epoch"] >= 1 and meta["world_size"] == 2
+    client = MlflowClient(str(meta["mlflow_tracking_uri"]))
+    resumed = client.get_run(str(meta["mlflow_run_id"]))
+    assert resumed.info.status == "FINISHED"
+    failed = client.get_run(resumed.data.tags["resumed_from_run_id"])
+    assert failed.info.status == "FAILED"
