@@ -4,16 +4,19 @@ Generates (once; numpy, chunked, seeded) a CSV edge list with ``--edges`` rows
 (default 20,000,000) whose endpoints follow a power-law-ish distribution over
 ``--nodes`` (default ~2,000,000) ids, then runs, each in its own subprocess and
 side by side in this one run: Polars' parse of the file (``pl.read_csv``, the
-reference), ``gnncore ingest`` in memory and ``gnncore ingest --memory-budget``
-(default 1GiB; ``--budgets`` for several), recording wall seconds, the ratio to
-Polars' parse, edges per second and each child's own peak RSS (``os.wait4``'s
-``ru_maxrss``), the ingestion's phase times, and whether the graph directories
-are identical (sha256 of every file, via the manifests). Writes
-``ingest_throughput.json`` and ``ingest_throughput.md`` into ``--out`` (default
-``bench-out/ingest``).
+reference, at Polars' default thread count: all CPUs), ``gnncore ingest`` in
+memory and ``gnncore ingest --memory-budget`` (default 1GiB; ``--budgets`` for
+several), recording wall seconds, the ratio to Polars' parse, edges per second,
+each child's own peak RSS and CPU seconds (``os.wait4``), the ingestion's phase
+times, the load average around each child, and whether the graph directories
+are identical (sha256 of every file, via the manifests). ``--repeat N`` runs the
+whole round (Polars' parse, then every variant) N times and reports medians,
+and the median of each round's ratio: on a shared machine the load moves
+between rounds. Writes ``ingest_throughput.json`` and ``ingest_throughput.md``
+into ``--out`` (default ``bench-out/ingest``).
 
     .venv/bin/python benchmarks/ingest_throughput.py [--edges N] [--nodes N] [--out DIR]
-        [--budgets 1GiB,256MiB] [--no-in-memory]
+        [--budgets 1GiB,256MiB] [--no-in-memory] [--repeat N]
 
 Not part of the test suite.
 """
@@ -80,8 +83,10 @@ print(time.perf_counter() - t, df.height)
 """
 
 
-def run_measured(command: list[str]) -> tuple[float, int, str]:
-    """Run ``command``: ``(wall seconds, its own peak RSS in bytes, its stdout)``."""
+def run_measured(command: list[str]) -> tuple[float, int, str, float, float]:
+    """Run ``command``: ``(wall seconds, its own peak RSS in bytes, its stdout, its
+    CPU seconds (user + system), the 1-minute load average when it began)``."""
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
@@ -92,7 +97,8 @@ def run_measured(command: list[str]) -> tuple[float, int, str]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{err.decode(errors='replace')}")
-    return wall, usage.ru_maxrss * 1024, out.decode()
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_maxrss * 1024, out.decode(), cpu, load
 
 
 def file_hashes(graph: Path) -> dict[str, str]:
@@ -122,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-in-memory", action="store_true", help="skip the in-memory ingestion")
     parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds (Polars' parse, then each variant)"
+    )
+    parser.add_argument(
         "--keep-graph", action="store_true", help="keep the ingested graph directories"
     )
     args = parser.parse_args(argv)
@@ -140,10 +149,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
 
-    # Polars' parse of the same file: the reference (a child process, like the ingestions)
-    parse_wall, parse_rss, parse_out = run_measured([sys.executable, "-c", PARSE, str(csv)])
-    parse_inner = float(parse_out.split()[0])
-
     exe = Path(sys.executable).parent / "gnncore"
     base = [str(exe)] if exe.exists() else [sys.executable, "-m", "gnncore.cli.main"]
     variants: list[tuple[str, list[str]]] = []
@@ -152,38 +157,82 @@ def main(argv: list[str] | None = None) -> int:
     for budget in [b.strip() for b in args.budgets.split(",") if b.strip()]:
         variants.append((f"--memory-budget {budget}", ["--memory-budget", budget]))
         parse_size(budget)  # fail early on a bad size
+    parses: list[dict] = []
+    rounds: dict[str, list[dict]] = {label: [] for label, _ in variants}
+    commands: dict[str, str] = {}
+    hashes: dict[str, dict[str, str]] = {}
+    for round_ in range(args.repeat):
+        # Polars' parse of the same file: the reference (a child process, like the ingestions)
+        wall, rss, text, cpu, load = run_measured([sys.executable, "-c", PARSE, str(csv)])
+        parse = {"seconds": float(text.split()[0]), "process_seconds": wall, "cpu_seconds": cpu,
+                 "peak_rss_mib": rss / 2**20, "load": load}  # fmt: skip
+        parses.append(parse)
+        print(f"round {round_ + 1}: Polars parse {parse['seconds']:.2f} s", file=sys.stderr)
+        for label, extra in variants:
+            slug = "mem" if not extra else "budget-" + extra[1]
+            graph = out / f"graph-{slug}"
+            summary_file = out / f"ingest_summary-{slug}.json"
+            command = base + ["ingest", str(csv), str(graph), "--format", "edgelist",
+                              "--id-type", "int", "--no-progress",
+                              "--json", str(summary_file)]  # fmt: skip
+            command += extra + (["--directed"] if args.directed else [])
+            commands[label] = " ".join(command)
+            wall, rss, _, cpu, load = run_measured(command)
+            report = json.loads(summary_file.read_text())
+            hashes[label] = file_hashes(graph)
+            rounds[label].append(
+                {
+                    "ingest_seconds": report["seconds"],
+                    "process_seconds": wall,
+                    "cpu_seconds": cpu,
+                    "peak_rss_mib": rss / 2**20,
+                    "load": load,
+                    # this round's ingestion seconds over its Polars parse seconds (imports
+                    # excluded on both sides), and process over process
+                    "x_polars_parse": report["seconds"] / parse["seconds"],
+                    "x_polars_parse_process": wall / parse["process_seconds"],
+                    "phases": report.get("phases", {}),
+                    "graph_dir_bytes": sum(p.stat().st_size for p in graph.iterdir()),
+                    "report": report,
+                }
+            )
+            print(f"  {label}: {report['seconds']:.2f} s, {rss / 2**20:.0f} MiB", file=sys.stderr)
+            if not args.keep_graph:
+                shutil.rmtree(graph)
+    identical = len({json.dumps(h, sort_keys=True) for h in hashes.values()}) <= 1
+
+    def median(values: list[float], digits: int = 2) -> float:
+        return round(float(np.median(values)), digits)
+
+    parse_inner = median([p["seconds"] for p in parses])
+    parse_wall = median([p["process_seconds"] for p in parses])
+    parse_cpu = median([p["cpu_seconds"] for p in parses])
+    parse_rss = max(p["peak_rss_mib"] for p in parses)
     runs = []
-    for label, extra in variants:
-        slug = "mem" if not extra else "budget-" + extra[1]
-        graph = out / f"graph-{slug}"
-        summary_file = out / f"ingest_summary-{slug}.json"
-        command = base + ["ingest", str(csv), str(graph), "--format", "edgelist", "--id-type",
-                          "int", "--no-progress", "--json", str(summary_file)]  # fmt: skip
-        command += extra + (["--directed"] if args.directed else [])
-        wall, rss, _ = run_measured(command)
-        report = json.loads(summary_file.read_text())
+    for label, _ in variants:
+        rs = rounds[label]
+        seconds = median([r["ingest_seconds"] for r in rs])
         runs.append(
             {
                 "variant": label,
-                "command": " ".join(command),
-                "wall_seconds": round(wall, 2),
-                "ingest_seconds": report["seconds"],
-                # the ingestion's own seconds over Polars' parse seconds (imports excluded
-                # on both sides), and process over process
-                "x_polars_parse": round(report["seconds"] / parse_inner, 2),
-                "x_polars_parse_process": round(wall / parse_wall, 2),
-                "edges_per_second": round(args.edges / report["seconds"]),
-                "peak_rss_mib": round(rss / 2**20),
-                "phases": report.get("phases", {}),
-                "graph_dir_bytes": sum(p.stat().st_size for p in graph.iterdir()),
-                "file_sha256": file_hashes(graph),
-                "report": report,
+                "command": commands[label],
+                "ingest_seconds": seconds,
+                "wall_seconds": median([r["process_seconds"] for r in rs]),
+                "cpu_seconds": median([r["cpu_seconds"] for r in rs]),
+                "x_polars_parse": median([r["x_polars_parse"] for r in rs]),
+                "x_polars_parse_process": median([r["x_polars_parse_process"] for r in rs]),
+                "x_polars_parse_cpu": median([r["cpu_seconds"] / parse_cpu for r in rs]),
+                "edges_per_second": round(args.edges / seconds),
+                "peak_rss_mib": round(max(r["peak_rss_mib"] for r in rs)),
+                "phases": {
+                    k: median([r["phases"].get(k, 0.0) for r in rs], 3) for k in rs[0]["phases"]
+                },  # fmt: skip
+                "graph_dir_bytes": rs[0]["graph_dir_bytes"],
+                "file_sha256": hashes[label],
+                "rounds": [{k: v for k, v in r.items() if k != "report"} for r in rs],
+                "report": rs[0]["report"],
             }
         )
-        print(f"{label}: {wall:.2f} s, {rss / 2**20:.0f} MiB", file=sys.stderr)
-        if not args.keep_graph:
-            shutil.rmtree(graph)
-    identical = len({json.dumps(r["file_sha256"], sort_keys=True) for r in runs}) <= 1
 
     results = {
         "benchmark": "ingest_throughput",
@@ -192,9 +241,12 @@ def main(argv: list[str] | None = None) -> int:
         "csv": str(csv),
         "csv_bytes": csv.stat().st_size,
         "generate_seconds": gen_seconds,
-        "polars_parse_seconds": round(parse_inner, 2),
-        "polars_parse_process_seconds": round(parse_wall, 2),
-        "polars_parse_peak_rss_mib": round(parse_rss / 2**20),
+        "repeat": args.repeat,
+        "polars_parse_seconds": parse_inner,
+        "polars_parse_process_seconds": parse_wall,
+        "polars_parse_cpu_seconds": parse_cpu,
+        "polars_parse_peak_rss_mib": round(parse_rss),
+        "polars_parse_rounds": parses,
         "runs": runs,
         "identical_graph_dirs": identical,
         "machine": machine(),
@@ -213,11 +265,15 @@ def main(argv: list[str] | None = None) -> int:
            f"{report0.get('num_canonical_edges', 0):,} canonical edges" if report0 else "")
         + ").",
         "",
-        f"Polars' parse (`pl.read_csv`, same file, same run): {parse_inner:.2f} s "
-        f"({parse_wall:.2f} s as a process), peak RSS {parse_rss / 2**20:,.0f} MiB.",
+        f"Polars' parse (`pl.read_csv`, same file, same run, all CPUs): {parse_inner:.2f} s "
+        f"({parse_wall:.2f} s as a process, {parse_cpu:.2f} CPU s), peak RSS "
+        f"{parse_rss:,.0f} MiB. Medians of {args.repeat} round(s); 1-minute load average "
+        f"at the start of the children: "
+        + ", ".join(f"{p['load']:.1f}" for p in parses) + " (Polars' parses).",
         "",
-        "| variant | ingest s | x Polars parse | process s (x) | edges/s | peak RSS | phases (s) |",
-        "|---|---|---|---|---|---|---|",
+        "| variant | ingest s | x Polars parse | process s (x) | CPU s (x) | edges/s | peak RSS "
+        "| phases (s) |",
+        "|---|---|---|---|---|---|---|---|",
     ]  # fmt: skip
     for r in runs:
         phases = ", ".join(f"{k} {v}" for k, v in r["phases"].items()) or "-"
@@ -225,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         md.append(
             f"| {r['variant']} | {r['ingest_seconds']} | {r['x_polars_parse']} | "
             f"{r['wall_seconds']} ({r['x_polars_parse_process']}) | "
+            f"{r['cpu_seconds']} ({r['x_polars_parse_cpu']}) | "
             f"{r['edges_per_second']:,} | {rss} | {phases} |"
         )
     md += [
