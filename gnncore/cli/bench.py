@@ -20,6 +20,11 @@ random,metis,grem --out DIR [--fanouts 10,5 --batch-size 1000 --mode train]
 training per partitioner and world size, each configuration in its own process
 tree: epoch time, remote feature rows and bytes per epoch, per-rank peak RSS,
 test accuracy (:mod:`gnncore.distributed.bench`).
+
+``gnncore bench scale --edges N|max --budget 8GiB --out DIR --work-dir DIR
+[--methods grem:0.01,grem:0.1,metis,kaminpar] [--parts 16] [--threads 2]``:
+a generated CSV ingested and partitioned, every stage a process under the same
+cgroup memory limit (:mod:`gnncore.scale_bench`).
 """
 
 from __future__ import annotations
@@ -94,6 +99,73 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parents=[json_option()],
     )
     add_distributed_arguments(distributed)
+
+    scale = sub.add_parser(
+        "scale",
+        help="CSV generation, ingestion and partitioners, each under one cgroup memory limit",
+        parents=[json_option()],
+    )
+    add_scale_arguments(scale)
+
+
+def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
+    """``bench scale``."""
+    from gnncore.scale_bench import DEFAULT_METHODS, Method
+    from gnncore.sizes import parse_size
+
+    def edges(text: str) -> int | str:
+        if text == "max":
+            return text
+        try:
+            value = int(float(text))  # 1e9 and 1000000000 alike
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"a number of edges or 'max'; got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"edges must be positive; got {text!r}")
+        return value
+
+    def methods(text: str) -> list[str]:
+        chosen = [m for m in text.split(",") if m]
+        try:
+            for m in chosen:
+                Method.parse(m)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if not chosen:
+            raise argparse.ArgumentTypeError("name at least one method")
+        return chosen
+
+    parser.add_argument(
+        "--edges",
+        type=edges,
+        required=True,
+        metavar="N",
+        help="undirected edges to generate (e.g. 1e9), or max: the most the disk holds",
+    )
+    parser.add_argument("--nodes", type=int, default=None, help="default: edges / 10")
+    parser.add_argument(
+        "--budget",
+        type=parse_size,
+        required=True,
+        metavar="SIZE",
+        help="memory limit of every stage, page cache included (e.g. 8GiB)",
+    )
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="where the CSV, graph and partitions are written (removed at the end)",
+    )
+    parser.add_argument("--methods", type=methods, default=list(DEFAULT_METHODS), metavar="M1,M2")
+    parser.add_argument("--parts", type=int, default=16)
+    parser.add_argument(
+        "--threads", type=int, default=2, help="OMP_NUM_THREADS and KaMinPar's threads"
+    )
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per stage")
+    parser.add_argument("--keep", action="store_true", help="keep the CSV, graph and partitions")
+    parser.add_argument("--seed", type=int, default=0)
 
 
 def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
@@ -283,6 +355,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return _run_distributed(args)
     if args.what == "plans":
         return _run_plans(args)
+    if args.what == "scale":
+        return _run_scale(args)
     from gnncore.cli.partition import settings_from
     from gnncore.errors import InputError
     from gnncore.partition.bench import bench_partition
@@ -450,5 +524,29 @@ def _run_distributed(args: argparse.Namespace) -> dict[str, Any]:
         )
     except ValueError as exc:
         raise InputError(str(exc), args.graph_dir) from exc
+    print(result.pop("markdown"))
+    return result
+
+
+def _run_scale(args: argparse.Namespace) -> dict[str, Any]:
+    from gnncore.errors import InputError
+    from gnncore.scale_bench import bench_scale
+
+    try:
+        result = bench_scale(
+            args.out,
+            args.work_dir,
+            args.budget,
+            args.edges,
+            nodes=args.nodes,
+            methods=args.methods,
+            parts=args.parts,
+            threads=args.threads,
+            timeout=args.timeout,
+            keep=args.keep,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        raise InputError(str(exc), args.work_dir) from exc
     print(result.pop("markdown"))
     return result
