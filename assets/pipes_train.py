@@ -218,9 +218,9 @@ def train(run: DistributedRun, progress: Callable[[str], None]) -> dict[str, Met
     from gnncore.distributed.training import Launch, train_distributed
     from gnncore.progress import LineFile
     from gnncore.tracking.mlflow import MlflowTracker
-    from gnncore.train import TASK_CONFIGS
+    from gnncore.train import NodeTrainConfig
 
-    config = TASK_CONFIGS["node"](**run.options, device=run.device).validate()
+    config = NodeTrainConfig(**run.options, device=run.device).validate()
     tracker = MlflowTracker(run.tracking_uri, run.experiment, ui_url=run.ui_url)
     with tempfile.TemporaryDirectory(prefix="gnncore-pipes-") as tmp:
         lines = Path(tmp) / "rank0.log"

@@ -11,6 +11,7 @@ dagster nor torch at import time, so the Pipes child loads it cheaply.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 #: task -> the MLflow run metric the quality gate compares (and the asset reports)
@@ -83,7 +84,7 @@ def to_dagster(metadata: dict[str, Meta]) -> dict[str, Any]:
     handler makes of them)."""
     import dagster as dg
 
-    build = {
+    build: dict[str, Callable[[Any], Any]] = {
         "float": dg.MetadataValue.float,
         "int": dg.MetadataValue.int,
         "text": dg.MetadataValue.text,
