@@ -22,6 +22,7 @@ the version word means "absent" (weights) or "32-bit" (ids, weights).
 
 from __future__ import annotations
 
+import mmap
 import os
 import tempfile
 import time
@@ -46,13 +47,13 @@ def _chunks(array: np.ndarray, chunk: int) -> Iterator[np.ndarray]:
     """A 1-D array a chunk at a time. A memory-mapped ``.npy`` array is read
     with plain file reads, so the pages do not stay mapped (and resident) in
     this process as they would through the map."""
-    filename = getattr(array, "filename", None)
-    readable = isinstance(array, np.memmap) and filename and array.flags.c_contiguous
+    # only a map's own array: a view of it keeps the map's offset, not its own
+    mapped = array if isinstance(array, np.memmap) and isinstance(array.base, mmap.mmap) else None
     for begin in range(0, len(array), chunk):
         count = min(chunk, len(array) - begin)
-        if readable:
-            offset = int(array.offset) + begin * array.itemsize
-            yield np.fromfile(filename, dtype=array.dtype, count=count, offset=offset)
+        if mapped is not None:
+            offset = int(mapped.offset) + begin * array.itemsize
+            yield np.fromfile(str(mapped.filename), dtype=array.dtype, count=count, offset=offset)
         else:
             yield np.asarray(array[begin : begin + count])
 

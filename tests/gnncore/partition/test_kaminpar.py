@@ -133,3 +133,12 @@ def test_bench_runs_kaminpar_beside_grem_with_threads(small_graph, tmp_path):
     table = (out / "bench.md").read_text()
     assert "| kaminpar | 4 | threads=2 |" in table and "command peak RSS MiB" in table
     assert "Command peak RSS MiB (median over shuffles)" in table
+
+
+def test_chunks_of_a_mapped_array_and_of_a_view_of_it(tmp_path):
+    from gnncore.partition.kaminpar import _chunks
+
+    np.save(tmp_path / "a.npy", np.arange(100, dtype=np.int64) * 3)
+    mapped = np.load(tmp_path / "a.npy", mmap_mode="r")
+    for array in (mapped, mapped[17:], mapped[::2]):
+        assert np.array_equal(np.concatenate(list(_chunks(array, 7))), np.asarray(array))
