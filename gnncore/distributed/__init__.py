@@ -9,6 +9,9 @@
   cross-partition multi-hop sampling, one exchange per hop.
 - :mod:`~gnncore.distributed.exchange`: the variable-length all-to-all both use.
 - :mod:`~gnncore.distributed.launch`: :func:`spawn_local`, ranks on this machine.
+- :mod:`~gnncore.distributed.sancus`: :class:`SancusSource`, SANCUS full-graph
+  GCN training whose ranks skip sending embedding rows that are not too stale
+  (policies in :mod:`~gnncore.distributed.sancus_policy`).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -23,6 +26,7 @@ __all__ = [
     "RankData",
     "RankFailed",
     "Replica",
+    "SancusSource",
     "owner_of",
     "spawn_local",
     "write_rank_data",
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
     from gnncore.distributed.feature_store import DistFeatureStore, ExchangeStats, Replica
     from gnncore.distributed.launch import RankFailed, spawn_local
     from gnncore.distributed.sampler import DistNeighborSampler
+    from gnncore.distributed.sancus import SancusSource
 
 # torch and torch_geometric load in seconds: import them on first use only.
 _LAZY = {
@@ -39,6 +44,7 @@ _LAZY = {
     "ExchangeStats": "gnncore.distributed.feature_store",
     "Replica": "gnncore.distributed.feature_store",
     "DistNeighborSampler": "gnncore.distributed.sampler",
+    "SancusSource": "gnncore.distributed.sancus",
     "RankFailed": "gnncore.distributed.launch",
     "spawn_local": "gnncore.distributed.launch",
 }

@@ -439,6 +439,8 @@ class SancusSource:
             raise ConfigError(f"mode 'sancus' trains model 'gcn', not {config.model!r}")
         if not (data.has("features") and data.has("labels")):
             raise ConfigError(f"{data.dir}: full-graph training needs features and labels")
+        if data.num_core == 0:
+            raise ConfigError(f"{data.dir}: partition {data.rank} owns no nodes")
         self.data, self.config, self.device, self.group = data, config, device, group
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
@@ -550,6 +552,7 @@ class SancusSource:
     def _sancus(self, model: torch.nn.Module) -> SancusGCN:
         if self._module is None or self._module.gcn is not model:
             self._module = SancusGCN(model, self.plan, self.halo_exchange, self.halo_x)
+            self._module.adjacency = self.plan.adjacency.to(self.device)
         return self._module
 
     def _batch(self, rows: torch.Tensor, scale: float) -> Data:
