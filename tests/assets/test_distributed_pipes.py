@@ -147,7 +147,7 @@ class Killer(threading.Thread):
             self.killed = True
 
 
-@pytest.mark.slow  # two attempts of 2 ranks: about 50 s on 2 cores
+@pytest.mark.slow  # two attempts of 2 ranks: 86-106 s on the loaded 2-core machine
 def test_a_killed_rank_fails_the_attempt_naming_it_and_the_retry_resumes(setup) -> None:
     instance, _, root = setup
     killer = Killer(root / "checkpoints")
