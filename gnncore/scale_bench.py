@@ -232,29 +232,36 @@ _SUMMARY_FIELDS = (
 )
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What every stage of one run shares."""
+
+    budget: int
+    run_root: Path
+    out_dir: Path
+    env: dict[str, str]
+    timeout: float | None
+
+
 def _run_stage(
+    context: _Context,
     name: str,
     cmd: list[str],
     *,
-    budget: int,
     evict: Sequence[Path],
     outputs: Sequence[Path],
-    run_root: Path,
-    out_dir: Path,
-    env: dict[str, str],
-    timeout: float | None,
 ) -> dict[str, Any]:
-    json_path = out_dir / "stages" / f"{name.replace(':', '-')}.json"
+    json_path = context.out_dir / "stages" / f"{name.replace(':', '-')}.json"
     json_path.unlink(missing_ok=True)
     _log(f"{name}: {' '.join(cmd[2:])}")
-    with peak_disk(run_root) as disk:
+    with peak_disk(context.run_root) as disk:
         run = run_limited(
             [*cmd, "--json", str(json_path)],
-            budget,
-            env=env,
-            timeout=timeout,
+            context.budget,
+            env=context.env,
+            timeout=context.timeout,
             evict=evict,
-            capture_dir=out_dir / "logs",
+            capture_dir=context.out_dir / "logs",
             capture_name=name.replace(":", "-"),
         )
     status = _status(run, json_path)
@@ -397,7 +404,7 @@ def bench_scale(
         "MKL_NUM_THREADS": str(threads),
         "PYTHONUNBUFFERED": "1",
     }
-    common = {"budget": budget_bytes, "run_root": run_root, "out_dir": out, "env": env}
+    context = _Context(budget_bytes, run_root, out, env, timeout)
     _log(
         f"{num_edges:,} edges, {num_nodes:,} nodes under {format_size(budget_bytes)}; "
         f"disk: about {format_size(needed)} needed, {format_size(free)} free"
@@ -410,26 +417,24 @@ def bench_scale(
         avg_degree = 2 * num_edges / num_nodes
         stages.append(
             _run_stage(
+                context,
                 "csv",
                 _gnncore("synth", csv, "--layout", "csv", "--nodes", str(num_nodes))
                 + ["--avg-degree", repr(avg_degree), "--classes", "16", "--features", "1"]
                 + ["--seed", str(seed), "--no-progress"],
                 evict=[],
                 outputs=[csv],
-                timeout=timeout,
-                **common,
             )
         )
         if stages[-1]["status"] == "ok":
             stages.append(
                 _run_stage(
+                    context,
                     "ingest",
                     _gnncore("ingest", csv, graph, "--format", "edgelist", "--seed", str(seed))
                     + ["--memory-budget", str(budgets["ingest"]), "--no-progress"],
                     evict=[csv],
                     outputs=[graph],
-                    timeout=timeout,
-                    **common,
                 )
             )
         else:
@@ -451,12 +456,11 @@ def bench_scale(
                 cmd += ["--threads", str(threads)]
             stages.append(
                 _run_stage(
+                    context,
                     method.label,
                     cmd,
                     evict=[graph],
                     outputs=[part_dir],
-                    timeout=timeout,
-                    **common,
                 )
             )
             if not keep:
@@ -505,7 +509,7 @@ def to_markdown(result: dict[str, Any]) -> str:
         if result["limited"]
         else f"limit NOT enforced ({result['limit_reason']})"
     )
-    ingest = next((s for s in result["stages"] if s["stage"] == "ingest"), {})
+    ingest: dict[str, Any] = next((s for s in result["stages"] if s["stage"] == "ingest"), {})
     canonical = ingest.get("summary", {}).get("num_canonical_edges")
     lines = [
         f"{result['num_edges']:,} generated undirected edges ({result['edges_choice']})"
