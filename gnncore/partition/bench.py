@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -37,9 +37,15 @@ def run_in_subprocess(
     imbalance: float,
     settings: MethodSettings,
 ) -> dict[str, Any]:
-    """``gnncore partition`` in a child process; its JSON summary."""
-    fd, json_path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
+    """``gnncore partition`` in a child process; its JSON summary, plus
+    ``process_peak_rss_bytes`` (the kernel's ``ru_maxrss`` of the command,
+    through :func:`gnncore.limits.run_limited`, so not inherited from this
+    process), ``wall_seconds`` of the whole command and ``load_average`` (the
+    1-minute load when it started: the machine may be shared)."""
+    from gnncore.limits import run_limited
+
+    tmp = Path(tempfile.mkdtemp(prefix="gnncore-bench-"))
+    json_path = str(tmp / "summary.json")
     cmd = [
         sys.executable,
         "-m",
@@ -74,28 +80,40 @@ def run_in_subprocess(
     if settings.clusters is not None:
         cmd += ["--clusters", str(settings.clusters)]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise GnnCoreError(f"{method} p={parts} failed: {done.stderr.strip()[-2000:]}")
-        return json.loads(Path(json_path).read_text())
+        load = os.getloadavg()[0]
+        done = run_limited(cmd, None, capture_dir=tmp, capture_name="partition")
+        if done.exit_code != 0:
+            stderr = (tmp / "partition.stderr").read_text(errors="replace")
+            raise GnnCoreError(f"{method} p={parts} failed: {stderr.strip()[-2000:]}")
+        return {
+            **json.loads(Path(json_path).read_text()),
+            "process_peak_rss_bytes": done.peak_rss_bytes,
+            "wall_seconds": done.wall_seconds,
+            "load_average": load,
+        }
     finally:
-        os.unlink(json_path)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
-    """method | p | settings | cut | balance | seconds | peak RSS | command peak RSS."""
+    """method | p | settings | cut | balance | seconds | the method's peak RSS |
+    the command's (VmHWM at its end, plus any workers' peaks) | the process's
+    (the kernel's ``ru_maxrss``) | the load average at its start."""
     lines = [
         "| method | p | settings | shuffle | edge cut % | max part / (N/p) | seconds | "
-        "peak RSS MiB | command peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "peak RSS MiB | command peak RSS MiB | process peak RSS MiB | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         settings = ", ".join(f"{k}={r[k]}" for k in SETTING_KEYS if k in r) or "-"
+        load = r.get("load_average")
         lines.append(
             f"| {r['method']} | {r['parts']} | {settings} | {r.get('shuffle', '-')} | "
             f"{100 * r['edge_cut_fraction']:.2f} | {r['max_part_ratio']:.4f} | "
             f"{r['seconds']:.2f} | {r['peak_rss_bytes'] / 2**20:,.0f} | "
-            f"{_mib(r.get('command_peak_rss_bytes'))} |"
+            f"{_mib(r.get('command_peak_rss_bytes'))} | "
+            f"{_mib(r.get('process_peak_rss_bytes'))} | "
+            f"{'-' if load is None else f'{load:.1f}'} |"
         )
     return "\n".join(lines) + "\n"
 
