@@ -906,7 +906,7 @@ def _write_key_csr_merged(
     transposed = canon.scratch[:n] if canon.scratch is not None else np.empty_like(keys)
     _C.transpose_keys(keys, transposed)
     scratch = np.empty(max(n, 1), dtype=np.uint64)
-    _C.sort_unique_keys(transposed, scratch[:n], SORT_THREADS)
+    _C.sort_unique_keys(transposed, scratch[:n], SORT_THREADS, minor_sorted=True)
     indptr = np.empty(num_nodes + 1, dtype=np.int64)
     _C.key_offsets(transposed, indptr)
     next_rank = np.empty(num_nodes + 1, dtype=np.int64)

@@ -83,14 +83,19 @@ dropping self-loops; returns the number of keys written. Releases the GIL.
 Raises ``ValueError`` naming the first edge with an id outside ``[0, 2**32)``.)doc");
   m.def(
       "sort_unique_keys",
-      [](MutArray<uint64_t> keys, MutArray<uint64_t> tmp, int num_threads) {
+      [](MutArray<uint64_t> keys, MutArray<uint64_t> tmp, int num_threads, bool minor_sorted) {
         nb::gil_scoped_release release;
-        return io::sort_unique_keys(mut_span_of(keys), mut_span_of(tmp), num_threads);
+        return io::sort_unique_keys(mut_span_of(keys), mut_span_of(tmp), num_threads,
+                                    minor_sorted);
       },
       nb::arg("keys").noconvert(), nb::arg("tmp").noconvert(), nb::arg("num_threads") = 0,
+      nb::arg("minor_sorted") = false,
       R"doc(Sort uint64 ``keys`` ascending and drop repeats in place (parallel LSD radix
 sort over the bits the keys use; ``tmp``: scratch of at least ``len(keys)``);
-returns the count of distinct keys, which fill ``keys[:count]``. Releases the GIL.)doc");
+returns the count of distinct keys, which fill ``keys[:count]``. With
+``minor_sorted`` the keys must already be ordered by their low 32 bits (the
+transpose of sorted keys): only the high bits are sorted, stably. Releases the
+GIL.)doc");
   m.def("remap_keys", &remap_with<int32_t>, nb::arg("keys").noconvert(), nb::arg("lut"),
         kRemapDoc);
   m.def("remap_keys", &remap_with<int64_t>, nb::arg("keys").noconvert(), nb::arg("lut"),

@@ -92,7 +92,8 @@ size_t pack_edge_keys(Span<int64_t> src, Span<int64_t> dst, bool unordered,
   return kept;
 }
 
-size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_threads) {
+size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_threads,
+                        bool minor_sorted) {
   const size_t n = keys.size;
   if (tmp.size < n)
     throw std::invalid_argument("tmp holds " + std::to_string(tmp.size) + " keys, fewer than " +
@@ -114,10 +115,14 @@ size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_t
       for (size_t i = begin; i < end; ++i)
         a[i] = (a[i] >> kKeyShift) << minor_bits | (a[i] & kKeyMinorMask);
     });
-  const int passes = std::max(1, (total_bits + kDigitBits - 1) / kDigitBits);
-  const int digit = (total_bits + passes - 1) / passes;
-  for (int p = 0; p < passes && total_bits > 0; ++p) {
-    radix_pass(a, b, n, p * digit, std::min(digit, total_bits - p * digit), threads);
+  // LSD passes over bits [low, total_bits): stable, so keys already ordered by
+  // their minor ids need only the major bits
+  const int low = minor_sorted ? minor_bits : 0;
+  const int bits = total_bits - low;
+  const int passes = std::max(1, (bits + kDigitBits - 1) / kDigitBits);
+  const int digit = (bits + passes - 1) / passes;
+  for (int p = 0; p < passes && bits > 0; ++p) {
+    radix_pass(a, b, n, low + p * digit, std::min(digit, bits - p * digit), threads);
     std::swap(a, b);
   }
   // Drop repeats and expand back to (a << 32 | b), into keys.

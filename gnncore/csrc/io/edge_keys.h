@@ -28,8 +28,11 @@ size_t pack_edge_keys(Span<int64_t> src, Span<int64_t> dst, bool unordered,
 // Sorts keys ascending and drops repeats in place; `tmp` is scratch of at
 // least keys.size. Returns the number of distinct keys, which occupy
 // keys[0, count). Radix sort over the bits the keys use, `num_threads` threads
-// (0: OpenMP's default).
-size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_threads);
+// (0: OpenMP's default). With `minor_sorted` the keys must already be in
+// increasing order of their minor ids (key & mask): a stable sort by the major
+// ids alone then suffices (the transpose of sorted keys), half the passes.
+size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_threads,
+                        bool minor_sorted = false);
 
 // key = lut[key >> 32] << 32 | lut[key & mask], in place. The lut must be
 // nondecreasing for the keys to stay sorted. Throws std::invalid_argument for an

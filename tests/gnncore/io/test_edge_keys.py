@@ -160,7 +160,10 @@ def test_merge_csr_rows_matches_build_csr(directed: bool, index_dtype: type) -> 
     transposed = np.empty_like(keys)
     _C.transpose_keys(keys, transposed)
     np.testing.assert_array_equal(transposed, keys_of(dst, src))
-    transposed.sort()
+    by_numpy = np.sort(transposed)
+    count = _C.sort_unique_keys(transposed, np.empty_like(transposed), 2, minor_sorted=True)
+    assert count == len(keys)
+    np.testing.assert_array_equal(transposed, by_numpy)
     starts = keys_of(np.arange(num_nodes + 1), np.zeros(num_nodes + 1, int))
     offsets = np.empty(num_nodes + 1, dtype=np.int64)
     _C.key_offsets(keys, offsets)
@@ -189,3 +192,13 @@ def test_key_offsets_refuses_unsorted_keys_and_majors_past_the_rows() -> None:
         _C.key_offsets(keys_of(np.array([2, 1]), np.array([0, 0])), offsets)
     with pytest.raises(ValueError, match=r"major id outside \[0, 3\)"):
         _C.key_offsets(keys_of(np.array([1, 3]), np.array([0, 0])), offsets)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sort_by_major_of_the_transpose_of_sorted_keys(threads: int) -> None:
+    keys = random_canonical(1 << 20, 300_000, directed=True, seed=threads)
+    transposed = np.empty_like(keys)
+    _C.transpose_keys(keys, transposed)
+    expected = np.sort(transposed)
+    count = _C.sort_unique_keys(transposed, np.empty_like(keys), threads, minor_sorted=True)
+    np.testing.assert_array_equal(transposed[:count], expected)
