@@ -17,6 +17,8 @@ from mlflow import MlflowClient
 
 from assets import graph, graph_partition, rank_data, raw_dataset, trained_model
 from assets.partitions import PARTITIONS_NAME
+from assets.pipes_train import LineFollower, distributed_metadata
+from gnncore.progress import LineFile
 from pipelines.definitions import build_resources
 
 DATASET = "tiny"
@@ -66,6 +68,44 @@ def metadata(result, asset: str) -> dict:
 
 def log_messages(instance, run_id: str) -> list[str]:
     return [e.user_message for e in instance.all_logs(run_id) if e.user_message]
+
+
+def test_line_follower_passes_on_complete_lines_only(tmp_path) -> None:
+    path, seen = tmp_path / "lines.log", []
+    with LineFollower(path, seen.append, interval=0.01):
+        LineFile(path)("epoch 1/2: loss=1.0")
+        with path.open("a") as out:
+            out.write("epoch 2/2: lo")  # a line being written
+            out.flush()
+            time.sleep(0.1)
+            assert seen == ["epoch 1/2: loss=1.0"]
+            out.write("ss=0.5\n")
+    assert seen == ["epoch 1/2: loss=1.0", "epoch 2/2: loss=0.5"]
+
+
+def test_distributed_metadata_sums_the_epochs_and_averages_the_ranks() -> None:
+    class Result:
+        world_size, ranks_dir = 2, "/ranks"
+        throughput = [
+            {
+                **{f"rank0_{k}": v for k, v in dict(remote_rows=10, local_rows=30,
+                   remote_bytes=640, sample_s=1.0, exchange_s=0.5, compute_s=2.0,
+                   peak_rss_mb=500).items()},
+                **{f"rank1_{k}": v for k, v in dict(remote_rows=30, local_rows=10,
+                   remote_bytes=1920, sample_s=3.0, exchange_s=1.5, compute_s=2.0,
+                   peak_rss_mb=600).items()},
+            }
+        ] * 2  # fmt: skip
+
+    meta = {k: v["raw_value"] for k, v in distributed_metadata(Result(), "metis", 1).items()}
+    assert meta["world_size"] == 2 and meta["partitioner"] == "metis" and meta["restarts"] == 1
+    assert meta["remote_share"] == pytest.approx(80 / 160)
+    assert (meta["remote_rows"], meta["remote_bytes"]) == (80, 2 * (640 + 1920))
+    # Each rank's seconds summed over the 2 epochs, then the mean of the 2 ranks.
+    assert (meta["sample_s"], meta["exchange_s"], meta["compute_s"]) == (4.0, 2.0, 4.0)
+    rows = meta["per_rank"].splitlines()[2:]
+    assert rows[0].startswith("| 0 | 0.250 | 20 | 1280 | 2.00 | 1.00 | 4.00 | 500 |")
+    assert rows[1].startswith("| 1 | 0.750 | 60 | 3840 | 6.00 | 3.00 | 4.00 | 600 |")
 
 
 def test_rank_data_has_one_folder_per_partition(setup) -> None:
