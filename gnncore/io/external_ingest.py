@@ -9,33 +9,42 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
 1. **parse**: Polars' streaming CSV reader hands the file over in batches
    (``collect_batches``); each batch is checked (a bad line is an
    :class:`~gnncore.errors.InputError` naming the file and line, found as the
-   in-memory path finds it), appended to two raw id files, and its ids are
-   collected: in a presence array while the largest id is small (dense ids),
-   else as sorted runs of distinct ids merged from disk.
-2. **remap**: the distinct ids, sorted, are the node ids (``node_ids``); each
-   chunk of the raw id files is mapped through a lookup table (dense ids) or a
-   binary search of the sorted ids.
-3. **sort/dedup**: the mapped edges go to sorted runs on disk
-   (``gnncore._C.write_run``: radix sort, GIL released) -- the canonical edges
-   in ``(src, dst)`` order, the adjacency in ``(dst, src)`` order
-   (:class:`~gnncore.io.external_sort.ExternalEdgeSorter`) and, for directed
-   graphs, the unordered pairs -- merged k ways, dropping repeats.
-4. **csr**: the adjacency runs merge into ``indptr.npy`` / ``indices.npy``;
-   ``eid.npy`` is filled row block by row block (``gnncore._C.csr_edge_ids``)
-   from the canonical edges' src-major offsets.
+   in-memory path finds it), its ids are collected (a presence array while the
+   largest id is small -- dense ids --, else sorted runs of distinct ids merged
+   from disk) and its edges go straight into a
+   :class:`~gnncore.io.edge_keys.KeySorter` as packed keys ``min << 32 | max``
+   (directed: ``src << 32 | dst``) of the *raw* ids, self-loops dropped.
+2. **sort/dedup**: the keys are radix-sorted and deduplicated in C++ (two
+   threads, GIL released), spilled as sorted runs and merged k ways when they
+   pass half the budget.
+3. **remap**: the distinct ids, sorted, are the node ids (``node_ids``); the
+   sorted keys are mapped through a lookup table (dense ids) or a binary search
+   of the sorted ids. Node ids are ranks of raw ids, so the keys stay sorted.
+4. **csr** (and **write**): ``edges.parquet`` is streamed from the sorted keys
+   on a thread, in the row groups Polars' ``write_parquet`` would cut (so the
+   bytes match), while ``indptr``/``indices``/``eid`` are built: keys in memory
+   are merged with their sorted transpose (``gnncore._C.merge_csr_rows``, both
+   read sequentially), keys on disk fill row ranges of half the budget, one pass
+   each (``gnncore._C.fill_csr_rows``). ``write`` is the wait for the Parquet
+   thread after the CSR.
 5. **shuffle**: ``edges_shuffled.npy`` is numpy's seeded permutation of the
-   unordered pairs, exactly as the in-memory path draws it: the permutation
-   (8 bytes per pair) is held in memory when it fits half the budget, else
-   shuffled in place in a memory-mapped scratch file.
-6. **write**: ``edges.parquet`` is streamed from the merged canonical run in
-   the row groups Polars' ``write_parquet`` would cut (so the bytes match);
-   ``node_ids.parquet`` from the sorted ids.
-7. **checksums**: the manifest (sha256 of every file) and validation.
+   unordered pairs, exactly as the in-memory path draws it, but drawn by a C++
+   copy of ``Generator(PCG64).shuffle`` (:func:`~gnncore.io.edge_keys.shuffle_keys`)
+   on the keys in place (or in a memory-mapped scratch file when they came from
+   disk).
+6. **checksums**: every file is hashed on a background thread once finished;
+   the rest, the manifest and validation come last.
 
-Steps 3-7 are :func:`write_edge_stream`, which takes any stream of ``(src,
-dst)`` chunks over node ids ``0..N-1``: ingestion feeds it the remapped
-chunks, and bounded-memory generation
-(``gnncore.synth.generate_graph(..., memory_budget=)``) the generator's.
+Ids of ``2**32`` and more do not fit a key: the file is then parsed again
+into two raw id files, mapped chunk by chunk and sorted as int64 pair runs (the
+general path, :func:`_write_edge_stream_pairs`).
+
+Steps 2 and 4-6 are :func:`write_edge_stream` / :func:`write_key_graph`:
+``write_edge_stream`` takes any stream of ``(src, dst)`` chunks over node ids
+``0..N-1`` (bounded-memory generation,
+``gnncore.synth.generate_graph(..., memory_budget=)``, feeds it the
+generator's); ingestion fills the key sorter itself and calls
+``write_key_graph`` with the remap.
 
 The output is written into a temporary sibling renamed into place at the end
 (:func:`gnncore.store.create_graph_dir`); the scratch files live in another
@@ -46,7 +55,7 @@ process is gone.
 
 O(|V|) memory, outside the budget: the sorted distinct ids (8 bytes per node;
 plus a 5-byte-per-slot lookup table up to the largest id when ids are dense)
-and the eid pass's per-node offsets (8 bytes per node). String ids, node
+and the CSR's per-node offsets and edge-rank counters (16 bytes per node). String ids, node
 tables and Parquet inputs are ingested in memory for now (asking for a budget
 with them is an error).
 """
