@@ -217,22 +217,44 @@ class GraphDirWriter:
         del indices, eid
 
         pair_u, pair_v = undirected_pairs(src, dst, num_nodes, directed or rel is not None)
-        perm = np.random.default_rng(shuffle_seed).permutation(len(pair_u))
-        shuffled = self.open_array("edges_shuffled", index_dtype(num_nodes), (len(perm), 2))
-        for start in range(0, len(perm), 1 << 22):
-            block = perm[start : start + (1 << 22)]
-            shuffled[start : start + len(block), 0] = pair_u[block]
-            shuffled[start : start + len(block), 1] = pair_v[block]
-        shuffled.flush()
-        del shuffled, pair_u, pair_v
+        num_pairs = len(pair_u)
+        self._write_shuffled(pair_u, pair_v, num_nodes, shuffle_seed)
+        del pair_u, pair_v
 
         self.num_nodes = int(num_nodes)
         self.num_edges = int(indptr[-1])
         self.num_canonical_edges = int(len(src))
-        self.num_undirected_edges = int(len(perm))
+        self.num_undirected_edges = int(num_pairs)
         self.directed = bool(directed)
         self.num_relations = int(num_relations)
         self.stats["shuffle_seed"] = int(shuffle_seed)
+
+    def _write_shuffled(
+        self, pair_u: np.ndarray, pair_v: np.ndarray, num_nodes: int, seed: int
+    ) -> None:
+        """``edges_shuffled.npy``: the pairs in the order of
+        ``default_rng(seed).permutation`` -- drawn in C++ on packed keys
+        (:func:`gnncore.io.edge_keys.shuffle_keys`, numpy's draws and order) when
+        the ids fit 32 bits, else by numpy itself."""
+        from gnncore.io.edge_keys import MAX_KEY_ID, pack_keys, shuffle_keys
+
+        dtype = index_dtype(num_nodes)
+        shuffled = self.open_array("edges_shuffled", dtype, (len(pair_u), 2))
+        block_rows = 1 << 22
+        if num_nodes - 1 <= MAX_KEY_ID:
+            keys = pack_keys(pair_u, pair_v)
+            shuffle_keys(keys, seed)
+            for start in range(0, len(keys), block_rows):
+                block = keys[start : start + block_rows]
+                shuffled[start : start + len(block), 0] = block >> np.uint64(32)
+                shuffled[start : start + len(block), 1] = block & np.uint64(0xFFFFFFFF)
+        else:
+            perm = np.random.default_rng(seed).permutation(len(pair_u))
+            for start in range(0, len(perm), block_rows):
+                block = perm[start : start + block_rows]
+                shuffled[start : start + len(block), 0] = pair_u[block]
+                shuffled[start : start + len(block), 1] = pair_v[block]
+        shuffled.flush()
 
     def set_topology(
         self,
