@@ -25,10 +25,12 @@ checked against :func:`estimate_disk` (the CSV, the graph directory, the
 ingestion's sorted runs, a partition directory; per-edge sizes measured on
 this machine, with a margin) and the run is refused if it does not fit;
 ``edges="max"`` picks the largest graph that does (:func:`largest_fitting`).
-The CSV is removed once ingested, the partition directories once measured,
-and the graph directory at the end (also after a failure or Ctrl-C), unless
-``keep``. ``scale.json`` and ``scale.md`` go to the output directory with
-each stage's stdout, stderr and JSON summary.
+Every stage's temporary files go to the run folder too (``TMPDIR``), so its
+peak disk use counts them. The CSV is removed once ingested, the partition
+directories once measured, and the whole run folder at the end (also after a
+failure, Ctrl-C or, through the CLI, SIGTERM), unless ``keep``.
+``scale.json`` and ``scale.md`` go to the output directory with each stage's
+stdout, stderr and JSON summary.
 """
 
 from __future__ import annotations
@@ -403,6 +405,9 @@ def bench_scale(
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
         "PYTHONUNBUFFERED": "1",
+        # the stages' temporary files (GREM's chunk files, KaMinPar's ParHIP
+        # copy of the graph) land in the run folder: measured, then removed
+        "TMPDIR": str(run_root / "tmp"),
     }
     context = _Context(budget_bytes, run_root, out, env, timeout)
     _log(
@@ -412,7 +417,7 @@ def bench_scale(
     load_before = os.getloadavg()
     started = time.perf_counter()
     stages: list[dict[str, Any]] = []
-    run_root.mkdir()
+    (run_root / "tmp").mkdir(parents=True)
     try:
         avg_degree = 2 * num_edges / num_nodes
         stages.append(

@@ -529,9 +529,15 @@ def _run_distributed(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_scale(args: argparse.Namespace) -> dict[str, Any]:
+    import signal
+    import sys
+
     from gnncore.errors import InputError
     from gnncore.scale_bench import bench_scale
 
+    # SIGTERM (kill, a job scheduler) unwinds like Ctrl-C: the running stage is
+    # killed and the run folder removed; a background job ignores SIGINT.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         result = bench_scale(
             args.out,

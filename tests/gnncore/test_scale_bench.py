@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections import namedtuple
 from pathlib import Path
 
@@ -138,3 +140,41 @@ def test_method_parse(text: str, parsed: Method) -> None:
 def test_method_parse_refuses(text: str) -> None:
     with pytest.raises(ValueError, match="grem"):
         Method.parse(text)
+
+
+def running_with(text: str) -> list[int]:
+    """Pids of the processes whose command line mentions ``text``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_text(errors="replace"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_sigterm_kills_the_stage_and_removes_the_run_folder(tmp_path: Path) -> None:
+    out, work = tmp_path / "out", tmp_path / "work"
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "gnncore.cli.main", "bench", "scale", "--edges", "10000000"]
+        + ["--budget", "1GiB", "--methods", "metis", "--out", str(out), "--work-dir", str(work)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(work.glob("scale-*/.edges.csv.tmp-*")):  # the CSV stage is writing
+            assert bench.poll() is None and time.monotonic() < deadline, bench.stderr
+            time.sleep(0.05)
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(60) == 128 + signal.SIGTERM
+    finally:
+        bench.kill()
+        bench.wait()
+    assert list(work.iterdir()) == []
+    assert running_with(str(work)) == []  # the stage was killed, not left to run on
+    stage = (out / "logs" / "csv.stderr").read_text()  # the stage's own log, cut short
+    assert "Traceback" not in stage
+    assert not (out / "stages" / "csv.json").exists()
