@@ -161,20 +161,6 @@ class KeySorter:
             start = stop
         return kept
 
-    def add_keys(self, keys: np.ndarray) -> None:
-        """Add packed keys as they are."""
-        start = 0
-        while start < len(keys):
-            buffer = self._buffer()
-            room = self._capacity - self._fill
-            if room == 0:
-                self._spill()
-                continue
-            n = min(room, len(keys) - start)
-            buffer[self._fill : self._fill + n] = keys[start : start + n]
-            self._fill += n
-            start += n
-
     def _sorted(self) -> np.ndarray:
         """The buffer's keys sorted and distinct (a view of the buffer)."""
         from gnncore import _C
