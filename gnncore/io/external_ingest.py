@@ -817,7 +817,8 @@ def write_key_graph(
             canon.set_remap(remap)
 
         # edges.parquet (Polars, GIL mostly released) is written on a thread while
-        # the CSR is built: both only read the sorted keys
+        # the CSR and the shuffled stream are built: they only read the sorted keys
+        # (the shuffle works on a copy)
         stage("writing edges and CSR")
         phases.start("csr")
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-parquet") as pool:
@@ -825,15 +826,15 @@ def write_key_graph(
             edges = pool.submit(write_edges_parquet, edges_path, num_canonical, canon.blocks(rows))
             try:
                 num_edges = _write_key_csr(canon, writer, num_nodes, directed, budget, rows)
+                stage("shuffled edge stream")
+                phases.start("shuffle")
+                num_pairs = _write_key_shuffle(canon, writer, scratch, num_nodes, directed,
+                                               seed, budget, rows, max_fan_in)  # fmt: skip
             finally:
                 phases.start("write")  # what is left of the Parquet writing
                 edges.result()
+        canon.release()
         writer.hash_in_background("edges.parquet")
-
-        stage("shuffled edge stream")
-        phases.start("shuffle")
-        num_pairs = _write_key_shuffle(canon, writer, scratch, num_nodes, directed, seed, budget,
-                                       rows, max_fan_in)  # fmt: skip
         writer.set_topology(
             num_nodes,
             num_edges=num_edges,
@@ -972,9 +973,11 @@ def _write_key_shuffle(
     seed: int, budget: int, rows: int, max_fan_in: int,
 ) -> int:  # fmt: skip
     """``edges_shuffled.npy``: the distinct unordered pairs in the order of
-    ``default_rng(seed).permutation`` (:func:`shuffle_keys`), shuffled where
-    they are held -- in memory, or in a memory-mapped scratch file when they
-    came from disk. Returns the number of pairs."""
+    ``default_rng(seed).permutation`` (:func:`shuffle_keys`), shuffled in memory
+    (a copy of the canonical keys, which edges.parquet may still be reading: in
+    the sort's scratch, free once the CSR is built), or in a memory-mapped
+    scratch file when they came from disk. ``canon`` is left as it is. Returns
+    the number of pairs."""
     from gnncore import _C
 
     if directed:
@@ -982,14 +985,20 @@ def _write_key_shuffle(
         for block in canon.blocks(rows):
             a, b = split_keys(block)
             pairs.add_edges(a, b, unordered=True)
-        canon.release()
         pairs.finish()
     else:
         pairs = canon
     num_pairs = pairs.count
     keys: np.ndarray
-    if pairs.keys is not None:  # the sorted keys are no longer needed: shuffled in place
+    if pairs.keys is not None and pairs is not canon:  # the directed pairs: in place
         keys = pairs.keys
+    elif pairs.keys is not None:
+        spare = canon.scratch
+        if spare is not None and len(spare) >= num_pairs:
+            keys = spare[:num_pairs]
+        else:
+            keys = np.empty(num_pairs, dtype=np.uint64)
+        keys[:] = pairs.keys
     else:
         keys = np.lib.format.open_memmap(
             scratch / "pairs.npy", mode="w+", dtype=np.uint64, shape=(num_pairs,)
@@ -1014,7 +1023,8 @@ def _write_key_shuffle(
             out[:, 1] = block & MINOR_MASK
             out.tofile(out_fh)
     del keys
-    pairs.release()
+    if pairs is not canon:
+        pairs.release()
     return num_pairs
 
 
