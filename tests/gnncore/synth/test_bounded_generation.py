@@ -63,8 +63,10 @@ def test_same_directory_as_in_memory(tmp_path, monkeypatch, spec, budget):
     assert ext.memory_budget == (TINY if budget == TINY else 1 << 30)
     assert mem.memory_budget is None  # small enough for "auto" to stay in memory
     assert list(mem.phases)[0] == "generate" and "canonical edges" in mem.phases
-    assert mem.output_bytes == ext.output_bytes == sum(
-        p.stat().st_size for p in out.iterdir() if p.is_file()
+    assert (
+        mem.output_bytes
+        == ext.output_bytes
+        == sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     )
     # nothing left beside the output: no scratch, no temporary directories
     assert [p.name for p in tmp_path.iterdir()] == ["g"]
