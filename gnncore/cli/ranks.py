@@ -1,5 +1,6 @@
-"""``gnncore ranks GRAPH_DIR PARTITION_DIR OUT_DIR [--rewrite]``: per-rank data
-for distributed training (:func:`gnncore.distributed.rank_write.write_rank_data`)."""
+"""``gnncore ranks GRAPH_DIR PARTITION_DIR OUT_DIR [--replication PLAN_DIR]
+[--rewrite]``: per-rank data for distributed training
+(:func:`gnncore.distributed.rank_write.write_rank_data`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the rank-data directory (replaced if present)",
     )
     parser.add_argument(
+        "--replication",
+        type=Path,
+        default=None,
+        metavar="PLAN_DIR",
+        help="an HDR replication plan of GRAPH_DIR (gnncore plan replication): each rank "
+        "also holds the replicated nodes' features and labels",
+    )
+    parser.add_argument(
         "--rewrite",
         action="store_true",
         help="rewrite OUT_DIR even when it already holds this graph's and partition's rank data",
@@ -36,7 +45,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from gnncore.distributed.rank_write import write_rank_data
 
     started = time.perf_counter()
-    out = write_rank_data(args.graph_dir, args.partition_dir, args.out_dir, reuse=not args.rewrite)
+    out = write_rank_data(
+        args.graph_dir,
+        args.partition_dir,
+        args.out_dir,
+        reuse=not args.rewrite,
+        replication=args.replication,
+    )
     first = RankData.open(out, 0)
     ranks = first.info["ranks"]
     return {
@@ -46,6 +61,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "offsets": first.offsets.tolist(),
         "core_nodes": [r["num_core"] for r in ranks],
         "halo_nodes": [r["num_halo"] for r in ranks],
+        "replica_nodes": [r.get("num_replica", 0) for r in ranks],
         "edges": [r["num_edges"] for r in ranks],
         "bytes": [sum(f["bytes"] for f in r["files"].values()) for r in ranks],
         "stage_key": first.info["stage_key"],

@@ -175,7 +175,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="PLAN_DIR",
-        help="record this replication plan (gnncore plan replication) with the run",
+        help="record this replication plan (gnncore plan replication) with the run; with "
+        "--nproc: every rank also holds the plan's replicated nodes' features and labels, "
+        "served locally instead of fetched from their owners",
     )
     parser.add_argument(
         "--store",
@@ -272,8 +274,8 @@ def _distributed_args(args: argparse.Namespace) -> bool:
         raise GnnCoreError("--nproc: distributed training is built for --task node so far")
     if args.partition is None:
         raise GnnCoreError("--nproc needs --partition PARTITION_DIR (one partition per rank)")
-    if args.store is not None or args.placement is not None or args.replication is not None:
-        raise GnnCoreError("--nproc reads per-rank data: drop --store, --placement, --replication")
+    if args.store is not None or args.placement is not None:
+        raise GnnCoreError("--nproc reads per-rank data: drop --store and --placement")
     return True
 
 
@@ -373,6 +375,7 @@ def run(
                 config,
                 args.nproc,
                 ranks_dir=args.ranks_dir,
+                replication=args.replication,
                 tracking=tracker,
                 launch=launch,
                 run_name=args.run_name,

@@ -98,6 +98,16 @@ class Replica:
     ids: torch.Tensor
     tensors: Mapping[str, torch.Tensor]
 
+    @classmethod
+    def of(cls, data: RankData) -> Replica | None:
+        """The replicated rows ``data`` holds (HDR: ``replica_*.npy``, written by
+        ``write_rank_data(..., replication=PLAN)``), ``None`` without them."""
+        held = data.replica_rows()
+        if held is None:
+            return None
+        ids, rows = held
+        return cls(torch.from_numpy(ids), {k: torch.from_numpy(v) for k, v in rows.items()})
+
 
 def _row_bytes(name: str, num_features: int) -> int:
     return 4 * num_features if name == "x" else 8

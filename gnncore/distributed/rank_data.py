@@ -17,7 +17,12 @@ holds exactly what rank ``r`` needs, indexed by local id ``id - offsets[r]``:
 * ``original_ids.npy`` (int64 ``[n_r]``): each core node's id in the graph;
 * ``features.npy`` (float32 ``[n_r, F]``), ``labels.npy`` (int64 ``[n_r]``) and
   ``train_mask.npy`` / ``val_mask.npy`` / ``test_mask.npy`` (bool ``[n_r]``)
-  where the graph has them.
+  where the graph has them;
+* with an HDR replication plan (HyDRA, ALGORITHMS.md §3):
+  ``replica_ids.npy`` (int64 ``[R_r]``, sorted global ids), the plan's
+  replicated nodes this rank does not own, and their rows
+  ``replica_features.npy`` / ``replica_labels.npy``, which the distributed
+  feature store serves locally instead of fetching them from their owners.
 
 ``manifest.json`` records the format and version, the sha256 of the graph's
 and the partition's manifests (and the stage key made of them), the counts,
@@ -55,7 +60,16 @@ REQUIRED = {
     "halo": "<i8",
     "original_ids": "<i8",
 }
-OPTIONAL = {"features": "<f4", "labels": "<i8", **{f"{s}_mask": "|b1" for s in SPLITS}}
+OPTIONAL = {
+    "features": "<f4",
+    "labels": "<i8",
+    **{f"{s}_mask": "|b1" for s in SPLITS},
+    "replica_ids": "<i8",
+    "replica_features": "<f4",
+    "replica_labels": "<i8",
+}
+#: Files whose rows are not the rank's core nodes.
+NOT_CORE_ROWS = ("indices", "edge_ids", "halo", "replica_ids", "replica_features", "replica_labels")
 
 
 def rank_dir_name(rank: int) -> str:
@@ -174,7 +188,7 @@ class RankData:
                 raise InputError(f"rank {rank}: unexpected file or dtype for {name}", file)
             rows = entry.get("shape", [None])[0]
             want = n_core + 1 if stem == "indptr" else n_core
-            if stem not in ("indices", "edge_ids", "halo") and rows != want:
+            if stem not in NOT_CORE_ROWS and rows != want:
                 raise InputError(f"rank {rank}: {name} has {rows} rows, owns {want}", file)
             target = out.dir / name
             _check_npy(target, entry)
@@ -183,6 +197,13 @@ class RankData:
         edges = int(files["indices.npy"]["shape"][0])
         if files["edge_ids.npy"]["shape"] != [edges]:
             raise InputError(f"rank {rank}: edge_ids.npy and indices.npy differ in length", file)
+        replica_rows = files.get("replica_ids.npy", {}).get("shape", [0])[0]
+        for stem in ("replica_features", "replica_labels"):
+            rows = files.get(f"{stem}.npy", {}).get("shape", [replica_rows])[0]
+            if rows != replica_rows:
+                raise InputError(
+                    f"rank {rank}: {stem}.npy has {rows} rows for {replica_rows} replica ids", file
+                )
         indptr = out.indptr
         if indptr[0] != 0 or indptr[-1] != edges or np.any(np.diff(indptr) < 0):
             raise InputError("row pointers do not span indices.npy", out.dir / "indptr.npy")
@@ -280,6 +301,18 @@ class RankData:
         """Global ids of this rank's core nodes in ``split`` (``train``, ``val``, ``test``)."""
         mask = np.asarray(self.array(f"{split}_mask"))
         return np.flatnonzero(mask).astype(np.int64) + self.core_range[0]
+
+    def replica_rows(self) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+        """``(ids, {"x": rows, "y": rows})`` of the replicated nodes this rank
+        holds (HDR; only the attributes the graph has), ``None`` without a plan."""
+        if not self.has("replica_ids"):
+            return None
+        rows = {
+            attr: np.array(self.array(f"replica_{stem}"))
+            for attr, stem in NODE_ATTRS.items()
+            if self.has(f"replica_{stem}")
+        }
+        return np.array(self.array("replica_ids")), rows
 
     def verify(self) -> None:
         """Check the sha256 of this rank's files against the manifest."""

@@ -28,24 +28,41 @@ from gnncore.distributed.rank_data import (
 )
 from gnncore.errors import InputError
 from gnncore.partition.store import PartitionDir, partition_stage_inputs
+from gnncore.plan.replication import ReplicationPlan, replication_problems
 from gnncore.progress import stage
 from gnncore.store import GraphDir, atomic_directory
 from gnncore.store.atomic import check_output_dir
-from gnncore.store.manifest import MANIFEST_FILE, npy_entry, read_json_manifest
+from gnncore.store.manifest import MANIFEST_FILE, npy_entry, read_json_manifest, sha256_of
 from gnncore.store.versioning import stage_key
 
 #: Feature rows copied per block.
 _ROWS = 1 << 16
 
 
-def rank_data_stage_key(graph: GraphDir, partition: PartitionDir) -> str:
-    """The stage key of the rank data of ``graph`` and ``partition``: the format
-    version and both manifests' sha256."""
-    return stage_key(
-        "rank_data",
-        {"format_version": RANK_DATA_FORMAT_VERSION},
-        partition_stage_inputs(graph, partition),
-    )
+def rank_data_stage_key(
+    graph: GraphDir, partition: PartitionDir, replication: ReplicationPlan | None = None
+) -> str:
+    """The stage key of the rank data of ``graph`` and ``partition`` (and of the
+    HDR ``replication`` plan, when given): the format version and the
+    manifests' sha256."""
+    inputs = partition_stage_inputs(graph, partition)
+    if replication is not None:  # absent without a plan, so earlier keys stay valid
+        inputs["replication"] = sha256_of(replication.plan.path / MANIFEST_FILE)
+    return stage_key("rank_data", {"format_version": RANK_DATA_FORMAT_VERSION}, inputs)
+
+
+def _open_replication(
+    path: str | os.PathLike[str], graph: GraphDir, partition: PartitionDir
+) -> ReplicationPlan:
+    """The replication plan at ``path``, checked to be a plan of ``graph`` with
+    ``partition``'s number of parts."""
+    plan = ReplicationPlan.open(path, graph)
+    problems = replication_problems(plan, graph)
+    if plan.parts != partition.parts:
+        problems.append(f"it plans {plan.parts} parts, the partition has {partition.parts}")
+    if problems:
+        raise InputError(f"not a replication plan for this rank data: {problems[0]}", Path(path))
+    return plan
 
 
 def write_rank_data(
@@ -53,6 +70,7 @@ def write_rank_data(
     partition_dir: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
     reuse: bool = True,
+    replication: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Write the per-rank data of ``graph_dir`` split by ``partition_dir`` into
     ``out_dir`` (one ``rank_<i>/`` per partition; written into a temporary
@@ -66,6 +84,10 @@ def write_rank_data(
         reuse (bool): When ``out_dir`` already holds the rank data of this graph
             and partition (same stage key) and it opens cleanly, keep it as it
             is. (default: ``True``)
+        replication: An HDR replication plan of the graph (``gnncore plan
+            replication``) with as many parts: every rank also gets the
+            features and labels of the plan's replicated nodes it does not
+            own (``replica_*.npy``), served locally by the feature store.
 
     Raises:
         InputError: The partition is not of this graph or lacks its maps, the
@@ -75,16 +97,25 @@ def write_rank_data(
     graph = GraphDir.open(graph_dir)
     partition = PartitionDir.open(partition_dir, graph)
     check_output_dir(out_dir, [graph.path, partition.path], RANK_DATA_FORMAT, "rank-data directory")
-    key = rank_data_stage_key(graph, partition)
+    plan = None if replication is None else _open_replication(replication, graph, partition)
+    key = rank_data_stage_key(graph, partition, plan)
     if reuse and _reusable(out_dir, key, partition.parts):
         stage(f"reused {out_dir} (stage key {key})")
         return Path(out_dir)
     maps = _partition_maps(partition, graph.num_nodes)
+    replicated = (
+        None
+        if plan is None
+        else np.sort(np.asarray(maps["relabel_new_of_old"][np.asarray(plan.replicated())]))
+    )
     with atomic_directory(out_dir) as tmp:
         ranks = []
         for part in range(partition.parts):
             stage(f"rank {part} of {partition.parts}")
-            ranks.append(_write_rank(graph, partition, maps, part, tmp / rank_dir_name(part)))
+            folder = tmp / rank_dir_name(part)
+            ranks.append(_write_rank(graph, partition, maps, part, folder))
+            if replicated is not None:
+                _write_replica(graph, maps, part, replicated, folder, ranks[-1])
         m = graph.manifest
         hashes = partition_stage_inputs(graph, partition)
         info: dict[str, Any] = {
@@ -103,6 +134,14 @@ def write_rank_data(
             "parts": partition.parts,
             "offsets": maps["offsets"].tolist(),
             "ranks": ranks,
+            **(
+                {
+                    "replication_plan_sha256": sha256_of(plan.plan.path / MANIFEST_FILE),
+                    "replicated_nodes": len(replicated),
+                }
+                if plan is not None and replicated is not None
+                else {}
+            ),
         }
         info["body_sha256"] = body_sha256(info)
         (tmp / MANIFEST_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
@@ -208,6 +247,33 @@ def _write_rank(
         "num_halo": int(len(halo)),
         "files": files,
     }
+
+
+def _write_replica(
+    graph: GraphDir,
+    maps: dict[str, np.ndarray],
+    part: int,
+    replicated: np.ndarray,
+    folder: Path,
+    entry: dict[str, Any],
+) -> None:
+    """Add the replicated nodes partition ``part`` does not own (``replicated``:
+    sorted global ids) and their feature and label rows to its folder and entry."""
+    lo, hi = int(maps["offsets"][part]), int(maps["offsets"][part + 1])
+    ids = replicated[(replicated < lo) | (replicated >= hi)]
+    old = np.asarray(maps["relabel_old_of_new"][ids], dtype=np.int64)
+    files = entry["files"]
+    _save(folder, "replica_ids", ids.astype(np.int64), files)
+    order = np.argsort(old)  # rows read in ascending original id, written back in id order
+    x = graph.features()
+    if x is not None:
+        rows = np.empty((len(ids), *x.shape[1:]), dtype=np.float32)
+        rows[order] = x[old[order]]
+        _save(folder, "replica_features", rows, files)
+    labels = graph.labels()
+    if labels is not None:
+        _save(folder, "replica_labels", np.asarray(labels[old], dtype=np.int64), files)
+    entry["num_replica"] = int(len(ids))
 
 
 def _in_edges(

@@ -55,7 +55,7 @@ from torch_geometric.data import Data, TensorAttr
 from torch_geometric.sampler import NodeSamplerInput
 
 from gnncore.distributed.exchange import comm_device, exchange
-from gnncore.distributed.feature_store import DistFeatureStore
+from gnncore.distributed.feature_store import DistFeatureStore, Replica
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.sampler import DistNeighborSampler
 from gnncore.errors import InputError
@@ -200,7 +200,7 @@ class DistBatchSource:
         self.world = dist.get_world_size(group)
         #: Only rank 0 logs and writes checkpoints.
         self.main_process = self.rank == 0
-        self.feature_store = DistFeatureStore(data, group)
+        self.feature_store = DistFeatureStore(data, group, replica=Replica.of(data))
         # An MLP reads no edges: sample the seeds only.
         hops = (0,) * config.num_layers if config.model == "none" else config.fanouts
         self.sampler = DistNeighborSampler(data, hops, seed=config.seed, group=group)
@@ -634,6 +634,7 @@ def train_distributed(
     nproc: int | None = None,
     *,
     ranks_dir: str | os.PathLike[str] | None = None,
+    replication: str | os.PathLike[str] | None = None,
     tracking: Any | None = None,
     tags: Mapping[str, Any] | None = None,
     run_name: str | None = None,
@@ -655,6 +656,10 @@ def train_distributed(
     ranks, started as ``launch`` says (:class:`Launch`; by default torch's
     elastic launcher on 127.0.0.1, gloo, or NCCL when ``backend="nccl"``, one
     GPU per rank).
+
+    With ``replication`` (an HDR plan of the graph, as many parts) every rank
+    folder also holds the plan's replicated nodes' rows, and the feature store
+    serves them locally (``dist_remote_rows`` falls accordingly).
 
     Several machines (``launch.nnodes > 1``): each runs this call with its
     ``node_rank``; machine ``i`` runs ranks ``i * nproc ..``. Machine 0 writes
@@ -725,7 +730,7 @@ def train_distributed(
             raise InputError(f"node classification needs {name}; the graph has none", graph.path)
     target = Path(ranks_dir or default_ranks_dir(partition_dir)).absolute()
     if launch.node_rank == 0:
-        out = write_rank_data(graph.path, partition.path, target)
+        out = write_rank_data(graph.path, partition.path, target, replication=replication)
     else:
         out = target
         if not (out / "manifest.json").is_file():

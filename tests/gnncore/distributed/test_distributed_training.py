@@ -158,13 +158,18 @@ def test_cli_nproc_logs_rank_figures_from_rank_0(graph, tmp_path) -> None:
     import mlflow
 
     from gnncore.cli.main import main
+    from gnncore.plan.replication import ReplicationSettings, plan_replication
 
     g, part = graph
     out = tmp_path / "run.json"
+    plan_replication(g, part, tmp_path / "plan", ReplicationSettings(rate=0.1))  # HDR rows too
     argv = ["train", str(g), "--nproc", "2", "--partition", str(part), "--epochs", "2",
             "--batch-size", "32", "--fanouts", "5,5", "--no-progress", "--json", str(out),
-            "--data-root", str(tmp_path / "data")]  # fmt: skip
+            "--data-root", str(tmp_path / "data"), "--replication", str(tmp_path / "plan"),
+            "--ranks-dir", str(tmp_path / "ranks")]  # fmt: skip
     assert main(argv) == 0
+    ranks = json.loads((tmp_path / "ranks" / "manifest.json").read_text())
+    assert ranks["replicated_nodes"] > 0 and all(r["num_replica"] > 0 for r in ranks["ranks"])
     summary = json.loads(out.read_text())
     assert summary["world_size"] == 2 and len(summary["per_rank"]) == 2
     client = mlflow.MlflowClient(summary["mlflow_tracking_uri"])

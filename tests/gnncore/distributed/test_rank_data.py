@@ -245,3 +245,40 @@ def test_cli_ranks_verb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["ranks", str(tmp_path / "p"), str(tmp_path / "p"), str(tmp_path / "x")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("gnncore ranks: error: ") and err.count("\n") == 1
+
+
+def test_replication_plan_adds_the_replicated_rows(tmp_path: Path) -> None:
+    from gnncore.distributed.feature_store import Replica
+    from gnncore.plan.replication import ReplicationSettings, plan_replication
+
+    graph = planted_graph(tmp_path / "g", num_nodes=300)
+    partition_graph(graph, tmp_path / "p", method="metis", parts=3)
+    plan_replication(graph, tmp_path / "p", tmp_path / "plan", ReplicationSettings(rate=0.05))
+    plain = write_rank_data(graph, tmp_path / "p", tmp_path / "plain")
+    out = write_rank_data(graph, tmp_path / "p", tmp_path / "r", replication=tmp_path / "plan")
+    g = GraphDir.open(graph)
+    x, y = np.asarray(g.features()), np.asarray(g.labels())
+    new_of_old = np.asarray(PartitionDir.open(tmp_path / "p", g).array("relabel_new_of_old"))
+    replicated = np.sort(new_of_old[np.load(tmp_path / "plan" / "replicated.npy")])
+    assert len(replicated) == 15
+    info = json.loads((out / "manifest.json").read_text())
+    assert info["replicated_nodes"] == 15
+    assert info["stage_key"] != json.loads((plain / "manifest.json").read_text())["stage_key"]
+    held = 0
+    for rank in range(3):
+        data = RankData.open(out, rank, verify=True)
+        lo, hi = data.core_range
+        want = replicated[(replicated < lo) | (replicated >= hi)]
+        replica = Replica.of(data)
+        assert replica is not None and np.array_equal(replica.ids.numpy(), want)
+        old = np.asarray(PartitionDir.open(tmp_path / "p", g).array("relabel_old_of_new"))[want]
+        assert np.array_equal(replica.tensors["x"].numpy(), x[old])
+        assert np.array_equal(replica.tensors["y"].numpy(), y[old])
+        held += len(want)
+        assert Replica.of(RankData.open(plain, rank)) is None  # no plan, no replica
+    assert held == 2 * 15  # each replicated node lives on the two ranks not owning it
+
+    # A plan of another part count is refused, naming the plan.
+    partition_graph(graph, tmp_path / "p2", method="metis", parts=2)
+    with pytest.raises(InputError, match="plans 3 parts, the partition has 2"):
+        write_rank_data(graph, tmp_path / "p2", tmp_path / "r2", replication=tmp_path / "plan")
