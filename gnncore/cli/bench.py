@@ -212,6 +212,14 @@ def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
         "--grem-chunk", type=float, default=0.01, help="GREM chunk, a fraction of the edges"
     )
     parser.add_argument(
+        "--replication-rate",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="above 0: every partitioner also runs as <method>+hdr, with an HDR plan "
+        "replicating that share of the nodes (highest degree) on every rank",
+    )
+    parser.add_argument(
         "--work-dir",
         type=Path,
         default=None,
@@ -521,6 +529,7 @@ def _run_distributed(args: argparse.Namespace) -> dict[str, Any]:
             seed=args.seed,
             threads=args.threads or None,
             timeout=args.timeout,
+            replication_rate=args.replication_rate,
         )
     except ValueError as exc:
         raise InputError(str(exc), args.graph_dir) from exc

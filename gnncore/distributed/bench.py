@@ -150,7 +150,12 @@ def _run_sample(spec: dict[str, Any]) -> dict[str, Any]:
     from gnncore.distributed.rank_write import write_rank_data
 
     world = int(spec["nproc"])
-    ranks_dir = write_rank_data(spec["graph_dir"], spec["partition_dir"], spec["ranks_dir"])
+    ranks_dir = write_rank_data(
+        spec["graph_dir"],
+        spec["partition_dir"],
+        spec["ranks_dir"],
+        replication=spec.get("replication_dir"),
+    )
     ranks = spawn_local(
         sample_rank,
         world,
@@ -194,6 +199,7 @@ def _run_train(spec: dict[str, Any]) -> dict[str, Any]:
         node_config(spec),
         world,
         ranks_dir=spec["ranks_dir"],
+        replication=spec.get("replication_dir"),
         timeout=float(spec["collective_timeout"]),
         run_timeout=float(spec["timeout"]),
     )
@@ -267,6 +273,22 @@ def _partition(
     }
 
 
+#: Suffix of a partitioner's configurations with an HDR replication plan.
+HDR = "+hdr"
+
+
+def _replication(graph_dir: Path, work: Path, partition_dir: str, key: str, rate: float) -> str:
+    """An HDR replication plan of ``rate`` on the partition (reused when current)."""
+    from gnncore.plan.replication import ReplicationSettings, plan_replication
+
+    out = work / "plans" / f"{key}-hdr{rate:g}"
+    report = plan_replication(
+        graph_dir, partition_dir, out, ReplicationSettings(rate=rate), reuse=True
+    )
+    _log(f"replication plan {key} rate {rate:g}: {out}" + (" (reused)" if report.reused else ""))
+    return str(out)
+
+
 def _summarise(raw: dict[str, Any], ranks_dir: Path) -> dict[str, Any]:
     epochs = raw["per_epoch"]
     remote = sum(e["remote_rows"] for e in epochs)
@@ -328,6 +350,7 @@ def bench_distributed(
     threads: int | None = None,
     timeout: float = 3600.0,
     collective_timeout: float = 300.0,
+    replication_rate: float = 0.0,
 ) -> dict[str, Any]:
     """Run the benchmark (see the module docstring).
 
@@ -348,6 +371,10 @@ def bench_distributed(
             may use divided by the world size (at least 1).
         timeout: Seconds one configuration may take.
         collective_timeout: Seconds a collective may wait for its peers.
+        replication_rate: Above 0, every partitioner above 1 rank also runs as
+            ``<method>+hdr``: the same partition with an HDR replication plan of
+            that rate (``gnncore plan replication``), whose replicated rows every
+            rank holds and serves locally.
 
     Returns:
         dict: What ``distributed.json`` holds, plus ``markdown``.
@@ -384,6 +411,15 @@ def bench_distributed(
                 graph_dir, work, "random" if method == SINGLE else method, n, seed, grem_chunk
             )
             plan.append((method, n))
+            if replication_rate > 0 and n > 1:
+                hdr = f"{method}{HDR}-p{n}"
+                partitions[hdr] = {
+                    **partitions[key],
+                    "replication_dir": _replication(
+                        graph_dir, work, partitions[key]["dir"], key, replication_rate
+                    ),
+                }
+                plan.append((f"{method}{HDR}", n))
 
     result: dict[str, Any] = {
         "graph_dir": str(graph_dir),
@@ -397,6 +433,7 @@ def bench_distributed(
         "model": model,
         "seed": seed,
         "grem_chunk": grem_chunk,
+        "replication_rate": replication_rate,
         "cpus": cpus,
         "settings": [asdict(s) for s in settings],
         "partitions": partitions,
@@ -413,6 +450,7 @@ def bench_distributed(
             spec = {
                 "graph_dir": str(graph_dir),
                 "partition_dir": partitions[key]["dir"],
+                "replication_dir": partitions[key].get("replication_dir"),
                 "ranks_dir": str(work / "ranks" / key),
                 "nproc": n,
                 "mode": setting.mode,

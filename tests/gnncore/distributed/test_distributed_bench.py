@@ -86,3 +86,27 @@ def test_bad_arguments(tmp_path: Path) -> None:
         bench_distributed(graph, tmp_path / "out", partitioners=("nope",))
     with pytest.raises(ValueError, match="mode"):
         Setting("x", (5,), 10, "fly")
+
+
+def test_hdr_replicas_turn_remote_rows_local(bench: tuple[Path, dict], tmp_path: Path) -> None:
+    """With an HDR plan the same batches gather the same rows, fewer of them remote."""
+    out, result = bench
+    sampled = bench_distributed(
+        result["graph_dir"],
+        tmp_path / "out",
+        nproc=(2,),
+        partitioners=("metis",),
+        settings=[Setting("2-layer", (5, 5), 64, "sample")],
+        epochs=1,
+        work_dir=out.parent / "work",
+        timeout=300,
+        replication_rate=0.1,
+    )
+    configs = {c["partitioner"]: c for c in sampled["configs"]}
+    assert set(configs) == {"metis", "metis+hdr"}
+    plain, hdr = configs["metis"], configs["metis+hdr"]
+    assert plain["status"] == hdr["status"] == "ok", hdr.get("error")
+    rows = plain["remote_rows_per_epoch"] + plain["local_rows_per_epoch"]
+    assert hdr["remote_rows_per_epoch"] + hdr["local_rows_per_epoch"] == rows
+    assert 0 < hdr["remote_rows_per_epoch"] < plain["remote_rows_per_epoch"]
+    assert "| metis+hdr | 2 |" in sampled["markdown"]
