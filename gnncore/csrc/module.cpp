@@ -17,6 +17,7 @@ void bind_plan(nb::module_& m);
 void bind_block_reader(nb::module_& m);
 void bind_external_sort(nb::module_& m);
 void bind_edge_keys(nb::module_& m);
+void bind_edge_text(nb::module_& m);
 void bind_postprocess_stream(nb::module_& m);
 }  // namespace gnncore::bind
 
@@ -35,5 +36,6 @@ NB_MODULE(_C, m) {
   gnncore::bind::bind_block_reader(m);
   gnncore::bind::bind_external_sort(m);
   gnncore::bind::bind_edge_keys(m);
+  gnncore::bind::bind_edge_text(m);
   gnncore::bind::bind_postprocess_stream(m);
 }

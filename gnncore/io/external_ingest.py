@@ -92,6 +92,7 @@ from gnncore.io.edge_keys import (
     shuffle_keys,
     split_keys,
 )
+from gnncore.io.edge_text import Declined, read_int_edge_blocks
 from gnncore.io.edgelist import (
     ID_TYPES,
     Layout,
@@ -285,10 +286,12 @@ class IdCollector:
         self._runs = RunSorter(directory, "ids", budget_bytes, "src_dst", max_fan_in)
         self.max_id = -1
 
-    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+    def add(self, src: np.ndarray, dst: np.ndarray, top: int | None = None) -> None:
+        """Collect the ids of ``src`` and ``dst``; ``top``: their largest, when known."""
         if len(src) == 0:
             return
-        top = max(int(src.max()), int(dst.max()))
+        if top is None:
+            top = max(int(src.max()), int(dst.max()))
         self.max_id = max(self.max_id, top)
         if self.presence is not None and top >= self.dense_limit:
             self._keep(np.flatnonzero(self.presence).astype(np.int64))
@@ -422,7 +425,7 @@ class _Parsed:
         self._src_fh: BinaryIO = open(self.src_path, "wb")
         self._dst_fh: BinaryIO = open(self.dst_path, "wb")
 
-    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+    def add(self, src: np.ndarray, dst: np.ndarray, top: int | None = None) -> None:
         src.tofile(self._src_fh)
         dst.tofile(self._dst_fh)
         self.count += len(src)
@@ -441,8 +444,10 @@ class _KeyParsed:
         self.directed = directed
         self.count = self.kept = 0
 
-    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
-        if int(src.max()) > MAX_KEY_ID or int(dst.max()) > MAX_KEY_ID:
+    def add(self, src: np.ndarray, dst: np.ndarray, top: int | None = None) -> None:
+        if top is None:
+            top = max(int(src.max()), int(dst.max()))
+        if top > MAX_KEY_ID:
             raise _WideIds
         self.kept += self.keys.add_edges(src, dst, unordered=not self.directed)
         self.count += len(src)
@@ -574,8 +579,7 @@ def _ingest(
             layout, ids, parsed = _parse(text, layouts, scratch, budget, rows, directed,
                                          max_fan_in, wide=False)  # fmt: skip
         except _WideIds:  # ids past 2**32: parse again, into the general path's files
-            for run in scratch.glob("*.run"):
-                run.unlink()
+            _clear_scratch(scratch)
             layout, ids, parsed = _parse(text, layouts, scratch, budget, rows, directed,
                                          max_fan_in, wide=True)  # fmt: skip
         if parsed.count == 0:
@@ -623,15 +627,24 @@ def _parse(
     text: Path, layouts: list[Layout], scratch: Path, budget: int, rows: int, directed: bool,
     max_fan_in: int, wide: bool,
 ) -> tuple[Layout, IdCollector, _Parsed | _KeyParsed]:  # fmt: skip
-    """Parse with the first layout Polars reads; raises :class:`_WideIds` (fast
-    path, ``wide=False``) at an id past ``2**32``."""
-    for candidate in layouts:
+    """Parse with the C++ reader, or when it declines, with the first layout Polars
+    reads; raises :class:`_WideIds` (fast path, ``wide=False``) at an id past ``2**32``."""
+
+    def sinks() -> tuple[IdCollector, _Parsed | _KeyParsed]:
         ids = IdCollector(scratch, budget // 4, max_fan_in)
-        sink: _Parsed | _KeyParsed
         if wide:
-            sink = _Parsed(scratch)
-        else:
-            sink = _KeyParsed(scratch, budget // 2, directed, max_fan_in)
+            return ids, _Parsed(scratch)
+        return ids, _KeyParsed(scratch, budget // 2, directed, max_fan_in)
+
+    ids, sink = sinks()
+    try:
+        _native_pass(text, layouts[0], ids, rows, sink)
+        return layouts[0], ids, sink
+    except Declined:
+        del ids, sink
+        _clear_scratch(scratch)
+    for candidate in layouts:
+        ids, sink = sinks()
         try:
             _parse_pass(text, candidate, ids, rows, sink)
         except _PolarsFailed:
@@ -639,6 +652,26 @@ def _parse(
         return candidate, ids, sink
     locate_problem(text, layouts[-1], as_int=True)
     raise InputError("could not be parsed as an integer edge list", text)
+
+
+def _native_pass(
+    text: Path, layout: Layout, ids: IdCollector, rows: int, sink: _Parsed | _KeyParsed
+) -> None:
+    """Parse ``text`` in blocks with the C++ reader into ``ids`` and ``sink``;
+    raises :class:`Declined` at a line it leaves to Polars (all of the file then)."""
+    try:
+        for src, dst, top in read_int_edge_blocks(text, layout, rows):
+            ids.add(src, dst, top)
+            sink.add(src, dst, top)
+    finally:
+        sink.close()
+
+
+def _clear_scratch(scratch: Path) -> None:
+    """Remove what a parse pass left in the scratch directory (runs, raw id files)."""
+    for pattern in ("*.run", "*.i64"):
+        for path in scratch.glob(pattern):
+            path.unlink()
 
 
 def _key_remap(raw_ids: np.ndarray, lut: np.ndarray | None) -> Callable[[np.ndarray], None]:

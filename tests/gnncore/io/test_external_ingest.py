@@ -217,3 +217,98 @@ def test_cli_memory_budget(tmp_path):
         cmd[:-2] + ["--id-type", "string"], capture_output=True, text=True, check=False
     )
     assert bad.returncode != 0 and "integer ids only" in bad.stderr
+
+
+# The C++ reader (gnncore.io.edge_text) and the Polars path it hands declined files to
+
+
+def _no_polars(*_args, **_kwargs):
+    raise AssertionError("the Polars batches were read: the C++ reader declined")
+
+
+def _lines(src, dst, fmt: str) -> list[str]:
+    return [fmt.format(a, b) for a, b in zip(src, dst)]
+
+
+NATIVE_LAYOUTS = {
+    "header_crlf": lambda s, d: "src,dst\r\n" + "\r\n".join(_lines(s, d, "{},{}")) + "\r\n",
+    "snap_comments_tabs": lambda s, d: (
+        "# Directed graph\n# Nodes: x Edges: y\n"
+        + "\n".join(_lines(s[:50], d[:50], "{}\t{}"))
+        + "\n\n# a comment mid-file\n"
+        + "\n".join(_lines(s[50:], d[50:], "{}\t{}"))
+        + "\n"
+    ),
+    "spaces_no_final_newline": lambda s, d: "\n".join(_lines(s, d, "{} {}")),
+    "whitespace_runs_weights": lambda s, d: (
+        "\n".join(f" {a}\t {b}  {i % 7}.5" for i, (a, b) in enumerate(zip(s, d))) + "\n"
+    ),
+    "header_leading_zeros": lambda s, d: (
+        "source,target,weight\n" + "\n".join(_lines(s, d, "{:06d},{},1")) + "\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(NATIVE_LAYOUTS))
+@pytest.mark.parametrize("block_size", [None, 13])
+def test_native_reader_layouts_same_directory(tmp_path, monkeypatch, layout, block_size):
+    from functools import partial
+
+    import gnncore.io.external_ingest as external
+
+    src, dst = random_edges(11, 4000, 600, 5000)
+    source = tmp_path / "g.txt"
+    source.write_text(NATIVE_LAYOUTS[layout](src, dst))
+    monkeypatch.setattr(external, "_batches", _no_polars)
+    if block_size is not None:  # many blocks: boundaries inside ids, separators and CRLF
+        reader = partial(external.read_int_edge_blocks, block_size=block_size)
+        monkeypatch.setattr(external, "read_int_edge_blocks", reader)
+    mem, ext = both(tmp_path, source, id_type="int")
+    assert ext.num_input_edges == 4000
+
+
+@pytest.mark.parametrize(
+    ("odd", "wide"),
+    [("+17,5", False), ("1000000000000000000,5", True), (",", False)],
+)
+def test_declined_files_go_to_polars_with_the_same_result(tmp_path, monkeypatch, odd, wide):
+    import gnncore.io.external_ingest as external
+
+    src, dst = random_edges(12, 3000, 400, 5000)
+    lines = ["src,dst"] + _lines(src, dst, "{},{}")
+    lines[2500] = odd  # far past the first blocks: what was parsed is dropped
+    source = tmp_path / "g.csv"
+    source.write_text("\n".join(lines) + "\n")
+    declined: list[int] = []
+    original = external.read_int_edge_blocks
+
+    def spy(*args, **kwargs):
+        try:
+            yield from original(*args, **kwargs)
+        except external.Declined as exc:
+            declined.append(exc.line)
+            raise
+
+    monkeypatch.setattr(external, "read_int_edge_blocks", spy)
+    both(tmp_path, source, id_type="int")
+    assert declined == ([2501, 2501] if wide else [2501])  # wide ids: parsed twice
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ext", "g.csv", "mem"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["17,x9", "1,-2", "3", "1,2,3", "99999999999999999999,1", "4,", ",5"],
+)
+def test_errors_as_the_in_memory_path(tmp_path, bad):
+    src, dst = random_edges(13, 3000, 400, 5000)
+    lines = ["src,dst"] + _lines(src, dst, "{},{}")
+    lines[2000] = bad
+    source = tmp_path / "bad.csv"
+    source.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as in_memory:
+        ingest(source, tmp_path / "mem", id_type="int")
+    with pytest.raises(InputError) as bounded:
+        ingest(source, tmp_path / "ext", memory_budget=TINY, id_type="int")
+    assert str(bounded.value) == str(in_memory.value)
+    assert bounded.value.line == 2001
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]

@@ -1,0 +1,199 @@
+"""The C++ integer edge-list reader against a plain Python reference and against Polars."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnncore.io.edge_text import Declined, read_int_edge_blocks
+from gnncore.io.edgelist import Layout, read_edges
+
+SEPARATORS = [",", "\t", " ", None]
+
+
+def reference(data: bytes, layout: Layout) -> tuple[list[int], list[int]] | int:
+    """What the reader should give, by plain per-line rules: the ids, or the
+    1-based line it must decline."""
+    sep = layout.separator
+    gap = rb"[ \t]+" if sep is None else re.escape(sep.encode())
+    ident = rb"(\d{1,18})"
+    weight = rb"[!#-+\--~]+" if sep == "," else rb"[!#-~]+"  # printable, no '"', no separator
+    edge = ident + gap + ident + ((gap + weight) if layout.ncols == 3 else b"")
+    if sep is None:
+        edge = rb"[ \t]*" + edge + rb"[ \t]*"
+    comment = rb"#[ !#-~\t]*" if sep == "," else rb"#[ -~\t]*"
+    blank = rb"[ \t]*" if sep is None else b""
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the file ends with a line end
+    src: list[int] = []
+    dst: list[int] = []
+    for number, line in enumerate(lines, 1):
+        if number <= layout.skip_lines:
+            continue
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if re.fullmatch(comment, line) or re.fullmatch(blank, line):
+            continue
+        m = re.fullmatch(edge, line)
+        if m is None:
+            return number
+        src.append(int(m.group(1)))
+        dst.append(int(m.group(2)))
+    return src, dst
+
+
+def native(path: Path, layout: Layout, rows: int, block: int | None, threads: int = 2):
+    """The reader's ids, concatenated, or the line it declined."""
+    src: list[np.ndarray] = []
+    dst: list[np.ndarray] = []
+    try:
+        for s, d, top in read_int_edge_blocks(path, layout, rows, threads=threads,
+                                              block_size=block):  # fmt: skip
+            assert 1 <= len(s) <= rows and top == max(s.max(), d.max())
+            src.append(s.copy())
+            dst.append(d.copy())
+    except Declined as declined:
+        assert declined.path == path and declined.reason
+        return declined.line
+    if not src:
+        return [], []
+    return np.concatenate(src).tolist(), np.concatenate(dst).tolist()
+
+
+def random_text(rng: np.random.Generator, layout: Layout, lines: int, header: bool) -> bytes:
+    """Valid lines: ids with leading zeros and up to 18 digits, LF and CRLF ends,
+    blank and comment lines, runs of whitespace, weights; sometimes no final line end."""
+    sep = layout.separator
+    out = [b"src,dst" if sep == "," else b"src dst"] if header else []
+    for _ in range(lines):
+        kind = rng.random()
+        if kind < 0.05:
+            out.append(b"# a comment, with\tpunctuation!")
+        elif kind < 0.1:
+            out.append(b"" if sep is not None else b" \t ")
+        else:
+            digits = int(rng.integers(1, 19))
+            a = str(int(rng.integers(0, 10**digits))).zfill(int(rng.integers(1, digits + 1)))
+            b = str(int(rng.integers(0, 1000)))
+            if sep is None:
+                cells = [a, b] + (["0.5e3"] if layout.ncols == 3 else [])
+                text = " " * int(rng.integers(0, 2)) + "\t  ".join(cells) + " " * int(
+                    rng.integers(0, 3))  # fmt: skip
+            else:
+                text = sep.join([a, b] + (["1.25"] if layout.ncols == 3 else []))
+            out.append(text.encode())
+    ends = [b"\r\n" if rng.random() < 0.3 else b"\n" for _ in out]
+    data = b"".join(line + end for line, end in zip(out, ends))
+    if rng.random() < 0.5:
+        data = data[: -len(ends[-1])]
+    return data
+
+
+@pytest.mark.parametrize("sep", SEPARATORS)
+@pytest.mark.parametrize("ncols", [2, 3])
+def test_random_files_match_reference_and_polars_at_any_block_size(tmp_path, sep, ncols):
+    rng = np.random.default_rng(len(str(sep)) * 10 + ncols)
+    for trial in range(4):
+        header = trial % 2 == 1
+        layout = Layout(sep, header, ncols, 1 if header else 0)
+        data = random_text(rng, layout, 300, header)
+        path = tmp_path / f"g{trial}.txt"
+        path.write_bytes(data)
+        expected = reference(data, layout)
+        assert isinstance(expected, tuple) and len(expected[0]) > 200
+        # block boundaries fall inside numbers, separators, CRLF pairs, comments
+        for block, rows in [(1, 1), (3, 2), (7, 5), (16, 3), (61, 1000), (None, 1 << 20)]:
+            for threads in (1, 2):
+                assert native(path, layout, rows, block, threads) == expected, (block, rows)
+        polars = read_edges(path, id_type="int", layout=layout)
+        assert (polars.src.tolist(), polars.dst.tolist()) == expected
+
+
+def test_two_threads_split_large_blocks(tmp_path):
+    rng = np.random.default_rng(1)
+    layout = Layout(",", False, 2, 0)
+    data = random_text(rng, layout, 60_000, header=False)  # ~0.6 MB: the block is split
+    path = tmp_path / "big.csv"
+    path.write_bytes(data)
+    expected = reference(data, layout)
+    for threads in (1, 2):
+        assert native(path, layout, 1 << 20, None, threads) == expected
+        assert native(path, layout, 70_000, 1 << 20, threads) == expected
+    # a line the reader declines in the second half of a split block: its line number
+    lines = data.split(b"\n")
+    bad = len(lines) * 3 // 4
+    lines[bad] = b"+12,3"
+    path.write_bytes(b"\n".join(lines))
+    for threads in (1, 2):
+        assert native(path, layout, 1 << 20, None, threads) == bad + 1
+
+
+ADVERSARIAL = [
+    (",", b"+5,3"),
+    (",", b"-1,2"),
+    (",", b"1, 2"),
+    (",", b" 1,2"),
+    (",", b"1,2 "),
+    (",", b"1,2,"),
+    (",", b"1;2"),
+    (",", b"1"),
+    (",", b","),
+    (",", b"1,2\r\r"),
+    (",", b"1\t2"),
+    (",", b"1234567890123456789,1"),  # 19 digits: left to Polars
+    (",", b"1,0x10"),
+    (",", b'# a "quoted comment'),
+    (",", "# caf\u00e9".encode()),
+    (",", b"  "),
+    ("\t", b"1 2"),
+    ("\t", b"1\t\t2"),
+    (" ", b"1  2"),
+    (" ", b"1\t2"),
+    (None, b"1"),
+    (None, b"1 2 3"),
+    (None, b"  # indented comment"),
+    (None, b"1 2\x0b"),
+]
+
+
+@pytest.mark.parametrize(("sep", "line"), ADVERSARIAL)
+def test_declines_lines_outside_the_subset_at_their_number(tmp_path, sep, line):
+    layout = Layout(sep, False, 2, 0)
+    good = [b"1,2" if sep == "," else (b"1\t2" if sep == "\t" else b"1 2")] * 30
+    for at in (0, 13, 29):
+        lines = list(good)
+        lines[at] = line
+        data = b"\r\n".join(lines) + b"\r\n"
+        path = tmp_path / "bad.txt"
+        path.write_bytes(data)
+        assert reference(data, layout) == at + 1
+        for block in (2, 5, None):
+            assert native(path, layout, 4, block) == at + 1, block
+
+
+def test_skip_lines_long_lines_and_empty_files(tmp_path):
+    layout = Layout(",", True, 2, 3)
+    path = tmp_path / "g.csv"
+    long_comment = b"# " + b"x" * 5000
+    path.write_bytes(b"# head\n" + long_comment + b"\nsrc,dst\n1,2\n" + long_comment + b"\n3,4")
+    for block in (8, 100, None):
+        assert native(path, layout, 2, block) == ([1, 3], [2, 4])
+    path.write_bytes(b"# only\n# comments\n")
+    assert native(path, Layout(",", False, 2, 0), 2, 4) == ([], [])
+    path.write_bytes(b"")
+    assert native(path, Layout(",", False, 2, 5), 2, 4) == ([], [])
+
+
+def test_bad_arguments():
+    from gnncore import _C
+
+    with pytest.raises(ValueError, match="separator"):
+        _C.EdgeTextReader("x", ";")
+    with pytest.raises(ValueError, match="columns"):
+        _C.EdgeTextReader("x", ",", columns=4)
+    with pytest.raises(RuntimeError, match="cannot open"):
+        _C.EdgeTextReader("/nonexistent/edges.csv", ",")
