@@ -417,10 +417,49 @@ def bench_scale(
     load_before = os.getloadavg()
     started = time.perf_counter()
     stages: list[dict[str, Any]] = []
+    report: dict[str, Any] = {}
+
+    def save(finished: bool) -> dict[str, Any]:
+        """Write scale.json and scale.md as they stand (after every stage, so a
+        run stopped midway keeps the stages that ended)."""
+        ran = [s for s in stages if "limited" in s]
+        limited = bool(ran) and ran[0]["limited"]
+        report.clear()
+        report.update(
+            {
+                "finished": finished,
+                "num_edges": num_edges,
+                "num_nodes": num_nodes,
+                "edges_choice": edge_choice,
+                "budget_bytes": budget_bytes,
+                "stage_budgets": budgets,
+                "limited": limited,
+                "limit_reason": (ran[0]["reason"] if ran else cgroup_available() or "no stage ran"),
+                "parts": parts,
+                "threads": threads,
+                "seed": seed,
+                "methods": [m.label for m in chosen],
+                "disk_needed_estimate_bytes": needed,
+                "machine": machine,
+                "load_average_before": load_before,
+                "load_average_after": os.getloadavg(),
+                "seconds": time.perf_counter() - started,
+                "kept": str(run_root) if keep else None,
+                "stages": stages,
+            }
+        )
+        _write_atomic(out / "scale.json", json.dumps(report, indent=2, default=str) + "\n")
+        _write_atomic(out / "scale.md", to_markdown(report) + "\n")
+        return dict(report)
+
+    def record(stage: dict[str, Any]) -> None:
+        stages.append(stage)
+        save(finished=False)
+
     (run_root / "tmp").mkdir(parents=True)
     try:
         avg_degree = 2 * num_edges / num_nodes
-        stages.append(
+        record(
             _run_stage(
                 context,
                 "csv",
@@ -432,7 +471,7 @@ def bench_scale(
             )
         )
         if stages[-1]["status"] == "ok":
-            stages.append(
+            record(
                 _run_stage(
                     context,
                     "ingest",
@@ -443,13 +482,13 @@ def bench_scale(
                 )
             )
         else:
-            stages.append(_skipped("ingest", "no CSV"))
+            record(_skipped("ingest", "no CSV"))
         if not keep:
             csv.unlink(missing_ok=True)
         ingested = stages[-1]["status"] == "ok"
         for method in chosen:
             if not ingested:
-                stages.append(_skipped(method.label, "no graph"))
+                record(_skipped(method.label, "no graph"))
                 continue
             part_dir = run_root / f"partition-{method.label.replace(':', '-')}"
             cmd = _gnncore("partition", graph, part_dir, "--method", method.method)
@@ -459,7 +498,7 @@ def bench_scale(
                 cmd += ["--chunk", repr(method.chunk)]
             if method.method == "kaminpar":
                 cmd += ["--threads", str(threads)]
-            stages.append(
+            record(
                 _run_stage(
                     context,
                     method.label,
@@ -473,32 +512,13 @@ def bench_scale(
     finally:
         if not keep:
             shutil.rmtree(run_root, ignore_errors=True)
-    ran = [s for s in stages if "limited" in s]
-    limited = bool(ran) and ran[0]["limited"]
-    result: dict[str, Any] = {
-        "num_edges": num_edges,
-        "num_nodes": num_nodes,
-        "edges_choice": edge_choice,
-        "budget_bytes": budget_bytes,
-        "stage_budgets": budgets,
-        "limited": limited,
-        "limit_reason": ran[0]["reason"] if ran else cgroup_available() or "no stage ran",
-        "parts": parts,
-        "threads": threads,
-        "seed": seed,
-        "methods": [m.label for m in chosen],
-        "disk_needed_estimate_bytes": needed,
-        "machine": machine,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
-        "seconds": time.perf_counter() - started,
-        "kept": str(run_root) if keep else None,
-        "stages": stages,
-    }
-    markdown = to_markdown(result)
-    (out / "scale.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    (out / "scale.md").write_text(markdown + "\n")
-    return {**result, "markdown": markdown}
+    return {**save(finished=True), "markdown": to_markdown(report)}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _cell(value: float | None, digits: int = 1) -> str:
@@ -526,7 +546,8 @@ def to_markdown(result: dict[str, Any]) -> str:
         f"{_size_text(machine['memory_bytes'])} memory, {format_size(machine['disk_free_bytes'])}"
         f" free of {format_size(machine['disk_total_bytes'])} disk; load average "
         f"{result['load_average_before'][0]:.1f} before, {result['load_average_after'][0]:.1f} "
-        f"after; {result['seconds']:.0f} s in all.",
+        f"after; {result['seconds']:.0f} s in all"
+        + ("." if result.get("finished", True) else " so far (the run has not finished)."),
         "",
         "| stage | status | seconds | peak RSS | cgroup peak | read | written | output "
         "| peak disk | cut | max part / avg |",

@@ -43,6 +43,7 @@ def test_end_to_end_at_tiny_scale(tmp_path: Path) -> None:
     )
     result = json.loads(summary.read_text())
     assert result == json.loads((out / "scale.json").read_text())
+    assert result["finished"] is True
     assert result["num_edges"] == 20000 and result["num_nodes"] == 2000
     assert result["limited"] == (WHY_NOT is None)
     assert result["limit_reason"] == WHY_NOT
