@@ -6,12 +6,15 @@ as before). It writes the same graph directory as the in-memory path -- the
 same files, byte for byte, and the same manifest -- in memory bounded by the
 budget plus O(|V|) arrays (below), spilling to disk beside the output:
 
-1. **parse**: Polars' streaming CSV reader hands the file over in batches
-   (``collect_batches``); each batch is checked (a bad line is an
-   :class:`~gnncore.errors.InputError` naming the file and line, found as the
-   in-memory path finds it), its ids are collected (a presence array while the
-   largest id is small -- dense ids --, else sorted runs of distinct ids merged
-   from disk) and its edges go straight into a
+1. **parse**: the C++ reader of :mod:`gnncore.io.edge_text` hands the file
+   over in blocks of int64 ids; it parses a strict subset of what Polars
+   accepts and declines the rest, and then the whole file goes to Polars'
+   streaming CSV reader in batches (``collect_batches``), each batch checked
+   (a bad line is an :class:`~gnncore.errors.InputError` naming the file and
+   line, found as the in-memory path finds it). Each block's ids are
+   collected (a presence array while the largest id is small -- dense ids --,
+   else sorted runs of distinct ids merged from disk) and its edges go
+   straight into a
    :class:`~gnncore.io.edge_keys.KeySorter` as packed keys ``min << 32 | max``
    (directed: ``src << 32 | dst``) of the *raw* ids, self-loops dropped.
 2. **sort/dedup**: the keys are radix-sorted and deduplicated in C++ (two
