@@ -1,4 +1,4 @@
-"""The C++ reader of integer edge lists: the fast parse of bounded-memory ingestion.
+"""The C++ reader of integer edge lists: the fast parse of ingestion (bounded and in memory).
 
 ``gnncore._C.EdgeTextReader`` reads a text edge list in large blocks (pread,
 GIL released), splits each block at a line boundary between two threads and
@@ -21,10 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gnncore.io.edgelist import Layout
+if TYPE_CHECKING:
+    from gnncore.io.edgelist import Layout
 
 PARSE_THREADS = 2
 """Threads parsing one block (the comparison with Polars' parse is at 2 threads:
@@ -96,3 +98,18 @@ def read_int_edge_blocks(
         if count < 0:
             raise Declined(path, reader.decline_line, reader.decline_reason)
         yield src[:count], dst[:count], reader.last_max_id
+
+
+def read_int_edges(
+    path: str | Path, layout: Layout, rows: int = 1 << 21
+) -> tuple[np.ndarray, np.ndarray]:
+    """All the edges of ``path`` as two int64 arrays (:func:`read_int_edge_blocks`
+    concatenated). Raises :class:`Declined` as it does."""
+    src: list[np.ndarray] = []
+    dst: list[np.ndarray] = []
+    for s, d, _ in read_int_edge_blocks(path, layout, rows):
+        src.append(s.copy())
+        dst.append(d.copy())
+    if not src:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(src), np.concatenate(dst)

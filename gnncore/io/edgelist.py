@@ -24,7 +24,10 @@ for strings) and the map is written as ``node_ids.parquet``.
 
 Only ``.gz`` compression is read (detected by its magic bytes).
 
-Parsing is one lazy Polars scan (``collect(engine="streaming")``). Only when
+Integer ids of a plain file are parsed by the C++ reader of
+:mod:`gnncore.io.edge_text`, which accepts a strict subset of what Polars
+accepts (same values) and declines the rest to Polars. Polars' parsing is one
+lazy scan (``collect(engine="streaming")``). Only when
 it fails, or a vectorised check finds a bad value, does :func:`locate_problem`
 find the exact line: a second Polars pass over the raw lines with their line
 numbers flags the lines a regex does not accept, and a Python check words the
@@ -55,6 +58,7 @@ from gnncore.io.canonical import (
     remap_str_ids,
     write_graph,
 )
+from gnncore.io.edge_text import Declined, read_int_edges
 from gnncore.io.node_table import (
     NodeTable,
     align_node_table,
@@ -65,6 +69,7 @@ from gnncore.io.node_table import (
 from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 from gnncore.store.writer import GraphDirWriter
+from gnncore.typing import WITH_CSRC
 
 COMMENT = "#"
 INT_RE = re.compile(r"[+-]?\d+")
@@ -450,6 +455,7 @@ def read_edges(
     id_type: str = "auto",
     header: bool | None = None,
     layout: Layout | None = None,
+    native: bool = True,
 ) -> ParsedEdges:
     """Parse a text edge list (see the module docstring).
 
@@ -458,6 +464,9 @@ def read_edges(
         id_type (str): ``"auto"``, ``"int"`` or ``"string"``.
         header (bool, optional): Force a header (True) or none (False).
         layout (Layout, optional): Skip sniffing and use this layout.
+        native (bool): Integer ids of a plain file are parsed by the C++ reader
+            (:mod:`gnncore.io.edge_text`) first, Polars taking over where it
+            declines; ``False``: by Polars only (the reference).
     """
     path = Path(path)
     if id_type not in ID_TYPES:
@@ -479,6 +488,14 @@ def read_edges(
     last = layouts[-1]
 
     if id_type in ("auto", "int"):
+        if native and WITH_CSRC and not is_gzip(path):
+            try:
+                src, dst = read_int_edges(path, layout)
+            except Declined:
+                pass  # Polars parses the whole file (or words the error)
+            else:
+                _require_edges(len(src), path)
+                return ParsedEdges(src, dst, "int", layout)
         parsed = _parse(path, layouts, pl.Int64)
         if parsed is not None:
             df, used = parsed

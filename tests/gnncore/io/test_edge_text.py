@@ -109,7 +109,7 @@ def test_random_files_match_reference_and_polars_at_any_block_size(tmp_path, sep
         for block, rows in [(1, 1), (3, 2), (7, 5), (16, 3), (61, 1000), (None, 1 << 20)]:
             for threads in (1, 2):
                 assert native(path, layout, rows, block, threads) == expected, (block, rows)
-        polars = read_edges(path, id_type="int", layout=layout)
+        polars = read_edges(path, id_type="int", layout=layout, native=False)
         assert (polars.src.tolist(), polars.dst.tolist()) == expected
 
 
@@ -197,3 +197,25 @@ def test_bad_arguments():
         _C.EdgeTextReader("x", ",", columns=4)
     with pytest.raises(RuntimeError, match="cannot open"):
         _C.EdgeTextReader("/nonexistent/edges.csv", ",")
+
+
+def test_in_memory_read_edges_uses_the_reader_and_hands_declined_files_to_polars(
+    tmp_path, monkeypatch
+):
+    import gnncore.io.edgelist as edgelist
+
+    path = tmp_path / "g.csv"
+    path.write_bytes(b"# comment\nsrc,dst\r\n1,2\r\n30,4\r\n\r\n5,60")
+    polars = read_edges(path, id_type="int", native=False)
+    polars_parse = edgelist._parse
+    monkeypatch.setattr(edgelist, "_parse", lambda *a: pytest.fail("Polars parsed the file"))
+    fast = read_edges(path, id_type="int")
+    assert fast.layout == polars.layout and fast.id_type == "int"
+    np.testing.assert_array_equal(fast.src, polars.src)
+    np.testing.assert_array_equal(fast.dst, polars.dst)
+    assert fast.src.tolist() == [1, 30, 5] and fast.dst.tolist() == [2, 4, 60]
+    monkeypatch.setattr(edgelist, "_parse", polars_parse)
+    path.write_bytes(b"1,2\n+30,4\n")  # declined: Polars reads "+30" as 30
+    assert read_edges(path, id_type="int").src.tolist() == [1, 30]
+    path.write_bytes(b"a,b\nc,d\n")  # string ids: declined, then Polars' string pass
+    assert read_edges(path).id_type == "string"
