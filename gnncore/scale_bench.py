@@ -48,8 +48,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gnncore.limits import LimitedRun, cgroup_available, run_limited
+from gnncore.limits import CGROUP_ROOT, LimitedRun, cgroup_available, run_limited
 from gnncore.sizes import format_size
+from gnncore.thrash_guard import ThrashGuard
 
 DEFAULT_METHODS = ("grem:0.01", "grem:0.1", "metis", "kaminpar")
 #: Share of the limit given to ingestion's ``--memory-budget``.
@@ -243,6 +244,14 @@ class _Context:
     out_dir: Path
     env: dict[str, str]
     timeout: float | None
+    stall_seconds: float | None
+
+
+def _stage_cgroup() -> Path | None:
+    """The memory cgroup :func:`run_limited` made for the running stage (it names
+    them ``gnncore-<our pid>-<random>``; one stage runs at a time)."""
+    found = sorted(CGROUP_ROOT.glob(f"gnncore-{os.getpid()}-*"))
+    return found[0] if found else None
 
 
 def _run_stage(
@@ -256,7 +265,8 @@ def _run_stage(
     json_path = context.out_dir / "stages" / f"{name.replace(':', '-')}.json"
     json_path.unlink(missing_ok=True)
     _log(f"{name}: {' '.join(cmd[2:])}")
-    with peak_disk(context.run_root) as disk:
+    guard = ThrashGuard(_stage_cgroup, context.stall_seconds or float("inf"))
+    with peak_disk(context.run_root) as disk, _guarding(guard, context.stall_seconds):
         run = run_limited(
             [*cmd, "--json", str(json_path)],
             context.budget,
@@ -267,6 +277,8 @@ def _run_stage(
             capture_name=name.replace(":", "-"),
         )
     status = _status(run, json_path)
+    if guard.stalled:
+        status = f"killed at the limit (thrashed {guard.stalled_seconds:.0f} s, no OOM kill)"
     stage: dict[str, Any] = {
         "stage": name,
         "status": status,
@@ -282,6 +294,7 @@ def _run_stage(
         "killed_for_memory": run.killed_for_memory,
         "timed_out": run.timed_out,
         "failcnt": run.failcnt,
+        "stalled_at_limit": guard.stalled,
         "limited": run.limited,
         "reason": run.reason,
     }
@@ -295,6 +308,15 @@ def _run_stage(
         f"{_size_text(run.peak_rss_bytes)}, cgroup peak {_size_text(run.peak_memory_bytes)}"
     )
     return stage
+
+
+@contextmanager
+def _guarding(guard: ThrashGuard, seconds: float | None) -> Iterator[None]:
+    if seconds is None:
+        yield
+        return
+    with guard:
+        yield
 
 
 def _size(path: Path) -> int:
@@ -341,6 +363,7 @@ def bench_scale(
     parts: int = 16,
     threads: int = 2,
     timeout: float | None = None,
+    stall_seconds: float | None = 120.0,
     keep: bool = False,
     seed: int = 0,
 ) -> dict[str, Any]:
@@ -360,6 +383,9 @@ def bench_scale(
         parts: Parts of every partitioning.
         threads: ``OMP_NUM_THREADS`` of every stage and KaMinPar's ``--threads``.
         timeout: Seconds per stage (then killed and reported ``timed out``).
+        stall_seconds: Kill a stage that has thrashed at the limit this long
+            (:class:`~gnncore.thrash_guard.ThrashGuard`: at the limit, major
+            faults, no OOM kill; METIS did on 200M edges); ``None``: never.
         keep: Keep the CSV, the graph and the partitions.
         seed: Seed of the generator, ingestion and the partitioners.
 
@@ -409,7 +435,7 @@ def bench_scale(
         # copy of the graph) land in the run folder: measured, then removed
         "TMPDIR": str(run_root / "tmp"),
     }
-    context = _Context(budget_bytes, run_root, out, env, timeout)
+    context = _Context(budget_bytes, run_root, out, env, timeout, stall_seconds)
     _log(
         f"{num_edges:,} edges, {num_nodes:,} nodes under {format_size(budget_bytes)}; "
         f"disk: about {format_size(needed)} needed, {format_size(free)} free"

@@ -164,6 +164,12 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", type=int, default=2, help="OMP_NUM_THREADS and KaMinPar's threads"
     )
     parser.add_argument("--timeout", type=float, default=None, help="seconds per stage")
+    parser.add_argument(
+        "--stall-seconds",
+        type=float,
+        default=120.0,
+        help="kill a stage thrashing at the limit (major faults, no OOM kill) this long; 0: never",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the CSV, graph and partitions")
     parser.add_argument("--seed", type=int, default=0)
 
@@ -558,6 +564,7 @@ def _run_scale(args: argparse.Namespace) -> dict[str, Any]:
             parts=args.parts,
             threads=args.threads,
             timeout=args.timeout,
+            stall_seconds=args.stall_seconds or None,
             keep=args.keep,
             seed=args.seed,
         )
