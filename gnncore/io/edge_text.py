@@ -34,6 +34,9 @@ this machine's cores, which Polars uses too)."""
 MIN_LINE_BYTES = 4
 """The fewest bytes of a data line with its line end (``"1,2\\n"``): a block of
 ``B`` bytes holds at most ``B / 4`` edges."""
+BYTES_PER_EDGE_GUESS = 8
+"""Bytes of text an edge is assumed to take when arrays for a whole file are sized
+(fewer are paid for by a copy; the pages of unused room are never touched)."""
 
 
 class Declined(Exception):
@@ -101,15 +104,29 @@ def read_int_edge_blocks(
 
 
 def read_int_edges(
-    path: str | Path, layout: Layout, rows: int = 1 << 21
+    path: str | Path, layout: Layout, *, threads: int = PARSE_THREADS
 ) -> tuple[np.ndarray, np.ndarray]:
-    """All the edges of ``path`` as two int64 arrays (:func:`read_int_edge_blocks`
-    concatenated). Raises :class:`Declined` as it does."""
-    src: list[np.ndarray] = []
-    dst: list[np.ndarray] = []
-    for s, d, _ in read_int_edge_blocks(path, layout, rows):
-        src.append(s.copy())
-        dst.append(d.copy())
-    if not src:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(src), np.concatenate(dst)
+    """All the edges of ``path`` as two int64 arrays, parsed straight into them (no
+    copies of blocks: the arrays are sized from the file, :data:`BYTES_PER_EDGE_GUESS`
+    bytes an edge, and grown when the lines are shorter). Raises :class:`Declined`
+    as :func:`read_int_edge_blocks` does."""
+    from gnncore import _C
+
+    path = Path(path)
+    reader = _C.EdgeTextReader(
+        str(path), layout.separator, columns=layout.ncols, skip_lines=layout.skip_lines,
+        block_bytes=block_bytes(1 << 21), num_threads=threads,
+    )  # fmt: skip
+    ids = np.empty((2, path.stat().st_size // BYTES_PER_EDGE_GUESS + 1024), dtype=np.int64)
+    count = 0
+    while True:
+        if count == ids.shape[1]:
+            grown = np.empty((2, 2 * count), dtype=np.int64)
+            grown[:, :count] = ids
+            ids = grown
+        got = reader.read(ids[0, count:], ids[1, count:])
+        if got == 0:
+            return ids[0, :count], ids[1, :count]
+        if got < 0:
+            raise Declined(path, reader.decline_line, reader.decline_reason)
+        count += got

@@ -219,3 +219,14 @@ def test_in_memory_read_edges_uses_the_reader_and_hands_declined_files_to_polars
     assert read_edges(path, id_type="int").src.tolist() == [1, 30]
     path.write_bytes(b"a,b\nc,d\n")  # string ids: declined, then Polars' string pass
     assert read_edges(path).id_type == "string"
+
+
+def test_read_int_edges_grows_its_arrays_for_short_lines(tmp_path):
+    from gnncore.io.edge_text import read_int_edges
+
+    rng = np.random.default_rng(3)
+    src, dst = rng.integers(0, 10, 9000), rng.integers(0, 10, 9000)
+    path = tmp_path / "short.txt"  # 4 bytes an edge: more edges than the arrays first hold
+    path.write_text("".join(f"{a} {b}\n" for a, b in zip(src, dst)))
+    got = read_int_edges(path, Layout(" ", False, 2, 0))
+    assert got[0].tolist() == src.tolist() and got[1].tolist() == dst.tolist()
