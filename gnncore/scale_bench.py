@@ -59,13 +59,20 @@ INGEST_SHARE = 2
 PARTITION_SHARE = 8
 #: Graph directory bytes per canonical undirected edge (edges.parquet,
 #: edges_shuffled.npy, indices.npy and eid.npy of both directions) and per
-#: node (indptr, the id map); measured on 20M edges: see GRAPH_* in docs.
-GRAPH_BYTES_PER_EDGE = 40
-GRAPH_BYTES_PER_NODE = 24
-#: Ingestion's scratch (sorted key runs, the pair run of the shuffle) per edge.
+#: node (indptr, the id map). Measured by ``bench scale``: 733 MB for 19.9M
+#: edges and 2M nodes, 7.41 GB for 199.6M edges and 20M nodes.
+GRAPH_BYTES_PER_EDGE = 36
+GRAPH_BYTES_PER_NODE = 16
+#: Ingestion's scratch on disk at its peak beside the CSV and the graph (sorted
+#: key runs, the pair run of the shuffle): measured 23.9 B/edge at 200M edges
+#: under a 4 GiB ingestion budget (none at 20M: the runs stayed in memory).
 INGEST_SCRATCH_BYTES_PER_EDGE = 24
-#: A partition directory per node (relabelling maps, halos, split codes).
-PARTITION_BYTES_PER_NODE = 40
+#: A partition directory per node (relabelling maps, halos, split codes):
+#: measured 47 B/node at 2M nodes, 50 at 20M (p = 16).
+PARTITION_BYTES_PER_NODE = 56
+#: A partitioner's temporary files per edge: GREM's chunk files (5.2 B/edge
+#: at 200M edges), KaMinPar's ParHIP copy of the graph (8.8 B/edge).
+PARTITION_SCRATCH_BYTES_PER_EDGE = 10
 #: Margin on every disk estimate.
 DISK_MARGIN = 1.15
 #: Free space left to the machine's other users when picking ``edges="max"``.
@@ -130,17 +137,20 @@ def estimate_disk(num_edges: int, num_nodes: int, methods: int = 1, keep: bool =
     """Peak bytes the run needs on the work directory's file system.
 
     Ingestion holds the CSV, its scratch and the graph directory at once; then
-    the CSV goes and each partition directory sits beside the graph until it
-    has been measured (with ``keep``, everything stays).
+    the CSV goes and each partition directory and the partitioner's temporary
+    files sit beside the graph until measured (with ``keep``, everything
+    stays). The per-edge and per-node sizes are this module's measured
+    constants; the CSV's is computed (:func:`csv_bytes`).
     """
     csv = csv_bytes(num_edges, num_nodes)
     graph = num_edges * GRAPH_BYTES_PER_EDGE + num_nodes * GRAPH_BYTES_PER_NODE
     scratch = num_edges * INGEST_SCRATCH_BYTES_PER_EDGE
     partition = num_nodes * PARTITION_BYTES_PER_NODE
+    partition_scratch = num_edges * PARTITION_SCRATCH_BYTES_PER_EDGE
     if keep:
-        peak = csv + graph + max(scratch, methods * partition)
+        peak = csv + graph + max(scratch, methods * partition + partition_scratch)
     else:
-        peak = max(csv + scratch + graph, graph + partition)
+        peak = max(csv + scratch + graph, graph + partition + partition_scratch)
     return int(peak * DISK_MARGIN)
 
 
