@@ -27,6 +27,7 @@ def test_definitions_load_with_expected_names():
         "random",
         "range",
         "bytegnn",
+        "kaminpar",
     }
     assert keys == {
         "raw_dataset",
