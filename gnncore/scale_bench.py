@@ -75,7 +75,7 @@ PARTITION_BYTES_PER_NODE = 56
 PARTITION_SCRATCH_BYTES_PER_EDGE = 10
 #: Margin on every disk estimate.
 DISK_MARGIN = 1.15
-#: Free space left to the machine's other users when picking ``edges="max"``.
+#: Free space left to the machine's other users (at most a tenth of what is free).
 DISK_RESERVE = 4 << 30
 
 
@@ -160,10 +160,16 @@ def default_nodes(num_edges: int) -> int:
     return max(num_edges // 10, 16)
 
 
+def disk_room(free_bytes: int) -> int:
+    """What a run may use of ``free_bytes``: all but :data:`DISK_RESERVE` (or a
+    tenth, when that is less), left to the machine's other users."""
+    return free_bytes - min(DISK_RESERVE, free_bytes // 10)
+
+
 def largest_fitting(free_bytes: int, methods: int = 1, keep: bool = False) -> int:
     """The most edges (whole millions, average degree 20) whose
-    :func:`estimate_disk` fits in ``free_bytes`` less :data:`DISK_RESERVE`."""
-    room = free_bytes - DISK_RESERVE
+    :func:`estimate_disk` fits in :func:`disk_room`."""
+    room = disk_room(free_bytes)
     low, high = 0, 1
     while estimate_disk(high * 10**6, default_nodes(high * 10**6), methods, keep) <= room:
         low, high = high, high * 2
@@ -425,10 +431,11 @@ def bench_scale(
         raise ValueError(f"edges must be a positive integer or 'max'; got {edges!r}")
     num_nodes = nodes or default_nodes(num_edges)
     needed = estimate_disk(num_edges, num_nodes, len(chosen), keep)
-    if needed > free:
+    if needed > disk_room(free):
         raise ValueError(
             f"{work}: the run needs about {format_size(needed)} of disk "
-            f"({num_edges:,} edges, {num_nodes:,} nodes) and {format_size(free)} is free; "
+            f"({num_edges:,} edges, {num_nodes:,} nodes) and {format_size(free)} is free "
+            f"(of which {format_size(free - disk_room(free))} is left to others); "
             f"use fewer --edges or --edges max (here about "
             f"{largest_fitting(free, len(chosen), keep):,})"
         )

@@ -102,7 +102,7 @@ Usage = namedtuple("Usage", "total used free")
 def test_refuses_a_run_the_disk_cannot_hold(tmp_path: Path, monkeypatch) -> None:
     free = 50 << 30
     monkeypatch.setattr(scale_bench.shutil, "disk_usage", lambda _: Usage(free, 0, free))
-    with pytest.raises(ValueError, match=r"needs about .* and 50.0 GiB is free"):
+    with pytest.raises(ValueError, match=r"needs about .* and 50.0 GiB is free \(of which 4.0"):
         bench_scale(tmp_path / "o", tmp_path / "w", parse_size("8GiB"), 10**9)
     assert not (tmp_path / "o").exists()
 
@@ -112,6 +112,8 @@ def test_largest_fitting_is_the_last_million_that_fits() -> None:
     best = largest_fitting(free)
     assert best % 10**6 == 0 and best > 0
     room = free - scale_bench.DISK_RESERVE
+    assert scale_bench.disk_room(free) == room
+    assert scale_bench.disk_room(10 << 30) == 9 << 30  # a tenth when that is less
     assert estimate_disk(best, default_nodes(best)) <= room
     more = best + 10**6
     assert estimate_disk(more, default_nodes(more)) > room
