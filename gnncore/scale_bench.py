@@ -417,13 +417,15 @@ def bench_scale(
     if parts < 2:
         raise ValueError(f"parts must be at least 2; got {parts}")
     out, work = Path(out_dir).absolute(), Path(work_dir).absolute()
-    work.mkdir(parents=True, exist_ok=True)
-    machine = _machine(work)
+    probe = work
+    while not probe.exists():  # the disk of the work dir, created once the run fits
+        probe = probe.parent
+    machine = _machine(probe)
     free = machine["disk_free_bytes"]
     if edges == "max":
         num_edges = largest_fitting(free, len(chosen), keep)
         if num_edges < 10**6:
-            raise ValueError(f"{work}: {format_size(free)} free holds no 1M-edge run")
+            raise ValueError(f"{format_size(free)} free holds no 1M-edge run")
         edge_choice = f"max: the largest that fits {format_size(free)} free"
     elif isinstance(edges, int) and edges > 0:
         num_edges, edge_choice = edges, "given"
@@ -433,13 +435,14 @@ def bench_scale(
     needed = estimate_disk(num_edges, num_nodes, len(chosen), keep)
     if needed > disk_room(free):
         raise ValueError(
-            f"{work}: the run needs about {format_size(needed)} of disk "
+            f"the run needs about {format_size(needed)} of disk "
             f"({num_edges:,} edges, {num_nodes:,} nodes) and {format_size(free)} is free "
             f"(of which {format_size(free - disk_room(free))} is left to others); "
             f"use fewer --edges or --edges max (here about "
             f"{largest_fitting(free, len(chosen), keep):,})"
         )
     budgets = stage_budgets(budget_bytes)
+    work.mkdir(parents=True, exist_ok=True)
     run_root = work / f"scale-{os.getpid()}"
     csv, graph = run_root / "edges.csv", run_root / "graph"
     out.mkdir(parents=True, exist_ok=True)
