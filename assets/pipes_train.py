@@ -52,7 +52,7 @@ class DistributedRun:
     graph_dir: str
     partition_dir: str
     ranks_dir: str
-    #: The partition's method, as rank_data reported it.
+    #: The partition's method, as graph_partition reported it.
     partitioner: str
     #: The node task's options by library field name (``TrainConfig.options()``).
     options: dict[str, Any]

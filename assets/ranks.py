@@ -8,8 +8,15 @@ partition of the same graph reuses the folder. ``trained_model`` with
 ``nproc > 1`` trains one rank per folder; ``nproc`` must equal ``parts``.
 
 It is in group ``distributed``, not ``gnn``: ``train_job`` (one process) does
-not write it; ``distributed_train_job`` does.
+not write it; ``distributed_train_job`` does. ``trained_model`` does not depend
+on it (a *Materialize all* of group ``gnn`` would otherwise warn about an
+unmaterialized upstream): with ``nproc > 1`` it trains on the rank data in the
+same folder (:func:`ranks_stage_dir`), which the training writes when this
+asset has not.
 """
+
+from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -30,18 +37,14 @@ def rank_data(context: dg.AssetExecutionContext, storage: DataRootResource) -> d
     halo, features, labels and split masks), for ``trained_model`` with ``nproc``
     equal to the partition's ``parts``; per-rank sizes as a table."""
     from gnncore.distributed import RankData, write_rank_data
-    from gnncore.distributed.rank_write import rank_data_stage_key
     from gnncore.partition import PartitionDir
     from gnncore.progress import reporting
     from gnncore.store import GraphDir
-    from gnncore.store.versioning import versioned_name
 
     partition = upstream_metadata(context, graph_partition.key)
     graph_dir = GraphDir.open(str(partition["graph_path"]))
     part_dir = PartitionDir.open(str(partition["path"]), graph_dir)
-    key = rank_data_stage_key(graph_dir, part_dir)
-    prefix = f"{graph_dir.manifest.name}-{part_dir.method}-p{part_dir.parts}"
-    out = storage.stage_dir("ranks", versioned_name(prefix, key))
+    out, key = ranks_stage_dir(storage, graph_dir, part_dir)
     with reporting(lambda stage: context.log.info(f"rank data: {stage}")):
         write_rank_data(graph_dir.path, part_dir.path, out)
     info = RankData.open(out, 0).info  # the manifest, checked
@@ -66,3 +69,14 @@ def rank_data(context: dg.AssetExecutionContext, storage: DataRootResource) -> d
             ),
         }
     )
+
+
+def ranks_stage_dir(storage: DataRootResource, graph_dir: Any, part_dir: Any) -> tuple[Path, str]:
+    """``(folder, stage key)`` of the rank data of ``part_dir`` of ``graph_dir``:
+    ``<data root>/ranks/<dataset>-<method>-p<parts>-<stage key>``."""
+    from gnncore.distributed.rank_write import rank_data_stage_key
+    from gnncore.store.versioning import versioned_name
+
+    key = rank_data_stage_key(graph_dir, part_dir)
+    prefix = f"{graph_dir.manifest.name}-{part_dir.method}-p{part_dir.parts}"
+    return storage.stage_dir("ranks", versioned_name(prefix, key)), key

@@ -7,9 +7,10 @@ import dagster as dg
 
 from assets.graph import graph
 from assets.outofcore import partitioned_store
+from assets.partition import graph_partition
 from assets.partitions import DATASET_PARTITIONS, run_tags
 from assets.plan import placement_plan
-from assets.ranks import rank_data
+from assets.ranks import ranks_stage_dir
 from assets.train_config import TrainConfig
 from assets.train_metadata import VALIDATION_METRIC, run_metadata, to_dagster
 from assets.upstream import upstream_metadata
@@ -20,8 +21,9 @@ from resources import ComputeResource, DataRootResource, MlflowResource
     # The graph, the plans of that graph and its partitioned store: node training in
     # mode mmap serves features through the placement (both plans are recorded with
     # the run); in the out-of-core modes (hierbatching, partition_buffer) it reads the
-    # partitioned store; with nproc > 1 the ranks read rank_data.
-    deps=[graph, placement_plan, partitioned_store, rank_data],
+    # partitioned store; with nproc > 1 the ranks read the rank data of graph_partition
+    # (rank_data's folder: written by the training when that asset was not materialized).
+    deps=[graph, graph_partition, placement_plan, partitioned_store],
     kinds={"pytorch", "mlflow"},
     group_name="gnn",
     partitions_def=DATASET_PARTITIONS,
@@ -39,7 +41,7 @@ def trained_model(
     """A GNN trained with the C++ neighbour sampler; run, curves and model in MLflow.
 
     With ``nproc`` 1 it trains in this process; with ``nproc`` N > 1 it trains
-    one rank per partition of ``rank_data`` (N parts) in a subprocess started
+    one rank per partition of ``graph_partition`` (N parts) in a subprocess started
     through Pipes (:mod:`assets.pipes_train`), whose epoch lines and metadata
     come back to this run. Checkpoints go to
     ``<data root>/checkpoints/<dataset>-<task>-<model>[-nproc<N>]-<dagster run id>``
@@ -124,27 +126,34 @@ def train_with_pipes(
             f"nproc {config.nproc}: distributed training is built for task node only",
             allow_retries=False,
         )
-    ranks = upstream_metadata(context, rank_data.key)
-    if str(ranks["graph_path"]) != str(upstream["path"]):
+    from gnncore.partition import PartitionDir
+    from gnncore.store import GraphDir
+
+    partition = upstream_metadata(context, graph_partition.key)
+    if str(partition["graph_path"]) != str(upstream["path"]):
         raise dg.Failure(
-            f"rank_data covers {ranks['graph_path']}, but the graph to train on is "
-            f"{upstream['path']}: materialize graph_partition and rank_data for this graph",
+            f"graph_partition covers {partition['graph_path']}, but the graph to train on is "
+            f"{upstream['path']}: materialize graph_partition for this graph",
             allow_retries=False,
         )
-    if int(ranks["parts"]) != config.nproc:
+    if int(partition["parts"]) != config.nproc:
         raise dg.Failure(
             f"trained_model nproc {config.nproc} needs rank data of {config.nproc} partitions, "
-            f"but rank_data ({ranks['method']}, {ranks['path']}) has {ranks['parts']}: one rank "
-            f"trains each partition. Set graph_partition's parts to {config.nproc} and "
-            f"materialize graph_partition and rank_data, or set nproc to {ranks['parts']}",
+            f"but graph_partition ({partition['method']}, {partition['path']}) has "
+            f"{partition['parts']}: one rank trains each partition. Set graph_partition's "
+            f"parts to {config.nproc} and materialize it, or set nproc to {partition['parts']}",
             allow_retries=False,
         )
+    graph_dir = GraphDir.open(str(upstream["path"]))
+    ranks_dir, _ = ranks_stage_dir(
+        storage, graph_dir, PartitionDir.open(str(partition["path"]), graph_dir)
+    )
     tracker = mlflow.tracker()  # creates the experiment where the child logs
     run = DistributedRun(
         graph_dir=str(upstream["path"]),
-        partition_dir=str(ranks["partition_path"]),
-        ranks_dir=str(ranks["path"]),
-        partitioner=str(ranks["method"]),
+        partition_dir=str(partition["path"]),
+        ranks_dir=str(ranks_dir),
+        partitioner=str(partition["method"]),
         options=config.options(),
         device=train_config.device,
         nproc=config.nproc,

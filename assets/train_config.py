@@ -42,8 +42,8 @@ class TrainConfig(dg.Config):
         default=1,
         ge=1,
         description="World size: 1 trains in the asset's process; N > 1 trains node "
-        "classification on N ranks (one per partition of rank_data, so graph_partition's "
-        "parts must be N) in a subprocess started through Pipes (docs/DISTRIBUTED.md).",
+        "classification on N ranks (one per partition of graph_partition, whose parts must "
+        "be N) in a subprocess started through Pipes (docs/DISTRIBUTED.md).",
     )
     max_restarts: int = Field(
         default=0,

@@ -18,11 +18,12 @@ partition_comparison_job = dg.define_asset_job(
 
 distributed_train_job = dg.define_asset_job(
     name="distributed_train_job",
-    selection=dg.AssetSelection.groups("gnn") | dg.AssetSelection.assets("rank_data"),
+    selection=dg.AssetSelection.groups("gnn"),
     description="train_job with the model trained on several ranks through Pipes: the graph "
-    "partitioned into trained_model's nproc parts, the per-rank data written (rank_data), one "
-    "rank per partition (docs/DISTRIBUTED.md). The launchpad starts with 2 ranks; set "
-    "graph_partition's parts and trained_model's nproc to the same N.",
+    "partitioned into trained_model's nproc parts, one rank per partition, the per-rank data "
+    "written by the training into rank_data's folder (or reused from it; docs/DISTRIBUTED.md). "
+    "The launchpad starts with 2 ranks; set graph_partition's parts and trained_model's "
+    "nproc to the same N.",
     config={
         "ops": {
             "graph_partition": {"config": {"parts": 2}},

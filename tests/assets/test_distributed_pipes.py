@@ -33,13 +33,13 @@ TRAIN = {"epochs": 5, "hidden": 32, "batch_size": 64, "fanouts": [5, 5]}
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    """A graph partitioned in 2 and its rank data, materialized once."""
+    """A graph partitioned in 2, materialized once (no rank_data: training writes it)."""
     root = tmp_path_factory.mktemp("data")
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(PARTITIONS_NAME, [DATASET])
     resources = build_resources(str(root))
     result = dg.materialize(
-        [raw_dataset, graph, graph_partition, rank_data],
+        [raw_dataset, graph, graph_partition],
         instance=instance,
         resources=resources,
         partition_key=DATASET,
@@ -108,17 +108,6 @@ def test_distributed_metadata_sums_the_epochs_and_averages_the_ranks() -> None:
     assert rows[1].startswith("| 1 | 0.750 | 60 | 3840 | 6.00 | 3.00 | 4.00 | 600 |")
 
 
-def test_rank_data_has_one_folder_per_partition(setup) -> None:
-    instance, _, root = setup
-    event = instance.get_latest_materialization_event(rank_data.key)
-    meta = {k: v.value for k, v in event.asset_materialization.metadata.items()}
-    assert meta["parts"] == 2 and meta["method"] == "metis"
-    path = Path(str(meta["path"]))
-    assert path.parent == root / "ranks" and path.name.endswith(meta["stage_key"])
-    assert sorted(p.name for p in path.iterdir()) == ["manifest.json", "rank_0", "rank_1"]
-    assert meta["bytes"] >= meta["largest_rank_bytes"] > 0
-
-
 def test_two_ranks_report_their_metadata_and_epoch_lines_through_pipes(setup) -> None:
     instance, _, root = setup
     result = train(setup, nproc=2, node=TRAIN)
@@ -145,6 +134,26 @@ def test_two_ranks_report_their_metadata_and_epoch_lines_through_pipes(setup) ->
     for epoch in range(1, 6):
         assert any(m.startswith(f"rank 0: epoch {epoch}/5: ") for m in logs), logs
     assert any(m.startswith("training on 2 ranks") for m in logs), logs
+    # rank_data was never materialized: the training wrote the rank data into its folder.
+    (written,) = (root / "ranks").iterdir()
+    assert sorted(p.name for p in written.iterdir()) == ["manifest.json", "rank_0", "rank_1"]
+
+
+def test_rank_data_is_the_folder_training_uses(setup) -> None:
+    instance, resources, root = setup
+    folders = list((root / "ranks").iterdir()) if (root / "ranks").exists() else []
+    stamps = {p: (p / "manifest.json").stat().st_mtime_ns for p in folders}
+    result = dg.materialize(
+        [rank_data], instance=instance, resources=resources, partition_key=DATASET
+    )
+    meta = metadata(result, "rank_data")
+    assert meta["parts"] == 2 and meta["method"] == "metis"
+    path = Path(str(meta["path"]))
+    assert path.parent == root / "ranks" and path.name.endswith(meta["stage_key"])
+    assert sorted(p.name for p in path.iterdir()) == ["manifest.json", "rank_0", "rank_1"]
+    assert meta["bytes"] >= meta["largest_rank_bytes"] > 0
+    if path in stamps:  # after the training test: its folder, reused as it was
+        assert (path / "manifest.json").stat().st_mtime_ns == stamps[path]
 
 
 def test_nproc_not_matching_the_partition_fails_before_training(setup) -> None:
