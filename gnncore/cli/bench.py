@@ -30,6 +30,7 @@ cgroup memory limit (:mod:`gnncore.scale_bench`).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -372,11 +373,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.what == "scale":
         return _run_scale(args)
     from gnncore.cli.partition import settings_from
-    from gnncore.errors import InputError
     from gnncore.partition.bench import bench_partition
 
-    try:
-        result = bench_partition(
+    return _reported(
+        args.graph_dir,
+        lambda: bench_partition(
             args.graph_dir,
             args.out,
             args.methods,
@@ -386,19 +387,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             settings=settings_from(args),
             shuffles=args.shuffles,
             progress=not args.no_progress and on_terminal(),
-        )
+        ),
+    )
+
+
+def _reported(path: Path, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """What a bench verb returns: ``run()``'s summary, its Markdown table printed
+    (and left out of the JSON). A ``ValueError`` (a setting the benchmark
+    refuses) becomes an :class:`~gnncore.errors.InputError` naming ``path``."""
+    from gnncore.errors import InputError
+
+    try:
+        result = run()
     except ValueError as exc:
-        raise InputError(str(exc), args.graph_dir) from exc
+        raise InputError(str(exc), path) from exc
     print(result.pop("markdown"))
     return result
 
 
 def _run_sampling(args: argparse.Namespace) -> dict[str, Any]:
-    from gnncore.errors import InputError
     from gnncore.sampler.bench import bench_sampling
 
-    try:
-        result = bench_sampling(
+    return _reported(
+        args.graph_dir,
+        lambda: bench_sampling(
             args.graph_dir,
             args.fanouts or [[15, 10, 5]],
             args.batch_size,
@@ -406,20 +418,16 @@ def _run_sampling(args: argparse.Namespace) -> dict[str, Any]:
             args.out,
             seed=args.seed,
             num_threads=args.threads,
-        )
-    except ValueError as exc:
-        raise InputError(str(exc), args.graph_dir) from exc
-    print(result.pop("markdown"))
-    return result
+        ),
+    )
 
 
 def _run_plans(args: argparse.Namespace) -> dict[str, Any]:
-    from gnncore.errors import InputError
     from gnncore.plan.bench import bench_placement, bench_replication
 
-    try:
+    def run() -> dict[str, Any]:
         if args.plans == "placement":
-            result = bench_placement(
+            return bench_placement(
                 args.graph_dir,
                 devices=args.devices,
                 cache_fraction=args.cache_fraction,
@@ -435,28 +443,24 @@ def _run_plans(args: argparse.Namespace) -> dict[str, Any]:
                 own_cache_rows=not args.no_own_cache_rows,
                 out_dir=args.out,
             )
-        else:
-            result = bench_replication(
-                args.graph_dir,
-                parts=args.parts,
-                rates=args.rates,
-                fanouts=args.fanouts,
-                batch_size=args.batch_size,
-                epochs=args.epochs,
-                seed=args.seed,
-                sampler=args.sampler,
-                train_nodes=args.train_nodes,
-                direction=args.direction,
-                out_dir=args.out,
-            )
-    except ValueError as exc:
-        raise InputError(str(exc), args.graph_dir) from exc
-    print(result.pop("markdown"))
-    return result
+        return bench_replication(
+            args.graph_dir,
+            parts=args.parts,
+            rates=args.rates,
+            fanouts=args.fanouts,
+            batch_size=args.batch_size,
+            epochs=args.epochs,
+            seed=args.seed,
+            sampler=args.sampler,
+            train_nodes=args.train_nodes,
+            direction=args.direction,
+            out_dir=args.out,
+        )
+
+    return _reported(args.graph_dir, run)
 
 
 def _run_out_of_core(args: argparse.Namespace) -> dict[str, Any]:
-    from gnncore.errors import InputError
     from gnncore.outofcore.bench import bench_out_of_core
 
     train_args: list[str] = []
@@ -472,8 +476,9 @@ def _run_out_of_core(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, option)
         if value is not None:
             train_args += ["--" + option.replace("_", "-"), str(value)]
-    try:
-        result = bench_out_of_core(
+    return _reported(
+        args.graph_dir,
+        lambda: bench_out_of_core(
             args.graph_dir,
             args.out,
             args.budget,
@@ -489,11 +494,8 @@ def _run_out_of_core(args: argparse.Namespace) -> dict[str, Any]:
             threads=args.threads or None,
             timeout=args.timeout,
             seed=args.seed,
-        )
-    except ValueError as exc:
-        raise InputError(str(exc), args.graph_dir) from exc
-    print(result.pop("markdown"))
-    return result
+        ),
+    )
 
 
 def _run_distributed(args: argparse.Namespace) -> dict[str, Any]:
@@ -516,13 +518,14 @@ def _run_distributed(args: argparse.Namespace) -> dict[str, Any]:
 
     sizes = per_setting(args.batch_size, 1000, "--batch-size")
     modes = per_setting(args.mode, "train", "--mode")
-    try:
+
+    def run() -> dict[str, Any]:
         layers = [len(f) for f in fanouts]
         settings = [
             Setting(f"{n}-layer" if layers.count(n) == 1 else f"{n}-layer-{i + 1}", tuple(f), b, m)
             for i, (n, f, b, m) in enumerate(zip(layers, fanouts, sizes, modes))
         ]
-        result = bench_distributed(
+        return bench_distributed(
             args.graph_dir,
             args.out,
             nproc=args.nproc,
@@ -537,24 +540,22 @@ def _run_distributed(args: argparse.Namespace) -> dict[str, Any]:
             timeout=args.timeout,
             replication_rate=args.replication_rate,
         )
-    except ValueError as exc:
-        raise InputError(str(exc), args.graph_dir) from exc
-    print(result.pop("markdown"))
-    return result
+
+    return _reported(args.graph_dir, run)
 
 
 def _run_scale(args: argparse.Namespace) -> dict[str, Any]:
     import signal
     import sys
 
-    from gnncore.errors import InputError
     from gnncore.scale_bench import bench_scale
 
     # SIGTERM (kill, a job scheduler) unwinds like Ctrl-C: the running stage is
     # killed and the run folder removed; a background job ignores SIGINT.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    try:
-        result = bench_scale(
+    return _reported(
+        args.work_dir,
+        lambda: bench_scale(
             args.out,
             args.work_dir,
             args.budget,
@@ -567,8 +568,5 @@ def _run_scale(args: argparse.Namespace) -> dict[str, Any]:
             stall_seconds=args.stall_seconds or None,
             keep=args.keep,
             seed=args.seed,
-        )
-    except ValueError as exc:
-        raise InputError(str(exc), args.work_dir) from exc
-    print(result.pop("markdown"))
-    return result
+        ),
+    )
