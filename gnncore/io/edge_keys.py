@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from gnncore.errors import InputError
+from gnncore.io.external_sort import merge_runs_down
 
 KEY_SHIFT = np.uint64(32)
 MINOR_MASK = np.uint64(0xFFFFFFFF)
@@ -34,8 +35,6 @@ RUN_HEADER_BYTES = 32
 RUN_MAGIC = b"GNCRUN\r\n"
 RUN_VERSION = 1
 SRC_DST_ORDER = 1
-MAX_MERGE_BUFFER = 8 << 20
-MIN_MERGE_BUFFER = 4096
 SORT_THREADS = 2
 """Threads of the radix sort (the comparison with Polars' parse is at 2 threads)."""
 
@@ -48,11 +47,6 @@ def split_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def pack_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Keys ``a << 32 | b`` of non-negative ids below ``2**32``."""
     return (np.asarray(a).astype(np.uint64) << KEY_SHIFT) | np.asarray(b).astype(np.uint64)
-
-
-def merge_buffer(budget_bytes: int, runs: int) -> int:
-    """Read buffer per run when ``runs`` runs are merged within ``budget_bytes``."""
-    return max(MIN_MERGE_BUFFER, min(MAX_MERGE_BUFFER, budget_bytes // (runs + 2)))
 
 
 def run_count(path: Path) -> int:
@@ -188,28 +182,15 @@ class KeySorter:
         """Sort what is held; with runs on disk, spill it and merge them into one
         run (:attr:`run`), else keep the keys in memory (:attr:`keys`). Returns
         the number of distinct keys."""
-        from gnncore import _C
-
         if not self.runs:
             self.keys = self._sorted() if self._fill else np.zeros(0, dtype=np.uint64)
             self.count = len(self.keys)
             return self.count
         self._spill()
         self._keys = self.scratch = None
-        while len(self.runs) > 1:
-            merged: list[Path] = []
-            for i in range(0, len(self.runs), self.max_fan_in):
-                group = self.runs[i : i + self.max_fan_in]
-                if len(group) == 1:
-                    merged.append(group[0])
-                    continue
-                out = self._next_path()
-                buffer = merge_buffer(self.budget_bytes, len(group))
-                _C.merge_runs([str(p) for p in group], str(out), buffer)
-                for p in group:
-                    p.unlink()
-                merged.append(out)
-            self.runs = merged
+        self.runs = merge_runs_down(
+            self.runs, 1, self.max_fan_in, self.budget_bytes, self._next_path
+        )
         self.run = self.runs[0]
         self.count = run_count(self.run)
         return self.count

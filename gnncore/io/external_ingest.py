@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import resource
 import shutil
 import time
 import zlib
@@ -106,13 +105,14 @@ from gnncore.io.edgelist import (
     locate_problem,
     sniff,
 )
-from gnncore.io.external_sort import BYTES_PER_PAIR, ExternalEdgeSorter
+from gnncore.io.external_sort import BYTES_PER_PAIR, ExternalEdgeSorter, merge_runs_down
 from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 from gnncore.store.atomic import remove_stale_temporaries, temporary_name
 from gnncore.store.npy import read_npy_header
 from gnncore.store.writer import PARQUET_OPTIONS, GraphDirWriter, create_graph_dir, index_dtype
 from gnncore.typing import require_csrc
+from gnncore.usage import peak_rss_bytes
 
 PHASES = ("parse", "remap", "sort/dedup", "csr", "shuffle", "write", "checksums")
 SCRATCH_KINDS = ("tmp", "ingest", "synth")
@@ -126,8 +126,6 @@ STRING_IDS = (
 RUN_HEADER_BYTES = 32
 MAX_BATCH_ROWS = 1 << 21
 MIN_BATCH_ROWS = 1024
-MAX_MERGE_BUFFER = 8 << 20
-MIN_MERGE_BUFFER = 4096
 
 
 class _PolarsFailed(Exception):
@@ -156,16 +154,7 @@ class Phases:
         return {k: round(v, 3) for k, v in self.seconds.items()}
 
 
-def peak_rss_bytes() -> int:
-    """This process's peak resident set size so far (Linux reports KiB)."""
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
 # Run files -------------------------------------------------------------------------------
-
-
-def _merge_buffer(budget_bytes: int, runs: int) -> int:
-    return max(MIN_MERGE_BUFFER, min(MAX_MERGE_BUFFER, budget_bytes // (runs + 2)))
 
 
 def run_pairs(path: Path | None) -> np.ndarray:
@@ -248,24 +237,9 @@ class RunSorter:
 
     def finish(self) -> Path | None:
         """Merge everything into one run file (``None`` when no pair was added)."""
-        from gnncore import _C
-
         self._spill()
         self._a = self._b = None
-        while len(self.runs) > 1:
-            merged: list[Path] = []
-            for i in range(0, len(self.runs), self.max_fan_in):
-                group = self.runs[i : i + self.max_fan_in]
-                if len(group) == 1:
-                    merged.append(group[0])
-                    continue
-                out = self._path()
-                buffer = _merge_buffer(self.budget_bytes, len(group))
-                _C.merge_runs([str(p) for p in group], str(out), buffer)
-                for p in group:
-                    p.unlink()
-                merged.append(out)
-            self.runs = merged
+        self.runs = merge_runs_down(self.runs, 1, self.max_fan_in, self.budget_bytes, self._path)
         return self.runs[0] if self.runs else None
 
 

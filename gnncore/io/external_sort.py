@@ -37,6 +37,7 @@ import os
 import shutil
 import tempfile
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -56,6 +57,40 @@ MIN_BUDGET_BYTES = 1024
 MAX_MERGE_BUFFER = 8 << 20
 """Read buffer per run during the merge: the budget's share, at most 8 MiB."""
 MIN_MERGE_BUFFER = 4096
+
+
+def merge_buffer(budget_bytes: int, runs: int) -> int:
+    """Read buffer per run when ``runs`` runs are merged within ``budget_bytes``."""
+    return max(MIN_MERGE_BUFFER, min(MAX_MERGE_BUFFER, budget_bytes // (runs + 2)))
+
+
+def merge_runs_down(
+    runs: list[Path],
+    target: int,
+    max_fan_in: int,
+    budget_bytes: int,
+    next_path: Callable[[], Path],
+) -> list[Path]:
+    """Merge groups of up to ``max_fan_in`` sorted run files (C++ k-way merge into
+    ``next_path()``, the inputs removed) until at most ``target`` runs are left;
+    the runs left, in order."""
+    from gnncore import _C
+
+    while len(runs) > target:
+        merged: list[Path] = []
+        for i in range(0, len(runs), max_fan_in):
+            group = runs[i : i + max_fan_in]
+            if len(group) == 1:
+                merged.append(group[0])
+                continue
+            out = next_path()
+            buffer = merge_buffer(budget_bytes, len(group))
+            _C.merge_runs([str(p) for p in group], str(out), buffer)
+            for p in group:
+                p.unlink()
+            merged.append(out)
+        runs = merged
+    return runs
 
 
 class ExternalEdgeSorter:
@@ -228,27 +263,11 @@ class ExternalEdgeSorter:
 
     # Merging -----------------------------------------------------------------------
 
-    def _merge_buffer(self, runs: int) -> int:
-        share = self.budget_bytes // (runs + 2)
-        return max(MIN_MERGE_BUFFER, min(MAX_MERGE_BUFFER, share))
-
     def _reduce_runs(self) -> None:
         """Merge groups of runs into single runs until at most ``max_fan_in`` are left."""
-        from gnncore import _C
-
-        while len(self._runs) > self.max_fan_in:
-            merged: list[Path] = []
-            for i in range(0, len(self._runs), self.max_fan_in):
-                group = self._runs[i : i + self.max_fan_in]
-                if len(group) == 1:
-                    merged.append(group[0])
-                    continue
-                out = self._next_run_path()
-                _C.merge_runs([str(p) for p in group], str(out), self._merge_buffer(len(group)))
-                merged.append(out)
-                for p in group:
-                    p.unlink()
-            self._runs = merged
+        self._runs = merge_runs_down(
+            self._runs, self.max_fan_in, self.max_fan_in, self.budget_bytes, self._next_run_path
+        )
 
     def finish(
         self, num_nodes: int, out_dir: PathArg, *, index_dtype: DTypeLike | None = None
@@ -290,7 +309,7 @@ class ExternalEdgeSorter:
                 str(indptr_path),
                 str(indices_path),
                 dtype,
-                self._merge_buffer(len(self._runs)),
+                merge_buffer(self.budget_bytes, len(self._runs)),
             )
             self.num_edges = int(num_edges)
             return indptr_path, indices_path, self.num_edges
