@@ -36,9 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-
-def _gnncore(*args: str | os.PathLike[str]) -> list[str]:
-    return [sys.executable, "-m", "gnncore.cli.main", *(os.fspath(a) for a in args)]
+from gnncore.limits import gnncore_command
 
 
 def _run(cmd: list[str]) -> None:
@@ -73,7 +71,7 @@ def run_setting(work: Path, communities: int, args: argparse.Namespace) -> dict[
     root = work / f"c{communities}"
     graph, part, store = root / "graph", root / "partition", root / "store"
     _run(
-        _gnncore(
+        gnncore_command(
             "synth", graph, "--nodes", str(args.nodes), "--classes", str(args.classes),
             "--features", str(args.features), "--avg-degree", str(args.avg_degree),
             "--communities-per-class", str(communities), "--no-progress",
@@ -81,12 +79,12 @@ def run_setting(work: Path, communities: int, args: argparse.Namespace) -> dict[
     )  # fmt: skip
     partition_json = root / "partition.json"
     _run(
-        _gnncore(
+        gnncore_command(
             "partition", graph, part, "--method", "metis", "--parts", str(args.parts),
             "--no-progress", "--json", partition_json,
         )
     )  # fmt: skip
-    _run(_gnncore("store", graph, part, store))
+    _run(gnncore_command("store", graph, part, store))
     cut = json.loads(partition_json.read_text()).get("edge_cut_fraction")
     result: dict[str, Any] = {
         "communities_per_class": communities,
@@ -102,7 +100,7 @@ def run_setting(work: Path, communities: int, args: argparse.Namespace) -> dict[
             extra += ["--mega-batch-passes", "1"]
         started = time.perf_counter()
         _run(
-            _gnncore(
+            gnncore_command(
                 "train", graph, "--task", "node", "--model", "sage", "--hidden", "128",
                 "--epochs", str(args.epochs), "--fanouts", "10,5", "--eval-fanouts", "10,5",
                 "--batch-size", "512", "--mode", mode, *extra, "--device", "cpu",

@@ -57,6 +57,13 @@ from gnncore.sizes import parse_size  # noqa: F401  (re-exported for callers)
 
 StrPath = str | os.PathLike[str]
 
+
+def gnncore_command(*args: StrPath) -> list[str]:
+    """The argv of ``gnncore ARGS...`` run by this interpreter (``python -m
+    gnncore.cli.main``), for the commands benchmarks run under :func:`run_limited`."""
+    return [sys.executable, "-m", "gnncore.cli.main", *(os.fspath(a) for a in args)]
+
+
 #: Where the cgroup v1 memory controller is mounted.
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 

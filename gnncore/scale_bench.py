@@ -48,7 +48,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gnncore.limits import CGROUP_ROOT, LimitedRun, cgroup_available, run_limited
+from gnncore.limits import (
+    CGROUP_ROOT,
+    LimitedRun,
+    cgroup_available,
+    gnncore_command,
+    run_limited,
+)
 from gnncore.sizes import format_size
 from gnncore.thrash_guard import ThrashGuard
 
@@ -81,10 +87,6 @@ DISK_RESERVE = 4 << 30
 
 def _log(message: str) -> None:
     print(f"[bench scale] {message}", file=sys.stderr, flush=True)
-
-
-def _gnncore(*args: str | os.PathLike[str]) -> list[str]:
-    return [sys.executable, "-m", "gnncore.cli.main", *(os.fspath(a) for a in args)]
 
 
 @dataclass(frozen=True)
@@ -509,7 +511,7 @@ def bench_scale(
             _run_stage(
                 context,
                 "csv",
-                _gnncore("synth", csv, "--layout", "csv", "--nodes", str(num_nodes))
+                gnncore_command("synth", csv, "--layout", "csv", "--nodes", str(num_nodes))
                 + ["--avg-degree", repr(avg_degree), "--classes", "16", "--features", "1"]
                 + ["--seed", str(seed), "--no-progress"],
                 evict=[],
@@ -521,7 +523,9 @@ def bench_scale(
                 _run_stage(
                     context,
                     "ingest",
-                    _gnncore("ingest", csv, graph, "--format", "edgelist", "--seed", str(seed))
+                    gnncore_command(
+                        "ingest", csv, graph, "--format", "edgelist", "--seed", str(seed)
+                    )
                     + ["--memory-budget", str(budgets["ingest"]), "--no-progress"],
                     evict=[csv],
                     outputs=[graph],
@@ -537,7 +541,7 @@ def bench_scale(
                 record(_skipped(method.label, "no graph"))
                 continue
             part_dir = run_root / f"partition-{method.label.replace(':', '-')}"
-            cmd = _gnncore("partition", graph, part_dir, "--method", method.method)
+            cmd = gnncore_command("partition", graph, part_dir, "--method", method.method)
             cmd += ["--parts", str(parts), "--seed", str(seed), "--no-progress"]
             cmd += ["--memory-budget", str(budgets["partition"])]
             if method.chunk is not None:

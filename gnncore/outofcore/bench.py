@@ -37,7 +37,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gnncore.limits import LimitedRun, evict_page_cache, memory_available, run_limited
+from gnncore.limits import (
+    LimitedRun,
+    evict_page_cache,
+    gnncore_command,
+    memory_available,
+    run_limited,
+)
 from gnncore.sizes import format_size
 
 MODES = ("in_memory", "mmap", "hierbatching")
@@ -63,10 +69,6 @@ READ_CHUNK = 16 << 20
 
 def _log(message: str) -> None:
     print(f"[bench out-of-core] {message}", file=sys.stderr, flush=True)
-
-
-def _gnncore(*args: str | os.PathLike[str]) -> list[str]:
-    return [sys.executable, "-m", "gnncore.cli.main", *(os.fspath(a) for a in args)]
 
 
 def choose_partitioner(num_edges: int, available: int | None = None) -> str:
@@ -129,7 +131,7 @@ def prepare_store(
     cost: dict[str, Any] = {}
     _log(f"partitioning with {method} into {parts} parts (outside the memory limit)")
     run = run_limited(
-        _gnncore(
+        gnncore_command(
             "partition",
             graph_dir,
             part_dir,
@@ -150,7 +152,7 @@ def prepare_store(
     cost["partition_peak_rss_bytes"] = run.peak_rss_bytes
     _log(f"writing the store (static fraction {static_fraction}, outside the memory limit)")
     run = run_limited(
-        _gnncore(
+        gnncore_command(
             "store",
             graph_dir,
             part_dir,
@@ -463,7 +465,7 @@ def bench_out_of_core(
         shutil.rmtree(root, ignore_errors=True)
         json_path = runs_dir / f"{mode}.json"
         json_path.unlink(missing_ok=True)
-        cmd = _gnncore(
+        cmd = gnncore_command(
             "train",
             graph_dir,
             "--mode",
