@@ -58,21 +58,29 @@ def test_json_and_markdown(bench: tuple[Path, dict]) -> None:
     assert "| metis | 2 |" in markdown and "| single | 1 |" in markdown
 
 
-def test_sample_mode_draws_the_training_batches(bench: tuple[Path, dict], tmp_path: Path) -> None:
-    """``sample`` gathers exactly the rows that epoch 1 of training gathered."""
+@pytest.fixture(scope="module")
+def sampled(bench: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """``sample`` mode on the same graph and partitions: METIS at 2 ranks, without
+    and with an HDR plan of 10% (``metis`` and ``metis+hdr``)."""
     out, result = bench
-    trained = next(c for c in result["configs"] if c["partitioner"] == "metis" and c["nproc"] == 2)
-    sampled = bench_distributed(
+    return bench_distributed(
         result["graph_dir"],
-        tmp_path / "out",
+        tmp_path_factory.mktemp("sampled"),
         nproc=(2,),
         partitioners=("metis",),
         settings=[Setting("2-layer", (5, 5), 64, "sample")],
         epochs=1,
         work_dir=out.parent / "work",
         timeout=300,
+        replication_rate=0.1,
     )
-    (c,) = sampled["configs"]
+
+
+def test_sample_mode_draws_the_training_batches(bench: tuple[Path, dict], sampled: dict) -> None:
+    """``sample`` gathers exactly the rows that epoch 1 of training gathered."""
+    _, result = bench
+    trained = next(c for c in result["configs"] if c["partitioner"] == "metis" and c["nproc"] == 2)
+    (c,) = [c for c in sampled["configs"] if c["partitioner"] == "metis"]
     assert c["status"] == "ok", c.get("error")
     assert c["test_accuracy"] is None and c["compute_s"] is None
     assert c["remote_rows_per_epoch"] == trained["remote_rows_epoch1"]
@@ -88,20 +96,8 @@ def test_bad_arguments(tmp_path: Path) -> None:
         Setting("x", (5,), 10, "fly")
 
 
-def test_hdr_replicas_turn_remote_rows_local(bench: tuple[Path, dict], tmp_path: Path) -> None:
+def test_hdr_replicas_turn_remote_rows_local(sampled: dict) -> None:
     """With an HDR plan the same batches gather the same rows, fewer of them remote."""
-    out, result = bench
-    sampled = bench_distributed(
-        result["graph_dir"],
-        tmp_path / "out",
-        nproc=(2,),
-        partitioners=("metis",),
-        settings=[Setting("2-layer", (5, 5), 64, "sample")],
-        epochs=1,
-        work_dir=out.parent / "work",
-        timeout=300,
-        replication_rate=0.1,
-    )
     configs = {c["partitioner"]: c for c in sampled["configs"]}
     assert set(configs) == {"metis", "metis+hdr"}
     plain, hdr = configs["metis"], configs["metis+hdr"]
