@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
     parser.add_argument("--out", type=Path, default=Path("bench-out/distributed"))
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (gnncore bench distributed)")
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default=None)
     args = parser.parse_args(argv)
 
     args.data.mkdir(parents=True, exist_ok=True)
@@ -149,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         work_dir=args.data / "work",
         seed=args.seed,
         timeout=args.timeout,
+        device=args.device,
+        backend=args.backend,
     )
     result["dataset"] = {**built, "path": str(graph)}
     (args.out / "distributed.json").write_text(json.dumps(result, indent=2, default=str) + "\n")

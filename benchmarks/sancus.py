@@ -98,7 +98,13 @@ def _rank_body(rank: int, world: int, ranks_dir: str, configs: list[Any]) -> lis
 
 
 def run_graph(
-    name: str, graph: Path, data: Path, nproc: int, configs: list[Any], timeout: float
+    name: str,
+    graph: Path,
+    data: Path,
+    nproc: int,
+    configs: list[Any],
+    timeout: float,
+    backend: str = "gloo",
 ) -> list[dict[str, Any]]:
     """Train ``configs`` on ``nproc`` ranks of a METIS partition of ``graph``."""
     from gnncore.distributed.launch import spawn_local
@@ -114,7 +120,9 @@ def run_graph(
         partition_graph(graph, part, method="metis", parts=nproc)
     ranks = data / "work" / f"{name}-metis{nproc}.ranks"
     write_rank_data(graph, part, ranks)
-    per_rank = spawn_local(_rank_body, nproc, (str(ranks), configs), run_timeout=timeout)
+    per_rank = spawn_local(
+        _rank_body, nproc, (str(ranks), configs), backend=backend, run_timeout=timeout
+    )
     runs = []
     for i, config in enumerate(configs):
         ranks_out = [r[i] for r in per_rank]
@@ -246,6 +254,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a NodeTrainConfig field for every run, e.g. --set normalize_features=true",
     )
     parser.add_argument("--timeout", type=float, default=7200.0)
+    parser.add_argument(
+        "--device", default="cpu", help="cpu or cuda (GPUs shared by the ranks under gloo)"
+    )
+    parser.add_argument(
+        "--backend", choices=("gloo", "nccl"), default=None, help="default: nccl on cuda"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-out/sancus"))
     args = parser.parse_args(argv)
     if not (args.cora or args.generated):
@@ -257,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.generated:
         graphs.append(("generated-1M", generated_graph(), args.generated_epochs))
     overrides = {k: json.loads(v) for k, _, v in (item.partition("=") for item in args.set)}
-    base = NodeTrainConfig(model="gcn", mode="sancus", device="cpu", patience=0, **overrides)
+    overrides.setdefault("device", args.device)
+    backend = args.backend or ("nccl" if args.device.startswith("cuda") else "gloo")
+    base = NodeTrainConfig(model="gcn", mode="sancus", patience=0, **overrides)
     runs: list[dict[str, Any]] = []
     started = time.perf_counter()
     for name, graph, epochs in graphs:
@@ -270,12 +286,13 @@ def main(argv: list[str] | None = None) -> int:
             for c in configs:
                 c.validate()
             print(f"{name}: {len(configs)} runs on {nproc} ranks", file=sys.stderr, flush=True)
-            runs.extend(run_graph(name, graph, args.data, nproc, configs, args.timeout))
+            runs.extend(run_graph(name, graph, args.data, nproc, configs, args.timeout, backend))
     table = tabulate(runs)
     result = {
         "argv": sys.argv[1:] if argv is None else argv,
         "config": {k: v for k, v in base.to_dict().items() if k not in ("seed", "staleness")},
         "epochs": {name: epochs for name, _, epochs in graphs},
+        "backend": backend,
         "seconds": time.perf_counter() - started,
         "runs": runs,
         **table,

@@ -206,6 +206,18 @@ def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
         help="global batch of each setting, in --fanouts order (default: 1000)",
     )
     parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where the ranks train: cpu, or cuda (one GPU per rank with nccl, GPUs shared "
+        "by the ranks with --backend gloo) (default: cpu)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("gloo", "nccl"),
+        default=None,
+        help="process-group backend (default: nccl with --device cuda, else gloo)",
+    )
+    parser.add_argument(
         "--mode",
         choices=MODES,
         action="append",
@@ -539,6 +551,8 @@ def _run_distributed(args: argparse.Namespace) -> dict[str, Any]:
             threads=args.threads or None,
             timeout=args.timeout,
             replication_rate=args.replication_rate,
+            device=args.device,
+            backend=args.backend,
         )
 
     return _reported(args.graph_dir, run)

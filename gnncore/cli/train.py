@@ -236,6 +236,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "up to K times (default: 0)",
     )
     parser.add_argument(
+        "--backend",
+        choices=("gloo", "nccl"),
+        default=None,
+        help="with --nproc: the process-group backend (default: nccl with a CUDA --device, "
+        "else gloo); gloo with --device cuda shares the GPUs between the ranks, so several "
+        "ranks can train on one GPU",
+    )
+    parser.add_argument(
         "--partition",
         type=Path,
         default=None,
@@ -263,11 +271,12 @@ def _distributed_args(args: argparse.Namespace) -> bool:
             or args.master_addr != "127.0.0.1"
             or args.master_port is not None
             or args.max_restarts != 0
+            or args.backend is not None
         )
         if args.partition is not None or args.ranks_dir is not None or launch_flags:
             raise GnnCoreError(
                 "--partition, --ranks-dir, --nnodes, --node-rank, --master-addr, "
-                "--master-port and --max-restarts go with --nproc N"
+                "--master-port, --max-restarts and --backend go with --nproc N"
             )
         return False
     if args.task != "node":
@@ -383,6 +392,7 @@ def run(
                 resume=args.resume,
                 keep_checkpoints=args.keep_checkpoints,
                 progress=not args.no_progress and on_terminal(),
+                backend=args.backend,
             )
         else:
             result = train_graph_dir(

@@ -84,8 +84,8 @@ def _dir_bytes(path: Path) -> int:
 
 def node_config(spec: dict[str, Any]) -> Any:
     """The node-classification config every configuration of a spec trains with
-    (``model``, ``fanouts``, ``batch_size``, ``epochs``, ``seed``; no early
-    stopping, CPU)."""
+    (``model``, ``fanouts``, ``batch_size``, ``epochs``, ``seed``, ``device``
+    (default the CPU); no early stopping)."""
     from gnncore.train.node.config import NodeTrainConfig
 
     fanouts = tuple(int(f) for f in spec["fanouts"])
@@ -97,7 +97,7 @@ def node_config(spec: dict[str, Any]) -> Any:
         epochs=int(spec["epochs"]),
         seed=int(spec["seed"]),
         patience=0,
-        device="cpu",
+        device=spec.get("device", "cpu"),
     ).validate()
 
 
@@ -200,6 +200,7 @@ def _run_train(spec: dict[str, Any]) -> dict[str, Any]:
         world,
         ranks_dir=spec["ranks_dir"],
         replication=spec.get("replication_dir"),
+        backend=spec.get("backend"),
         timeout=float(spec["collective_timeout"]),
         run_timeout=float(spec["timeout"]),
     )
@@ -351,6 +352,8 @@ def bench_distributed(
     timeout: float = 3600.0,
     collective_timeout: float = 300.0,
     replication_rate: float = 0.0,
+    device: str = "cpu",
+    backend: str | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark (see the module docstring).
 
@@ -375,6 +378,10 @@ def bench_distributed(
             ``<method>+hdr``: the same partition with an HDR replication plan of
             that rate (``gnncore plan replication``), whose replicated rows every
             rank holds and serves locally.
+        device: Where the ranks train: ``cpu``, or ``cuda`` (one GPU per rank
+            under NCCL; GPUs shared by the ranks under gloo).
+        backend: ``gloo`` or ``nccl`` (default: NCCL for a CUDA device, else gloo;
+            :func:`~gnncore.distributed.training.train_distributed`).
 
     Returns:
         dict: What ``distributed.json`` holds, plus ``markdown``.
@@ -435,6 +442,9 @@ def bench_distributed(
         "grem_chunk": grem_chunk,
         "replication_rate": replication_rate,
         "cpus": cpus,
+        "device": device,
+        "backend": backend or ("nccl" if device.startswith("cuda") else "gloo"),
+        "gpu": _gpu_name(device),
         "settings": [asdict(s) for s in settings],
         "partitions": partitions,
         "configs": [],
@@ -461,6 +471,8 @@ def bench_distributed(
                 "seed": seed,
                 "timeout": timeout,
                 "collective_timeout": collective_timeout,
+                "device": device,
+                "backend": backend,
             }
             spec_path, result_path, log_path = (
                 runs / f"{name}{s}" for s in (".spec.json", ".json", ".log")
@@ -524,6 +536,24 @@ def bench_distributed(
     return {**result, "markdown": markdown}
 
 
+def _gpu_name(device: str) -> str | None:
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    return torch.cuda.get_device_name(torch.device(device)) if torch.cuda.is_available() else None
+
+
+def _where(result: dict[str, Any]) -> str:
+    """``gloo`` on the CPU, or the backend and the GPU (older results: gloo, CPU)."""
+    backend = result.get("backend", "gloo")
+    gpu = result.get("gpu")
+    if not gpu:
+        return backend
+    shared = ", the ranks sharing it" if backend == "gloo" else ", one per rank"
+    return f"{backend} on {gpu}{shared}"
+
+
 def _compare(result: dict[str, Any]) -> None:
     """Each configuration's remote rows against ``random``'s (same setting and
     world size): ``remote_rows_vs_random``; and ``metis_vs_random`` per setting
@@ -561,7 +591,8 @@ def to_markdown(result: dict[str, Any]) -> str:
         f"{result['num_edges']:,} undirected edges, {result['num_features']} features "
         f"({result['graph_bytes'] / 2**20:.0f} MiB on disk); model {result['model']}, "
         f"seed {result['seed']}, {result['epochs']} epoch(s) per configuration; "
-        f"GREM chunk {result['grem_chunk']:.0%}; {result['cpus']} CPUs; gloo.",
+        f"GREM chunk {result['grem_chunk']:.0%}; {result['cpus']} CPUs; "
+        f"{_where(result)}.",
     ]
     for s in result["settings"]:
         configs = [c for c in result["configs"] if c["setting"] == s["name"]]

@@ -411,14 +411,44 @@ def _split_summary(ids: np.ndarray, group: Any) -> torch.Tensor:
     return torch.from_numpy(_all_gather_ints([len(ids), crc], group))
 
 
+def _check_backend(backend: str | None, device: str, local: int) -> str:
+    """The process-group backend for ``local`` ranks per machine training on
+    ``device`` (``None``: NCCL for a CUDA device, else gloo); refuses what cannot run."""
+    cuda = device.startswith("cuda")
+    backend = backend or ("nccl" if cuda else "gloo")
+    if backend not in ("gloo", "nccl"):
+        raise ConfigError(f"backend {backend!r}: use gloo or nccl")
+    gpus = torch.cuda.device_count()
+    if backend == "nccl" and not cuda:
+        raise ConfigError(f"backend nccl runs on GPUs: give a CUDA device, not {device!r}")
+    if cuda and gpus == 0:
+        raise ConfigError(f"device {device!r}: no CUDA device is available")
+    if backend == "nccl" and gpus < local:
+        raise ConfigError(
+            f"backend nccl: {local} ranks need {local} GPUs, found {gpus} "
+            "(--backend gloo shares the GPUs between the ranks)"
+        )
+    return backend
+
+
 def _rank_device(config: NodeTrainConfig) -> tuple[NodeTrainConfig, torch.device]:
     """This rank's device: under NCCL the GPU ``LOCAL_RANK`` (else the rank) of
-    this machine, set as current; else the CPU."""
-    if dist.get_backend() != "nccl":
+    this machine, set as current; under gloo with a CUDA ``config.device``, GPUs
+    shared by the ranks (``cuda:N``: that one; ``cuda``: ``LOCAL_RANK`` modulo
+    the GPU count), the collectives going through host memory; else the CPU."""
+    nccl = dist.get_backend() == "nccl"
+    if not nccl and not config.device.startswith("cuda"):
         return replace(config, device="cpu"), torch.device("cpu")
     local = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
-    torch.cuda.set_device(local)
-    return replace(config, device=f"cuda:{local}"), torch.device("cuda", local)
+    wanted = torch.device(config.device) if config.device.startswith("cuda") else None
+    if nccl:
+        index = local
+    elif wanted is not None and wanted.index is not None:
+        index = wanted.index
+    else:
+        index = local % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return replace(config, device=f"cuda:{index}"), torch.device("cuda", index)
 
 
 def _rank_logger(run: RankRun) -> Any | None:
@@ -679,7 +709,10 @@ def train_distributed(
     Args:
         nproc: Ranks on this machine; by default the partition's part count
             over ``launch.nnodes``.
-        backend: ``"gloo"`` (CPU, the default without CUDA) or ``"nccl"``.
+        backend: ``"gloo"`` or ``"nccl"`` (default: NCCL for a CUDA
+            ``config.device``, else gloo). gloo with a CUDA device trains on GPUs
+            shared by the ranks (several ranks on one GPU), the collectives through
+            host memory.
         timeout: Seconds a collective may wait for its peers.
         run_timeout: Seconds a rank may run.
         progress: Rank 0's progress: tqdm bars (``True``), nothing (``False``),
@@ -717,11 +750,7 @@ def train_distributed(
             f"--nproc {local} x --nnodes {launch.nnodes}: the partition {partition.path} has "
             f"{partition.parts} parts; one rank trains each partition"
         )
-    backend = backend or ("nccl" if config.device.startswith("cuda") else "gloo")
-    if backend == "nccl" and torch.cuda.device_count() < local:
-        raise ConfigError(
-            f"backend nccl: {local} ranks need {local} GPUs, found {torch.cuda.device_count()}"
-        )
+    backend = _check_backend(backend, config.device, local)
     if launch.max_restarts and checkpoint_dir is None:
         raise ConfigError("--max-restarts resumes from checkpoints: give a checkpoint directory")
     m = graph.manifest

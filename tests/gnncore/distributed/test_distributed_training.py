@@ -191,3 +191,62 @@ def test_nproc_must_match_the_partition(graph) -> None:
     g, part = graph
     with pytest.raises(ConfigError, match="has 2 parts"):
         train_distributed(g, part, CONFIG, 3)
+
+
+def test_backend_needs_what_it_runs_on(graph, capsys) -> None:
+    from dataclasses import replace
+
+    import torch
+
+    from gnncore.cli.main import main
+    from gnncore.train.node.config import ConfigError
+
+    g, part = graph
+    assert main(["train", str(g), "--backend", "gloo"]) != 0
+    assert "--backend go with --nproc N" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="nccl runs on GPUs: give a CUDA device"):
+        train_distributed(g, part, CONFIG, 2, backend="nccl")
+    with pytest.raises(ConfigError, match="use gloo or nccl"):
+        train_distributed(g, part, CONFIG, 2, backend="mpi")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no CUDA device is available"):
+            train_distributed(g, part, replace(CONFIG, device="cuda"), 2, backend="gloo")
+
+
+# On a GPU (skipped elsewhere; run by the device check, docs/DISTRIBUTED.md) -------
+
+
+def _cuda_ranks(graph, backend: str, parts: int, tmp_path: Path):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the GPU paths run on a machine with one")
+    from dataclasses import replace
+
+    g, part = graph
+    if parts != 2:
+        part = tmp_path / f"p{parts}"
+        partition_graph(g, part, method="random", parts=parts)
+    config = replace(CONFIG, device="cuda")
+    return train_distributed(g, part, config, parts, backend=backend, run_timeout=300)
+
+
+def test_gloo_ranks_share_one_gpu(runs, graph, tmp_path) -> None:
+    """Two gloo ranks on GPU 0 (``--backend gloo --device cuda``) learn like the
+    CPU ranks: models on the GPU, collectives through host memory."""
+    dist = _cuda_ranks(graph, "gloo", 2, tmp_path)
+    assert [r["fields"]["config"].device for r in dist.per_rank] == ["cuda:0", "cuda:0"]
+    assert dist.test_accuracy >= runs["single"].test_accuracy - TOLERANCE
+    assert all(e["dist_remote_bytes"] > 0 for e in dist.throughput)
+
+
+def test_nccl_rank_on_its_gpu(runs, graph, tmp_path) -> None:
+    """One NCCL rank per GPU (as many ranks as the machine has GPUs, one here)."""
+    import torch
+
+    parts = max(1, min(2, torch.cuda.device_count()))
+    dist = _cuda_ranks(graph, "nccl", parts, tmp_path)
+    assert [r["fields"]["config"].device for r in dist.per_rank] == [
+        f"cuda:{i}" for i in range(parts)
+    ]
+    assert dist.test_accuracy >= runs["single"].test_accuracy - TOLERANCE
