@@ -65,8 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="the memory ingestion may take (e.g. 1GiB, 512MiB): ingest in bounded memory, "
         "parsing in batches and building the CSR from sorted runs on disk beside OUT_DIR; "
-        "same graph directory. Text edge lists with integer ids only (string ids, --nodes "
-        "and other formats are ingested in memory for now). Default: auto, half the "
+        "same graph directory. Text edge lists, integer or string ids (--nodes and other "
+        "formats are ingested in memory for now). Default: auto, half the "
         "available memory, ingesting in memory when the input's estimated in-memory peak "
         "fits in it; none: in memory",
     )
@@ -101,11 +101,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         if args.nodes is not None:
             raise GnnCoreError("--memory-budget SIZE does not take --nodes yet")
-        if args.id_type == "string":
-            raise GnnCoreError(
-                "--memory-budget SIZE reads integer ids only; string ids are ingested in "
-                "memory for now: drop --memory-budget"
-            )
     from gnncore.progress import StageBar
 
     with StageBar("ingest", enabled=None if not args.no_progress else False) as bar:

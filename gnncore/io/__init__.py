@@ -94,9 +94,9 @@ def ingest(
             merge buffers within the budget, spilling to disk beside
             ``out_dir``). ``None``: in memory. Both paths write the same graph
             directory, byte for byte. The bounded path takes text edge lists
-            with integer ids only (string ids, node tables and other formats
-            are ingested in memory for now: an explicit budget with them is a
-            ``ValueError``).
+            (integer ids, and string ids: :mod:`gnncore.io.string_ids`); node
+            tables and other formats are ingested in memory for now (an
+            explicit budget with them is a ``ValueError``).
         progress (callable, optional): Called with the name of each stage
             (reading, remapping, canonical edges, writing, ...); e.g. a
             :class:`gnncore.progress.StageBar` or a logger's ``info``.
@@ -119,7 +119,7 @@ def ingest(
                     f"{source}: in-memory ingestion may take about {format_size(estimate)}, "
                     f"more than the default budget of {format_size(budget)} (half the "
                     "available memory), and the bounded-memory path takes text edge lists "
-                    "with integer ids only: ingesting in memory",
+                    "without a node table only: ingesting in memory",
                     ResourceWarning,
                     stacklevel=2,
                 )
@@ -166,7 +166,7 @@ def in_memory_peak_estimate(source: str | os.PathLike[str], fmt: str) -> int:
 
 def _bounded_applies(fmt: str, nodes: str | os.PathLike[str] | None, id_type: str) -> bool:
     """Whether bounded-memory ingestion takes this input (see :func:`_ingest_bounded`)."""
-    return fmt == "edgelist" and nodes is None and id_type != "string"
+    return fmt == "edgelist" and nodes is None
 
 
 def _checked_format(
@@ -207,7 +207,7 @@ def _ingest_bounded(
     nodes: str | os.PathLike[str] | None,
     budget: int,
 ) -> IngestReport:
-    from gnncore.io.external_ingest import STRING_IDS, ingest_edgelist_external
+    from gnncore.io.external_ingest import ingest_edgelist_external
 
     if fmt != "edgelist":
         raise ValueError(
@@ -219,8 +219,6 @@ def _ingest_bounded(
             "memory_budget does not take a node table (nodes=) yet: ingest it without a "
             "memory budget"
         )
-    if id_type == "string":
-        raise ValueError(STRING_IDS)
     return ingest_edgelist_external(
         source,
         out_dir,

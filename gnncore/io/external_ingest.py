@@ -1,4 +1,5 @@
-"""Bounded-memory ingestion of text edge lists with integer ids.
+"""Bounded-memory ingestion of text edge lists with integer ids (string ids:
+:mod:`gnncore.io.string_ids`, which this module hands them to).
 
 ``ingest(..., memory_budget=SIZE)`` / ``gnncore ingest --memory-budget SIZE``
 selects this path (only on request: without a budget ingestion runs in memory
@@ -58,9 +59,12 @@ process is gone.
 
 O(|V|) memory, outside the budget: the sorted distinct ids (8 bytes per node;
 plus a 5-byte-per-slot lookup table up to the largest id when ids are dense)
-and the CSR's per-node offsets and edge-rank counters (16 bytes per node). String ids, node
-tables and Parquet inputs are ingested in memory for now (asking for a budget
-with them is an error).
+and the CSR's per-node offsets and edge-rank counters (16 bytes per node). String ids
+(``id_type="string"``, or ``"auto"`` when Polars reads no layout's ids as
+integers, as the in-memory path decides) go to
+:func:`gnncore.io.string_ids.ingest_string_ids` in the same scratch directory;
+node tables and Parquet inputs are ingested in memory for now (asking for a
+budget with them is an error).
 """
 
 from __future__ import annotations
@@ -119,10 +123,6 @@ SCRATCH_KINDS = ("tmp", "ingest", "synth")
 """The temporary siblings of an output that the next run removes when their process is gone."""
 MIN_MEMORY_BUDGET = 64 << 10
 """The smallest budget accepted (tests use tiny ones to force many runs)."""
-STRING_IDS = (
-    "bounded-memory ingestion (memory_budget / --memory-budget) reads integer node ids "
-    "only; string ids are ingested in memory for now: run without a memory budget"
-)
 RUN_HEADER_BYTES = 32
 MAX_BATCH_ROWS = 1 << 21
 MIN_BATCH_ROWS = 1024
@@ -380,12 +380,19 @@ def _decompress(source: Path, out: Path) -> None:
         raise gzip_error(source, exc) from exc
 
 
-def _batches(text: Path, layout: Layout, rows: int) -> Iterator[pl.DataFrame]:
-    lf = _scan(text, layout, pl.Int64)
+def _batches(
+    text: Path, layout: Layout, rows: int, dtype: type[pl.DataType] = pl.Int64
+) -> Iterator[pl.DataFrame]:
+    lf = _scan(text, layout, dtype)
     try:
         yield from lf.collect_batches(chunk_size=rows, engine="streaming")
     except pl.exceptions.PolarsError as exc:
         raise _PolarsFailed(str(exc)) from exc
+
+
+class _StringIds(Exception):
+    """``id_type="auto"`` and Polars reads no layout's ids as integers: they are
+    strings, as the in-memory path reads them (:mod:`gnncore.io.string_ids`)."""
 
 
 class _WideIds(Exception):
@@ -482,7 +489,7 @@ def ingest_edgelist_external(
     header: bool | None = None,
     max_fan_in: int = 64,
 ) -> IngestReport:
-    """Ingest a text edge list with integer ids in bounded memory (module docstring).
+    """Ingest a text edge list in bounded memory (module docstring).
 
     Args:
         source, out_dir, directed, name, seed, header: As
@@ -491,8 +498,9 @@ def ingest_edgelist_external(
             buffers, the shuffle's permutation); at least
             :data:`MIN_MEMORY_BUDGET`. The O(|V|) arrays and Polars' reader
             come on top (module docstring).
-        id_type (str): ``"auto"`` or ``"int"`` (``"string"`` is refused: string
-            ids are ingested in memory for now).
+        id_type (str): ``"auto"``, ``"int"`` or ``"string"``: as the in-memory
+            path, ``"auto"`` reads integers when Polars can, else strings
+            (:mod:`gnncore.io.string_ids`).
         max_fan_in (int): Most runs merged at once.
 
     Returns:
@@ -507,8 +515,6 @@ def ingest_edgelist_external(
         raise ValueError(f"memory_budget must be at least {MIN_MEMORY_BUDGET} bytes, got {budget}")
     if id_type not in ID_TYPES:
         raise ValueError(f"id_type must be one of {ID_TYPES}, not {id_type!r}")
-    if id_type == "string":
-        raise ValueError(STRING_IDS)
     source = Path(source)
     if source.is_dir():
         raise InputError(
@@ -519,9 +525,19 @@ def ingest_edgelist_external(
     if not source.is_file():
         raise InputError("no such file", source)
     with scratch_directory(Path(out_dir), "ingest") as scratch:
-        return _ingest(
-            source, Path(out_dir), scratch, phases, started, budget, directed, name, id_type,
-            seed, header, max_fan_in,
+        if id_type != "string":
+            try:
+                return _ingest(
+                    source, Path(out_dir), scratch, phases, started, budget, directed, name,
+                    id_type, seed, header, max_fan_in,
+                )  # fmt: skip
+            except _StringIds:
+                _clear_scratch(scratch)
+        from gnncore.io.string_ids import ingest_string_ids
+
+        return ingest_string_ids(
+            source, Path(out_dir), scratch, phases, started, budget, directed=directed,
+            name=name, seed=seed, header=header, max_fan_in=max_fan_in,
         )  # fmt: skip
 
 
@@ -554,19 +570,16 @@ def _ingest(
             layouts.append(replace(layout, separator=None))
         try:
             layout, ids, parsed = _parse(text, layouts, scratch, budget, rows, directed,
-                                         max_fan_in, wide=False)  # fmt: skip
+                                         max_fan_in, wide=False, id_type=id_type)  # fmt: skip
         except _WideIds:  # ids past 2**32: parse again, into the general path's files
             _clear_scratch(scratch)
             layout, ids, parsed = _parse(text, layouts, scratch, budget, rows, directed,
-                                         max_fan_in, wide=True)  # fmt: skip
+                                         max_fan_in, wide=True, id_type=id_type)  # fmt: skip
         if parsed.count == 0:
             raise InputError("empty file: no edges", text)
     except InputError as exc:
-        problem = exc.problem
-        if id_type == "auto" and "is not an integer" in problem:
-            problem = f"{problem}; {STRING_IDS}"
-        if exc.path == text and (text != source or problem != exc.problem):
-            raise InputError(problem, source, line=exc.line, row=exc.row) from None
+        if exc.path == text and text != source:
+            raise InputError(exc.problem, source, line=exc.line, row=exc.row) from None
         raise
 
     stage("remapping ids")
@@ -602,10 +615,11 @@ def _ingest(
 
 def _parse(
     text: Path, layouts: list[Layout], scratch: Path, budget: int, rows: int, directed: bool,
-    max_fan_in: int, wide: bool,
+    max_fan_in: int, wide: bool, id_type: str,
 ) -> tuple[Layout, IdCollector, _Parsed | _KeyParsed]:  # fmt: skip
     """Parse with the C++ reader, or when it declines, with the first layout Polars
-    reads; raises :class:`_WideIds` (fast path, ``wide=False``) at an id past ``2**32``."""
+    reads; raises :class:`_WideIds` (fast path, ``wide=False``) at an id past ``2**32``,
+    and :class:`_StringIds` (``id_type="auto"``) when no layout reads integers."""
 
     def sinks() -> tuple[IdCollector, _Parsed | _KeyParsed]:
         ids = IdCollector(scratch, budget // 4, max_fan_in)
@@ -627,6 +641,8 @@ def _parse(
         except _PolarsFailed:
             continue
         return candidate, ids, sink
+    if id_type == "auto":
+        raise _StringIds
     locate_problem(text, layouts[-1], as_int=True)
     raise InputError("could not be parsed as an integer edge list", text)
 

@@ -119,13 +119,15 @@ def test_auto_goes_bounded_when_the_estimate_exceeds_the_default(tmp_path, monke
 def test_auto_warns_when_only_memory_can_take_the_input(tmp_path, monkeypatch):
     source = tmp_path / "g.csv"
     source.write_text("".join(f"n{i},n{(i * 7) % 50}\n" for i in range(2000)))
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("node_id,x\n" + "".join(f"n{i},{i}\n" for i in range(2000)))
     monkeypatch.setattr(usage_module, "default_memory_budget", lambda: 1 << 10)
-    with pytest.warns(ResourceWarning, match="integer ids only: ingesting in memory"):
-        report = ingest(source, tmp_path / "out", id_type="string")
+    with pytest.warns(ResourceWarning, match="without a node table only: ingesting in memory"):
+        report = ingest(source, tmp_path / "out", id_type="string", nodes=nodes)
     assert report.memory_budget is None and report.num_nodes == 2000
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an explicit in-memory request warns about nothing
-        ingest(source, tmp_path / "out2", id_type="string", memory_budget=None)
+        ingest(source, tmp_path / "out2", id_type="string", nodes=nodes, memory_budget=None)
 
 
 def test_generation_auto_follows_the_estimate(tmp_path, monkeypatch):

@@ -16,7 +16,6 @@ from gnncore.errors import InputError
 from gnncore.io import ingest
 from gnncore.io.external_ingest import (
     PHASES,
-    STRING_IDS,
     IdCollector,
     ingest_edgelist_external,
     parquet_row_groups,
@@ -147,10 +146,8 @@ def test_bad_line_names_file_and_line_and_leaves_nothing(tmp_path):
     assert info.value.path == source and info.value.line == 4001
     assert "'x9' is not an integer" in str(info.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
-    # auto ids: the message says that string ids need the in-memory path
-    with pytest.raises(InputError, match="string ids are ingested in memory"):
-        ingest(source, tmp_path / "out", memory_budget=TINY)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
+    # auto ids: strings, as in memory (gnncore.io.string_ids)
+    both(tmp_path, source)
 
 
 def test_errors_in_gzip_name_the_source(tmp_path):
@@ -176,9 +173,6 @@ def test_existing_output_kept_on_error(tmp_path):
 
 def test_refusals(tmp_path):
     source = write_edges(tmp_path / "g.csv", ["a", "b"], ["b", "c"])
-    with pytest.raises(ValueError, match="integer node ids only"):
-        ingest(source, tmp_path / "out", memory_budget="1GiB", id_type="string")
-    assert STRING_IDS.startswith("bounded-memory")
     table = tmp_path / "nodes.csv"
     table.write_text("node_id,x\na,1\n")
     with pytest.raises(ValueError, match="node table"):
@@ -213,10 +207,6 @@ def test_cli_memory_budget(tmp_path):
     assert set(report["phases"]) == set(PHASES) and report["peak_rss_bytes"] > 0
     ingest(source, tmp_path / "mem")
     assert_same_dir(tmp_path / "mem", tmp_path / "ext")
-    bad = subprocess.run(
-        cmd[:-2] + ["--id-type", "string"], capture_output=True, text=True, check=False
-    )
-    assert bad.returncode != 0 and "integer ids only" in bad.stderr
 
 
 # The C++ reader (gnncore.io.edge_text) and the Polars path it hands declined files to

@@ -1,0 +1,448 @@
+"""Bounded-memory ingestion of text edge lists with string ids.
+
+The string-id branch of :func:`gnncore.io.external_ingest.ingest_edgelist_external`
+(``id_type="string"``, or ``"auto"`` when Polars cannot read the ids as
+integers -- exactly when the in-memory path reads them as strings). It writes
+the graph directory the in-memory path writes (:func:`gnncore.io.canonical.remap_str_ids`:
+node ids are the ranks of the distinct strings in Polars' byte-wise sorted
+order, listed in ``node_ids.parquet``), byte for byte, in two passes over the
+text:
+
+1. **names** (phases ``parse`` and ``remap``): Polars' streaming CSV reader
+   hands the file over in batches of strings (the in-memory path's scan,
+   :func:`gnncore.io.edgelist._scan`; a bad line is an
+   :class:`~gnncore.errors.InputError` naming the file and line as there). Each
+   batch's distinct strings go to a :class:`NameCollector`, which keeps them
+   while they fit its share of the budget and otherwise spills them, sorted, as
+   *runs* (Arrow IPC files of record batches) beside the output; the runs are
+   merged from disk, at most ``max_fan_in`` at a time (several passes when
+   there are more), into the sorted distinct names: :class:`SortedNames`, in
+   memory or one run file.
+2. **remap**: the sorted names are cut into *ranges* that fit a quarter of the
+   budget (with their codes and a join's hash table). With one range -- the
+   usual case -- the text is parsed again and each batch's endpoints are joined
+   against it (Polars' hash join) into node ids, which go straight into the
+   key sorter of :func:`gnncore.io.external_ingest.write_edge_stream`. With
+   several, the text is parsed once per range, each pass filling the endpoints
+   whose names fall in its range into two int64 id files on disk (16 bytes an
+   edge), and the last pass streams the finished ids to the sorter.
+3. The rest -- sort/dedup, CSR, shuffled stream, checksums, the atomic rename
+   -- is :func:`~gnncore.io.external_ingest.write_edge_stream`'s;
+   ``node_ids.parquet`` is streamed from the sorted names in the row groups
+   Polars' ``write_parquet`` cuts, so its bytes match too.
+
+Memory: the budget's quarter for collected names (and the merge buffers), a
+quarter for a range of names, half for the edge keys; Polars' reader and a
+parse batch come on top, as on the integer path. Unlike the integer path,
+nothing O(|V|) is held beyond one range of names (the CSR's per-node arrays
+aside). Disk: the runs of names (about the names' size, twice that during a
+merge pass) and, with several ranges, 16 bytes per edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from gnncore.errors import InputError
+from gnncore.io.edgelist import Layout, default_name, is_gzip, locate_problem, sniff
+from gnncore.io.report import IngestReport
+from gnncore.progress import stage
+from gnncore.store.writer import PARQUET_OPTIONS, GraphDirWriter
+
+NAME_COLUMN = "name"
+RUN_SCHEMA = pa.schema([(NAME_COLUMN, pa.large_string())])
+ENTRY_OVERHEAD = 40
+"""Bytes per name of a range on top of Polars' size estimate: its int64 code and
+the join's hash-table entry."""
+MIN_RUN_BATCH_BYTES = 4096
+
+
+# Run files: sorted distinct names as Arrow IPC record batches --------------------------
+
+
+def write_name_run(path: Path, chunks: Iterable[pl.Series]) -> list[tuple[int, int]]:
+    """Write sorted chunks of names as one run file (written to a ``.partial``
+    sibling, renamed at the end); returns ``(rows, bytes)`` of each record batch."""
+    tmp = path.with_name(path.name + ".partial")
+    batches: list[tuple[int, int]] = []
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, RUN_SCHEMA) as writer:
+        for chunk in chunks:
+            if len(chunk) == 0:
+                continue
+            column = chunk.to_arrow().cast(pa.large_string())
+            writer.write_batch(pa.record_batch([column], schema=RUN_SCHEMA))
+            batches.append((len(chunk), int(chunk.estimated_size())))
+    tmp.replace(path)
+    return batches
+
+
+def read_name_run(path: Path, first: int = 0, end: int | None = None) -> Iterator[pl.Series]:
+    """The record batches ``first..end-1`` of a run file, as Polars string Series."""
+    with pa.OSFile(str(path), "rb") as source:
+        reader = pa.ipc.open_file(source)
+        stop = reader.num_record_batches if end is None else end
+        for i in range(first, stop):
+            yield pl.Series(NAME_COLUMN, reader.get_batch(i).column(0), dtype=pl.String)
+
+
+def slices(names: pl.Series, target_bytes: int) -> Iterator[pl.Series]:
+    """``names`` in consecutive slices of about ``target_bytes`` each."""
+    if len(names) == 0:
+        return
+    per_row = max(names.estimated_size() / len(names), 1.0)
+    rows = max(int(target_bytes / per_row), 1)
+    for start in range(0, len(names), rows):
+        yield names.slice(start, rows)
+
+
+def merge_name_runs(runs: list[Path], out: Path, batch_bytes: int) -> list[tuple[int, int]]:
+    """Merge sorted runs of distinct names into one run of their sorted distinct
+    union at ``out`` (the inputs are left alone); returns its record batches.
+
+    Holds one record batch per run: everything up to the smallest of the held
+    batches' last names is in memory (later batches of every run are larger), so
+    it is sorted, deduplicated and written, and the exhausted batches are
+    replaced by their runs' next ones.
+    """
+    readers = [read_name_run(path) for path in runs]
+    held: list[pl.Series | None] = [next(reader, None) for reader in readers]
+
+    def merged() -> Iterator[pl.Series]:
+        while True:
+            live = [i for i, chunk in enumerate(held) if chunk is not None]
+            if not live:
+                return
+            bound = min(held[i][-1] for i in live)  # type: ignore[index]
+            parts = []
+            for i in live:
+                chunk = held[i]
+                assert chunk is not None
+                cut = int(chunk.search_sorted(bound, side="right"))
+                parts.append(chunk.slice(0, cut))
+                held[i] = chunk.slice(cut) if cut < len(chunk) else next(readers[i], None)
+            yield from slices(pl.concat(parts).unique().sort(), batch_bytes)
+
+    return write_name_run(out, merged())
+
+
+# Collecting and merging the names ----------------------------------------------------------
+
+
+@dataclass
+class SortedNames:
+    """The sorted distinct names: in memory (``series``) or a run file (``run``,
+    with the rows and estimated bytes of each of its record batches)."""
+
+    count: int
+    series: pl.Series | None = None
+    run: Path | None = None
+    batches: list[tuple[int, int]] = field(default_factory=list)
+
+    def chunks(self) -> Iterator[pl.Series]:
+        """The names in order, in chunks."""
+        if self.series is not None:
+            yield self.series
+        elif self.run is not None:
+            yield from read_name_run(self.run)
+
+    def ranges(self, budget_bytes: int) -> list[tuple[int, int, int]]:
+        """Consecutive ranges ``(first_node_id, first_batch, end_batch)`` whose names,
+        codes and join table fit ``budget_bytes`` each (a larger record batch alone)."""
+        if self.series is not None or self.run is None:
+            return [(0, 0, 1)]
+        ranges: list[tuple[int, int, int]] = []
+        node = first = held = start_node = 0
+        for i, (rows, size) in enumerate(self.batches):
+            cost = size + ENTRY_OVERHEAD * rows
+            if i > first and held + cost > budget_bytes:
+                ranges.append((start_node, first, i))
+                first, held, start_node = i, 0, node
+            held += cost
+            node += rows
+        ranges.append((start_node, first, len(self.batches)))
+        return ranges
+
+    def range_table(self, first_node: int, first: int, end: int) -> pl.DataFrame:
+        """One range as a join table: ``name`` and its node id ``id``."""
+        if self.series is not None:
+            names = self.series
+        elif self.run is not None:
+            names = pl.concat(list(read_name_run(self.run, first, end)))
+        else:
+            names = pl.Series(NAME_COLUMN, [], dtype=pl.String)
+        ids = pl.int_range(first_node, first_node + len(names), eager=True, dtype=pl.Int64)
+        return pl.DataFrame({NAME_COLUMN: names, "id": ids})
+
+
+class NameCollector:
+    """The distinct names of the edges, in bounded memory.
+
+    Each batch's distinct names are held while their estimated size stays
+    within ``budget_bytes``; past it, what is held is merged (sorted, distinct)
+    and, when that still takes more than half the budget, spilled as a run.
+    :meth:`finish` merges the runs, ``max_fan_in`` at a time.
+    """
+
+    def __init__(self, directory: Path, budget_bytes: int, max_fan_in: int = 64) -> None:
+        self.directory = directory
+        self.budget_bytes = int(budget_bytes)
+        self.max_fan_in = max(int(max_fan_in), 2)
+        self.batch_bytes = max(self.budget_bytes // (self.max_fan_in + 2), MIN_RUN_BATCH_BYTES)
+        self._parts: list[pl.Series] = []
+        self._held = 0
+        self._serial = 0
+        self.runs: list[Path] = []
+        self._run_batches: dict[Path, list[tuple[int, int]]] = {}
+        self.runs_written = 0
+        self.merge_passes = 0
+
+    def _next_path(self) -> Path:
+        path = self.directory / f"names-{self._serial:06d}.arrow"
+        self._serial += 1
+        return path
+
+    def add(self, names: pl.Series) -> None:
+        """Collect the distinct values of ``names`` (a string Series)."""
+        distinct = names.unique()
+        self._parts.append(distinct)
+        self._held += distinct.estimated_size()
+        if self._held > self.budget_bytes:
+            merged = self._merged()
+            if merged.estimated_size() > self.budget_bytes // 2:
+                self._spill(merged)
+            else:
+                self._parts, self._held = [merged], merged.estimated_size()
+
+    def _merged(self) -> pl.Series:
+        merged = (
+            pl.concat(self._parts).unique().sort()
+            if self._parts
+            else pl.Series(NAME_COLUMN, [], dtype=pl.String)
+        )
+        self._parts, self._held = [], 0
+        return merged.rename(NAME_COLUMN)
+
+    def _spill(self, merged: pl.Series) -> None:
+        path = self._next_path()
+        self._run_batches[path] = write_name_run(path, slices(merged, self.batch_bytes))
+        self.runs.append(path)
+        self.runs_written += 1
+
+    def finish(self) -> SortedNames:
+        """The sorted distinct names collected (runs merged into one run file)."""
+        merged = self._merged()
+        if not self.runs:
+            return SortedNames(len(merged), series=merged)
+        if len(merged):
+            self._spill(merged)
+        del merged
+        runs = self.runs
+        batches = self._run_batches[runs[0]] if len(runs) == 1 else []
+        while len(runs) > 1:
+            self.merge_passes += 1
+            merged_runs: list[Path] = []
+            for i in range(0, len(runs), self.max_fan_in):
+                group = runs[i : i + self.max_fan_in]
+                if len(group) == 1:
+                    merged_runs.append(group[0])
+                    continue
+                out = self._next_path()
+                batches = merge_name_runs(group, out, self.batch_bytes)
+                for path in group:
+                    path.unlink()
+                merged_runs.append(out)
+            runs = merged_runs
+        self.runs = runs
+        return SortedNames(sum(rows for rows, _ in batches), run=runs[0], batches=batches)
+
+
+# node_ids.parquet ------------------------------------------------------------------------
+
+
+def write_node_ids(path: Path, names: SortedNames) -> None:
+    """``node_ids.parquet`` (``raw_id``, ``node_id``) from the sorted names, streamed
+    in the row groups of Polars' ``write_parquet``: the bytes of
+    ``node_id_table(raw_ids).write_parquet`` (:mod:`gnncore.io.canonical`)."""
+    from polars.io.plugins import register_io_source
+
+    from gnncore.io.canonical import node_id_table
+    from gnncore.io.external_ingest import parquet_row_groups
+
+    if names.series is not None:  # in memory: the in-memory writer's own call
+        node_id_table(names.series).write_parquet(path, **PARQUET_OPTIONS)
+        return
+    groups = parquet_row_groups(names.count)
+    schema = {"raw_id": pl.String, "node_id": pl.Int64}
+
+    def source(*_: Any) -> Iterator[pl.DataFrame]:
+        chunks = names.chunks()
+        held = pl.Series("raw_id", [], dtype=pl.String)
+        at = 0
+        for size in groups:
+            while len(held) < size:
+                held = pl.concat([held, next(chunks).rename("raw_id")])
+            ids = pl.int_range(at, at + size, eager=True, dtype=pl.Int64)
+            # one chunk, as in the in-memory frame: the pages follow the chunks
+            yield pl.DataFrame({"raw_id": held.slice(0, size).rechunk(), "node_id": ids})
+            held, at = held.slice(size), at + size
+
+    register_io_source(source, schema=schema).sink_parquet(path, **PARQUET_OPTIONS)
+
+
+# Ingestion -------------------------------------------------------------------------------
+
+
+def _string_batches(text: Path, layout: Layout, rows: int) -> Iterator[pl.DataFrame]:
+    from gnncore.io.external_ingest import _batches
+
+    for df in _batches(text, layout, rows, dtype=pl.String):
+        if df.height:
+            yield df
+
+
+def _collect_names(
+    text: Path, layouts: list[Layout], scratch: Path, budget: int, rows: int, max_fan_in: int
+) -> tuple[Layout, SortedNames]:
+    """Pass 1: the sorted distinct names with the first layout Polars reads; bad
+    input is the in-memory path's :class:`InputError`."""
+    from gnncore.io.external_ingest import _PolarsFailed
+
+    for layout in layouts:
+        collector = NameCollector(scratch, budget, max_fan_in)
+        num_edges = 0
+        missing = False
+        try:
+            for df in _string_batches(text, layout, rows):
+                if df["missing"].any():  # as in memory: reported once the parse succeeds
+                    missing = True
+                    continue
+                collector.add(pl.concat([df["src"], df["dst"]]))
+                num_edges += df.height
+        except _PolarsFailed:
+            for path in collector.runs:
+                path.unlink(missing_ok=True)
+            continue
+        if missing:
+            locate_problem(text, layout, as_int=False)
+            raise InputError("a line lacks a node id", text)
+        if num_edges == 0:
+            raise InputError("empty file: no edges", text)
+        return layout, collector.finish()
+    locate_problem(text, layouts[-1], as_int=False)
+    raise InputError("could not be parsed as an edge list", text)
+
+
+def _node_ids(table: pl.DataFrame, df: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The node ids of a batch's endpoints in ``table``'s range (``-1`` elsewhere)."""
+    n = df.height
+    ends = pl.DataFrame({NAME_COLUMN: pl.concat([df["src"], df["dst"]])})
+    ids = ends.join(table, on=NAME_COLUMN, how="left", maintain_order="left")["id"]
+    both = ids.fill_null(-1).to_numpy(writable=True)
+    return both[:n], both[n:]
+
+
+def _mapped_chunks(
+    text: Path, layout: Layout, names: SortedNames, scratch: Path, budget: int, rows: int,
+    phases: Any,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """Pass 2: the edges as node ids, batch by batch (one parse per range of names)."""
+    ranges = names.ranges(budget)
+    src_path, dst_path = scratch / "src.ids", scratch / "dst.ids"
+    for number, (first_node, first, end) in enumerate(ranges):
+        phases.start("remap")
+        table = names.range_table(first_node, first, end)
+        last = number == len(ranges) - 1
+        mode = "r+b" if number else "wb"
+        with open(src_path, mode) as src_fh, open(dst_path, mode) as dst_fh:
+            batches = _string_batches(text, layout, rows)
+            while True:
+                phases.start("parse")
+                df = next(batches, None)
+                if df is None:
+                    break
+                phases.start("remap")
+                src, dst = _node_ids(table, df)
+                del df
+                for ids, fh in ((src, src_fh), (dst, dst_fh)):
+                    at = fh.tell()
+                    if number:  # earlier ranges' ids: every name is in exactly one range
+                        earlier = np.empty_like(ids)
+                        if fh.readinto(memoryview(earlier).cast("B")) != earlier.nbytes:
+                            raise RuntimeError(f"{fh.name} is truncated")
+                        np.maximum(ids, earlier, out=ids)
+                    if not last:
+                        fh.seek(at)
+                        fh.write(memoryview(ids).cast("B"))
+                if last:
+                    if src.min() < 0 or dst.min() < 0:
+                        raise RuntimeError(f"{text}: a name was not found in the sorted names")
+                    yield src, dst
+        del table
+    src_path.unlink(missing_ok=True)
+    dst_path.unlink(missing_ok=True)
+
+
+def ingest_string_ids(
+    source: Path,
+    out: Path,
+    scratch: Path,
+    phases: Any,
+    started: float,
+    budget: int,
+    *,
+    directed: bool,
+    name: str | None,
+    seed: int,
+    header: bool | None,
+    max_fan_in: int,
+) -> IngestReport:
+    """Ingest the string-id edge list ``source`` into ``out`` (module docstring).
+
+    Called by :func:`gnncore.io.external_ingest.ingest_edgelist_external`
+    inside its scratch directory ``scratch`` (removed by it), with its
+    :class:`~gnncore.io.external_ingest.Phases` and checked ``budget``.
+    """
+    from gnncore.io.external_ingest import _decompress, batch_rows, write_edge_stream
+
+    stage("reading edges")
+    phases.start("parse")
+    text = source
+    if is_gzip(source):
+        text = scratch / "input.txt"
+        if not text.exists():  # the integer attempt of id_type="auto" may have made it
+            _decompress(source, text)
+    rows = batch_rows(budget)
+    try:
+        layout = sniff(text, header)
+        layouts = [layout]
+        if layout.separator in ("\t", " "):
+            layouts.append(replace(layout, separator=None))
+        layout, names = _collect_names(text, layouts, scratch, budget // 4, rows, max_fan_in)
+    except InputError as exc:
+        if exc.path == text and text != source:
+            raise InputError(exc.problem, source, line=exc.line, row=exc.row) from None
+        raise
+    details: dict[str, Any] = {
+        "separator": layout.separator_name,
+        "header": layout.header,
+        "ignored_weight_column": layout.ncols == 3,
+        "id_type": "string",
+    }
+
+    def before(writer: GraphDirWriter) -> None:
+        write_node_ids(writer.file_path("node_ids.parquet", "parquet"), names)
+
+    stage("remapping ids")
+    chunks = _mapped_chunks(text, layout, names, scratch, budget // 4, rows, phases)
+    return write_edge_stream(
+        chunks, out, scratch, phases, num_nodes=names.count, directed=directed,
+        name=name or default_name(source), seed=seed, budget=budget, fmt="edgelist",
+        source=source, before=before, details=details, started=started, max_fan_in=max_fan_in,
+    )  # fmt: skip
