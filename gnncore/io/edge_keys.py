@@ -5,25 +5,36 @@ The fast path of bounded-memory ingestion and generation
 uint64 per edge instead of two int64 columns, sorted by a parallel radix sort
 in C++ (``gnncore._C.sort_unique_keys``). :class:`KeySorter` holds the keys in
 a buffer sized from its budget; when the buffer fills, its keys are sorted,
-deduplicated and spilled as a run file (the format of ``gnncore._C.write_run``,
-key order ``src_dst``), and :meth:`KeySorter.finish` merges the runs k ways
-(``gnncore._C.merge_runs``). Either way the result is read back in sorted
-blocks (:meth:`KeySorter.blocks`).
+deduplicated and spilled as a *key run* (``gnncore._C.KeyRunWriter``: the
+sorted keys delta-coded as LEB128 varints, 3-5 bytes a key on graphs' edges
+where a pair run takes 16), and :meth:`KeySorter.finish` merges the runs k
+ways (``gnncore._C.merge_key_runs``), each merged run removed as soon as its
+merge is done. Either way the result is read back in sorted blocks
+(:meth:`KeySorter.blocks`).
 
 :func:`shuffle_keys` shuffles keys in place exactly as
 ``numpy.random.default_rng(seed).permutation`` orders them (so the shuffled
 edge stream is byte for byte the in-memory writer's).
+:func:`bucket_shuffle` shuffles a stream of sorted keys too large for memory:
+each key goes to one of ``B`` buckets drawn uniformly at random (seeded), the
+buckets are written as key runs (each gets a sorted subsequence, so the delta
+coding holds), and each bucket is then read back and shuffled in memory by
+:func:`shuffle_keys` with its own seed. Concatenating uniformly shuffled
+buckets of uniformly drawn members is a uniformly random permutation (the
+scatter shuffle); it is reproducible from the seed, but it is not numpy's
+permutation of the same seed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from gnncore.errors import InputError
-from gnncore.io.external_sort import merge_runs_down
+from gnncore.io.external_sort import merge_buffer, merge_runs_down
 
 KEY_SHIFT = np.uint64(32)
 MINOR_MASK = np.uint64(0xFFFFFFFF)
@@ -32,11 +43,10 @@ MAX_KEY_ID = (1 << 32) - 1
 BYTES_PER_KEY = 16
 """Budget bytes per buffered key: the key and the radix sort's scratch."""
 RUN_HEADER_BYTES = 32
-RUN_MAGIC = b"GNCRUN\r\n"
-RUN_VERSION = 1
-SRC_DST_ORDER = 1
 SORT_THREADS = 2
 """Threads of the radix sort (the comparison with Polars' parse is at 2 threads)."""
+KEY_RUN_BUFFER = 1 << 20
+"""Read / write buffer of one key run outside merges (a block reader, a bucket writer)."""
 
 
 def split_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -70,25 +80,6 @@ def iter_run(path: Path | None, rows: int) -> Iterator[np.ndarray]:
                 raise InputError("run file is truncated", path)
             done += k
             yield block
-
-
-def write_key_run(path: Path, keys: np.ndarray) -> None:
-    """Write sorted distinct keys as a run file (``src_dst`` order) at ``path``."""
-    a, b = split_keys(keys)
-    max_id = int(max(a.max(), b.max())) if len(keys) else -1
-    header = np.zeros(4, dtype=np.int64)
-    header[2], header[3] = len(keys), max_id
-    raw = header.view(np.uint8).copy()
-    raw[:8] = np.frombuffer(RUN_MAGIC, dtype=np.uint8)
-    raw[8:12] = np.frombuffer(np.uint32(RUN_VERSION).tobytes(), dtype=np.uint8)
-    raw[12:16] = np.frombuffer(np.uint32(SRC_DST_ORDER).tobytes(), dtype=np.uint8)
-    pairs = np.empty((len(keys), 2), dtype=np.int64)
-    pairs[:, 0], pairs[:, 1] = a, b
-    tmp = path.with_name(path.name + ".partial")
-    with open(tmp, "wb") as fh:
-        raw.tofile(fh)
-        pairs.tofile(fh)
-    tmp.replace(path)
 
 
 class KeySorter:
@@ -166,15 +157,19 @@ class KeySorter:
         return keys[:count]
 
     def _next_path(self) -> Path:
-        path = self.directory / f"{self.name}-{self._serial:06d}.run"
+        path = self.directory / f"{self.name}-{self._serial:06d}.keys"
         self._serial += 1
         return path
 
     def _spill(self) -> None:
         if self._fill == 0:
             return
+        from gnncore import _C
+
         path = self._next_path()
-        write_key_run(path, self._sorted())
+        writer = _C.KeyRunWriter(str(path), KEY_RUN_BUFFER)
+        writer.append(self._sorted())
+        writer.commit()
         self.runs.append(path)
         self._fill = 0
 
@@ -186,13 +181,16 @@ class KeySorter:
             self.keys = self._sorted() if self._fill else np.zeros(0, dtype=np.uint64)
             self.count = len(self.keys)
             return self.count
+        from gnncore import _C
+
         self._spill()
         self._keys = self.scratch = None
         self.runs = merge_runs_down(
-            self.runs, 1, self.max_fan_in, self.budget_bytes, self._next_path
-        )
+            self.runs, 1, self.max_fan_in, self.budget_bytes, self._next_path,
+            merge=_C.merge_key_runs,
+        )  # fmt: skip
         self.run = self.runs[0]
-        self.count = run_count(self.run)
+        self.count = _C.KeyRunReader(str(self.run), 4096).count
         return self.count
 
     def set_remap(self, remap: Callable[[np.ndarray], None]) -> None:
@@ -210,18 +208,35 @@ class KeySorter:
             for start in range(0, len(self.keys), rows):
                 yield self.keys[start : start + rows]
             return
-        for block in iter_run(self.run, rows):
-            keys = pack_keys(block[:, 0], block[:, 1])
-            if self._remap is not None:
-                self._remap(keys)
-            yield keys
+        assert self.run is not None
+        yield from read_key_run(self.run, rows, self._remap)
 
     def release(self) -> None:
-        """Drop the keys held in memory and the scratch."""
+        """Drop the keys held in memory and the scratch, and the run file."""
         self._keys = self.keys = self.scratch = None
+        if self.run is not None:
+            self.run.unlink(missing_ok=True)
+            self.run = None
+            self.runs = []
 
 
-def shuffle_keys(keys: np.ndarray, seed: int) -> None:
+def read_key_run(
+    path: Path, rows: int, remap: Callable[[np.ndarray], None] | None = None
+) -> Iterator[np.ndarray]:
+    """A key run's keys in order, fresh uint64 blocks of at most ``rows`` keys,
+    each mapped by ``remap`` (in place) when given."""
+    from gnncore import _C
+
+    reader = _C.KeyRunReader(str(path), KEY_RUN_BUFFER)
+    while reader.remaining:
+        block = np.empty(min(rows, reader.remaining), dtype=np.uint64)
+        got = reader.read(block)
+        if remap is not None:
+            remap(block[:got])
+        yield block[:got]
+
+
+def shuffle_keys(keys: np.ndarray, seed: int | np.random.SeedSequence) -> None:
     """Shuffle uint64 ``keys`` in place into ``keys[default_rng(seed).permutation(len(keys))]``
     (numpy's own algorithm and draws, in C++)."""
     from gnncore import _C
@@ -233,3 +248,72 @@ def shuffle_keys(keys: np.ndarray, seed: int) -> None:
         keys, s >> 64, s & low, inc >> 64, inc & low, bool(state["has_uint32"]),
         int(state["uinteger"]),
     )  # fmt: skip
+
+
+def shuffle_buckets(count: int, budget_bytes: int) -> int:
+    """Buckets of :func:`bucket_shuffle` for ``count`` keys: enough that a bucket
+    averages half of ``budget_bytes`` (8 bytes a key), so that even the largest
+    of the (multinomial) bucket sizes fits the budget but with a negligible
+    chance (it is held alone, in one array)."""
+    per_bucket = max(budget_bytes // 16, 1)
+    return max(math.ceil(count / per_bucket), 1)
+
+
+def bucket_shuffle(
+    blocks: Iterable[np.ndarray],
+    count: int,
+    seed: int,
+    budget_bytes: int,
+    directory: Path,
+    name: str = "bucket",
+) -> Iterator[np.ndarray]:
+    """The ``count`` sorted distinct keys of ``blocks`` in a uniformly random order
+    drawn in bounded memory (the scatter shuffle of the module docstring).
+
+    Here, at once, each key's bucket is drawn by ``default_rng(seed)`` block
+    after block and the buckets (:func:`shuffle_buckets`) are written as key runs
+    ``directory/NAME-NNNNNN.keys``: ``blocks`` is read to the end before this
+    returns. The iterator returned then reads bucket ``i`` whole, removes its
+    file, shuffles it in place by :func:`shuffle_keys` with
+    ``SeedSequence(seed).spawn(B)[i]`` and yields it (one array a bucket).
+    Memory: the largest bucket (about half of ``budget_bytes``), a block of
+    ``blocks`` with its bucket draws, and a write buffer a bucket. Reproducible:
+    the same keys, seed and budget give the same order. Raises ``ValueError``
+    when ``blocks`` does not hold ``count`` strictly increasing keys."""
+    from gnncore import _C
+
+    num_buckets = shuffle_buckets(count, budget_bytes)
+    rng = np.random.default_rng(seed)
+    paths = [directory / f"{name}-{i:06d}.keys" for i in range(num_buckets)]
+    buffer = merge_buffer(budget_bytes // 4, num_buckets)
+    writers = [_C.KeyRunWriter(str(path), buffer) for path in paths]
+    draw_dtype = np.uint8 if num_buckets <= 256 else np.uint32
+    seen = 0
+    for block in blocks:
+        seen += len(block)
+        if num_buckets == 1:
+            writers[0].append(block)
+            continue
+        bucket = rng.integers(0, num_buckets, len(block), dtype=draw_dtype)
+        for i, writer in enumerate(writers):
+            writer.append(block[bucket == i])
+    if seen != count:
+        raise ValueError(f"bucket_shuffle expected {count} keys, the blocks held {seen}")
+    for writer in writers:
+        writer.commit()
+    return _shuffled_buckets(paths, np.random.SeedSequence(seed).spawn(num_buckets))
+
+
+def _shuffled_buckets(
+    paths: list[Path], seeds: list[np.random.SeedSequence]
+) -> Iterator[np.ndarray]:
+    from gnncore import _C
+
+    for path, bucket_seed in zip(paths, seeds, strict=True):
+        reader = _C.KeyRunReader(str(path), KEY_RUN_BUFFER)
+        keys = np.empty(reader.count, dtype=np.uint64)
+        reader.read(keys)
+        del reader
+        path.unlink()
+        shuffle_keys(keys, bucket_seed)
+        yield keys

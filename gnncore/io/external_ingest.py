@@ -19,8 +19,8 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
    :class:`~gnncore.io.edge_keys.KeySorter` as packed keys ``min << 32 | max``
    (directed: ``src << 32 | dst``) of the *raw* ids, self-loops dropped.
 2. **sort/dedup**: the keys are radix-sorted and deduplicated in C++ (two
-   threads, GIL released), spilled as sorted runs and merged k ways when they
-   pass half the budget.
+   threads, GIL released), spilled as sorted key runs (delta-coded, 3-5 bytes a
+   key) and merged k ways when they pass half the budget.
 3. **remap**: the distinct ids, sorted, are the node ids (``node_ids``); the
    sorted keys are mapped through a lookup table (dense ids) or a binary search
    of the sorted ids. Node ids are ranks of raw ids, so the keys stay sorted.
@@ -34,10 +34,17 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
 5. **shuffle**: ``edges_shuffled.npy`` is numpy's seeded permutation of the
    unordered pairs, exactly as the in-memory path draws it, but drawn by a C++
    copy of ``Generator(PCG64).shuffle`` (:func:`~gnncore.io.edge_keys.shuffle_keys`)
-   on the keys in place (or in a memory-mapped scratch file when they came from
-   disk).
+   on a copy of the keys in memory, when they are in memory or fit half the
+   budget (or :data:`EXACT_SHUFFLE_BYTES`). Past that the order is the bounded
+   scatter shuffle of :func:`~gnncore.io.edge_keys.bucket_shuffle` (uniformly
+   random and seeded, but another order than numpy's): the keys go to seeded
+   random buckets written as key runs, and each bucket is shuffled in memory;
+   the manifest then records ``stats.shuffle_buckets``. The buckets are
+   written before the canonical keys' run is removed, and each bucket file is
+   removed once read.
 6. **checksums**: every file is hashed on a background thread once finished;
-   the rest, the manifest and validation come last.
+   the rest, the manifest and validation (which reads the arrays in blocks)
+   come last.
 
 Ids of ``2**32`` and more do not fit a key: the file is then parsed again
 into two raw id files, mapped chunk by chunk and sorted as int64 pair runs (the
@@ -77,7 +84,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -92,9 +99,11 @@ from gnncore.io.edge_keys import (
     MINOR_MASK,
     SORT_THREADS,
     KeySorter,
+    bucket_shuffle,
     iter_run,
     pack_keys,
     run_count,
+    shuffle_buckets,
     shuffle_keys,
     split_keys,
 )
@@ -123,6 +132,11 @@ SCRATCH_KINDS = ("tmp", "ingest", "synth")
 """The temporary siblings of an output that the next run removes when their process is gone."""
 MIN_MEMORY_BUDGET = 64 << 10
 """The smallest budget accepted (tests use tiny ones to force many runs)."""
+EXACT_SHUFFLE_BYTES = 32 << 20
+"""Pairs up to this size (4M) are shuffled by numpy's exact permutation in
+memory whatever the budget, as small graphs always were (tests force tiny
+budgets and compare with the in-memory path byte for byte); larger ones only
+within half the budget, else by the bounded bucket shuffle."""
 RUN_HEADER_BYTES = 32
 MAX_BATCH_ROWS = 1 << 21
 MIN_BATCH_ROWS = 1024
@@ -854,13 +868,16 @@ def write_key_graph(
                 num_edges = _write_key_csr(canon, writer, num_nodes, directed, budget, rows)
                 stage("shuffled edge stream")
                 phases.start("shuffle")
-                num_pairs = _write_key_shuffle(canon, writer, scratch, num_nodes, directed,
-                                               seed, budget, rows, max_fan_in)  # fmt: skip
+                shuffle = _shuffle_pairs(canon, scratch, directed, seed, budget, rows, max_fan_in)
             finally:
                 phases.start("write")  # what is left of the Parquet writing
                 edges.result()
-        canon.release()
+        canon.release()  # the keys, or their run on disk: the shuffle holds its own copy
         writer.hash_in_background("edges.parquet")
+        phases.start("shuffle")
+        num_pairs = _write_shuffled(writer, shuffle, num_nodes, rows)
+        if shuffle.buckets:
+            writer.stats["shuffle_buckets"] = shuffle.buckets
         writer.set_topology(
             num_nodes,
             num_edges=num_edges,
@@ -994,18 +1011,31 @@ def _row_ranges(indptr: np.ndarray, entries: int) -> Iterator[tuple[int, int]]:
         row = end
 
 
-def _write_key_shuffle(
-    canon: KeySorter, writer: GraphDirWriter, scratch: Path, num_nodes: int, directed: bool,
-    seed: int, budget: int, rows: int, max_fan_in: int,
-) -> int:  # fmt: skip
-    """``edges_shuffled.npy``: the distinct unordered pairs in the order of
-    ``default_rng(seed).permutation`` (:func:`shuffle_keys`), shuffled in memory
-    (a copy of the canonical keys, which edges.parquet may still be reading: in
-    the sort's scratch, free once the CSR is built), or in a memory-mapped
-    scratch file when they came from disk. ``canon`` is left as it is. Returns
-    the number of pairs."""
-    from gnncore import _C
+@dataclass
+class _Shuffle:
+    """The distinct unordered pairs as keys in shuffled order, array after array:
+    ``buckets`` is 0 for numpy's permutation of the seed, else the number of
+    buckets of :func:`~gnncore.io.edge_keys.bucket_shuffle`."""
 
+    count: int
+    arrays: Iterator[np.ndarray]
+    buckets: int
+    pairs: KeySorter | None
+    """The directed graph's own pair sorter, released once the arrays are read."""
+
+
+def _shuffle_pairs(
+    canon: KeySorter, scratch: Path, directed: bool, seed: int, budget: int, rows: int,
+    max_fan_in: int,
+) -> _Shuffle:  # fmt: skip
+    """The order of ``edges_shuffled.npy``. Numpy's permutation of ``seed``
+    (:func:`shuffle_keys`, the in-memory path's order) when the pairs are in
+    memory or fit half the budget (or :data:`EXACT_SHUFFLE_BYTES`): shuffled in
+    a copy (edges.parquet may still be reading the canonical keys; the copy goes
+    into the sort's scratch, free once the CSR is built). Otherwise the bounded
+    scatter shuffle of :func:`bucket_shuffle`, whose buckets are written here
+    (the pairs read once, sequentially) and read back as the arrays are taken.
+    ``canon`` is left as it is."""
     if directed:
         pairs = KeySorter(scratch, "pairs", budget // 4, max_fan_in)
         for block in canon.blocks(rows):
@@ -1015,43 +1045,51 @@ def _write_key_shuffle(
     else:
         pairs = canon
     num_pairs = pairs.count
+    own = pairs if pairs is not canon else None
+    if pairs.keys is None and num_pairs * 8 > max(budget // 2, EXACT_SHUFFLE_BYTES):
+        arrays = bucket_shuffle(pairs.blocks(rows), num_pairs, seed, budget, scratch, "shuffle")
+        return _Shuffle(num_pairs, arrays, shuffle_buckets(num_pairs, budget), own)
     keys: np.ndarray
-    if pairs.keys is not None and pairs is not canon:  # the directed pairs: in place
+    if pairs.keys is not None and own is not None:  # the directed pairs: in place
         keys = pairs.keys
-    elif pairs.keys is not None:
+    else:
         spare = canon.scratch
         if spare is not None and len(spare) >= num_pairs:
             keys = spare[:num_pairs]
         else:
             keys = np.empty(num_pairs, dtype=np.uint64)
-        keys[:] = pairs.keys
-    else:
-        keys = np.lib.format.open_memmap(
-            scratch / "pairs.npy", mode="w+", dtype=np.uint64, shape=(num_pairs,)
-        )
         at = 0
         for block in pairs.blocks(rows):
             keys[at : at + len(block)] = block
             at += len(block)
     shuffle_keys(keys, seed)
+    return _Shuffle(num_pairs, iter([keys]), 0, own)
+
+
+def _write_shuffled(writer: GraphDirWriter, shuffle: _Shuffle, num_nodes: int, rows: int) -> int:
+    """Write ``edges_shuffled.npy`` (``[count, 2]`` pairs) from the shuffled keys
+    (rotated in place into int32 pairs when the ids fit); returns the pair count."""
+    from gnncore import _C
+
     int_dtype = index_dtype(num_nodes)
-    out_fh = npy_writer(writer.file_path("edges_shuffled.npy", "npy"), int_dtype, (num_pairs, 2))
-    with out_fh:
-        for start in range(0, num_pairs, rows):
-            block = keys[start : start + rows]
-            if int_dtype == np.int32 and np.little_endian:
-                # b << 32 | a is the int32 pair (a, b) in memory: rotated in place
-                _C.transpose_keys(block, block)
-                block.view(np.int32).tofile(out_fh)
-                continue
-            out = np.empty((len(block), 2), dtype=int_dtype)
-            out[:, 0] = block >> KEY_SHIFT
-            out[:, 1] = block & MINOR_MASK
-            out.tofile(out_fh)
-    del keys
-    if pairs is not canon:
-        pairs.release()
-    return num_pairs
+    path = writer.file_path("edges_shuffled.npy", "npy")
+    with npy_writer(path, int_dtype, (shuffle.count, 2)) as out_fh:
+        for keys in shuffle.arrays:
+            for start in range(0, len(keys), rows):
+                block = keys[start : start + rows]
+                if int_dtype == np.int32 and np.little_endian:
+                    # b << 32 | a is the int32 pair (a, b) in memory: rotated in place
+                    _C.transpose_keys(block, block)
+                    block.view(np.int32).tofile(out_fh)
+                    continue
+                out = np.empty((len(block), 2), dtype=int_dtype)
+                out[:, 0] = block >> KEY_SHIFT
+                out[:, 1] = block & MINOR_MASK
+                out.tofile(out_fh)
+            del keys
+    if shuffle.pairs is not None:
+        shuffle.pairs.release()
+    return shuffle.count
 
 
 def _record_stats(

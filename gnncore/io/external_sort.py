@@ -70,12 +70,16 @@ def merge_runs_down(
     max_fan_in: int,
     budget_bytes: int,
     next_path: Callable[[], Path],
+    merge: Callable[[list[str], str, int], int] | None = None,
 ) -> list[Path]:
     """Merge groups of up to ``max_fan_in`` sorted run files (C++ k-way merge into
-    ``next_path()``, the inputs removed) until at most ``target`` runs are left;
-    the runs left, in order."""
+    ``next_path()``, the inputs removed as soon as the group is merged) until at
+    most ``target`` runs are left; the runs left, in order. ``merge(paths, out,
+    buffer_bytes)``: the merge of one group, ``gnncore._C.merge_runs`` (pair
+    runs) by default; ``gnncore._C.merge_key_runs`` for key runs."""
     from gnncore import _C
 
+    merge = _C.merge_runs if merge is None else merge
     while len(runs) > target:
         merged: list[Path] = []
         for i in range(0, len(runs), max_fan_in):
@@ -85,7 +89,7 @@ def merge_runs_down(
                 continue
             out = next_path()
             buffer = merge_buffer(budget_bytes, len(group))
-            _C.merge_runs([str(p) for p in group], str(out), buffer)
+            merge([str(p) for p in group], str(out), buffer)
             for p in group:
                 p.unlink()
             merged.append(out)

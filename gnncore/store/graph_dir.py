@@ -10,6 +10,7 @@ with ``checksums=True``, every file's sha256.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
@@ -25,6 +26,8 @@ SPLITS = ("train_idx", "val_idx", "test_idx")
 REQUIRED = ("indptr.npy", "indices.npy", "eid.npy", "edges.parquet", "edges_shuffled.npy")
 INDEX_DTYPES = ("<i4", "<i8")
 ROW_CHUNK = 1 << 18
+VALIDATE_ENTRIES = 1 << 22
+"""Adjacency entries and edge ids read at a time by :meth:`GraphDir.validate`."""
 
 
 class GraphDir:
@@ -157,7 +160,6 @@ class GraphDir:
     def validate(self, checksums: bool = False) -> None:
         """Check contents; raise :class:`InputError` naming file, row and problem."""
         require_csrc()
-        from gnncore import _C
 
         m = self.manifest
         if checksums:
@@ -167,21 +169,51 @@ class GraphDir:
                         "sha256 does not match the manifest (file changed or corrupt)",
                         self.path / name,
                     )
-        indptr = np.ascontiguousarray(self.indptr)
-        indices = np.ascontiguousarray(self.indices)
-        bad = _C.find_invalid_csr_row(indptr, indices, m.num_nodes, m.num_relations == 0)
+        # indptr (O(|V|)) in memory; indices and eid read in blocks, not mapped:
+        # mapped pages stay in the process's memory, and graphs may exceed it
+        indptr = np.array(self.indptr)
+        bad = self._first_invalid_row(indptr, m.num_nodes, m.num_relations == 0)
         if bad >= 0:
             raise InputError(
                 "adjacency row is unsorted, repeated or out of range",
                 self.path / "indices.npy",
                 row=int(bad),
             )
-        eid = self.array("eid")
-        if len(eid) and (eid.min() < 0 or eid.max() >= m.num_canonical_edges):
-            raise InputError("edge id out of range", self.path / "eid.npy")
+        for block in _npy_blocks(self.path / "eid.npy", VALIDATE_ENTRIES):
+            if len(block) and (block.min() < 0 or block.max() >= m.num_canonical_edges):
+                raise InputError("edge id out of range", self.path / "eid.npy")
         self._validate_labels()
         self._validate_splits()
         self._validate_features()
+
+    def _first_invalid_row(self, indptr: np.ndarray, num_nodes: int, strict: bool) -> int:
+        """The first invalid adjacency row (``gnncore._C.find_invalid_csr_block``
+        over row ranges of at most :data:`VALIDATE_ENTRIES` entries), -1 if none."""
+        from gnncore import _C
+
+        file = self.path / "indices.npy"
+        with open(file, "rb") as fh:
+            shape, _, dtype = read_npy_header(fh)
+            if len(indptr) != num_nodes + 1 or indptr[0] != 0 or indptr[-1] != shape[0]:
+                return 0
+            # rows before the first whose offsets decrease are read; that row is invalid
+            decreasing = np.flatnonzero(indptr[1:] < indptr[:-1])
+            limit = int(decreasing[0]) if len(decreasing) else num_nodes
+            offsets = indptr[: limit + 1]
+            row = 0
+            while row < limit:
+                base = int(indptr[row])
+                end = int(np.searchsorted(offsets, base + VALIDATE_ENTRIES, side="right")) - 1
+                end = min(max(end, row + 1), limit)
+                indices = np.fromfile(fh, dtype=dtype, count=int(indptr[end]) - base)
+                if len(indices) != int(indptr[end]) - base:
+                    raise InputError(f"truncated: ends within row {row}", file)
+                bad = _C.find_invalid_csr_block(indptr[row : end + 1], indices, row, num_nodes,
+                                                strict)  # fmt: skip
+                if bad >= 0:
+                    return int(bad)
+                row = end
+        return limit if limit < num_nodes else -1
 
     def _validate_labels(self) -> None:
         labels = self.labels()
@@ -229,6 +261,14 @@ class GraphDir:
                     self.path / "features.npy",
                     row=start + int(np.flatnonzero(~finite)[0]),
                 )
+
+
+def _npy_blocks(path: Path, entries: int) -> Iterator[np.ndarray]:
+    """The data of a 1-D ``.npy`` file read (not mapped) in blocks of ``entries``."""
+    with open(path, "rb") as fh:
+        _, _, dtype = read_npy_header(fh)
+        while len(block := np.fromfile(fh, dtype=dtype, count=entries)):
+            yield block
 
 
 def open_graph(path: str | os.PathLike[str], validate: bool = False) -> GraphDir:

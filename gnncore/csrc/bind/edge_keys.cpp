@@ -66,9 +66,29 @@ first key is edge ``first_rank`` (its row of ``edges.parquet``): row ``v`` gets
 in order). Releases the GIL. Raises ``ValueError`` for an id outside
 ``[0, num_nodes)`` or a slot outside ``indices``.)doc";
 
+template <typename Index>
+int64_t invalid_block(InArray<int64_t> indptr, InArray<Index> indices, int64_t row_begin,
+                      int64_t num_nodes, bool strict) {
+  nb::gil_scoped_release release;
+  return io::find_invalid_csr_block<Index>(span_of(indptr), span_of(indices), row_begin,
+                                           num_nodes, strict);
+}
+
+constexpr const char* kInvalidBlockDoc = R"doc(The first invalid row of a block of CSR rows read in pieces: ``indptr``
+(int64) holds the offsets of rows ``[row_begin, row_begin + len(indptr) - 1)``
+and the end of the last, absolute (``indptr[0]`` is the block's first entry);
+``indices`` (int32 or int64) the block's entries. A row is invalid when its
+offsets decrease or an entry is outside ``[0, num_nodes)``, below the one
+before it or (``strict``) equal to it. Returns the row id, or -1. Releases the
+GIL. Raises ``ValueError`` when ``len(indices)`` is not the span of ``indptr``.)doc";
+
 }  // namespace
 
 void bind_edge_keys(nb::module_& m) {
+  m.def("find_invalid_csr_block", &invalid_block<int32_t>, nb::arg("indptr"), nb::arg("indices"),
+        nb::arg("row_begin"), nb::arg("num_nodes"), nb::arg("strict"), kInvalidBlockDoc);
+  m.def("find_invalid_csr_block", &invalid_block<int64_t>, nb::arg("indptr"), nb::arg("indices"),
+        nb::arg("row_begin"), nb::arg("num_nodes"), nb::arg("strict"), kInvalidBlockDoc);
   m.def(
       "pack_edge_keys",
       [](InArray<int64_t> src, InArray<int64_t> dst, bool unordered,

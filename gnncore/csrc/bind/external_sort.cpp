@@ -154,6 +154,102 @@ int32 indices that cannot hold the ids, a bad ``index_dtype`` or runs of
 different key orders; :class:`gnncore.errors.InputError` naming the file for a
 run that is not a run file (bad magic), is truncated or corrupt; ``OSError``
 naming the file when one cannot be opened, read or written.)doc");
+  nb::class_<io::KeyRunWriter>(m, "KeyRunWriter", R"doc(Writes a key run: sorted distinct uint64 keys, delta-coded (LEB128), into
+a temporary sibling of ``path`` renamed into place by :meth:`commit` (removed if
+the writer is dropped uncommitted). ``buffer_bytes``: the write buffer.)doc")
+      .def(
+          "__init__",
+          [](io::KeyRunWriter* self, const std::string& path, int64_t buffer_bytes) {
+            const size_t buffer = buffer_of(buffer_bytes);
+            try {
+              new (self) io::KeyRunWriter(path, buffer);
+            } catch (const io::RunFileError& e) {
+              raise_run_error(e);
+            }
+          },
+          nb::arg("path"),
+          nb::arg("buffer_bytes") = static_cast<int64_t>(io::kDefaultMergeBufferBytes))
+      .def(
+          "append",
+          [](io::KeyRunWriter& self, InArray<uint64_t> keys) {
+            try {
+              nb::gil_scoped_release release;
+              self.append(span_of(keys));
+            } catch (const io::RunFileError& e) {
+              raise_run_error(e);
+            }
+          },
+          nb::arg("keys"),
+          R"doc(Append uint64 keys that increase strictly and follow the last one
+appended. Releases the GIL. Raises ``ValueError`` naming the first key that does
+not (nothing of the call is written then), ``OSError`` when the file cannot be
+written.)doc")
+      .def(
+          "commit",
+          [](io::KeyRunWriter& self) {
+            try {
+              return self.commit();
+            } catch (const io::RunFileError& e) {
+              raise_run_error(e);
+            }
+          },
+          "Write the header and rename the file into place; returns the key count.")
+      .def_prop_ro("count", &io::KeyRunWriter::count, "Keys appended so far.")
+      .def_prop_ro("coded_bytes", &io::KeyRunWriter::coded_bytes,
+                   "Bytes of the coded keys so far (the 32-byte header not counted).");
+
+  nb::class_<io::KeyRunReader>(m, "KeyRunReader", R"doc(Reads a key run (from :class:`KeyRunWriter` or :func:`merge_key_runs`)
+sequentially through a buffer of ``buffer_bytes``, checking it as it goes.
+Raises :class:`gnncore.errors.InputError` naming the file for a malformed run
+(bad magic, truncated, corrupt, unsorted), ``OSError`` when it cannot be read.)doc")
+      .def(
+          "__init__",
+          [](io::KeyRunReader* self, const std::string& path, int64_t buffer_bytes) {
+            const size_t buffer = buffer_of(buffer_bytes);
+            try {
+              new (self) io::KeyRunReader(path, buffer);
+            } catch (const io::RunFileError& e) {
+              raise_run_error(e);
+            }
+          },
+          nb::arg("path"),
+          nb::arg("buffer_bytes") = static_cast<int64_t>(io::kDefaultMergeBufferBytes))
+      .def(
+          "read",
+          [](io::KeyRunReader& self,
+             nb::ndarray<uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> out) {
+            MutSpan<uint64_t> span{out.data(), out.shape(0)};
+            try {
+              nb::gil_scoped_release release;
+              return self.read(span);
+            } catch (const io::RunFileError& e) {
+              raise_run_error(e);
+            }
+          },
+          nb::arg("out").noconvert(),
+          R"doc(Decode the next keys into ``out`` (uint64), as many as fit or are left;
+returns how many (0 at the end). Releases the GIL.)doc")
+      .def_prop_ro("count", &io::KeyRunReader::count, "The run's key count (its header).")
+      .def_prop_ro("remaining", &io::KeyRunReader::remaining, "Keys not read yet.");
+
+  m.def(
+      "merge_key_runs",
+      [](const std::vector<std::string>& run_paths, const std::string& out_path,
+         int64_t buffer_bytes) {
+        const size_t buffer = buffer_of(buffer_bytes);
+        try {
+          nb::gil_scoped_release release;
+          return io::merge_key_runs(run_paths, out_path, buffer);
+        } catch (const io::RunFileError& e) {
+          raise_run_error(e);
+        }
+      },
+      nb::arg("run_paths"), nb::arg("out_path"),
+      nb::arg("buffer_bytes") = static_cast<int64_t>(io::kDefaultMergeBufferBytes),
+      R"doc(Merge key runs into the key run ``out_path`` (temporary sibling, then
+rename), dropping keys repeated across runs; each run and the output go through
+a buffer of ``buffer_bytes``. Returns the number of keys written. Releases the
+GIL. Errors as :class:`KeyRunReader`.)doc");
   m.def("csr_edge_ids", &edge_ids_of<int32_t>, nb::arg("indptr"), nb::arg("indices"),
         nb::arg("row_begin"), nb::arg("next").noconvert(), nb::arg("out").noconvert(),
         nb::arg("directed"), kEdgeIdsDoc);

@@ -341,6 +341,35 @@ void pcg64_shuffle(MutSpan<T> values, Pcg64State& state) {
   }
 }
 
+template <typename Index>
+int64_t find_invalid_csr_block(Span<int64_t> indptr, Span<Index> indices, int64_t row_begin,
+                               int64_t num_nodes, bool strict) {
+  if (indptr.size == 0) return -1;
+  const int64_t base = indptr[0];
+  if (indptr[indptr.size - 1] - base != static_cast<int64_t>(indices.size))
+    throw std::invalid_argument("the block holds " + std::to_string(indices.size) +
+                                " entries, its offsets span " +
+                                std::to_string(indptr[indptr.size - 1] - base));
+  for (size_t r = 0; r + 1 < indptr.size; ++r) {
+    const int64_t lo = indptr[r] - base, hi = indptr[r + 1] - base;
+    const int64_t row = row_begin + static_cast<int64_t>(r);
+    if (lo > hi || lo < 0 || hi > static_cast<int64_t>(indices.size)) return row;
+    for (int64_t j = lo; j < hi; ++j) {
+      const int64_t u = static_cast<int64_t>(indices[j]);
+      if (u < 0 || u >= num_nodes) return row;
+      if (j > lo) {
+        const int64_t prev = static_cast<int64_t>(indices[j - 1]);
+        if (prev > u || (strict && prev == u)) return row;
+      }
+    }
+  }
+  return -1;
+}
+
+template int64_t find_invalid_csr_block<int32_t>(Span<int64_t>, Span<int32_t>, int64_t, int64_t,
+                                                bool);
+template int64_t find_invalid_csr_block<int64_t>(Span<int64_t>, Span<int64_t>, int64_t, int64_t,
+                                                bool);
 template void remap_keys<int32_t>(MutSpan<uint64_t>, Span<int32_t>);
 template void remap_keys<int64_t>(MutSpan<uint64_t>, Span<int64_t>);
 template void fill_csr_rows<int32_t>(Span<uint64_t>, int64_t, bool, int64_t, int64_t,

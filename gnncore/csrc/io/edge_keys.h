@@ -84,6 +84,18 @@ void merge_csr_rows(Span<uint64_t> forward, Span<uint64_t> transposed, bool dire
                     int64_t row_begin, int64_t row_end, MutSpan<int64_t> cursor,
                     MutSpan<int64_t> next_rank, MutSpan<Index> indices, MutSpan<int64_t> eid);
 
+// The first invalid row of a block of rows of a CSR, for checking one read in
+// pieces: `indptr` holds the offsets of rows [row_begin, row_begin + indptr.size
+// - 1) and the end of the last (absolute: indptr[0] is the block's first entry),
+// `indices` the block's entries. A row is invalid when its offsets decrease or
+// an entry lies outside [0, num_nodes), is smaller than the one before it in the
+// row or (when `strict`) equal to it. Returns that row's id, or -1 when every
+// row is valid. Throws std::invalid_argument when indices.size is not
+// indptr.back() - indptr.front().
+template <typename Index>
+int64_t find_invalid_csr_block(Span<int64_t> indptr, Span<Index> indices, int64_t row_begin,
+                               int64_t num_nodes, bool strict);
+
 // numpy's PCG64 bit generator: a 128-bit LCG with XSL-RR output, and the
 // buffered upper half for 32-bit draws (numpy's pcg64_next32).
 struct Pcg64State {

@@ -567,4 +567,217 @@ template void csr_edge_ids<int32_t>(Span<int64_t>, Span<int32_t>, int64_t, MutSp
 template void csr_edge_ids<int64_t>(Span<int64_t>, Span<int64_t>, int64_t, MutSpan<int64_t>,
                                     MutSpan<int64_t>, bool);
 
+// Key runs ---------------------------------------------------------------------
+
+namespace {
+
+constexpr char kKeyRunMagic[8] = {'G', 'N', 'C', 'K', 'E', 'Y', 'S', '\n'};
+constexpr size_t kMaxVarintBytes = 10;
+
+struct KeyRunHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t reserved;
+  int64_t count;
+  int64_t coded_bytes;
+};
+static_assert(sizeof(KeyRunHeader) == kKeyRunHeaderBytes, "key run header layout");
+
+KeyRunHeader make_key_header(int64_t count, int64_t coded_bytes) {
+  KeyRunHeader h{};
+  std::memcpy(h.magic, kKeyRunMagic, sizeof(kKeyRunMagic));
+  h.version = kKeyRunVersion;
+  h.count = count;
+  h.coded_bytes = coded_bytes;
+  return h;
+}
+
+// LEB128: seven bits a byte, low bits first, the high bit set on all but the last.
+inline size_t encode_varint(uint64_t value, uint8_t* out) {
+  size_t n = 0;
+  while (value >= 0x80) {
+    out[n++] = static_cast<uint8_t>(value | 0x80);
+    value >>= 7;
+  }
+  out[n++] = static_cast<uint8_t>(value);
+  return n;
+}
+
+}  // namespace
+
+struct KeyRunWriter::Impl {
+  Impl(const std::string& path, size_t buffer_bytes) : out(path, buffer_bytes) {
+    const KeyRunHeader placeholder = make_key_header(0, 0);
+    out.write(&placeholder, sizeof(placeholder));
+  }
+  void put(uint64_t key) {
+    uint8_t bytes[kMaxVarintBytes];
+    const size_t n = encode_varint(key - last, bytes);
+    out.write(bytes, n);
+    coded += static_cast<int64_t>(n);
+    last = key;
+    ++count;
+  }
+  OutFile out;
+  uint64_t last = 0;
+  int64_t count = 0, coded = 0;
+};
+
+KeyRunWriter::KeyRunWriter(const std::string& path, size_t buffer_bytes)
+    : impl_(std::make_unique<Impl>(path, buffer_bytes)) {}
+KeyRunWriter::~KeyRunWriter() = default;
+
+void KeyRunWriter::append(Span<uint64_t> keys) {
+  uint64_t prev = impl_->last;
+  for (size_t i = 0; i < keys.size; ++i) {
+    if ((impl_->count > 0 || i > 0) && keys[i] <= prev)
+      throw std::invalid_argument("keys must increase strictly: key " + std::to_string(i) +
+                                  " of the block (" + std::to_string(keys[i]) +
+                                  ") does not exceed the one before (" + std::to_string(prev) +
+                                  ")");
+    prev = keys[i];
+  }
+  for (size_t i = 0; i < keys.size; ++i) impl_->put(keys[i]);
+}
+
+void KeyRunWriter::put(uint64_t key) { impl_->put(key); }
+
+int64_t KeyRunWriter::commit() {
+  const KeyRunHeader header = make_key_header(impl_->count, impl_->coded);
+  impl_->out.write_at(0, &header, sizeof(header));
+  impl_->out.commit();
+  return impl_->count;
+}
+
+int64_t KeyRunWriter::count() const { return impl_->count; }
+int64_t KeyRunWriter::coded_bytes() const { return impl_->coded; }
+
+KeyRunReader::KeyRunReader(const std::string& path, size_t buffer_bytes) : path_(path) {
+  do {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd_ < 0 && errno == EINTR);
+  if (fd_ < 0) throw_errno("cannot open key run for reading", path_, errno);
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) throw_errno("cannot stat key run", path_, errno);
+  const int64_t size = static_cast<int64_t>(st.st_size);
+  if (size < static_cast<int64_t>(kKeyRunHeaderBytes))
+    throw RunFileError("truncated key run: " + std::to_string(size) +
+                           " bytes, shorter than the header",
+                       path_, 0);
+  KeyRunHeader header{};
+  pread_exact(fd_, path_, reinterpret_cast<char*>(&header), sizeof(header), 0);
+  if (std::memcmp(header.magic, kKeyRunMagic, sizeof(kKeyRunMagic)) != 0)
+    throw RunFileError("not a gnncore key run (bad magic)", path_, 0);
+  if (header.version != kKeyRunVersion)
+    throw RunFileError("unsupported key run version " + std::to_string(header.version), path_,
+                       0);
+  if (header.count < 0 || header.coded_bytes < header.count ||
+      header.coded_bytes != size - static_cast<int64_t>(kKeyRunHeaderBytes))
+    throw RunFileError("corrupt key run header (" + std::to_string(header.count) + " keys in " +
+                           std::to_string(header.coded_bytes) + " bytes, file of " +
+                           std::to_string(size) + " bytes)",
+                       path_, 0);
+  (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  count_ = remaining_ = header.count;
+  coded_bytes_ = header.coded_bytes;
+  file_offset_ = static_cast<int64_t>(kKeyRunHeaderBytes);
+  buffer_.resize(std::max(buffer_bytes, kMinBuffer));
+}
+
+KeyRunReader::~KeyRunReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int64_t KeyRunReader::count() const { return count_; }
+int64_t KeyRunReader::remaining() const { return remaining_; }
+const std::string& KeyRunReader::path() const { return path_; }
+
+// Moves the unread bytes to the front and reads more; false when none are left.
+bool KeyRunReader::refill() {
+  const size_t left = filled_ - pos_;
+  std::memmove(buffer_.data(), buffer_.data() + pos_, left);
+  const int64_t end = static_cast<int64_t>(kKeyRunHeaderBytes) + coded_bytes_;
+  const size_t want =
+      static_cast<size_t>(std::min<int64_t>(end - file_offset_, buffer_.size() - left));
+  if (want > 0)
+    pread_exact(fd_, path_, reinterpret_cast<char*>(buffer_.data() + left), want, file_offset_);
+  file_offset_ += static_cast<int64_t>(want);
+  filled_ = left + want;
+  pos_ = 0;
+  return filled_ > 0;
+}
+
+bool KeyRunReader::next(uint64_t& key) {
+  if (remaining_ == 0) return false;
+  if (filled_ - pos_ < kMaxVarintBytes &&
+      file_offset_ < static_cast<int64_t>(kKeyRunHeaderBytes) + coded_bytes_)
+    refill();
+  uint64_t delta = 0;
+  int shift = 0;
+  for (;;) {
+    if (pos_ >= filled_ || shift > 63)
+      throw RunFileError("corrupt key run: a varint runs past the data at key " +
+                             std::to_string(count_ - remaining_),
+                         path_, 0);
+    const uint8_t byte = buffer_[pos_++];
+    delta |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if (!(byte & 0x80)) break;
+    shift += 7;
+  }
+  if (delta == 0 && remaining_ != count_)
+    throw RunFileError("key run is not strictly sorted at key " +
+                           std::to_string(count_ - remaining_),
+                       path_, 0);
+  last_ += delta;
+  --remaining_;
+  if (remaining_ == 0 && (pos_ != filled_ || file_offset_ != static_cast<int64_t>(
+                                                                  kKeyRunHeaderBytes) +
+                                                                  coded_bytes_))
+    throw RunFileError("corrupt key run: bytes past its " + std::to_string(count_) + " keys",
+                       path_, 0);
+  key = last_;
+  return true;
+}
+
+size_t KeyRunReader::read(MutSpan<uint64_t> out) {
+  size_t n = 0;
+  uint64_t key = 0;
+  while (n < out.size && next(key)) out[n++] = key;
+  return n;
+}
+
+int64_t merge_key_runs(const std::vector<std::string>& run_paths, const std::string& out_path,
+                       size_t buffer_bytes) {
+  std::vector<std::unique_ptr<KeyRunReader>> runs;
+  runs.reserve(run_paths.size());
+  for (const auto& path : run_paths) runs.push_back(std::make_unique<KeyRunReader>(path, buffer_bytes));
+  // A min-heap of (head key, run).
+  std::vector<std::pair<uint64_t, KeyRunReader*>> heap;
+  heap.reserve(runs.size());
+  for (auto& run : runs) {
+    uint64_t key = 0;
+    if (run->next(key)) heap.emplace_back(key, run.get());
+  }
+  auto greater = [](const auto& a, const auto& b) { return a.first > b.first; };
+  std::make_heap(heap.begin(), heap.end(), greater);
+  KeyRunWriter out(out_path, buffer_bytes);
+  bool any = false;
+  uint64_t last = 0;
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), greater);
+    auto& [key, run] = heap.back();
+    if (!any || key != last) {
+      out.put(key);
+      last = key;
+      any = true;
+    }
+    if (run->next(key)) {
+      std::push_heap(heap.begin(), heap.end(), greater);
+    } else {
+      heap.pop_back();
+    }
+  }
+  return out.commit();
+}
+
 }  // namespace gnncore::io

@@ -15,6 +15,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -78,6 +79,79 @@ int64_t merge_runs(const std::vector<std::string>& run_paths, const std::string&
 int64_t merge_runs_to_csr(const std::vector<std::string>& run_paths, NodeId num_nodes,
                           const std::string& indptr_path, const std::string& indices_path,
                           bool int32_indices, size_t buffer_bytes = kDefaultMergeBufferBytes);
+
+// Key run file: sorted distinct uint64 keys (packed edges a << 32 | b,
+// io/edge_keys.h), delta-coded -- a few bytes a key where a pair run takes 16
+// (native little-endian):
+//   bytes  0..7   magic "GNCKEYS\n"
+//   bytes  8..11  uint32 version (1)
+//   bytes 12..15  uint32 0
+//   bytes 16..23  int64 number of keys
+//   bytes 24..31  int64 bytes of the coded keys that follow
+//   then the keys as LEB128 varints: the first key, then each key minus the one
+//   before it (at least 1: the keys are strictly increasing).
+constexpr size_t kKeyRunHeaderBytes = 32;
+constexpr uint32_t kKeyRunVersion = 1;
+
+// Writes a key run through a buffer into a temporary sibling of `path`, renamed
+// into place by commit() (removed when destroyed uncommitted). Throws
+// RunFileError when the file cannot be written.
+class KeyRunWriter {
+ public:
+  KeyRunWriter(const std::string& path, size_t buffer_bytes = kDefaultMergeBufferBytes);
+  ~KeyRunWriter();
+  KeyRunWriter(const KeyRunWriter&) = delete;
+  KeyRunWriter& operator=(const KeyRunWriter&) = delete;
+  // Appends keys that increase strictly and follow the last key appended;
+  // throws std::invalid_argument naming the first key that does not (nothing of
+  // this call is written then).
+  void append(Span<uint64_t> keys);
+  // Appends one key above the last; no check (the merge's own output).
+  void put(uint64_t key);
+  // Writes the header and renames the file into place; returns the key count.
+  int64_t commit();
+  int64_t count() const;
+  // Bytes of the coded keys so far (the header not counted).
+  int64_t coded_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reads a key run sequentially through a buffer of `buffer_bytes` (checked:
+// magic, version, sizes, strictly increasing keys). Throws RunFileError for a
+// file that cannot be read or is malformed.
+class KeyRunReader {
+ public:
+  KeyRunReader(const std::string& path, size_t buffer_bytes = kDefaultMergeBufferBytes);
+  ~KeyRunReader();
+  KeyRunReader(const KeyRunReader&) = delete;
+  KeyRunReader& operator=(const KeyRunReader&) = delete;
+  int64_t count() const;
+  // Keys not read yet.
+  int64_t remaining() const;
+  const std::string& path() const;
+  // The next key into `key`; false at the end of the run.
+  bool next(uint64_t& key);
+  // Decodes up to out.size next keys into out; returns how many (0 at the end).
+  size_t read(MutSpan<uint64_t> out);
+
+ private:
+  bool refill();
+  std::string path_;
+  int fd_ = -1;
+  int64_t count_ = 0, remaining_ = 0, coded_bytes_ = 0, file_offset_ = 0;
+  std::vector<uint8_t> buffer_;
+  size_t pos_ = 0, filled_ = 0;
+  uint64_t last_ = 0;
+};
+
+// Merges key runs into the key run `out_path`, dropping keys repeated across
+// runs; each run is read through a buffer of `buffer_bytes`, and the output
+// written through one. Returns the number of keys written.
+int64_t merge_key_runs(const std::vector<std::string>& run_paths, const std::string& out_path,
+                       size_t buffer_bytes = kDefaultMergeBufferBytes);
 
 // Edge ids (the graph format's eid.npy) of a block of rows of an in-neighbour
 // CSR whose rows are visited in increasing order, block after block: entry

@@ -302,3 +302,32 @@ def test_errors_as_the_in_memory_path(tmp_path, bad):
     assert str(bounded.value) == str(in_memory.value)
     assert bounded.value.line == 2001
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_pairs_past_the_budget_take_the_bucket_shuffle(tmp_path, monkeypatch, directed):
+    """Past half the budget (here: any size) the shuffled stream is the bounded
+    bucket shuffle: the same pairs in another order, recorded in the manifest,
+    reproducible; every other file as in memory."""
+    from gnncore.io import external_ingest
+
+    monkeypatch.setattr(external_ingest, "EXACT_SHUFFLE_BYTES", 0)
+    src, dst = random_edges(4, 9000, 3000, 1 << 32)
+    source = write_edges(tmp_path / "g.csv", src, dst)
+    ingest(source, tmp_path / "mem", directed=directed, seed=3)
+    for out in ("ext", "again"):
+        ingest(source, tmp_path / out, memory_budget=TINY, directed=directed, seed=3)
+    mem, ext = GraphDir.open(tmp_path / "mem"), GraphDir.open(tmp_path / "ext")
+    ext.validate(checksums=True)
+    assert ext.manifest.stats["shuffle_buckets"] == 2  # ~8,000 pairs, 4,096 a bucket
+    assert "shuffle_buckets" not in mem.manifest.stats
+    for name in sorted(p.name for p in mem.path.iterdir()):
+        same = (mem.path / name).read_bytes() == (ext.path / name).read_bytes()
+        assert same == (name not in ("edges_shuffled.npy", "manifest.json")), name
+    shuffled = np.load(ext.path / "edges_shuffled.npy")
+    reference = np.load(mem.path / "edges_shuffled.npy")
+    assert shuffled.dtype == reference.dtype
+    np.testing.assert_array_equal(np.unique(shuffled, axis=0), np.unique(reference, axis=0))
+    assert len(np.unique(shuffled, axis=0)) == len(shuffled)
+    assert not np.array_equal(np.unique(shuffled, axis=0), shuffled)  # not sorted
+    assert_same_dir(tmp_path / "ext", tmp_path / "again")

@@ -154,3 +154,40 @@ def test_corrupt_adjacency_names_the_row(tmp_path):
     np.save(g / "indices.npy", indices)
     with pytest.raises(InputError, match=r"indices\.npy: row 1"):
         GraphDir.open(g).validate()
+
+
+@pytest.mark.parametrize("block", [1, 3, 5, 1 << 22])
+@pytest.mark.parametrize("strict", [True, False])
+def test_blockwise_adjacency_check_finds_the_whole_array_checks_row(tmp_path, block, strict):
+    """validate() reads indices in row ranges of ``VALIDATE_ENTRIES`` entries (not
+    mapped): each corruption is reported at the row the whole-array check names."""
+    from gnncore import _C
+    from gnncore.store import graph_dir
+
+    rng = np.random.default_rng(0)
+    num_nodes = 40
+    a, b = rng.integers(0, num_nodes, 300), rng.integers(0, num_nodes, 300)
+    pairs = np.unique(np.stack([np.minimum(a, b), np.maximum(a, b)], axis=1)[a != b], axis=0)
+    src, dst = pairs[:, 0], pairs[:, 1]
+    with create_graph_dir(tmp_path / "g", name="g") as w:
+        w.write_topology(num_nodes, src, dst, directed=False)
+    g = GraphDir.open(tmp_path / "g")
+    indptr, clean = np.array(g.indptr), np.array(g.indices)
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(graph_dir, "VALIDATE_ENTRIES", block)
+    try:
+        assert g._first_invalid_row(indptr, num_nodes, strict) == -1
+        for spot in rng.choice(len(clean) - 1, 25, replace=False):
+            for value in (-1, num_nodes, int(clean[spot + 1]), int(clean[spot + 1]) + 1):
+                bad = clean.copy()
+                bad[spot] = value
+                np.save(g.path / "indices.npy", bad)
+                expected = _C.find_invalid_csr_row(indptr, bad, num_nodes, strict)
+                assert g._first_invalid_row(indptr, num_nodes, strict) == expected
+        np.save(g.path / "indices.npy", clean)
+        swapped = indptr.copy()
+        swapped[7], swapped[8] = indptr[8], indptr[7]
+        expected = _C.find_invalid_csr_row(swapped, clean, num_nodes, strict)
+        assert 0 <= g._first_invalid_row(swapped, num_nodes, strict) == expected <= 7
+    finally:
+        monkey.undo()
