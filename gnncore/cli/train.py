@@ -256,7 +256,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="with --nproc: where the per-rank data goes (default: PARTITION_DIR.ranks)",
+        help="with --nproc: where the per-rank data goes (default: PARTITION_DIR.ranks; "
+        "PARTITION_DIR.link-ranks with --task link)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
@@ -279,8 +280,6 @@ def _distributed_args(args: argparse.Namespace) -> bool:
                 "--master-port, --max-restarts and --backend go with --nproc N"
             )
         return False
-    if args.task != "node":
-        raise GnnCoreError("--nproc: distributed training is built for --task node so far")
     if args.partition is None:
         raise GnnCoreError("--nproc needs --partition PARTITION_DIR (one partition per rank)")
     if args.store is not None or args.placement is not None:
@@ -369,6 +368,7 @@ def run(
     result: Any
     with _sigterm_as_interrupt():
         if distributed:
+            from gnncore.distributed.link_training import train_distributed_link
             from gnncore.distributed.training import Launch, train_distributed
 
             launch = Launch(
@@ -378,7 +378,8 @@ def run(
                 master_port=args.master_port,
                 max_restarts=args.max_restarts,
             )
-            result = train_distributed(
+            train = train_distributed if args.task == "node" else train_distributed_link
+            result = train(
                 graph.path,
                 args.partition,
                 config,

@@ -22,7 +22,9 @@ holds exactly what rank ``r`` needs, indexed by local id ``id - offsets[r]``:
   ``replica_ids.npy`` (int64 ``[R_r]``, sorted global ids), the plan's
   replicated nodes this rank does not own, and their rows
   ``replica_features.npy`` / ``replica_labels.npy``, which the distributed
-  feature store serves locally instead of fetching them from their owners.
+  feature store serves locally instead of fetching them from their owners;
+* with ``link=True``, the link-prediction files ``link_*.npy``
+  (:mod:`gnncore.distributed.link_data`).
 
 ``manifest.json`` records the format and version, the sha256 of the graph's
 and the partition's manifests (and the stage key made of them), the counts,
@@ -44,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from gnncore.distributed.link_data import LINK_NOT_CORE_ROWS
 from gnncore.errors import InputError
 from gnncore.store.manifest import MANIFEST_FILE, check_plain_name, read_json_manifest, sha256_of
 
@@ -67,9 +70,18 @@ OPTIONAL = {
     "replica_ids": "<i8",
     "replica_features": "<f4",
     "replica_labels": "<i8",
+    **{name: "<i8" for name in ("link_indptr", *LINK_NOT_CORE_ROWS)},
 }
 #: Files whose rows are not the rank's core nodes.
-NOT_CORE_ROWS = ("indices", "edge_ids", "halo", "replica_ids", "replica_features", "replica_labels")
+NOT_CORE_ROWS = (
+    "indices",
+    "edge_ids",
+    "halo",
+    "replica_ids",
+    "replica_features",
+    "replica_labels",
+    *LINK_NOT_CORE_ROWS,
+)
 
 
 def rank_dir_name(rank: int) -> str:
@@ -187,7 +199,7 @@ class RankData:
             if expected is None or entry.get("dtype") != expected:
                 raise InputError(f"rank {rank}: unexpected file or dtype for {name}", file)
             rows = entry.get("shape", [None])[0]
-            want = n_core + 1 if stem == "indptr" else n_core
+            want = n_core + 1 if stem in ("indptr", "link_indptr") else n_core
             if stem not in NOT_CORE_ROWS and rows != want:
                 raise InputError(f"rank {rank}: {name} has {rows} rows, owns {want}", file)
             target = out.dir / name
@@ -207,6 +219,19 @@ class RankData:
         indptr = out.indptr
         if indptr[0] != 0 or indptr[-1] != edges or np.any(np.diff(indptr) < 0):
             raise InputError("row pointers do not span indices.npy", out.dir / "indptr.npy")
+        if out.has("link_indptr"):
+            link_edges = files.get("link_indices.npy", {}).get("shape", [None])[0]
+            pointers = out.array("link_indptr")
+            if (
+                files.get("link_edge_ids.npy", {}).get("shape", [None])[0] != link_edges
+                or pointers[0] != 0
+                or pointers[-1] != link_edges
+                or np.any(np.diff(pointers) < 0)
+            ):
+                raise InputError(
+                    "link row pointers do not span link_indices.npy and link_edge_ids.npy",
+                    out.dir / "link_indptr.npy",
+                )
         return out
 
     # Layout --------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from gnncore.distributed.link_data import LINK_FORMAT_VERSION, LinkArrays
 from gnncore.distributed.rank_data import (
     RANK_DATA_FORMAT,
     RANK_DATA_FORMAT_VERSION,
@@ -40,14 +41,19 @@ _ROWS = 1 << 16
 
 
 def rank_data_stage_key(
-    graph: GraphDir, partition: PartitionDir, replication: ReplicationPlan | None = None
+    graph: GraphDir,
+    partition: PartitionDir,
+    replication: ReplicationPlan | None = None,
+    link: bool = False,
 ) -> str:
     """The stage key of the rank data of ``graph`` and ``partition`` (and of the
-    HDR ``replication`` plan, when given): the format version and the
-    manifests' sha256."""
+    HDR ``replication`` plan, when given; and of the link files with ``link``):
+    the format version and the manifests' sha256."""
     inputs = partition_stage_inputs(graph, partition)
     if replication is not None:  # absent without a plan, so earlier keys stay valid
         inputs["replication"] = sha256_of(replication.plan.path / MANIFEST_FILE)
+    if link:  # likewise
+        inputs["link_format_version"] = str(LINK_FORMAT_VERSION)
     return stage_key("rank_data", {"format_version": RANK_DATA_FORMAT_VERSION}, inputs)
 
 
@@ -71,6 +77,7 @@ def write_rank_data(
     out_dir: str | os.PathLike[str],
     reuse: bool = True,
     replication: str | os.PathLike[str] | None = None,
+    link: bool = False,
 ) -> Path:
     """Write the per-rank data of ``graph_dir`` split by ``partition_dir`` into
     ``out_dir`` (one ``rank_<i>/`` per partition; written into a temporary
@@ -88,6 +95,9 @@ def write_rank_data(
             replication``) with as many parts: every rank also gets the
             features and labels of the plan's replicated nodes it does not
             own (``replica_*.npy``), served locally by the feature store.
+        link (bool): Also write each rank's link-prediction files
+            (:mod:`gnncore.distributed.link_data`: its edge splits, the
+            message-passing graph of its core, the known answers it filters).
 
     Raises:
         InputError: The partition is not of this graph or lacks its maps, the
@@ -98,7 +108,7 @@ def write_rank_data(
     partition = PartitionDir.open(partition_dir, graph)
     check_output_dir(out_dir, [graph.path, partition.path], RANK_DATA_FORMAT, "rank-data directory")
     plan = None if replication is None else _open_replication(replication, graph, partition)
-    key = rank_data_stage_key(graph, partition, plan)
+    key = rank_data_stage_key(graph, partition, plan, link)
     if reuse and _reusable(out_dir, key, partition.parts):
         stage(f"reused {out_dir} (stage key {key})")
         return Path(out_dir)
@@ -108,6 +118,7 @@ def write_rank_data(
         if plan is None
         else np.sort(np.asarray(maps["relabel_new_of_old"][np.asarray(plan.replicated())]))
     )
+    links = LinkArrays.of(graph, maps["relabel_new_of_old"]) if link else None
     with atomic_directory(out_dir) as tmp:
         ranks = []
         for part in range(partition.parts):
@@ -116,6 +127,12 @@ def write_rank_data(
             ranks.append(_write_rank(graph, partition, maps, part, folder))
             if replicated is not None:
                 _write_replica(graph, maps, part, replicated, folder, ranks[-1])
+            if links is not None:
+                files = ranks[-1]["files"]
+                lo, hi = int(maps["offsets"][part]), int(maps["offsets"][part + 1])
+                links.write_rank(
+                    lo, hi, folder, lambda f, name, a, files=files: _save(f, name, a, files)
+                )
         m = graph.manifest
         hashes = partition_stage_inputs(graph, partition)
         info: dict[str, Any] = {
@@ -142,6 +159,7 @@ def write_rank_data(
                 if plan is not None and replicated is not None
                 else {}
             ),
+            **({"link": links.info} if links is not None else {}),
         }
         info["body_sha256"] = body_sha256(info)
         (tmp / MANIFEST_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")

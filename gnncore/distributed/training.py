@@ -60,6 +60,7 @@ from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.sampler import DistNeighborSampler
 from gnncore.errors import InputError
 from gnncore.train.core.session import Progress
+from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.node.config import OUT_OF_CORE_MODES, ConfigError, NodeTrainConfig
 from gnncore.train.node.loop import NodeTrainResult
 
@@ -117,16 +118,26 @@ def balance_ids(own: np.ndarray, seed: int, group: Any = None) -> np.ndarray:
     """This rank's share of a split whose ids each rank owns ``own`` of
     (a collective): its own ids less those handed on (a random subset drawn
     from ``(seed, rank)``), plus those received (:func:`transfer_plan`). Sorted."""
-    rank = dist.get_rank(group)
     own = np.sort(np.asarray(own, dtype=np.int64))
+    return np.sort(balance_rows(own, seed, group))
+
+
+def balance_rows(own: np.ndarray, seed: int, group: Any = None) -> np.ndarray:
+    """This rank's share of int64 rows (ids, or ``[n, k]`` triples) of which each
+    rank owns ``own`` (a collective): the rows it keeps, in their order, then
+    those received from each rank in rank order. Ranks with a surplus hand on a
+    random subset (drawn from ``(seed, rank)``, in their order) to the ranks
+    short of rows (:func:`transfer_plan`)."""
+    rank = dist.get_rank(group)
+    own = np.asarray(own, dtype=np.int64)
     moves = transfer_plan(_all_counts(len(own), group))
     give = moves[rank]
     order = np.random.default_rng([seed, 7919, rank]).permutation(len(own))
-    handed = own[order[: int(give.sum())]]
-    parts = list(torch.split(torch.from_numpy(np.sort(handed)), give.tolist()))
+    handed = own[np.sort(order[: int(give.sum())])]
+    parts = list(torch.split(torch.from_numpy(handed), give.tolist()))
     received = exchange(parts, group)
     kept = own[np.sort(order[int(give.sum()) :])]
-    return np.sort(np.concatenate([kept, *[r.numpy() for r in received]]))
+    return np.concatenate([kept, *[r.numpy().reshape(-1, *own.shape[1:]) for r in received]])
 
 
 def _max(value: int, group: Any) -> int:
@@ -390,7 +401,7 @@ class RankRun:
     """What every rank of :func:`train_distributed` is given (picklable)."""
 
     ranks_dir: str
-    config: NodeTrainConfig
+    config: NodeTrainConfig | LinkTrainConfig
     checkpoint_dir: str | None = None
     keep_checkpoints: int = 2
     resume: bool = False
@@ -469,6 +480,10 @@ def run_rank(rank: int, world: int, run: RankRun) -> dict[str, Any]:
     failed first (:func:`~gnncore.distributed.launch.blame`)."""
     from gnncore.train.core.checkpoint import CheckpointDir
 
+    if isinstance(run.config, LinkTrainConfig):
+        from gnncore.distributed.link_training import run_link_rank
+
+        return run_link_rank(rank, world, run)
     data = RankData.open(run.ranks_dir, rank)
     config, device = _rank_device(run.config)
     source: Any
@@ -623,6 +638,64 @@ LAUNCHERS = ("torchrun", "spawn")
 
 
 @dataclass(frozen=True)
+class RankTask:
+    """What :func:`train_distributed` does differently per task; the launch,
+    the restarts and the MLflow run are shared. :data:`NODE_TASK` (node
+    classification) is the default; link prediction's is
+    :data:`gnncore.distributed.link_training.LINK_TASK`. Each rank runs
+    :func:`run_rank`, which picks the task's loop from its config."""
+
+    name: str
+    #: ``(config or None, graph) -> config``: validated, refused (``ConfigError``,
+    #: ``InputError``) when the ranks cannot train it on ``graph``.
+    prepare: Callable[[Any, Any], Any]
+    #: ``(graph_dir, partition_dir, out_dir, replication) -> out_dir``: write or reuse.
+    write: Callable[[Path, Path, Path, Any], Path]
+    #: ``partition_dir -> ranks_dir`` when none is given.
+    default_dir: Callable[[Any], Path]
+    #: ``(per_rank, config, graph manifest, world, ranks_dir) -> result`` on machine 0.
+    main_result: Callable[[list[dict[str, Any]], Any, Any, int, str], Any]
+    #: ``(world, node_rank, ranks_dir, per_rank, restarts) -> result`` elsewhere.
+    ranks_result: Callable[[int, int, str, list[dict[str, Any]], int], Any]
+    #: ``(config, graph, ranks_dir, checkpoint_dir) -> MLflow parameters``.
+    run_params: Callable[[Any, Any, Path, Any], dict[str, Any]]
+    #: ``(logger, result, graph)``: the curves and the model, at the end.
+    log_outcome: Callable[[Any, Any, Any], None]
+
+
+def _prepare_node(config: NodeTrainConfig | None, graph: Any) -> NodeTrainConfig:
+    config = (config or NodeTrainConfig()).validate()
+    _check_config(config)
+    for name in ("features", "labels"):
+        if not graph.has(name):
+            raise InputError(f"node classification needs {name}; the graph has none", graph.path)
+    return config
+
+
+def _write_node(graph_dir: Path, partition_dir: Path, out: Path, replication: Any) -> Path:
+    from gnncore.distributed.rank_write import write_rank_data
+
+    return write_rank_data(graph_dir, partition_dir, out, replication=replication)
+
+
+def _node_params(
+    config: NodeTrainConfig, graph: Any, ranks_dir: Path, checkpoint_dir: Any
+) -> dict[str, Any]:
+    from gnncore.train.api import node_run_params
+
+    return node_run_params(config, graph.manifest, checkpoint_dir)
+
+
+def _log_node_outcome(logger: Any, result: Any, graph: Any) -> None:
+    from gnncore.store import GraphDirFeatureStore
+    from gnncore.train.api import example_input, log_outcome, training_curves
+
+    features = GraphDirFeatureStore(graph)
+    example = example_input(features, graph.manifest.num_features)
+    log_outcome(logger, result, training_curves(result), example, graph)
+
+
+@dataclass(frozen=True)
 class Launch:
     """Where and how :func:`train_distributed` starts its ranks.
 
@@ -660,7 +733,7 @@ class Launch:
 def train_distributed(
     graph_dir: str | os.PathLike[str],
     partition_dir: str | os.PathLike[str],
-    config: NodeTrainConfig | None = None,
+    config: NodeTrainConfig | LinkTrainConfig | None = None,
     nproc: int | None = None,
     *,
     ranks_dir: str | os.PathLike[str] | None = None,
@@ -677,8 +750,10 @@ def train_distributed(
     run_timeout: float = 24 * 3600.0,
     on_epoch_end: RankEpochHook | None = None,
     launch: Launch | None = None,
+    task: RankTask | None = None,
 ) -> Any:
-    r"""Train a node classifier with one rank per partition.
+    r"""Train a node classifier with one rank per partition (another task with
+    ``task``: :func:`~gnncore.distributed.link_training.train_distributed_link`).
 
     Writes the per-rank data of ``graph_dir`` split by ``partition_dir`` into
     ``ranks_dir`` (default :func:`default_ranks_dir`; reused when it is already
@@ -722,6 +797,8 @@ def train_distributed(
         on_epoch_end: ``f(rank, epoch)`` in every rank after each epoch
             (picklable: a module-level function).
         launch: How to start the ranks (:class:`Launch`).
+        task: What the ranks train (:class:`RankTask`; default node
+            classification, :data:`NODE_TASK`).
 
     Returns:
         :class:`DistNodeTrainResult` on machine 0, :class:`DistNodeRanksResult`
@@ -734,14 +811,13 @@ def train_distributed(
             last restart; the message names the rank.
     """
     from gnncore.distributed.launch import RankFailed
-    from gnncore.distributed.rank_write import write_rank_data
     from gnncore.partition.store import PartitionDir
     from gnncore.store import GraphDir
 
+    task = task or NODE_TASK
     launch = (launch or Launch()).check()
-    config = (config or NodeTrainConfig()).validate()
-    _check_config(config)
     graph = GraphDir.open(graph_dir)
+    config = task.prepare(config, graph)
     partition = PartitionDir.open(partition_dir, graph)
     local = partition.parts // launch.nnodes if nproc is None else int(nproc)
     world = local * launch.nnodes
@@ -754,12 +830,9 @@ def train_distributed(
     if launch.max_restarts and checkpoint_dir is None:
         raise ConfigError("--max-restarts resumes from checkpoints: give a checkpoint directory")
     m = graph.manifest
-    for name in ("features", "labels"):
-        if not graph.has(name):
-            raise InputError(f"node classification needs {name}; the graph has none", graph.path)
-    target = Path(ranks_dir or default_ranks_dir(partition_dir)).absolute()
+    target = Path(ranks_dir or task.default_dir(partition_dir)).absolute()
     if launch.node_rank == 0:
-        out = write_rank_data(graph.path, partition.path, target, replication=replication)
+        out = task.write(graph.path, partition.path, target, replication)
     else:
         out = target
         if not (out / "manifest.json").is_file():
@@ -819,29 +892,22 @@ def train_distributed(
                 )
         per_rank = [ranks[r] for r in sorted(ranks)]
         if launch.node_rank > 0:
-            return DistNodeRanksResult(world, launch.node_rank, str(out), per_rank, restarts)
-        return _main_result(per_rank, config, m, world, str(out))
+            return task.ranks_result(world, launch.node_rank, str(out), per_rank, restarts)
+        return task.main_result(per_rank, config, m, world, str(out))
 
     if tracking is None or launch.node_rank > 0:
         return run_all(None)
 
-    from gnncore.store import GraphDirFeatureStore
-    from gnncore.train.api import (
-        example_input,
-        log_outcome,
-        node_run_params,
-        tracked_run,
-        training_curves,
-    )
+    from gnncore.train.api import tracked_run
     from gnncore.train.core.checkpoint import CheckpointDir
 
     previous = (
         CheckpointDir(checkpoint_dir).latest() if resume and checkpoint_dir is not None else None
     )
-    with tracked_run(tracking, m.name, "node", config.model, tags, run_name, previous) as logger:
+    with tracked_run(tracking, m.name, task.name, config.model, tags, run_name, previous) as logger:
         logger.log_params(
             {
-                **node_run_params(config, m, checkpoint_dir),
+                **task.run_params(config, graph, out, checkpoint_dir),
                 "world_size": world,
                 "backend": backend,
                 "partitioner": partition.method,
@@ -856,13 +922,7 @@ def train_distributed(
             result = run_all((logger.tracking_uri, logger.experiment_id, logger.run_id))
         finally:
             tracking.client.set_tag(logger.run_id, "restarts", str(restarts))
-        log_outcome(
-            logger,
-            result,
-            training_curves(result),
-            example_input(GraphDirFeatureStore(graph), m.num_features),
-            graph,
-        )
+        task.log_outcome(logger, result, graph)
     return result
 
 
@@ -905,6 +965,19 @@ def _main_result(
     )
 
 
+#: Node classification (:func:`train_distributed`'s default task).
+NODE_TASK = RankTask(
+    name="node",
+    prepare=_prepare_node,
+    write=_write_node,
+    default_dir=default_ranks_dir,
+    main_result=_main_result,
+    ranks_result=DistNodeRanksResult,
+    run_params=_node_params,
+    log_outcome=_log_node_outcome,
+)
+
+
 __all__ = [
     "DistBatchSource",
     "DistEvalBatches",
@@ -912,8 +985,11 @@ __all__ = [
     "DistNodeTrainResult",
     "LAUNCHERS",
     "Launch",
+    "NODE_TASK",
+    "RankTask",
     "RankRun",
     "balance_ids",
+    "balance_rows",
     "default_ranks_dir",
     "run_rank",
     "split_batches",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,16 +158,22 @@ class LinkEvaluator:
         self.node_loader = node_loader
         self.negatives = negatives
 
-    @torch.no_grad()
     def __call__(
         self, model: LinkModel, device: torch.device, amp_dtype: torch.dtype | None = None
     ) -> RankingMetrics:
+        return RankingMetrics.from_ranks(self.ranks(model, device, amp_dtype))
+
+    @torch.no_grad()
+    def ranks(
+        self, model: LinkModel, device: torch.device, amp_dtype: torch.dtype | None = None
+    ) -> torch.Tensor:
+        """The filtered ranks of the split's queries (:func:`filtered_ranks`)."""
         model.eval()
         if self.embeddings is not None:
             z = self.embeddings().to(device)
         else:
             z = encode_all_nodes(model, self.node_loader, device, amp_dtype, self.known.num_nodes)
-        ranks = filtered_ranks(
+        return filtered_ranks(
             z,
             model.decoder.query,
             self.triples,
@@ -179,7 +185,28 @@ class LinkEvaluator:
             negatives=self.negatives,
             seed=self.config.seed,
         )
-        return RankingMetrics.from_ranks(ranks)
+
+
+#: ``ranks(model, device, amp_dtype) -> Tensor``: filtered ranks of one split's
+#: queries (this process's share in a distributed run).
+RankFn = Callable[[LinkModel, torch.device, torch.dtype | None], torch.Tensor]
+
+
+class LinkLogits(torch.nn.Module):
+    """The training step's forward pass: the logits of every positive of a
+    triplet batch against the batch's shared negatives (column 0: the positive).
+    A module, so that a distributed run can wrap it (``wrap_model``: DDP)."""
+
+    def __init__(self, model: LinkModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch: Any, relation: torch.Tensor, num_negatives: int) -> torch.Tensor:
+        z = self.model.encode_batch(batch)
+        query = self.model.decoder.query(z[batch.src_index], relation)
+        negatives = z[batch.dst_neg_index.reshape(-1)[:num_negatives]]
+        positive = (query * z[batch.dst_pos_index]).sum(-1, keepdim=True)
+        return torch.cat([positive, query @ negatives.t()], dim=1)
 
 
 @torch.no_grad()
@@ -249,6 +276,8 @@ def train_link_predictor(
     resume: bool = False,
     on_epoch_end: EpochCallback | None = None,
     train_batches: BatchSource | None = None,
+    eval_ranks: tuple[RankFn, RankFn] | None = None,
+    fingerprint_data: Sequence[torch.Tensor] | None = None,
 ) -> LinkTrainResult:
     r"""Train a link predictor with negative-sampled mini-batches.
 
@@ -291,6 +320,23 @@ def train_link_predictor(
             snapshotted beside each checkpoint and restored on ``resume``
             through its ``checkpoint_files`` / ``restore_files`` hooks
             (:class:`~gnncore.train.core.session.TrainingSession`).
+            A source that is one process of a distributed run
+            (:class:`~gnncore.distributed.link_source.DistLinkSource`) may
+            define ``main_process`` (``False``: read checkpoints, never write
+            them), ``wrap_model(module) -> module`` (what the training step
+            calls: :class:`LinkLogits` of the model, e.g. in
+            :class:`~torch.nn.parallel.DistributedDataParallel`; checkpoints,
+            evaluation and the result keep the model) and ``reduce_sum(tensor)
+            -> tensor`` (the ranking sums of :meth:`RankingMetrics.from_ranks`
+            summed over the processes, so every process gets the same metrics).
+        eval_ranks (tuple, optional): ``(val, test)`` functions
+            ``ranks(model, device, amp_dtype) -> Tensor`` giving the filtered
+            ranks of this process's validation / test queries, instead of a
+            :class:`LinkEvaluator` over ``splits`` (no graph store, sampler or
+            known-edge index is built when ``train_batches`` is given too).
+        fingerprint_data (sequence of Tensor, optional): What identifies the
+            data in checkpoints (default: the splits' triples); a distributed
+            run passes a summary that is the same on every process.
     """
     config.validate()
     if resume and checkpoints is None:
@@ -303,7 +349,8 @@ def train_link_predictor(
     if len(splits.train) == 0:
         raise ValueError("no training triples")
 
-    if graph_store is None:
+    own_data = train_batches is not None and eval_ranks is not None
+    if graph_store is None and not own_data:
         from gnncore.store import CSCGraphStore
 
         graph_store = CSCGraphStore(*message_passing_csc(splits.train, num_nodes))
@@ -340,11 +387,13 @@ def train_link_predictor(
 
     from gnncore.sampler import build_sampler
 
-    if sampler is None:
+    if sampler is None and not own_data:
+        assert graph_store is not None
         sampler = build_sampler(
             config.sampler, graph_store, config.fanouts or (0,), seed=config.seed
         )
-    if eval_sampler is None and config.model != "none":
+    if eval_sampler is None and config.model != "none" and eval_ranks is None:
+        assert graph_store is not None
         eval_sampler = build_sampler(
             config.sampler,
             graph_store,
@@ -363,6 +412,7 @@ def train_link_predictor(
     data = (feature_store, graph_store)
     workers = config.num_workers
     if train_batches is None:
+        assert graph_store is not None and sampler is not None
         train_loader = LinkLoader(
             data,
             sampler,
@@ -384,39 +434,16 @@ def train_link_predictor(
             config.prefetch_workers,
             config.prefetch_depth,
         )
-    node_loader = None
-    if eval_sampler is not None:
-        node_loader = NodeLoader(
-            data,
-            node_sampler=eval_sampler,
-            input_nodes=torch.arange(num_nodes),
-            batch_size=max(config.eval_batch_size, 1024),
-            num_workers=workers,
-            persistent_workers=workers > 0,
-            pin_memory=device.type == "cuda",
+    if eval_ranks is None:
+        eval_ranks = _split_rankers(
+            splits, config, feature_store, graph_store, eval_sampler, weights, buffer, reciprocal
         )
-    known = known_edges(
-        [splits.train, splits.val, splits.test],
-        num_nodes,
+    val_ranks, test_ranks = eval_ranks
+    fingerprint = data_fingerprint(
+        list(fingerprint_data) if fingerprint_data is not None else splits.tensors(),
         num_relations,
-        symmetric=splits.symmetric,
+        in_channels or 0,
     )
-    eval_draw = NegativeDraw(num_nodes, weights) if config.eval_negatives else None
-    embeddings = buffer.node_embeddings if buffered else None
-    validate = LinkEvaluator(
-        _eval_subset(splits.val, config.max_eval_triples, config.seed),
-        known,
-        config,
-        num_relations,
-        reciprocal,
-        node_loader,
-        eval_draw,
-        embeddings,
-    )
-    test = LinkEvaluator(
-        splits.test, known, config, num_relations, reciprocal, node_loader, eval_draw, embeddings
-    )
-    fingerprint = data_fingerprint(splits.tensors(), num_relations, in_channels or 0)
 
     session = TrainingSession(
         checkpoints,
@@ -433,6 +460,14 @@ def train_link_predictor(
     state = session.resume_progress(resume, _Progress, logger)
 
     optimize = OptimizerStep(optimizer, scaler, config.max_grad_norm)
+    wrap_model = getattr(train_batches, "wrap_model", None)
+    logits = LinkLogits(model)
+    step_model = wrap_model(logits) if callable(wrap_model) else logits
+    reduce_sum = getattr(train_batches, "reduce_sum", None)
+    reduce = reduce_sum if callable(reduce_sum) else None
+
+    def metrics(ranks: RankFn) -> RankingMetrics:
+        return RankingMetrics.from_ranks(ranks(model, device, amp_dtype), reduce)
 
     def epoch_ended(epoch: int, path: Any) -> None:
         if buffered and state.best_epoch == epoch:
@@ -443,11 +478,11 @@ def train_link_predictor(
     def run_test() -> RankingMetrics:
         if buffered:
             buffer.restore_best()
-        return test(model, device, amp_dtype)
+        return metrics(test_ranks)
 
     def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
         return _train_step(
-            model,
+            step_model,
             batch,
             edge_relation,
             optimize,
@@ -467,7 +502,7 @@ def train_link_predictor(
             epochs=config.epochs,
             patience=config.patience,
             step=step,
-            validate=lambda: validate(model, device, amp_dtype),
+            validate=lambda: metrics(val_ranks),
             logger=logger,
             on_epoch_end=epoch_ended,
             progress=progress,
@@ -509,8 +544,60 @@ def _with_table(model: LinkModel, table: torch.Tensor) -> LinkModel:
     return model
 
 
+def _split_rankers(
+    splits: LinkSplits,
+    config: LinkTrainConfig,
+    feature_store: FeatureStore,
+    graph_store: GraphStore | None,
+    eval_sampler: BaseSampler | None,
+    weights: torch.Tensor | None,
+    buffer: Any,
+    reciprocal: bool,
+) -> tuple[RankFn, RankFn]:
+    """The ranks of the validation (a subset of ``max_eval_triples``) and test
+    queries of a single process: :class:`LinkEvaluator` over every node's
+    representations (the buffer's table, or one pass of a node loader)."""
+    num_nodes = splits.num_nodes
+    workers = config.num_workers
+    node_loader = None
+    if eval_sampler is not None:
+        assert graph_store is not None
+        node_loader = NodeLoader(
+            (feature_store, graph_store),
+            node_sampler=eval_sampler,
+            input_nodes=torch.arange(num_nodes),
+            batch_size=max(config.eval_batch_size, 1024),
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            pin_memory=resolve_device(config.device).type == "cuda",
+        )
+    known = known_edges(
+        [splits.train, splits.val, splits.test],
+        num_nodes,
+        splits.num_relations,
+        symmetric=splits.symmetric,
+    )
+    eval_draw = NegativeDraw(num_nodes, weights) if config.eval_negatives else None
+    embeddings = buffer.node_embeddings if buffer is not None else None
+    val_triples = _eval_subset(splits.val, config.max_eval_triples, config.seed)
+    evaluators = [
+        LinkEvaluator(
+            triples,
+            known,
+            config,
+            splits.num_relations,
+            reciprocal,
+            node_loader,
+            eval_draw,
+            embeddings,
+        )
+        for triples in (val_triples, splits.test)
+    ]
+    return evaluators[0].ranks, evaluators[1].ranks
+
+
 def _train_step(
-    model: LinkModel,
+    model: torch.nn.Module,
     batch: Any,
     edge_relation: torch.Tensor,
     optimize: OptimizerStep,
@@ -521,7 +608,8 @@ def _train_step(
     total_loss: torch.Tensor,
 ) -> int:
     """Softmax cross-entropy of every positive against the batch's shared
-    negatives; adds the summed loss to ``total_loss`` and returns the positives."""
+    negatives (``model``: :class:`LinkLogits`, or a wrapper of it); adds the
+    summed loss to ``total_loss`` and returns the positives."""
     timer.count(batch)
     with timer.phase("transfer"):
         batch = batch.to(device, non_blocking=True)
@@ -529,11 +617,7 @@ def _train_step(
     with timer.phase("compute"):
         optimize.zero_grad()
         with autocast(device, amp_dtype):
-            z = model.encode_batch(batch)
-            query = model.decoder.query(z[batch.src_index], relation)
-            negatives = z[batch.dst_neg_index.reshape(-1)[:num_negatives]]
-            positive = (query * z[batch.dst_pos_index]).sum(-1, keepdim=True)
-            logits = torch.cat([positive, query @ negatives.t()], dim=1)
+            logits = model(batch, relation, num_negatives)
         target = torch.zeros(logits.size(0), dtype=torch.long, device=device)
         loss = F.cross_entropy(logits.float(), target)
         optimize(loss)

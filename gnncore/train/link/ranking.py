@@ -51,9 +51,36 @@ class RankingMetrics:
         return out
 
     @classmethod
-    def from_ranks(cls, ranks: torch.Tensor) -> RankingMetrics:
-        """From a 1-d tensor of (possibly half-integer) ranks."""
+    def from_ranks(
+        cls,
+        ranks: torch.Tensor,
+        reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> RankingMetrics:
+        """From a 1-d tensor of (possibly half-integer) ranks. With ``reduce``
+        (``reduce_sum`` of a distributed run: a tensor summed over the
+        processes), ``ranks`` are this process's share of the queries and the
+        metrics are those of all processes' queries together: the count, the
+        sums of ``1 / rank`` and ``rank`` and the hit counts are summed, so every
+        process gets the same figures."""
         ranks = ranks.double()
+        if reduce is not None:
+            sums = torch.stack(
+                [
+                    torch.tensor(float(ranks.numel()), dtype=torch.float64),
+                    (1.0 / ranks).sum(),
+                    ranks.sum(),
+                    *[(ranks <= k).double().sum() for k in HITS_AT],
+                ]
+            )
+            count, reciprocal, total, *hits = reduce(sums).tolist()
+            if count == 0:
+                return cls(0.0, 0.0, {k: 0.0 for k in HITS_AT}, 0)
+            return cls(
+                mrr=reciprocal / count,
+                mean_rank=total / count,
+                hits={k: h / count for k, h in zip(HITS_AT, hits, strict=True)},
+                count=int(count),
+            )
         if ranks.numel() == 0:
             return cls(0.0, 0.0, {k: 0.0 for k in HITS_AT}, 0)
         return cls(
