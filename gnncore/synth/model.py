@@ -181,6 +181,10 @@ def _rng(spec: SynthSpec, tag: int) -> np.random.Generator:
     return np.random.default_rng([spec.seed, tag])
 
 
+_NODE_CHUNK = 1 << 22
+"""Nodes dealt to communities at a time by :func:`node_table`."""
+
+
 def node_table(spec: SynthSpec) -> tuple[np.ndarray, np.ndarray]:
     """Community and propensity of every node.
 
@@ -190,11 +194,18 @@ def node_table(spec: SynthSpec) -> tuple[np.ndarray, np.ndarray]:
         Pareto with mean 1.
     """
     n, c = spec.num_nodes, spec.num_communities
+    # 16 bytes a node at the peak: the permutation and the table (the
+    # community of positions [start, stop) dealt in chunks, no full temporaries)
     community = np.empty(n, dtype=np.int64)
-    community[_rng(spec, _TAG_COMMUNITY).permutation(n)] = np.arange(n, dtype=np.int64) % c
+    order = _rng(spec, _TAG_COMMUNITY).permutation(n)
+    for start in range(0, n, _NODE_CHUNK):
+        stop = min(start + _NODE_CHUNK, n)
+        community[order[start:stop]] = np.arange(start, stop, dtype=np.int64) % c
+    del order
     shape = spec.power_law_exponent - 1.0  # density ~ theta ** -(shape + 1)
-    uniform = _rng(spec, _TAG_THETA).random(n)
-    theta = (1.0 - uniform) ** (-1.0 / shape)  # Pareto on [1, inf)
+    theta = _rng(spec, _TAG_THETA).random(n)  # uniform, then in place:
+    np.subtract(1.0, theta, out=theta)
+    theta **= -1.0 / shape  # Pareto on [1, inf)
     cap = shape / (shape - 1.0) * math.sqrt(n / spec.avg_degree)
     np.minimum(theta, max(cap, 1.0), out=theta)
     theta /= theta.mean()

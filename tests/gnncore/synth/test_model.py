@@ -85,6 +85,30 @@ def test_node_table(graph):
     assert not np.array_equal(community, c3)
 
 
+@pytest.mark.parametrize("exponent", [2.1, 2.5, 3.0, 5.0])
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 22])
+def test_node_table_is_the_whole_array_formula(monkeypatch, exponent, chunk):
+    """node_table deals communities in chunks and computes theta in place: the
+    same arrays, bit for bit, as the whole-array formula (so the same edges)."""
+    from gnncore.synth import model
+
+    monkeypatch.setattr(model, "_NODE_CHUNK", chunk)
+    spec = dataclasses.replace(SPEC, num_nodes=1001, power_law_exponent=exponent,
+                               communities_per_class=3)  # fmt: skip
+    community, theta = model.node_table(spec)
+    n, c = spec.num_nodes, spec.num_communities
+    expected = np.empty(n, dtype=np.int64)
+    expected[model._rng(spec, model._TAG_COMMUNITY).permutation(n)] = np.arange(n) % c
+    shape = exponent - 1.0
+    uniform = model._rng(spec, model._TAG_THETA).random(n)
+    reference = (1.0 - uniform) ** (-1.0 / shape)
+    np.minimum(reference, max(shape / (shape - 1.0) * np.sqrt(n / spec.avg_degree), 1.0),
+               out=reference)  # fmt: skip
+    reference /= reference.mean()
+    np.testing.assert_array_equal(community, expected)
+    assert theta.tobytes() == reference.tobytes()
+
+
 def test_edges_count_range_and_quality(graph):
     _, _, src, dst, _ = graph
     assert src.dtype == np.int64 and dst.dtype == np.int64
