@@ -34,9 +34,10 @@ def reshuffle_edges(
 ) -> GraphDir:
     """Write a copy of ``graph_dir`` whose ``edges_shuffled.npy`` uses ``seed``.
 
-    The permutation is drawn exactly as ingestion draws it, so
+    The permutation is drawn exactly as in-memory ingestion draws it, so
     ``reshuffle_edges(g, out, s)`` streams the same order as ingesting with
-    ``seed=s``.
+    ``seed=s`` (bounded ingestion too, unless it recorded
+    ``stats.shuffle_buckets``: that mark is not copied).
     """
     graph = GraphDir.open(graph_dir)
     stream = graph.array("edges_shuffled")
@@ -62,8 +63,8 @@ def reshuffle_edges(
             dtype=entry.dtype,
             shape=entry.shape,
         )
-        manifest = dataclasses.replace(
-            graph.manifest, files=files, stats={**graph.manifest.stats, "shuffle_seed": seed}
-        )
+        stats = {k: v for k, v in graph.manifest.stats.items() if k != "shuffle_buckets"}
+        stats["shuffle_seed"] = seed  # numpy's permutation, whatever drew the source's order
+        manifest = dataclasses.replace(graph.manifest, files=files, stats=stats)
         manifest.write(tmp)
     return GraphDir.open(out_dir)

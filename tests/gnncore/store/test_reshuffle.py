@@ -32,3 +32,21 @@ def test_reshuffle_matches_ingesting_with_that_seed(tmp_path):
         os.stat(tmp_path / "r7" / "indices.npy").st_ino
         == os.stat(tmp_path / "s0" / "indices.npy").st_ino
     )
+
+
+def test_reshuffling_a_bucket_shuffled_graph_drops_the_mark(tmp_path, monkeypatch):
+    """A copy reshuffled from a bounded ingestion's bucket order is numpy's
+    permutation: the in-memory order of that seed, without stats.shuffle_buckets."""
+    from gnncore.io import external_ingest
+
+    monkeypatch.setattr(external_ingest, "EXACT_SHUFFLE_BYTES", 0)
+    edges = tmp_path / "edges.txt"
+    rng = np.random.default_rng(1)
+    edges.write_text("".join(f"{u} {v}\n" for u, v in rng.integers(0, 3000, size=(9000, 2))))
+    ingest(edges, tmp_path / "bounded", seed=0, memory_budget=64 << 10)
+    assert GraphDir.open(tmp_path / "bounded").manifest.stats["shuffle_buckets"] > 1
+    ingest(edges, tmp_path / "s5", seed=5)
+    copy = reshuffle_edges(tmp_path / "bounded", tmp_path / "r5", seed=5)
+    assert "shuffle_buckets" not in copy.manifest.stats
+    want = np.asarray(GraphDir.open(tmp_path / "s5").array("edges_shuffled"))
+    assert np.array_equal(np.asarray(copy.array("edges_shuffled")), want)
