@@ -9,14 +9,17 @@ memory and ``gnncore ingest --memory-budget`` (default 1GiB; ``--budgets`` for
 several), recording wall seconds, the ratio to Polars' parse, edges per second,
 each child's own peak RSS and CPU seconds (``os.wait4``), the ingestion's phase
 times, the load average around each child, and whether the graph directories
-are identical (sha256 of every file, via the manifests). ``--repeat N`` runs the
+are identical (sha256 of every file, via the manifests). ``--string-ids`` writes
+the ids as strings (``user_<id>``) and ingests them with ``--id-type string``
+(bounded: :mod:`gnncore.io.string_ids`; Polars' parse reads them as strings).
+``--repeat N`` runs the
 whole round (Polars' parse, then every variant) N times and reports medians,
 and the median of each round's ratio: on a shared machine the load moves
 between rounds. Writes ``ingest_throughput.json`` and ``ingest_throughput.md``
 into ``--out`` (default ``bench-out/ingest``).
 
     .venv/bin/python benchmarks/ingest_throughput.py [--edges N] [--nodes N] [--out DIR]
-        [--budgets 1GiB,256MiB] [--no-in-memory] [--repeat N]
+        [--budgets 1GiB,256MiB] [--no-in-memory] [--repeat N] [--string-ids]
 
 Not part of the test suite.
 """
@@ -39,8 +42,14 @@ import polars as pl
 CHUNK = 1 << 21
 
 
-def generate(path: Path, num_edges: int, num_nodes: int, seed: int) -> None:
-    """Write a ``src,dst`` CSV (with header) in chunks; atomic (temp file, rename)."""
+STRING_PREFIX = "user_"
+
+
+def generate(
+    path: Path, num_edges: int, num_nodes: int, seed: int, string_ids: bool = False
+) -> None:
+    """Write a ``src,dst`` CSV (with header) in chunks; atomic (temp file, rename).
+    ``string_ids``: each id ``i`` written as ``user_<i>``."""
     rng = np.random.default_rng(seed)
     # Skewed ids: P(rank < x) = (x / N) ** (1 / 3), a heavy head like a power law;
     # a random permutation scatters the hubs over the id range.
@@ -52,7 +61,11 @@ def generate(path: Path, num_edges: int, num_nodes: int, seed: int) -> None:
             n = min(CHUNK, num_edges - start)
             src = perm[np.minimum((num_nodes * rng.random(n) ** 3).astype(np.int64), num_nodes - 1)]
             dst = perm[np.minimum((num_nodes * rng.random(n) ** 2).astype(np.int64), num_nodes - 1)]
-            pl.DataFrame({"src": src, "dst": dst}).write_csv(fh, include_header=False)
+            frame = pl.DataFrame({"src": src, "dst": dst})
+            if string_ids:
+                frame = frame.select(pl.format(STRING_PREFIX + "{}", pl.col(c)).alias(c)
+                                     for c in ("src", "dst"))  # fmt: skip
+            frame.write_csv(fh, include_header=False)
     os.replace(tmp, path)
 
 
@@ -78,7 +91,8 @@ def machine() -> dict:
 PARSE = """
 import sys, time, polars as pl
 t = time.perf_counter()
-df = pl.read_csv(sys.argv[1], schema={"src": pl.Int64, "dst": pl.Int64})
+dtype = pl.String if sys.argv[2] == "string" else pl.Int64
+df = pl.read_csv(sys.argv[1], schema={"src": dtype, "dst": dtype})
 print(time.perf_counter() - t, df.height)
 """
 
@@ -122,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--directed", action="store_true")
     parser.add_argument(
+        "--string-ids", action="store_true", help="ids written as user_<id>, ingested as strings"
+    )
+    parser.add_argument(
         "--budgets",
         default="1GiB",
         help="comma-separated --memory-budget sizes to run (empty: none)",
@@ -138,11 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out
     data_dir = args.data_dir or out / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    csv = data_dir / f"edges-{args.edges}-{args.nodes}-s{args.seed}.csv"
+    kind = "-str" if args.string_ids else ""
+    id_type = "string" if args.string_ids else "int"
+    csv = data_dir / f"edges-{args.edges}-{args.nodes}-s{args.seed}{kind}.csv"
     gen_seconds = None
     if not csv.exists():
         t0 = time.perf_counter()
-        generate(csv, args.edges, args.nodes, args.seed)
+        generate(csv, args.edges, args.nodes, args.seed, args.string_ids)
         gen_seconds = round(time.perf_counter() - t0, 2)
         print(
             f"generated {csv} ({csv.stat().st_size / 2**20:.0f} MiB) in {gen_seconds} s",
@@ -163,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     hashes: dict[str, dict[str, str]] = {}
     for round_ in range(args.repeat):
         # Polars' parse of the same file: the reference (a child process, like the ingestions)
-        wall, rss, text, cpu, load = run_measured([sys.executable, "-c", PARSE, str(csv)])
+        wall, rss, text, cpu, load = run_measured([sys.executable, "-c", PARSE, str(csv), id_type])
         parse = {"seconds": float(text.split()[0]), "process_seconds": wall, "cpu_seconds": cpu,
                  "peak_rss_mib": rss / 2**20, "load": load}  # fmt: skip
         parses.append(parse)
@@ -173,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             graph = out / f"graph-{slug}"
             summary_file = out / f"ingest_summary-{slug}.json"
             command = base + ["ingest", str(csv), str(graph), "--format", "edgelist",
-                              "--id-type", "int", "--no-progress",
+                              "--id-type", id_type, "--no-progress",
                               "--json", str(summary_file)]  # fmt: skip
             command += extra + (["--directed"] if args.directed else [])
             commands[label] = " ".join(command)
@@ -238,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "ingest_throughput",
         "edges": args.edges,
         "nodes_requested": args.nodes,
+        "id_type": id_type,
         "csv": str(csv),
         "csv_bytes": csv.stat().st_size,
         "generate_seconds": gen_seconds,
@@ -258,8 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     md = [
         "# Ingestion throughput",
         "",
-        f"`gnncore ingest` on a synthetic integer CSV edge list "
-        f"({args.edges:,} edges, ids over ~{args.nodes:,} nodes, seed {args.seed}; "
+        f"`gnncore ingest` on a synthetic CSV edge list with {id_type} ids "
+        + (f"(`{STRING_PREFIX}<id>`) " if args.string_ids else "")
+        + f"({args.edges:,} edges, ids over ~{args.nodes:,} nodes, seed {args.seed}; "
         f"{results['csv_bytes'] / 2**20:,.0f} MiB"
         + (f", {report0.get('num_nodes', 0):,} nodes, "
            f"{report0.get('num_canonical_edges', 0):,} canonical edges" if report0 else "")

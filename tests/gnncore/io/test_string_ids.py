@@ -194,6 +194,21 @@ def test_merge_of_overlapping_runs(tmp_path):
     assert sum(rows for rows, _ in batches) == len(everything) and len(batches) > 10
 
 
+@pytest.mark.parametrize("by_hash", [True, False])
+@pytest.mark.parametrize("whole", [True, False])
+def test_range_lookup_against_a_dict(by_hash, whole):
+    names = sorted({f"n{v}" for v in range(0, 3000, 3)} | {"ü", "日本"}, key=str.encode)
+    first, end = (0, len(names)) if whole else (200, 700)
+    table = pl.DataFrame({"name": names[first:end], "id": range(first, end)})
+    lookup = string_ids.RangeLookup(table, whole, by_hash=by_hash)
+    assert lookup.by_hash == by_hash
+    rng = np.random.default_rng(9)
+    queries = [names[i] for i in rng.integers(0, len(names), 5000)]
+    position = {name: i for i, name in enumerate(names)}
+    expected = [position[q] if first <= position[q] < end else -1 for q in queries]
+    assert lookup.ids(pl.Series(queries)).tolist() == expected
+
+
 def test_node_ids_streamed_in_polars_row_groups(tmp_path):
     names = pl.Series([f"user_{i:07d}" for i in range(250_000)])  # three row groups
     run = tmp_path / "names.arrow"
