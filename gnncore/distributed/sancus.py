@@ -58,7 +58,7 @@ import torch
 import torch.distributed as dist
 from torch_geometric.data import Data
 
-from gnncore.distributed.exchange import exchange
+from gnncore.distributed.exchange import comm_device, exchange
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.sancus_policy import NEVER, Staleness, relative_change
 from gnncore.train.node.config import ConfigError, NodeTrainConfig
@@ -465,7 +465,9 @@ class SancusSource:
         }
         #: Global ids of the splits' rows (what the checkpoint fingerprints).
         self.split_ids = {s: r.numpy() + data.core_range[0] for s, r in self.split_rows.items()}
-        counts = torch.tensor([len(self.split_rows["train"])], dtype=torch.int64)
+        counts = torch.tensor(
+            [len(self.split_rows["train"])], dtype=torch.int64, device=comm_device(group)
+        )
         dist.all_reduce(counts, group=group)
         total = int(counts.item())
         if total == 0:
