@@ -180,11 +180,13 @@ class DistNeighborSampler(BaseSampler):
         )
 
     def sample_from_edges(self, index: Any, neg_sampling: Any = None) -> SamplerOutput:
-        """Link prediction across ranks is not built yet (the issue's training
-        slice adds it with the same exchange); raises :class:`NotImplementedError`."""
+        """Not a PyG edge sampler: link prediction across ranks builds its
+        triplet batches in :meth:`~gnncore.distributed.link_source.DistLinkSource.link_batch`
+        (heads, tails and global negatives sampled as seed nodes with
+        :meth:`sample_from_nodes`); raises :class:`NotImplementedError`."""
         raise NotImplementedError(
-            f"{type(self).__name__} samples from nodes only; edge sampling across ranks "
-            "is not built yet"
+            f"{type(self).__name__} samples from nodes only; distributed link prediction "
+            "samples its edge batches in DistLinkSource.link_batch"
         )
 
     def __repr__(self) -> str:
