@@ -279,6 +279,23 @@ def test_existing_output_kept_on_error(tmp_path):
     assert digests(tmp_path / "out") == before
 
 
+def test_failure_in_the_remap_pass_leaves_nothing(tmp_path, monkeypatch):
+    source = write_csv(tmp_path / "g.csv", random_edges(10, random_names(10, 2000), 6000))
+    calls = []
+    original = string_ids.RangeLookup.ids
+
+    def failing(self, names):
+        calls.append(len(names))
+        if len(calls) == 10:  # a later range's pass (6 batches a pass): id files exist
+            raise OSError("disk full")
+        return original(self, names)
+
+    monkeypatch.setattr(string_ids.RangeLookup, "ids", failing)
+    with pytest.raises(OSError, match="disk full"):
+        ingest(source, tmp_path / "out", id_type="string", memory_budget=TINY)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.csv"]
+
+
 # Choosing the path
 
 
