@@ -179,7 +179,9 @@ def tabulate(runs: list[dict[str, Any]]) -> dict[str, Any]:
             b = base.get((graph, nproc, r["seed"]))
             if b is None:
                 continue
-            saved.append(1 - r["broadcast_bytes"] / b["broadcast_bytes"])
+            # One rank broadcasts nothing, whatever the policy: nothing to save.
+            sent = b["broadcast_bytes"]
+            saved.append(1 - r["broadcast_bytes"] / sent if sent else 0.0)
             delta.append(r["test_accuracy"] - b["test_accuracy"])
         table.append(
             {
