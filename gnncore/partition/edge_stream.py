@@ -63,7 +63,9 @@ class EdgeFile:
         return _C.EdgeFileSpec(self.path, offset=self.offset, int64=self.int64, rows=self.rows)
 
     def read(self, begin: int, count: int) -> np.ndarray:
-        """Rows ``[begin, begin + count)`` as ``int64[k, 2]`` (one chunk)."""
+        """Rows ``[begin, begin + count)`` as ``[k, 2]`` in the file's id width,
+        int32 or int64 (one chunk: 8 or 16 bytes a row, read straight into the
+        array)."""
         from gnncore import _C
 
         flat = _C.grem_read_edges(self.spec(), begin, count)

@@ -54,6 +54,21 @@ if TYPE_CHECKING:
     from gnncore import _C
 
 
+def node_id_dtype(num_nodes: int) -> type[np.signedinteger[Any]]:
+    """``np.int32`` when every id in ``[0, num_nodes)`` fits it, else ``np.int64``:
+    the width of the sub-problems' node lists (4 bytes a node instead of 8)."""
+    return np.int32 if num_nodes <= np.iinfo(np.int32).max + 1 else np.int64
+
+
+def part_label_dtype(parts: int) -> type[np.signedinteger[Any]]:
+    """The narrowest of int8/int16/int32/int64 holding part labels ``[0, parts)``:
+    the labels kept during the recursion, widened to int64 once at the end."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if parts - 1 <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
+
+
 def halves(q: int) -> tuple[int, int]:
     """The parts each side of a bisection of ``q`` parts takes: ``⌊q/2⌋, ⌈q/2⌉``."""
     return q // 2, q - q // 2
@@ -84,7 +99,9 @@ def grem_bisect(
     ``seed_labels`` must label exactly the nodes of the first ``chunk_edges``
     rows. Returns ``gnncore._C.GremBisectResult`` (``side`` is aligned with
     ``members``); bad options raise ``ValueError`` naming the
-    ``GremBisectOptions`` field.
+    ``GremBisectOptions`` field. ``members`` and the seeds go to C++ as int32
+    ids and int8 sides while the ids fit (:func:`node_id_dtype`; C++ reads them
+    in that width: no int64 copies alive during the call).
     """
     require_csrc()
     from gnncore import _C
@@ -98,11 +115,12 @@ def grem_bisect(
         passes=passes,
         out_paths=(str(out_paths[0]), str(out_paths[1])),
     )
+    ids = node_id_dtype(num_nodes)
     return _C.grem_bisect(
         edges.spec(),
-        np.ascontiguousarray(members, dtype=np.int64),
-        np.ascontiguousarray(seed_nodes, dtype=np.int64),
-        np.ascontiguousarray(seed_labels, dtype=np.int64),
+        np.ascontiguousarray(members, dtype=ids),
+        np.ascontiguousarray(seed_nodes, dtype=ids),
+        np.ascontiguousarray(seed_labels, dtype=np.int8 if ids == np.int32 else np.int64),
         options,
     )
 
@@ -200,6 +218,7 @@ def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
         use_plan=use_plan,
     )
     del first
+    seed_labels = seed_labels.astype(np.int8)  # 0/1; alive during the C++ call
     seeded = time.perf_counter() - start
     outs = [
         str(Path(run.work) / f"p{first_part}-q{share}.bin") if share > 1 else ""
@@ -313,9 +332,9 @@ def grem_partition_file(
     _check_run_args(num_nodes, parts, chunk_edges, passes, seed_method, imbalance)
     _check_clusters(clusters, seed_method)
     check_workers(workers)
-    label = np.zeros(num_nodes, dtype=np.int64)
     if parts == 1:
-        return label
+        return np.zeros(num_nodes, dtype=np.int64)
+    label = np.zeros(num_nodes, dtype=part_label_dtype(parts))
     if seed_method == "clusters" and plan is None:
         plan = cluster_plan(
             edges,
@@ -356,13 +375,15 @@ def grem_partition_file(
             plan,
             str(work),
         )
-        root = _SubProblem(edges, 0, parts, False, np.arange(num_nodes, dtype=np.int64))
+        root = _SubProblem(
+            edges, 0, parts, False, np.arange(num_nodes, dtype=node_id_dtype(num_nodes))
+        )
         run_task_tree([root], _bisect, expand, shared, workers=min(workers, widest_level(parts)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if records is not None:
         records.extend(sorted(done, key=lambda r: (r.first_part, -r.parts)))
-    return label
+    return label.astype(np.int64)
 
 
 def widest_level(parts: int) -> int:
@@ -613,6 +634,8 @@ __all__ = [
     "grem_bisect",
     "grem_partition_file",
     "helper_peak_rss",
+    "node_id_dtype",
+    "part_label_dtype",
     "widest_level",
     "plan_applies",
     "plan_sides",

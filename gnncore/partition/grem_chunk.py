@@ -14,12 +14,20 @@ import numpy as np
 PEEL_TREES = True
 
 
+def flat_ids(pairs: np.ndarray) -> np.ndarray:
+    """``pairs`` as one flat C-contiguous id array for the C++ core: int32 stays
+    int32 (no widened copy of a chunk), anything else becomes int64."""
+    dtype = np.int32 if pairs.dtype == np.int32 else np.int64
+    return np.ascontiguousarray(pairs, dtype=dtype).reshape(-1)
+
+
 def first_appearance(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nodes of ``pairs`` in first-appearance order (row by row, ``u`` before
-    ``v``) and the pairs renumbered to those local ids (C++, O(max id) scratch)."""
+    ``v``) and the pairs renumbered to those local ids (C++, O(max id) scratch),
+    both in the width of ``pairs`` (int32 stays int32, else int64)."""
     from gnncore import _C
 
-    flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
+    flat = flat_ids(pairs)
     num_nodes = int(flat.max()) + 1 if len(flat) else 0
     chunk = _C.grem_chunk_local(flat, num_nodes, first_appearance=True, csr=False)
     return np.asarray(chunk.nodes), np.asarray(chunk.local).reshape(-1, 2)
@@ -27,10 +35,10 @@ def first_appearance(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def chunk_csr(local_pairs: np.ndarray, num_local: int) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric CSR (int64, rows sorted by neighbour id) of a chunk over its
-    local ids (C++)."""
+    local ids (int32 or int64 pairs; C++)."""
     from gnncore import _C
 
-    flat = np.ascontiguousarray(local_pairs, dtype=np.int64).reshape(-1)
+    flat = flat_ids(local_pairs)
     indptr, indices = _C.grem_chunk_csr(flat, int(num_local))
     return np.asarray(indptr), np.asarray(indices)
 
@@ -38,17 +46,25 @@ def chunk_csr(local_pairs: np.ndarray, num_local: int) -> tuple[np.ndarray, np.n
 def repair_capacity(
     sides: np.ndarray, local: np.ndarray, capacities: tuple[int, int]
 ) -> np.ndarray:
+    """``sides`` (0/1 per local node) with each side over its capacity giving back
+    its nodes with the fewest chunk neighbours on its own side minus the other
+    side (ties: the lower local id first). ``local``: the chunk's ``[m, 2]``
+    local pairs. Per chunk edge it holds 1-byte sides of both ends and one
+    column's ids at a time (no float or int64 per-edge arrays)."""
     for s in (0, 1):
         excess = int(np.count_nonzero(sides == s)) - capacities[s]
         if excess <= 0:
             continue
-        same = sides[local[:, 0]] == sides[local[:, 1]]
-        sign = np.where(same, 1.0, -1.0)
-        # own-side minus other-side neighbours (exact in float64 below 2**53)
-        score = (
-            np.bincount(local[:, 0], weights=sign, minlength=len(sides))
-            + np.bincount(local[:, 1], weights=sign, minlength=len(sides))
-        ).astype(np.int64)
+        narrow = sides.astype(np.int8)
+        same = narrow[local[:, 0]] == narrow[local[:, 1]]
+        del narrow
+        # own-side minus other-side neighbours: 2 · same-side ends - all ends
+        score = np.zeros(len(sides), dtype=np.int64)
+        for column in (0, 1):
+            ends = local[:, column]
+            score -= np.bincount(ends, minlength=len(sides))
+            score += 2 * np.bincount(ends[same], minlength=len(sides))
+        del same
         mine = np.flatnonzero(sides == s)
         move = mine[np.argsort(score[mine], kind="stable")[:excess]]
         sides = sides.copy()
@@ -58,10 +74,11 @@ def repair_capacity(
 
 def chunk_nodes_local(pairs: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes of ``pairs`` in increasing id order and the pairs renumbered to those
-    local ids (``int64``), through one O(|V|) scratch array instead of a sort (C++)."""
+    local ids (in the width of ``pairs``: int32 stays int32, else int64), through
+    one O(|V|) scratch array of that width instead of a sort (C++)."""
     from gnncore import _C
 
-    flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
+    flat = flat_ids(pairs)
     chunk = _C.grem_chunk_local(flat, int(num_nodes), first_appearance=False, csr=False)
     return np.asarray(chunk.nodes), np.asarray(chunk.local).reshape(-1, 2)
 
@@ -174,6 +191,7 @@ __all__ = [
     "chunk_csr",
     "chunk_nodes_local",
     "first_appearance",
+    "flat_ids",
     "metis_chunk",
     "repair_capacity",
     "tree_roots",

@@ -346,16 +346,17 @@ def plan_sides(
     :data:`MAJORITY_ROUNDS` rounds); those left (ties, no labelled neighbour)
     fill the side with more remaining capacity until both have the same room,
     then alternate. Then :func:`seed_sides`' capacity repair. Nodes come in
-    increasing id order.
+    increasing id order; sides are int8.
     """
     nodes, local = chunk_nodes_local(pairs, num_nodes)
-    n = len(nodes)
-    c = plan.cluster[nodes]
-    planned = np.where(c >= 0, plan.part[np.maximum(c, 0)] if plan.clusters else -1, -1)
-    rel = planned - first_part
-    sides = np.full(n, -1, dtype=np.int64)
-    sides[(rel >= 0) & (rel < weights[0])] = 0
-    sides[(rel >= weights[0]) & (rel < weights[0] + weights[1])] = 1
+    # each cluster's side in this sub-problem (-1: planned outside its parts); the
+    # extra last entry is what a node in no cluster (cluster -1) picks up
+    rel = plan.part - first_part
+    cluster_side = np.full(plan.clusters + 1, -1, dtype=np.int8)
+    cluster_side[:-1][(rel >= 0) & (rel < weights[0])] = 0
+    cluster_side[:-1][(rel >= weights[0]) & (rel < weights[0] + weights[1])] = 1
+    sides = cluster_side[plan.cluster[nodes]]  # int8: one byte a chunk node
+    del rel, cluster_side
     from gnncore import _C
 
     _C.grem_majority_rounds(np.ascontiguousarray(local).reshape(-1), sides, MAJORITY_ROUNDS)
@@ -364,9 +365,10 @@ def plan_sides(
         room = [capacities[s] - int(np.count_nonzero(sides == s)) for s in (0, 1)]
         more = 0 if room[0] >= room[1] else 1
         lead = min(len(rest), abs(room[0] - room[1]))
-        fill = np.full(len(rest), more, dtype=np.int64)
+        fill = np.full(len(rest), more, dtype=np.int8)
         fill[lead + 1 :: 2] = 1 - more
         sides[rest] = fill
+        del rest, fill
     return nodes, repair_capacity(sides, local, capacities)
 
 

@@ -13,6 +13,7 @@ from gnncore.partition.grem_chunk import (
     chunk_csr,
     chunk_nodes_local,
     first_appearance,
+    flat_ids,
     metis_chunk,
     repair_capacity,
 )
@@ -90,7 +91,7 @@ def seed_sides(
             return plan_sides(pairs, plan, num_nodes, first_part, weights, capacities)
         return _metis_chunk_sides(pairs, num_nodes, weights, capacities, seed, imbalance)
     if method == "metis":  # renumbering and CSR in one C++ call
-        flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
+        flat = flat_ids(pairs)
         chunk = _C.grem_chunk_local(
             flat, int(flat.max()) + 1 if len(flat) else 0, first_appearance=True, csr=True
         )

@@ -66,10 +66,53 @@ struct GremBisectResult {
   double seconds_split = 0;
 };
 
-// A chunk over local ids (grem_chunk_local).
+// A chunk over local ids (grem_chunk_local); nodes and local in the pairs' width.
 struct GremChunkLocal {
-  OutArray<int64_t> nodes, local, indptr, indices;
+  nb::object nodes, local;
+  OutArray<int64_t> indptr, indices;
 };
+
+template <typename Id>
+GremChunkLocal chunk_local_numpy(InArray<Id> pairs, NodeId num_nodes, bool first_appearance,
+                                 bool csr) {
+  ChunkLocal<Id> c;
+  {
+    nb::gil_scoped_release release;
+    c = chunk_local(span_of(pairs), num_nodes, first_appearance, csr);
+  }
+  return GremChunkLocal{nb::cast(to_numpy(std::move(c.nodes))),
+                        nb::cast(to_numpy(std::move(c.local))), to_numpy(std::move(c.indptr)),
+                        to_numpy(std::move(c.indices))};
+}
+
+template <typename Id>
+ArrayPair<int64_t> chunk_csr_numpy(InArray<Id> local, int64_t n) {
+  std::vector<int64_t> indptr, indices;
+  {
+    nb::gil_scoped_release release;
+    chunk_csr(span_of(local), n, indptr, indices);
+  }
+  return ArrayPair<int64_t>(to_numpy(std::move(indptr)), to_numpy(std::move(indices)));
+}
+
+template <typename Id, typename Side>
+void majority_rounds_numpy(InArray<Id> local,
+                           nb::ndarray<Side, nb::ndim<1>, nb::c_contig, nb::device::cpu> side,
+                           int rounds) {
+  MutSpan<Side> out{side.data(), side.shape(0)};
+  nb::gil_scoped_release release;
+  majority_rounds(span_of(local), out, rounds);
+}
+
+template <typename Id>
+nb::object read_edges_numpy(const EdgeFile& file, int64_t begin, int64_t count) {
+  std::vector<Id> pairs;
+  {
+    nb::gil_scoped_release release;
+    pairs = read_edge_rows_raw<Id>(file, begin, count);
+  }
+  return nb::cast(to_numpy(std::move(pairs)));
+}
 
 // The cluster graph of seed ``clusters`` (grem_cluster_edges).
 struct GremClusterEdges {
@@ -183,9 +226,9 @@ Checked when built and again by every call that uses them: a bad value raises
 
   nb::class_<GremChunkLocal>(m, "GremChunkLocal", "A chunk's graph over local ids.")
       .def_ro("nodes", &GremChunkLocal::nodes, nb::rv_policy::reference,
-              "Global id of each local id (int64).")
+              "Global id of each local id (the width of the pairs given).")
       .def_ro("local", &GremChunkLocal::local, nb::rv_policy::reference,
-              "The pairs renumbered to local ids (flat int64).")
+              "The pairs renumbered to local ids (flat, the width of the pairs given).")
       .def_ro("indptr", &GremChunkLocal::indptr, nb::rv_policy::reference,
               "Symmetric CSR offsets over local ids (empty unless asked for).")
       .def_ro("indices", &GremChunkLocal::indices, nb::rv_policy::reference,
@@ -200,50 +243,47 @@ Checked when built and again by every call that uses them: a bad value raises
       .def_ro("internal", &GremClusterEdges::internal, "Rows inside one cluster.");
 }
 
+template <typename Ids, typename Sides>
+GremBisectResult bisect_numpy(const EdgeFile& file, InArray<Ids> members, InArray<Ids> seed_nodes,
+                              InArray<Sides> seed_sides, const GremBisectOptions& options) {
+  const BisectConfig config = options.config();
+  BisectResult r;
+  {
+    nb::gil_scoped_release release;
+    r = grem_bisect(file, config, WidthSpan<int32_t>::of(span_of(members)),
+                    WidthSpan<int32_t>::of(span_of(seed_nodes)),
+                    WidthSpan<int8_t>::of(span_of(seed_sides)));
+  }
+  GremBisectResult out;
+  out.side = to_numpy(std::move(r.side));
+  out.sizes = {r.sizes[0], r.sizes[1]};
+  out.rows_written = {r.rows_written[0], r.rows_written[1]};
+  out.num_chunks = r.num_chunks;
+  out.first_chunk_nodes = r.first_chunk_nodes;
+  out.isolated = r.isolated;
+  out.reassigned = r.reassigned;
+  out.moves = std::move(r.moves);
+  out.seconds_grem = r.seconds_grem;
+  out.seconds_passes = std::move(r.seconds_passes);
+  out.seconds_split = r.seconds_split;
+  return out;
+}
+
 void bind_grem(nb::module_& m) {
   bind_grem_types(m);
   m.def(
       "grem_read_edges",
       [](const EdgeFile& file, int64_t begin, int64_t count) {
-        std::vector<NodeId> pairs;
-        {
-          nb::gil_scoped_release release;
-          pairs = read_edge_rows(file, begin, count);
-        }
-        return to_numpy(std::move(pairs));
+        return file.int64 ? read_edges_numpy<int64_t>(file, begin, count)
+                          : read_edges_numpy<int32_t>(file, begin, count);
       },
       nb::arg("file"), nb::arg("begin"), nb::arg("count"),
-      R"doc(Rows ``[begin, begin + count)`` of the edge file ``file`` as flat int64
-``(u0, v0, u1, v1, ...)`` (fewer rows at the end of the file).)doc");
+      R"doc(Rows ``[begin, begin + count)`` of the edge file ``file`` as flat
+``(u0, v0, u1, v1, ...)`` in the file's id width, int32 or int64 (fewer rows
+at the end of the file). Releases the GIL.)doc");
 
-  m.def(
-      "grem_bisect",
-      [](const EdgeFile& file, InArray<NodeId> members, InArray<NodeId> seed_nodes,
-         InArray<int64_t> seed_sides, const GremBisectOptions& options) {
-        const BisectConfig config = options.config();
-        BisectResult r;
-        {
-          nb::gil_scoped_release release;
-          r = grem_bisect(file, config, span_of(members), span_of(seed_nodes),
-                          span_of(seed_sides));
-        }
-        GremBisectResult out;
-        out.side = to_numpy(std::move(r.side));
-        out.sizes = {r.sizes[0], r.sizes[1]};
-        out.rows_written = {r.rows_written[0], r.rows_written[1]};
-        out.num_chunks = r.num_chunks;
-        out.first_chunk_nodes = r.first_chunk_nodes;
-        out.isolated = r.isolated;
-        out.reassigned = r.reassigned;
-        out.moves = std::move(r.moves);
-        out.seconds_grem = r.seconds_grem;
-        out.seconds_passes = std::move(r.seconds_passes);
-        out.seconds_split = r.seconds_split;
-        return out;
-      },
-      nb::arg("file"), nb::arg("members"), nb::arg("seed_nodes"), nb::arg("seed_sides"),
-      nb::arg("options"),
-      R"doc(One GREM bisection (ALGORITHMS.md §1) streamed over the edge file ``file``.
+  m.def("grem_bisect", &bisect_numpy<int64_t, int64_t>, nb::arg("file"), nb::arg("members"),
+        nb::arg("seed_nodes"), nb::arg("seed_sides"), nb::arg("options"), R"doc(One GREM bisection (ALGORITHMS.md §1) streamed over the edge file ``file``.
 
 ``members`` (int64, distinct ids in ``[0, options.num_nodes)``) are the
 sub-problem's nodes; every row of the file must join two members.
@@ -255,42 +295,30 @@ both endpoints on side ``s`` are written, in stream order, to
 ``options.out_paths[s]`` (raw rows of the input's id width) unless it is empty.
 
 Returns a ``GremBisectResult``. Releases the GIL.)doc");
+  m.def("grem_bisect", &bisect_numpy<int32_t, int8_t>, nb::arg("file"), nb::arg("members"),
+        nb::arg("seed_nodes"), nb::arg("seed_sides"), nb::arg("options"),
+        "The same with int32 ``members`` and ``seed_nodes`` and int8 ``seed_sides``, "
+        "read in their own width (no int64 copies).");
 
-  m.def(
-      "grem_chunk_local",
-      [](InArray<NodeId> pairs, NodeId num_nodes, bool first_appearance, bool csr) {
-        ChunkLocal c;
-        {
-          nb::gil_scoped_release release;
-          c = chunk_local(span_of(pairs), num_nodes, first_appearance, csr);
-        }
-        return GremChunkLocal{to_numpy(std::move(c.nodes)), to_numpy(std::move(c.local)),
-                              to_numpy(std::move(c.indptr)), to_numpy(std::move(c.indices))};
-      },
-      nb::arg("pairs"), nb::arg("num_nodes"), nb::kw_only(), nb::arg("first_appearance"),
-      nb::arg("csr"),
-      R"doc(A chunk's graph over local ids, as a ``GremChunkLocal``.
+  m.def("grem_chunk_local", &chunk_local_numpy<int32_t>, nb::arg("pairs"), nb::arg("num_nodes"),
+        nb::kw_only(), nb::arg("first_appearance"), nb::arg("csr"), R"doc(A chunk's graph over local ids, as a ``GremChunkLocal``.
 
-``pairs`` is the chunk as flat int64 ``(u0, v0, u1, v1, ...)`` with ids in
+``pairs`` is the chunk as flat int32 or int64 ``(u0, v0, u1, v1, ...)`` with ids in
 ``[0, num_nodes)``. Local ids follow first appearance (row by row, ``u``
 before ``v``) when ``first_appearance``, else increasing global id; ``nodes``
-maps them back and ``local`` is ``pairs`` renumbered (flat). With ``csr``,
+maps them back and ``local`` is ``pairs`` renumbered (flat), both in the
+width of ``pairs``. With ``csr``,
 ``indptr``/``indices`` are the symmetric CSR over local ids, each row sorted
 by neighbour id, else empty. Releases the GIL.)doc");
+  m.def("grem_chunk_local", &chunk_local_numpy<int64_t>, nb::arg("pairs"), nb::arg("num_nodes"),
+        nb::kw_only(), nb::arg("first_appearance"), nb::arg("csr"),
+        "The same with int64 ``pairs`` (int64 ``nodes`` and ``local``).");
 
-  m.def(
-      "grem_chunk_csr",
-      [](InArray<int64_t> local, int64_t n) {
-        std::vector<int64_t> indptr, indices;
-        {
-          nb::gil_scoped_release release;
-          chunk_csr(span_of(local), n, indptr, indices);
-        }
-        return ArrayPair<int64_t>(to_numpy(std::move(indptr)), to_numpy(std::move(indices)));
-      },
-      nb::arg("local"), nb::arg("n"),
-      R"doc(The symmetric CSR ``(indptr, indices)`` of flat local pairs over ``n``
+  m.def("grem_chunk_csr", &chunk_csr_numpy<int32_t>, nb::arg("local"), nb::arg("n"), R"doc(The symmetric CSR ``(indptr, indices)``, int64, of flat local pairs (int32
+or int64) over ``n``
 ids, each row sorted by neighbour id. Releases the GIL.)doc");
+  m.def("grem_chunk_csr", &chunk_csr_numpy<int64_t>, nb::arg("local"), nb::arg("n"),
+        "The same over int64 local pairs.");
 
   m.def(
       "grem_cluster_edges",
@@ -316,20 +344,19 @@ keys in increasing order, ``counts`` their counts and ``internal`` the rows
 inside one cluster. Raw keys are buffered up to ``max(buffer_keys, distinct
 keys)``, then sorted and merged. Releases the GIL.)doc");
 
-  m.def(
-      "grem_majority_rounds",
-      [](InArray<int64_t> local, nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig,
-                                              nb::device::cpu> side, int rounds) {
-        MutSpan<int64_t> out{side.data(), side.shape(0)};
-        nb::gil_scoped_release release;
-        majority_rounds(span_of(local), out, rounds);
-      },
-      nb::arg("local"), nb::arg("side").noconvert(), nb::arg("rounds"),
-      R"doc(Majority labelling of GREM's ``clusters`` seed, in place on ``side``
-(int64, -1 unlabelled, 0 or 1): in each of at most ``rounds`` synchronous
+  m.def("grem_majority_rounds", &majority_rounds_numpy<int32_t, int8_t>, nb::arg("local"),
+        nb::arg("side").noconvert(), nb::arg("rounds"), R"doc(Majority labelling of GREM's ``clusters`` seed, in place on ``side``
+(int8 or int64, -1 unlabelled, 0 or 1): in each of at most ``rounds`` synchronous
 rounds, every unlabelled node takes the side held by more of its neighbours
-over the flat pairs ``local`` (ties stay unlabelled); stops when a round labels
+over the flat pairs ``local`` (int32 or int64) (ties stay unlabelled); stops when a round labels
 nothing. Releases the GIL.)doc");
+  m.def("grem_majority_rounds", &majority_rounds_numpy<int64_t, int8_t>, nb::arg("local"),
+        nb::arg("side").noconvert(), nb::arg("rounds"), "The same over int64 pairs.");
+  m.def("grem_majority_rounds", &majority_rounds_numpy<int32_t, int64_t>, nb::arg("local"),
+        nb::arg("side").noconvert(), nb::arg("rounds"), "The same with int64 sides.");
+  m.def("grem_majority_rounds", &majority_rounds_numpy<int64_t, int64_t>, nb::arg("local"),
+        nb::arg("side").noconvert(), nb::arg("rounds"),
+        "The same over int64 pairs with int64 sides.");
 
   m.def(
       "grem_tree_roots",

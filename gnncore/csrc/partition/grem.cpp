@@ -13,6 +13,14 @@ namespace {
 constexpr int8_t kNotMember = -2;  // node outside the sub-problem
 constexpr int8_t kUnassigned = -1;
 
+// Rows read at a time by the passes that treat every row on its own (the
+// refinement counts, the split, the cluster-graph count): their results do not
+// depend on how the stream is cut, so they read at most this many rows at a
+// time instead of a whole chunk (8 MiB of int32 rows), keeping their per-edge
+// memory off the chunk size.
+constexpr int64_t kStreamBlockRows = int64_t{1} << 20;
+int64_t stream_block(int64_t chunk_rows) { return std::min(chunk_rows, kStreamBlockRows); }
+
 // Part sizes and the capacity rules of ALGORITHMS.md §1 (Alg. 5 `assign`,
 // `fix_sizes`), generalised to uneven target shares w0 : w1.
 struct Sides {
@@ -50,16 +58,22 @@ struct Sides {
 // neighbours' global ids, so counting reads their labels directly. `local`
 // maps global ids to local ones; it is reset after each chunk, so each chunk
 // costs O(chunk). Id is the edge file's id width (int32 files keep every
-// array of the chunk at 4 bytes an entry).
-template <typename Id>
+// array of the chunk at 4 bytes an entry); Off, the offsets' type, is int32_t
+// whenever a chunk's 2 · rows adjacency entries stay below 2^31.
+//
+// Memory per chunk edge (int32 files): the rows read (8 B) and the adjacency
+// (8 B); per chunk node: its global id (4 B) and its offset (4 B). The rows
+// are renumbered twice through `local` (once to count degrees, once to fill
+// the adjacency) rather than kept as a third per-edge array of local pairs,
+// and the offsets double as the fill cursors (shifted by one), so the CSR is
+// built in place.
+template <typename Id, typename Off>
 struct ChunkGraph {
   static constexpr size_t kPrefetch = 16;  // rows / nodes ahead of the random accesses
 
   std::vector<Id> nodes;
-  std::vector<int64_t> indptr;
+  std::vector<Off> indptr;
   std::vector<Id> adj;
-  std::vector<Id> lp;  // the chunk's pairs over local ids
-  std::vector<int64_t> cursor;
 
   // Returns false, having built nothing usable, when a row has an id outside
   // [0, part.size()), is a self-loop or has an end outside the sub-problem
@@ -67,7 +81,8 @@ struct ChunkGraph {
   bool build(const std::vector<Id>& pairs, std::vector<Id>& local,
              const std::vector<int8_t>& part) {
     nodes.clear();
-    lp.resize(pairs.size());
+    // indptr[l + 2] counts the degree of local node l during the first sweep
+    indptr.assign(2, 0);
     const size_t m = pairs.size(), n = part.size();
     bool bad = false;
     for (size_t e = 0; e < m; e += 2) {
@@ -86,21 +101,26 @@ struct ChunkGraph {
           l = static_cast<Id>(nodes.size());
           local[static_cast<size_t>(x)] = l;
           nodes.push_back(x);
+          indptr.push_back(0);
         }
-        lp[e + static_cast<size_t>(end)] = l;
+        ++indptr[static_cast<size_t>(l) + 2];
       }
     }
     if (bad) return false;
-    indptr.assign(nodes.size() + 1, 0);
-    for (const Id l : lp) ++indptr[static_cast<size_t>(l) + 1];
-    for (size_t i = 0; i < nodes.size(); ++i) indptr[i + 1] += indptr[i];
-    cursor.assign(indptr.begin(), indptr.end() - 1);
-    adj.resize(pairs.size());
-    for (size_t e = 0; e < pairs.size(); e += 2) {
-      const size_t a = static_cast<size_t>(lp[e]), b = static_cast<size_t>(lp[e + 1]);
-      adj[static_cast<size_t>(cursor[a]++)] = pairs[e + 1];
-      adj[static_cast<size_t>(cursor[b]++)] = pairs[e];
+    // prefix sums: indptr[l + 1] is where local node l's list starts
+    for (size_t i = 2; i < indptr.size(); ++i) indptr[i] += indptr[i - 1];
+    adj.resize(m);
+    Off* fill = indptr.data() + 1;  // fill[l]: the next free slot of l's list
+    for (size_t e = 0; e < m; e += 2) {
+      if (e + kPrefetch < m) {
+        __builtin_prefetch(&local[static_cast<size_t>(pairs[e + kPrefetch])]);
+        __builtin_prefetch(&local[static_cast<size_t>(pairs[e + kPrefetch + 1])]);
+      }
+      const Id u = pairs[e], v = pairs[e + 1];
+      adj[static_cast<size_t>(fill[local[static_cast<size_t>(u)]]++)] = v;
+      adj[static_cast<size_t>(fill[local[static_cast<size_t>(v)]]++)] = u;
     }
+    indptr.pop_back();  // now indptr[l + 1] is where l's list ends: the CSR offsets
     return true;
   }
 
@@ -112,7 +132,7 @@ struct ChunkGraph {
   void count(size_t i, const std::vector<int8_t>& part, double k[2]) const {
     int64_t c0 = 0, c1 = 0;
     const Id* a = adj.data();
-    for (int64_t j = indptr[i]; j < indptr[i + 1]; ++j) {
+    for (Off j = indptr[i]; j < indptr[i + 1]; ++j) {
       const int8_t s = part[static_cast<size_t>(a[j])];
       c0 += s == 0;
       c1 += s == 1;
@@ -162,14 +182,14 @@ struct Candidate {
 // int32_t whenever the file has fewer than 2^31 rows (a degree cannot exceed
 // the row count), halving the counters' memory traffic.
 template <typename Id, typename Cnt>
-int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, Span<NodeId> members,
+int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, WidthSpan<int32_t> members,
                     std::vector<int8_t>& part, std::vector<Cnt>& cnt, Sides& sides) {
   std::fill(cnt.begin(), cnt.end(), 0);
   std::vector<Id> pairs;
   reader.seek(0);
   Cnt* c = cnt.data();
   const int8_t* p = part.data();
-  while (reader.next_raw(chunk_rows, pairs) > 0) {
+  while (reader.next_raw(stream_block(chunk_rows), pairs) > 0) {
     const Id* ids = pairs.data();
     const size_t m = pairs.size();
     for (size_t e = 0; e < m; e += 2) {
@@ -223,7 +243,7 @@ void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<i
   std::vector<Id> pairs, buf[2];
   reader.seek(0);
   const int8_t* p = part.data();
-  while (reader.next_raw(chunk_rows, pairs) > 0) {
+  while (reader.next_raw(stream_block(chunk_rows), pairs) > 0) {
     const size_t m = pairs.size();
     for (auto& b : buf) b.resize(m);
     Id* dst[2] = {buf[0].data(), buf[1].data()};
@@ -245,10 +265,10 @@ void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<i
   }
 }
 
-template <typename Id>
+template <typename Id, typename Off>
 BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
-                         Span<NodeId> members, Span<NodeId> seed_nodes,
-                         Span<int64_t> seed_sides) {
+                         WidthSpan<int32_t> members, WidthSpan<int32_t> seed_nodes,
+                         WidthSpan<int8_t> seed_sides) {
   const size_t n = static_cast<size_t>(config.num_nodes);
   std::vector<int8_t> part(n, kNotMember);
   for (NodeId m : members) {
@@ -277,7 +297,7 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
     std::vector<double> est(2 * n, 0.0);  // nbr_counts: running neighbour estimates per side
     std::vector<Id> local(n, -1);
     std::vector<Id> pairs;
-    ChunkGraph<Id> g;
+    ChunkGraph<Id, Off> g;
     EdgeChunkReader reader(edges);
     int64_t row = 0;
     for (int64_t c = 0;; ++c) {
@@ -292,8 +312,8 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
       double k[2];
       if (c == 0) {  // seed: labels from seed_algo on the first chunk's subgraph
         for (size_t i = 0; i < seed_nodes.size; ++i) {
-          const NodeId x = seed_nodes[i];
-          const int64_t s = seed_sides[i];
+          const NodeId x = static_cast<NodeId>(seed_nodes[i]);
+          const int64_t s = static_cast<int64_t>(seed_sides[i]);
           if (x < 0 || x >= config.num_nodes || local[static_cast<size_t>(x)] < 0)
             throw std::invalid_argument("seed node " + std::to_string(x) +
                                         " is not in the first chunk");
@@ -406,9 +426,22 @@ std::vector<NodeId> read_edge_rows(const EdgeFile& edges, int64_t begin, int64_t
   return pairs;
 }
 
+template <typename Id>
+std::vector<Id> read_edge_rows_raw(const EdgeFile& edges, int64_t begin, int64_t count) {
+  if (begin < 0 || count < 0) throw std::invalid_argument("begin and count must be non-negative");
+  EdgeChunkReader reader(edges);
+  std::vector<Id> pairs;
+  reader.seek(std::min(begin, edges.rows));
+  reader.next_raw(count, pairs);
+  return pairs;
+}
+
+template std::vector<int32_t> read_edge_rows_raw<int32_t>(const EdgeFile&, int64_t, int64_t);
+template std::vector<int64_t> read_edge_rows_raw<int64_t>(const EdgeFile&, int64_t, int64_t);
+
 BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
-                         Span<NodeId> members, Span<NodeId> seed_nodes,
-                         Span<int64_t> seed_sides) {
+                         WidthSpan<int32_t> members, WidthSpan<int32_t> seed_nodes,
+                         WidthSpan<int8_t> seed_sides) {
   if (config.num_nodes < 0) throw std::invalid_argument("num_nodes must be non-negative");
   if (config.chunk_rows < 1) throw std::invalid_argument("chunk_rows must be >= 1");
   if (config.passes < 0) throw std::invalid_argument("passes must be >= 0");
@@ -422,17 +455,24 @@ BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
     throw std::invalid_argument("the sub-problem's " + std::to_string(members.size) +
                                 " nodes exceed the two capacities' sum " +
                                 std::to_string(config.capacity[0] + config.capacity[1]));
-  return edges.int64 ? bisect_impl<int64_t>(edges, config, members, seed_nodes, seed_sides)
-                     : bisect_impl<int32_t>(edges, config, members, seed_nodes, seed_sides);
+  // int32 offsets while a chunk's 2 · rows adjacency entries fit them
+  const bool small = config.chunk_rows < (int64_t{1} << 30);
+  if (edges.int64)
+    return small ? bisect_impl<int64_t, int32_t>(edges, config, members, seed_nodes, seed_sides)
+                 : bisect_impl<int64_t, int64_t>(edges, config, members, seed_nodes, seed_sides);
+  return small ? bisect_impl<int32_t, int32_t>(edges, config, members, seed_nodes, seed_sides)
+               : bisect_impl<int32_t, int64_t>(edges, config, members, seed_nodes, seed_sides);
 }
 
-void chunk_csr(Span<int64_t> local, int64_t n, std::vector<int64_t>& indptr,
+
+template <typename Id>
+void chunk_csr(Span<Id> local, int64_t n, std::vector<int64_t>& indptr,
                std::vector<int64_t>& indices) {
   if (n < 0) throw std::invalid_argument("n must be non-negative");
   if (local.size % 2) throw std::invalid_argument("pairs must hold an even number of ids");
   const size_t k = static_cast<size_t>(n);
   indptr.assign(k + 1, 0);
-  for (const int64_t x : local) {
+  for (const Id x : local) {
     if (x < 0 || x >= n) throw std::out_of_range("local id outside [0, n)");
     ++indptr[static_cast<size_t>(x) + 1];
   }
@@ -448,38 +488,49 @@ void chunk_csr(Span<int64_t> local, int64_t n, std::vector<int64_t>& indptr,
     std::sort(indices.begin() + indptr[x], indices.begin() + indptr[x + 1]);
 }
 
-ChunkLocal chunk_local(Span<NodeId> pairs, NodeId num_nodes, bool first_appearance, bool csr) {
+template void chunk_csr<int32_t>(Span<int32_t>, int64_t, std::vector<int64_t>&,
+                                  std::vector<int64_t>&);
+template void chunk_csr<int64_t>(Span<int64_t>, int64_t, std::vector<int64_t>&,
+                                  std::vector<int64_t>&);
+
+template <typename Id>
+ChunkLocal<Id> chunk_local(Span<Id> pairs, NodeId num_nodes, bool first_appearance, bool csr) {
   if (num_nodes < 0) throw std::invalid_argument("num_nodes must be non-negative");
   if (pairs.size % 2) throw std::invalid_argument("pairs must hold an even number of ids");
-  for (const NodeId x : pairs)
+  for (const Id x : pairs)
     if (x < 0 || x >= num_nodes)
       throw std::out_of_range("node id " + std::to_string(x) + " outside [0, " +
                               std::to_string(num_nodes) + ")");
-  ChunkLocal out;
-  std::vector<int64_t> pos(static_cast<size_t>(num_nodes), -1);
+  ChunkLocal<Id> out;
+  // local ids are below the number of distinct ids in pairs, so they fit Id
+  std::vector<Id> pos(static_cast<size_t>(num_nodes), -1);
   if (first_appearance) {
-    for (const NodeId x : pairs) {
-      int64_t& l = pos[static_cast<size_t>(x)];
+    for (const Id x : pairs) {
+      Id& l = pos[static_cast<size_t>(x)];
       if (l < 0) {
-        l = static_cast<int64_t>(out.nodes.size());
+        l = static_cast<Id>(out.nodes.size());
         out.nodes.push_back(x);
       }
     }
   } else {
-    for (const NodeId x : pairs) pos[static_cast<size_t>(x)] = 0;
+    for (const Id x : pairs) pos[static_cast<size_t>(x)] = 0;
     for (size_t x = 0; x < pos.size(); ++x)
       if (pos[x] == 0) {
-        pos[x] = static_cast<int64_t>(out.nodes.size());
-        out.nodes.push_back(static_cast<NodeId>(x));
+        pos[x] = static_cast<Id>(out.nodes.size());
+        out.nodes.push_back(static_cast<Id>(x));
       }
   }
   out.local.resize(pairs.size);
   for (size_t e = 0; e < pairs.size; ++e) out.local[e] = pos[static_cast<size_t>(pairs[e])];
+  std::vector<Id>().swap(pos);  // before the CSR: it needs no global scratch
   if (csr)
-    chunk_csr(Span<int64_t>{out.local.data(), out.local.size()},
+    chunk_csr(Span<Id>{out.local.data(), out.local.size()},
               static_cast<int64_t>(out.nodes.size()), out.indptr, out.indices);
   return out;
 }
+
+template ChunkLocal<int32_t> chunk_local<int32_t>(Span<int32_t>, NodeId, bool, bool);
+template ChunkLocal<int64_t> chunk_local<int64_t>(Span<int64_t>, NodeId, bool, bool);
 
 namespace {
 
@@ -519,7 +570,7 @@ ClusterEdges cluster_edges_impl(const EdgeFile& edges, Span<int32_t> cluster, in
   std::vector<int64_t> buf;
   const size_t n = cluster.size;
   int64_t row = 0;
-  while (const int64_t got = reader.next_raw(chunk_rows, pairs)) {
+  while (const int64_t got = reader.next_raw(stream_block(chunk_rows), pairs)) {
     for (size_t e = 0; e < pairs.size(); e += 2) {
       const size_t u = static_cast<size_t>(pairs[e]), v = static_cast<size_t>(pairs[e + 1]);
       if (u >= n || v >= n)
@@ -556,22 +607,25 @@ ClusterEdges cluster_edges(const EdgeFile& edges, Span<int32_t> cluster, int64_t
                      : cluster_edges_impl<int32_t>(edges, cluster, k, chunk_rows, buffer);
 }
 
-void majority_rounds(Span<int64_t> local, MutSpan<int64_t> side, int rounds) {
+template <typename Id, typename Side>
+void majority_rounds(Span<Id> local, MutSpan<Side> side, int rounds) {
   if (local.size % 2) throw std::invalid_argument("pairs must hold an even number of ids");
   const size_t n = side.size;
-  for (const int64_t x : local)
+  for (const Id x : local)
     if (x < 0 || static_cast<size_t>(x) >= n) throw std::out_of_range("local id outside [0, n)");
-  for (const int64_t s : side)
+  for (const Side s : side)
     if (s < -1 || s > 1) throw std::invalid_argument("sides must be -1, 0 or 1");
   // Only pairs with an unlabelled end vote; they shrink every round.
-  std::vector<int64_t> open;
+  std::vector<Id> open;
   for (size_t e = 0; e < local.size; e += 2)
     if (side[static_cast<size_t>(local[e])] < 0 || side[static_cast<size_t>(local[e + 1])] < 0) {
       open.push_back(local[e]);
       open.push_back(local[e + 1]);
     }
-  std::vector<int64_t> votes(2 * n, 0);
-  std::vector<size_t> touched;
+  // A node's votes in a round are at most its open pairs, its chunk degree
+  // (below n for distinct pairs), so the id width holds them.
+  std::vector<Id> votes(2 * n, 0), touched, decided;
+  std::vector<int8_t> decided_side;
   for (int r = 0; r < rounds && !open.empty(); ++r) {
     touched.clear();
     for (size_t e = 0; e < open.size(); e += 2)
@@ -579,18 +633,23 @@ void majority_rounds(Span<int64_t> local, MutSpan<int64_t> side, int rounds) {
         const size_t x = static_cast<size_t>(open[e + end]);
         const int64_t sy = side[static_cast<size_t>(open[e + 1 - end])];
         if (side[x] < 0 && sy >= 0) {
-          if (votes[2 * x] == 0 && votes[2 * x + 1] == 0) touched.push_back(x);
+          if (votes[2 * x] == 0 && votes[2 * x + 1] == 0) touched.push_back(static_cast<Id>(x));
           ++votes[2 * x + static_cast<size_t>(sy)];
         }
       }
-    std::vector<std::pair<size_t, int64_t>> decided;
-    for (const size_t x : touched) {
-      if (votes[2 * x] != votes[2 * x + 1])
-        decided.emplace_back(x, votes[2 * x + 1] > votes[2 * x] ? 1 : 0);
+    decided.clear();
+    decided_side.clear();
+    for (const Id t : touched) {
+      const size_t x = static_cast<size_t>(t);
+      if (votes[2 * x] != votes[2 * x + 1]) {
+        decided.push_back(t);
+        decided_side.push_back(votes[2 * x + 1] > votes[2 * x] ? 1 : 0);
+      }
       votes[2 * x] = votes[2 * x + 1] = 0;
     }
     if (decided.empty()) break;
-    for (const auto& [x, s] : decided) side[x] = s;  // synchronous: after all votes
+    for (size_t i = 0; i < decided.size(); ++i)  // synchronous: after all votes
+      side[static_cast<size_t>(decided[i])] = static_cast<Side>(decided_side[i]);
     size_t kept = 0;
     for (size_t e = 0; e < open.size(); e += 2)
       if (side[static_cast<size_t>(open[e])] < 0 || side[static_cast<size_t>(open[e + 1])] < 0) {
@@ -600,6 +659,11 @@ void majority_rounds(Span<int64_t> local, MutSpan<int64_t> side, int rounds) {
     open.resize(kept);
   }
 }
+
+template void majority_rounds<int32_t, int8_t>(Span<int32_t>, MutSpan<int8_t>, int);
+template void majority_rounds<int64_t, int8_t>(Span<int64_t>, MutSpan<int8_t>, int);
+template void majority_rounds<int32_t, int64_t>(Span<int32_t>, MutSpan<int64_t>, int);
+template void majority_rounds<int64_t, int64_t>(Span<int64_t>, MutSpan<int64_t>, int);
 
 std::vector<int64_t> tree_roots(Span<int64_t> indptr, Span<int64_t> indices,
                                 int64_t max_weight) {

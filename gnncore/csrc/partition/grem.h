@@ -13,6 +13,34 @@
 
 namespace gnncore {
 
+// A read-only array of integers in one of two widths, `Narrow` or int64, read
+// as int64: the arrays Python hands over stay in their own width.
+template <typename Narrow>
+struct WidthSpan {
+  const Narrow* narrow = nullptr;
+  const int64_t* wide = nullptr;
+  size_t size = 0;
+
+  static WidthSpan of(Span<Narrow> s) { return {s.data, nullptr, s.size}; }
+  static WidthSpan of(Span<int64_t> s) { return {nullptr, s.data, s.size}; }
+  int64_t operator[](size_t i) const {
+    return narrow ? static_cast<int64_t>(narrow[i]) : wide[i];
+  }
+
+  struct iterator {
+    const WidthSpan* span;
+    size_t i;
+    int64_t operator*() const { return (*span)[i]; }
+    iterator& operator++() {
+      ++i;
+      return *this;
+    }
+    bool operator!=(const iterator& other) const { return i != other.i; }
+  };
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, size}; }
+};
+
 struct BisectConfig {
   NodeId num_nodes = 0;        // id space: the whole graph's node count
   int64_t chunk_rows = 1;      // edges per chunk (fixed across recursion levels)
@@ -41,19 +69,32 @@ struct BisectResult {
 // ids in [0, num_nodes)) and whose edges, in stream order, are the rows of
 // `edges` (both endpoints must be members). The first chunk's nodes get the
 // labels `seed_sides[i]` for `seed_nodes[i]` (exactly the nodes of the first
-// chunk, each once). Throws std::invalid_argument / std::out_of_range on bad
-// input and std::runtime_error on I/O errors.
+// chunk, each once). The arrays come in their caller's width (int32 ids and
+// int8 sides for graphs whose ids fit, no widened copies). Throws
+// std::invalid_argument / std::out_of_range on bad input and std::runtime_error
+// on I/O errors.
+//
+// Memory: O(num_nodes) arrays (the side of every node, 1 B; the running
+// estimates, 16 B; the global-to-chunk-local map, the id width; then the
+// refinement counters, 8 B with int32 counts) plus one chunk: its rows and
+// adjacency (2 · 2 ids per row) and per chunk node its id and offset.
 BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
-                         Span<NodeId> members, Span<NodeId> seed_nodes,
-                         Span<int64_t> seed_sides);
+                         WidthSpan<int32_t> members, WidthSpan<int32_t> seed_nodes,
+                         WidthSpan<int8_t> seed_sides);
 
 // Rows [begin, begin + count) of `edges` as (u0, v0, u1, v1, ...); fewer at the end.
 std::vector<NodeId> read_edge_rows(const EdgeFile& edges, int64_t begin, int64_t count);
+// The same rows in the file's own id width (Id: int32_t for int32 files,
+// int64_t for int64 ones), read straight into the result.
+template <typename Id>
+std::vector<Id> read_edge_rows_raw(const EdgeFile& edges, int64_t begin, int64_t count);
 
-// A chunk's graph over local ids, what the first-chunk seeds work on.
+// A chunk's graph over local ids, what the first-chunk seeds work on. Id is
+// the width of the pairs given (int32 pairs: int32 nodes and local pairs).
+template <typename Id>
 struct ChunkLocal {
-  std::vector<NodeId> nodes;    // global id of each local node
-  std::vector<int64_t> local;   // the pairs over local ids (u0, v0, u1, v1, ...)
+  std::vector<Id> nodes;        // global id of each local node
+  std::vector<Id> local;        // the pairs over local ids (u0, v0, u1, v1, ...)
   std::vector<int64_t> indptr;  // symmetric CSR (empty unless asked for)
   std::vector<int64_t> indices;
 };
@@ -63,10 +104,14 @@ struct ChunkLocal {
 // `first_appearance`, else by increasing global id. Scratch: one O(num_nodes)
 // array. With `csr`, also the symmetric CSR over the local ids, each row
 // sorted by neighbour id (what METIS is given; the same as build_csr).
-ChunkLocal chunk_local(Span<NodeId> pairs, NodeId num_nodes, bool first_appearance, bool csr);
+// Id: int32_t or int64_t.
+template <typename Id>
+ChunkLocal<Id> chunk_local(Span<Id> pairs, NodeId num_nodes, bool first_appearance, bool csr);
 
-// The symmetric CSR of `local` pairs over `n` local ids, rows sorted by neighbour id.
-void chunk_csr(Span<int64_t> local, int64_t n, std::vector<int64_t>& indptr,
+// The symmetric CSR of `local` pairs (int32_t or int64_t) over `n` local ids,
+// rows sorted by neighbour id.
+template <typename Id>
+void chunk_csr(Span<Id> local, int64_t n, std::vector<int64_t>& indptr,
                std::vector<int64_t>& indices);
 
 // The cluster graph of seed `clusters`, counted in one pass over `edges`,
@@ -89,7 +134,9 @@ ClusterEdges cluster_edges(const EdgeFile& edges, Span<int32_t> cluster, int64_t
 // (over the pairs `local`, u0, v0, ...) labelled 0 and 1 in the previous
 // round and takes the side with more of them (ties: stays unlabelled). Stops
 // early when a round labels nothing. `side` (values -1, 0, 1) is updated.
-void majority_rounds(Span<int64_t> local, MutSpan<int64_t> side, int rounds);
+// Id (the pairs' width): int32_t or int64_t; Side: int8_t or int64_t.
+template <typename Id, typename Side>
+void majority_rounds(Span<Id> local, MutSpan<Side> side, int rounds);
 
 // Trees hanging off a graph (symmetric CSR, no self-loops or repeated
 // neighbours): peels nodes of degree 1 until none is left (the 2-core stays)

@@ -120,6 +120,7 @@ def test_edge_file_is_read_in_chunks_at_the_npy_offset(tmp_path, dtype):
     edges = edge_file(tmp_path, pairs, dtype)
     assert edges.rows == 10 and edges.dtype == dtype and edges.offset >= 64
     np.testing.assert_array_equal(edges.read(0, 3), pairs[:3])
+    assert edges.read(0, 3).dtype == dtype  # the file's width: no widened copy
     np.testing.assert_array_equal(edges.read(8, 5), pairs[8:])
     assert edges.read(10, 4).shape == (0, 2)
 
@@ -360,12 +361,14 @@ def test_kernel_matches_the_reference_on_int64_files(tmp_path, trial):
     assert len(result.seconds_passes) == len(ref.moves)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("trial", range(6))
-def test_chunk_renumbering_and_csr_match_the_numpy_references(trial):
+def test_chunk_renumbering_and_csr_match_the_numpy_references(trial, dtype):
     rng = np.random.default_rng(trial)
     n = int(rng.integers(1, 200))
-    pairs = random_stream(rng, n + 1, int(rng.integers(0, 4 * n + 1)))
+    pairs = random_stream(rng, n + 1, int(rng.integers(0, 4 * n + 1))).astype(dtype)
     nodes, local = first_appearance(pairs)
+    assert nodes.dtype == dtype and local.dtype == dtype  # int32 chunks stay int32
     ref_nodes, ref_local = first_appearance_reference(pairs)
     np.testing.assert_array_equal(nodes, ref_nodes)
     np.testing.assert_array_equal(local, ref_local)
@@ -415,20 +418,108 @@ def test_peeled_metis_keeps_trees_whole_and_balances():
     assert np.bincount(parts, minlength=2).max() <= math.ceil(1.03 * 250)
 
 
+@pytest.mark.parametrize("side_dtype", [np.int8, np.int64])
+@pytest.mark.parametrize("local_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("trial", range(6))
-def test_majority_rounds_match_the_vectorised_reference(trial):
+def test_majority_rounds_match_the_vectorised_reference(trial, local_dtype, side_dtype):
     from gnncore import _C
 
     rng = np.random.default_rng(trial)
     n = int(rng.integers(2, 300))
-    local = random_stream(rng, n, int(rng.integers(1, 3 * n)))
-    side = rng.choice([-1, -1, -1, 0, 1], n).astype(np.int64)
+    local = random_stream(rng, n, int(rng.integers(1, 3 * n))).astype(local_dtype)
+    side = rng.choice([-1, -1, -1, 0, 1], n).astype(side_dtype)
     for rounds in (0, 1, 2, 8):
         got = side.copy()
         _C.grem_majority_rounds(local.reshape(-1).copy(), got, rounds)
-        np.testing.assert_array_equal(got, majority_rounds_reference(local, side, rounds))
+        np.testing.assert_array_equal(
+            got, majority_rounds_reference(local.astype(np.int64), side.astype(np.int64), rounds)
+        )
     with pytest.raises(ValueError, match="-1, 0 or 1"):
-        _C.grem_majority_rounds(local.reshape(-1).copy(), np.full(n, 2, dtype=np.int64), 1)
+        _C.grem_majority_rounds(local.reshape(-1).copy(), np.full(n, 2, dtype=side_dtype), 1)
+
+
+def repair_capacity_reference(sides, local, capacities):
+    """The float-weighted score of the first implementation (own-side minus
+    other-side chunk neighbours), kept as the reference."""
+    for s in (0, 1):
+        excess = int(np.count_nonzero(sides == s)) - capacities[s]
+        if excess <= 0:
+            continue
+        sign = np.where(sides[local[:, 0]] == sides[local[:, 1]], 1.0, -1.0)
+        score = (
+            np.bincount(local[:, 0], weights=sign, minlength=len(sides))
+            + np.bincount(local[:, 1], weights=sign, minlength=len(sides))
+        ).astype(np.int64)
+        mine = np.flatnonzero(sides == s)
+        sides = sides.copy()
+        sides[mine[np.argsort(score[mine], kind="stable")[:excess]]] = 1 - s
+    return sides
+
+
+@pytest.mark.parametrize("trial", range(8))
+def test_capacity_repair_matches_the_signed_count_reference(trial):
+    from gnncore.partition.grem_chunk import repair_capacity
+
+    rng = np.random.default_rng(trial)
+    n = int(rng.integers(4, 300))
+    local = random_stream(rng, n, int(rng.integers(1, 4 * n))).astype(np.int32)
+    sides = (rng.random(n) < 0.5).astype(np.int8)
+    sides[:2] = (0, 1)
+    full = trial % 2  # the side over its capacity
+    excess = int(rng.integers(1, np.count_nonzero(sides == full) + 1))
+    cap = int(np.count_nonzero(sides == full)) - excess
+    capacities = (cap, n - cap) if full == 0 else (n - cap, cap)
+    got = repair_capacity(sides, local, capacities)
+    assert np.count_nonzero(got != sides) == excess
+    want = repair_capacity_reference(sides.astype(np.int64), local.astype(np.int64), capacities)
+    np.testing.assert_array_equal(got, want)
+    assert all(np.count_nonzero(got == s) <= capacities[s] for s in (0, 1))
+
+
+@pytest.mark.parametrize("trial", range(4))
+def test_bisection_is_the_same_for_narrow_and_wide_arrays_and_offsets(tmp_path, trial):
+    # int32 members/seeds with int8 sides against int64 ones, and a chunk large
+    # enough for 64-bit adjacency offsets against the same single chunk with
+    # 32-bit ones: one kernel, the same labels
+    from gnncore import _C
+
+    rng = np.random.default_rng(trial)
+    n = int(rng.integers(30, 120))
+    pairs = random_stream(rng, n, 3 * n)
+    edges = edge_file(tmp_path, pairs, "int32")
+    chunk = int(rng.integers(5, 40))
+    nodes = np.unique(pairs[:chunk])
+    sides = rng.integers(0, 2, len(nodes))
+    results = []
+    for wide, rows in ((True, chunk), (False, chunk), (False, 1 << 30)):
+        ids = np.int64 if wide else np.int32
+        options = _C.GremBisectOptions(
+            num_nodes=n, chunk_rows=rows, capacities=(n // 2 + 3, n // 2 + 3), passes=2
+        )
+        first = nodes if rows == chunk else np.unique(pairs)
+        labels = sides if rows == chunk else rng.integers(0, 2, len(first))
+        if rows != chunk:  # one chunk holds the whole file: compare with int32 offsets
+            small = _C.GremBisectOptions(
+                num_nodes=n, chunk_rows=len(pairs), capacities=options.capacities, passes=2
+            )
+            base = _C.grem_bisect(
+                edges.spec(),
+                np.arange(n, dtype=ids),
+                first.astype(ids),
+                labels.astype(np.int8),
+                small,
+            )
+            results.append(np.asarray(base.side))
+        result = _C.grem_bisect(
+            edges.spec(),
+            np.arange(n, dtype=ids),
+            first.astype(ids),
+            labels.astype(np.int64 if wide else np.int8),
+            options,
+        )
+        results.append(np.asarray(result.side))
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[2], results[3])
 
 
 def test_chunk_helpers_reject_bad_ids():

@@ -1,0 +1,249 @@
+"""Where GREM's memory goes: peak RSS per phase and per chunk edge.
+
+For each chunk fraction, two child processes run on the same graph:
+
+* ``gnncore partition GRAPH OUT --method grem --chunk C --parts P``: the whole
+  command's peak RSS (``command_peak_rss_bytes`` of its JSON: VmHWM at the end,
+  post-processing included);
+* this script's ``--profile`` mode: ``GremPartitioner.assign`` in process while a
+  thread samples ``VmRSS`` every 2 ms; each sample is attributed to the phase
+  running then: ``plan`` (the clusters plan), ``seed`` (the first chunk read and
+  labelled, per bisection), and inside each C++ bisection call, from its own
+  phase timers, ``grem`` (the streaming pass), ``passes`` (refinement) and
+  ``split`` (the per-side edge files).
+
+The slope of the peaks against the chunk's edges (least squares over the
+fractions) is the memory per chunk edge; what is left at zero chunk edges is
+the O(|V|) base plus the interpreter. Writes ``grem_memory.json`` and
+``grem_memory.md`` under ``--out``.
+
+    .venv/bin/python benchmarks/grem_memory.py /work/bench-data/pp16/synth20m \\
+        --chunks 0.01,0.1,0.25 --parts 16 --out bench-out/grem-memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MIB = 1 << 20
+
+
+def _vm_rss() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
+    """Run GREM in this process and return the peak RSS of each phase."""
+    import numpy as np
+
+    from gnncore.partition import grem as grem_module
+    from gnncore.partition.base import PartitionOptions
+    from gnncore.store import GraphDir
+
+    graph = GraphDir.open(graph_dir)
+    samples: list[tuple[float, int]] = []
+    marks: list[tuple[float, str]] = []  # (start time, phase); a phase runs until the next mark
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            samples.append((time.perf_counter(), _vm_rss()))
+            time.sleep(0.002)
+
+    running = ["python"]  # the phases entered and not yet left, innermost last
+
+    def marked(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            running.append(name if name == "bisect" or running[-1] == "python" else running[-1])
+            marks.append((start, running[-1]))
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                running.pop()
+            if name == "bisect":  # split the C++ call by its own phase timers
+                t = start
+                for phase, seconds in (
+                    ("grem", result.seconds_grem),
+                    ("passes", sum(result.seconds_passes)),
+                    ("split", result.seconds_split),
+                ):
+                    marks.append((t, phase))
+                    t += seconds
+            marks.append((time.perf_counter(), running[-1]))
+            return result
+
+        return run
+
+    real_read = grem_module.EdgeFile.read
+    grem_module.cluster_plan = marked("plan", grem_module.cluster_plan)
+    grem_module.grem_bisect = marked("bisect", grem_module.grem_bisect)
+    grem_module.seed_sides = marked("seed", grem_module.seed_sides)
+    grem_module.EdgeFile.read = marked("seed", real_read)  # type: ignore[method-assign]
+    thread = threading.Thread(target=sample, daemon=True)
+    base = _vm_rss()
+    thread.start()
+    start = time.perf_counter()
+    labels = grem_module.GremPartitioner(chunk=chunk).assign(
+        graph, PartitionOptions(parts=parts, seed=0)
+    )
+    seconds = time.perf_counter() - start
+    stop.set()
+    thread.join()
+    marks.sort()
+    peaks: dict[str, int] = {}
+    for t, rss in samples:
+        phase = "python"
+        for when, name in marks:
+            if when > t:
+                break
+            phase = name
+        peaks[phase] = max(peaks.get(phase, 0), rss)
+    return {
+        "chunk": chunk,
+        "seconds": seconds,
+        "rss_before_bytes": base,
+        "phase_peak_bytes": peaks,
+        "labels_sha": str(hash(np.asarray(labels, dtype=np.int64).tobytes())),
+    }
+
+
+def whole_command(graph_dir: Path, chunk: float, parts: int, work: Path) -> dict[str, Any]:
+    """``gnncore partition`` as its own process; its JSON summary."""
+    out, summary = work / f"out{chunk}", work / f"grem{chunk}.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gnncore.cli.main",
+            "partition",
+            str(graph_dir),
+            str(out),
+            "--method",
+            "grem",
+            "--chunk",
+            str(chunk),
+            "--parts",
+            str(parts),
+            "--json",
+            str(summary),
+            "--no-progress",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return json.loads(summary.read_text())
+
+
+def slope(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares line ``y = a + b x``: ``(a, b)``."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("graph", type=Path)
+    parser.add_argument("--chunks", default="0.01,0.1,0.25")
+    parser.add_argument("--parts", type=int, default=16)
+    parser.add_argument("--out", type=Path, default=Path("bench-out/grem-memory"))
+    parser.add_argument("--profile", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.profile is not None:
+        print(json.dumps(profile(args.graph, args.profile, args.parts)))
+        return 0
+    from gnncore.store import GraphDir
+
+    graph = GraphDir.open(args.graph)
+    edges = graph.manifest.num_undirected_edges
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="grem-memory-") as work:
+        for chunk in [float(c) for c in args.chunks.split(",")]:
+            load = os.getloadavg()[0]
+            command = whole_command(args.graph, chunk, args.parts, Path(work))
+            prof = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    str(args.graph),
+                    "--profile",
+                    str(chunk),
+                    "--parts",
+                    str(args.parts),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            phases = json.loads(prof.stdout.splitlines()[-1])
+            from gnncore.partition.edge_stream import chunk_rows
+
+            rows.append(
+                {
+                    "chunk": chunk,
+                    "chunk_edges": chunk_rows(chunk, edges),
+                    "load_1min": load,
+                    "command_peak_rss_bytes": command["command_peak_rss_bytes"],
+                    "assign_seconds": command.get("seconds"),
+                    "cut_fraction": command.get("edge_cut_fraction"),
+                    **{k: v for k, v in phases.items() if k != "chunk"},
+                }
+            )
+            print(
+                f"chunk {chunk}: command peak {command['command_peak_rss_bytes'] / MIB:,.0f} MiB",
+                flush=True,
+            )
+    xs = [r["chunk_edges"] for r in rows]
+    intercept, per_edge = slope(xs, [r["command_peak_rss_bytes"] for r in rows])
+    result = {
+        "graph": str(args.graph),
+        "num_nodes": graph.num_nodes,
+        "num_undirected_edges": edges,
+        "parts": args.parts,
+        "rows": rows,
+        "bytes_per_chunk_edge": per_edge,
+        "intercept_bytes": intercept,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "grem_memory.json").write_text(json.dumps(result, indent=2))
+    names = sorted({p for r in rows for p in r["phase_peak_bytes"]})
+    lines = [
+        f"| chunk | chunk edges | command peak MiB | {' | '.join(names)} (MiB) | load |",
+        "|---|---:|---:|" + "---:|" * len(names) + "---:|",
+    ]
+    for r in rows:
+        cells = " | ".join(f"{r['phase_peak_bytes'].get(n, 0) / MIB:,.0f}" for n in names)
+        lines.append(
+            f"| {r['chunk']} | {r['chunk_edges']:,} | {r['command_peak_rss_bytes'] / MIB:,.0f}"
+            f" | {cells} | {r['load_1min']:.1f} |"
+        )
+    lines.append("")
+    lines.append(
+        f"Whole command: {per_edge:.1f} B per chunk edge, {intercept / MIB:,.0f} MiB at zero "
+        f"chunk edges ({graph.num_nodes:,} nodes)."
+    )
+    text = "\n".join(lines) + "\n"
+    (args.out / "grem_memory.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
