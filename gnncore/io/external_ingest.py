@@ -394,10 +394,8 @@ def _decompress(source: Path, out: Path) -> None:
         raise gzip_error(source, exc) from exc
 
 
-def _batches(
-    text: Path, layout: Layout, rows: int, dtype: type[pl.DataType] = pl.Int64
-) -> Iterator[pl.DataFrame]:
-    lf = _scan(text, layout, dtype)
+def _batches(text: Path, layout: Layout, rows: int) -> Iterator[pl.DataFrame]:
+    lf = _scan(text, layout, pl.Int64)
     try:
         yield from lf.collect_batches(chunk_size=rows, engine="streaming")
     except pl.exceptions.PolarsError as exc:

@@ -55,7 +55,7 @@ import polars as pl
 import pyarrow as pa
 
 from gnncore.errors import InputError
-from gnncore.io.edgelist import Layout, default_name, is_gzip, locate_problem, sniff
+from gnncore.io.edgelist import Layout, _scan, default_name, is_gzip, locate_problem, sniff
 from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 from gnncore.store.writer import PARQUET_OPTIONS, GraphDirWriter
@@ -67,6 +67,10 @@ ENTRY_OVERHEAD = 40
 the join's hash-table entry."""
 MIN_RUN_BATCH_BYTES = 4096
 HASH_SEED = 0x9E3779B9
+MIN_BLOCK_BYTES = 16 << 10
+MAX_BLOCK_BYTES = 4 << 20
+"""Text blocks parsed at once: a 64th of the budget within these bounds (Polars
+takes about nine times a block while parsing it; small blocks parse as fast)."""
 
 
 # Run files: sorted distinct names as Arrow IPC record batches --------------------------
@@ -304,16 +308,88 @@ def write_node_ids(path: Path, names: SortedNames) -> None:
 # Ingestion -------------------------------------------------------------------------------
 
 
-def _string_batches(text: Path, layout: Layout, rows: int) -> Iterator[pl.DataFrame]:
-    from gnncore.io.external_ingest import _batches
+def text_blocks(path: Path, block_bytes: int, skip_lines: int, quoted: bool) -> Iterator[bytes]:
+    """The bytes of ``path`` past its first ``skip_lines`` lines, in blocks of about
+    ``block_bytes`` that end at a line end (the last one may not).
 
-    for df in _batches(text, layout, rows, dtype=pl.String):
+    ``quoted`` (comma layouts, whose fields Polars reads with ``"`` quotes): a
+    block ends only where its count of ``"`` is even, so that no quoted field
+    spans two blocks.
+    """
+    with open(path, "rb") as fh:
+        for _ in range(skip_lines):
+            fh.readline()
+        carry = b""
+        while True:
+            chunk = fh.read(block_bytes)
+            if not chunk:
+                if carry:
+                    yield carry
+                return
+            data = carry + chunk
+            cut = _block_end(data, quoted)
+            carry = data[cut:]
+            if cut:
+                yield data[:cut]
+
+
+def _block_end(data: bytes, quoted: bool) -> int:
+    """Where a block of ``data`` (starting outside quotes) may end: after its last
+    line end outside quotes (0: none yet)."""
+    cut = data.rfind(b"\n") + 1
+    if not quoted or cut == 0:
+        return cut
+    quotes = data.count(b'"', 0, cut)
+    while cut and quotes % 2:
+        earlier = data.rfind(b"\n", 0, cut - 1) + 1
+        quotes -= data.count(b'"', earlier, cut)
+        cut = earlier
+    return cut
+
+
+def _string_batches(
+    text: Path, layout: Layout, rows: int, block_bytes: int
+) -> Iterator[pl.DataFrame]:
+    """The edges of ``text`` as Polars parses them with ``layout`` (string ids,
+    :func:`gnncore.io.edgelist._scan`), in frames of at least ``rows`` rows (the
+    last may hold fewer), parsed from blocks of ``block_bytes``.
+
+    Blocks read here and parsed one at a time hold memory to about a block
+    (plus the frame): Polars' streaming reader of the whole file
+    (``collect_batches``) runs ahead of its consumer, and its memory grows with
+    the file (182 MiB of anonymous memory for a 119 MB file, 330 MiB for
+    357 MB). Raises ``_PolarsFailed`` where Polars cannot parse a block.
+    """
+    from gnncore.io.external_ingest import _PolarsFailed
+
+    quoted = layout.separator == ","
+    lines = replace(layout, skip_lines=0)
+    pending: list[pl.DataFrame] = []
+    held = 0
+    for block in text_blocks(text, block_bytes, layout.skip_lines, quoted):
+        try:
+            df = _scan(block, lines, pl.String).collect()  # type: ignore[arg-type]
+        except pl.exceptions.PolarsError as exc:
+            raise _PolarsFailed(str(exc)) from exc
+        del block
         if df.height:
-            yield df
+            pending.append(df)
+            held += df.height
+        if held >= rows:
+            yield pl.concat(pending)
+            pending, held = [], 0
+    if pending:
+        yield pl.concat(pending)
 
 
 def _collect_names(
-    text: Path, layouts: list[Layout], scratch: Path, budget: int, rows: int, max_fan_in: int
+    text: Path,
+    layouts: list[Layout],
+    scratch: Path,
+    budget: int,
+    rows: int,
+    block_bytes: int,
+    max_fan_in: int,
 ) -> tuple[Layout, SortedNames]:
     """Pass 1: the sorted distinct names with the first layout Polars reads; bad
     input is the in-memory path's :class:`InputError`."""
@@ -324,7 +400,7 @@ def _collect_names(
         num_edges = 0
         missing = False
         try:
-            for df in _string_batches(text, layout, rows):
+            for df in _string_batches(text, layout, rows, block_bytes):
                 if df["missing"].any():  # as in memory: reported once the parse succeeds
                     missing = True
                     continue
@@ -392,7 +468,7 @@ class RangeLookup:
 
 def _mapped_chunks(
     text: Path, layout: Layout, names: SortedNames, scratch: Path, budget: int, rows: int,
-    phases: Any,
+    block_bytes: int, phases: Any,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
     """Pass 2: the edges as node ids, batch by batch (one parse per range of names)."""
     ranges = names.ranges(budget)
@@ -403,7 +479,7 @@ def _mapped_chunks(
         last = number == len(ranges) - 1
         mode = "r+b" if number else "wb"
         with open(src_path, mode) as src_fh, open(dst_path, mode) as dst_fh:
-            batches = _string_batches(text, layout, rows)
+            batches = _string_batches(text, layout, rows, block_bytes)
             while True:
                 phases.start("parse")
                 df = next(batches, None)
@@ -462,12 +538,15 @@ def ingest_string_ids(
         if not text.exists():  # the integer attempt of id_type="auto" may have made it
             _decompress(source, text)
     rows = batch_rows(budget)
+    block_bytes = min(max(budget // 64, MIN_BLOCK_BYTES), MAX_BLOCK_BYTES)
     try:
         layout = sniff(text, header)
         layouts = [layout]
         if layout.separator in ("\t", " "):
             layouts.append(replace(layout, separator=None))
-        layout, names = _collect_names(text, layouts, scratch, budget // 4, rows, max_fan_in)
+        layout, names = _collect_names(
+            text, layouts, scratch, budget // 4, rows, block_bytes, max_fan_in
+        )
     except InputError as exc:
         if exc.path == text and text != source:
             raise InputError(exc.problem, source, line=exc.line, row=exc.row) from None
@@ -483,7 +562,8 @@ def ingest_string_ids(
         write_node_ids(writer.file_path("node_ids.parquet", "parquet"), names)
 
     stage("remapping ids")
-    chunks = _mapped_chunks(text, layout, names, scratch, budget // 4, rows, phases)
+    chunks = _mapped_chunks(text, layout, names, scratch, budget // 4, rows, block_bytes,
+                            phases)  # fmt: skip
     return write_edge_stream(
         chunks, out, scratch, phases, num_nodes=names.count, directed=directed,
         name=name or default_name(source), seed=seed, budget=budget, fmt="edgelist",

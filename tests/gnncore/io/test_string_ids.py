@@ -209,6 +209,20 @@ def test_range_lookup_against_a_dict(by_hash, whole):
     assert lookup.ids(pl.Series(queries)).tolist() == expected
 
 
+@pytest.mark.parametrize("block_bytes", [1, 7, 64, 1000])
+def test_text_blocks_end_at_line_ends_outside_quotes(tmp_path, block_bytes):
+    lines = ["# head", "src,dst"] + [
+        f'"a{i}\nb{i}","x ""{i}"""' if i % 4 == 0 else f"a{i},b{i}" for i in range(300)
+    ]
+    path = tmp_path / "g.csv"
+    path.write_bytes("\r\n".join(lines).encode())  # no final line end
+    blocks = list(string_ids.text_blocks(path, block_bytes, 2, quoted=True))
+    assert b"".join(blocks) == "\r\n".join(lines[2:]).encode()
+    assert all(b.endswith(b"\n") and b.count(b'"') % 2 == 0 for b in blocks[:-1])
+    plain = list(string_ids.text_blocks(path, block_bytes, 0, quoted=False))
+    assert b"".join(plain) == path.read_bytes() and all(b.endswith(b"\n") for b in plain[:-1])
+
+
 def test_node_ids_streamed_in_polars_row_groups(tmp_path):
     names = pl.Series([f"user_{i:07d}" for i in range(250_000)])  # three row groups
     run = tmp_path / "names.arrow"
