@@ -46,8 +46,28 @@ def _vm_rss() -> int:
     return 0
 
 
+def _vm_hwm() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _reset_hwm() -> None:
+    """Set VmHWM back to the current RSS (Linux ``clear_refs`` 5)."""
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+
 def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
-    """Run GREM in this process and return the peak RSS of each phase."""
+    """Run GREM in this process and return the peak RSS of each phase.
+
+    ``plan``, ``seed``, ``bisect`` (the C++ call) and ``python`` (the rest):
+    exact, the process's VmHWM reset at each phase's start and read at its end.
+    ``grem``, ``passes``, ``split`` inside the C++ call: VmRSS sampled every
+    2 ms, attributed by the call's own phase timers (a lower bound).
+    """
     import numpy as np
 
     from gnncore.partition import grem as grem_module
@@ -55,8 +75,10 @@ def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
     from gnncore.store import GraphDir
 
     graph = GraphDir.open(graph_dir)
+    exact: dict[str, int] = {}
     samples: list[tuple[float, int]] = []
-    marks: list[tuple[float, str]] = []  # (start time, phase); a phase runs until the next mark
+    inside: list[tuple[float, float, Any]] = []  # (start, end, result) of each C++ call
+    running = ["python"]
     stop = threading.Event()
 
     def sample() -> None:
@@ -64,61 +86,66 @@ def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
             samples.append((time.perf_counter(), _vm_rss()))
             time.sleep(0.002)
 
-    running = ["python"]  # the phases entered and not yet left, innermost last
+    def close(phase: str) -> None:
+        exact[phase] = max(exact.get(phase, 0), _vm_hwm())
+        _reset_hwm()
 
     def marked(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
+            if running[-1] != "python":  # nested (a read inside the plan): its caller's
+                return fn(*args, **kwargs)
+            close("python")
+            running.append(name)
             start = time.perf_counter()
-            running.append(name if name == "bisect" or running[-1] == "python" else running[-1])
-            marks.append((start, running[-1]))
             try:
                 result = fn(*args, **kwargs)
             finally:
                 running.pop()
-            if name == "bisect":  # split the C++ call by its own phase timers
-                t = start
-                for phase, seconds in (
-                    ("grem", result.seconds_grem),
-                    ("passes", sum(result.seconds_passes)),
-                    ("split", result.seconds_split),
-                ):
-                    marks.append((t, phase))
-                    t += seconds
-            marks.append((time.perf_counter(), running[-1]))
+                close(name)
+            if name == "bisect":
+                inside.append((start, time.perf_counter(), result))
             return result
 
         return run
 
-    real_read = grem_module.EdgeFile.read
     grem_module.cluster_plan = marked("plan", grem_module.cluster_plan)
     grem_module.grem_bisect = marked("bisect", grem_module.grem_bisect)
     grem_module.seed_sides = marked("seed", grem_module.seed_sides)
+    real_read = grem_module.EdgeFile.read
     grem_module.EdgeFile.read = marked("seed", real_read)  # type: ignore[method-assign]
     thread = threading.Thread(target=sample, daemon=True)
     base = _vm_rss()
+    _reset_hwm()
     thread.start()
     start = time.perf_counter()
     labels = grem_module.GremPartitioner(chunk=chunk).assign(
         graph, PartitionOptions(parts=parts, seed=0)
     )
     seconds = time.perf_counter() - start
+    close("python")
     stop.set()
     thread.join()
-    marks.sort()
-    peaks: dict[str, int] = {}
-    for t, rss in samples:
-        phase = "python"
-        for when, name in marks:
-            if when > t:
-                break
-            phase = name
-        peaks[phase] = max(peaks.get(phase, 0), rss)
+    sampled: dict[str, int] = {}
+    for begin, _end, result in inside:
+        cuts, t = [], begin
+        for phase, length in (
+            ("grem", result.seconds_grem),
+            ("passes", sum(result.seconds_passes)),
+            ("split", result.seconds_split),
+        ):
+            cuts.append((t, t + length, phase))
+            t += length
+        for when, rss in samples:
+            for lo, hi, phase in cuts:
+                if lo <= when < hi:
+                    sampled[phase] = max(sampled.get(phase, 0), rss)
     return {
         "chunk": chunk,
         "seconds": seconds,
         "rss_before_bytes": base,
-        "phase_peak_bytes": peaks,
-        "labels_sha": str(hash(np.asarray(labels, dtype=np.int64).tobytes())),
+        "phase_peak_bytes": exact,
+        "bisect_sampled_peak_bytes": sampled,
+        "labels_checksum": int(np.asarray(labels, dtype=np.int64).sum() * 1 + len(labels)),
     }
 
 
@@ -223,13 +250,18 @@ def main() -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "grem_memory.json").write_text(json.dumps(result, indent=2))
-    names = sorted({p for r in rows for p in r["phase_peak_bytes"]})
+    for r in rows:  # one table: exact phases, then the sampled parts of the C++ call
+        r["table"] = {
+            **r["phase_peak_bytes"],
+            **{f"{k} (sampled)": v for k, v in r["bisect_sampled_peak_bytes"].items()},
+        }
+    names = list(dict.fromkeys(n for r in rows for n in r["table"]))
     lines = [
         f"| chunk | chunk edges | command peak MiB | {' | '.join(names)} (MiB) | load |",
         "|---|---:|---:|" + "---:|" * len(names) + "---:|",
     ]
     for r in rows:
-        cells = " | ".join(f"{r['phase_peak_bytes'].get(n, 0) / MIB:,.0f}" for n in names)
+        cells = " | ".join(f"{r['table'].get(n, 0) / MIB:,.0f}" for n in names)
         lines.append(
             f"| {r['chunk']} | {r['chunk_edges']:,} | {r['command_peak_rss_bytes'] / MIB:,.0f}"
             f" | {cells} | {r['load_1min']:.1f} |"
@@ -238,6 +270,20 @@ def main() -> int:
     lines.append(
         f"Whole command: {per_edge:.1f} B per chunk edge, {intercept / MIB:,.0f} MiB at zero "
         f"chunk edges ({graph.num_nodes:,} nodes)."
+    )
+    phase_slopes = {}
+    for name in names:
+        a, b = slope(xs, [r["table"].get(name, 0) for r in rows])
+        phase_slopes[name] = {"bytes_per_chunk_edge": b, "intercept_bytes": a}
+    result["phase_slopes"] = phase_slopes
+    (args.out / "grem_memory.json").write_text(json.dumps(result, indent=2))
+    lines.append(
+        "Per phase (least squares over the chunk sizes): "
+        + "; ".join(
+            f"{n} {v['bytes_per_chunk_edge']:.1f} B/edge + {v['intercept_bytes'] / MIB:,.0f} MiB"
+            for n, v in phase_slopes.items()
+        )
+        + "."
     )
     text = "\n".join(lines) + "\n"
     (args.out / "grem_memory.md").write_text(text)

@@ -32,7 +32,7 @@ import numpy as np
 
 from gnncore.partition.base import Partitioner, PartitionOptions
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
-from gnncore.partition.grem_chunk import chunk_components, tree_roots
+from gnncore.partition.grem_chunk import ChunkRows, chunk_components, tree_roots
 from gnncore.partition.grem_plan import (
     MAX_CLUSTERS,
     ClusterPlan,
@@ -200,9 +200,10 @@ def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
         min(side_capacity(run.num_nodes, q0, run.parts, run.imbalance), len(members) - q1),
         min(side_capacity(run.num_nodes, q1, run.parts, run.imbalance), len(members) - q0),
     )
-    first = sub.source.read(0, run.chunk_edges)
+    # the seed takes the rows and frees them once renumbered (ChunkRows)
+    first = ChunkRows(sub.source.read(0, run.chunk_edges))
     plan = run.plan
-    use_plan = plan is not None and plan_applies(plan, first, run.num_nodes, lo, (q0, q1))
+    use_plan = plan is not None and plan_applies(plan, first.pairs, run.num_nodes, lo, (q0, q1))
     method = run.seed_method if use_plan or plan is None else "clusters:metis"
     seed_nodes, seed_labels = seed_sides(
         first,

@@ -49,27 +49,57 @@ def repair_capacity(
     """``sides`` (0/1 per local node) with each side over its capacity giving back
     its nodes with the fewest chunk neighbours on its own side minus the other
     side (ties: the lower local id first). ``local``: the chunk's ``[m, 2]``
-    local pairs. Per chunk edge it holds 1-byte sides of both ends and one
-    column's ids at a time (no float or int64 per-edge arrays)."""
+    local pairs; the scores are counted in C++ (:func:`side_scores`), no
+    per-edge array is made."""
     for s in (0, 1):
         excess = int(np.count_nonzero(sides == s)) - capacities[s]
         if excess <= 0:
             continue
-        narrow = sides.astype(np.int8)
-        same = narrow[local[:, 0]] == narrow[local[:, 1]]
-        del narrow
-        # own-side minus other-side neighbours: 2 · same-side ends - all ends
-        score = np.zeros(len(sides), dtype=np.int64)
-        for column in (0, 1):
-            ends = local[:, column]
-            score -= np.bincount(ends, minlength=len(sides))
-            score += 2 * np.bincount(ends[same], minlength=len(sides))
-        del same
+        score = side_scores(local, sides)
         mine = np.flatnonzero(sides == s)
         move = mine[np.argsort(score[mine], kind="stable")[:excess]]
         sides = sides.copy()
         sides[move] = 1 - s
     return sides
+
+
+def side_scores(local: np.ndarray, sides: np.ndarray) -> np.ndarray:
+    """``int64[n]``: each local node's chunk neighbours on its own side minus
+    those on the other side (``sides``: 0/1 per node; C++)."""
+    from gnncore import _C
+
+    return np.asarray(
+        _C.grem_side_scores(flat_ids(local), np.ascontiguousarray(sides, dtype=np.int8))
+    )
+
+
+class ChunkRows:
+    """The rows of a bisection's first chunk, handed to the seed once.
+
+    :meth:`take` returns them and drops this holder's reference, so the raw rows
+    (8 or 16 bytes a row) are freed as soon as the seed has renumbered them to
+    local ids, before its own per-edge arrays are made; :attr:`pairs` looks at
+    them without taking them (:func:`~gnncore.partition.grem_plan.plan_applies`).
+    """
+
+    def __init__(self, pairs: np.ndarray) -> None:
+        self._pairs: np.ndarray | None = pairs
+
+    @property
+    def pairs(self) -> np.ndarray:
+        if self._pairs is None:
+            raise RuntimeError("the chunk's rows were taken already")
+        return self._pairs
+
+    def take(self) -> np.ndarray:
+        pairs = self.pairs
+        self._pairs = None
+        return pairs
+
+
+def rows_of(pairs: np.ndarray | ChunkRows) -> np.ndarray:
+    """The rows of ``pairs``: the array itself, or taken from a :class:`ChunkRows`."""
+    return pairs.take() if isinstance(pairs, ChunkRows) else pairs
 
 
 def chunk_nodes_local(pairs: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -186,6 +216,7 @@ def tree_roots(indptr: np.ndarray, indices: np.ndarray, max_weight: int = 2**62)
 
 
 __all__ = [
+    "ChunkRows",
     "PEEL_TREES",
     "chunk_components",
     "chunk_csr",
@@ -194,5 +225,7 @@ __all__ = [
     "flat_ids",
     "metis_chunk",
     "repair_capacity",
+    "rows_of",
+    "side_scores",
     "tree_roots",
 ]

@@ -15,10 +15,12 @@ import numpy as np
 
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
 from gnncore.partition.grem_chunk import (
+    ChunkRows,
     chunk_components,
     chunk_nodes_local,
     metis_chunk,
     repair_capacity,
+    rows_of,
 )
 
 MAX_CLUSTERS = 1 << 16
@@ -329,7 +331,7 @@ def plan_applies(
 
 
 def plan_sides(
-    pairs: np.ndarray,
+    pairs: np.ndarray | ChunkRows,
     plan: ClusterPlan,
     num_nodes: int,
     first_part: int,
@@ -348,7 +350,7 @@ def plan_sides(
     then alternate. Then :func:`seed_sides`' capacity repair. Nodes come in
     increasing id order; sides are int8.
     """
-    nodes, local = chunk_nodes_local(pairs, num_nodes)
+    nodes, local = chunk_nodes_local(rows_of(pairs), num_nodes)
     # each cluster's side in this sub-problem (-1: planned outside its parts); the
     # extra last entry is what a node in no cluster (cluster -1) picks up
     rel = plan.part - first_part

@@ -10,12 +10,14 @@ from typing import Any
 import numpy as np
 
 from gnncore.partition.grem_chunk import (
+    ChunkRows,
     chunk_csr,
     chunk_nodes_local,
     first_appearance,
     flat_ids,
     metis_chunk,
     repair_capacity,
+    rows_of,
 )
 from gnncore.partition.grem_plan import ClusterPlan, plan_sides
 
@@ -52,7 +54,7 @@ def default_seed_method(passes: int) -> str:
 
 
 def seed_sides(
-    pairs: np.ndarray,
+    pairs: np.ndarray | ChunkRows,
     method: str,
     weights: tuple[int, int],
     capacities: tuple[int, int],
@@ -66,6 +68,9 @@ def seed_sides(
     use_plan: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Seed labels of the first chunk's nodes (first-appearance order).
+
+    ``pairs``: the chunk's rows, or a :class:`~gnncore.partition.grem_chunk.ChunkRows`
+    holder whose rows the seed takes (and frees once renumbered).
 
     ``metis``: pymetis bisection of the chunk's subgraph with target weights
     ``w0 : w1`` (``ufactor = 1000 · imbalance``, ``seed``, ``niter``
@@ -91,14 +96,15 @@ def seed_sides(
             return plan_sides(pairs, plan, num_nodes, first_part, weights, capacities)
         return _metis_chunk_sides(pairs, num_nodes, weights, capacities, seed, imbalance)
     if method == "metis":  # renumbering and CSR in one C++ call
-        flat = flat_ids(pairs)
+        flat = flat_ids(rows_of(pairs))
         chunk = _C.grem_chunk_local(
             flat, int(flat.max()) + 1 if len(flat) else 0, first_appearance=True, csr=True
         )
+        del flat  # the raw rows, once renumbered
         nodes, local = np.asarray(chunk.nodes), np.asarray(chunk.local).reshape(-1, 2)
         indptr, indices = chunk.indptr, chunk.indices
     else:
-        nodes, local = first_appearance(pairs)
+        nodes, local = first_appearance(rows_of(pairs))
     k = len(nodes)
     if k == 0:
         return nodes, np.zeros(0, dtype=np.int64)
@@ -130,7 +136,7 @@ def seed_sides(
 
 
 def _metis_chunk_sides(
-    pairs: np.ndarray,
+    pairs: np.ndarray | ChunkRows,
     num_nodes: int,
     weights: tuple[int, int],
     capacities: tuple[int, int],
@@ -139,7 +145,7 @@ def _metis_chunk_sides(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``metis`` seed with the chunk's nodes in increasing id order
     (O(|V|) scratch instead of :func:`first_appearance`'s sort of the chunk)."""
-    nodes, local = chunk_nodes_local(pairs, num_nodes)
+    nodes, local = chunk_nodes_local(rows_of(pairs), num_nodes)
     if len(nodes) == 0:
         return nodes, np.zeros(0, dtype=np.int64)
     options = _seed_options(seed, imbalance, len(nodes))

@@ -105,6 +105,16 @@ void majority_rounds_numpy(InArray<Id> local,
 }
 
 template <typename Id>
+OutArray<int64_t> side_scores_numpy(InArray<Id> local, InArray<int8_t> sides) {
+  std::vector<int64_t> score;
+  {
+    nb::gil_scoped_release release;
+    score = side_scores(span_of(local), span_of(sides));
+  }
+  return to_numpy(std::move(score));
+}
+
+template <typename Id>
 nb::object read_edges_numpy(const EdgeFile& file, int64_t begin, int64_t count) {
   std::vector<Id> pairs;
   {
@@ -357,6 +367,13 @@ nothing. Releases the GIL.)doc");
   m.def("grem_majority_rounds", &majority_rounds_numpy<int64_t, int64_t>, nb::arg("local"),
         nb::arg("side").noconvert(), nb::arg("rounds"),
         "The same over int64 pairs with int64 sides.");
+
+  m.def("grem_side_scores", &side_scores_numpy<int32_t>, nb::arg("local"), nb::arg("sides"),
+        R"doc(The capacity repair's score of each local node of a chunk (int64): its
+neighbours over the flat local pairs ``local`` (int32 or int64) on its own side
+(``sides``, int8 0/1 per node) minus those on the other side. Releases the GIL.)doc");
+  m.def("grem_side_scores", &side_scores_numpy<int64_t>, nb::arg("local"), nb::arg("sides"),
+        "The same over int64 local pairs.");
 
   m.def(
       "grem_tree_roots",

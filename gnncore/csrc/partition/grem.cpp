@@ -665,6 +665,26 @@ template void majority_rounds<int64_t, int8_t>(Span<int64_t>, MutSpan<int8_t>, i
 template void majority_rounds<int32_t, int64_t>(Span<int32_t>, MutSpan<int64_t>, int);
 template void majority_rounds<int64_t, int64_t>(Span<int64_t>, MutSpan<int64_t>, int);
 
+template <typename Id>
+std::vector<int64_t> side_scores(Span<Id> local, Span<int8_t> sides) {
+  if (local.size % 2) throw std::invalid_argument("pairs must hold an even number of ids");
+  const size_t n = sides.size;
+  for (const int8_t s : sides)
+    if (s != 0 && s != 1) throw std::invalid_argument("sides must be 0 or 1");
+  std::vector<int64_t> score(n, 0);
+  for (size_t e = 0; e < local.size; e += 2) {
+    const size_t u = static_cast<size_t>(local[e]), v = static_cast<size_t>(local[e + 1]);
+    if (u >= n || v >= n) throw std::out_of_range("local id outside [0, n)");
+    const int64_t sign = sides[u] == sides[v] ? 1 : -1;
+    score[u] += sign;
+    score[v] += sign;
+  }
+  return score;
+}
+
+template std::vector<int64_t> side_scores<int32_t>(Span<int32_t>, Span<int8_t>);
+template std::vector<int64_t> side_scores<int64_t>(Span<int64_t>, Span<int8_t>);
+
 std::vector<int64_t> tree_roots(Span<int64_t> indptr, Span<int64_t> indices,
                                 int64_t max_weight) {
   if (indptr.size == 0) throw std::invalid_argument("indptr must hold num_nodes + 1 entries");

@@ -138,6 +138,12 @@ ClusterEdges cluster_edges(const EdgeFile& edges, Span<int32_t> cluster, int64_t
 template <typename Id, typename Side>
 void majority_rounds(Span<Id> local, MutSpan<Side> side, int rounds);
 
+// The capacity repair's score of each of the n = sides.size local nodes of a
+// chunk: its chunk neighbours on its own side minus those on the other side,
+// over the pairs `local` (u0, v0, ...; Id int32_t or int64_t). O(n) memory.
+template <typename Id>
+std::vector<int64_t> side_scores(Span<Id> local, Span<int8_t> sides);
+
 // Trees hanging off a graph (symmetric CSR, no self-loops or repeated
 // neighbours): peels nodes of degree 1 until none is left (the 2-core stays)
 // and returns root[x]: x for a node that stays, else the node that stays and
