@@ -22,8 +22,8 @@ gets an eighth for its post-processing buffers, since the method itself
 
 Before anything runs, the free space of the work directory's file system is
 checked against :func:`estimate_disk` (the CSV, the graph directory, the
-ingestion's sorted runs, a partition directory; per-edge sizes measured on
-this machine, with a margin) and the run is refused if it does not fit;
+ingestion's scratch, a partition directory; sizes fixed by the formats, or
+measured on this machine with a margin) and the run is refused if it does not fit;
 ``edges="max"`` picks the largest graph that does (:func:`largest_fitting`).
 Every stage's temporary files go to the run folder too (``TMPDIR``), so its
 peak disk use counts them. The CSV is removed once ingested, the partition
@@ -63,23 +63,35 @@ DEFAULT_METHODS = ("grem:0.01", "grem:0.1", "metis", "kaminpar")
 INGEST_SHARE = 2
 #: Share of the limit given to partitioning's post-processing ``--memory-budget``.
 PARTITION_SHARE = 8
-#: Graph directory bytes per canonical undirected edge (edges.parquet,
-#: edges_shuffled.npy, indices.npy and eid.npy of both directions) and per
-#: node (indptr, the id map). Measured by ``bench scale``: 733 MB for 19.9M
-#: edges and 2M nodes, 7.41 GB for 199.6M edges and 20M nodes.
-GRAPH_BYTES_PER_EDGE = 36
-GRAPH_BYTES_PER_NODE = 16
-#: Ingestion's scratch on disk at its peak beside the CSV and the graph (sorted
-#: key runs, the pair run of the shuffle): measured 23.9 B/edge at 200M edges
-#: under a 4 GiB ingestion budget (none at 20M: the runs stayed in memory).
-INGEST_SCRATCH_BYTES_PER_EDGE = 24
+#: Graph directory bytes fixed by the format per canonical undirected edge
+#: (node ids below 2**31): indices.npy int32 and eid.npy int64 of both
+#: directions, edges_shuffled.npy's int32 pair (8 + 16 + 8), and per node
+#: (indptr.npy, int64). Exact: no margin.
+GRAPH_FIXED_BYTES_PER_EDGE = 32
+GRAPH_FIXED_BYTES_PER_NODE = 8
+#: The compressed files' bytes: edges.parquet (zstd) per edge, node_ids.parquet
+#: per node. Measured: 3.84 B/edge and 2.0 B/node at 20M edges and 2M nodes;
+#: at 200M edges and 20M nodes the graph held 7.41 GB, 0.86 GB past its fixed
+#: files: about 4.1 B/edge (wider ids compress less).
+GRAPH_PARQUET_BYTES_PER_EDGE = 4.5
+GRAPH_PARQUET_BYTES_PER_NODE = 3
+#: Bounded ingestion's scratch at its peak beyond the finished graph. Its
+#: sorted key runs are delta-coded (2.9 B/edge at 20M edges and 2M nodes,
+#: about 4 at 100M nodes: the gaps grow with the node count), and the
+#: shuffle's buckets (as much again) are written while edges_shuffled.npy (8
+#: B/edge) is not yet, and removed as it is written. Measured: the run
+#: folder's peak during ingestion was the CSV plus the finished graph, to the
+#: byte, at 200M edges (10.79 GB: 3.38 + 7.41); 1 B/edge covers the bigger
+#: runs and buckets of larger graphs.
+INGEST_SCRATCH_BYTES_PER_EDGE = 1
 #: A partition directory per node (relabelling maps, halos, split codes):
 #: measured 47 B/node at 2M nodes, 50 at 20M (p = 16).
 PARTITION_BYTES_PER_NODE = 56
 #: A partitioner's temporary files per edge: GREM's chunk files (5.2 B/edge
 #: at 200M edges), KaMinPar's ParHIP copy of the graph (8.8 B/edge).
 PARTITION_SCRATCH_BYTES_PER_EDGE = 10
-#: Margin on every disk estimate.
+#: Margin on the measured sizes (the compressed files, scratch, partition
+#: directories); the CSV's and the fixed-size files' are computed exactly.
 DISK_MARGIN = 1.15
 #: Free space left to the machine's other users (at most a tenth of what is free).
 DISK_RESERVE = 4 << 30
@@ -141,19 +153,23 @@ def estimate_disk(num_edges: int, num_nodes: int, methods: int = 1, keep: bool =
     Ingestion holds the CSV, its scratch and the graph directory at once; then
     the CSV goes and each partition directory and the partitioner's temporary
     files sit beside the graph until measured (with ``keep``, everything
-    stays). The per-edge and per-node sizes are this module's measured
-    constants; the CSV's is computed (:func:`csv_bytes`).
+    stays). The CSV's size is computed (:func:`csv_bytes`), the graph's
+    fixed-size files exactly; the measured sizes (this module's constants)
+    get :data:`DISK_MARGIN`.
     """
     csv = csv_bytes(num_edges, num_nodes)
-    graph = num_edges * GRAPH_BYTES_PER_EDGE + num_nodes * GRAPH_BYTES_PER_NODE
-    scratch = num_edges * INGEST_SCRATCH_BYTES_PER_EDGE
-    partition = num_nodes * PARTITION_BYTES_PER_NODE
-    partition_scratch = num_edges * PARTITION_SCRATCH_BYTES_PER_EDGE
+    graph = num_edges * GRAPH_FIXED_BYTES_PER_EDGE + num_nodes * GRAPH_FIXED_BYTES_PER_NODE
+    graph += DISK_MARGIN * (
+        num_edges * GRAPH_PARQUET_BYTES_PER_EDGE + num_nodes * GRAPH_PARQUET_BYTES_PER_NODE
+    )
+    scratch = DISK_MARGIN * num_edges * INGEST_SCRATCH_BYTES_PER_EDGE
+    partition = DISK_MARGIN * num_nodes * PARTITION_BYTES_PER_NODE
+    partition_scratch = DISK_MARGIN * num_edges * PARTITION_SCRATCH_BYTES_PER_EDGE
     if keep:
         peak = csv + graph + max(scratch, methods * partition + partition_scratch)
     else:
         peak = max(csv + scratch + graph, graph + partition + partition_scratch)
-    return int(peak * DISK_MARGIN)
+    return int(peak)
 
 
 def default_nodes(num_edges: int) -> int:
