@@ -169,7 +169,7 @@ class SortedNames:
         ranges: list[tuple[int, int, int]] = []
         node = first = held = start_node = 0
         for i, (rows, size) in enumerate(self.batches):
-            cost = size + ENTRY_OVERHEAD * rows
+            cost = size + ENTRY_OVERHEAD * rows  # names_cost of the record batch
             if i > first and held + cost > budget_bytes:
                 ranges.append((start_node, first, i))
                 first, held, start_node = i, 0, node
@@ -190,13 +190,20 @@ class SortedNames:
         return pl.DataFrame({NAME_COLUMN: names, "id": ids})
 
 
+def names_cost(names: pl.Series) -> int:
+    """Bytes that ``names`` take as a range to join against: Polars' estimate of
+    the strings plus :data:`ENTRY_OVERHEAD` each."""
+    return int(names.estimated_size()) + ENTRY_OVERHEAD * len(names)
+
+
 class NameCollector:
     """The distinct names of the edges, in bounded memory.
 
-    Each batch's distinct names are held while their estimated size stays
-    within ``budget_bytes``; past it, what is held is merged (sorted, distinct)
-    and, when that still takes more than half the budget, spilled as a run.
-    :meth:`finish` merges the runs, ``max_fan_in`` at a time.
+    Each batch's distinct names are held while their cost (:func:`names_cost`:
+    as a range of names to join against) stays within ``budget_bytes``; past
+    it, what is held is merged (sorted, distinct) and, when that still costs
+    more than half the budget, spilled as a run. :meth:`finish` merges the
+    runs, ``max_fan_in`` at a time; names that were never spilled fit one range.
     """
 
     def __init__(self, directory: Path, budget_bytes: int, max_fan_in: int = 64) -> None:
@@ -221,13 +228,13 @@ class NameCollector:
         """Collect the distinct values of ``names`` (a string Series)."""
         distinct = names.unique()
         self._parts.append(distinct)
-        self._held += int(distinct.estimated_size())
+        self._held += names_cost(distinct)
         if self._held > self.budget_bytes:
             merged = self._merged()
-            if merged.estimated_size() > self.budget_bytes // 2:
+            if names_cost(merged) > self.budget_bytes // 2:
                 self._spill(merged)
             else:
-                self._parts, self._held = [merged], int(merged.estimated_size())
+                self._parts, self._held = [merged], names_cost(merged)
 
     def _merged(self) -> pl.Series:
         merged = (

@@ -179,6 +179,17 @@ def test_name_collector_and_merge_against_python(tmp_path):
     assert pl.concat(tables)["id"].to_list() == list(range(len(expected)))
 
 
+def test_names_held_in_memory_fit_one_range(tmp_path):
+    budget = 64 << 10
+    collector = NameCollector(tmp_path, budget)
+    for start in range(0, 1200, 100):  # about half the budget in all
+        collector.add(pl.Series([f"name-{i}" for i in range(start, start + 100)] * 2))
+    names = collector.finish()
+    assert collector.runs_written == 0 and names.series is not None and names.count == 1200
+    assert string_ids.names_cost(names.series) <= budget
+    assert names.ranges(budget) == [(0, 0, 1)]
+
+
 def test_merge_of_overlapping_runs(tmp_path):
     rng = np.random.default_rng(6)
     runs, everything = [], set()
