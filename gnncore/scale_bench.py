@@ -158,7 +158,7 @@ def estimate_disk(num_edges: int, num_nodes: int, methods: int = 1, keep: bool =
     get :data:`DISK_MARGIN`.
     """
     csv = csv_bytes(num_edges, num_nodes)
-    graph = num_edges * GRAPH_FIXED_BYTES_PER_EDGE + num_nodes * GRAPH_FIXED_BYTES_PER_NODE
+    graph: float = num_edges * GRAPH_FIXED_BYTES_PER_EDGE + num_nodes * GRAPH_FIXED_BYTES_PER_NODE
     graph += DISK_MARGIN * (
         num_edges * GRAPH_PARQUET_BYTES_PER_EDGE + num_nodes * GRAPH_PARQUET_BYTES_PER_NODE
     )
