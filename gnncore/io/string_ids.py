@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -59,6 +59,9 @@ from gnncore.io.edgelist import Layout, _scan, default_name, is_gzip, locate_pro
 from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 from gnncore.store.writer import PARQUET_OPTIONS, GraphDirWriter
+
+if TYPE_CHECKING:
+    from gnncore.io.external_ingest import Phases
 
 NAME_COLUMN = "name"
 RUN_SCHEMA = pa.schema([(NAME_COLUMN, pa.large_string())])
@@ -475,7 +478,7 @@ class RangeLookup:
 
 def _mapped_chunks(
     text: Path, layout: Layout, names: SortedNames, scratch: Path, budget: int, rows: int,
-    block_bytes: int, phases: Any,
+    block_bytes: int, phases: Phases,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
     """Pass 2: the edges as node ids, batch by batch (one parse per range of names)."""
     ranges = names.ranges(budget)
@@ -519,7 +522,7 @@ def ingest_string_ids(
     source: Path,
     out: Path,
     scratch: Path,
-    phases: Any,
+    phases: Phases,
     started: float,
     budget: int,
     *,
