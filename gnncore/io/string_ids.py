@@ -8,11 +8,12 @@ node ids are the ranks of the distinct strings in Polars' byte-wise sorted
 order, listed in ``node_ids.parquet``), byte for byte, in two passes over the
 text:
 
-1. **names** (phases ``parse`` and ``remap``): Polars' streaming CSV reader
-   hands the file over in batches of strings (the in-memory path's scan,
-   :func:`gnncore.io.edgelist._scan`; a bad line is an
-   :class:`~gnncore.errors.InputError` naming the file and line as there). Each
-   batch's distinct strings go to a :class:`NameCollector`, which keeps them
+1. **names** (phase ``parse``): the file is read in blocks that end at line
+   ends outside quotes (:func:`text_blocks`), each parsed by Polars as the
+   in-memory path parses the whole file (:func:`gnncore.io.edgelist._scan`,
+   string ids); a bad line is an :class:`~gnncore.errors.InputError` naming the
+   file and line as there (found as there, on the whole file). Each batch's
+   distinct strings go to a :class:`NameCollector`, which keeps them
    while they fit its share of the budget and otherwise spills them, sorted, as
    *runs* (Arrow IPC files of record batches) beside the output; the runs are
    merged from disk, at most ``max_fan_in`` at a time (several passes when
@@ -35,12 +36,12 @@ text:
    Polars' ``write_parquet`` cuts, so its bytes match too.
 
 Memory: the budget's quarter for collected names (and the merge buffers), a
-quarter for a range of names, half for the edge keys; Polars' reader and a
-parse batch come on top (a process that only reads a 5M-edge, 119 MB file's
-batches peaks at 270-310 MiB). Unlike the integer path,
-nothing O(|V|) is held beyond one range of names (the CSR's per-node arrays
-aside). Disk: the runs of names (about the names' size, twice that during a
-merge pass) and, with several ranges, 16 bytes per edge.
+quarter for a range of names, half for the edge keys; a parse batch and
+Polars' temporaries come on top (not Polars' streaming reader of the whole
+file, whose memory grows with the file: :func:`_string_batches`). Unlike the
+integer path, nothing O(|V|) is held beyond one range of names (the CSR's
+per-node arrays aside). Disk: the runs of names (about the names' size, twice
+that during a merge pass) and, with several ranges, 16 bytes per edge.
 """
 
 from __future__ import annotations
