@@ -66,7 +66,12 @@ process is gone.
 
 O(|V|) memory, outside the budget: the sorted distinct ids (8 bytes per node;
 plus a 5-byte-per-slot lookup table up to the largest id when ids are dense)
-and the CSR's per-node offsets and edge-rank counters (16 bytes per node). String ids
+and the CSR's per-node offsets and edge-rank counters (16 bytes per node; 24
+while the row ranges of keys on disk are filled). Also outside it: the
+Parquet thread's blocks (a few ``batch_rows`` blocks of keys and their
+columns) and the interpreter. Nothing is read through a memory map (mapped
+pages count in the process's memory and its cgroup): the shuffle's scratch is
+bucket files read whole, the validation reads the arrays in blocks. String ids
 (``id_type="string"``, or ``"auto"`` when Polars reads no layout's ids as
 integers, as the in-memory path decides) go to
 :func:`gnncore.io.string_ids.ingest_string_ids` in the same scratch directory;
