@@ -179,11 +179,11 @@ def to_markdown(summary: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for row in summary["rows"]:
-        seeds = " / ".join(f"{v:.4f}" for v in row["test_mrr"].values())
+        seeds = " / ".join(f"{v:.5f}" for v in row["test_mrr"].values())
         label = "1 process" if row["world"] == 1 else str(row["world"])
         lines.append(
-            f"| {label} | {seeds} | {row['mean_test_mrr']:.4f} | "
-            f"{row['minus_one_process']:+.4f} | {row['train_s_per_epoch']:.1f} | "
+            f"| {label} | {seeds} | {row['mean_test_mrr']:.5f} | "
+            f"{row['minus_one_process']:+.5f} | {row['train_s_per_epoch']:.1f} | "
             f"{row['eval_s_per_epoch']:.1f} | {row['remote_share']:.2f} |"
         )
     return "\n".join(lines) + "\n"

@@ -244,3 +244,36 @@ def test_refuses_what_it_cannot_shard(graph) -> None:
         train_distributed_link(g, part, LinkTrainConfig(model="none"), 2)
     with pytest.raises(ConfigError, match="eval_negatives"):
         train_distributed_link(g, part, LinkTrainConfig(model="sage", eval_negatives=10), 2)
+
+
+# On a GPU (skipped elsewhere) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["gloo", "nccl"])
+def test_link_ranks_on_a_gpu(runs, graph, tmp_path, backend: str) -> None:
+    """gloo: two ranks sharing GPU 0; NCCL: one rank per GPU (a partition of as
+    many parts as the machine has GPUs, at most 2)."""
+    from dataclasses import replace
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the GPU paths run on a machine with one")
+    g, part = graph
+    parts = 2 if backend == "gloo" else max(1, min(2, torch.cuda.device_count()))
+    if parts != 2:
+        part = tmp_path / f"p{parts}"
+        partition_graph(g, part, method="random", parts=parts)
+    dist = train_distributed_link(
+        g,
+        part,
+        replace(CONFIG, device="cuda"),
+        parts,
+        backend=backend,
+        ranks_dir=tmp_path / "ranks",
+        launch=Launch(launcher="spawn"),
+        run_timeout=300,
+    )
+    devices = [r["fields"]["config"].device for r in dist.per_rank]
+    assert devices == (
+        ["cuda:0", "cuda:0"] if backend == "gloo" else [f"cuda:{i}" for i in range(parts)]
+    )
+    assert abs(dist.test.mrr - runs["single"].test.mrr) <= TOLERANCE
