@@ -69,9 +69,11 @@ plus a 5-byte-per-slot lookup table up to the largest id when ids are dense)
 and the CSR's per-node offsets and edge-rank counters (16 bytes per node; 24
 while the row ranges of keys on disk are filled). Also outside it: the
 Parquet thread's blocks (a few ``batch_rows`` blocks of keys and their
-columns) and the interpreter. Nothing is read through a memory map (mapped
-pages count in the process's memory and its cgroup): the shuffle's scratch is
-bucket files read whole, the validation reads the arrays in blocks. String ids
+columns) and the interpreter. Nothing of ids below ``2**32`` is read through a
+memory map (mapped pages count in the process's memory and its cgroup): runs
+are read in blocks, the shuffle's scratch is bucket files read whole, the
+validation reads the arrays in blocks (the general path past ``2**32`` nodes
+still maps its pair runs). String ids
 (``id_type="string"``, or ``"auto"`` when Polars reads no layout's ids as
 integers, as the in-memory path decides) go to
 :func:`gnncore.io.string_ids.ingest_string_ids` in the same scratch directory;
@@ -333,7 +335,12 @@ class IdCollector:
                 return merged, None
             self._runs.add(merged, merged)
         path = self._runs.finish()
-        return np.array(run_pairs(path)[:, 0]), None
+        raw_ids = np.empty(0 if path is None else run_count(path), dtype=np.int64)
+        at = 0
+        for block in iter_run(path, MAX_BATCH_ROWS):  # read, not mapped
+            raw_ids[at : at + len(block)] = block[:, 0]
+            at += len(block)
+        return raw_ids, None
 
 
 def map_ids(ids: np.ndarray, raw_ids: np.ndarray, lut: np.ndarray | None) -> np.ndarray:
