@@ -325,14 +325,18 @@ def text_blocks(path: Path, block_bytes: int, skip_lines: int, quoted: bool) -> 
 
     ``quoted`` (comma layouts, whose fields Polars reads with ``"`` quotes): a
     block ends only where its count of ``"`` is even, so that no quoted field
-    spans two blocks.
+    spans two blocks (a line holding an odd count of quotes that Polars does not
+    read as quotes, such as a comment, makes the block run on to the next such
+    line). Where no block end is found, the next read is as large as what is
+    held (the work stays linear in a long line or block).
     """
     with open(path, "rb") as fh:
         for _ in range(skip_lines):
             fh.readline()
         carry = b""
+        size = block_bytes
         while True:
-            chunk = fh.read(block_bytes)
+            chunk = fh.read(size)
             if not chunk:
                 if carry:
                     yield carry
@@ -341,7 +345,10 @@ def text_blocks(path: Path, block_bytes: int, skip_lines: int, quoted: bool) -> 
             cut = _block_end(data, quoted)
             carry = data[cut:]
             if cut:
+                size = block_bytes
                 yield data[:cut]
+            else:
+                size = max(block_bytes, len(data))
 
 
 def _block_end(data: bytes, quoted: bool) -> int:

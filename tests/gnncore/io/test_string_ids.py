@@ -137,6 +137,17 @@ def test_layouts_gzip_comments_weights(tmp_path):
     assert ext.num_input_edges == 7 and ext.self_loops_removed == 1
 
 
+def test_odd_quote_in_a_comment_mid_file(tmp_path):
+    edges = random_edges(11, random_names(11, 400), 3000)
+    lines = ["src,dst"] + [f"{csv_field(a, i % 3 == 0)},{csv_field(b, False)}" for i, (a, b) in
+                           enumerate(edges)]  # fmt: skip
+    lines.insert(1500, '# a comment with one " quote')  # the blocks run on past it
+    source = tmp_path / "g.csv"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    mem, ext = both(tmp_path, source)
+    assert ext.num_input_edges == 3000
+
+
 @pytest.mark.parametrize("sep", ["\t", " "])
 def test_tab_and_space_without_header(tmp_path, sep):
     plain = [n for n in random_names(4, 800) if " " not in n and "," not in n]
