@@ -219,6 +219,13 @@ def main(argv: list[str] | None = None) -> int:
             if not args.keep_graph:
                 shutil.rmtree(graph)
     identical = len({json.dumps(h, sort_keys=True) for h in hashes.values()}) <= 1
+    # per variant, the files whose sha256 differs from the first variant's (a
+    # bounded run past its budget shuffles edges_shuffled.npy its own way)
+    first = variants[0][0] if variants else None
+    differing = {
+        label: sorted(f for f in hashes[first] if hashes[label].get(f) != hashes[first][f])
+        for label, _ in variants
+    } if first is not None else {}  # fmt: skip
 
     def median(values: list[float], digits: int = 2) -> float:
         return round(float(np.median(values)), digits)
@@ -248,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
                 },  # fmt: skip
                 "graph_dir_bytes": rs[0]["graph_dir_bytes"],
                 "file_sha256": hashes[label],
+                "files_differing_from_first": differing[label],
                 "rounds": [{k: v for k, v in r.items() if k != "report"} for r in rs],
                 "report": rs[0]["report"],
             }
@@ -307,7 +315,20 @@ def main(argv: list[str] | None = None) -> int:
         )
     md += [
         "",
-        f"Graph directories identical (sha256 of every file): {identical}.",
+        f"Graph directories identical (sha256 of every file): {identical}."
+        + (
+            ""
+            if identical or first is None
+            else " Files differing from "
+            + first
+            + "'s: "
+            + "; ".join(
+                f"{label}: {', '.join(files) or 'none'}"
+                for label, files in differing.items()
+                if label != first
+            )
+            + "."
+        ),
         "",
         f"Machine: {m['affinity_cpus']} CPUs ({m['processor']}), "
         f"{(m['memory_mib'] or 0) / 1024:.0f} GiB RAM, {m['platform']}, "
