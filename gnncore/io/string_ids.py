@@ -484,46 +484,67 @@ class RangeLookup:
         return ids
 
 
+def _timed_endpoints(
+    text: Path, layout: Layout, rows: int, block_bytes: int, phases: Phases
+) -> Iterator[pl.Series]:
+    """Each batch's endpoint names, its sources then its destinations; the parse
+    is timed as ``parse``, what the caller does with a batch as ``remap``."""
+    batches = _string_batches(text, layout, rows, block_bytes)
+    while True:
+        phases.start("parse")
+        df = next(batches, None)
+        if df is None:
+            return
+        phases.start("remap")
+        yield pl.concat([df["src"], df["dst"]])
+
+
+def _edges(ids: np.ndarray, text: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(src, dst)`` of a batch's endpoint ids (every one found)."""
+    if len(ids) and ids.min() < 0:
+        raise RuntimeError(f"{text}: a name was not found in the sorted names")
+    half = len(ids) // 2
+    return ids[:half], ids[half:]
+
+
 def _mapped_chunks(
     text: Path, layout: Layout, names: SortedNames, scratch: Path, budget: int, rows: int,
     block_bytes: int, phases: Phases,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
-    """Pass 2: the edges as node ids, batch by batch (one parse per range of names)."""
+    """Pass 2: the edges as node ids, batch by batch (one parse per range of names;
+    with several ranges the ids are assembled in two int64 files, one a column)."""
     ranges = names.ranges(budget)
-    src_path, dst_path = scratch / "src.ids", scratch / "dst.ids"
+    if len(ranges) == 1:
+        phases.start("remap")
+        lookup = RangeLookup(names.range_table(*ranges[0]), whole=True)
+        for ends in _timed_endpoints(text, layout, rows, block_bytes, phases):
+            yield _edges(lookup.ids(ends), text)
+        return
+    paths = (scratch / "src.ids", scratch / "dst.ids")
     for number, (first_node, first, end) in enumerate(ranges):
         phases.start("remap")
-        lookup = RangeLookup(names.range_table(first_node, first, end), len(ranges) == 1)
+        lookup = RangeLookup(names.range_table(first_node, first, end), whole=False)
         last = number == len(ranges) - 1
         mode = "r+b" if number else "wb"
-        with open(src_path, mode) as src_fh, open(dst_path, mode) as dst_fh:
-            batches = _string_batches(text, layout, rows, block_bytes)
-            while True:
-                phases.start("parse")
-                df = next(batches, None)
-                if df is None:
-                    break
-                phases.start("remap")
-                both = lookup.ids(pl.concat([df["src"], df["dst"]]))
-                src, dst = both[: df.height], both[df.height :]
-                del df
-                for ids, fh in ((src, src_fh), (dst, dst_fh)):
+        with open(paths[0], mode) as src_fh, open(paths[1], mode) as dst_fh:
+            for ends in _timed_endpoints(text, layout, rows, block_bytes, phases):
+                ids = lookup.ids(ends)
+                half = len(ids) // 2
+                for column, fh in ((ids[:half], src_fh), (ids[half:], dst_fh)):
                     at = fh.tell()
                     if number:  # earlier ranges' ids: every name is in exactly one range
-                        earlier = fh.read(ids.nbytes)
-                        if len(earlier) != ids.nbytes:
+                        earlier = fh.read(column.nbytes)
+                        if len(earlier) != column.nbytes:
                             raise RuntimeError(f"{fh.name} is truncated")
-                        np.maximum(ids, np.frombuffer(earlier, dtype=np.int64), out=ids)
+                        np.maximum(column, np.frombuffer(earlier, dtype=np.int64), out=column)
                     if not last:
                         fh.seek(at)
-                        fh.write(ids.tobytes())
+                        fh.write(column.tobytes())
                 if last:
-                    if src.min() < 0 or dst.min() < 0:
-                        raise RuntimeError(f"{text}: a name was not found in the sorted names")
-                    yield src, dst
+                    yield _edges(ids, text)
         del lookup
-    src_path.unlink(missing_ok=True)
-    dst_path.unlink(missing_ok=True)
+    for path in paths:
+        path.unlink()
 
 
 def ingest_string_ids(
