@@ -18,7 +18,7 @@ class IngestConfig(dg.Config):
         default="auto",
         description="auto: half the available memory, ingesting in memory when the input's "
         "estimated in-memory peak fits in it, else in bounded memory; a size (4GiB, 512MiB): "
-        "bounded-memory ingestion (text edge lists with integer ids); none: in memory.",
+        "bounded-memory ingestion (text edge lists, integer or string ids); none: in memory.",
     )
 
 
