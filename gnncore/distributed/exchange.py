@@ -1,9 +1,11 @@
-"""Variable-length all-to-all over a ``torch.distributed`` group.
+"""Variable-length all-to-all over a ``torch.distributed`` group, and sums.
 
 :func:`exchange` sends ``parts[j]`` to rank ``j`` and returns what every rank
 sent to this one, in two ``all_to_all_single`` collectives (the row counts,
 then the rows), whatever the sizes: a rank with nothing to send takes part
-all the same, so ranks that call it equally often never deadlock.
+all the same, so ranks that call it equally often never deadlock. :func:`all_reduce_sum`
+sums a tensor over the group wherever it lives (NCCL takes CUDA tensors only,
+gloo any).
 """
 
 from __future__ import annotations
@@ -49,3 +51,16 @@ def exchange(
     out = torch.empty((sum(recv), *row_shape), dtype=dtype, device=device)
     dist.all_to_all_single(out, payload.to(device), recv, send_counts.tolist(), group=group)
     return list(torch.split(out.cpu(), recv))
+
+
+def all_reduce_sum(tensor: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """``tensor`` summed over the group's ranks (a collective), on ``tensor``'s
+    device: reduced in place where the backend takes it (:func:`comm_device`),
+    else through a copy there."""
+    device = comm_device(group)
+    if tensor.device == device:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
+        return tensor
+    moved = tensor.to(device)
+    dist.all_reduce(moved, op=dist.ReduceOp.SUM, group=group)
+    return moved.to(tensor.device)

@@ -58,7 +58,7 @@ import torch
 import torch.distributed as dist
 from torch_geometric.data import Data
 
-from gnncore.distributed.exchange import comm_device, exchange
+from gnncore.distributed.exchange import all_reduce_sum, exchange
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.sancus_policy import NEVER, Staleness, relative_change
 from gnncore.train.node.config import ConfigError, NodeTrainConfig
@@ -465,11 +465,8 @@ class SancusSource:
         }
         #: Global ids of the splits' rows (what the checkpoint fingerprints).
         self.split_ids = {s: r.numpy() + data.core_range[0] for s, r in self.split_rows.items()}
-        counts = torch.tensor(
-            [len(self.split_rows["train"])], dtype=torch.int64, device=comm_device(group)
-        )
-        dist.all_reduce(counts, group=group)
-        total = int(counts.item())
+        counts = torch.tensor([len(self.split_rows["train"])], dtype=torch.int64)
+        total = int(all_reduce_sum(counts, group).item())
         if total == 0:
             raise ConfigError("the graph has no training nodes")
         mine = len(self.split_rows["train"])
@@ -541,9 +538,8 @@ class SancusSource:
         return self._sancus(model)
 
     def reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        """``tensor`` summed over the ranks (a collective)."""
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group)
-        return tensor
+        """``tensor`` summed over the ranks (a collective), on its own device."""
+        return all_reduce_sum(tensor, self.group)
 
     def eval_batches(self, split: str) -> SancusEvalBatches:
         """``split``'s evaluation batch (``val`` or ``test``): one full forward pass."""

@@ -54,7 +54,7 @@ import torch.distributed as dist
 from torch_geometric.data import Data, TensorAttr
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnncore.distributed.exchange import comm_device, exchange
+from gnncore.distributed.exchange import all_reduce_sum, comm_device, exchange
 from gnncore.distributed.feature_store import DistFeatureStore, Replica
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.sampler import DistNeighborSampler
@@ -317,9 +317,8 @@ class DistBatchSource:
         return DistributedDataParallel(model, process_group=self.group)
 
     def reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        """``tensor`` summed over the ranks (a collective)."""
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group)
-        return tensor
+        """``tensor`` summed over the ranks (a collective), on its own device."""
+        return all_reduce_sum(tensor, self.group)
 
     # Evaluation ------------------------------------------------------------
 
