@@ -118,9 +118,8 @@ def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
     _reset_hwm()
     thread.start()
     start = time.perf_counter()
-    labels = grem_module.GremPartitioner(chunk=chunk).assign(
-        graph, PartitionOptions(parts=parts, seed=0)
-    )
+    partitioner = grem_module.GremPartitioner(chunk=chunk)
+    labels = partitioner.assign(graph, PartitionOptions(parts=parts, seed=0))
     seconds = time.perf_counter() - start
     close("python")
     stop.set()
@@ -143,6 +142,8 @@ def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
         "chunk": chunk,
         "seconds": seconds,
         "rss_before_bytes": base,
+        "top_first_chunk_nodes": partitioner.last_stats[0].first_chunk_nodes,
+        "num_nodes": graph.num_nodes,
         "phase_peak_bytes": exact,
         "bisect_sampled_peak_bytes": sampled,
         "labels_checksum": int(np.asarray(labels, dtype=np.int64).sum() * 1 + len(labels)),

@@ -12,6 +12,24 @@ per side for the next level. Temporary files live in a private directory that
 is removed afterwards, also on error. Memory: O(|V|) arrays plus one chunk
 (per worker process with ``workers > 1``: sibling bisections run at once).
 
+Memory accounting for an int32 graph (N nodes; a chunk of m edges over c
+nodes; measured per phase by ``benchmarks/grem_memory.py``, see
+docs/BENCHMARKS.md, "GREM's memory per chunk edge"):
+
+* all along (Python): part labels (int8 while p <= 128), the sub-problem's
+  node list (int32), the plan's cluster of every node (int32): 9 B/node;
+* seed of a bisection (:mod:`~gnncore.partition.grem_seed`): the chunk's rows
+  (8 B/edge, freed once renumbered: :class:`~gnncore.partition.grem_chunk.ChunkRows`),
+  the local pairs (8 B/edge), the majority rounds' open pairs (<= 8 B/edge),
+  ~22 B per chunk node, a 4 B/node renumbering scratch;
+* GREM pass (C++): side (1 B/node), running estimates (16 B/node),
+  global-to-chunk map (4 B/node); the chunk's rows and adjacency (16 B/edge),
+  its nodes and offsets (8 B per chunk node), the seeds (5 B per first-chunk node);
+* refinement passes and the split: side and counters (9 B/node), blocks of at
+  most 2^20 rows whatever the chunk size;
+* the clusters plan: METIS on a cluster graph of at most ``max(1% of |E|,
+  2^19)`` edges (~290 B per cluster-graph edge), independent of the chunk.
+
     from gnncore.partition.grem import GremPartitioner
     labels = GremPartitioner(chunk=0.1, passes=3).assign(graph, PartitionOptions(parts=8))
 """
