@@ -16,8 +16,8 @@ class IngestConfig(dg.Config):
 
     memory_budget: str = Field(
         default="auto",
-        description="auto: half the available memory, ingesting in memory when the input's "
-        "estimated in-memory peak fits in it, else in bounded memory; a size (4GiB, 512MiB): "
+        description="auto: half the available memory, in bounded memory wherever that path "
+        "takes the input (it is faster), else in memory; a size (4GiB, 512MiB): "
         "bounded-memory ingestion (text edge lists, integer or string ids); none: in memory.",
     )
 

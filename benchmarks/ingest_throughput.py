@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     base = [str(exe)] if exe.exists() else [sys.executable, "-m", "gnncore.cli.main"]
     variants: list[tuple[str, list[str]]] = []
     if not args.no_in_memory:
-        variants.append(("in memory", []))
+        variants.append(("in memory", ["--memory-budget", "none"]))
     for budget in [b.strip() for b in args.budgets.split(",") if b.strip()]:
         variants.append((f"--memory-budget {budget}", ["--memory-budget", budget]))
         parse_size(budget)  # fail early on a bad size
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         parses.append(parse)
         print(f"round {round_ + 1}: Polars parse {parse['seconds']:.2f} s", file=sys.stderr)
         for label, extra in variants:
-            slug = "mem" if not extra else "budget-" + extra[1]
+            slug = "mem" if extra[1] == "none" else "budget-" + extra[1]
             graph = out / f"graph-{slug}"
             summary_file = out / f"ingest_summary-{slug}.json"
             command = base + ["ingest", str(csv), str(graph), "--format", "edgelist",

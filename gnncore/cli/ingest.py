@@ -67,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "parsing in batches and building the CSR from sorted runs on disk beside OUT_DIR; "
         "same graph directory. Text edge lists, integer or string ids (--nodes and other "
         "formats are ingested in memory for now). Default: auto, half the "
-        "available memory, ingesting in memory when the input's estimated in-memory peak "
-        "fits in it; none: in memory",
+        "available memory, in bounded memory wherever that path takes the input (it is "
+        "faster), else in memory; none: in memory",
     )
     parser.add_argument("--name", default=None, help="dataset name for the manifest")
     parser.add_argument(

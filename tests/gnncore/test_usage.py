@@ -94,15 +94,27 @@ def snapshot(path):
     return {p.name: p.read_bytes() for p in sorted(path.iterdir()) if p.name != "manifest.json"}
 
 
-def test_auto_ingests_in_memory_when_the_estimate_fits(tmp_path):
+def test_auto_takes_the_bounded_path_where_it_applies(tmp_path, monkeypatch):
     source = write_edges(tmp_path / "g.csv")
+    ingest(source, tmp_path / "mem", memory_budget=None)
+    monkeypatch.setattr(usage_module, "default_memory_budget", lambda: 1 << 30)
     report = ingest(source, tmp_path / "auto")
-    assert report.memory_budget is None  # in memory
-    assert "reading edges" in report.phases and "canonical edges" in report.phases
+    # The estimate fits the budget many times over; the bounded path is the faster one.
+    assert in_memory_peak_estimate(source, "edgelist") == 8 * source.stat().st_size
+    assert report.memory_budget == 1 << 30
+    assert {"parse", "sort/dedup", "checksums"} <= set(report.phases)
+    assert snapshot(tmp_path / "auto") == snapshot(tmp_path / "mem")
     assert report.input_bytes == source.stat().st_size
     assert report.output_bytes == tree_bytes([tmp_path / "auto"])
     assert report.peak_rss_bytes and report.peak_rss_bytes > 0
-    assert in_memory_peak_estimate(source, "edgelist") == 8 * source.stat().st_size
+
+
+def test_in_memory_ingestion_reports_its_phases(tmp_path):
+    source = write_edges(tmp_path / "g.csv")
+    report = ingest(source, tmp_path / "mem", memory_budget=None)
+    assert report.memory_budget is None
+    assert "reading edges" in report.phases and "canonical edges" in report.phases
+    assert report.output_bytes == tree_bytes([tmp_path / "mem"])
 
 
 def test_auto_goes_bounded_when_the_estimate_exceeds_the_default(tmp_path, monkeypatch):

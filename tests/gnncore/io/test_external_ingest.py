@@ -53,7 +53,7 @@ def assert_same_dir(a: Path, b: Path) -> None:
 
 
 def both(tmp_path: Path, source: Path, budget: int = TINY, **kwargs):
-    mem = ingest(source, tmp_path / "mem", **kwargs)
+    mem = ingest(source, tmp_path / "mem", memory_budget=None, **kwargs)
     ext = ingest(source, tmp_path / "ext", memory_budget=budget, **kwargs)
     assert_same_dir(tmp_path / "mem", tmp_path / "ext")
     GraphDir.open(tmp_path / "ext").validate(checksums=True)
@@ -89,7 +89,7 @@ def test_same_directory_as_in_memory(tmp_path, directed, num_edges, num_ids, id_
 def test_multi_pass_merge_and_auto_ids(tmp_path):
     src, dst = random_edges(3, 20000, 5000, 10**12)
     source = write_edges(tmp_path / "g.txt", src, dst, sep="\t", header=None)
-    mem = ingest(source, tmp_path / "mem")
+    mem = ingest(source, tmp_path / "mem", memory_budget=None)
     ext = ingest_edgelist_external(source, tmp_path / "ext", memory_budget=TINY, max_fan_in=2)
     assert_same_dir(tmp_path / "mem", tmp_path / "ext")
     assert ext.details == mem.details
@@ -205,7 +205,7 @@ def test_cli_memory_budget(tmp_path):
     report = json.loads(summary.read_text())
     assert report["memory_budget"] == 64 << 10
     assert set(report["phases"]) == set(PHASES) and report["peak_rss_bytes"] > 0
-    ingest(source, tmp_path / "mem")
+    ingest(source, tmp_path / "mem", memory_budget=None)
     assert_same_dir(tmp_path / "mem", tmp_path / "ext")
 
 
@@ -296,7 +296,7 @@ def test_errors_as_the_in_memory_path(tmp_path, bad):
     source = tmp_path / "bad.csv"
     source.write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError) as in_memory:
-        ingest(source, tmp_path / "mem", id_type="int")
+        ingest(source, tmp_path / "mem", id_type="int", memory_budget=None)
     with pytest.raises(InputError) as bounded:
         ingest(source, tmp_path / "ext", memory_budget=TINY, id_type="int")
     assert str(bounded.value) == str(in_memory.value)
@@ -314,7 +314,7 @@ def test_pairs_past_the_budget_take_the_bucket_shuffle(tmp_path, monkeypatch, di
     monkeypatch.setattr(external_ingest, "EXACT_SHUFFLE_BYTES", 0)
     src, dst = random_edges(4, 9000, 3000, 1 << 32)
     source = write_edges(tmp_path / "g.csv", src, dst)
-    ingest(source, tmp_path / "mem", directed=directed, seed=3)
+    ingest(source, tmp_path / "mem", directed=directed, seed=3, memory_budget=None)
     for out in ("ext", "again"):
         ingest(source, tmp_path / out, memory_budget=TINY, directed=directed, seed=3)
     mem, ext = GraphDir.open(tmp_path / "mem"), GraphDir.open(tmp_path / "ext")

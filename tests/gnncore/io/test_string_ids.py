@@ -342,8 +342,8 @@ def test_auto_budget_takes_string_ids_bounded(tmp_path, monkeypatch):
     report = ingest(source, tmp_path / "auto")
     assert report.memory_budget == TINY and report.details["id_type"] == "string"
     assert digests(tmp_path / "auto") == digests(tmp_path / "mem")
-    monkeypatch.setattr(usage_module, "default_memory_budget", lambda: 1 << 30)  # it fits
-    assert ingest(source, tmp_path / "fits").memory_budget is None
+    monkeypatch.setattr(usage_module, "default_memory_budget", lambda: 1 << 30)  # it fits,
+    assert ingest(source, tmp_path / "fits").memory_budget == 1 << 30  # and still goes bounded
 
 
 def test_cli_memory_budget_with_string_ids(tmp_path):
