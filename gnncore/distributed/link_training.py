@@ -27,11 +27,13 @@ from gnncore.distributed.link_source import DistLinkSource, check_link_config
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.training import (
     RankRun,
+    RanksResult,
     RankTask,
     _rank_device,
     _rank_logger,
     _split_summary,
     peak_rss_mb,
+    rank_figures,
     train_distributed,
 )
 from gnncore.errors import InputError
@@ -113,7 +115,7 @@ class DistLinkTrainResult(LinkTrainResult):
             "world_size": self.world_size,
             "ranks_dir": self.ranks_dir,
             "per_rank": [
-                {k: r[k] for k in ("rank", "train_ids", "batches_per_epoch", "peak_rss_mb")}
+                rank_figures(r)
                 | {
                     "test_mrr": r["fields"]["test"].mrr,
                     "remote_share": r["store"]["remote_share"],
@@ -124,31 +126,12 @@ class DistLinkTrainResult(LinkTrainResult):
 
 
 @dataclass
-class DistLinkRanksResult:
-    """What :func:`train_distributed_link` returns on a machine other than the
-    first: the reduced metrics (the same on every rank) and this machine's ranks'
-    reports."""
+class DistLinkRanksResult(RanksResult):
+    """:class:`~gnncore.distributed.training.RanksResult` of link prediction:
+    validation MRR and the test ranking metrics."""
 
-    world_size: int
-    node_rank: int
-    ranks_dir: str
-    per_rank: list[dict[str, Any]]
-    restarts: int = 0
-
-    def summary(self) -> dict[str, Any]:
-        metrics = self.per_rank[0]["fields"]
-        return {
-            "world_size": self.world_size,
-            "node_rank": self.node_rank,
-            "ranks": [r["rank"] for r in self.per_rank],
-            "ranks_dir": self.ranks_dir,
-            "restarts": self.restarts,
-            "stopped_epoch": metrics["stopped_epoch"],
-            "best_epoch": metrics["best_epoch"],
-            "val_mrr": metrics["best_val_mrr"],
-            **metrics["test"].as_dict("test_"),
-            "resumed_from_epoch": metrics["resumed_from_epoch"],
-        }
+    def metrics(self, fields: dict[str, Any]) -> dict[str, Any]:
+        return {"val_mrr": fields["best_val_mrr"], **fields["test"].as_dict("test_")}
 
 
 def default_link_ranks_dir(partition_dir: str | os.PathLike[str]) -> Path:

@@ -556,6 +556,15 @@ def _train_rank(
 # The entry point ----------------------------------------------------------------
 
 
+#: What each rank's report shows of its share in the summaries.
+RANK_FIGURES = ("rank", "train_ids", "batches_per_epoch", "peak_rss_mb")
+
+
+def rank_figures(report: dict[str, Any]) -> dict[str, Any]:
+    """A rank's :data:`RANK_FIGURES` out of what :func:`run_rank` returned."""
+    return {k: report[k] for k in RANK_FIGURES}
+
+
 @dataclass(kw_only=True)
 class DistNodeTrainResult(NodeTrainResult):
     """:class:`~gnncore.train.NodeTrainResult` of rank 0 (every rank has the same
@@ -573,7 +582,7 @@ class DistNodeTrainResult(NodeTrainResult):
             "world_size": self.world_size,
             "ranks_dir": self.ranks_dir,
             "per_rank": [
-                {k: r[k] for k in ("rank", "train_ids", "batches_per_epoch", "peak_rss_mb")}
+                rank_figures(r)
                 | {
                     "test_accuracy": r["fields"]["test_accuracy"],
                     "remote_share": r["store"]["remote_share"],
@@ -585,11 +594,11 @@ class DistNodeTrainResult(NodeTrainResult):
 
 
 @dataclass
-class DistNodeRanksResult:
-    """What :func:`train_distributed` returns on a machine other than the first
+class RanksResult:
+    """What a distributed run returns on a machine other than the first
     (``node_rank > 0``): rank 0, its model and the MLflow run live on machine 0;
-    here are the reduced metrics (the same on every rank) and this machine's
-    ranks' reports."""
+    here are the reduced metrics (the same on every rank, ``metrics`` of the
+    task's subclass) and this machine's ranks' reports."""
 
     world_size: int
     node_rank: int
@@ -597,24 +606,35 @@ class DistNodeRanksResult:
     per_rank: list[dict[str, Any]]
     restarts: int = 0
 
+    def metrics(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """The task's reduced metrics out of a rank's result ``fields``."""
+        raise NotImplementedError
+
     def summary(self) -> dict[str, Any]:
-        metrics = self.per_rank[0]["fields"]
+        fields = self.per_rank[0]["fields"]
         return {
             "world_size": self.world_size,
             "node_rank": self.node_rank,
             "ranks": [r["rank"] for r in self.per_rank],
             "ranks_dir": self.ranks_dir,
             "restarts": self.restarts,
-            "stopped_epoch": metrics["stopped_epoch"],
-            "best_epoch": metrics["best_epoch"],
-            "val_accuracy": metrics["best_val_accuracy"],
-            "test_accuracy": metrics["test_accuracy"],
-            "test_macro_f1": metrics["test_macro_f1"],
-            "resumed_from_epoch": metrics["resumed_from_epoch"],
-            "per_rank": [
-                {k: r[k] for k in ("rank", "train_ids", "batches_per_epoch", "peak_rss_mb")}
-                for r in self.per_rank
-            ],
+            "stopped_epoch": fields["stopped_epoch"],
+            "best_epoch": fields["best_epoch"],
+            **self.metrics(fields),
+            "resumed_from_epoch": fields["resumed_from_epoch"],
+            "per_rank": [rank_figures(r) for r in self.per_rank],
+        }
+
+
+@dataclass
+class DistNodeRanksResult(RanksResult):
+    """:class:`RanksResult` of node classification: accuracy and macro-F1."""
+
+    def metrics(self, fields: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "val_accuracy": fields["best_val_accuracy"],
+            "test_accuracy": fields["test_accuracy"],
+            "test_macro_f1": fields["test_macro_f1"],
         }
 
 
@@ -985,11 +1005,14 @@ __all__ = [
     "LAUNCHERS",
     "Launch",
     "NODE_TASK",
+    "RANK_FIGURES",
     "RankTask",
     "RankRun",
+    "RanksResult",
     "balance_ids",
     "balance_rows",
     "default_ranks_dir",
+    "rank_figures",
     "run_rank",
     "split_batches",
     "train_distributed",
