@@ -3,8 +3,9 @@
 ``trained_model`` with ``nproc`` N > 1 calls :func:`run_with_pipes`, which
 starts ``python -m assets.pipes_train`` through ``dg.PipesSubprocessClient``
 with a :class:`DistributedRun` as the Pipes extra ``run``. The child
-(:func:`main`) runs gnncore's distributed training, what ``gnncore train
---nproc N --partition DIR`` runs
+(:func:`main`) runs gnncore's distributed training of the run's task (node
+classification or link prediction), what ``gnncore train --task T --nproc N
+--partition DIR`` runs
 (:func:`~gnncore.distributed.training.train_distributed`: N ranks started by
 torch's elastic launcher, the MLflow run opened here and logged by rank 0,
 checkpoints written by rank 0 under the data root, ``max_restarts`` restarts
@@ -66,6 +67,10 @@ class DistributedRun:
     experiment: str
     ui_url: str
     tags: dict[str, str] = field(default_factory=dict)
+    #: ``node`` or ``link``: the task ``options`` configure.
+    task: str = "node"
+    #: ``gloo`` or ``nccl``; ``None``: NCCL on a CUDA device, else gloo.
+    backend: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -160,7 +165,8 @@ def _totals(throughput: list[dict[str, float]], key: str) -> float:
 
 def distributed_metadata(result: Any, partitioner: str, restarts: int) -> dict[str, Meta]:
     """The figures of a distributed run (``result``: a
-    :class:`~gnncore.distributed.training.DistNodeTrainResult`) over all its
+    :class:`~gnncore.distributed.training.DistNodeTrainResult` or
+    :class:`~gnncore.distributed.link_training.DistLinkTrainResult`) over all its
     epochs' training batches, from the per-rank figures rank 0 logs each epoch:
     the world size and partitioner; the remote-row share (rows fetched from
     other ranks over all rows gathered), rows and bytes fetched; sampling,
@@ -215,12 +221,14 @@ def distributed_metadata(result: Any, partitioner: str, restarts: int) -> dict[s
 
 def train(run: DistributedRun, progress: Callable[[str], None]) -> dict[str, Meta]:
     """Train ``run`` (the ranks' epoch lines to ``progress``); the metadata to report."""
+    from gnncore.distributed.link_training import LINK_TASK
     from gnncore.distributed.training import Launch, train_distributed
     from gnncore.progress import LineFile
     from gnncore.tracking.mlflow import MlflowTracker
-    from gnncore.train import NodeTrainConfig
+    from gnncore.train import TASK_CONFIGS
 
-    config = NodeTrainConfig(**run.options, device=run.device).validate()
+    link = run.task == "link"
+    config = TASK_CONFIGS[run.task](**run.options, device=run.device).validate()
     tracker = MlflowTracker(run.tracking_uri, run.experiment, ui_url=run.ui_url)
     with tempfile.TemporaryDirectory(prefix="gnncore-pipes-") as tmp:
         lines = Path(tmp) / "rank0.log"
@@ -237,14 +245,16 @@ def train(run: DistributedRun, progress: Callable[[str], None]) -> dict[str, Met
                 resume=run.resume,
                 progress=LineFile(lines),
                 launch=Launch(max_restarts=run.max_restarts),
+                backend=run.backend,
+                task=LINK_TASK if link else None,
             )
     run_id = str(result.run_id)
     restarts = int(tracker.client.get_run(run_id).data.tags.get("restarts", "0"))
     return {
         **run_metadata(
-            result, "node", run.checkpoint_dir, tracker.run_url(run_id), tracker.tracking_uri
+            result, run.task, run.checkpoint_dir, tracker.run_url(run_id), tracker.tracking_uri
         ),
-        "mode": meta(config.mode, "text"),
+        **({} if link else {"mode": meta(config.mode, "text")}),
         **distributed_metadata(result, run.partitioner, restarts),
     }
 

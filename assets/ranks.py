@@ -71,12 +71,17 @@ def rank_data(context: dg.AssetExecutionContext, storage: DataRootResource) -> d
     )
 
 
-def ranks_stage_dir(storage: DataRootResource, graph_dir: Any, part_dir: Any) -> tuple[Path, str]:
+def ranks_stage_dir(
+    storage: DataRootResource, graph_dir: Any, part_dir: Any, link: bool = False
+) -> tuple[Path, str]:
     """``(folder, stage key)`` of the rank data of ``part_dir`` of ``graph_dir``:
-    ``<data root>/ranks/<dataset>-<method>-p<parts>-<stage key>``."""
+    ``<data root>/ranks/<dataset>-<method>-p<parts>[-link]-<stage key>`` (``link``:
+    with link prediction's edge splits, a folder of its own)."""
     from gnncore.distributed.rank_write import rank_data_stage_key
     from gnncore.store.versioning import versioned_name
 
-    key = rank_data_stage_key(graph_dir, part_dir)
-    prefix = f"{graph_dir.manifest.name}-{part_dir.method}-p{part_dir.parts}"
+    key = rank_data_stage_key(graph_dir, part_dir, link=link)
+    prefix = f"{graph_dir.manifest.name}-{part_dir.method}-p{part_dir.parts}" + (
+        "-link" if link else ""
+    )
     return storage.stage_dir("ranks", versioned_name(prefix, key)), key

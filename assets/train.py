@@ -120,12 +120,6 @@ def train_with_pipes(
     through Pipes; the metadata it reported. A failed child fails the asset with
     the error it reported (a failed rank: the message names it)."""
     from assets.pipes_train import DistributedRun, run_with_pipes
-
-    if config.task != "node":
-        raise dg.Failure(
-            f"nproc {config.nproc}: distributed training is built for task node only",
-            allow_retries=False,
-        )
     from gnncore.partition import PartitionDir
     from gnncore.store import GraphDir
 
@@ -146,7 +140,10 @@ def train_with_pipes(
         )
     graph_dir = GraphDir.open(str(upstream["path"]))
     ranks_dir, _ = ranks_stage_dir(
-        storage, graph_dir, PartitionDir.open(str(partition["path"]), graph_dir)
+        storage,
+        graph_dir,
+        PartitionDir.open(str(partition["path"]), graph_dir),
+        link=config.task == "link",
     )
     tracker = mlflow.tracker()  # creates the experiment where the child logs
     run = DistributedRun(
@@ -154,8 +151,10 @@ def train_with_pipes(
         partition_dir=str(partition["path"]),
         ranks_dir=str(ranks_dir),
         partitioner=str(partition["method"]),
+        task=config.task,
         options=config.options(),
         device=train_config.device,
+        backend=None if config.backend == "auto" else config.backend,
         nproc=config.nproc,
         max_restarts=config.max_restarts,
         checkpoint_dir=str(checkpoint_dir(context, config, storage, upstream)),

@@ -41,9 +41,16 @@ class TrainConfig(dg.Config):
     nproc: int = Field(
         default=1,
         ge=1,
-        description="World size: 1 trains in the asset's process; N > 1 trains node "
-        "classification on N ranks (one per partition of graph_partition, whose parts must "
-        "be N) in a subprocess started through Pipes (docs/DISTRIBUTED.md).",
+        description="World size: 1 trains in the asset's process; N > 1 trains the task "
+        "on N ranks (one per partition of graph_partition, whose parts must be N) in a "
+        "subprocess started through Pipes (docs/DISTRIBUTED.md). Link prediction across "
+        "ranks needs node features (model sage, gcn, gat or gin).",
+    )
+    backend: Literal["auto", "gloo", "nccl"] = Field(
+        default="auto",
+        description="With nproc > 1: the process-group backend. auto: nccl on a CUDA device "
+        "(one GPU per rank), else gloo; gloo on a CUDA device shares the GPUs between the "
+        "ranks (several ranks on one GPU).",
     )
     max_restarts: int = Field(
         default=0,

@@ -166,6 +166,29 @@ def test_nproc_not_matching_the_partition_fails_before_training(setup) -> None:
     assert "Set graph_partition's parts to 3" in text
 
 
+LINK = {"model": "sage", "decoder": "dot", "fanouts": [5], "dim": 32, "batch_size": 256,
+        "num_negatives": 64, "epochs": 2}  # fmt: skip
+
+
+def test_link_prediction_on_two_ranks_through_pipes(setup) -> None:
+    instance, _, root = setup
+    result = train(setup, nproc=2, task="link", link=LINK, backend="gloo")
+    assert result.success
+    meta = metadata(result, "trained_model")
+    assert meta["world_size"] == 2 and meta["partitioner"] == "metis"
+    # Ranked against all 1,200 nodes: random scores give an MRR near 0.006.
+    assert 0.0 < meta["test_mrr"] <= 1.0 and "val_mrr" in meta and "mode" not in meta
+    assert 0 < meta["remote_share"] < 1 and meta["per_rank"].count("\n| ") == 2
+    assert meta["registered_model"] == f"gnncore-link-{DATASET}" and meta["model_version"]
+    run = MlflowClient(str(meta["mlflow_tracking_uri"])).get_run(str(meta["mlflow_run_id"]))
+    assert run.info.status == "FINISHED" and run.data.params["world_size"] == "2"
+    logs = log_messages(instance, result.run_id)
+    assert any(m.startswith("rank 0: epoch 2/2: ") for m in logs), logs
+    # Link rank data (edge splits) in a folder of its own, beside node classification's.
+    link_dirs = [p for p in (root / "ranks").iterdir() if "-link-" in p.name]
+    assert len(link_dirs) == 1 and (link_dirs[0] / "manifest.json").is_file()
+
+
 def _rank_pids(rank: int) -> list[int]:
     """Descendants of this process running ``rank`` (torch's launcher sets ``RANK``)."""
     pids = []
