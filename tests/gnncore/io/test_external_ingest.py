@@ -17,6 +17,7 @@ from gnncore.io import ingest
 from gnncore.io.external_ingest import (
     PHASES,
     IdCollector,
+    dense_lookup,
     ingest_edgelist_external,
     parquet_row_groups,
 )
@@ -69,6 +70,7 @@ def both(tmp_path: Path, source: Path, budget: int = TINY, **kwargs):
     [
         (9000, 700, 2000),  # dense ids with gaps: the lookup table
         (9000, 3000, 1 << 32),  # sparse ids below 2**32: packed keys, binary search
+        (60000, 70000, 80000),  # past the presence array's limit, dense: a lookup table
         (9000, 3000, 10**15),  # wider ids: the general path (parsed again), sorted id runs
         (300, 40, 60),  # many repeats
     ],
@@ -133,6 +135,23 @@ def test_id_collector_switches_to_runs(tmp_path):
     raw, lut = ids.finish()
     assert lut is None
     np.testing.assert_array_equal(raw, np.unique(np.concatenate(seen)))
+
+
+def test_ids_past_the_presence_limit_that_fill_their_range_get_a_lookup_table(tmp_path):
+    rng = np.random.default_rng(1)
+    ids = IdCollector(tmp_path, 2048, max_fan_in=2)  # dense limit 65536, capacity 1024
+    seen = []
+    for _ in range(40):  # ids below 200,000, about half of them present
+        a, b = rng.integers(0, 200_000, 3000), rng.integers(0, 200_000, 3000)
+        ids.add(a, b)
+        seen += [a, b]
+    raw, lut = ids.finish()
+    np.testing.assert_array_equal(raw, np.unique(np.concatenate(seen)))
+    assert lut is not None and lut.dtype == np.int32 and len(lut) == raw[-1] + 1
+    np.testing.assert_array_equal(lut[raw], np.arange(len(raw)))
+    assert (lut >= 0).sum() == len(raw)  # absent ids: -1
+    assert dense_lookup(np.array([0, 5, 10**6])) is None  # under a quarter: binary search
+    assert dense_lookup(np.array([1 << 32])) is None  # beyond packed keys
 
 
 def test_bad_line_names_file_and_line_and_leaves_nothing(tmp_path):
