@@ -87,7 +87,7 @@ def ingest(
             ``"auto"`` (the default): half of the memory this process may still
             take (:func:`gnncore.usage.default_memory_budget`), in bounded
             memory wherever that path takes the input (it is the faster one:
-            about 2x on a 20M-edge CSV, 12 ms slower on a 3,000-edge one),
+            2.6x on a 20M-edge CSV, about 20 ms slower on a 3,000-edge one),
             else in memory, with a warning when in-memory ingestion's estimated
             peak (:func:`in_memory_peak_estimate`) exceeds the budget. Bytes or a size such as
             ``"1GiB"``: always in bounded memory
