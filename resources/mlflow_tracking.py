@@ -102,6 +102,9 @@ def _ensure_experiment(tracking_uri: str, name: str, artifact_location: str) -> 
     """Create experiment ``name`` with ``artifact_location`` unless it exists."""
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
-    if client.get_experiment_by_name(name) is None:
-        client.create_experiment(name, artifact_location=artifact_location)
+    from gnncore.tracking.mlflow import store_lock
+
+    with store_lock(tracking_uri):
+        client = MlflowClient(tracking_uri=tracking_uri)
+        if client.get_experiment_by_name(name) is None:
+            client.create_experiment(name, artifact_location=artifact_location)

@@ -10,12 +10,17 @@ run's experiment and linked to the run as an output.
 
 Local layout (:func:`default_tracking_uri`): ``<data_root>/mlflow/mlflow.db``
 (SQLite backend store) and ``<data_root>/mlflow/artifacts`` (the experiment's
-artifact location). Nothing is written to ``./mlruns``.
+artifact location). Nothing is written to ``./mlruns``. Processes that open a
+new SQLite store at once (two Dagster runs started by one sensor tick) would
+race to create its tables, so the first use of a store and the lookup or
+creation of an experiment happen under an inter-process lock beside the
+database (:func:`store_lock`, :func:`open_client`).
 """
 
 from __future__ import annotations
 
 import copy
+import fcntl
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -47,6 +52,35 @@ def default_artifact_root(tracking_uri: str) -> Path | None:
     if not tracking_uri.startswith(prefix):
         return None
     return Path(tracking_uri[len(prefix) :]).parent / "artifacts"
+
+
+@contextmanager
+def store_lock(tracking_uri: str) -> Iterator[None]:
+    """Hold, across processes, the lock of a local SQLite store
+    (``<database>.lock`` beside it, ``flock``); other stores: no lock. Not
+    reentrant: a process that holds it must not take it again."""
+    prefix = "sqlite:///"
+    if not tracking_uri.startswith(prefix):
+        yield
+        return
+    database = Path(tracking_uri[len(prefix) :])
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with open(database.with_name(database.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def open_client(tracking_uri: str, registry_uri: str | None = None) -> MlflowClient:
+    """An ``MlflowClient`` whose store exists: a new SQLite store gets its tables
+    (MLflow's migrations) under :func:`store_lock`, so concurrent processes never
+    race to create them."""
+    with store_lock(tracking_uri):  # the client builds its store at once
+        client = MlflowClient(tracking_uri=tracking_uri, registry_uri=registry_uri)
+        client.search_experiments(max_results=1)
+    return client
 
 
 @contextmanager
@@ -289,13 +323,14 @@ class MlflowTracker:
         self.tracking_uri = tracking_uri
         self.experiment = experiment
         self.ui_url = ui_url.rstrip("/")
-        self.client = MlflowClient(tracking_uri=tracking_uri)
         root = (
             Path(artifact_root)
             if artifact_root is not None
             else default_artifact_root(tracking_uri)
         )
-        self.experiment_id = self._experiment_id(root)
+        with store_lock(tracking_uri):  # the store's tables, then one experiment of a name
+            self.client = MlflowClient(tracking_uri=tracking_uri)
+            self.experiment_id = self._experiment_id(root)
 
     def _experiment_id(self, artifact_root: Path | None) -> str:
         found = self.client.get_experiment_by_name(self.experiment)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from gnncore.tracking.mlflow import global_tracking_uri
+from gnncore.tracking.mlflow import global_tracking_uri, open_client
 
 PRODUCTION_ALIAS = "production"
 
@@ -74,7 +73,7 @@ class ModelRegistry:
 
     def __init__(self, tracking_uri: str, metric: str = "best_val_accuracy") -> None:
         self.tracking_uri = tracking_uri
-        self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+        self.client = open_client(tracking_uri, registry_uri=tracking_uri)
         self.metric = metric
 
     def register(self, name: str, model_uri: str, run_id: str) -> ModelVersion:
