@@ -63,7 +63,7 @@ from gnncore.distributed.exchange import exchange
 from gnncore.distributed.feature_store import DistFeatureStore
 from gnncore.distributed.link_data import LINK_SPLITS
 from gnncore.distributed.rank_data import RankData
-from gnncore.distributed.sampler import DistNeighborSampler
+from gnncore.distributed.sampler import DistNeighborSampler, sampled_data
 from gnncore.distributed.training import (
     DistBatchSource,
     RankFigures,
@@ -267,14 +267,10 @@ class DistLinkSource(DistBatchSource):
         figures.seeds += len(edges)
         index_of = torch.from_numpy(position.astype(np.int64))
         count = len(edges)
-        return Data(
+        return sampled_data(
+            out,
             x=x,
-            edge_index=torch.stack([out.row, out.col]),
-            n_id=out.node,
-            e_id=out.edge,
             batch_size=len(seeds),
-            num_sampled_nodes=list(out.num_sampled_nodes),
-            num_sampled_edges=list(out.num_sampled_edges),
             src_index=index_of[:count],
             dst_pos_index=index_of[count : 2 * count],
             dst_neg_index=index_of[2 * count :],
@@ -317,13 +313,7 @@ class DistLinkSource(DistBatchSource):
             x = self.feature_store.get_tensor(TensorAttr(None, "x", out.node))
             if not len(ids):
                 continue
-            batch = Data(
-                x=x,
-                edge_index=torch.stack([out.row, out.col]),
-                n_id=out.node,
-                num_sampled_nodes=list(out.num_sampled_nodes),
-                num_sampled_edges=list(out.num_sampled_edges),
-            ).to(device)
+            batch = sampled_data(out, x=x).to(device)
             with autocast(device, amp_dtype):
                 rows = model.encode_batch(batch)[: len(ids)].float()
             z[ids - lo] = rows

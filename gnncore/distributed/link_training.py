@@ -32,8 +32,8 @@ from gnncore.distributed.training import (
     _rank_device,
     _rank_logger,
     _split_summary,
+    distributed_summary,
     peak_rss_mb,
-    rank_figures,
     train_distributed,
 )
 from gnncore.errors import InputError
@@ -112,16 +112,7 @@ class DistLinkTrainResult(LinkTrainResult):
     def summary(self) -> dict[str, Any]:
         return {
             **super().summary(),
-            "world_size": self.world_size,
-            "ranks_dir": self.ranks_dir,
-            "per_rank": [
-                rank_figures(r)
-                | {
-                    "test_mrr": r["fields"]["test"].mrr,
-                    "remote_share": r["store"]["remote_share"],
-                }
-                for r in self.per_rank
-            ],
+            **distributed_summary(self, lambda f: {"test_mrr": f["test"].mrr}),
         }
 
 

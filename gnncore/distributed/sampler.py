@@ -26,11 +26,26 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch_geometric.data import Data
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from gnncore.distributed.exchange import comm_device, exchange
 from gnncore.distributed.rank_data import RankData
 from gnncore.typing import require_csrc
+
+
+def sampled_data(out: SamplerOutput, **fields: Any) -> Data:
+    """The mini-batch of a sampled subgraph ``out``: ``edge_index`` (local
+    ids), ``n_id``, ``e_id`` and the per-hop counts, with ``fields`` (``x``,
+    ``y``, ``batch_size``, ...) beside them."""
+    return Data(
+        edge_index=torch.stack([out.row, out.col]),
+        n_id=out.node,
+        e_id=out.edge,
+        num_sampled_nodes=list(out.num_sampled_nodes),
+        num_sampled_edges=list(out.num_sampled_edges),
+        **fields,
+    )
 
 
 class DistNeighborSampler(BaseSampler):

@@ -57,7 +57,7 @@ from torch_geometric.sampler import NodeSamplerInput
 from gnncore.distributed.exchange import all_reduce_sum, comm_device, exchange
 from gnncore.distributed.feature_store import DistFeatureStore, Replica
 from gnncore.distributed.rank_data import RankData
-from gnncore.distributed.sampler import DistNeighborSampler
+from gnncore.distributed.sampler import DistNeighborSampler, sampled_data
 from gnncore.errors import InputError
 from gnncore.train.core.session import Progress
 from gnncore.train.link.config import LinkTrainConfig
@@ -357,16 +357,7 @@ class DistBatchSource:
             return None
         figures.batches += 1
         figures.seeds += len(seeds)
-        return Data(
-            x=x,
-            y=y,
-            edge_index=torch.stack([out.row, out.col]),
-            n_id=out.node,
-            e_id=out.edge,
-            batch_size=len(seeds),
-            num_sampled_nodes=list(out.num_sampled_nodes),
-            num_sampled_edges=list(out.num_sampled_edges),
-        )
+        return sampled_data(out, x=x, y=y, batch_size=len(seeds))
 
 
 class DistEvalBatches:
@@ -565,6 +556,25 @@ def rank_figures(report: dict[str, Any]) -> dict[str, Any]:
     return {k: report[k] for k in RANK_FIGURES}
 
 
+def distributed_summary(
+    result: Any, test_metric: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """The distributed part of a machine-0 result's summary: world size, rank
+    data and per rank its figures, ``test_metric(fields)`` of its own result,
+    its remote-row share and SANCUS counters when it has them."""
+    return {
+        "world_size": result.world_size,
+        "ranks_dir": result.ranks_dir,
+        "per_rank": [
+            rank_figures(r)
+            | test_metric(r["fields"])
+            | {"remote_share": r["store"]["remote_share"]}
+            | ({"sancus": r["sancus"]} if "sancus" in r else {})
+            for r in result.per_rank
+        ],
+    }
+
+
 @dataclass(kw_only=True)
 class DistNodeTrainResult(NodeTrainResult):
     """:class:`~gnncore.train.NodeTrainResult` of rank 0 (every rank has the same
@@ -579,17 +589,7 @@ class DistNodeTrainResult(NodeTrainResult):
     def summary(self) -> dict[str, Any]:
         return {
             **super().summary(),
-            "world_size": self.world_size,
-            "ranks_dir": self.ranks_dir,
-            "per_rank": [
-                rank_figures(r)
-                | {
-                    "test_accuracy": r["fields"]["test_accuracy"],
-                    "remote_share": r["store"]["remote_share"],
-                }
-                | ({"sancus": r["sancus"]} if "sancus" in r else {})
-                for r in self.per_rank
-            ],
+            **distributed_summary(self, lambda f: {"test_accuracy": f["test_accuracy"]}),
         }
 
 
@@ -1012,6 +1012,7 @@ __all__ = [
     "balance_ids",
     "balance_rows",
     "default_ranks_dir",
+    "distributed_summary",
     "rank_figures",
     "run_rank",
     "split_batches",
