@@ -113,11 +113,7 @@ def ingest(
     with reporting(timer), StageUsage() as usage:
         fmt = _checked_format(source, format, id_type, header, nodes, standardize_features)
         budget = resolve_memory_budget(memory_budget)
-        if (
-            memory_budget == "auto"
-            and budget is not None
-            and not _bounded_applies(fmt, nodes, id_type)
-        ):
+        if memory_budget == "auto" and budget is not None and not _bounded_applies(fmt, nodes):
             estimate = in_memory_peak_estimate(source, fmt)
             if estimate > budget:
                 warnings.warn(
@@ -169,7 +165,7 @@ def in_memory_peak_estimate(source: str | os.PathLike[str], fmt: str) -> int:
     return size * (IN_MEMORY_PEAK_PER_PACKED_BYTE if packed else IN_MEMORY_PEAK_PER_TEXT_BYTE)
 
 
-def _bounded_applies(fmt: str, nodes: str | os.PathLike[str] | None, id_type: str) -> bool:
+def _bounded_applies(fmt: str, nodes: str | os.PathLike[str] | None) -> bool:
     """Whether bounded-memory ingestion takes this input (see :func:`_ingest_bounded`)."""
     return fmt == "edgelist" and nodes is None
 
