@@ -10,6 +10,8 @@ FORMAT_CHOICES = ("auto", "edgelist", "parquet", "ogb", "planetoid", "kg")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gnncore.cli.arg_types import add_overwrite_option
+
     parser.add_argument(
         "source",
         type=Path,
@@ -20,8 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "out_dir",
         type=Path,
         metavar="OUT_DIR",
-        help="the graph directory to create (replaced if present)",
+        help="the graph directory to create (a graph directory there is replaced; "
+        "anything else is refused)",
     )
+    add_overwrite_option(parser)
     parser.add_argument(
         "--format",
         choices=FORMAT_CHOICES,

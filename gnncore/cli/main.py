@@ -83,9 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     parser, module = verb_parser(argv[0])
     args = parser.parse_args(argv[1:])
     from gnncore.errors import GnnCoreError
+    from gnncore.store.atomic import overwrite_allowed
 
     try:
-        summary = module.run(args)
+        with overwrite_allowed(bool(getattr(args, "overwrite", False))):
+            summary = module.run(args)
     except (
         GnnCoreError,
         FileNotFoundError,

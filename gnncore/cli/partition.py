@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gnncore.cli.arg_types import positive_int
+from gnncore.cli.arg_types import add_overwrite_option, positive_int
 from gnncore.partition.run import METHODS, MethodSettings
 from gnncore.sizes import parse_size
 
@@ -102,6 +102,7 @@ def settings_from(args: argparse.Namespace) -> MethodSettings:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    add_overwrite_option(parser)
     parser.add_argument("--method", choices=METHODS, default="metis")
     parser.add_argument("--parts", type=int, required=True, metavar="P")
     parser.add_argument(

@@ -45,6 +45,7 @@ def settings_from(args: argparse.Namespace, settings_cls: type) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gnncore.cli.arg_types import add_overwrite_option
     from gnncore.cli.main import json_option
     from gnncore.plan import PlacementSettings, ReplicationSettings
 
@@ -56,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     place.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     place.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    add_overwrite_option(place)
     add_settings_arguments(place, PlacementSettings)
     place.add_argument("--no-progress", action="store_true")
 
@@ -67,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rep.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     rep.add_argument("partition_dir", type=Path, metavar="PARTITION_DIR")
     rep.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    add_overwrite_option(rep)
     add_settings_arguments(rep, ReplicationSettings)
     rep.add_argument("--no-progress", action="store_true")
 

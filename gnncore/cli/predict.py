@@ -19,12 +19,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gnncore.cli.arg_types import positive_int
+from gnncore.cli.arg_types import add_overwrite_option, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    add_overwrite_option(parser)
     parser.add_argument(
         "--model",
         default=None,

@@ -10,6 +10,8 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gnncore.cli.arg_types import add_overwrite_option
+
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument(
         "partition_dir",
@@ -21,8 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "out_dir",
         type=Path,
         metavar="OUT_DIR",
-        help="the rank-data directory (replaced if present)",
+        help="the rank-data directory (rank data there is replaced; anything else is refused)",
     )
+    add_overwrite_option(parser)
     parser.add_argument(
         "--replication",
         type=Path,

@@ -8,11 +8,17 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gnncore.cli.arg_types import add_overwrite_option
+
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument("partition_dir", type=Path, metavar="PARTITION_DIR")
     parser.add_argument(
-        "out_dir", type=Path, metavar="OUT_DIR", help="the store directory (replaced if present)"
+        "out_dir",
+        type=Path,
+        metavar="OUT_DIR",
+        help="the store directory (a store there is replaced; anything else is refused)",
     )
+    add_overwrite_option(parser)
     parser.add_argument(
         "--static-fraction",
         type=float,

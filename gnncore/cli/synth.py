@@ -14,11 +14,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from gnncore.cli.arg_types import add_overwrite_option
 from gnncore.progress import on_terminal
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    add_overwrite_option(parser)
     parser.add_argument("--nodes", type=int, default=20_000)
     parser.add_argument("--avg-degree", type=float, default=10.0)
     parser.add_argument("--classes", type=int, default=8)
@@ -59,8 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from gnncore.errors import GnnCoreError, InputError
+    from gnncore.names import safe_name
     from gnncore.synth import SynthSpec, generate_graph, write_ogb_raw
 
+    safe_name(args.name, what="--name")  # before any work: it becomes paths
     budget: int | str | None = None if args.memory_budget == "none" else args.memory_budget
     if args.memory_budget not in ("auto", "none"):
         from gnncore.io.external_ingest import MIN_MEMORY_BUDGET

@@ -31,6 +31,8 @@ from gnncore.io.detect import FORMATS, detect_format
 from gnncore.io.report import IngestReport
 from gnncore.progress import StageFn, reporting, stage
 from gnncore.sizes import format_size
+from gnncore.store.atomic import check_output_dir
+from gnncore.store.manifest import FORMAT_NAME
 from gnncore.usage import PhaseTimer, StageUsage, resolve_memory_budget, tree_bytes
 
 ID_TYPES = ("auto", "int", "string")
@@ -112,6 +114,8 @@ def ingest(
     timer = PhaseTimer(progress)
     with reporting(timer), StageUsage() as usage:
         fmt = _checked_format(source, format, id_type, header, nodes, standardize_features)
+        sources = [Path(source)] + ([Path(nodes)] if nodes is not None else [])
+        check_output_dir(out_dir, sources, FORMAT_NAME, "graph directory")
         budget = resolve_memory_budget(memory_budget)
         if memory_budget == "auto" and budget is not None and not _bounded_applies(fmt, nodes):
             estimate = in_memory_peak_estimate(source, fmt)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import uuid
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -23,9 +22,15 @@ from gnncore.errors import InputError
 from gnncore.io.detect import detect_format
 from gnncore.io.report import IngestReport
 from gnncore.progress import StageFn
-from gnncore.store.atomic import replace_directory
+from gnncore.store.atomic import check_output_dir, replace_directory, temporary_name
 from gnncore.store.graph_dir import GraphDir
-from gnncore.store.manifest import FORMAT_VERSION, MANIFEST_FILE, Manifest, sha256_of
+from gnncore.store.manifest import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MANIFEST_FILE,
+    Manifest,
+    sha256_of,
+)
 from gnncore.store.versioning import input_digest, stage_key, versioned_name
 from gnncore.tracking.base import RunTracker
 from gnncore.usage import cost_metrics
@@ -160,8 +165,11 @@ def ingest_versioned(
     if existing is not None:
         report = IngestReport(**{**existing.lineage["report"], "out_dir": str(final)})
         return VersionedIngest(final, key, digest, sha256_of(final / MANIFEST_FILE), True, report)
+    sources = [Path(source)] + ([Path(nodes)] if nodes is not None else [])
+    check_output_dir(final, sources, FORMAT_NAME, "graph directory")
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = final.parent / f".{final.name}.ingest-{uuid.uuid4().hex[:8]}"
+    # a tmp sibling that records this pid: the next run removes it if this one is killed
+    staging = final.parent / temporary_name(final, "tmp")
     run_name = f"{prefix}-ingest"
     run_tags = {"dataset": prefix, "task": "ingest", **(tags or {})}
     with tracking.start_run(run_name, run_tags) if tracking else nullcontext() as run:

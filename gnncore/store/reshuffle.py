@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gnncore.store.atomic import atomic_directory
+from gnncore.store.atomic import atomic_directory, check_output_dir
 from gnncore.store.graph_dir import GraphDir
-from gnncore.store.manifest import FileEntry, sha256_of
+from gnncore.store.manifest import FORMAT_NAME, FileEntry, sha256_of
 
 STREAM = "edges_shuffled.npy"
 
@@ -40,6 +40,7 @@ def reshuffle_edges(
     ``stats.shuffle_buckets``: that mark is not copied).
     """
     graph = GraphDir.open(graph_dir)
+    check_output_dir(out_dir, [graph.path], FORMAT_NAME, "graph directory")
     stream = graph.array("edges_shuffled")
     n = max(graph.num_nodes, 1)
     key = stream[:, 0].astype(np.int64) * n + stream[:, 1]  # back to canonical (sorted) order

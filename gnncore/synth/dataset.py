@@ -20,6 +20,7 @@ generates) is written as before: it already streams its edges to gzip CSV.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -33,6 +34,8 @@ from tqdm import tqdm
 
 from gnncore.io.report import IngestReport
 from gnncore.store import GraphDirWriter, atomic_directory
+from gnncore.store.atomic import check_output_dir
+from gnncore.store.manifest import FORMAT_NAME
 from gnncore.store.versioning import (
     read_stage_record,
     stage_key,
@@ -43,6 +46,10 @@ from gnncore.synth.model import SynthSpec, fill_features, iter_edge_chunks, labe
 from gnncore.synth.model import split as split_nodes
 
 EDGE_CHUNK = 4_000_000
+#: The file that marks a directory as one ``gnncore synth --layout ogb`` wrote, and
+#: its ``format``: a later run replaces only such a directory (without --overwrite).
+OGB_RAW_RECORD = "gnncore-synth.json"
+OGB_RAW_FORMAT = "gnncore.synth_ogb"
 FEATURE_ROWS = 1 << 16
 BOUNDED_PHASES = ("generate", "node data", "sort/dedup", "csr", "shuffle", "write", "checksums")
 """The phases (seconds each) that bounded-memory generation reports."""
@@ -133,6 +140,7 @@ def generate_graph(
     from gnncore.progress import reporting
     from gnncore.usage import PhaseTimer, StageUsage, resolve_memory_budget
 
+    check_output_dir(out_dir, [], FORMAT_NAME, "graph directory")
     recorded = {"synth_spec": spec_dict(spec), **(details or {})}
     budget = resolve_memory_budget(memory_budget)
     if memory_budget == "auto" and budget is not None:
@@ -278,9 +286,13 @@ def write_ogb_raw(
     as raw data does.
     """
     spec.validate()
+    check_output_dir(out_dir, [], OGB_RAW_FORMAT, "generated OGB dataset", marker=OGB_RAW_RECORD)
     started = time.perf_counter()
     y, (train, val, test) = _node_data(spec)
     with atomic_directory(out_dir) as tmp:
+        # what tells a later run that this directory is synth's own (to replace it)
+        marker = {"format": OGB_RAW_FORMAT, "synth_spec": spec_dict(spec)}
+        (tmp / OGB_RAW_RECORD).write_text(json.dumps(marker, sort_keys=True) + "\n")
         raw, split_dir = tmp / "raw", tmp / "split" / "random"
         raw.mkdir()
         split_dir.mkdir(parents=True)

@@ -16,6 +16,9 @@ writer, sets the pace; a C++ writer would not pay off.
 The file is written as ``.NAME.tmp-PID-XXXXXXXX`` beside the output and
 renamed into place when complete: a failed or killed run never leaves a
 truncated CSV under the final name (the next run removes the stale temporary).
+A hidden record ``.NAME.gnncore.json`` beside it (size and modification time)
+lets a later run replace this file; any other existing file is refused unless
+``--overwrite`` (:func:`gnncore.store.atomic.check_output_file`).
 The edges are the generator's raw stream, self-loops and repeated pairs
 included, as raw data has them; ingesting the file gives the graph
 :func:`~gnncore.synth.generate_graph` builds for the same spec, up to the id
@@ -33,13 +36,21 @@ import numpy as np
 import polars as pl
 from tqdm import tqdm
 
-from gnncore.store.atomic import remove_stale_temporaries, temporary_name
+from gnncore.store.atomic import (
+    check_output_file,
+    remove_stale_temporaries,
+    temporary_name,
+    write_output_record,
+)
 from gnncore.synth.model import SynthSpec, iter_edge_chunks
 from gnncore.usage import StageUsage
 
 #: Edges per generated chunk: two int64 arrays of 32 MiB each, and Polars' text.
 CSV_CHUNK_EDGES = 1 << 21
 CSV_HEADER = "src,dst"
+#: The format in the hidden record beside the CSV (``.NAME.gnncore.json``) that lets
+#: a later run replace the file it wrote, and only that one, without --overwrite.
+CSV_FORMAT = "gnncore.synth_csv"
 
 
 def write_edge_csv(
@@ -68,8 +79,7 @@ def write_edge_csv(
     """
     spec.validate()
     final = Path(path).absolute()
-    if final.is_dir():
-        raise IsADirectoryError(f"{final}: is a directory; the CSV layout writes one file")
+    check_output_file(path, [], CSV_FORMAT, "generated edge CSV")
     final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(final)
     tmp = final.parent / temporary_name(final, "tmp")
@@ -102,6 +112,7 @@ def write_edge_csv(
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, final)
+        write_output_record(final, CSV_FORMAT)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
