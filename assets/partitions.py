@@ -32,9 +32,9 @@ def dataset_name(context: Any) -> str:
         )
     key = str(context.partition_key)
     try:
-        return check_safe_name(key)
+        return check_safe_name(key, what="dataset partition")
     except ValueError as exc:
-        raise dg.Failure(f"dataset partition {key!r}: {exc}") from exc
+        raise dg.Failure(str(exc)) from exc
 
 
 def run_tags(context: Any) -> dict[str, str]:

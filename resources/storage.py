@@ -1,21 +1,21 @@
 """Where every stage writes its directories."""
 
 import os
-import re
 from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+from gnncore.names import safe_name
 
 
-def check_safe_name(name: str) -> str:
-    """``name`` when it is a plain, safe directory name (letters, digits, '.', '_',
-    '-', starting with a letter or digit, at most 128 characters), else ``ValueError``."""
-    if not _SAFE_NAME.match(name):
-        raise ValueError(f"{name!r} is not a safe directory name (letters, digits, '.', '_', '-')")
-    return name
+def check_safe_name(name: str, what: str = "dataset name") -> str:
+    """``name`` when it is a safe directory name, the library's rule
+    (:func:`gnncore.names.safe_name`: one path component, no separator, ``..``,
+    control character or leading ``.``/``-``, at most 128 characters, the whole
+    string checked), else :class:`gnncore.errors.InputError` (a ``ValueError``)
+    naming ``what``."""
+    return safe_name(name, what=what)
 
 
 class DataRootResource(dg.ConfigurableResource):
@@ -46,7 +46,7 @@ class DataRootResource(dg.ConfigurableResource):
 
     def stage_dir(self, stage: str, name: str) -> Path:
         """``<root>/<stage>/<name>``; ``name`` must be a plain, safe name."""
-        return self.resolved_root() / stage / check_safe_name(name)
+        return self.resolved_root() / stage / check_safe_name(name, what=f"{stage} directory")
 
     def inbox_dir(self) -> Path:
         """The drop folder (``inbox``, else ``<root>/inbox``), created if missing."""

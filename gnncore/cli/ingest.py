@@ -84,7 +84,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from gnncore.errors import GnnCoreError
     from gnncore.io import detect_format
+    from gnncore.names import safe_name
 
+    if args.name is not None:
+        safe_name(args.name, what="--name")  # before any work: it becomes paths
     fmt = detect_format(args.source) if args.format == "auto" else args.format
     if args.header is not None and fmt != "edgelist":
         raise GnnCoreError(f"--header/--no-header apply to edge lists, not to {fmt} input")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gnncore.errors import InputError
+from gnncore.names import safe_name
 
 FORMAT_NAME = "gnncore.graph"
 FORMAT_VERSION = 1
@@ -98,7 +99,8 @@ class Manifest:
 
     @classmethod
     def read(cls, directory: str | Path) -> Manifest:
-        """Read and structurally validate ``directory/manifest.json``."""
+        """Read and structurally validate ``directory/manifest.json``; its ``name``
+        must be a safe name (:func:`gnncore.names.safe_name`)."""
         directory = Path(directory)
         path = directory / MANIFEST_FILE
         if not path.is_file():
@@ -149,6 +151,8 @@ class Manifest:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"manifest field missing or malformed: {exc}", path) from exc
+        # The name becomes paths (checkpoint directories, stage directories).
+        safe_name(obj["name"], what="graph name", where=path)
         for count in (
             "num_nodes",
             "num_edges",

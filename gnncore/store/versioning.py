@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gnncore.names import safe_name
 from gnncore.store.manifest import sha256_of
 
 #: Bumped when what a key covers changes, so old directories are not reused.
@@ -64,7 +65,13 @@ def stage_key(stage: str, settings: Mapping[str, Any], inputs: Mapping[str, str]
 
 
 def versioned_name(prefix: str, key: str) -> str:
-    """``<prefix>-<key>``: readable, and unique per settings and input."""
+    """``<prefix>-<key>``: readable, and unique per settings and input.
+
+    Raises:
+        InputError: When ``prefix`` (a dataset name, mostly) is not a safe name
+            (:func:`gnncore.names.safe_name`): the result names a directory.
+    """
+    safe_name(prefix, what="directory name")
     return f"{prefix}-{key}"
 
 

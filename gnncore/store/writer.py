@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 
+from gnncore.names import safe_name
 from gnncore.store.atomic import atomic_directory
 from gnncore.store.manifest import FileEntry, Manifest, check_plain_name, sha256_of
 from gnncore.typing import require_csrc
@@ -346,9 +347,12 @@ def create_graph_dir(out: str | os.PathLike[str], name: str) -> Iterator[GraphDi
 
     Args:
         out (str or PathLike): The graph directory to create or replace.
-        name (str): The dataset name recorded in the manifest.
+        name (str): The dataset name recorded in the manifest: a safe name
+            (:func:`gnncore.names.safe_name`), checked before anything is written.
     """
     from gnncore.store.graph_dir import GraphDir
+
+    safe_name(name, what="dataset name")
 
     with atomic_directory(out) as tmp:
         writer = GraphDirWriter(tmp, name)
