@@ -93,7 +93,8 @@ def train_graph_dir(
             (default: :obj:`None`)
         checkpoint_dir (str or PathLike, optional): Per-epoch checkpoints go
             here, e.g. :func:`~gnncore.train.default_checkpoint_dir`. A fresh
-            run removes older checkpoints in it. (default: :obj:`None`)
+            run removes older checkpoints in it once its own first checkpoint
+            is written (one that fails before keeps them). (default: :obj:`None`)
         resume (bool, optional): Continue from the newest checkpoint in
             ``checkpoint_dir``, a fresh start when there is none; raises
             :class:`~gnncore.train.CheckpointError` (before any run is

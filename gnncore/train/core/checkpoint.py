@@ -30,6 +30,18 @@ later save). Files are never modified once attached, so a later checkpoint
 may hard-link an earlier one's (:meth:`CheckpointDir.attach_link`). They go
 when their checkpoint is pruned, and :meth:`CheckpointDir.restore_file`
 checks size and sha256 while copying one back.
+
+A fresh run (:meth:`CheckpointDir.start_fresh`) writes into a directory that
+may hold a previous run's checkpoints. It leaves them in place, untouched,
+until its own first checkpoint is written (atomically, as every one is); that
+save then removes every file of the previous run. A run that fails before its
+first checkpoint (at batch 0, say) so loses nothing, and ``--resume`` still
+finds the previous run's newest checkpoint. The fresh run tells its own files
+apart by name: it records every file it wrote, and :meth:`CheckpointDir.latest`
+returns nothing until it has written one. One exception keeps the rule that a
+checkpoint never outlives its attached files: attaching a file to epoch ``k``
+first removes the previous run's ``epoch-<k>.pt``, whose file of that name is
+about to be replaced.
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ import numpy as np
 import torch
 
 from gnncore.errors import GnnCoreError
+from gnncore.names import safe_name
 
 FORMAT = "gnncore.checkpoint"
 VERSION = 1
@@ -78,8 +91,16 @@ class CheckpointError(GnnCoreError, ValueError):
 def default_checkpoint_dir(
     data_root: str | os.PathLike[str], dataset: str, model: str, seed: int
 ) -> Path:
-    """``<data_root>/checkpoints/<dataset>-<model>-seed<seed>``."""
-    return Path(data_root) / "checkpoints" / f"{dataset}-{model}-seed{seed}"
+    """``<data_root>/checkpoints/<dataset>-<model>-seed<seed>``.
+
+    Raises:
+        InputError: When ``dataset`` or ``model`` is not a safe name
+            (:func:`gnncore.names.safe_name`), so the directory stays under
+            ``<data_root>/checkpoints``.
+    """
+    safe_name(dataset, what="dataset name")
+    safe_name(model, what="model name")
+    return Path(data_root) / "checkpoints" / f"{dataset}-{model}-seed{int(seed)}"
 
 
 @dataclass(frozen=True)
@@ -107,6 +128,9 @@ class CheckpointDir:
         self.keep = int(keep)
         self._latest: Checkpoint | None = None
         self._scanned = False
+        # A fresh run's state until its first save: the files it wrote (the
+        # others are the previous run's, kept until then), None outside one.
+        self._fresh: set[str] | None = None
 
     def path(self, epoch: int) -> Path:
         return self.directory / f"epoch-{epoch}.pt"
@@ -131,13 +155,40 @@ class CheckpointDir:
 
         final = self.path(epoch)
         _publish(final, write)
-        kept = set([e for e in self.epochs() if e <= epoch][-self.keep :])
+        if self._fresh is not None:
+            # A fresh run's first checkpoint is in place: the previous run's files go.
+            ours = self._fresh | {final.name}
+            self._fresh = None
+            stale = (p for p in self._epoch_files() if p.name not in ours)
+        else:
+            kept = set([e for e in self.epochs() if e <= epoch][-self.keep :])
+            stale = (p for p in self._epoch_files() if _epoch_of(p) not in kept)
         # Checkpoint files first: a checkpoint never outlives its attached files.
-        for path in sorted(self._epoch_files(), key=lambda p: not _NAME.match(p.name)):
-            if _epoch_of(path) not in kept:
-                path.unlink(missing_ok=True)
+        for path in sorted(stale, key=lambda p: not _NAME.match(p.name)):
+            path.unlink(missing_ok=True)
         self._latest, self._scanned = None, False
         return final
+
+    def start_fresh(self) -> None:
+        """Begin a fresh run here: the checkpoints already in the directory (a
+        previous run's) stay untouched until this run's first :meth:`save`,
+        which removes them once its own checkpoint is written; until then
+        :meth:`latest` is ``None`` (nothing of this run to resume from). Stray
+        temporary files of unfinished writes are removed now."""
+        self.remove_temporaries()
+        self._fresh = set()
+        self._latest, self._scanned = None, True
+
+    def _claim(self, final: Path) -> None:
+        """Before a fresh run's first checkpoint writes ``final`` (a file attached
+        to epoch ``k``): remove the previous run's ``epoch-<k>.pt``, whose file
+        of that name is about to be replaced, and count ``final`` as this run's."""
+        if self._fresh is None:
+            return
+        checkpoint = self.path(_epoch_of(final))
+        if checkpoint.name not in self._fresh:
+            checkpoint.unlink(missing_ok=True)
+        self._fresh.add(final.name)
 
     def attached(self, epoch: int, name: str) -> Path:
         """Where the file ``name`` attached to epoch ``epoch``'s checkpoint lives."""
@@ -150,6 +201,7 @@ class CheckpointDir:
         of ``epoch``); returns its record for the checkpoint to hold:
         ``{"name", "bytes", "sha256"}``."""
         final = self.attached(epoch, name)
+        self._claim(final)
         digest, size = _publish(final, lambda tmp: _copy(Path(source), tmp))
         return {"name": final.name, "bytes": size, "sha256": digest}
 
@@ -163,6 +215,7 @@ class CheckpointDir:
         """
         final = self.attached(epoch, name)
         existing = self._recorded(record)
+        self._claim(final)
 
         def write(tmp: Path) -> None:
             tmp.unlink()
@@ -237,8 +290,9 @@ class CheckpointDir:
         return self._latest
 
     def clear(self) -> None:
-        """Remove every checkpoint, attached file and stray temporary file (a fresh
-        start)."""
+        """Remove every checkpoint, attached file and stray temporary file at once
+        (a fresh run keeps them until its first checkpoint instead:
+        :meth:`start_fresh`)."""
         self.remove_temporaries()
         for path in sorted(self._epoch_files(), key=lambda p: not _NAME.match(p.name)):
             path.unlink(missing_ok=True)

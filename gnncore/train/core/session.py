@@ -129,16 +129,18 @@ class TrainingSession:
         return None if self.store is None else str(self.store.directory)
 
     def start(self, resume: bool) -> dict[str, Any] | None:
-        """Fresh run: remove old checkpoints and return ``None``. With ``resume``
-        and a checkpoint: load it into the objects (after checking it was written
-        by this configuration and data) and return its ``progress`` dict."""
+        """Fresh run: return ``None``; the checkpoints already there stay until
+        this run's first one is written (:meth:`CheckpointDir.start_fresh`). With
+        ``resume`` and a checkpoint: load it into the objects (after checking it
+        was written by this configuration and data) and return its ``progress``
+        dict."""
         store = self.store
         if store is None:
             return None
         found = store.latest() if resume else None
         if found is None:
             if self.main_process:
-                store.clear()
+                store.start_fresh()
             return None
         check_resumable(found, self.config, self.fingerprint)
         saved = found.state

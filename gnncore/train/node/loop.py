@@ -318,7 +318,8 @@ def train_node_classifier(
             store when omitted. (default: :obj:`None`)
         checkpoints (CheckpointDir or str or Path, optional): Where to write a
             checkpoint after every epoch (a path keeps the newest 2). A fresh
-            run (``resume=False``) first removes the checkpoints already there.
+            run (``resume=False``) keeps the checkpoints already there until its
+            own first checkpoint is written, then removes them.
             (default: :obj:`None`, no checkpoints)
         resume (bool, optional): Continue from the newest readable checkpoint
             in ``checkpoints`` (a fresh start when there is none). Raises
