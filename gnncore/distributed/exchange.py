@@ -5,11 +5,17 @@ sent to this one, in two ``all_to_all_single`` collectives (the row counts,
 then the rows), whatever the sizes: a rank with nothing to send takes part
 all the same, so ranks that call it equally often never deadlock. :func:`all_reduce_sum`
 sums a tensor over the group wherever it lives (NCCL takes CUDA tensors only,
-gloo any).
+gloo any). :func:`all_gather_fields` gathers every rank's named figures (stats,
+counters) as one float64 row each, in a fixed field order.
+
+Ranks exchange tensors only: nothing a peer sends is unpickled (none of
+torch's object collectives, whose receiving side runs ``pickle.loads`` on
+whatever a peer sent). A peer's bytes can make a wrong number, not run code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -64,3 +70,36 @@ def all_reduce_sum(tensor: torch.Tensor, group: Any = None) -> torch.Tensor:
     moved = tensor.to(device)
     dist.all_reduce(moved, op=dist.ReduceOp.SUM, group=group)
     return moved.to(tensor.device)
+
+
+def all_gather_fields(
+    values: Mapping[str, float], fields: Sequence[str], group: Any = None
+) -> list[dict[str, float]]:
+    """Every rank's ``values`` (a collective), in rank order, as ``{field: value}``.
+
+    The layout is fixed: ``fields`` names the columns of one float64 row per
+    rank, in order, and every rank passes the same ``fields``; the rows travel
+    as one ``[world, len(fields)]`` tensor. Integers up to 2**53 come back exact
+    (as floats).
+
+    Args:
+        values (Mapping[str, float]): This rank's figures: exactly the keys of
+            ``fields``.
+        fields (Sequence[str]): The field names, in the row's order (the same on
+            every rank).
+        group (ProcessGroup, optional): The group (default: the default group).
+
+    Raises:
+        ValueError: ``values`` has other keys than ``fields``.
+    """
+    if set(values) != set(fields) or len(set(fields)) != len(fields):
+        raise ValueError(
+            f"all_gather_fields: the values' keys {sorted(values)} are not the fields "
+            f"{list(fields)}"
+        )
+    device = comm_device(group)
+    world = dist.get_world_size(group)
+    row = torch.tensor([float(values[f]) for f in fields], dtype=torch.float64, device=device)
+    rows = [torch.empty_like(row) for _ in range(world)]
+    dist.all_gather(rows, row, group=group)
+    return [dict(zip(fields, r.cpu().tolist(), strict=True)) for r in rows]

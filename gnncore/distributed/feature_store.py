@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ import torch
 import torch.distributed as dist
 from torch_geometric.data import FeatureStore, TensorAttr
 
+from gnncore.distributed.exchange import all_gather_fields
 from gnncore.distributed.rank_data import NODE_ATTRS, RankData
 
 #: The fixed order of attributes in a packed row and in the request mask.
@@ -84,6 +85,15 @@ class ExchangeStats:
 
     def as_dict(self) -> dict[str, float]:
         return {**asdict(self), "remote_share": self.remote_share}
+
+    @staticmethod
+    def typed(row: Mapping[str, float]) -> dict[str, Any]:
+        """``row`` (the fields as floats, as they travel) with each field's own
+        type back: ``int`` for the counters."""
+        return {
+            f.name: int(row[f.name]) if f.type == "int" else row[f.name]
+            for f in fields(ExchangeStats)
+        }
 
 
 @dataclass(frozen=True)
@@ -336,10 +346,12 @@ class DistFeatureStore(FeatureStore):
         return [self._tensor_attr_cls(None, name, None) for name in self.attr_names]
 
     def all_stats(self) -> list[dict[str, float]]:
-        """Every rank's :attr:`stats` (a collective: all ranks must call it)."""
-        gathered: list[Any] = [None] * self.data.parts
-        dist.all_gather_object(gathered, self.stats.as_dict(), group=self.group)
-        return gathered
+        """Every rank's :attr:`stats` as :meth:`ExchangeStats.as_dict` (a
+        collective: all ranks must call it); the counters travel as one float64
+        row per rank (:func:`~gnncore.distributed.exchange.all_gather_fields`)."""
+        names = [f.name for f in fields(ExchangeStats)]
+        rows = all_gather_fields(asdict(self.stats), names, self.group)
+        return [ExchangeStats(**ExchangeStats.typed(row)).as_dict() for row in rows]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.data!r}, attrs={self.attr_names})"

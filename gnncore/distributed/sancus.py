@@ -50,7 +50,7 @@ import contextlib
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -58,7 +58,7 @@ import torch
 import torch.distributed as dist
 from torch_geometric.data import Data
 
-from gnncore.distributed.exchange import all_reduce_sum, exchange
+from gnncore.distributed.exchange import all_gather_fields, all_reduce_sum, exchange
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.sancus_policy import NEVER, Staleness, relative_change
 from gnncore.train.node.config import ConfigError, NodeTrainConfig
@@ -180,6 +180,14 @@ class SancusCounters:
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items()}
+
+
+#: What each rank sends of its epoch in :meth:`SancusSource.adapt`, in this
+#: order (one float64 row per rank): the training pass's :class:`SancusCounters`
+#: (all but ``eval_bytes``), then the step's ``compute_s``.
+EPOCH_FIGURES = tuple(f.name for f in fields(SancusCounters) if f.name != "eval_bytes") + (
+    "compute_s",
+)
 
 
 @dataclass
@@ -506,8 +514,7 @@ class SancusSource:
         (``1 - broadcast / always``), ``dist_skips``, ``dist_sends``,
         ``dist_grad_bytes`` and ``dist_world_size``."""
         mine = {**self._last, "compute_s": float(throughput.get("compute_s", 0.0))}
-        gathered: list[Any] = [None] * self.world
-        dist.all_gather_object(gathered, mine, group=self.group)
+        gathered = all_gather_fields(mine, EPOCH_FIGURES, self.group)
         out: dict[str, float] = {"dist_world_size": float(self.world)}
         for r, figures in enumerate(gathered):
             out.update({f"rank{r}_{k}": float(v) for k, v in figures.items()})

@@ -54,7 +54,12 @@ import torch.distributed as dist
 from torch_geometric.data import Data, TensorAttr
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnncore.distributed.exchange import all_reduce_sum, comm_device, exchange
+from gnncore.distributed.exchange import (
+    all_gather_fields,
+    all_reduce_sum,
+    comm_device,
+    exchange,
+)
 from gnncore.distributed.feature_store import DistFeatureStore, Replica
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.sampler import DistNeighborSampler, sampled_data
@@ -178,6 +183,25 @@ class RankFigures:
         self.exchange_s += other.exchange_s
 
 
+#: What each rank sends of its epoch in :meth:`DistBatchSource.adapt`, in this
+#: order (one float64 row per rank): ``end_epoch``'s figures, then the step's
+#: ``compute_s`` and the peak RSS.
+EPOCH_FIGURES = (
+    "remote_share",
+    "remote_rows",
+    "local_rows",
+    "remote_bytes",
+    "served_bytes",
+    "id_bytes",
+    "batches",
+    "seeds",
+    "sample_s",
+    "exchange_s",
+    "compute_s",
+    "peak_rss_mb",
+)
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident set size in MiB (``ru_maxrss``)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -284,8 +308,7 @@ class DistBatchSource:
             "compute_s": float(throughput.get("compute_s", 0.0)),
             "peak_rss_mb": peak_rss_mb(),
         }
-        gathered: list[Any] = [None] * self.world
-        dist.all_gather_object(gathered, mine, group=self.group)
+        gathered = all_gather_fields(mine, EPOCH_FIGURES, self.group)
         out: dict[str, float] = {"dist_world_size": float(self.world)}
         for r, figures in enumerate(gathered):
             out.update({f"rank{r}_{k}": float(v) for k, v in figures.items()})
