@@ -233,11 +233,14 @@ def _post(url: str, payload: dict) -> dict:
 
 def test_mlflow_models_serve_answers_a_prediction_request(trained: Trained, tmp_path: Path) -> None:
     """``mlflow models serve -m models:/NAME@production`` on 127.0.0.1 (a free
-    port, bounded wait, the server's process group killed at the end)."""
+    port, bounded wait, the server's process group killed at the end), capped
+    at the graph's node count: the whole graph is answered, one node more is
+    HTTP 400 with the cap's one-line message and no traceback."""
     port = free_port()
     env = {
         **os.environ,
         "MLFLOW_TRACKING_URI": trained.tracking_uri,
+        "GNNCORE_SERVE_MAX_NODES": str(trained.graph.num_nodes),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     log = tmp_path / "serve.log"
@@ -283,6 +286,16 @@ def test_mlflow_models_serve_answers_a_prediction_request(trained: Trained, tmp_
         with pytest.raises(urllib.error.HTTPError) as bad:
             _post(f"{base}/invocations", {"inputs": {"x": [[1.0, 2.0]], "edge_index": [[0], [0]]}})
         assert bad.value.code == 400
+        over = np.zeros((graph.num_nodes + 1, x.shape[1]), dtype=np.float32)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _post(f"{base}/invocations", {"inputs": {"x": over.tolist(), "edge_index": [[0], [1]]}})
+        assert refused.value.code == 400
+        body = json.loads(refused.value.read())
+        assert "stack_trace" not in body and body["error_code"] == "INVALID_PARAMETER_VALUE"
+        assert body["message"].endswith(
+            f"Error: the request has {graph.num_nodes + 1} nodes; this server answers at most "
+            f"{graph.num_nodes} (GNNCORE_SERVE_MAX_NODES)"
+        )
     finally:
         stop_group(server, timeout=20)
 
