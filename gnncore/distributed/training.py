@@ -885,14 +885,21 @@ def train_distributed(
                 out,
             )
     restarts = 0
+    from gnncore.train.core.checkpoint import CheckpointDir
+
+    # A fresh run keeps the checkpoints it finds (a previous run's) until it writes
+    # its first: a restart resumes only once an attempt of this run has written one.
+    store = None if checkpoint_dir is None else CheckpointDir(checkpoint_dir)
+    found = frozenset() if store is None else store.identity()
 
     def attempt(mlflow_run: tuple[str, str, str] | None, again: bool) -> dict[int, Any]:
+        wrote = store is not None and store.identity() != found
         run = RankRun(
             str(out),
             config,
             None if checkpoint_dir is None else str(checkpoint_dir),
             keep_checkpoints,
-            resume or again,
+            resume or (again and wrote),
             progress,
             mlflow_run,
             on_epoch_end,
@@ -941,7 +948,6 @@ def train_distributed(
         return run_all(None)
 
     from gnncore.train.api import tracked_run
-    from gnncore.train.core.checkpoint import CheckpointDir
 
     previous = (
         CheckpointDir(checkpoint_dir).latest() if resume and checkpoint_dir is not None else None

@@ -38,7 +38,9 @@ save then removes every file of the previous run. A run that fails before its
 first checkpoint (at batch 0, say) so loses nothing, and ``--resume`` still
 finds the previous run's newest checkpoint. The fresh run tells its own files
 apart by name: it records every file it wrote, and :meth:`CheckpointDir.latest`
-returns nothing until it has written one. One exception keeps the rule that a
+returns nothing until it has written one; a launcher that restarts a failed
+fresh run (``--max-restarts``) resumes only once :meth:`CheckpointDir.identity`
+shows a checkpoint written since the run began. One exception keeps the rule that a
 checkpoint never outlives its attached files: attaching a file to epoch ``k``
 first removes the previous run's ``epoch-<k>.pt``, whose file of that name is
 about to be replaced.
@@ -189,6 +191,21 @@ class CheckpointDir:
         if checkpoint.name not in self._fresh:
             checkpoint.unlink(missing_ok=True)
         self._fresh.add(final.name)
+
+    def identity(self) -> frozenset[tuple[str, int, int]]:
+        """The checkpoint files here as ``(name, inode, mtime in ns)``. Every
+        checkpoint is a new file renamed into place, so two identities differ
+        exactly when a checkpoint was written or removed in between: a launcher
+        that restarts a fresh run tells by it whether the run has a checkpoint of
+        its own to resume (the files it found are a previous run's)."""
+        out = set()
+        for epoch in self.epochs():
+            try:
+                stat = self.path(epoch).stat()
+            except FileNotFoundError:  # removed since the listing
+                continue
+            out.add((self.path(epoch).name, stat.st_ino, stat.st_mtime_ns))
+        return frozenset(out)
 
     def attached(self, epoch: int, name: str) -> Path:
         """Where the file ``name`` attached to epoch ``epoch``'s checkpoint lives."""
