@@ -82,14 +82,15 @@ def test_input_file_itself_is_refused(tmp_path, capsys):
 
 @pytest.mark.parametrize("verb", ["ingest", "synth"])
 def test_current_directory_and_its_parents_are_refused(tmp_path, capsys, monkeypatch, verb):
-    work = tmp_path / "work"
-    source = _edges(tmp_path / "x.csv")
-    (work / "keep.txt").parent.mkdir()
+    work = tmp_path / "home" / "work"  # '..' holds no input: refused as a parent of '.'
+    source = _edges(tmp_path / "inputs" / "x.csv")
+    (work / "keep.txt").parent.mkdir(parents=True)
     (work / "keep.txt").write_text("mine")
     monkeypatch.chdir(work)
     for out in (".", ".."):
         argv = ["ingest", str(source), out] if verb == "ingest" else ["synth", out, *SYNTH]
-        _refused(capsys, [*argv, "--overwrite"], out)
+        err = _refused(capsys, [*argv, "--overwrite"], out)
+        assert f"the current directory ({work})" in err, err
     assert (work / "keep.txt").read_text() == "mine"
     assert source.read_text() == EDGES
 
