@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from gnncore.store import GraphDir
 
     graph = GraphDir.open(args.graph_dir)
+    graph.check_structure()  # corrupt arrays: one line naming the file, before MLflow
     uri = args.mlflow_uri
     model = args.model
     if model is None or str(model).startswith("models:/"):

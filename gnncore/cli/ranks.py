@@ -46,7 +46,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from gnncore.distributed.rank_data import RankData
     from gnncore.distributed.rank_write import write_rank_data
+    from gnncore.store import GraphDir
 
+    # corrupt arrays: one line naming the file and row, before any rank data is written
+    GraphDir.open(args.graph_dir).check_structure()
     started = time.perf_counter()
     out = write_rank_data(
         args.graph_dir,

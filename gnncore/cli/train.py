@@ -351,6 +351,7 @@ def run(
     from gnncore.train.node.config import OUT_OF_CORE_MODES
 
     graph = GraphDir.open(args.graph_dir)  # fail on a bad directory before touching MLflow
+    graph.check_structure()  # and on corrupt arrays, naming the file and row
     if args.task == "node" and config.mode in OUT_OF_CORE_MODES:
         open_store(graph, config, args.store)  # and on a bad store or budget
     root = data_root(args.data_root)

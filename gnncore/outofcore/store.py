@@ -57,6 +57,7 @@ from gnncore.store.manifest import (
     read_json_manifest,
     sha256_of,
 )
+from gnncore.store.npy import load_npy
 from gnncore.store.versioning import stage_key
 
 STORE_FORMAT = "gnncore.partitioned_store"
@@ -112,6 +113,7 @@ def write_partitioned_store(
         raise InputError(f"static_fraction must lie in [0, 1], not {static_fraction}")
     started = time.perf_counter()
     graph = GraphDir.open(graph_dir)
+    graph.check_structure()
     partition = PartitionDir.open(partition_dir, graph)
     check_output_dir(out_dir, [graph.path, partition.path], STORE_FORMAT, "partitioned store")
     key = store_stage_key(graph, partition, static_fraction)
@@ -293,7 +295,7 @@ class PartitionedStore:
         :meth:`bucket`)."""
         if not self.has(name):
             raise KeyError(f"{self.path} has no {name}.npy")
-        return np.load(self.path / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+        return load_npy(self.path / f"{name}.npy", mmap_mode="r")
 
     def _layout(self, name: str) -> tuple[Path, int, np.dtype[Any], tuple[int, ...]]:
         """``(file, header bytes, dtype, row shape)`` of ``name.npy`` from the manifest."""
@@ -362,7 +364,7 @@ class PartitionedStore:
                 raise InputError(
                     "missing, or its size differs from the manifest (truncated?)", target
                 )
-            array = np.load(target, mmap_mode="r", allow_pickle=False)
+            array = load_npy(target, mmap_mode="r")
             if array.dtype.str != entry["dtype"] or list(array.shape) != entry["shape"]:
                 raise InputError(
                     f"holds {array.dtype.str}{list(array.shape)}, manifest says "

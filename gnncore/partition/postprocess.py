@@ -36,7 +36,7 @@ from gnncore.partition.metrics import (
     streamed_edge_cut,
 )
 from gnncore.store import GraphDir
-from gnncore.store.npy import read_npy_header
+from gnncore.store.npy import load_npy, read_npy_header
 from gnncore.typing import require_csrc
 
 SPLIT_NAMES = ("train", "val", "test")
@@ -265,7 +265,7 @@ def balance_splits(
     with symmetric_csr_files(graph, tmp_dir, sort_budget) as (indptr_file, indices_file):
         indices = npy_layout(indices_file)
         balanced = _C.balance_splits_file(
-            np.load(indptr_file, allow_pickle=False),  # read, not mapped: O(|V|)
+            load_npy(indptr_file, mmap_mode=None),  # read, not mapped: O(|V|)
             str(indices_file),
             indices.offset,
             indices.dtype == "<i8",

@@ -300,6 +300,7 @@ def partition_graph(
     """
     buffers = StreamBuffers.of(DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
     graph = GraphDir.open(graph_dir)
+    graph.check_structure()
     settings = settings or MethodSettings()
     partitioner = make_partitioner(method, settings)
     params = method_params(method, settings)

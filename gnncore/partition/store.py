@@ -27,6 +27,7 @@ from gnncore.store.manifest import (
     read_json_manifest,
     sha256_of,
 )
+from gnncore.store.npy import load_npy
 
 PARTITION_FORMAT = "gnncore.partition"
 PARTITION_FORMAT_VERSION = 1
@@ -52,7 +53,7 @@ class PartitionDir:
         return dict(self.info["metrics"])
 
     def assignment(self) -> np.ndarray:
-        return np.load(self.path / "assignment.npy", mmap_mode="r", allow_pickle=False)
+        return load_npy(self.path / "assignment.npy", mmap_mode="r")
 
     def array(self, name: str) -> np.ndarray:
         """An extra array listed in the manifest (``offsets``, ``halo_0``, …)."""
@@ -62,7 +63,7 @@ class PartitionDir:
             raise KeyError(f"{self.path} has no {name}.npy")
         if not file.is_file() or file.stat().st_size != entry["bytes"]:
             raise InputError("missing or its size differs from the manifest", file)
-        return np.load(file, mmap_mode="r", allow_pickle=False)
+        return load_npy(file, mmap_mode="r")
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], graph: GraphDir | None = None) -> PartitionDir:

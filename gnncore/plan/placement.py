@@ -401,6 +401,7 @@ def plan_placement(
     """
     settings.validate()
     graph = GraphDir.open(graph_dir)
+    graph.check_structure()
     check_output_dir(out_dir, [graph.path])
     key = placement_stage_key(graph, settings)
     existing = reusable_plan(out_dir, key, graph) if reuse else None

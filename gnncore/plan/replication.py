@@ -235,6 +235,7 @@ def plan_replication(
     """
     settings.validate()
     graph = GraphDir.open(graph_dir)
+    graph.check_structure()
     partition = PartitionDir.open(partition_dir, graph)
     check_output_dir(out_dir, [graph.path, partition.path])
     key = replication_stage_key(graph, partition, settings)

@@ -30,6 +30,7 @@ from gnncore.store.manifest import (
     read_json_manifest,
     sha256_of,
 )
+from gnncore.store.npy import load_npy
 
 PLAN_FORMAT = "gnncore.plan"
 PLAN_FORMAT_VERSION = 1
@@ -109,7 +110,7 @@ class PlanDir:
         if entry is None:
             raise KeyError(f"{self.path} has no {name}.npy")
         file = self.path / f"{name}.npy"
-        array = np.load(file, mmap_mode="r", allow_pickle=False)
+        array = load_npy(file, mmap_mode="r")
         if array.dtype.str != entry["dtype"] or list(array.shape) != entry["shape"]:
             raise InputError(
                 f"holds {array.dtype.str}{list(array.shape)}, manifest says "

@@ -194,6 +194,7 @@ def predict_graph_dir(
     if batch_size < 1:
         raise InputError(f"batch_size must be >= 1, got {batch_size}")
     graph = graph_dir if isinstance(graph_dir, GraphDir) else GraphDir.open(graph_dir)
+    graph.check_structure()
     check_output_dir(out_dir, [graph.path], FORMAT_NAME, "predictions")
     trained = model if isinstance(model, TrainedModel) else load_trained_model(model, tracking_uri)
     spec = trained.spec

@@ -30,6 +30,7 @@ import torch
 from torch_geometric.data import FeatureStore, TensorAttr
 
 from gnncore.store.graph_dir import GraphDir
+from gnncore.store.npy import load_npy
 
 #: Attribute name -> array name in the graph directory.
 NODE_ATTRS = {"x": "features", "y": "labels"}
@@ -45,7 +46,7 @@ def mapped_tensor(graph: GraphDir, name: str) -> torch.Tensor:
     file = f"{name}.npy"
     if file not in graph.manifest.files:
         raise KeyError(f"{graph.path} has no {file}")
-    return torch.from_numpy(np.load(graph.path / file, mmap_mode="c", allow_pickle=False))
+    return torch.from_numpy(load_npy(graph.path / file, mmap_mode="c"))
 
 
 def advise_random(array: np.ndarray) -> bool:

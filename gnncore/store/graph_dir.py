@@ -2,15 +2,18 @@
 
 :meth:`GraphDir.open` checks what is cheap (every listed file exists with the
 recorded byte size, dtype and shape; the format's required files are present)
-before anything is memory-mapped. :meth:`GraphDir.validate` checks contents
-(CSR bounds and order, label range, disjoint splits, finite features) and,
-with ``checksums=True``, every file's sha256.
+before anything is memory-mapped. :meth:`GraphDir.check_structure` checks the
+values every reader relies on, in bounded memory (CSR offsets, id ranges,
+labels, splits): every verb runs it before its work starts.
+:meth:`GraphDir.validate` runs it too, then checks the rest of the contents
+(adjacency rows sorted without repeats, finite features) and, with
+``checksums=True``, every file's sha256. Every ``.npy`` file is read through
+:mod:`gnncore.store.npy`, so a bad one is one error naming it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
@@ -19,7 +22,7 @@ import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.store.manifest import Manifest, sha256_of
-from gnncore.store.npy import read_npy_header
+from gnncore.store.npy import inspect_npy, load_npy, npy_blocks, read_npy_header
 from gnncore.typing import require_csrc
 
 SPLITS = ("train_idx", "val_idx", "test_idx")
@@ -28,6 +31,9 @@ INDEX_DTYPES = ("<i4", "<i8")
 ROW_CHUNK = 1 << 18
 VALIDATE_ENTRIES = 1 << 22
 """Adjacency entries and edge ids read at a time by :meth:`GraphDir.validate`."""
+CHECK_ENTRIES = 1 << 22
+"""Array entries read at a time by :meth:`GraphDir.check_structure`."""
+TRIPLES = ("train_triples", "valid_triples", "test_triples")
 
 
 class GraphDir:
@@ -40,6 +46,7 @@ class GraphDir:
     def __init__(self, path: Path, manifest: Manifest) -> None:
         self.path = path
         self.manifest = manifest
+        self._structure_checked = False
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> GraphDir:
@@ -85,6 +92,17 @@ class GraphDir:
         for split in SPLITS:
             if f"{split}.npy" in m.files:
                 self._expect(f"{split}.npy", ("<i8",), None)
+                self._expect_ndim(f"{split}.npy", 1)
+        for triples in TRIPLES:
+            if f"{triples}.npy" in m.files:
+                self._expect_ndim(f"{triples}.npy", 2, width=3)
+
+    def _expect_ndim(self, name: str, ndim: int, width: int | None = None) -> None:
+        """``name``'s manifest shape has ``ndim`` dimensions (the last ``width``)."""
+        shape = self.manifest.files[name].shape or ()
+        if len(shape) != ndim or (width is not None and shape[-1] != width):
+            wanted = f"[T, {width}]" if width is not None else f"{ndim}-D"
+            raise InputError(f"shape {shape} is not {wanted}", self.path / name)
 
     def _expect(self, name: str, dtypes: tuple[str, ...], shape: tuple[int, ...] | None) -> None:
         entry = self.manifest.files[name]
@@ -98,16 +116,10 @@ class GraphDir:
 
     @staticmethod
     def _check_npy_header(file: Path, dtype: str | None, shape: tuple[int, ...] | None) -> None:
-        try:
-            with open(file, "rb") as fh:
-                real_shape, fortran, real_dtype = read_npy_header(fh)
-        except ValueError as exc:
-            raise InputError(f"not a valid .npy file: {exc}", file) from exc
-        if fortran or real_dtype.hasobject:
-            raise InputError("array must be C-ordered plain numbers", file)
-        if real_dtype.str != dtype or tuple(real_shape) != shape:
+        info = inspect_npy(file)
+        if info.dtype.str != dtype or info.shape != shape:
             raise InputError(
-                f"holds {real_dtype.str}{tuple(real_shape)}, manifest says {dtype}{shape}", file
+                f"holds {info.dtype.str}{info.shape}, manifest says {dtype}{shape}", file
             )
 
     # Arrays ------------------------------------------------------------------
@@ -117,7 +129,7 @@ class GraphDir:
         file = f"{name}.npy"
         if file not in self.manifest.files:
             raise KeyError(f"{self.path} has no {file}")
-        return np.load(self.path / file, mmap_mode="r", allow_pickle=False)
+        return load_npy(self.path / file, mmap_mode="r")
 
     def has(self, name: str) -> bool:
         """Whether the directory holds ``name.npy`` or ``name.parquet``."""
@@ -155,10 +167,210 @@ class GraphDir:
             return None
         return pl.read_parquet(self.path / "node_ids.parquet")
 
+    # Structure: the values every reader relies on --------------------------------
+
+    def check_structure(self) -> None:
+        """Check the values every reader of the graph relies on, so that a corrupt
+        array is refused with one :class:`InputError` naming its file and row
+        before any work starts (not later, inside a sampler, a partitioner or a
+        prefetch thread). Every verb that reads a graph runs it; so does
+        :meth:`validate`.
+
+        - ``indptr.npy`` starts at 0, never decreases and ends at ``len(indices)``;
+        - ``indices.npy`` holds node ids in ``[0, num_nodes)`` (the row named is
+          the adjacency row, as :meth:`validate` names it);
+        - ``eid.npy`` holds rows of ``edges.parquet``, ``[0, num_canonical_edges)``;
+        - ``edges_shuffled.npy`` holds pairs ``u < v`` of node ids;
+        - ``labels.npy`` lies in ``[-1, num_classes)``;
+        - each split holds node ids in range, without repeats, only labelled
+          nodes (when the graph has labels) and no node of another split;
+        - knowledge-graph triples hold node ids and relation ids in range.
+
+        Arrays are read (not mapped) in blocks of :data:`CHECK_ENTRIES` entries
+        with vectorised numpy: the memory is a block plus one byte per node (the
+        splits' owners), the time one sequential read of the arrays. The first
+        call does the work; later calls on the same object return at once.
+        Order and repeats within adjacency rows, finite features and checksums
+        are left to :meth:`validate`.
+
+        Raises:
+            InputError: Naming the file, the row and the problem.
+        """
+        if self._structure_checked:
+            return
+        m = self.manifest
+        self._check_indptr()
+        bad = self._first_outside("indices", 0, m.num_nodes)
+        if bad is not None:
+            entry, value = bad
+            row = int(np.searchsorted(self.indptr, entry, side="right")) - 1
+            raise InputError(
+                f"node id {value} (entry {entry}) is outside [0, {m.num_nodes})",
+                self.path / "indices.npy",
+                row=row,
+            )
+        bad = self._first_outside("eid", 0, m.num_canonical_edges)
+        if bad is not None:
+            raise InputError(
+                f"edge id {bad[1]} is outside [0, {m.num_canonical_edges}) "
+                "(the rows of edges.parquet)",
+                self.path / "eid.npy",
+                row=bad[0],
+            )
+        self._check_pairs()
+        if self.has("labels"):
+            bad = self._first_outside("labels", -1, m.num_classes)
+            if bad is not None:
+                raise InputError(
+                    f"label {bad[1]} is outside [0, {m.num_classes}) (-1 marks unlabelled)",
+                    self.path / "labels.npy",
+                    row=bad[0],
+                )
+        self._check_splits()
+        self._check_triples()
+        self._structure_checked = True
+
+    def _first_outside(self, name: str, lo: int, hi: int) -> tuple[int, int] | None:
+        """``(entry, value)`` of the first entry of 1-D ``name.npy`` outside
+        ``[lo, hi)``, or :obj:`None` when all lie inside."""
+        entry = 0
+        for block in npy_blocks(self.path / f"{name}.npy", CHECK_ENTRIES):
+            if len(block) and (block.min() < lo or block.max() >= hi):
+                i = int(np.flatnonzero((block < lo) | (block >= hi))[0])
+                return entry + i, int(block[i])
+            entry += len(block)
+        return None
+
+    def _check_indptr(self) -> None:
+        """``indptr.npy``: 0 first, never decreasing, ``len(indices)`` last."""
+        file = self.path / "indptr.npy"
+        end = self.manifest.num_edges  # len(indices): _check_files compared the shapes
+        last: int | None = None
+        row = 0  # file row of block[0]
+        for block in npy_blocks(file, CHECK_ENTRIES):
+            if last is None:
+                if block[0] != 0:
+                    raise InputError(f"first offset is {int(block[0])}, not 0", file, row=0)
+                joined, base = block, row
+            else:
+                joined, base = np.concatenate((np.array([last], block.dtype), block)), row - 1
+            down = np.flatnonzero(joined[1:] < joined[:-1])
+            if len(down):
+                i = int(down[0]) + 1
+                raise InputError(
+                    f"offset {int(joined[i])} is below the previous row's {int(joined[i - 1])} "
+                    "(offsets never decrease)",
+                    file,
+                    row=base + i,
+                )
+            last = int(block[-1])
+            row += len(block)
+        if last != end:
+            raise InputError(
+                f"last offset is {last}, not {end} (the entries of indices.npy)", file, row=row - 1
+            )
+
+    def _check_pairs(self) -> None:
+        """``edges_shuffled.npy``: node id pairs ``u < v``."""
+        file = self.path / "edges_shuffled.npy"
+        n = self.manifest.num_nodes
+        row = 0
+        for block in npy_blocks(file, CHECK_ENTRIES // 2):
+            u, v = block[:, 0], block[:, 1]
+            if len(block) and not (block.min() >= 0 and block.max() < n and np.all(u < v)):
+                bad = np.flatnonzero((u < 0) | (u >= v) | (v >= n))
+                if len(bad):
+                    i = int(bad[0])
+                    raise InputError(
+                        f"pair ({int(u[i])}, {int(v[i])}) is not u < v of node ids in [0, {n})",
+                        file,
+                        row=row + i,
+                    )
+            row += len(block)
+
+    def _check_splits(self) -> None:
+        """Each split: node ids in range, no repeats, labelled, disjoint."""
+        present = [s for s in SPLITS if self.has(s)]
+        if not present:
+            return
+        n = self.manifest.num_nodes
+        labels = self.labels()
+        owner = np.zeros(n, dtype=np.int8)  # 1 + the index in `present` of the node's split
+        for k, split in enumerate(present, start=1):
+            file = self.path / f"{split}.npy"
+            row = 0
+            for idx in npy_blocks(file, CHECK_ENTRIES):
+                bad = np.flatnonzero((idx < 0) | (idx >= n))
+                if len(bad):
+                    i = int(bad[0])
+                    raise InputError(
+                        f"node id {int(idx[i])} is outside [0, {n})", file, row=row + int(i)
+                    )
+                held = owner[idx]
+                order = np.argsort(idx, kind="stable")  # equal ids: later rows after earlier
+                ranked = idx[order]
+                repeats = np.concatenate(
+                    (order[1:][ranked[1:] == ranked[:-1]], np.flatnonzero(held == k))
+                )
+                if len(repeats):
+                    i = int(repeats.min())
+                    raise InputError(f"node {int(idx[i])} is repeated", file, row=row + i)
+                other = np.flatnonzero(held != 0)
+                if len(other):
+                    i = int(other[0])
+                    raise InputError(
+                        f"node {int(idx[i])} is also in another split "
+                        f"({present[held[i] - 1]}.npy): splits overlap",
+                        file,
+                        row=row + i,
+                    )
+                if labels is not None:
+                    unlabelled = np.flatnonzero(labels[idx] < 0)
+                    if len(unlabelled):
+                        i = int(unlabelled[0])
+                        raise InputError(
+                            f"split holds node {int(idx[i])}, which is unlabelled",
+                            file,
+                            row=row + i,
+                        )
+                owner[idx] = k
+                row += len(idx)
+
+    def _check_triples(self) -> None:
+        """Knowledge-graph triples: head and tail node ids, relation ids in range."""
+        n = self.manifest.num_nodes
+        r = max(self.manifest.num_relations, 1)  # as the link trainer reads them
+        for name in TRIPLES:
+            if not self.has(name):
+                continue
+            file = self.path / f"{name}.npy"
+            row = 0
+            for block in npy_blocks(file, CHECK_ENTRIES // 3):
+                if len(block):
+                    head, rel, tail = block[:, 0], block[:, 1], block[:, 2]
+                    bad = np.flatnonzero(
+                        (head < 0) | (head >= n) | (tail < 0) | (tail >= n) | (rel < 0) | (rel >= r)
+                    )
+                    if len(bad):
+                        i = int(bad[0])
+                        raise InputError(
+                            f"triple ({int(head[i])}, {int(rel[i])}, {int(tail[i])}) is not "
+                            f"(head, relation, tail) with node ids in [0, {n}) and relation ids "
+                            f"in [0, {r})",
+                            file,
+                            row=row + i,
+                        )
+                row += len(block)
+
     # Deep validation -----------------------------------------------------------
 
     def validate(self, checksums: bool = False) -> None:
-        """Check contents; raise :class:`InputError` naming file, row and problem."""
+        """Check contents; raise :class:`InputError` naming file, row and problem.
+
+        First :meth:`check_structure`, then (what it leaves out) every adjacency
+        row sorted and, outside knowledge graphs, without repeats, and features
+        finite; with ``checksums``, first every file's sha256 (the deep check).
+        """
         require_csrc()
 
         m = self.manifest
@@ -169,21 +381,17 @@ class GraphDir:
                         "sha256 does not match the manifest (file changed or corrupt)",
                         self.path / name,
                     )
-        # indptr (O(|V|)) in memory; indices and eid read in blocks, not mapped:
-        # mapped pages stay in the process's memory, and graphs may exceed it
-        indptr = np.array(self.indptr)
+        self.check_structure()
+        # indptr (O(|V|)) in memory; indices read in blocks, not mapped: mapped
+        # pages stay in the process's memory, and graphs may exceed it
+        indptr = load_npy(self.path / "indptr.npy", mmap_mode=None)
         bad = self._first_invalid_row(indptr, m.num_nodes, m.num_relations == 0)
         if bad >= 0:
             raise InputError(
-                "adjacency row is unsorted, repeated or out of range",
+                "adjacency row is unsorted or repeats a neighbour",
                 self.path / "indices.npy",
                 row=int(bad),
             )
-        for block in _npy_blocks(self.path / "eid.npy", VALIDATE_ENTRIES):
-            if len(block) and (block.min() < 0 or block.max() >= m.num_canonical_edges):
-                raise InputError("edge id out of range", self.path / "eid.npy")
-        self._validate_labels()
-        self._validate_splits()
         self._validate_features()
 
     def _first_invalid_row(self, indptr: np.ndarray, num_nodes: int, strict: bool) -> int:
@@ -193,7 +401,7 @@ class GraphDir:
 
         file = self.path / "indices.npy"
         with open(file, "rb") as fh:
-            shape, _, dtype = read_npy_header(fh)
+            shape, _, dtype = read_npy_header(fh, file)
             if len(indptr) != num_nodes + 1 or indptr[0] != 0 or indptr[-1] != shape[0]:
                 return 0
             # rows before the first whose offsets decrease are read; that row is invalid
@@ -215,39 +423,6 @@ class GraphDir:
                 row = end
         return limit if limit < num_nodes else -1
 
-    def _validate_labels(self) -> None:
-        labels = self.labels()
-        if labels is None:
-            return
-        c = self.manifest.num_classes
-        bad = np.flatnonzero((labels < -1) | (labels >= c))
-        if len(bad):
-            raise InputError(
-                f"label {int(labels[bad[0]])} is outside [0, {c}) (-1 marks unlabelled)",
-                self.path / "labels.npy",
-                row=int(bad[0]),
-            )
-
-    def _validate_splits(self) -> None:
-        present = [s for s in SPLITS if self.has(s)]
-        seen = np.zeros(self.manifest.num_nodes, dtype=np.int8)
-        labels = self.labels()
-        for split in present:
-            idx = self.array(split)
-            file = self.path / f"{split}.npy"
-            bad = np.flatnonzero((idx < 0) | (idx >= self.manifest.num_nodes))
-            if len(bad):
-                raise InputError(f"node id {int(idx[bad[0]])} out of range", file, row=int(bad[0]))
-            if np.any(seen[idx]):
-                first = int(idx[np.flatnonzero(seen[idx])[0]])
-                raise InputError(f"node {first} is also in another split (splits overlap)", file)
-            if len(np.unique(idx)) != len(idx):
-                raise InputError("repeated node id", file)
-            seen[idx] = 1
-            if labels is not None and np.any(labels[idx] < 0):
-                row = int(np.flatnonzero(labels[idx] < 0)[0])
-                raise InputError("split holds an unlabelled node", file, row=row)
-
     def _validate_features(self) -> None:
         x = self.features()
         if x is None:
@@ -261,14 +436,6 @@ class GraphDir:
                     self.path / "features.npy",
                     row=start + int(np.flatnonzero(~finite)[0]),
                 )
-
-
-def _npy_blocks(path: Path, entries: int) -> Iterator[np.ndarray]:
-    """The data of a 1-D ``.npy`` file read (not mapped) in blocks of ``entries``."""
-    with open(path, "rb") as fh:
-        _, _, dtype = read_npy_header(fh)
-        while len(block := np.fromfile(fh, dtype=dtype, count=entries)):
-            yield block
 
 
 def open_graph(path: str | os.PathLike[str], validate: bool = False) -> GraphDir:

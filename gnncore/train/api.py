@@ -129,6 +129,7 @@ def train_graph_dir(
 
     config = (config or NodeTrainConfig()).validate()
     graph = graph_dir if isinstance(graph_dir, GraphDir) else GraphDir.open(graph_dir)
+    graph.check_structure()  # corrupt arrays: one error naming the file, before training
     if isinstance(config, LinkTrainConfig):
         if placement is not None or replication is not None or store is not None:
             raise ConfigError(
