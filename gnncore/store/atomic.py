@@ -250,7 +250,8 @@ def refuse_unsafe_target(out: str | os.PathLike[str], inputs: list[Path]) -> Non
     Raises:
         InputError: Naming ``out`` and the reason.
     """
-    target = Path(out).resolve()
+    out = Path(out)
+    target = out.resolve()
     for source in inputs:
         source = Path(source).resolve()
         if target == source or target in source.parents:
