@@ -4,11 +4,17 @@ The layout is sniffed from the first lines (see :func:`sniff`):
 
 * lines starting with ``#`` are comments (SNAP style) and blank lines are
   skipped, anywhere in the file; line ends may be ``\\n`` or ``\\r\\n``;
-* the separator is a tab if the first data lines hold one, else a comma if
-  they hold one, else whitespace (single spaces are parsed natively, irregular
-  runs of spaces/tabs by a regex pass);
+* a UTF-8 byte order mark opening the file is skipped;
+* the separator is sniffed per file from its first data lines
+  (:func:`sniff_separator`): each votes for a comma (it holds a comma and no
+  tab) or for whitespace, the majority wins (a tie: the first line's); whitespace
+  is a tab if one of its lines holds one, else a space (single spaces are
+  parsed natively, irregular runs of spaces/tabs by a regex pass). A line that
+  does not split into the layout's columns is an error naming it, and saying
+  when it holds another separator;
 * a header is assumed when the first data line holds a non-numeric token while
-  the following lines are all numeric, or when every token of the first data
+  the following lines are all numeric and it splits into as many columns as the
+  second line, or when every token of the first data
   line is a usual column name (:data:`HEADER_NAMES`: ``src``, ``dst``,
   ``source``, ``target``, ...), which is how a header of string-id edge lists is
   told (``header=True/False`` overrides);
@@ -18,11 +24,14 @@ The layout is sniffed from the first lines (see :func:`sniff`):
 
 Ids (``id_type``): ``"int"`` requires non-negative integers; ``"string"``
 takes every token as a string; ``"auto"`` uses integers when every id parses
-as a 64-bit integer and strings otherwise. Either way ids are remapped to
+as a 64-bit integer and strings otherwise, with a :class:`StringIdsWarning`
+naming the file and the first line whose id is not one (also the report's
+``details["id_type_reason"]``). Either way ids are remapped to
 ``0..N-1`` in sorted raw-id order (numeric order for integers, lexicographic
 for strings) and the map is written as ``node_ids.parquet``.
 
-Only ``.gz`` compression is read (detected by its magic bytes).
+Only ``.gz`` compression is read (detected by its magic bytes); a file named
+``*.gz`` without them is an error (:func:`check_gzip_name`).
 
 Integer ids of a plain file are parsed by the C++ reader of
 :mod:`gnncore.io.edge_text`, which accepts a strict subset of what Polars
@@ -41,6 +50,7 @@ import gzip
 import os
 import re
 import time
+import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -75,6 +85,11 @@ COMMENT = "#"
 INT_RE = re.compile(r"[+-]?\d+")
 NUMBER_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|nan)", re.IGNORECASE)
 INT64_MAX = np.iinfo(np.int64).max
+INT64_MIN = np.iinfo(np.int64).min
+UTF8_BOM = b"\xef\xbb\xbf"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+REPLACEMENT = "\ufffd"  # what a lossy decoding makes of bytes that are not UTF-8
+NOT_UTF8 = "bytes that are not UTF-8 text (binary data, or another encoding)"
 SNIFF_DATA_LINES = 50
 #: Column names that make a first line a header even when the ids are strings.
 HEADER_NAMES = frozenset(
@@ -97,18 +112,47 @@ def is_gzip(path: Path) -> bool:
         return fh.read(2) == b"\x1f\x8b"
 
 
+def check_gzip_name(path: Path) -> bool:
+    """Whether ``path`` is gzipped (its magic bytes); raises :class:`InputError` when
+    its name ends in ``.gz`` but it is not (reading it as text would misread it)."""
+    gz = is_gzip(path)
+    if not gz and path.name.lower().endswith(".gz"):
+        raise InputError(
+            "the name ends in .gz but the file is not gzip data (it does not start with "
+            "the gzip magic bytes 1f 8b): compress it with gzip, or drop the .gz suffix",
+            path,
+        )
+    return gz
+
+
 def gzip_error(path: Path, exc: BaseException) -> InputError:
     return InputError(f"truncated or corrupt gzip data ({exc})", path)
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, text)`` (1-based, without the line end)."""
+    """Yield ``(line_number, text)`` (1-based, without the line end nor a UTF-8
+    byte order mark opening the file; bytes that are not UTF-8 become U+FFFD)."""
+    for number, raw in iter_raw_lines(path):
+        yield number, raw.decode("utf-8", errors="replace")
+
+
+def iter_raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(line_number, bytes)`` as :func:`iter_lines` does, undecoded."""
     gz = is_gzip(path)
     opener = gzip.open if gz else open
     try:
         with opener(path, "rb") as fh:
             for number, raw in enumerate(fh, 1):
-                yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if number == 1 and raw.startswith(UTF8_BOM):
+                    raw = raw[len(UTF8_BOM) :]
+                elif number == 1 and raw.startswith(UTF16_BOMS):
+                    raise InputError(
+                        "UTF-16 text (it starts with a UTF-16 byte order mark): save it as "
+                        "UTF-8 (or ASCII)",
+                        path,
+                        line=1,
+                    )
+                yield number, raw.rstrip(b"\r\n")
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise gzip_error(path, exc) from exc
     except OSError as exc:
@@ -157,12 +201,50 @@ class Layout:
     def separator_name(self) -> str:
         return {",": "comma", "\t": "tab", " ": "space", None: "whitespace"}[self.separator]
 
+    def separator_hint(self, text: str) -> str:
+        """Words for a line that does not split into the layout's columns when it
+        holds another separator than the file's ("" otherwise)."""
+        if self.separator == ",":
+            other = "a tab" if "\t" in text else "a space" if " " in text.strip() else ""
+        else:
+            other = "a comma" if "," in text else ""
+        if not other:
+            return ""
+        sep = {",": "a comma", "\t": "a tab", " ": "a space", None: "whitespace"}[self.separator]
+        return (
+            f" (the line holds {other}, but the file's separator, sniffed from its first "
+            f"lines, is {sep})"
+        )
+
+
+def sniff_separator(texts: list[str]) -> str:
+    """The separator of a file whose first data lines are ``texts`` (``","``,
+    ``"\t"`` or ``" "``): each line votes for a comma (it holds a comma and no
+    tab) or whitespace; the majority wins, a tie goes to the first line's vote.
+    Whitespace is a tab when each of its lines holds one, else a space (runs
+    of whitespace when some lines hold tabs: :func:`sniff`). So one odd line
+    does not decide the separator of the file: it is the line the parse blames."""
+    comma = ["," in t and "\t" not in t for t in texts]
+    votes = sum(comma)
+    if 2 * votes > len(texts) or (2 * votes == len(texts) and comma[0]):
+        return ","
+    tabs = ["\t" in t for t, c in zip(texts, comma) if not c]
+    if all(tabs):
+        return "\t"
+    # Spaces, or tabs on some lines and spaces on others: runs of whitespace
+    # (the caller tells single spaces from irregular runs).
+    return " "
+
 
 def sniff(path: Path, header: bool | None = None) -> Layout:
     """Work out the separator, header and column count from the first lines."""
     data: list[tuple[int, str]] = []
-    for number, text in iter_lines(path):
+    for number, raw in iter_raw_lines(path):
+        text = raw.decode("utf-8", errors="replace")
         if not is_skipped(text):
+            if REPLACEMENT in text and raw.decode("utf-8", errors="ignore") != text:
+                # not UTF-8: no reader takes it (and it must not pass for a header)
+                raise InputError(NOT_UTF8, path, line=number)
             data.append((number, text))
             if len(data) >= SNIFF_DATA_LINES:
                 break
@@ -171,32 +253,40 @@ def sniff(path: Path, header: bool | None = None) -> Layout:
     if not data:
         raise InputError("empty file: no edges (only comments or blank lines)", path)
     texts = [t for _, t in data]
-    if any("\t" in t for t in texts):
-        separator: str | None = "\t"
-    elif any("," in t for t in texts):
-        separator = ","
-    else:
-        separator = " "
+    separator: str | None = sniff_separator(texts)
     if separator in ("\t", " ") and any(
         "" in t.split(separator) or any(s.strip() != s for s in t.split(separator)) for t in texts
     ):
         separator = None  # irregular whitespace: the regex pass handles it
+    elif separator == " " and any("\t" in t for t in texts):
+        separator = None  # tabs on some lines, spaces on others: runs of whitespace
     probe = Layout(separator, False, 2, 0)
     rows = [probe.tokens(t) for t in texts]
     if header is None:
         names = [t.lower() for t in rows[0]]
+        # A header splits into as many columns as the data, none empty and no
+        # quote unbalanced: a first line that does not (a tab line in a comma
+        # file, "1,", a stray '"') is an error to report, not a header to drop.
         header = (
             len(rows) > 1
+            and len(rows[0]) == len(rows[1])
+            and all(rows[0])
+            and texts[0].count('"') % 2 == 0
             and not all(is_number(t) for t in rows[0])
             and all(is_number(t) for row in rows[1:] for t in row)
-        ) or (len(set(names)) == len(names) and all(t in HEADER_NAMES for t in names))
+        ) or (
+            len(names) >= 2
+            and len(set(names)) == len(names)
+            and all(t in HEADER_NAMES for t in names)
+        )
     first = 1 if header else 0
     if first >= len(data):
         raise InputError("empty file: no edges after the header", path)
     ncols = len(rows[first])
     if ncols not in (2, 3):
         raise InputError(
-            f"expected 2 columns (src dst) or 3 (src dst weight), found {ncols}",
+            f"expected 2 columns (src dst) or 3 (src dst weight), found {ncols}"
+            + probe.separator_hint(data[first][1]),
             path,
             line=data[first][0],
         )
@@ -227,7 +317,27 @@ def find_bad_line(
     skip_comments: bool = True,
     skip_blank: bool = True,
 ) -> None:
-    """Raise an :class:`InputError` at the first line for which ``check`` names a problem.
+    """Raise an :class:`InputError` at the first line for which ``check`` names a
+    problem (:func:`first_bad_line`)."""
+    found = first_bad_line(
+        path, check, suspect,
+        skip_lines=skip_lines, skip_comments=skip_comments, skip_blank=skip_blank,
+    )  # fmt: skip
+    if found is not None:
+        raise InputError(found[1], path, line=found[0])
+
+
+def first_bad_line(
+    path: Path,
+    check: Callable[[str], str | None],
+    suspect: Callable[[pl.Expr], pl.Expr] | None = None,
+    *,
+    skip_lines: int = 0,
+    skip_comments: bool = True,
+    skip_blank: bool = True,
+) -> tuple[int, str] | None:
+    """The first line for which ``check`` names a problem, as ``(line, problem)``
+    (``None``: no line has one).
 
     ``check(text)`` is the exact per-line rule (it words the message). A
     vectorised Polars pass over the raw lines (with their line numbers) first
@@ -264,9 +374,9 @@ def find_bad_line(
             for number, text in found.select("n", "line").iter_rows():
                 problem = check(text or "")
                 if problem:
-                    raise InputError(problem, path, line=int(number))
+                    return int(number), problem
             if found.height < MAX_SUSPECTS:
-                return  # every suspect line was checked: none is bad
+                return None  # every suspect line was checked: none is bad
     for number, text in iter_lines(path):
         if number <= skip_lines:
             continue
@@ -274,7 +384,8 @@ def find_bad_line(
             continue
         problem = check(text)
         if problem:
-            raise InputError(problem, path, line=number)
+            return number, problem
+    return None
 
 
 def split_expr(line: pl.Expr, separator: str | None) -> pl.Expr:
@@ -332,18 +443,30 @@ def locate_problem(
     as_int: bool,
     max_id: int | None = None,
     what: str = "node id",
+    parse_failed: bool = False,
 ) -> None:
     """Raise an :class:`InputError` for the first bad edge line, if there is one.
 
     Checks the column count, empty ids, and (``as_int``) that ids are
-    non-negative 64-bit integers no larger than ``max_id``.
+    non-negative 64-bit integers no larger than ``max_id``. ``parse_failed``
+    (Polars could not read the file as strings): bytes that are not UTF-8 and
+    an unbalanced ``"`` in a comma-separated line are bad too (a quoted field
+    spanning lines is no edge list's).
     """
     expected = "src dst" if layout.ncols == 2 else "src dst weight"
+    quoted = parse_failed and layout.separator == ","
 
     def check(text: str) -> str | None:
+        if parse_failed and REPLACEMENT in text:
+            return NOT_UTF8
+        if quoted and text.count('"') % 2:
+            return "an unbalanced '\"' (a quoted id must end on its line)"
         tokens = layout.tokens(text)
         if len(tokens) != layout.ncols:
-            return f"expected {layout.ncols} columns ({expected}), found {len(tokens)}"
+            return (
+                f"expected {layout.ncols} columns ({expected}), found {len(tokens)}"
+                + layout.separator_hint(text)
+            )
         for token in tokens[:2]:
             if not token:
                 return f"empty {what}"
@@ -358,6 +481,10 @@ def locate_problem(
 
     def suspect(line: pl.Expr) -> pl.Expr:
         bad = ~line.str.contains(valid)
+        if parse_failed:
+            bad = bad | line.str.contains(REPLACEMENT, literal=True)
+        if quoted:
+            bad = bad | line.str.contains('"', literal=True)
         if as_int and max_id is not None:
             tokens = split_expr(line, layout.separator)
             for i in (0, 1):
@@ -366,6 +493,87 @@ def locate_problem(
         return bad
 
     find_bad_line(path, check, suspect, skip_lines=layout.skip_lines)
+
+
+# Why auto reads strings (warned) -----------------------------------------------------
+
+
+REASON_PREFIX_LINES = 1000
+"""Lines :func:`string_ids_reason` checks in Python before a Polars pass over the file."""
+
+
+class StringIdsWarning(UserWarning):
+    """``id_type="auto"`` reads the ids of a file as strings: not every one is a
+    64-bit integer (the message names the file and the first line whose id is not)."""
+
+
+def polars_int_problem(field: str, what: str = "node id") -> str | None:
+    """Why Polars' CSV reader does not read the raw (unstripped) ``field`` as an
+    int64, or ``None`` when it does (blanks before the digits and a sign are
+    read, blanks after them are not)."""
+    token = field.strip()
+    if INT_RE.fullmatch(token) is None:
+        return f"{what} {token!r} is not an integer"
+    if field.rstrip() != field:
+        return f"{what} {field!r} is not an integer (blanks after the digits)"
+    if not INT64_MIN <= int(token) <= INT64_MAX:
+        return f"{what} {token} does not fit in 64 bits"
+    return None
+
+
+def string_ids_reason(path: Path, layout: Layout, source: Path | None = None) -> str:
+    """Why ``id_type="auto"`` reads the ids of ``path`` (laid out as ``layout``) as
+    strings: ``"NAME:LINE: problem"`` for the first line whose id Polars does not
+    read as a 64-bit integer, also warned (:class:`StringIdsWarning`) naming the
+    file and line. ``source``: the file to name (``path`` is its decompressed
+    copy). Costs a pass over the file up to that line (only when auto falls back)."""
+    source = path if source is None else source
+    sep = layout.separator
+
+    def check(text: str) -> str | None:
+        text = text.rstrip("\r")
+        fields = text.split(sep) if sep in (",", "\t") else text.split()
+        for field in fields[:2]:
+            quoted = field.strip()
+            if sep == "," and len(quoted) >= 2 and quoted[0] == quoted[-1] == '"':
+                field = quoted[1:-1]
+            problem = polars_int_problem(field)
+            if problem:
+                return problem
+        return None
+
+    digits = r"\+?\d{1,18}"
+    if sep in (",", "\t"):
+        pad = "[ \t]*" if sep == "," else " *"
+        valid = rf"^{pad}{digits}{sep}{pad}{digits}({sep}.*)?\r?$"
+    else:
+        valid = rf"^\s*{digits}\s+{digits}(\s.*)?$"
+    found = None
+    for number, text in iter_lines(path):  # usually the first data line (a string-id file)
+        if number > REASON_PREFIX_LINES:
+            found = first_bad_line(
+                path, check, lambda line: ~line.str.contains(valid), skip_lines=layout.skip_lines
+            )
+            break
+        if number > layout.skip_lines and not is_skipped(text):
+            problem = check(text)
+            if problem:
+                found = number, problem
+                break
+    if found is None:  # not expected: the check follows Polars' rule
+        where, problem = f"{source}", "Polars does not read every node id as a 64-bit integer"
+        reason = f"{source.name}: {problem}"
+    else:
+        where, problem = f"{source}:{found[0]}", found[1]
+        reason = f"{source.name}:{found[0]}: {problem}"
+    warnings.warn(
+        f"{where}: {problem}: --id-type auto reads every id of the file as a string "
+        "(nodes numbered in string order, not by their integer values); pass --id-type "
+        "string to read strings without this warning, or --id-type int to make it an error",
+        StringIdsWarning,
+        stacklevel=3,
+    )
+    return reason
 
 
 # Parsing -------------------------------------------------------------------------------
@@ -447,6 +655,7 @@ class ParsedEdges:
     dst: np.ndarray | pl.Series
     id_type: str  # "int" or "string"
     layout: Layout
+    id_type_reason: str | None = None  # why id_type="auto" read strings
 
 
 def read_edges(
@@ -479,6 +688,7 @@ def read_edges(
         )
     if not path.is_file():
         raise InputError("no such file", path)
+    gz = check_gzip_name(path)
     stage("reading edges")
     if layout is None:
         layout = sniff(path, header)
@@ -488,7 +698,7 @@ def read_edges(
     last = layouts[-1]
 
     if id_type in ("auto", "int"):
-        if native and WITH_CSRC and not is_gzip(path):
+        if native and WITH_CSRC and not gz:
             try:
                 src, dst = read_int_edges(path, layout)
             except Declined:
@@ -513,14 +723,15 @@ def read_edges(
 
     parsed = _parse(path, layouts, pl.String)
     if parsed is None:
-        locate_problem(path, last, as_int=False)
+        locate_problem(path, last, as_int=False, parse_failed=True)
         raise InputError("could not be parsed as an edge list", path)
     df, used = parsed
     if df["missing"].any():
         locate_problem(path, used, as_int=False)
         raise InputError("a line lacks a node id", path)
     _require_edges(df.height, path)
-    return ParsedEdges(df["src"], df["dst"], "string", used)
+    reason = string_ids_reason(path, used) if id_type == "auto" else None
+    return ParsedEdges(df["src"], df["dst"], "string", used, reason)
 
 
 def _require_edges(count: int, path: Path) -> None:
@@ -562,6 +773,8 @@ def ingest_edgelist(
         "header": layout.header,
         "ignored_weight_column": layout.ncols == 3,
     }
+    if parsed.id_type_reason is not None:
+        details["id_type_reason"] = parsed.id_type_reason
     return write_remapped(
         parsed.src,
         parsed.dst,

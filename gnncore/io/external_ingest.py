@@ -121,6 +121,7 @@ from gnncore.io.edgelist import (
     ID_TYPES,
     Layout,
     _scan,
+    check_gzip_name,
     default_name,
     gzip_error,
     is_gzip,
@@ -572,7 +573,9 @@ def ingest_edgelist_external(
         )
     if not source.is_file():
         raise InputError("no such file", source)
+    check_gzip_name(source)
     with scratch_directory(Path(out_dir), "ingest") as scratch:
+        fallback = False
         if id_type != "string":
             try:
                 return _ingest(
@@ -581,11 +584,12 @@ def ingest_edgelist_external(
                 )  # fmt: skip
             except _StringIds:
                 _clear_scratch(scratch)
+                fallback = True
         from gnncore.io.string_ids import ingest_string_ids
 
         return ingest_string_ids(
             source, Path(out_dir), scratch, phases, started, budget, directed=directed,
-            name=name, seed=seed, header=header, max_fan_in=max_fan_in,
+            name=name, seed=seed, header=header, max_fan_in=max_fan_in, fallback=fallback,
         )  # fmt: skip
 
 

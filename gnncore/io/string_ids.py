@@ -56,7 +56,15 @@ import polars as pl
 import pyarrow as pa
 
 from gnncore.errors import InputError
-from gnncore.io.edgelist import Layout, _scan, default_name, is_gzip, locate_problem, sniff
+from gnncore.io.edgelist import (
+    Layout,
+    _scan,
+    default_name,
+    is_gzip,
+    locate_problem,
+    sniff,
+    string_ids_reason,
+)
 from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 from gnncore.store.writer import PARQUET_OPTIONS, GraphDirWriter
@@ -434,7 +442,7 @@ def _collect_names(
         if num_edges == 0:
             raise InputError("empty file: no edges", text)
         return layout, collector.finish()
-    locate_problem(text, layouts[-1], as_int=False)
+    locate_problem(text, layouts[-1], as_int=False, parse_failed=True)
     raise InputError("could not be parsed as an edge list", text)
 
 
@@ -560,12 +568,15 @@ def ingest_string_ids(
     seed: int,
     header: bool | None,
     max_fan_in: int,
+    fallback: bool = False,
 ) -> IngestReport:
     """Ingest the string-id edge list ``source`` into ``out`` (module docstring).
 
     Called by :func:`gnncore.io.external_ingest.ingest_edgelist_external`
     inside its scratch directory ``scratch`` (removed by it), with its
-    :class:`~gnncore.io.external_ingest.Phases` and checked ``budget``.
+    :class:`~gnncore.io.external_ingest.Phases` and checked ``budget``;
+    ``fallback``: ``id_type="auto"`` found ids that are not integers (warned
+    and recorded as ``details["id_type_reason"]``, as in memory).
     """
     from gnncore.io.external_ingest import _decompress, batch_rows, write_edge_stream
 
@@ -586,6 +597,7 @@ def ingest_string_ids(
         layout, names = _collect_names(
             text, layouts, scratch, budget // 4, rows, block_bytes, max_fan_in
         )
+        reason = string_ids_reason(text, layout, source) if fallback else None
     except InputError as exc:
         if exc.path == text and text != source:
             raise InputError(exc.problem, source, line=exc.line, row=exc.row) from None
@@ -596,6 +608,8 @@ def ingest_string_ids(
         "ignored_weight_column": layout.ncols == 3,
         "id_type": "string",
     }
+    if reason is not None:
+        details["id_type_reason"] = reason
 
     def before(writer: GraphDirWriter) -> None:
         write_node_ids(writer.file_path("node_ids.parquet", "parquet"), names)

@@ -202,6 +202,14 @@ EdgeTextReader::EdgeTextReader(const std::string& path, EdgeTextOptions options)
   if (fd_ < 0)
     throw std::runtime_error("cannot open " + path + " for reading: " + std::strerror(errno));
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  // A UTF-8 byte order mark is not data (Polars skips it too): parsing starts
+  // after it. With skip_lines > 0 it is part of the first skipped line anyway.
+  unsigned char bom[3] = {0, 0, 0};
+  ssize_t got = 0;
+  do {
+    got = ::pread(fd_, bom, sizeof bom, 0);
+  } while (got < 0 && errno == EINTR);
+  if (got == 3 && bom[0] == 0xEF && bom[1] == 0xBB && bom[2] == 0xBF) file_offset_ = 3;
   buffer_.resize(options.block_bytes);
 }
 

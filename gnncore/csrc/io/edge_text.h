@@ -6,6 +6,8 @@
 //
 // It accepts a strict subset of what the Polars reader of gnncore.io.edgelist
 // accepts with the same layout, and parses it to the same values:
+//   * a UTF-8 byte order mark (EF BB BF) opening the file is skipped, as
+//     Polars skips it;
 //   * the first `skip_lines` physical lines are skipped unread (leading
 //     comments, blank lines, a header), as Polars' skip_lines does;
 //   * blank lines ("", "\r"; with runs of whitespace also lines of spaces and
@@ -81,7 +83,7 @@ class EdgeTextReader {
   int64_t last_max_id() const { return last_max_id_; }
   // Complete lines consumed so far, skipped ones included.
   int64_t lines() const { return lines_; }
-  int64_t bytes_read() const { return file_offset_; }
+  int64_t bytes_read() const { return file_offset_; }  // a skipped BOM included
 
  private:
   bool refill();  // reads more bytes after the unparsed ones; false at the end of the file

@@ -355,5 +355,6 @@ def test_cli_memory_budget_with_string_ids(tmp_path):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     report = json.loads(summary.read_text())
     assert report["memory_budget"] == TINY and report["details"]["id_type"] == "string"
-    ingest(source, tmp_path / "mem", memory_budget=None)
+    # the same settings: auto would add why it read strings (stats.id_type_reason)
+    ingest(source, tmp_path / "mem", id_type="string", memory_budget=None)
     assert digests(tmp_path / "ext") == digests(tmp_path / "mem")
