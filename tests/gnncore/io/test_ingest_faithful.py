@@ -95,11 +95,16 @@ def test_bom_string_ids_without_header_keep_the_first_name(tmp_path, budget):
 
 
 def test_native_reader_skips_the_bom(tmp_path):
-    """The C++ reader parses a BOM file itself (it used to decline it at line 1)."""
+    """The C++ reader parses a BOM file itself (it used to decline it at line 1),
+    with or without a header."""
     src = write(tmp_path / "g.csv", BOM + b"7,8\n9,10\n")
-    assert sniff(src) == Layout(",", False, 2, 0)
     src_ids, dst_ids = read_int_edges(src, Layout(",", False, 2, 0))
     assert src_ids.tolist() == [7, 9] and dst_ids.tolist() == [8, 10]
+    assert sniff(src) == Layout(",", False, 2, 0)
+    headed = write(tmp_path / "h.csv", BOM + b"src,dst\n7,8\n")
+    assert sniff(headed) == Layout(",", True, 2, 1)
+    src_ids, dst_ids = read_int_edges(headed, Layout(",", True, 2, 1))
+    assert src_ids.tolist() == [7] and dst_ids.tolist() == [8]
 
 
 @PATHS
