@@ -228,6 +228,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--nnodes > 1)",
     )
     parser.add_argument(
+        "--join-token-file",
+        default=None,
+        metavar="FILE",
+        help="with --nproc: the file (chmod 600) holding the secret every rank proves at "
+        "rendezvous, the same on every machine (default: $GNNCORE_JOIN_TOKEN, "
+        "$GNNCORE_JOIN_TOKEN_FILE, else generated; printed by machine 0 of --nnodes > 1)",
+    )
+    parser.add_argument(
         "--max-restarts",
         type=int,
         default=0,
@@ -272,12 +280,13 @@ def _distributed_args(args: argparse.Namespace) -> bool:
             or args.master_addr != "127.0.0.1"
             or args.master_port is not None
             or args.max_restarts != 0
+            or args.join_token_file is not None
             or args.backend is not None
         )
         if args.partition is not None or args.ranks_dir is not None or launch_flags:
             raise GnnCoreError(
                 "--partition, --ranks-dir, --nnodes, --node-rank, --master-addr, "
-                "--master-port, --max-restarts and --backend go with --nproc N"
+                "--master-port, --join-token-file, --max-restarts and --backend go with --nproc N"
             )
         return False
     if args.partition is None:
@@ -378,6 +387,7 @@ def run(
                 master_addr=args.master_addr,
                 master_port=args.master_port,
                 max_restarts=args.max_restarts,
+                join_token_file=args.join_token_file,
             )
             train = train_distributed if args.task == "node" else train_distributed_link
             result = train(

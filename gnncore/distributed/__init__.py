@@ -7,8 +7,10 @@
   fetched from their owners in one exchange per gather.
 - :mod:`~gnncore.distributed.sampler`: :class:`DistNeighborSampler`,
   cross-partition multi-hop sampling, one exchange per hop.
-- :mod:`~gnncore.distributed.exchange`: the variable-length all-to-all both use.
+- :mod:`~gnncore.distributed.exchange`: the variable-length all-to-all both use,
+  and the fixed-layout gather of named figures (ranks exchange tensors only).
 - :mod:`~gnncore.distributed.launch`: :func:`spawn_local`, ranks on this machine.
+- :mod:`~gnncore.distributed.join`: the join token every rank proves at rendezvous.
 - :mod:`~gnncore.distributed.sancus`: :class:`SancusSource`, SANCUS full-graph
   GCN training whose ranks skip sending embedding rows that are not too stale
   (policies in :mod:`~gnncore.distributed.sancus_policy`).

@@ -29,6 +29,15 @@ elastic launcher sees every rank that has exited when it polls (every 0.1 s),
 and a SIGKILLed rank is gone before any peer can notice. A collective that
 waits past ``timeout`` fails in its rank, and a rank still running after
 ``run_timeout`` reports and exits, so nothing hangs.
+
+**Joining.** Every rank proves the launch's join token to the others through
+the store before ``init_process_group`` (:func:`~gnncore.distributed.join.check_join`):
+a rank without it, or with another one, is refused with one line, and so are
+its peers. The launchers take the token from ``GNNCORE_JOIN_TOKEN`` or a token
+file (:func:`~gnncore.distributed.join.launch_token`), or generate one.
+The pickles here (the spec and result files of :func:`elastic_run`, the queue
+of :func:`spawn_local`) stay between a launcher and its own children on one
+machine; nothing a peer rank sends is unpickled.
 """
 
 from __future__ import annotations
@@ -152,6 +161,8 @@ def blame(statuses: Sequence[RankStatus], world: int, remote: Sequence[int] = ()
         notes = []
         for s in others:
             kind = "lost its peers" if s.peer_loss else _describe(s, world).split("\n")[0]
+            if not s.peer_loss and s.error is not None and "\n" not in s.error.strip():
+                kind = s.error.strip()  # a one-line report (a refused join): all of it
             notes.append(f"rank {s.rank}: {kind}")
         message += "\nthen: " + "; ".join(notes)
     return RankFailed(message, culprit.rank)
@@ -200,6 +211,14 @@ def _master_store(host: str, port: int, world: int, timeout: float) -> tuple[Any
     return store, port
 
 
+def _report(exc: BaseException) -> str:
+    """What a failed rank reports: the one line of a refused join, else the
+    traceback."""
+    from gnncore.distributed.join import JoinRefused
+
+    return str(exc) if isinstance(exc, JoinRefused) else traceback.format_exc()
+
+
 def _rank_main(
     fn: Callable[..., Any],
     rank: int,
@@ -209,14 +228,18 @@ def _rank_main(
     timeout: float,
     args: Sequence[Any],
     results: Any,
+    token: str | None,
 ) -> None:
     import torch.distributed as dist
     from torch.distributed import TCPStore
+
+    from gnncore.distributed.join import check_join
 
     try:
         _pin_gloo_interface(address[0])
         delta = datetime.timedelta(seconds=timeout)
         store = TCPStore(address[0], address[1], world_size, False, delta)
+        check_join(store, rank, world_size, token, timeout)
         dist.init_process_group(
             backend, store=store, rank=rank, world_size=world_size, timeout=delta
         )
@@ -224,7 +247,7 @@ def _rank_main(
         dist.destroy_process_group()
         results.put((rank, True, value, False))
     except BaseException as exc:
-        results.put((rank, False, traceback.format_exc(), is_peer_loss(exc)))
+        results.put((rank, False, _report(exc), is_peer_loss(exc)))
         # Report and go: no teardown of a group whose peers may be gone.
         results.close()
         results.join_thread()
@@ -241,6 +264,7 @@ def spawn_local(
     timeout: float = 60.0,
     run_timeout: float = 600.0,
     grace: float = 3.0,
+    join_token: str | None = None,
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` spawned local ranks;
     return their results in rank order.
@@ -259,14 +283,20 @@ def spawn_local(
         grace (float): Seconds to wait after the first failure for the other
             ranks' statuses, so that the rank that caused it is named
             (:func:`blame`). (default: 3)
+        join_token (str, optional): The token the ranks prove to each other at
+            rendezvous (default: :func:`~gnncore.distributed.join.launch_token`,
+            generated when the environment gives none).
 
     Raises:
         RankFailed: A rank raised (its traceback follows the rank's name), exited
-            without a result, or the run passed ``run_timeout``; the other ranks are
-            terminated.
+            without a result, was refused at rendezvous, or the run passed
+            ``run_timeout``; the other ranks are terminated.
     """
+    from gnncore.distributed.join import launch_token
+
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
+    token = launch_token() if join_token is None else join_token
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     store, port = _master_store(LOCALHOST, 0, world_size, timeout)
@@ -274,7 +304,7 @@ def spawn_local(
     procs = [
         ctx.Process(
             target=_rank_main,
-            args=(fn, rank, world_size, address, backend, timeout, tuple(args), results),
+            args=(fn, rank, world_size, address, backend, timeout, tuple(args), results, token),
             daemon=True,
         )
         for rank in range(world_size)
@@ -462,10 +492,12 @@ def _status_file(out_dir: str | Path, rank: int, kind: str) -> Path:
 
 
 def rank_entry(spec_path: str) -> None:
-    """A rank started by :func:`elastic_run` (``python -c``): join the group
-    from ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``, run the
-    function and write its result (or the error, and whether it was the loss
-    of a peer) where the launcher reads it; exit at once on an error."""
+    """A rank started by :func:`elastic_run` (``python -c``): prove the join
+    token (``GNNCORE_JOIN_TOKEN``) through the store at ``MASTER_ADDR:MASTER_PORT``
+    and check its peers' (:func:`~gnncore.distributed.join.check_join`), join
+    the group from ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``,
+    run the function and write its result (or the error, and whether it was the
+    loss of a peer) where the launcher reads it; exit at once on an error."""
     with open(spec_path, "rb") as fh:
         spec: _EntrySpec = pickle.load(fh)
     rank = int(os.environ["RANK"])
@@ -476,7 +508,8 @@ def rank_entry(spec_path: str) -> None:
         tmp = _status_file(spec.out_dir, rank, "error.tmp")
         tmp.write_text(json.dumps(record))
         tmp.replace(_status_file(spec.out_dir, rank, "error"))
-        sys.stderr.write(f"rank {rank} of {world}: {text}\n")
+        name = f"rank {rank} of {world}"
+        sys.stderr.write(f"{text}\n" if text.startswith(name) else f"{name}: {text}\n")
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
@@ -490,15 +523,24 @@ def rank_entry(spec_path: str) -> None:
     watchdog.start()
     try:
         import torch.distributed as dist
+        from torch.distributed import TCPStore
+
+        from gnncore.distributed.join import check_join, join_token
 
         _pin_gloo_interface(os.environ["MASTER_ADDR"])
-        dist.init_process_group(
-            spec.backend, init_method="env://", timeout=datetime.timedelta(seconds=spec.timeout)
+        delta = datetime.timedelta(seconds=spec.timeout)
+        # torch's static rendezvous runs the store in the launcher of machine 0
+        # (TORCHELASTIC_USE_AGENT_STORE): every rank is a client of it.
+        store = TCPStore(
+            os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, False, delta
         )
+        check_join(store, rank, world, join_token(), spec.timeout)
+        del store
+        dist.init_process_group(spec.backend, init_method="env://", timeout=delta)
         value = spec.fn(rank, world, *spec.args)
         dist.destroy_process_group()
     except BaseException as exc:
-        fail(traceback.format_exc(), is_peer_loss(exc))
+        fail(_report(exc), is_peer_loss(exc))
     watchdog.cancel()
     tmp = _status_file(spec.out_dir, rank, "result.tmp")
     tmp.write_bytes(pickle.dumps(value))
@@ -506,13 +548,18 @@ def rank_entry(spec_path: str) -> None:
 
 
 @contextlib.contextmanager
-def _launch_environment() -> Iterator[None]:
+def _launch_environment(token: str) -> Iterator[None]:
     """For the launch: the ranks import what this process can (its
-    ``sys.path`` as ``PYTHONPATH``), and the signal handlers torch's launcher
+    ``sys.path`` as ``PYTHONPATH``) and get the join token (``GNNCORE_JOIN_TOKEN``,
+    put back as it was afterwards), and the signal handlers torch's launcher
     installs are put back afterwards."""
+    from gnncore.distributed.join import TOKEN_ENV
+
     saved_path = os.environ.get("PYTHONPATH")
+    saved_token = os.environ.get(TOKEN_ENV)
     paths = [p for p in sys.path if p and os.path.isdir(p)]
     os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+    os.environ[TOKEN_ENV] = token
     handled = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT]
     on_main = threading.current_thread() is threading.main_thread()
     handlers = {sig: signal.getsignal(sig) for sig in handled} if on_main else {}
@@ -523,6 +570,10 @@ def _launch_environment() -> Iterator[None]:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved_path
+        if saved_token is None:
+            os.environ.pop(TOKEN_ENV, None)
+        else:
+            os.environ[TOKEN_ENV] = saved_token
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
 
@@ -541,6 +592,7 @@ def elastic_run(
     run_timeout: float = 600.0,
     join_timeout: float = 300.0,
     run_id: str | None = None,
+    join_token: str | None = None,
 ) -> dict[int, Any]:
     """Run ``fn(rank, world_size, *args)`` in this machine's ``nproc`` ranks of
     an ``nnodes * nproc`` world, started by torch's elastic launcher (what
@@ -560,13 +612,22 @@ def elastic_run(
         run_timeout (float): Seconds a rank may run.
         join_timeout (float): Seconds the machines may take to meet.
         run_id (str, optional): The rendezvous' run id (the same on every machine).
+        join_token (str, optional): The token every rank proves at rendezvous, the
+            same on every machine (default:
+            :func:`~gnncore.distributed.join.launch_token`: from the environment,
+            else generated, and printed on machine 0 of several).
 
     Raises:
-        RankFailed: A rank raised, died or ran out of time (:func:`blame`).
+        RankFailed: A rank raised, died, was refused at rendezvous or ran out of
+            time (:func:`blame`).
+        InputError: A bad token file.
+        TokenError: No token on a machine other than 0.
     """
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    from gnncore.distributed.join import launch_token
 
     if nproc < 1 or nnodes < 1 or not 0 <= node_rank < nnodes:
         raise ValueError(f"bad launch: nproc={nproc}, nnodes={nnodes}, node_rank={node_rank}")
@@ -574,6 +635,7 @@ def elastic_run(
         if nnodes > 1:
             raise ValueError("several machines need a master_port they all know")
         master_port = free_port(master_addr)
+    token = launch_token(nnodes, node_rank) if join_token is None else join_token
     _register_rendezvous()
     world = nproc * nnodes
     local = range(node_rank * nproc, node_rank * nproc + nproc)
@@ -597,7 +659,7 @@ def elastic_run(
         code = "import sys; from gnncore.distributed.launch import rank_entry as e; e(sys.argv[1])"
         launch = elastic_launch(config, sys.executable)
         try:
-            with _launch_environment():
+            with _launch_environment(token):
                 launch("-u", "-c", code, str(spec_path))
         except ChildFailedError as err:
             raise _elastic_blame(err, out_dir, world, local) from None

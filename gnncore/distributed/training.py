@@ -748,7 +748,10 @@ class Launch:
     address; the default ``127.0.0.1`` keeps everything on this machine).
     ``spawn`` uses :func:`~gnncore.distributed.launch.spawn_local` (one machine).
     ``max_restarts``: after a failed attempt, start all of this machine's ranks
-    again from the newest checkpoint, this many times at most."""
+    again from the newest checkpoint, this many times at most.
+    ``join_token_file``: the file holding the token the ranks prove at
+    rendezvous (default: ``GNNCORE_JOIN_TOKEN``, ``GNNCORE_JOIN_TOKEN_FILE``, else
+    generated; :func:`~gnncore.distributed.join.launch_token`)."""
 
     launcher: str = "torchrun"
     nnodes: int = 1
@@ -757,6 +760,7 @@ class Launch:
     master_port: int | None = None
     max_restarts: int = 0
     join_timeout: float = 300.0
+    join_token_file: str | None = None
 
     def check(self) -> Launch:
         if self.launcher not in LAUNCHERS:
@@ -849,15 +853,21 @@ def train_distributed(
     Raises:
         ConfigError: Settings distributed training does not support, or a
             world size other than the partition count.
-        RankFailed: A rank raised, died or the run ran out of time, after the
-            last restart; the message names the rank.
+        RankFailed: A rank raised, died, was refused at rendezvous (join token)
+            or the run ran out of time, after the last restart; the message
+            names the rank.
+        InputError: A bad join token file (``launch.join_token_file``).
+        TokenError: No join token on a machine other than 0.
     """
+    from gnncore.distributed.join import launch_token
     from gnncore.distributed.launch import RankFailed
     from gnncore.partition.store import PartitionDir
     from gnncore.store import GraphDir
 
     task = task or NODE_TASK
     launch = (launch or Launch()).check()
+    # Once for every attempt: the other machines keep the token they were given.
+    token = launch_token(launch.nnodes, launch.node_rank, launch.join_token_file)
     graph = GraphDir.open(graph_dir)
     config = task.prepare(config, graph)
     partition = PartitionDir.open(partition_dir, graph)
@@ -905,7 +915,7 @@ def train_distributed(
             on_epoch_end,
         )
         if launch.launcher == "spawn":
-            ranks = spawn_local_ranks(run, world, backend, timeout, run_timeout)
+            ranks = spawn_local_ranks(run, world, backend, timeout, run_timeout, token)
             return dict(enumerate(ranks))
         from gnncore.distributed.launch import elastic_run
 
@@ -921,6 +931,7 @@ def train_distributed(
             timeout=timeout,
             run_timeout=run_timeout,
             join_timeout=launch.join_timeout,
+            join_token=token,
         )
 
     def run_all(mlflow_run: tuple[str, str, str] | None) -> Any:
@@ -975,13 +986,24 @@ def train_distributed(
 
 
 def spawn_local_ranks(
-    run: RankRun, world: int, backend: str, timeout: float, run_timeout: float
+    run: RankRun,
+    world: int,
+    backend: str,
+    timeout: float,
+    run_timeout: float,
+    join_token: str | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`run_rank` on ``world`` ranks spawned on this machine."""
     from gnncore.distributed.launch import spawn_local
 
     return spawn_local(
-        run_rank, world, (run,), backend=backend, timeout=timeout, run_timeout=run_timeout
+        run_rank,
+        world,
+        (run,),
+        backend=backend,
+        timeout=timeout,
+        run_timeout=run_timeout,
+        join_token=join_token,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -196,7 +197,8 @@ def test_two_machines_in_network_namespaces_match_one_machine(graph, tmp_path) -
             _ip("-n", ns, "link", "set", link, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
         port = "29533"
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        # The machines' shared secret: without it machine 1 would refuse to start.
+        env = {**os.environ, "PYTHONPATH": str(REPO), "GNNCORE_JOIN_TOKEN": secrets.token_hex(32)}
         for node, ns in enumerate(spaces):
             argv = ["ip", "netns", "exec", ns, str(REPO / ".venv/bin/gnncore"), "train", str(g),
                     "--nproc", "1", "--nnodes", "2", "--node-rank", str(node),
