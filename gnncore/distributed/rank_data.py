@@ -49,6 +49,7 @@ import numpy as np
 from gnncore.distributed.link_data import LINK_NOT_CORE_ROWS
 from gnncore.errors import InputError
 from gnncore.store.manifest import MANIFEST_FILE, check_plain_name, read_json_manifest, sha256_of
+from gnncore.store.npy import load_npy
 
 RANK_DATA_FORMAT = "gnncore.rank_data"
 RANK_DATA_FORMAT_VERSION = 1
@@ -133,10 +134,7 @@ def _check_npy(file: Path, entry: dict[str, Any]) -> None:
         raise InputError(
             f"size is {size} bytes, manifest says {entry.get('bytes')} (truncated?)", file
         )
-    try:
-        array = np.load(file, mmap_mode="r", allow_pickle=False)
-    except ValueError as exc:
-        raise InputError(f"not a valid .npy file: {exc}", file) from exc
+    array = load_npy(file)  # one line naming the file for any unsound header or size
     if array.dtype.str != entry.get("dtype") or list(array.shape) != entry.get("shape"):
         raise InputError(
             f"holds {array.dtype.str}{list(array.shape)}, manifest says "
@@ -308,7 +306,7 @@ class RankData:
         """``name.npy`` of this rank, memory-mapped read-only."""
         if not self.has(name):
             raise KeyError(f"{self.dir} has no {name}.npy")
-        return np.load(self.dir / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+        return load_npy(self.dir / f"{name}.npy")
 
     @cached_property
     def indptr(self) -> np.ndarray:

@@ -282,3 +282,17 @@ def test_replication_plan_adds_the_replicated_rows(tmp_path: Path) -> None:
     partition_graph(graph, tmp_path / "p2", method="metis", parts=2)
     with pytest.raises(InputError, match="plans 3 parts, the partition has 2"):
         write_rank_data(graph, tmp_path / "p2", tmp_path / "r2", replication=tmp_path / "plan")
+
+
+def test_refuses_a_malformed_npy_header_in_one_line(tmp_path: Path) -> None:
+    graph = planted_graph(tmp_path / "g", num_nodes=200)
+    partition_graph(graph, tmp_path / "p", method="random", parts=2)
+    out = write_rank_data(graph, tmp_path / "p", tmp_path / "r")
+    labels = out / "rank_1" / "labels.npy"
+    raw = labels.read_bytes()
+    closing = raw.index(b"}")
+    labels.write_bytes(raw[:closing] + b" " + raw[closing + 1 :])  # same size, no '}'
+    RankData.open(out, 0)  # rank 0 is untouched
+    with pytest.raises(InputError) as excinfo:
+        RankData.open(out, 1)
+    assert "not a valid .npy file" in one_line_error(excinfo, labels)
