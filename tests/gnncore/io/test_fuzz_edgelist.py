@@ -113,10 +113,11 @@ def text_files(
     min_edges: int = 1,
     separators: tuple = (",", "\t", " ", None),
     kinds: tuple = ("int", "int", "string", "mixed"),
+    max_edges: int = 60,
 ) -> TextFile:
     """A valid text edge list (module docstring) with ids of one of ``kinds``."""
     kind = draw(st.sampled_from(kinds))
-    count = draw(st.integers(min_edges, 60))
+    count = draw(st.integers(min_edges, max_edges))
     if kind == "mixed":
         count = max(count, 2)
     ids = draw(ids_of(kind, 2 * count))
@@ -252,7 +253,25 @@ def truth(f: TextFile, directed: bool, id_type: str) -> dict:
 def test_valid_text_gives_the_polars_graph(
     kind: str, data: st.DataObject, directed: bool, id_type: str, bounded: str | int
 ) -> None:
-    f = data.draw(text_files(kinds=(kind,)))
+    check_valid_text(data.draw(text_files(kinds=(kind,))), directed, id_type, bounded)
+
+
+@settings(FUZZ, max_examples=4)
+@given(
+    f=text_files(min_edges=1100, max_edges=2500),
+    directed=st.booleans(),
+    id_type=st.sampled_from(["auto", "string"]),
+)
+def test_valid_text_past_a_parse_batch_gives_the_polars_graph(
+    f: TextFile, directed: bool, id_type: str
+) -> None:
+    """Files of more edges than a parse batch of the bounded path holds at the
+    small budget (1,024 rows) and than a text block of its string path (16 KiB)."""
+    check_valid_text(f, directed, id_type, 65536)
+
+
+def check_valid_text(f: TextFile, directed: bool, id_type: str, bounded: str | int) -> None:
+    """The property of the valid text files (module docstring)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f.name
         path.write_bytes(f.data)
