@@ -15,8 +15,11 @@ import json
 import os
 import sys
 import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 VERBS: dict[str, str] = {
     "synth": "generate the built-in planted-partition graph",
@@ -75,6 +78,31 @@ def write_json(path: Path, summary: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+@contextmanager
+def one_line_warnings(verb: str) -> Iterator[None]:
+    """Within the block, a warning prints as one line on stderr,
+    ``gnncore VERB: warning: Category: message``, instead of Python's two lines
+    (the message, then the source line that raised it)."""
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        text = " ".join(str(message).split("\n"))
+        print(f"gnncore {verb}: warning: {category.__name__}: {text}", file=file or sys.stderr)
+
+    previous = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in VERBS:
@@ -86,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     from gnncore.store.atomic import overwrite_allowed
 
     try:
-        with overwrite_allowed(bool(getattr(args, "overwrite", False))):
+        with (
+            one_line_warnings(argv[0]),
+            overwrite_allowed(bool(getattr(args, "overwrite", False))),
+        ):
             summary = module.run(args)
     except (
         GnnCoreError,

@@ -160,7 +160,9 @@ def test_cli_prints_the_fallback_warning_and_reason(tmp_path, token, problem):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert re.search(rf"StringIdsWarning: {re.escape(str(src))}:3: {problem}", result.stderr)
+    warning = rf"gnncore ingest: warning: StringIdsWarning: {re.escape(str(src))}:3: {problem}"
+    assert re.search(warning, result.stderr)
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # one line, no source
     summary = json.loads(result.stdout)
     assert summary["details"]["id_type_reason"].startswith("g.txt:3: ")
 
