@@ -63,6 +63,7 @@ lint: install
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports    # the floors of gnncore: .importlinter
 
 # Debian packages the tests drive for real: Chromium and its driver (browser tests of the
 # Dagster and MLflow UIs) and the PostgreSQL server (the postgres storage profile).

@@ -13,7 +13,7 @@
 - :mod:`~gnncore.distributed.join`: the join token every rank proves at rendezvous.
 - :mod:`~gnncore.distributed.sancus`: :class:`SancusSource`, SANCUS full-graph
   GCN training whose ranks skip sending embedding rows that are not too stale
-  (policies in :mod:`~gnncore.distributed.sancus_policy`).
+  (policies in :mod:`~gnncore.train.node.staleness`).
 """
 
 from typing import TYPE_CHECKING, Any

@@ -12,7 +12,7 @@ peer is never needed, so only these rows travel and are counted).
   rows it reads, gets their in-degrees (for ``Â``) and their feature rows.
   The features never change, so layer 0 reads them from this copy for good.
 * **Forward, layer** ``l >= 1``: each owner decides per peer whether to send
-  the rows that peer reads (:mod:`~gnncore.distributed.sancus_policy`); the
+  the rows that peer reads (:mod:`~gnncore.train.node.staleness`); the
   rows sent travel in one :func:`~gnncore.distributed.exchange.exchange` and
   replace the receiver's cached copy, the others are read from that cache. The
   exchange's row counts tell each receiver which owners sent (a count is all
@@ -60,8 +60,8 @@ from torch_geometric.data import Data
 
 from gnncore.distributed.exchange import all_gather_fields, all_reduce_sum, exchange
 from gnncore.distributed.rank_data import RankData
-from gnncore.distributed.sancus_policy import NEVER, Staleness, relative_change
 from gnncore.train.node.config import ConfigError, NodeTrainConfig
+from gnncore.train.node.staleness import NEVER, Staleness, relative_change
 
 # Setup ------------------------------------------------------------------------
 

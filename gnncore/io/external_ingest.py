@@ -16,7 +16,7 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
    collected (a presence array while the largest id is small -- dense ids --,
    else sorted runs of distinct ids merged from disk) and its edges go
    straight into a
-   :class:`~gnncore.io.edge_keys.KeySorter` as packed keys ``min << 32 | max``
+   :class:`~gnncore.store.edge_keys.KeySorter` as packed keys ``min << 32 | max``
    (directed: ``src << 32 | dst``) of the *raw* ids, self-loops dropped.
 2. **sort/dedup**: the keys are radix-sorted and deduplicated in C++ (two
    threads, GIL released), spilled as sorted key runs (delta-coded, 3-5 bytes a
@@ -33,10 +33,10 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
    thread after the CSR.
 5. **shuffle**: ``edges_shuffled.npy`` is numpy's seeded permutation of the
    unordered pairs, exactly as the in-memory path draws it, but drawn by a C++
-   copy of ``Generator(PCG64).shuffle`` (:func:`~gnncore.io.edge_keys.shuffle_keys`)
+   copy of ``Generator(PCG64).shuffle`` (:func:`~gnncore.store.edge_keys.shuffle_keys`)
    on a copy of the keys in memory, when they are in memory or fit half the
    budget (or :data:`EXACT_SHUFFLE_BYTES`). Past that the order is the bounded
-   scatter shuffle of :func:`~gnncore.io.edge_keys.bucket_shuffle` (uniformly
+   scatter shuffle of :func:`~gnncore.store.edge_keys.bucket_shuffle` (uniformly
    random and seeded, but another order than numpy's): the keys go to seeded
    random buckets written as key runs, and each bucket is shuffled in memory;
    the manifest then records ``stats.shuffle_buckets``. The buckets are
@@ -102,7 +102,22 @@ import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.canonical import _plain, node_id_table, sorted_unique
-from gnncore.io.edge_keys import (
+from gnncore.io.edge_text import Declined, read_int_edge_blocks
+from gnncore.io.edgelist import (
+    ID_TYPES,
+    Layout,
+    _scan,
+    check_gzip_name,
+    default_name,
+    gzip_error,
+    is_gzip,
+    locate_problem,
+    sniff,
+)
+from gnncore.io.report import IngestReport
+from gnncore.progress import stage
+from gnncore.store.atomic import remove_stale_temporaries, temporary_name
+from gnncore.store.edge_keys import (
     KEY_SHIFT,
     MAX_KEY_ID,
     MINOR_MASK,
@@ -116,22 +131,7 @@ from gnncore.io.edge_keys import (
     shuffle_keys,
     split_keys,
 )
-from gnncore.io.edge_text import Declined, read_int_edge_blocks
-from gnncore.io.edgelist import (
-    ID_TYPES,
-    Layout,
-    _scan,
-    check_gzip_name,
-    default_name,
-    gzip_error,
-    is_gzip,
-    locate_problem,
-    sniff,
-)
-from gnncore.io.external_sort import BYTES_PER_PAIR, ExternalEdgeSorter, merge_runs_down
-from gnncore.io.report import IngestReport
-from gnncore.progress import stage
-from gnncore.store.atomic import remove_stale_temporaries, temporary_name
+from gnncore.store.external_sort import BYTES_PER_PAIR, ExternalEdgeSorter, merge_runs_down
 from gnncore.store.npy import read_npy_header
 from gnncore.store.writer import PARQUET_OPTIONS, GraphDirWriter, create_graph_dir, index_dtype
 from gnncore.typing import require_csrc
@@ -1053,7 +1053,7 @@ def _row_ranges(indptr: np.ndarray, entries: int) -> Iterator[tuple[int, int]]:
 class _Shuffle:
     """The distinct unordered pairs as keys in shuffled order, array after array:
     ``buckets`` is 0 for numpy's permutation of the seed, else the number of
-    buckets of :func:`~gnncore.io.edge_keys.bucket_shuffle`."""
+    buckets of :func:`~gnncore.store.edge_keys.bucket_shuffle`."""
 
     count: int
     arrays: Iterator[np.ndarray]

@@ -226,7 +226,7 @@ def balance_splits(
     before and after are counted in streaming passes over the edge file.
     Graphs whose own CSR is not the symmetric one (directed, or with
     relations) get it built by an external sort
-    (:class:`~gnncore.io.external_sort.ExternalEdgeSorter`) in a temporary
+    (:class:`~gnncore.store.external_sort.ExternalEdgeSorter`) in a temporary
     directory under ``tmp_dir``, within ``sort_budget`` bytes.
 
     Args:
@@ -327,7 +327,7 @@ def symmetric_csr_files(
     if not m.directed and not m.num_relations:
         yield graph.path / "indptr.npy", graph.path / "indices.npy"
         return
-    from gnncore.io.external_sort import ExternalEdgeSorter
+    from gnncore.store.external_sort import ExternalEdgeSorter
 
     edges = graph_edge_file(graph)
     step = max(1, sort_budget // 64)

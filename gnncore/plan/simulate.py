@@ -43,6 +43,7 @@ import numpy as np
 from gnncore.plan.batching import seeded_batches
 from gnncore.plan.placement import lookup_tables
 from gnncore.plan.replication import stored_ids
+from gnncore.sampler.prune import prune_thresholds
 
 if TYPE_CHECKING:
     from gnncore.sampler.neighbor import NeighborSampler
@@ -334,50 +335,6 @@ def frontier_kind(sampler: NeighborSampler) -> str:
     from gnncore.sampler.per_layer import PerLayerSampler
 
     return "per-layer" if isinstance(sampler, PerLayerSampler) else "dense"
-
-
-def prune_thresholds(
-    fanouts: Sequence[int],
-    avg_degree: float,
-    theta: int | Sequence[int] | None = None,
-    *,
-    prune_alpha: float = 1.0,
-    prune_beta: float = 1.0,
-) -> tuple[int | None, ...]:
-    """θ per hop: the neighbour ids a remote list is read as under threshold pruning.
-
-    Rule: a hop with fanout ``-1`` needs the whole list (``None``: not
-    pruned). Otherwise θ is ``theta`` when given (one int for every hop, or
-    one per hop), else ``ceil(prune_alpha · avg_degree + prune_beta ·
-    fanout)`` with that hop's fanout (ALGORITHMS.md §3, α = β = 1 by default;
-    as :meth:`gnncore.plan.replication.Replication.prune_threshold`).
-
-    Raises:
-        ValueError: For a per-hop ``theta`` of the wrong length or θ < 0.
-    """
-    hops = len(fanouts)
-    if theta is None:
-        given: list[int | None] = [None] * hops
-    elif isinstance(theta, int | np.integer):
-        given = [int(theta)] * hops
-    else:
-        given = [int(t) for t in theta]
-        if len(given) != hops:
-            raise ValueError(f"theta has {len(given)} entries for {hops} hops")
-    out: list[int | None] = []
-    for fanout, fixed in zip(fanouts, given):
-        if fanout < 0:
-            out.append(None)
-            continue
-        value = (
-            fixed
-            if fixed is not None
-            else math.ceil(prune_alpha * avg_degree + prune_beta * fanout)
-        )
-        if value < 0:
-            raise ValueError(f"prune threshold must be >= 0, got {value}")
-        out.append(int(value))
-    return tuple(out)
 
 
 @dataclass(frozen=True, eq=False)

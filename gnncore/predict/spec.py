@@ -27,13 +27,12 @@ from typing import Any
 import torch
 
 from gnncore.errors import GnnCoreError
+from gnncore.tracking.flavor import MODEL_SUBDIR as MODEL_SUBDIR  # the folder, re-exported
 
 SPEC_FORMAT = "gnncore.model"
 SPEC_VERSION = 1
 SPEC_FILE = "model.json"
 WEIGHTS_FILE = "state_dict.pt"
-#: The folder of a logged MLflow model holding :data:`SPEC_FILE` and :data:`WEIGHTS_FILE`.
-MODEL_SUBDIR = "gnncore"
 
 
 class ModelSpecError(GnnCoreError):
@@ -86,6 +85,11 @@ class ModelSpec:
     def amp(self) -> str:
         amp = str(self.config.get("amp", "none"))
         return "none" if amp == "off" else amp  # "off": models logged before the rename
+
+    def save(self, folder: str | os.PathLike[str], module: torch.nn.Module) -> None:
+        """Write this spec and ``module``'s weights into ``folder``
+        (:func:`save_model_files`; what the MLflow flavor calls)."""
+        save_model_files(folder, module, self)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": SPEC_FORMAT, "format_version": SPEC_VERSION, **asdict(self)}

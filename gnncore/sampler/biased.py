@@ -82,6 +82,7 @@ from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, SamplerO
 
 from gnncore.sampler.dense import DenseSampler
 from gnncore.sampler.neighbor import ArrayLike
+from gnncore.sampler.prune import prune_thresholds
 
 #: The current thread's last kernel weights per sampler: ``id(sampler) -> weight``
 #: (handed from :meth:`BiasedDenseSampler._sample` to the SamplerOutput it builds).
@@ -401,8 +402,6 @@ class PrunedSampler(BiasedDenseSampler):
         num_threads: int = 0,
         **view: Any,
     ) -> None:
-        from gnncore.plan.simulate import prune_thresholds
-
         super().__init__(graph, fanouts, seed=seed, num_threads=num_threads, **view)
         n = self.num_nodes
         labels = owner.detach().cpu().numpy() if isinstance(owner, torch.Tensor) else owner

@@ -184,3 +184,8 @@ def _one_line(exc: BaseException) -> str:
     if isinstance(exc, ValueError):
         return text or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def index_dtype(num_nodes: int) -> np.dtype:
+    """int32 when every node id fits, else int64 (the format's ``indices`` rule)."""
+    return np.dtype(np.int32) if num_nodes <= np.iinfo(np.int32).max else np.dtype(np.int64)

@@ -25,7 +25,9 @@ import pyarrow.parquet as pq
 
 from gnncore.names import safe_name
 from gnncore.store.atomic import atomic_directory
+from gnncore.store.edge_keys import MAX_KEY_ID, pack_keys, shuffle_keys
 from gnncore.store.manifest import FileEntry, Manifest, check_plain_name, sha256_of
+from gnncore.store.npy import index_dtype
 from gnncore.typing import require_csrc
 
 INT32_MAX = np.iinfo(np.int32).max
@@ -37,11 +39,6 @@ PARQUET_OPTIONS: dict[str, Any] = {
 """How every Parquet file of a graph directory is written (zstd level 1: about
 the size of Polars' default level 3 at two thirds of the time; bounded-memory
 ingestion streams ``edges.parquet`` with the same options, so the bytes match)."""
-
-
-def index_dtype(num_nodes: int) -> np.dtype:
-    """int32 when every node id fits, else int64 (the format's ``indices`` rule)."""
-    return np.dtype(np.int32) if num_nodes <= INT32_MAX else np.dtype(np.int64)
 
 
 def sort_order(
@@ -235,10 +232,8 @@ class GraphDirWriter:
     ) -> None:
         """``edges_shuffled.npy``: the pairs in the order of
         ``default_rng(seed).permutation`` -- drawn in C++ on packed keys
-        (:func:`gnncore.io.edge_keys.shuffle_keys`, numpy's draws and order) when
+        (:func:`gnncore.store.edge_keys.shuffle_keys`, numpy's draws and order) when
         the ids fit 32 bits, else by numpy itself."""
-        from gnncore.io.edge_keys import MAX_KEY_ID, pack_keys, shuffle_keys
-
         dtype = index_dtype(num_nodes)
         shuffled = self.open_array("edges_shuffled", dtype, (len(pair_u), 2))
         block_rows = 1 << 22

@@ -1,4 +1,4 @@
-"""Plain-NumPy reference of the external edge sorter (:mod:`gnncore.io.external_sort`).
+"""Plain-NumPy reference of the external edge sorter (:mod:`gnncore.store.external_sort`).
 
 Everything in memory: concatenate the chunks, drop self-loops, add the reverse
 of every edge for undirected graphs, keep the distinct ``(dst, src)`` pairs and

@@ -15,17 +15,29 @@ answers subgraph requests (:class:`gnncore.predict.pyfunc.GraphPyfunc`).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Protocol
 
 FLAVOR_NAME = "gnncore"
 LOADER_MODULE = "gnncore.predict.pyfunc"
+#: The folder of a logged MLflow model holding the spec and the weights.
+MODEL_SUBDIR = "gnncore"
+
+
+class SavableSpec(Protocol):
+    """What the flavor needs of a model spec (:class:`gnncore.predict.spec.ModelSpec`):
+    its task, and a way to write itself and the weights into a folder."""
+
+    task: str
+
+    def save(self, folder: str | os.PathLike[str], module: Any) -> None:
+        """Write the spec and ``module``'s weights into ``folder`` (created)."""
 
 
 def save_model(
     path: str | os.PathLike[str],
     mlflow_model: Any,
     pytorch_model: Any,
-    spec: Any,
+    spec: SavableSpec,
     **pytorch_kwargs: Any,
 ) -> None:
     """Save ``pytorch_model`` (``mlflow.pytorch.save_model(..., **pytorch_kwargs)``)
@@ -36,10 +48,9 @@ def save_model(
     from mlflow.utils.file_utils import get_total_file_size
 
     import gnncore
-    from gnncore.predict.spec import MODEL_SUBDIR, save_model_files
 
     mlflow.pytorch.save_model(pytorch_model, path, mlflow_model=mlflow_model, **pytorch_kwargs)
-    save_model_files(os.path.join(path, MODEL_SUBDIR), pytorch_model, spec)
+    spec.save(os.path.join(path, MODEL_SUBDIR), pytorch_model)
     mlflow_model.add_flavor(
         FLAVOR_NAME,
         data=MODEL_SUBDIR,

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from gnncore.distributed.sancus_policy import StalenessPolicy
 from gnncore.options import option
 from gnncore.train.core.config import AMP_MODES, ConfigError, SharedTrainOptions, TrainMode
 from gnncore.train.core.models import ModelName
+from gnncore.train.node.staleness import Staleness, StalenessPolicy
 
 __all__ = ["AMP_MODES", "MODEL_DEFAULTS", "ConfigError", "NodeTrainConfig", "TrainMode"]
 
@@ -222,8 +222,6 @@ class NodeTrainConfig(SharedTrainOptions):
         if int(self.mega_batch_passes) < 1:
             raise bad("mega_batch_passes", "must be at least 1")
         if self.mode == "sancus" or self.staleness != "always" or self.staleness_bound:
-            from gnncore.distributed.sancus_policy import Staleness
-
             if self.mode != "sancus":
                 raise bad("staleness", "is read by mode 'sancus' only (so is staleness_bound)")
             if self.model != "gcn":

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from conftest import planted_graph
-from gnncore.distributed.sancus_policy import NEVER, Staleness, relative_change
 from gnncore.partition.run import partition_graph
 from gnncore.train import NodeTrainConfig
+from gnncore.train.node.staleness import NEVER, Staleness, relative_change
 
 EPOCHS = 6
 CONFIG = NodeTrainConfig(

@@ -13,11 +13,11 @@ from gnncore.plan.simulate import (
     dev_num_from_caches,
     frontier_kind,
     memory_increase,
-    prune_thresholds,
     simulate_feature_reads,
     simulate_neighbor_traffic,
 )
 from gnncore.sampler import DenseSampler, NeighborSampler, PerLayerSampler
+from gnncore.sampler.prune import prune_thresholds
 from gnncore.testing.graphs import node_input, random_csr
 
 pytest.importorskip("gnncore._C")

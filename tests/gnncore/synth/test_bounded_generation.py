@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gnncore.io import edge_keys
-from gnncore.store import GraphDir
+from gnncore.store import GraphDir, edge_keys
 from gnncore.synth import SynthSpec, generate_graph
 from gnncore.synth.dataset import BOUNDED_PHASES
 

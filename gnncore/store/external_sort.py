@@ -44,7 +44,7 @@ from types import TracebackType
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from gnncore.store.writer import index_dtype as default_index_dtype
+from gnncore.store.npy import index_dtype as default_index_dtype
 from gnncore.typing import require_csrc
 
 PathArg = str | os.PathLike[str]

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from gnncore.errors import InputError
-from gnncore.io.external_sort import merge_buffer, merge_runs_down
+from gnncore.store.external_sort import merge_buffer, merge_runs_down
 
 KEY_SHIFT = np.uint64(32)
 MINOR_MASK = np.uint64(0xFFFFFFFF)

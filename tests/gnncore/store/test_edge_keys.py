@@ -223,7 +223,7 @@ def write_keys(path, blocks, buffer: int = 4096) -> int:
 
 @pytest.mark.parametrize("spread", [0, 20, 40, 60])
 def test_key_run_round_trip_in_any_blocks_and_its_size(tmp_path, spread: int) -> None:
-    from gnncore.io.edge_keys import read_key_run
+    from gnncore.store.edge_keys import read_key_run
 
     keys = sorted_keys(np.random.default_rng(spread), 20_000, spread)
     cuts = [0, 1, 1, 777, 5000, len(keys)]
@@ -293,7 +293,7 @@ def test_key_runs_refuse_unsorted_keys_and_corrupt_files(tmp_path) -> None:
 
 
 def test_bucket_shuffle_is_a_reproducible_permutation_in_buckets(tmp_path) -> None:
-    from gnncore.io.edge_keys import bucket_shuffle, shuffle_buckets
+    from gnncore.store.edge_keys import bucket_shuffle, shuffle_buckets
 
     keys = sorted_keys(np.random.default_rng(3), 50_000, 24)
     budget = 16 * 8_000  # buckets of 8,000 keys on average
@@ -323,7 +323,7 @@ def test_bucket_shuffle_draws_every_order_alike(tmp_path) -> None:
     about 100 times (chi-square, 23 degrees of freedom, p = 1e-4 at 55.5)."""
     from itertools import permutations
 
-    from gnncore.io.edge_keys import bucket_shuffle
+    from gnncore.store.edge_keys import bucket_shuffle
 
     keys = np.array([3, 10, 11, 40], np.uint64)
     index = {p: i for i, p in enumerate(permutations(range(4)))}

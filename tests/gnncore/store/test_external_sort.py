@@ -1,5 +1,5 @@
 """External edge sorting (``_C.write_run`` / ``merge_runs`` / ``merge_runs_to_csr`` and
-:class:`gnncore.io.external_sort.ExternalEdgeSorter`) against the plain-NumPy
+:class:`gnncore.store.external_sort.ExternalEdgeSorter`) against the plain-NumPy
 reference and against the files the in-memory writer produces."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import gnncore.store.writer as writer_module
 from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.io.canonical import canonicalize
-from gnncore.io.external_sort import ExternalEdgeSorter
+from gnncore.store.external_sort import ExternalEdgeSorter
 from gnncore.store.writer import GraphDirWriter
 from gnncore.testing.external_sort_reference import external_sort_csr_reference
 from tests.threads import another_thread_runs_during
