@@ -35,9 +35,13 @@ config, read when the model loads); ``n_id`` and ``edge_index`` hold integers
 of the model's width, and no other keys. A request that fails raises
 :class:`RequestError`, an ``MlflowException`` with ``INVALID_PARAMETER_VALUE``:
 the scoring server answers HTTP 400 with its one-line message and no
-traceback. (MLflow's scoring server parses the JSON body, and casts each input
-to the signature's dtype, before the pyfunc sees it: a JSON ``1.5`` in an
-``int64`` input arrives as ``1``.)
+traceback. MLflow's scoring server parses the JSON body, and builds each
+input as an array of the signature's dtype, before the pyfunc sees it: the
+signature declares ``n_id`` and ``edge_index`` as ``object`` tensors
+(:func:`gnncore.tracking.mlflow._pyfunc_signature`), so their JSON numbers
+arrive as parsed, Python ``int`` or ``float``, and a ``3.7`` (or ``3.0``,
+``true``, ``"3"``) is refused here, naming it, where an ``int64`` spec
+(models logged before) truncated it to ``3``.
 """
 
 from __future__ import annotations
@@ -290,9 +294,13 @@ def _shape(value: Any, depth: int) -> tuple[int, ...] | None:
     """The shape of ``value`` without converting it: an array's (or tensor's)
     shape, or the lengths along the first elements of nested lists, at most
     ``depth`` deep; ``None`` for a scalar or anything without a length."""
-    if isinstance(value, (np.ndarray, torch.Tensor)):
-        return tuple(int(d) for d in value.shape)
     shape: list[int] = []
+    if isinstance(value, (np.ndarray, torch.Tensor)):
+        shape = [int(d) for d in value.shape]
+        if not (isinstance(value, np.ndarray) and value.dtype == object and value.size):
+            return tuple(shape)
+        # An object array (JSON through an ``object`` spec): a ragged one holds lists.
+        value = value.flat[0]
     while len(shape) < depth and isinstance(value, (list, tuple)):
         shape.append(len(value))
         if not value:
@@ -330,10 +338,44 @@ def _array(value: Any, name: str) -> np.ndarray:
         raise RequestError(f"{name} is not a rectangular array of numbers") from None
 
 
+def _is_integer_type(kind: type) -> bool:
+    return issubclass(kind, (int, np.integer)) and not issubclass(kind, (bool, np.bool_))
+
+
+def _integers(values: np.ndarray, name: str, what: str) -> np.ndarray:
+    """The ``object`` array ``values`` as ``int64``, exactly: what MLflow's
+    scoring server makes of a JSON array under an ``object`` spec (Python
+    ``int`` and ``float`` as parsed). Every entry must be an integer (not a
+    bool) within int64; else a :class:`RequestError` naming the first that is
+    not. Never truncates: ``3.7`` and ``3.0`` are refused, not read as ``3``."""
+    items = values.ravel().tolist()
+    kinds = set(map(type, items))
+    if not all(_is_integer_type(kind) for kind in kinds):
+        if any(issubclass(kind, (list, tuple, np.ndarray)) for kind in kinds):
+            raise RequestError(f"{name} is not a rectangular array of numbers")
+        bad = next(v for v in items if not _is_integer_type(type(v)))
+        raise RequestError(f"{name} must hold {what}, got {_brief(bad)}")
+    try:
+        return values.astype(np.int64)
+    except OverflowError:
+        bad = next(v for v in items if not -(2**63) <= int(v) < 2**63)
+        raise RequestError(f"{name} must hold {what} within int64, got {_brief(bad)}") from None
+
+
+def _brief(value: Any) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        return "an integer of thousands of digits"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _edge_index(value: Any, n: int) -> np.ndarray:
     edge_index = _array(value, "edge_index")
     if edge_index.size == 0:
         return np.zeros((2, 0), dtype=np.int64)
+    if edge_index.dtype == object:
+        edge_index = _integers(edge_index, "edge_index", "integers")
     if edge_index.ndim != 2 or edge_index.shape[0] != 2:
         raise RequestError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
     if edge_index.dtype.kind not in "iu":
@@ -366,6 +408,8 @@ def _node_ids(value: Any, spec: ModelSpec) -> np.ndarray:
         raise RequestError(f"n_id must have shape [n], got {list(n_id.shape)}")
     if n_id.size == 0:
         return np.zeros(0, dtype=np.int64)
+    if n_id.dtype == object:
+        n_id = _integers(n_id, "n_id", "integer node ids")
     if n_id.dtype.kind not in "iu":
         raise RequestError(f"n_id must hold integer node ids, got {n_id.dtype}")
     num_nodes = int(spec.architecture["num_nodes"])

@@ -64,6 +64,13 @@ def save_model(
         conda_env="conda.yaml",
         python_env="python_env.yaml",
     )
+    if mlflow_model.signature is not None:
+        # mlflow.pytorch exported the program with the tensor signature (its -1
+        # dimensions are the program's dynamic ones); the MLmodel carries the
+        # pyfunc's, which MLflow's scoring server parses JSON requests with.
+        from gnncore.tracking.mlflow import _pyfunc_signature
+
+        mlflow_model.signature = _pyfunc_signature(mlflow_model.signature, spec.task)
     if size := get_total_file_size(os.fspath(path)):
         mlflow_model.model_size_bytes = size  # with the gnncore folder
     mlflow_model.save(os.path.join(path, MLMODEL_FILE_NAME))

@@ -201,7 +201,6 @@ class MlflowRunLogger(BaseRunLogger):
                 from gnncore.tracking import flavor
 
                 requirements.append(_gnncore_requirement())
-                kwargs["signature"] = _pyfunc_signature(kwargs["signature"], spec.task)
                 info = Model.log(
                     artifact_path=None,
                     name=name,
@@ -240,12 +239,34 @@ def _gnncore_requirement() -> str:
     return f"gnncore=={gnncore.__version__}"
 
 
+#: Inputs of the pyfunc's signature that hold integers (node ids, node positions).
+INTEGER_INPUTS = ("n_id", "edge_index")
+
+
 def _pyfunc_signature(signature: Any, task: str) -> Any:
     """``signature``'s tensor inputs, with the outputs the pyfunc returns: one row
     per node with ``predicted_class`` and ``probabilities`` (node task) or an
-    ``embedding`` (link task)."""
+    ``embedding`` (link task). The MLmodel's signature
+    (:func:`gnncore.tracking.flavor.save_model` sets it once ``mlflow.pytorch``
+    has exported the program with ``signature``, whose ``-1`` dimensions it
+    makes dynamic).
+
+    The integer inputs (:data:`INTEGER_INPUTS`) are declared
+    ``Tensor('object', (-1,))``, MLflow's documented spec for ragged arrays,
+    which its schema check passes as given: MLflow's scoring server builds
+    each input with ``np.array(json_value, dtype=<the spec's dtype>)``, so an
+    ``int64`` spec truncated a JSON ``3.7`` to ``3`` before the pyfunc could
+    see it. With ``object`` the JSON numbers arrive as parsed (Python ``int``
+    and ``float``, ids up to ``2**63 - 1`` exact) and the pyfunc refuses
+    anything but integers (:func:`gnncore.predict.pyfunc.parse_request`);
+    ``int64`` arrays given to ``mlflow.pyfunc.load_model(...).predict`` pass
+    unchanged. (An ``object`` spec of shape ``(2, -1)`` would refuse those:
+    MLflow compares the dtype of every other shape.) ``x`` keeps its
+    ``float32`` spec.
+    """
+    import numpy as np
     from mlflow.models import ModelSignature
-    from mlflow.types import ColSpec, Schema
+    from mlflow.types import ColSpec, Schema, TensorSpec
     from mlflow.types.schema import Array
 
     if task == "node":
@@ -254,7 +275,13 @@ def _pyfunc_signature(signature: Any, task: str) -> Any:
         )
     else:
         outputs = Schema([ColSpec(Array("float"), "embedding")])
-    return ModelSignature(inputs=signature.inputs, outputs=outputs)
+    inputs = Schema(
+        [
+            TensorSpec(np.dtype(object), (-1,), spec.name) if spec.name in INTEGER_INPUTS else spec
+            for spec in signature.inputs.inputs
+        ]
+    )
+    return ModelSignature(inputs=inputs, outputs=outputs)
 
 
 def _input_names(spec: Any | None, count: int) -> list[str]:

@@ -218,6 +218,11 @@ def test_link_embeddings_keyed_by_entity_names(tmp_path: Path) -> None:
     assert np.allclose(np.array(table["embedding"].to_pylist()), weight, atol=1e-6)
     with global_tracking_uri(uri):
         model = mlflow.pyfunc.load_model(str(result.model_uri))
+    schema = model.metadata.get_input_schema()
+    assert [(s.name, str(s.type), s.shape) for s in schema.inputs] == [
+        ("n_id", "object", (-1,)),
+        ("edge_index", "object", (-1,)),
+    ]  # JSON ids reach the pyfunc as sent (no int64 cast), int64 arrays pass as given
     answer = model.predict({"n_id": np.array([3, 0]), "edge_index": np.array([[0], [1]])})
     assert np.allclose(np.stack(answer["embedding"].to_numpy()), weight[[3, 0]], atol=1e-6)
     assert torch.is_tensor(torch.from_numpy(weight))
@@ -286,6 +291,15 @@ def test_mlflow_models_serve_answers_a_prediction_request(trained: Trained, tmp_
         with pytest.raises(urllib.error.HTTPError) as bad:
             _post(f"{base}/invocations", {"inputs": {"x": [[1.0, 2.0]], "edge_index": [[0], [0]]}})
         assert bad.value.code == 400
+        # A float position is refused, not truncated to 0 by MLflow's JSON parsing.
+        with pytest.raises(urllib.error.HTTPError) as fractional:
+            _post(
+                f"{base}/invocations",
+                {"inputs": {"x": x[:2].tolist(), "edge_index": [[0.5], [1]]}},
+            )
+        assert fractional.value.code == 400
+        message = json.loads(fractional.value.read())["message"]
+        assert message.endswith("Error: edge_index must hold integers, got 0.5"), message
         over = np.zeros((graph.num_nodes + 1, x.shape[1]), dtype=np.float32)
         with pytest.raises(urllib.error.HTTPError) as refused:
             _post(f"{base}/invocations", {"inputs": {"x": over.tolist(), "edge_index": [[0], [1]]}})

@@ -11,16 +11,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from mlflow.models import Model
+import torch
+from mlflow.models import Model, ModelSignature
 from mlflow.pyfunc import PyFuncModel, scoring_server
 
+from gnncore.predict import ModelSpec
 from gnncore.predict.pyfunc import (
     MAX_EDGES_ENV,
     MAX_NODES_ENV,
     GraphPyfunc,
     RequestError,
+    RequestLimits,
     ServeConfigError,
+    parse_request,
 )
+from gnncore.tracking.mlflow import _input_names, _pyfunc_signature, _tensor_signature
 from tests.gnncore.predict.pyfunc_models import (
     DIM,
     ENTITIES,
@@ -218,3 +223,95 @@ def test_the_scoring_server_answers_a_request_error_with_400_and_its_line(
         None,
     )
     assert ok.status == 200 and len(json.loads(ok.response)["predictions"]) == 2
+
+
+def _logged_signature(model: GraphPyfunc, example: tuple[torch.Tensor, ...]) -> ModelSignature:
+    """The signature ``MlflowTracker.log_model`` gives this model (same functions)."""
+    names = _input_names(model.spec, len(example))
+    return _pyfunc_signature(_tensor_signature(model.module, example, names), model.spec.task)
+
+
+def _served(model: GraphPyfunc) -> tuple[PyFuncModel, ModelSignature]:
+    """``model`` as ``mlflow models serve`` loads it: a PyFuncModel with its logged signature."""
+    if model.spec.task == "node":
+        example: tuple[torch.Tensor, ...] = (torch.rand(2, FEATURES), torch.tensor([[0], [1]]))
+    else:
+        example = (torch.tensor([3, 0]), torch.tensor([[0], [1]]))
+    signature = _logged_signature(model, example)
+    return PyFuncModel(model_meta=Model(signature=signature), model_impl=model), signature
+
+
+#: One edge, and the starts of the RequestError lines for non-integer entries.
+EDGE = [[0], [1]]
+NOT_AN_ID = "n_id must hold integer node ids, got "
+NOT_A_POSITION = "edge_index must hold integers, got "
+RAGGED = "edge_index is not a rectangular array of numbers"
+BEYOND_INT64 = f"n_id must hold integer node ids within int64, got {2**64}"
+
+
+@pytest.mark.parametrize(
+    ("task", "inputs", "line"),
+    [
+        ("link", {"n_id": [3.7, 0], "edge_index": EDGE}, NOT_AN_ID + "3.7"),
+        ("link", {"n_id": [3.0, 0], "edge_index": EDGE}, NOT_AN_ID + "3.0"),
+        ("link", {"n_id": [3, True], "edge_index": EDGE}, NOT_AN_ID + "True"),
+        ("link", {"n_id": ["3", 0], "edge_index": EDGE}, NOT_AN_ID + "'3'"),
+        ("link", {"n_id": [3, 0], "edge_index": [[0], [1.5]]}, NOT_A_POSITION + "1.5"),
+        ("link", {"n_id": [3, 0], "edge_index": [[0, 1], [1]]}, RAGGED),
+        ("link", {"n_id": [2**64, 0], "edge_index": EDGE}, BEYOND_INT64),
+        ("node", {"x": [[1.0, 2.0, 3.0]] * 2, "edge_index": [[0.5], [1]]}, NOT_A_POSITION + "0.5"),
+    ],
+    ids=["fractional-n-id", "integral-float-n-id", "bool-n-id", "string-n-id", "float-edge",
+         "ragged-edge-index", "id-beyond-int64", "node-model-float-edge"],
+)  # fmt: skip
+def test_the_scoring_server_refuses_non_integer_ids_under_the_logged_signature(
+    node_model: GraphPyfunc, link_model: GraphPyfunc, task: str, inputs: dict, line: str
+) -> None:
+    """Through MLflow's scoring server with the signature the model is logged
+    with: a JSON float (or bool, string) in ``n_id`` or ``edge_index`` is HTTP
+    400 with the RequestError's line naming the value. Under the former
+    ``int64`` specs MLflow built the arrays with ``np.array(..., dtype=int64)``
+    first, so ``3.7`` reached the model as ``3`` and was answered (200)."""
+    served, signature = _served(node_model if task == "node" else link_model)
+    body = json.dumps({"inputs": inputs})
+    with pytest.raises(RequestError) as error:
+        scoring_server.invocations(body, "application/json", served, signature.inputs)
+    assert error.value.get_http_status_code() == 400
+    answer = json.loads(error.value.serialize_as_json())
+    assert answer["error_code"] == "INVALID_PARAMETER_VALUE" and "stack_trace" not in answer
+    assert answer["message"].endswith(f"Error: {line}"), answer["message"]
+
+
+def test_integer_requests_under_the_logged_signature_are_answered_exactly(
+    node_model: GraphPyfunc, link_model: GraphPyfunc
+) -> None:
+    """The same signature answers integer requests: JSON through the scoring
+    server (node and link), int64 arrays through ``PyFuncModel.predict`` (what
+    ``mlflow.pyfunc.load_model(uri).predict`` runs), and ids near ``2**63``
+    reach the request parser exact (no detour through float64)."""
+    for model, inputs in [
+        (node_model, {"x": [[1.0, 2.0, 3.0], [0.0, 1.0, 0.5]], "edge_index": [[0], [1]]}),
+        (link_model, {"n_id": [ENTITIES - 1, 0], "edge_index": [[0], [1]]}),
+    ]:
+        served, signature = _served(model)
+        ok = scoring_server.invocations(
+            json.dumps({"inputs": inputs}), "application/json", served, signature.inputs
+        )
+        assert ok.status == 200 and len(json.loads(ok.response)["predictions"]) == 2
+    served, signature = _served(link_model)
+    assert [str(s.type) for s in signature.inputs.inputs] == ["object", "object"]
+    direct = served.predict(
+        {"n_id": np.array([ENTITIES - 1, 0], np.int64), "edge_index": np.array([[0], [1]])}
+    )
+    assert np.stack(direct["embedding"].to_numpy()).shape == (2, DIM)
+    with pytest.raises(RequestError, match="n_id must hold integer node ids, got float64"):
+        served.predict({"n_id": np.array([3.0, 0.0]), "edge_index": np.array([[0], [1]])})
+    big = [2**63 - 2, 2**62 + 1, 2**53 + 1, 0]
+    parsed = scoring_server.infer_and_parse_data(
+        {"inputs": {"n_id": big, "edge_index": [[0, 3], [1, 2]]}}, signature.inputs
+    )
+    huge = ModelSpec("link", {**link_model.spec.architecture, "num_nodes": 2**63 - 1})
+    request = parse_request(parsed, huge, RequestLimits())
+    assert request.n_id is not None and request.n_id.dtype == np.int64
+    assert request.n_id.tolist() == big
+    assert request.edge_index.tolist() == [[0, 3], [1, 2]]
