@@ -68,6 +68,7 @@ from gnncore.io.canonical import (
     remap_str_ids,
     write_graph,
 )
+from gnncore.io.compression import check_gzip_name, gzip_error, is_gzip
 from gnncore.io.edge_text import Declined, read_int_edges
 from gnncore.io.node_table import (
     NodeTable,
@@ -104,29 +105,6 @@ ID_TYPES = ("auto", "int", "string")
 
 
 # Reading lines (sniffing and the error path) -----------------------------------------
-
-
-def is_gzip(path: Path) -> bool:
-    """Whether ``path`` starts with the gzip magic bytes."""
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
-
-
-def check_gzip_name(path: Path) -> bool:
-    """Whether ``path`` is gzipped (its magic bytes); raises :class:`InputError` when
-    its name ends in ``.gz`` but it is not (reading it as text would misread it)."""
-    gz = is_gzip(path)
-    if not gz and path.name.lower().endswith(".gz"):
-        raise InputError(
-            "the name ends in .gz but the file is not gzip data (it does not start with "
-            "the gzip magic bytes 1f 8b): compress it with gzip, or drop the .gz suffix",
-            path,
-        )
-    return gz
-
-
-def gzip_error(path: Path, exc: BaseException) -> InputError:
-    return InputError(f"truncated or corrupt gzip data ({exc})", path)
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, str]]:

@@ -102,15 +102,13 @@ import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.canonical import _plain, node_id_table, sorted_unique
+from gnncore.io.compression import check_gzip_name, gzip_error, is_gzip
 from gnncore.io.edge_text import Declined, read_int_edge_blocks
 from gnncore.io.edgelist import (
     ID_TYPES,
     Layout,
     _scan,
-    check_gzip_name,
     default_name,
-    gzip_error,
-    is_gzip,
     locate_problem,
     sniff,
 )

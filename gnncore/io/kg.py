@@ -30,7 +30,8 @@ import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.canonical import canonicalize, node_id_table, write_graph
-from gnncore.io.edgelist import find_bad_line, gzip_error, is_gzip, line_regex
+from gnncore.io.compression import check_gzip_name, gzip_error, is_gzip
+from gnncore.io.edgelist import find_bad_line, line_regex
 from gnncore.io.report import IngestReport
 from gnncore.store.writer import GraphDirWriter
 
@@ -70,6 +71,7 @@ def locate_triple_problem(path: Path) -> None:
 
 def read_triples(path: Path) -> pl.DataFrame:
     """The ``h``, ``r``, ``t`` string columns of one triple file."""
+    check_gzip_name(path)
     schema = {"h": pl.String, "r": pl.String, "t": pl.String}
     lf = pl.scan_csv(path, has_header=False, separator="\t", quote_char=None, schema=schema)
     lf = lf.filter(~pl.all_horizontal(pl.all().is_null()))

@@ -34,6 +34,7 @@ import numpy as np
 import polars as pl
 
 from gnncore.errors import InputError
+from gnncore.io.compression import check_gzip_name
 from gnncore.store.writer import GraphDirWriter
 
 ID_COLUMN = "node_id"
@@ -93,6 +94,7 @@ def _first(mask: pl.Series | np.ndarray) -> int:
 
 
 def _read_frame(path: Path) -> tuple[pl.DataFrame, bool]:
+    check_gzip_name(path)
     name = path.name.lower().removesuffix(".gz")
     suffix = Path(name).suffix
     try:
@@ -111,6 +113,7 @@ def _read_frame(path: Path) -> tuple[pl.DataFrame, bool]:
 def node_table_columns(path: str | os.PathLike[str]) -> list[str]:
     """The column names of a node table, read from its schema or header line only."""
     path = Path(path)
+    check_gzip_name(path)
     name = path.name.lower().removesuffix(".gz")
     try:
         if Path(name).suffix in (".parquet", ".pq"):

@@ -34,12 +34,11 @@ import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.canonical import canonicalize, write_graph
+from gnncore.io.compression import check_gzip_name, gzip_error, is_gzip
 from gnncore.io.edgelist import (
     Layout,
     find_bad_line,
-    gzip_error,
     int_token_problem,
-    is_gzip,
     iter_lines,
     line_regex,
     locate_problem,
@@ -57,6 +56,7 @@ def find_file(directory: Path, stem: str) -> Path | None:
     for suffix in (".csv.gz", ".csv"):
         path = directory / f"{stem}{suffix}"
         if path.is_file():
+            check_gzip_name(path)  # a .gz that is plain text would be read as text
             return path
     return None
 

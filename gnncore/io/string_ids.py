@@ -56,11 +56,11 @@ import polars as pl
 import pyarrow as pa
 
 from gnncore.errors import InputError
+from gnncore.io.compression import is_gzip
 from gnncore.io.edgelist import (
     Layout,
     _scan,
     default_name,
-    is_gzip,
     locate_problem,
     sniff,
     string_ids_reason,

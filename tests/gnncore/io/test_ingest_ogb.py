@@ -218,3 +218,11 @@ def test_truncated_feature_gzip(tmp_path):
     expect_error(
         tmp_path, root, root / "raw" / "node-feat.csv.gz", None, "truncated or corrupt gzip"
     )
+
+
+@pytest.mark.parametrize("stem", ["raw/edge", "raw/node-label", "split/time/train"])
+def test_a_gz_file_that_is_not_gzip_is_refused(tmp_path, stem):
+    root = make_ogb(tmp_path / "ds")
+    fake = root / f"{stem}.csv.gz"
+    fake.write_bytes(gzip.decompress(fake.read_bytes()))  # plain text under a .gz name
+    expect_error(tmp_path, root, fake, None, r"the name ends in \.gz but the file is not gzip")

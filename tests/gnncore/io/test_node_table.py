@@ -207,3 +207,8 @@ def test_standardized_features_use_training_statistics_and_are_kept(tmp_path):
         edges, tmp_path / "graphs", "p", nodes=tmp_path / "nodes.parquet", standardize_features=True
     )
     assert scaled.stage_key != plain.stage_key and not scaled.reused
+
+
+def test_a_gz_node_table_that_is_not_gzip_is_refused(tmp_path):
+    message = error_of(tmp_path, "node_id,x\nann,1\nbob,1\ncid,1\ndan,1\n", name="nodes.csv.gz")
+    assert message.startswith(f"{tmp_path / 'nodes.csv.gz'}: the name ends in .gz but")
