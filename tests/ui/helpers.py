@@ -43,6 +43,7 @@ sync_api = pytest.importorskip(
     reason="the playwright package is missing (pip install playwright; it is in the test extra)",
 )
 expect = sync_api.expect
+PlaywrightTimeoutError = sync_api.TimeoutError
 
 LOCATION = "pipelines.definitions"
 REPOSITORY = "__repository__"
