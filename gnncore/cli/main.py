@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 VERBS: dict[str, str] = {
     "synth": "generate the built-in planted-partition graph",
@@ -82,25 +82,25 @@ def write_json(path: Path, summary: dict[str, Any]) -> None:
 def one_line_warnings(verb: str) -> Iterator[None]:
     """Within the block, a warning prints as one line on stderr,
     ``gnncore VERB: warning: Category: message``, instead of Python's two lines
-    (the message, then the source line that raised it)."""
+    (the message, then the source line that raised it). Only the format is
+    replaced, so ``warnings.catch_warnings(record=True)`` still records them."""
 
-    def show(
+    def one_line(
         message: Warning | str,
         category: type[Warning],
         filename: str,
         lineno: int,
-        file: TextIO | None = None,
         line: str | None = None,
-    ) -> None:
+    ) -> str:
         text = " ".join(str(message).split("\n"))
-        print(f"gnncore {verb}: warning: {category.__name__}: {text}", file=file or sys.stderr)
+        return f"gnncore {verb}: warning: {category.__name__}: {text}\n"
 
-    previous = warnings.showwarning
-    warnings.showwarning = show
+    previous = warnings.formatwarning
+    warnings.formatwarning = one_line
     try:
         yield
     finally:
-        warnings.showwarning = previous
+        warnings.formatwarning = previous
 
 
 def main(argv: list[str] | None = None) -> int:
