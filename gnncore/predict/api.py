@@ -26,7 +26,7 @@ from gnncore.errors import InputError
 from gnncore.predict.engine import DEFAULT_BATCH_SIZE, model_outputs, passes, uses_graph
 from gnncore.predict.layerwise import Adjacency, RowSource
 from gnncore.predict.source import TrainedModel, load_trained_model
-from gnncore.predict.spec import ModelSpec
+from gnncore.train.spec import ModelSpec
 from gnncore.store import GraphDir
 
 FORMAT_NAME = "gnncore.predictions"

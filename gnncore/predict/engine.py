@@ -22,7 +22,7 @@ from gnncore.predict.layerwise import (
     layerwise_inference,
     rowwise_inference,
 )
-from gnncore.predict.spec import ModelSpec
+from gnncore.train.spec import ModelSpec
 
 #: Seed nodes per batch unless told otherwise.
 DEFAULT_BATCH_SIZE = 4096

@@ -5,7 +5,7 @@
 MLflow store at ``tracking_uri`` (tracking and registry); a local directory
 is an MLflow model folder (holding ``MLmodel``), or the LoggedModel folder
 above its ``artifacts/``. Either way the model must carry the gnncore spec
-and weights (:mod:`gnncore.predict.spec`).
+and weights (:mod:`gnncore.train.spec`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from gnncore.errors import GnnCoreError
-from gnncore.predict.spec import MODEL_SUBDIR, ModelSpec, load_model_files
+from gnncore.train.spec import MODEL_SUBDIR, ModelSpec, load_model_files
 
 
 class ModelNotFoundError(GnnCoreError):

@@ -6,7 +6,7 @@ several tensor inputs (``x``, ``edge_index``), so ``mlflow.pyfunc.load_model``
 and ``mlflow models serve`` refuse it. :func:`save_model` is a flavor module
 for ``mlflow.models.Model.log``: it lets ``mlflow.pytorch`` save the program
 (``mlflow.pytorch.load_model`` keeps working), adds ``gnncore/model.json`` and
-``gnncore/state_dict.pt`` (:mod:`gnncore.predict.spec`), and registers the
+``gnncore/state_dict.pt`` (:mod:`gnncore.train.spec`), and registers the
 ``python_function`` flavor with :mod:`gnncore.predict.pyfunc` as its loader
 module: the pyfunc rebuilds the model from those two files (no pickle) and
 answers subgraph requests (:class:`gnncore.predict.pyfunc.GraphPyfunc`).
@@ -24,7 +24,7 @@ MODEL_SUBDIR = "gnncore"
 
 
 class SavableSpec(Protocol):
-    """What the flavor needs of a model spec (:class:`gnncore.predict.spec.ModelSpec`):
+    """What the flavor needs of a model spec (:class:`gnncore.train.spec.ModelSpec`):
     its task, and a way to write itself and the weights into a folder."""
 
     task: str

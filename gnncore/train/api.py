@@ -33,6 +33,7 @@ from gnncore.train.node.loop import (
     copy_to_cpu,
     train_node_classifier,
 )
+from gnncore.train.spec import model_spec
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -343,10 +344,8 @@ def log_outcome(
 ) -> None:
     """What every tracked training run ends with: the device tag, the curves
     figure and the model (with ``input_example``, and the spec that rebuilds
-    it for layer-wise prediction and serving: :mod:`gnncore.predict.spec`);
+    it for layer-wise prediction and serving: :mod:`gnncore.train.spec`);
     sets ``result.model_uri`` and ``result.run_id``."""
-    from gnncore.predict.spec import model_spec
-
     logger.set_tags({"device": result.device})
     logger.log_figure(curves, "curves.png")
     model = copy_to_cpu(result.model)

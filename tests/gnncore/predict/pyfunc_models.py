@@ -2,7 +2,7 @@
 
 Each is built from its :class:`~gnncore.predict.ModelSpec` by
 :func:`~gnncore.predict.build_module` (seeded random weights), written with
-:func:`~gnncore.predict.spec.save_model_files` and loaded back by the pyfunc's
+:func:`~gnncore.train.spec.save_model_files` and loaded back by the pyfunc's
 own MLflow entry point, so the tests exercise the loader that ``mlflow models
 serve`` calls.
 """
@@ -16,7 +16,7 @@ import torch
 
 from gnncore.predict import ModelSpec, build_module
 from gnncore.predict.pyfunc import GraphPyfunc, _load_pyfunc
-from gnncore.predict.spec import save_model_files
+from gnncore.train.spec import save_model_files
 
 #: Feature width and classes of the node classifier; entities and width of the link models.
 FEATURES = 3

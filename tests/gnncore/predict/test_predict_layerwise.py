@@ -121,7 +121,7 @@ def test_link_encoder_outputs_equal_the_evaluation_encoding(tmp_path: Path) -> N
 
     from conftest import tiny_kg
     from gnncore.predict.engine import model_outputs
-    from gnncore.predict.spec import ModelSpec
+    from gnncore.train.spec import ModelSpec
     from gnncore.store import CSCGraphStore, EmptyFeatureStore
     from gnncore.train import LinkModel, link_splits
     from gnncore.train.link.data import message_passing_csc

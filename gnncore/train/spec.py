@@ -27,7 +27,10 @@ from typing import Any
 import torch
 
 from gnncore.errors import GnnCoreError
+from gnncore.store.manifest import sha256_of
 from gnncore.tracking.flavor import MODEL_SUBDIR as MODEL_SUBDIR  # the folder, re-exported
+from gnncore.train.core.models import build_model
+from gnncore.train.link.models import DistMult, LinkModel
 
 SPEC_FORMAT = "gnncore.model"
 SPEC_VERSION = 1
@@ -122,9 +125,6 @@ def model_spec(
 ) -> ModelSpec:
     """The spec of ``model`` as training built it from ``config`` on ``graph``
     (a :class:`~gnncore.store.GraphDir`)."""
-    from gnncore.store.manifest import sha256_of
-    from gnncore.train.link.models import DistMult, LinkModel
-
     m = graph.manifest
     graph_info = {
         "name": m.name,
@@ -184,8 +184,6 @@ def build_module(
     a = spec.architecture
     try:
         if spec.task == "node":
-            from gnncore.train.core.models import build_model
-
             module = build_model(
                 str(a["model"]),
                 int(a["in_channels"]),
@@ -196,8 +194,6 @@ def build_module(
                 heads=int(a["heads"]),
             )
         else:
-            from gnncore.train.link.models import LinkModel
-
             module = LinkModel(
                 int(a["num_nodes"]),
                 int(a["num_relations"]),
