@@ -70,8 +70,9 @@ def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
     """
     import numpy as np
 
-    from gnncore.partition import grem as grem_module
     from gnncore.partition.base import PartitionOptions
+    from gnncore.partition.grem import partitioner as grem_partitioner
+    from gnncore.partition.grem import recursion as grem_recursion
     from gnncore.store import GraphDir
 
     graph = GraphDir.open(graph_dir)
@@ -108,17 +109,19 @@ def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
 
         return run
 
-    grem_module.cluster_plan = marked("plan", grem_module.cluster_plan)
-    grem_module.grem_bisect = marked("bisect", grem_module.grem_bisect)
-    grem_module.seed_sides = marked("seed", grem_module.seed_sides)
-    real_read = grem_module.EdgeFile.read
-    grem_module.EdgeFile.read = marked("seed", real_read)  # type: ignore[method-assign]
+    # patched where they are called: the plan in both modules, the rest in the recursion
+    grem_partitioner.cluster_plan = marked("plan", grem_partitioner.cluster_plan)
+    grem_recursion.cluster_plan = marked("plan", grem_recursion.cluster_plan)
+    grem_recursion.grem_bisect = marked("bisect", grem_recursion.grem_bisect)
+    grem_recursion.seed_sides = marked("seed", grem_recursion.seed_sides)
+    real_read = grem_recursion.EdgeFile.read
+    grem_recursion.EdgeFile.read = marked("seed", real_read)  # type: ignore[method-assign]
     thread = threading.Thread(target=sample, daemon=True)
     base = _vm_rss()
     _reset_hwm()
     thread.start()
     start = time.perf_counter()
-    partitioner = grem_module.GremPartitioner(chunk=chunk)
+    partitioner = grem_partitioner.GremPartitioner(chunk=chunk)
     labels = partitioner.assign(graph, PartitionOptions(parts=parts, seed=0))
     seconds = time.perf_counter() - start
     close("python")

@@ -195,7 +195,7 @@ def grem_bisect_reference(
 
 def first_appearance_reference(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nodes of ``pairs`` in first-appearance order and the pairs over those local ids
-    (a sort-based numpy version of ``gnncore.partition.grem_chunk.first_appearance``)."""
+    (a sort-based numpy version of ``gnncore.partition.grem.chunk.first_appearance``)."""
     flat = np.asarray(pairs, dtype=np.int64).reshape(-1)
     uniq, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")

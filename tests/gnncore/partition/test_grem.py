@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import planted_graph
-from gnncore.partition import PartitionOptions, grem_plan, partition_metrics
-from gnncore.partition import grem as grem_module
+from gnncore.partition import PartitionOptions, partition_metrics
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
 from gnncore.partition.grem import (
     GreedyPartitioner,
@@ -22,7 +21,9 @@ from gnncore.partition.grem import (
     seed_sides,
     side_capacity,
 )
-from gnncore.partition.grem_chunk import (
+from gnncore.partition.grem import plan as grem_plan
+from gnncore.partition.grem import recursion as grem_recursion
+from gnncore.partition.grem.chunk import (
     chunk_components,
     chunk_csr,
     chunk_nodes_local,
@@ -30,7 +31,7 @@ from gnncore.partition.grem_chunk import (
     metis_chunk,
     tree_roots,
 )
-from gnncore.partition.grem_plan import (
+from gnncore.partition.grem.plan import (
     ClusterPlan,
     cluster_chunk,
     cluster_graph_edges,
@@ -458,7 +459,7 @@ def repair_capacity_reference(sides, local, capacities):
 
 @pytest.mark.parametrize("trial", range(8))
 def test_capacity_repair_matches_the_signed_count_reference(trial):
-    from gnncore.partition.grem_chunk import repair_capacity
+    from gnncore.partition.grem.chunk import repair_capacity
 
     rng = np.random.default_rng(trial)
     n = int(rng.integers(4, 300))
@@ -623,13 +624,13 @@ def test_one_part_and_whole_graph_chunk(graph):
 
 def test_temporary_side_files_exist_during_the_run_and_go_afterwards(graph, tmp_path, monkeypatch):
     seen = []
-    real = grem_module.seed_sides
+    real = grem_recursion.seed_sides
 
     def spy(*args, **kwargs):
         seen.append(sorted(p.name for p in tmp_path.glob("grem-*/*")))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(grem_module, "seed_sides", spy)
+    monkeypatch.setattr(grem_recursion, "seed_sides", spy)
     GremPartitioner(tmp_dir=tmp_path).assign(graph, PartitionOptions(parts=4))
     # a sub-problem's file is named by its parts (first part, count)
     assert seen[0] == [] and seen[1] == ["p0-q2.bin", "p2-q2.bin"]
@@ -639,7 +640,7 @@ def test_temporary_side_files_exist_during_the_run_and_go_afterwards(graph, tmp_
 
 def test_temporary_files_are_removed_on_error(graph, tmp_path, monkeypatch):
     calls = []
-    real = grem_module.seed_sides
+    real = grem_recursion.seed_sides
 
     def failing(*args, **kwargs):
         calls.append(1)
@@ -647,7 +648,7 @@ def test_temporary_files_are_removed_on_error(graph, tmp_path, monkeypatch):
             raise RuntimeError("boom")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(grem_module, "seed_sides", failing)
+    monkeypatch.setattr(grem_recursion, "seed_sides", failing)
     with pytest.raises(RuntimeError, match="boom"):
         GremPartitioner(tmp_dir=tmp_path).assign(graph, PartitionOptions(parts=4))
     assert list(tmp_path.iterdir()) == []

@@ -79,7 +79,7 @@ class ChunkRows:
     :meth:`take` returns them and drops this holder's reference, so the raw rows
     (8 or 16 bytes a row) are freed as soon as the seed has renumbered them to
     local ids, before its own per-edge arrays are made; :attr:`pairs` looks at
-    them without taking them (:func:`~gnncore.partition.grem_plan.plan_applies`).
+    them without taking them (:func:`~gnncore.partition.grem.plan.plan_applies`).
     """
 
     def __init__(self, pairs: np.ndarray) -> None:

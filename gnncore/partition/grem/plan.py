@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
-from gnncore.partition.grem_chunk import (
+from gnncore.partition.grem.chunk import (
     ChunkRows,
     chunk_components,
     chunk_nodes_local,

@@ -1,6 +1,6 @@
 """Seeds of a GREM bisection: labels for the nodes of its first chunk
 (``metis``, the thesis' seed; ``random``; ``ldg``; ``clusters`` from the run's
-plan, see :mod:`gnncore.partition.grem_plan`)."""
+plan, see :mod:`gnncore.partition.grem.plan`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gnncore.partition.grem_chunk import (
+from gnncore.partition.grem.chunk import (
     ChunkRows,
     chunk_csr,
     chunk_nodes_local,
@@ -19,7 +19,7 @@ from gnncore.partition.grem_chunk import (
     repair_capacity,
     rows_of,
 )
-from gnncore.partition.grem_plan import ClusterPlan, plan_sides
+from gnncore.partition.grem.plan import ClusterPlan, plan_sides
 
 SEED_METHODS = ("metis", "random", "ldg", "clusters")
 #: METIS refinement iterations (``niter``) of the ``metis`` seed's bisection of a
@@ -69,7 +69,7 @@ def seed_sides(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Seed labels of the first chunk's nodes (first-appearance order).
 
-    ``pairs``: the chunk's rows, or a :class:`~gnncore.partition.grem_chunk.ChunkRows`
+    ``pairs``: the chunk's rows, or a :class:`~gnncore.partition.grem.chunk.ChunkRows`
     holder whose rows the seed takes (and frees once renumbered).
 
     ``metis``: pymetis bisection of the chunk's subgraph with target weights
