@@ -57,7 +57,7 @@ $(DAGSTER_HOME)/dagster.yaml: $(DAGSTER_YAML)
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(PY) -m pipelines.demo
 
-LINTED := gnncore assets resources pipelines tests benchmarks
+LINTED := gnncore gnncore_bench assets resources pipelines tests benchmarks
 
 lint: install
 	$(VENV)/bin/ruff check $(LINTED)

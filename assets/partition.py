@@ -221,7 +221,7 @@ METHOD_PARTITIONS = [build_method_partition_asset(m) for m in COMPARED_METHODS]
 def partition_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     """Every method side by side: cut, balance, seconds and peak RSS, table and chart."""
     from gnncore.partition import PartitionDir
-    from gnncore.partition.bench import comparison_chart, markdown_table, report_row
+    from gnncore.partition.comparison import comparison_chart, markdown_table, report_row
     from gnncore.plots import markdown_image
 
     rows = [

@@ -7,7 +7,7 @@ edges), 64 float32 features, 8 classes of 8 communities each (so that METIS
 has locality to find beyond the classes), 5% of the nodes for training, 2%
 for validation and 5% for testing (stratified subsets of the generator's
 split) -- then runs ``gnncore bench distributed`` on it
-(:func:`gnncore.distributed.bench.bench_distributed`) twice into one result:
+(:func:`gnncore_bench.distributed.bench_distributed`) twice into one result:
 
 * 2-layer sampling: fanouts ``10,5``, global batch 1,000;
 * 3-layer sampling: fanouts ``15,10,5``, global batch 100 (the issue's
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.build_only:
         return 0
-    from gnncore.distributed.bench import Setting, bench_distributed
+    from gnncore_bench.distributed import Setting, bench_distributed
 
     settings = [Setting("2-layer", (10, 5), 1000, args.mode)]
     if not args.no_3_layer:

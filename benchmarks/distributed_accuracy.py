@@ -44,8 +44,8 @@ def cora_graph(data: Path, shared: Path) -> Path:
 
 def plain_accuracy(graph: Path, spec: dict[str, Any]) -> float:
     """Test accuracy of plain single-process training with the benchmark's config."""
-    from gnncore.distributed.bench import node_config
     from gnncore.train import train_graph_dir
+    from gnncore_bench.distributed import node_config
 
     return float(train_graph_dir(graph, node_config(spec), progress=False).test_accuracy)
 
@@ -96,7 +96,7 @@ def to_markdown(summary: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    from gnncore.distributed.bench import bench_distributed
+    from gnncore_bench.distributed import bench_distributed
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("graph_dir", nargs="?", type=Path)

@@ -20,8 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gnncore.partition.bench import bench_partition
 from gnncore.partition.run import MethodSettings
+from gnncore_bench.partition import bench_partition
 
 
 def ensure_graph(path: Path, nodes: int, degree: float) -> None:

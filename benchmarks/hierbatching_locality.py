@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gnncore.limits import gnncore_command
+from gnncore_bench.limits import gnncore_command
 
 
 def _run(cmd: list[str]) -> None:

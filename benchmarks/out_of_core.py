@@ -5,7 +5,7 @@ whose feature matrix is larger than the budget -- by default 2,000,000 nodes
 x 256 float32 features (1.9 GiB of features, 10M undirected edges, 16
 classes) -- in ``--data`` (default ``/work/bench-data/out-of-core``; never in
 the repository, and not on a tmpfs: the page cache must be evictable), then
-runs ``gnncore bench out-of-core`` on it (:func:`gnncore.outofcore.bench.
+runs ``gnncore bench out-of-core`` on it (:func:`gnncore_bench.outofcore.
 bench_out_of_core`): the store is written once outside the limit, then each
 mode trains in its own process under the kernel-enforced budget (cgroup v1,
 page cache counted) with the graph and store evicted from the page cache
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.build_only:
         return 0
-    from gnncore.outofcore.bench import bench_out_of_core
+    from gnncore_bench.outofcore import bench_out_of_core
 
     result = bench_out_of_core(
         graph,

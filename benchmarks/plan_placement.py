@@ -5,7 +5,7 @@ a degree-corrected planted-partition graph with ``gnncore synth`` -- by
 default 1,000,000 nodes at average degree 20.5: about 10.25M undirected edges,
 20.5M stored adjacency entries -- checks that the manifest holds at least 10M
 edges (``num_edges``, stored) and 10M undirected ones, then runs
-:func:`gnncore.plan.bench.bench_placement` (what ``gnncore bench plans
+:func:`gnncore_bench.plan.bench_placement` (what ``gnncore bench plans
 placement`` runs) with 4 devices caching 10% of the nodes each, and writes
 ``plans_placement.json`` / ``.md`` into ``--out`` (default
 ``bench-out/plans``). The issue's targets are checked and printed: host reads
@@ -24,8 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gnncore.plan.bench import bench_placement
 from gnncore.store import GraphDir
+from gnncore_bench.plan import bench_placement
 
 MIN_EDGES = 10_000_000
 HOST_TARGET = 1.2

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from gnncore.memory import memory_available
 from gnncore.progress import StageFn
 
 #: The smallest default budget: below it the bounded paths' buffers stop paying.
@@ -36,10 +37,8 @@ FALLBACK_BUDGET = 2 << 30
 
 def default_memory_budget(fraction: float = 0.5) -> int:
     """``fraction`` of the memory this process may still take
-    (:func:`gnncore.limits.memory_available`, which sees a cgroup v1 limit), at
+    (:func:`gnncore.memory.memory_available`, which sees a cgroup v1 limit), at
     least 256 MiB; 2 GiB when nothing can be read."""
-    from gnncore.limits import memory_available
-
     available = memory_available()
     if available is None:
         return FALLBACK_BUDGET

@@ -7,24 +7,24 @@
 0.1 ...]``: the feature placement against random and METIS partition layouts;
 ``gnncore bench plans replication GRAPH_DIR --out DIR [--parts 4 --rates
 0,0.001,0.01,0.05 ...]``: HDR's cross-partition neighbour ids by rate
-(:mod:`gnncore.plan.bench`).
+(:mod:`gnncore_bench.plan`).
 
 ``gnncore bench out-of-core GRAPH_DIR --budget SIZE --epochs E --out DIR
 [--modes in_memory,mmap,hierbatching] [--parts P] [--static-fraction F]``:
 each training mode in its own process under one kernel-enforced memory budget,
-cold page cache (:mod:`gnncore.outofcore.bench`).
+cold page cache (:mod:`gnncore_bench.outofcore`).
 
 ``gnncore bench distributed GRAPH_DIR --nproc 1,2,4 --partitioners
 random,metis,grem --out DIR [--fanouts 10,5 --batch-size 1000 --mode train]
 [--fanouts 15,10,5 --batch-size 100 --mode sample] [--epochs E]``: distributed
 training per partitioner and world size, each configuration in its own process
 tree: epoch time, remote feature rows and bytes per epoch, per-rank peak RSS,
-test accuracy (:mod:`gnncore.distributed.bench`).
+test accuracy (:mod:`gnncore_bench.distributed`).
 
 ``gnncore bench scale --edges N|max --budget 8GiB --out DIR --work-dir DIR
 [--methods grem:0.01,grem:0.1,metis,kaminpar] [--parts 16] [--threads 2]``:
 a generated CSV ingested and partitioned, every stage a process under the same
-cgroup memory limit (:mod:`gnncore.scale_bench`).
+cgroup memory limit (:mod:`gnncore_bench.scale`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gnncore.cli.main import json_option
+from gnncore.cli.partition import add_method_arguments, settings_from
+from gnncore.errors import InputError
 from gnncore.progress import on_terminal
+from gnncore.sizes import parse_size
 
 HAS_SUBCOMMANDS = True
 
@@ -44,8 +48,6 @@ def _ints(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gnncore.cli.main import json_option
-    from gnncore.cli.partition import add_method_arguments
 
     sub = parser.add_subparsers(dest="what", metavar="WHAT", required=True)
     part = sub.add_parser(
@@ -111,8 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
     """``bench scale``."""
-    from gnncore.scale_bench import DEFAULT_METHODS, Method
-    from gnncore.sizes import parse_size
+    # lazy: gnncore_bench (the harness) loads only when a bench verb runs
+    from gnncore_bench.scale import DEFAULT_METHODS, Method
 
     def edges(text: str) -> int | str:
         if text == "max":
@@ -178,7 +180,8 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
 def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
     """``bench distributed``: ``--fanouts`` may repeat, one sampling setting each;
     ``--batch-size`` and ``--mode`` then repeat as often (or once, for all)."""
-    from gnncore.distributed.bench import MODES
+    # lazy: gnncore_bench (the harness) loads only when a bench verb runs
+    from gnncore_bench.distributed import MODES
 
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR")
@@ -254,8 +257,8 @@ def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_out_of_core_arguments(parser: argparse.ArgumentParser) -> None:
     """``bench out-of-core``."""
-    from gnncore.outofcore.bench import MODES
-    from gnncore.sizes import parse_size
+    # lazy: gnncore_bench (the harness) loads only when a bench verb runs
+    from gnncore_bench.outofcore import MODES
 
     def modes(text: str) -> list[str]:
         chosen = [m for m in text.split(",") if m]
@@ -325,7 +328,6 @@ def _floats(text: str) -> list[float]:
 
 def add_plans_arguments(parser: argparse.ArgumentParser) -> None:
     """``bench plans placement|replication``."""
-    from gnncore.cli.main import json_option
     from gnncore.plan.estimators import ESTIMATORS
     from gnncore.sampler.factory import SAMPLER_MODES
 
@@ -384,8 +386,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return _run_plans(args)
     if args.what == "scale":
         return _run_scale(args)
-    from gnncore.cli.partition import settings_from
-    from gnncore.partition.bench import bench_partition
+    # lazy: gnncore_bench (the harness) loads only when a bench verb runs
+    from gnncore_bench.partition import bench_partition
 
     return _reported(
         args.graph_dir,
@@ -407,7 +409,6 @@ def _reported(path: Path, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """What a bench verb returns: ``run()``'s summary, its Markdown table printed
     (and left out of the JSON). A ``ValueError`` (a setting the benchmark
     refuses) becomes an :class:`~gnncore.errors.InputError` naming ``path``."""
-    from gnncore.errors import InputError
 
     try:
         result = run()
@@ -418,7 +419,8 @@ def _reported(path: Path, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def _run_sampling(args: argparse.Namespace) -> dict[str, Any]:
-    from gnncore.sampler.bench import bench_sampling
+    # lazy: gnncore_bench (the harness) loads only when a bench verb runs
+    from gnncore_bench.sampler import bench_sampling
 
     return _reported(
         args.graph_dir,
@@ -435,7 +437,8 @@ def _run_sampling(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_plans(args: argparse.Namespace) -> dict[str, Any]:
-    from gnncore.plan.bench import bench_placement, bench_replication
+    # lazy: gnncore_bench (the harness) loads only when a bench verb runs
+    from gnncore_bench.plan import bench_placement, bench_replication
 
     def run() -> dict[str, Any]:
         if args.plans == "placement":
@@ -473,7 +476,8 @@ def _run_plans(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_out_of_core(args: argparse.Namespace) -> dict[str, Any]:
-    from gnncore.outofcore.bench import bench_out_of_core
+    # lazy: gnncore_bench (the harness) loads only when a bench verb runs
+    from gnncore_bench.outofcore import bench_out_of_core
 
     train_args: list[str] = []
     for option in (
@@ -511,8 +515,8 @@ def _run_out_of_core(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_distributed(args: argparse.Namespace) -> dict[str, Any]:
-    from gnncore.distributed.bench import Setting, bench_distributed
-    from gnncore.errors import InputError
+    # lazy: gnncore_bench (the harness) loads only when a bench verb runs
+    from gnncore_bench.distributed import Setting, bench_distributed
 
     fanouts = args.fanouts or [[10, 5]]
 
@@ -562,7 +566,8 @@ def _run_scale(args: argparse.Namespace) -> dict[str, Any]:
     import signal
     import sys
 
-    from gnncore.scale_bench import bench_scale
+    # lazy: gnncore_bench (the harness) loads only when a bench verb runs
+    from gnncore_bench.scale import bench_scale
 
     # SIGTERM (kill, a job scheduler) unwinds like Ctrl-C: the running stage is
     # killed and the run folder removed; a background job ignores SIGINT.

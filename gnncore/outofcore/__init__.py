@@ -3,8 +3,8 @@ its sequential reader (:mod:`gnncore.outofcore.reader`), the orders in which
 partitions pass through a memory buffer (:mod:`gnncore.outofcore.ordering`), the
 batch sources that walk them with a prefetch thread -- HierBatching mega-batches and
 the node-classification buffer (:mod:`gnncore.outofcore.hierbatching`), the
-link-prediction buffer over embeddings on disk (:mod:`gnncore.outofcore.link_buffer`)
--- and the benchmark of the modes (:mod:`gnncore.outofcore.bench`)."""
+link-prediction buffer over embeddings on disk (:mod:`gnncore.outofcore.link_buffer`).
+The benchmark of the modes is ``gnncore_bench.outofcore``."""
 
 from gnncore.outofcore.ordering import (
     BufferPlan,

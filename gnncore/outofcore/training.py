@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnncore.limits import memory_available
+from gnncore.memory import memory_available
 from gnncore.outofcore.hierbatching import (
     EvalBatches,
     HierBatchSource,

@@ -65,14 +65,12 @@ def test_stage_usage_measures_sizes_and_peak(tmp_path):
 
 
 def test_default_budget_is_half_the_available_memory(monkeypatch):
-    import gnncore.limits
-
-    monkeypatch.setattr(gnncore.limits, "memory_available", lambda: 8 << 30)
+    monkeypatch.setattr(usage_module, "memory_available", lambda: 8 << 30)
     assert default_memory_budget() == 4 << 30
     assert resolve_memory_budget("auto") == 4 << 30
-    monkeypatch.setattr(gnncore.limits, "memory_available", lambda: 100 << 20)
+    monkeypatch.setattr(usage_module, "memory_available", lambda: 100 << 20)
     assert default_memory_budget() == MIN_DEFAULT_BUDGET
-    monkeypatch.setattr(gnncore.limits, "memory_available", lambda: None)
+    monkeypatch.setattr(usage_module, "memory_available", lambda: None)
     assert default_memory_budget() == usage_module.FALLBACK_BUDGET
     assert resolve_memory_budget("1GiB") == 1 << 30
     assert resolve_memory_budget(4096) == 4096

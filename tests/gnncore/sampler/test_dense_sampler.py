@@ -205,7 +205,7 @@ def test_graphsage_trimmed_forward_matches_untrimmed(tmp_path, num_layers: int) 
 
 def test_bench_sampling_writes_a_table(tmp_path) -> None:
     from gnncore.cli.main import main
-    from gnncore.sampler.bench import bench_sampling
+    from gnncore_bench.sampler import bench_sampling
 
     graph_dir = planted_graph(tmp_path / "g", num_nodes=300, features=4)
     result = bench_sampling(

@@ -3,7 +3,7 @@
 :func:`bench_out_of_core` trains the same node classifier once per mode
 (``in_memory``, ``mmap``, ``hierbatching``), each as its own
 ``gnncore train`` process under the same kernel-enforced memory limit
-(:func:`gnncore.limits.run_limited`: cgroup v1, page cache counted), with the
+(:func:`gnncore_bench.limits.run_limited`: cgroup v1, page cache counted), with the
 graph directory and the partitioned store evicted from the page cache first,
 so every mode starts cold, and the same ``OMP_NUM_THREADS``. Preparation --
 partitioning the graph and writing the partitioned store that
@@ -37,14 +37,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gnncore.limits import (
+from gnncore.memory import memory_available
+from gnncore.sizes import format_size
+from gnncore_bench.limits import (
     LimitedRun,
     evict_page_cache,
     gnncore_command,
-    memory_available,
     run_limited,
 )
-from gnncore.sizes import format_size
 
 MODES = ("in_memory", "mmap", "hierbatching")
 #: Per-epoch metrics read from the MLflow history (medians are reported).

@@ -3,7 +3,7 @@ r"""``gnncore bench distributed``: remote feature rows, time and memory by parti
 :func:`bench_distributed` partitions a graph with each partitioner into
 ``nproc`` parts (``gnncore.partition``; reused when current) and runs every
 (sampling setting, partitioner, ``nproc``) configuration in its own child
-process (``python -m gnncore.distributed.bench SPEC``), which starts the
+process (``python -m gnncore_bench.distributed SPEC``), which starts the
 ranks: a clean process tree per configuration, so each rank's peak RSS
 (``ru_maxrss``, reported by the rank itself) is that configuration's alone.
 One process is the baseline: a world of one rank owning the whole graph
@@ -18,7 +18,7 @@ a mode:
   feature-store gathers of the *training* batches only. Epoch time is the
   training pass (``train_s`` of rank 0, evaluation not included).
 * ``sample``: no model. Each rank builds the same
-  :class:`~gnncore.distributed.training.DistBatchSource` as training and
+  :class:`~gnncore.distributed.source.node.DistBatchSource` as training and
   draws ``epochs`` epochs of its training batches (sampling across ranks,
   then gathering ``x`` and ``y`` through the distributed feature store), the
   very batches training would draw with the same seed. Epoch time is that of
@@ -108,7 +108,8 @@ def sample_rank(rank: int, world: int, ranks_dir: str, spec: dict[str, Any]) -> 
     import torch.distributed as dist
 
     from gnncore.distributed.rank_data import RankData
-    from gnncore.distributed.training import DistBatchSource, peak_rss_mb
+    from gnncore.distributed.source.base import peak_rss_mb
+    from gnncore.distributed.source.node import DistBatchSource
 
     data = RankData.open(ranks_dir, rank)
     source = DistBatchSource(data, node_config(spec), torch.device("cpu"))
@@ -190,19 +191,21 @@ def _run_sample(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_train(spec: dict[str, Any]) -> dict[str, Any]:
-    from gnncore.distributed.training import train_distributed
+    from gnncore.distributed.training import DistributedConfig, train_distributed
 
     world = int(spec["nproc"])
     result = train_distributed(
         spec["graph_dir"],
         spec["partition_dir"],
         node_config(spec),
-        world,
-        ranks_dir=spec["ranks_dir"],
-        replication=spec.get("replication_dir"),
-        backend=spec.get("backend"),
-        timeout=float(spec["collective_timeout"]),
-        run_timeout=float(spec["timeout"]),
+        DistributedConfig(
+            nproc=world,
+            ranks_dir=spec["ranks_dir"],
+            replication=spec.get("replication_dir"),
+            backend=spec.get("backend"),
+            timeout=float(spec["collective_timeout"]),
+            run_timeout=float(spec["timeout"]),
+        ),
     )
     per_epoch = []
     for t in result.throughput:
@@ -489,7 +492,7 @@ def bench_distributed(
             cmd = [
                 sys.executable,
                 "-m",
-                "gnncore.distributed.bench",
+                "gnncore_bench.distributed",
                 str(spec_path),
                 str(result_path),
             ]
@@ -632,14 +635,14 @@ def to_markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m gnncore.distributed.bench SPEC_JSON RESULT_JSON``: one configuration."""
+    """``python -m gnncore_bench.distributed SPEC_JSON RESULT_JSON``: one configuration."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2:
-        print("usage: python -m gnncore.distributed.bench SPEC_JSON RESULT_JSON", file=sys.stderr)
+        print("usage: python -m gnncore_bench.distributed SPEC_JSON RESULT_JSON", file=sys.stderr)
         return 2
     # Through the module's own name, not ``__main__``: the ranks unpickle
     # :func:`sample_rank` by it.
-    from gnncore.distributed import bench
+    from gnncore_bench import distributed as bench
 
     spec = json.loads(Path(args[0]).read_text())
     out = bench.run_config(spec)

@@ -9,7 +9,7 @@ cgroup v1 memory controller (``/sys/fs/cgroup/memory``), which charges a
 cgroup for its processes' anonymous memory *and* for the page cache pages
 they bring in, and OOM-kills inside the cgroup when the limit is reached::
 
-    from gnncore.limits import parse_size, run_limited
+    from gnncore_bench.limits import parse_size, run_limited
 
     run = run_limited(["gnncore", "partition", ...], parse_size("8GiB"),
                       evict=[graph_dir], timeout=3600, capture_dir=out)
@@ -53,6 +53,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from gnncore.errors import GnnCoreError
+from gnncore.memory import CGROUP_ROOT
 from gnncore.sizes import parse_size  # noqa: F401  (re-exported for callers)
 
 StrPath = str | os.PathLike[str]
@@ -62,45 +63,6 @@ def gnncore_command(*args: StrPath) -> list[str]:
     """The argv of ``gnncore ARGS...`` run by this interpreter (``python -m
     gnncore.cli.main``), for the commands benchmarks run under :func:`run_limited`."""
     return [sys.executable, "-m", "gnncore.cli.main", *(os.fspath(a) for a in args)]
-
-
-#: Where the cgroup v1 memory controller is mounted.
-CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
-
-
-def memory_available(
-    meminfo: StrPath = "/proc/meminfo",
-    own_cgroup: StrPath = "/proc/self/cgroup",
-    root: StrPath = CGROUP_ROOT,
-) -> int | None:
-    """Bytes this process may still take: the machine's ``MemAvailable``, or less
-    where the process's cgroup v1 memory limit leaves less (limit minus usage,
-    page cache included); ``None`` when neither can be read."""
-    available = None
-    try:
-        for line in Path(meminfo).read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                available = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        lines = Path(own_cgroup).read_text().splitlines()
-    except OSError:
-        return available
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "memory" not in controllers.split(","):
-            continue
-        group = Path(root) / path.lstrip("/")
-        try:
-            limit = int((group / "memory.limit_in_bytes").read_text())
-            usage = int((group / "memory.usage_in_bytes").read_text())
-        except (OSError, ValueError):
-            break
-        room = max(limit - usage, 0)
-        available = room if available is None else min(available, room)
-        break
-    return available
 
 
 class LimitUnavailable(GnnCoreError, RuntimeError):

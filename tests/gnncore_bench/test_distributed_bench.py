@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import planted_graph
-from gnncore.distributed.bench import Setting, bench_distributed
+from gnncore_bench.distributed import Setting, bench_distributed
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""gnncore.plan.bench and `gnncore bench plans`: the placement against partition
+"""gnncore_bench.plan and `gnncore bench plans`: the placement against partition
 layouts, HDR by replication rate, and simulate_feature_reads' partition mode."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 
 from conftest import planted_graph, tiny_kg
 from gnncore.cli.main import main
-from gnncore.plan.bench import bench_placement, bench_replication, part_caches
 from gnncore.plan.simulate import dev_num_from_caches, simulate_feature_reads
 from gnncore.sampler import DenseSampler
 from gnncore.store import GraphDir
+from gnncore_bench.plan import bench_placement, bench_replication, part_caches
 
 pytest.importorskip("gnncore._C")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gnncore.thrash_guard import ThrashGuard
+from gnncore_bench.thrash_guard import ThrashGuard
 
 LIMIT = 1 << 30
 

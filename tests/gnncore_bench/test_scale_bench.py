@@ -14,9 +14,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gnncore import scale_bench
-from gnncore.limits import cgroup_available
-from gnncore.scale_bench import (
+from gnncore.sizes import parse_size
+from gnncore.synth import SynthSpec, write_edge_csv
+from gnncore_bench import scale as scale_bench
+from gnncore_bench.limits import cgroup_available
+from gnncore_bench.scale import (
     DISK_MARGIN,
     Method,
     bench_scale,
@@ -26,8 +28,6 @@ from gnncore.scale_bench import (
     largest_fitting,
     stage_budgets,
 )
-from gnncore.sizes import parse_size
-from gnncore.synth import SynthSpec, write_edge_csv
 
 WHY_NOT = cgroup_available()
 

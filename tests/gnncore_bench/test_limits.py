@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gnncore.limits import (
+from gnncore_bench.limits import (
     CGROUP_ROOT,
     LimitUnavailable,
     MemoryCgroup,
@@ -123,7 +123,7 @@ def test_without_a_limit_it_runs_anywhere(tmp_path):
 
 
 def test_without_a_cgroup_a_requested_limit_is_reported_not_faked(tmp_path, monkeypatch):
-    import gnncore.limits as limits
+    import gnncore_bench.limits as limits
 
     monkeypatch.setattr(limits, "cgroup_available", lambda: "not root (test)")
     run = run_limited(["true"], 64 * MiB)
@@ -152,23 +152,3 @@ def test_evict_page_cache_counts_the_files_of_a_directory(tmp_path):
     assert evict_page_cache([tmp_path / "a"]) == 1
     with pytest.raises(FileNotFoundError):
         evict_page_cache([tmp_path / "missing"])
-
-
-def test_memory_available_is_the_smaller_of_the_machine_and_the_own_cgroup(tmp_path):
-    from gnncore.limits import memory_available
-
-    meminfo = tmp_path / "meminfo"
-    meminfo.write_text("MemTotal:  24000000 kB\nMemAvailable:   20000000 kB\n")
-    own = tmp_path / "cgroup"
-    own.write_text("12:cpu,cpuacct:/\n7:memory:/gnncore-test\n1:name=systemd:/\n")
-    group = tmp_path / "memory" / "gnncore-test"
-    group.mkdir(parents=True)
-    (group / "memory.limit_in_bytes").write_text(f"{2 << 30}\n")
-    (group / "memory.usage_in_bytes").write_text(f"{512 << 20}\n")
-    root = tmp_path / "memory"
-    assert memory_available(meminfo, own, root) == (2 << 30) - (512 << 20)
-    (group / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # no limit
-    assert memory_available(meminfo, own, root) == 20000000 * 1024
-    own.write_text("0::/\n")  # cgroup v2 only: the machine's figure
-    assert memory_available(meminfo, own, root) == 20000000 * 1024
-    assert memory_available(tmp_path / "absent", tmp_path / "absent", root) is None

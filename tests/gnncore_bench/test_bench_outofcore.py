@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import planted_graph
-from gnncore.limits import cgroup_available
-from gnncore.outofcore.bench import bench_out_of_core, choose_partitioner, prepare_store
 from gnncore.sizes import parse_size
+from gnncore_bench.limits import cgroup_available
+from gnncore_bench.outofcore import bench_out_of_core, choose_partitioner, prepare_store
 
 WHY_NOT = cgroup_available()
 

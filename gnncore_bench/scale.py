@@ -5,7 +5,7 @@ as a raw ``src,dst`` CSV edge list (``gnncore synth --layout csv``), ingests
 it (``gnncore ingest --memory-budget``), then partitions the graph directory
 with each method asked for (GREM at a chunk fraction, METIS, KaMinPar), each
 stage a separate ``gnncore`` process under the same kernel-enforced memory
-limit (:func:`gnncore.limits.run_limited`: a cgroup v1 memory cgroup, page
+limit (:func:`gnncore_bench.limits.run_limited`: a cgroup v1 memory cgroup, page
 cache charged, the stage's input evicted from the page cache first so it
 starts cold). A stage that the limit kills is a result (``killed for
 memory``), not an error: METIS and KaMinPar hold the whole graph and are
@@ -48,15 +48,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gnncore.limits import (
-    CGROUP_ROOT,
+from gnncore.memory import CGROUP_ROOT
+from gnncore.sizes import format_size
+from gnncore_bench.limits import (
     LimitedRun,
     cgroup_available,
     gnncore_command,
     run_limited,
 )
-from gnncore.sizes import format_size
-from gnncore.thrash_guard import ThrashGuard
+from gnncore_bench.thrash_guard import ThrashGuard
 
 DEFAULT_METHODS = ("grem:0.01", "grem:0.1", "metis", "kaminpar")
 #: Share of the limit given to ingestion's ``--memory-budget``.
@@ -418,7 +418,7 @@ def bench_scale(
         threads: ``OMP_NUM_THREADS`` of every stage and KaMinPar's ``--threads``.
         timeout: Seconds per stage (then killed and reported ``timed out``).
         stall_seconds: Kill a stage that has thrashed at the limit this long
-            (:class:`~gnncore.thrash_guard.ThrashGuard`: at the limit, major
+            (:class:`~gnncore_bench.thrash_guard.ThrashGuard`: at the limit, major
             faults, no OOM kill; METIS did on 200M edges); ``None``: never.
         keep: Keep the CSV, the graph and the partitions.
         seed: Seed of the generator, ingestion and the partitioners.

@@ -1,0 +1,52 @@
+"""How much memory this process may still take: the machine's ``MemAvailable``,
+or less where the process's cgroup v1 memory limit leaves less.
+
+Default memory budgets (:func:`gnncore.usage.default_memory_budget`) and the
+out-of-core mode's choice of what fits read it; the benchmark harness
+(``gnncore_bench.limits``) makes cgroups under :data:`CGROUP_ROOT`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+StrPath = str | os.PathLike[str]
+
+#: Where the cgroup v1 memory controller is mounted.
+CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
+
+
+def memory_available(
+    meminfo: StrPath = "/proc/meminfo",
+    own_cgroup: StrPath = "/proc/self/cgroup",
+    root: StrPath = CGROUP_ROOT,
+) -> int | None:
+    """Bytes this process may still take: the machine's ``MemAvailable``, or less
+    where the process's cgroup v1 memory limit leaves less (limit minus usage,
+    page cache included); ``None`` when neither can be read."""
+    available = None
+    try:
+        for line in Path(meminfo).read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        lines = Path(own_cgroup).read_text().splitlines()
+    except OSError:
+        return available
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" not in controllers.split(","):
+            continue
+        group = Path(root) / path.lstrip("/")
+        try:
+            limit = int((group / "memory.limit_in_bytes").read_text())
+            usage = int((group / "memory.usage_in_bytes").read_text())
+        except (OSError, ValueError):
+            break
+        room = max(limit - usage, 0)
+        available = room if available is None else min(available, room)
+        break
+    return available
