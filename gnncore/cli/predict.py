@@ -8,18 +8,38 @@ the predictions), by layer-wise inference over node batches
 
 ``--model`` is a ``models:/`` URI (``models:/NAME@production``,
 ``models:/NAME/3``, ``models:/<model id>``) resolved in the MLflow store
-``--mlflow-uri`` (default: the SQLite store under the data root), or a local
-model directory. Without it, the ``production`` version of the graph's
-registered model: ``gnncore-node-<dataset>``, else ``gnncore-link-<dataset>``.
+``--mlflow-uri`` (default: MLflow's ``$MLFLOW_TRACKING_URI``, else the SQLite
+store under the data root), or a local model directory. Without it, the
+``production`` version of the graph's registered model:
+``gnncore-node-<dataset>``, else ``gnncore-link-<dataset>``.
+
+``--memory-budget SIZE`` bounds the memory of the layers' outputs: when every
+node's hidden rows do not fit in half of it, each layer goes to a file on disk
+beside the output (deleted when done) and batches are sized from the budget;
+the same predictions (within float tolerance). Default ``auto``: half of what
+the process may take (a cgroup limit included); ``none``: in memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
 from gnncore.cli.arg_types import add_overwrite_option, positive_int
+from gnncore.cli.train import data_root
+from gnncore.sizes import parse_size
+
+
+def memory_budget(text: str) -> int | str | None:
+    """``--memory-budget``: ``auto``, ``none`` (``None``) or a size in bytes."""
+    if text in ("auto", "none"):
+        return None if text == "none" else text
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,13 +61,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="target nodes per batch of each layer (default: 4096)",
     )
     parser.add_argument(
+        "--memory-budget",
+        type=memory_budget,
+        default="auto",
+        metavar="SIZE",
+        help="memory of the layers' outputs and batches (e.g. 2GiB): beyond it each layer "
+        "goes to a file on disk beside OUT_DIR; same predictions. Default: auto, half the "
+        "available memory; none: in memory",
+    )
+    parser.add_argument(
         "--device", default="auto", metavar="D", help="auto, cpu, cuda or cuda:N (default: auto)"
     )
     parser.add_argument(
         "--mlflow-uri",
         default=None,
         metavar="URI",
-        help="MLflow store of models:/ URIs (default: sqlite under the data root)",
+        help="MLflow store of models:/ URIs (default: $MLFLOW_TRACKING_URI, else sqlite "
+        "under the data root)",
     )
     parser.add_argument(
         "--data-root",
@@ -62,11 +92,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def default_model(graph_name: str, tracking_uri: str) -> str:
     """``models:/gnncore-node-<name>@production``, else the link one; raises
     :class:`~gnncore.predict.ModelNotFoundError` naming both when neither exists."""
-    from mlflow import MlflowClient
+    from mlflow import MlflowClient  # lazy: mlflow takes seconds to import
     from mlflow.exceptions import MlflowException
 
-    from gnncore.predict import ModelNotFoundError
-    from gnncore.tracking.registry import PRODUCTION_ALIAS, registered_model_name
+    from gnncore.predict import ModelNotFoundError  # lazy: torch, for a fast --help
+    from gnncore.tracking.registry import PRODUCTION_ALIAS, registered_model_name  # lazy: mlflow
 
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
     names = [registered_model_name(task, graph_name) for task in ("node", "link")]
@@ -81,20 +111,28 @@ def default_model(graph_name: str, tracking_uri: str) -> str:
     )
 
 
+def tracking_uri(args: argparse.Namespace) -> str:
+    """``--mlflow-uri``, else ``$MLFLOW_TRACKING_URI`` (MLflow's own convention),
+    else the SQLite store under the data root."""
+    from gnncore.tracking.mlflow import default_tracking_uri  # lazy: imports mlflow
+
+    return (
+        args.mlflow_uri
+        or os.environ.get("MLFLOW_TRACKING_URI")
+        or default_tracking_uri(data_root(args.data_root))
+    )
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from gnncore.cli.train import data_root
-    from gnncore.predict import predict_graph_dir
-    from gnncore.store import GraphDir
+    from gnncore.predict import predict_graph_dir  # lazy: torch, for a fast --help
+    from gnncore.store import GraphDir  # lazy: polars
 
     graph = GraphDir.open(args.graph_dir)
     graph.check_structure()  # corrupt arrays: one line naming the file, before MLflow
     uri = args.mlflow_uri
     model = args.model
     if model is None or str(model).startswith("models:/"):
-        if uri is None:
-            from gnncore.tracking.mlflow import default_tracking_uri
-
-            uri = default_tracking_uri(data_root(args.data_root))
+        uri = tracking_uri(args)
         if model is None:
             model = default_model(graph.manifest.name, uri)
     report = predict_graph_dir(
@@ -105,6 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         batch_size=args.batch_size,
         device=args.device,
         progress=not args.no_progress,
+        memory_budget=args.memory_budget,
     )
     return {"out_dir": str(args.out_dir), **report.summary()}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -23,11 +24,23 @@ import pyarrow.parquet as pq
 import torch
 
 from gnncore.errors import InputError
-from gnncore.predict.engine import DEFAULT_BATCH_SIZE, model_outputs, passes, uses_graph
+from gnncore.predict.engine import (
+    DEFAULT_BATCH_SIZE,
+    layer_widths,
+    model_outputs,
+    passes,
+    uses_graph,
+)
+from gnncore.predict.layerstore import InferencePlan, check_budget, plan_inference
 from gnncore.predict.layerwise import Adjacency, RowSource
 from gnncore.predict.source import TrainedModel, load_trained_model
-from gnncore.train.spec import ModelSpec
 from gnncore.store import GraphDir
+from gnncore.store.atomic import atomic_directory, check_output_dir
+from gnncore.store.manifest import sha256_of
+from gnncore.train.core.device import resolve_device
+from gnncore.train.link.data import link_splits, message_passing_csc
+from gnncore.train.spec import ModelSpec
+from gnncore.usage import resolve_memory_budget
 
 FORMAT_NAME = "gnncore.predictions"
 FORMAT_VERSION = 1
@@ -35,6 +48,8 @@ PREDICTIONS_FILE = "predictions.parquet"
 #: Rows per Parquet row group (batches are gathered until a group is full).
 ROW_GROUP_ROWS = 65536
 SPLIT_NAMES = ("none", "train", "val", "test")
+#: The scratch directory of the layer files, inside the output's temporary sibling.
+LAYER_DIR = "layers"
 
 
 @dataclass(frozen=True)
@@ -107,8 +122,6 @@ def _adjacency(spec: ModelSpec, graph: GraphDir) -> Adjacency:
     :func:`~gnncore.train.link.data.message_passing_csc`)."""
     if spec.task == "node":
         return Adjacency(np.asarray(graph.indptr), graph.indices)
-    from gnncore.train.link.data import link_splits, message_passing_csc
-
     splits = link_splits(graph)
     return Adjacency(*message_passing_csc(splits.train, graph.num_nodes))
 
@@ -151,6 +164,94 @@ def _list_array(values: np.ndarray) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, pa.array(values.reshape(-1), type=pa.float32()))
 
 
+class PredictionRows:
+    """The Parquet rows of a graph's predictions, written batch by batch in whole
+    row groups of :data:`ROW_GROUP_ROWS` (memory: one row group), with the
+    accuracy per split counted on the way (node task)."""
+
+    def __init__(self, spec: ModelSpec, graph: GraphDir, path: Path) -> None:
+        self.path = path
+        self.node_task = spec.task == "node"
+        self.ids = original_ids(graph)
+        self.labels = np.asarray(graph.labels()) if self.node_task and graph.has("labels") else None
+        self.codes = _split_codes(graph) if self.node_task else None
+        self.correct = np.zeros(len(SPLIT_NAMES), dtype=np.int64)
+        self.counted = np.zeros(len(SPLIT_NAMES), dtype=np.int64)
+        self.width = self.rows = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+
+    def _columns(self, a: int, b: int, out: torch.Tensor) -> dict[str, pa.Array]:
+        columns: dict[str, pa.Array] = {
+            "node_id": self.ids[a:b],
+            "node_index": pa.array(np.arange(a, b, dtype=np.int64)),
+        }
+        if not self.node_task:
+            embedding = out.cpu().numpy().astype(np.float32)
+            self.width = embedding.shape[1]
+            return {**columns, "embedding": _list_array(embedding)}
+        probs = torch.softmax(out, dim=-1).cpu().numpy().astype(np.float32)
+        # argmax of the logits, as training's evaluation takes it
+        predicted = out.argmax(dim=-1).cpu().numpy().astype(np.int64)
+        assert self.codes is not None
+        codes = self.codes[a:b]
+        columns["split"] = pa.DictionaryArray.from_arrays(
+            pa.array(codes, type=pa.int8()), pa.array(SPLIT_NAMES)
+        )
+        if self.labels is not None:
+            label = np.asarray(self.labels[a:b])
+            columns["label"] = pa.array(label, type=pa.int64())
+            known = label >= 0
+            hit = (predicted == label) & known
+            self.correct += np.bincount(codes[hit], minlength=len(SPLIT_NAMES))
+            self.counted += np.bincount(codes[known], minlength=len(SPLIT_NAMES))
+        columns["predicted_class"] = pa.array(predicted)
+        columns["probabilities"] = _list_array(probs)
+        self.width = probs.shape[1]
+        return columns
+
+    def add(self, a: int, b: int, out: torch.Tensor) -> None:
+        """The rows of nodes ``a .. b-1`` (the model's outputs ``out``), in order."""
+        table = pa.table(self._columns(a, b, out))
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, table.schema)
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        if self._pending_rows >= ROW_GROUP_ROWS:  # write whole row groups, keep the rest
+            combined = pa.concat_tables(self._pending)
+            full = self._pending_rows - self._pending_rows % ROW_GROUP_ROWS
+            self._writer.write_table(combined.slice(0, full), row_group_size=ROW_GROUP_ROWS)
+            self.rows += full
+            self._pending, self._pending_rows = [combined.slice(full)], self._pending_rows - full
+
+    def close(self, flush: bool = True) -> None:
+        """Write the last rows (``flush``) and close the file."""
+        if self._writer is None:
+            return
+        if flush and self._pending_rows:
+            self._writer.write_table(pa.concat_tables(self._pending), row_group_size=ROW_GROUP_ROWS)
+            self.rows += self._pending_rows
+        self._pending, self._pending_rows = [], 0
+        self._writer.close()
+        self._writer = None
+
+    def accuracy(self) -> dict[str, float]:
+        return {
+            name: float(self.correct[i] / self.counted[i])
+            for i, name in enumerate(SPLIT_NAMES)
+            if i > 0 and self.counted[i] > 0
+        }
+
+
+def _progress_bar(progress: bool, total: int) -> Any:
+    if not (progress and sys.stderr.isatty()):
+        return None
+    from tqdm.auto import tqdm  # lazy: only on a terminal
+
+    return tqdm(total=total, desc="predict", unit="batch")
+
+
 def predict_graph_dir(
     graph_dir: str | os.PathLike[str] | GraphDir,
     out_dir: str | os.PathLike[str],
@@ -160,6 +261,7 @@ def predict_graph_dir(
     batch_size: int = DEFAULT_BATCH_SIZE,
     device: str = "auto",
     progress: bool = True,
+    memory_budget: int | str | None = "auto",
 ) -> PredictionReport:
     r"""Write a trained model's prediction for every node of a graph directory.
 
@@ -167,10 +269,14 @@ def predict_graph_dir(
     the logits); link prediction: the node's ``embedding`` (the encoder's
     output; for plain DistMult the learned entity embedding). Outputs are
     computed by layer-wise inference over node batches
-    (:mod:`gnncore.predict.layerwise`): memory ``O(N · hidden)`` plus one
-    batch, whatever the depth; the features go through exactly what
-    training's evaluation applied (``normalize_features``; autocast on CUDA
-    when training used ``amp``).
+    (:mod:`gnncore.predict.layerwise`) and streamed to Parquet. Between layers
+    every node's hidden rows are kept: in memory when they fit in half of
+    ``memory_budget``, else in one file per layer in a scratch directory
+    inside the output's temporary sibling, with batches sized from the budget
+    (:func:`~gnncore.predict.layerstore.plan_inference`; the same predictions
+    within float tolerance). The features go through exactly what training's
+    evaluation applied (``normalize_features``; autocast on CUDA when
+    training used ``amp``).
 
     Args:
         graph_dir: The graph to predict on (features of the model's width).
@@ -179,130 +285,77 @@ def predict_graph_dir(
             :class:`TrainedModel`.
         tracking_uri (str, optional): The MLflow store ``models:/`` URIs
             resolve in.
-        batch_size (int): Target nodes per batch. (default: :obj:`4096`)
+        batch_size (int): Target nodes per batch (at most, under a budget).
+            (default: :obj:`4096`)
         device (str): ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
         progress (bool): A tqdm bar over the batches of all layers, on a
             terminal. (default: :obj:`True`)
+        memory_budget (int or str, optional): Bytes (or a size such as
+            ``"2GiB"``) the layer outputs and batches may take; ``"auto"``:
+            half of what this process may still take (a cgroup limit
+            included); ``None``: keep the layers in memory. (default: ``"auto"``)
 
     Returns:
         PredictionReport: rows, accuracy per split (node task) and the summary.
     """
-    from gnncore.store.atomic import atomic_directory, check_output_dir
-    from gnncore.train.core.device import resolve_device
-
     started = time.perf_counter()
     if batch_size < 1:
         raise InputError(f"batch_size must be >= 1, got {batch_size}")
     graph = graph_dir if isinstance(graph_dir, GraphDir) else GraphDir.open(graph_dir)
     graph.check_structure()
     check_output_dir(out_dir, [graph.path], FORMAT_NAME, "predictions")
+    try:  # before the model loads
+        budget = check_budget(resolve_memory_budget(memory_budget))
+    except ValueError as exc:
+        raise InputError(f"memory_budget: {exc}") from None
     trained = model if isinstance(model, TrainedModel) else load_trained_model(model, tracking_uri)
     spec = trained.spec
     check_compatible(spec, graph)
     torch_device = resolve_device(device)
     module = trained.module.to(torch_device).eval()
     n = graph.num_nodes
+    widths = layer_widths(spec, module)
+    plan = plan_inference(n, widths, len(widths) - 1, batch_size, budget)
     adjacency = _adjacency(spec, graph) if uses_graph(spec, module) else None
-    ids = original_ids(graph)
-    node_task = spec.task == "node"
-    labels = np.asarray(graph.labels()) if node_task and graph.has("labels") else None
-    codes = _split_codes(graph) if node_task else None
-
-    bar = None
-    if progress and sys.stderr.isatty():
-        from tqdm.auto import tqdm
-
-        bar = tqdm(
-            total=passes(spec, module, adjacency, n, batch_size), desc="predict", unit="batch"
-        )
-    correct = np.zeros(len(SPLIT_NAMES), dtype=np.int64)
-    counted = np.zeros(len(SPLIT_NAMES), dtype=np.int64)
-    width = 0
-    rows_written = 0
+    bar = _progress_bar(
+        progress, passes(spec, module, adjacency, n, plan.batch_size, plan.max_edges)
+    )
     with atomic_directory(out_dir) as tmp:
-        writer: pq.ParquetWriter | None = None
-        pending: list[pa.Table] = []
-        pending_rows = 0
+        rows = PredictionRows(spec, graph, tmp / PREDICTIONS_FILE)
+        layer_dir = tmp / LAYER_DIR if plan.spill else None
+        if layer_dir is not None:
+            layer_dir.mkdir()
+        complete = False
         try:
-            outputs = model_outputs(
+            for a, b, out in model_outputs(
                 spec,
                 module,
                 adjacency,
                 _feature_rows(graph),
                 n,
-                batch_size=batch_size,
+                batch_size=plan.batch_size,
+                max_edges=plan.max_edges,
                 device=torch_device,
                 on_batch=bar.update if bar is not None else None,
-            )
-            for a, b, out in outputs:
-                columns: dict[str, pa.Array] = {
-                    "node_id": ids[a:b],
-                    "node_index": pa.array(np.arange(a, b, dtype=np.int64)),
-                }
-                if node_task:
-                    probs = torch.softmax(out, dim=-1).cpu().numpy().astype(np.float32)
-                    # argmax of the logits, as training's evaluation takes it
-                    predicted = out.argmax(dim=-1).cpu().numpy().astype(np.int64)
-                    assert codes is not None
-                    batch_codes = codes[a:b]
-                    columns["split"] = pa.DictionaryArray.from_arrays(
-                        pa.array(batch_codes, type=pa.int8()), pa.array(SPLIT_NAMES)
-                    )
-                    if labels is not None:
-                        label = labels[a:b]
-                        columns["label"] = pa.array(label, type=pa.int64())
-                        known = label >= 0
-                        hit = (predicted == label) & known
-                        correct += np.bincount(batch_codes[hit], minlength=len(SPLIT_NAMES))
-                        counted += np.bincount(batch_codes[known], minlength=len(SPLIT_NAMES))
-                    columns["predicted_class"] = pa.array(predicted)
-                    columns["probabilities"] = _list_array(probs)
-                    width = probs.shape[1]
-                else:
-                    embedding = out.cpu().numpy().astype(np.float32)
-                    columns["embedding"] = _list_array(embedding)
-                    width = embedding.shape[1]
-                table = pa.table(columns)
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp / PREDICTIONS_FILE, table.schema)
-                pending.append(table)
-                pending_rows += table.num_rows
-                if pending_rows >= ROW_GROUP_ROWS:  # write whole row groups, keep the rest
-                    combined = pa.concat_tables(pending)
-                    full = pending_rows - pending_rows % ROW_GROUP_ROWS
-                    writer.write_table(combined.slice(0, full), row_group_size=ROW_GROUP_ROWS)
-                    rows_written += full
-                    pending, pending_rows = [combined.slice(full)], pending_rows - full
-            if writer is None:
-                raise InputError("the graph has no nodes", graph.path)
-            if pending_rows:
-                writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
-                rows_written += pending_rows
+                layer_dir=layer_dir,
+            ):
+                rows.add(a, b, out)
+            complete = True
         finally:
-            if writer is not None:
-                writer.close()
+            rows.close(flush=complete)
             if bar is not None:
                 bar.close()
-        if rows_written != n:
-            raise RuntimeError(f"wrote {rows_written} rows for {n} nodes")
-        accuracy = {
-            name: float(correct[i] / counted[i])
-            for i, name in enumerate(SPLIT_NAMES)
-            if i > 0 and counted[i] > 0
-        }
-        info = _summary(
-            spec,
-            trained,
-            graph,
-            rows_written,
-            width,
-            accuracy,
-            batch_size,
-            torch_device,
-            time.perf_counter() - started,
-        )
+            if layer_dir is not None:
+                shutil.rmtree(layer_dir, ignore_errors=True)
+        if rows.rows == 0:
+            raise InputError("the graph has no nodes", graph.path)
+        if rows.rows != n:
+            raise RuntimeError(f"wrote {rows.rows} rows for {n} nodes")
+        accuracy = rows.accuracy()
+        seconds = time.perf_counter() - started
+        info = _summary(spec, trained, graph, rows, plan, budget, torch_device, seconds)
         (tmp / "manifest.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
-    return PredictionReport(Path(out_dir), rows_written, accuracy, info)
+    return PredictionReport(Path(out_dir), rows.rows, accuracy, info)
 
 
 def link_latest(out_dir: str | os.PathLike[str], name: str) -> Path:
@@ -333,15 +386,12 @@ def _summary(
     spec: ModelSpec,
     trained: TrainedModel,
     graph: GraphDir,
-    rows: int,
-    width: int,
-    accuracy: dict[str, float],
-    batch_size: int,
+    rows: PredictionRows,
+    plan: InferencePlan,
+    budget: int | None,
     device: torch.device,
     seconds: float,
 ) -> dict[str, Any]:
-    from gnncore.store.manifest import sha256_of
-
     m = graph.manifest
     node_task = spec.task == "node"
     columns = ["node_id", "node_index"] + (
@@ -355,11 +405,11 @@ def _summary(
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "task": spec.task,
-        "rows": rows,
+        "rows": rows.rows,
         "file": PREDICTIONS_FILE,
         "columns": columns,
         "node_id_type": "string" if graph.has("node_ids") and _string_ids(graph) else "int64",
-        "num_classes" if node_task else "embedding_dim": width,
+        "num_classes" if node_task else "embedding_dim": rows.width,
         "graph": {
             "path": str(Path(graph.path).absolute()),
             "name": m.name,
@@ -369,11 +419,13 @@ def _summary(
         "model": {**trained.describe(), "architecture": spec.architecture},
         "trained_on": spec.graph,
         "method": "layer-wise" if uses_graph(spec, trained.module) else "row-wise",
-        "batch_size": batch_size,
+        **plan.to_dict(),
+        "memory_budget": budget,
         "device": str(device),
         "seconds": round(seconds, 3),
     }
     if node_task:
+        accuracy = rows.accuracy()
         info["accuracy"] = accuracy
         info["test_accuracy"] = accuracy.get("test")
         if "test_accuracy" in spec.metrics:
@@ -384,9 +436,7 @@ def _summary(
 
 
 def _string_ids(graph: GraphDir) -> bool:
-    import pyarrow.parquet as parquet
-
-    schema = parquet.read_schema(Path(graph.path) / "node_ids.parquet")
+    schema = pq.read_schema(Path(graph.path) / "node_ids.parquet")
     kind = schema.field("raw_id").type
     return bool(
         pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)

@@ -10,11 +10,13 @@ without message passing (the ``none`` MLP; plain DistMult's embedding table).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 
 import torch
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
+from gnncore.predict.layerstore import EDGES_PER_TARGET
 from gnncore.predict.layerwise import (
     Adjacency,
     RowSource,
@@ -22,6 +24,7 @@ from gnncore.predict.layerwise import (
     layerwise_inference,
     rowwise_inference,
 )
+from gnncore.train.core.models import EdgeFreeMLP
 from gnncore.train.spec import ModelSpec
 
 #: Seed nodes per batch unless told otherwise.
@@ -60,11 +63,27 @@ def _link_rows(module: torch.nn.Module, rows: RowSource | None) -> RowSource:
 
 def uses_graph(spec: ModelSpec, module: torch.nn.Module) -> bool:
     """Whether the model passes messages (and so needs the adjacency)."""
-    from gnncore.train.core.models import EdgeFreeMLP
-
     if spec.task == "node":
         return not isinstance(module, EdgeFreeMLP)
     return getattr(module, "gnn", None) is not None
+
+
+def message_passing(spec: ModelSpec, module: torch.nn.Module) -> torch.nn.Module | None:
+    """The model's GNN (the whole module of a node model; a link model's
+    encoder), or ``None`` for a model without message passing."""
+    if not uses_graph(spec, module):
+        return None
+    return module if spec.task == "node" else module.gnn  # type: ignore[return-value]
+
+
+def layer_widths(spec: ModelSpec, module: torch.nn.Module) -> tuple[int, ...]:
+    """Channels of the GNN's input, each hidden layer and output (empty for a
+    model without message passing: it keeps no layer for all nodes)."""
+    gnn = message_passing(spec, module)
+    if not isinstance(gnn, BasicGNN):
+        return ()
+    hidden = (int(gnn.hidden_channels),) * (gnn.num_layers - 1)
+    return (int(gnn.in_channels), *hidden, int(gnn.out_channels or gnn.hidden_channels))
 
 
 def passes(
@@ -73,13 +92,15 @@ def passes(
     adjacency: Adjacency | None,
     num_nodes: int,
     batch_size: int,
+    max_edges: int | None = None,
 ) -> int:
     """Batches :func:`model_outputs` runs (for a progress bar's total)."""
-    if not uses_graph(spec, module) or adjacency is None:
+    gnn = message_passing(spec, module)
+    if gnn is None or adjacency is None:
         return -(-num_nodes // batch_size)
-    gnn = module if spec.task == "node" else module.gnn
     layers = int(getattr(gnn, "num_layers", 1))
-    return layers * count_batches(adjacency.indptr, batch_size, 64 * batch_size)
+    edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
+    return layers * count_batches(adjacency.indptr, batch_size, edges)
 
 
 def model_outputs(
@@ -90,8 +111,10 @@ def model_outputs(
     num_nodes: int,
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    max_edges: int | None = None,
     device: torch.device | str = "cpu",
     on_batch: Callable[[], None] | None = None,
+    layer_dir: str | os.PathLike[str] | None = None,
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
     """Yield ``(a, b, out)`` for nodes ``a .. b-1`` in order: class logits (node
     task) or representations (link task), float32 on ``device``.
@@ -103,6 +126,9 @@ def model_outputs(
         rows (callable, optional): Raw feature rows of a batch's node ids
             (not needed by a link model over learned embeddings).
         num_nodes (int): Nodes to cover.
+        max_edges, layer_dir: Of
+            :func:`~gnncore.predict.layerwise.layerwise_inference` (batch
+            limits; layer outputs on disk instead of in memory).
     """
     device = torch.device(device)
     amp = amp_dtype_of(spec, device)
@@ -145,7 +171,9 @@ def model_outputs(
         adjacency,
         inputs,
         batch_size=batch_size,
+        max_edges=max_edges,
         device=device,
         amp_dtype=amp,
         on_batch=on_batch,
+        layer_dir=layer_dir,
     )

@@ -7,7 +7,9 @@ can be most of a large graph. Layer-wise inference (PyG's
 computes layer ``l`` for *every* node before layer ``l + 1``: a batch of
 target nodes needs only its 1-hop in-neighbours' layer-``(l - 1)`` rows, so
 memory stays at the ``N × hidden`` array of the previous layer plus one
-batch's block, and each node is computed once per layer.
+batch's block, and each node is computed once per layer. With ``layer_dir``
+that array is a file per layer on disk (:mod:`gnncore.predict.layerstore`),
+and memory is one batch's block.
 
 Batches are contiguous node ranges ``[a, b)`` of at most ``batch_size``
 nodes and (beyond the first node) ``max_edges`` in-edges, so a batch's block
@@ -28,14 +30,17 @@ nodes a degree of 1; training's GCN evaluation is that approximation.)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
+from gnncore.predict.layerstore import EDGES_PER_TARGET, DiskLayer, LayerOutput, MemoryLayer
 from gnncore.train.core.steps import autocast
 
 #: ``rows(n_id) -> [len(n_id), C]`` float rows of a layer's input (``n_id`` int64, CPU).
@@ -184,12 +189,17 @@ def layerwise_inference(
     device: torch.device | str = "cpu",
     amp_dtype: torch.dtype | None = None,
     on_batch: Callable[[], None] | None = None,
+    layer_dir: str | os.PathLike[str] | None = None,
+    sync_bytes: int = 64 << 20,
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
     """Yield ``(a, b, out)``: the model's output rows (float32, on ``device``) of
     nodes ``a .. b-1``, in node order, computed layer by layer.
 
     Layers before the last keep their output in one ``[N, C]`` float32 CPU
-    tensor; the last layer's rows are yielded batch by batch and not kept.
+    tensor, or with ``layer_dir`` in one ``.npy`` file per layer there
+    (:class:`~gnncore.predict.layerstore.DiskLayer`: memory is one batch, not
+    ``N x C``; the same rows); the last layer's rows are yielded batch by batch
+    and not kept.
 
     Args:
         model (BasicGNN): In eval mode, on ``device``.
@@ -202,35 +212,53 @@ def layerwise_inference(
         amp_dtype: Autocast dtype on CUDA (what training evaluated with).
         on_batch (callable, optional): Called after every batch of every
             layer (progress bars).
+        layer_dir (path, optional): An existing directory for the layer files
+            (deleted as soon as the next layer is complete).
+        sync_bytes (int): With ``layer_dir``, bytes written between flushes
+            that drop the written pages from the page cache.
     """
     device = torch.device(device)
-    max_edges = max_edges if max_edges is not None else 64 * batch_size
+    max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
     n = adjacency.num_nodes
     dinv_all = None
     if any(isinstance(conv, GCNConv) for conv in model.convs):
         dinv_all = torch.from_numpy(adjacency.in_degree().astype(np.float32) + 1.0).pow(-0.5)
-    previous: torch.Tensor | None = None
+
+    def new_layer(layer: int, width: int) -> LayerOutput:
+        if layer_dir is None:
+            return MemoryLayer(n, width)
+        return DiskLayer(Path(layer_dir) / f"layer-{layer}.npy", n, width, sync_bytes)
+
+    previous: LayerOutput | None = None
+    current: LayerOutput | None = None
     last = model.num_layers - 1
-    for layer in range(model.num_layers):
-        current: torch.Tensor | None = None
-        for a, b in node_batches(adjacency.indptr, batch_size, max_edges):
-            blk = block(adjacency, a, b)
-            h = inputs(blk.n_id) if previous is None else previous[blk.n_id]
-            h = h.to(device, non_blocking=True)
-            dinv = dinv_all[blk.n_id].to(device) if dinv_all is not None else None
-            with autocast(device, amp_dtype):
-                out = apply_layer(
-                    model, layer, h, blk.edge_index.to(device), blk.num_targets, dinv
-                ).float()
-            if on_batch is not None:
-                on_batch()
-            if layer == last:
-                yield a, b, out
-                continue
-            if current is None:
-                current = torch.empty(n, out.size(1), dtype=torch.float32)
-            current[a:b] = out.cpu()
-        previous = current
+    try:
+        for layer in range(model.num_layers):
+            current = None
+            for a, b in node_batches(adjacency.indptr, batch_size, max_edges):
+                blk = block(adjacency, a, b)
+                h = inputs(blk.n_id) if previous is None else previous.read(blk.n_id)
+                h = h.to(device, non_blocking=True)
+                dinv = dinv_all[blk.n_id].to(device) if dinv_all is not None else None
+                with autocast(device, amp_dtype):
+                    out = apply_layer(
+                        model, layer, h, blk.edge_index.to(device), blk.num_targets, dinv
+                    ).float()
+                if on_batch is not None:
+                    on_batch()
+                if layer == last:
+                    yield a, b, out
+                    continue
+                if current is None:
+                    current = new_layer(layer, out.size(1))
+                current.write(a, out)
+            if previous is not None:
+                previous.release()
+            previous = current.finish() if current is not None else None
+    finally:  # also when the consumer stops early or a batch fails
+        for held in (previous, current):
+            if held is not None:
+                held.release()
 
 
 @torch.no_grad()

@@ -121,11 +121,11 @@ def test_link_encoder_outputs_equal_the_evaluation_encoding(tmp_path: Path) -> N
 
     from conftest import tiny_kg
     from gnncore.predict.engine import model_outputs
-    from gnncore.train.spec import ModelSpec
     from gnncore.store import CSCGraphStore, EmptyFeatureStore
     from gnncore.train import LinkModel, link_splits
     from gnncore.train.link.data import message_passing_csc
     from gnncore.train.link.loop import encode_all_nodes
+    from gnncore.train.spec import ModelSpec
 
     graph = GraphDir.open(tiny_kg(tmp_path / "kg"))
     splits = link_splits(graph)
@@ -145,4 +145,92 @@ def test_link_encoder_outputs_equal_the_evaluation_encoding(tmp_path: Path) -> N
     outputs = model_outputs(
         spec, model, Adjacency(indptr, indices), None, graph.num_nodes, batch_size=20
     )
-    assert torch.allclose(torch.cat([out for _, _, out in outputs]), expected, atol=1e-5)
+    in_memory = torch.cat([out for _, _, out in outputs])
+    assert torch.allclose(in_memory, expected, atol=1e-5)
+    (tmp_path / "layers").mkdir()
+    on_disk = model_outputs(
+        spec,
+        model,
+        Adjacency(indptr, indices),
+        None,
+        graph.num_nodes,
+        batch_size=20,
+        layer_dir=tmp_path / "layers",
+    )
+    assert torch.equal(torch.cat([out for _, _, out in on_disk]), in_memory)
+    assert list((tmp_path / "layers").iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["sage", "gcn", "gat"])
+def test_layers_on_disk_give_the_in_memory_rows_bit_for_bit(
+    graph: GraphDir, name: str, tmp_path: Path
+) -> None:
+    """Three layers, the hidden ones through ``.npy`` files (flushed every few
+    rows): the same outputs as the in-memory path, and no file left behind."""
+    torch.manual_seed(1)
+    model = build_model(name, 16, 8, 4, 3, 0.0, heads=2 if name == "gat" else None).eval()
+    x = torch.from_numpy(np.array(graph.features()))
+    adjacency = Adjacency(np.asarray(graph.indptr), graph.indices)
+
+    def run(**kwargs: object) -> torch.Tensor:
+        parts = layerwise_inference(
+            model,  # type: ignore[arg-type]
+            adjacency,
+            lambda n_id: x[n_id],
+            batch_size=23,
+            **kwargs,  # type: ignore[arg-type]
+        )
+        return torch.cat([out for _, _, out in parts])
+
+    assert torch.equal(run(layer_dir=tmp_path, sync_bytes=1000), run())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_layer_file_is_a_npy_of_every_nodes_rows_and_goes_when_stopped(
+    graph: GraphDir, tmp_path: Path
+) -> None:
+    """While the last layer runs, the layer before it is ``layer-<l>.npy``:
+    float32 ``[N, hidden]``, row ``v`` the layer's output for node ``v``
+    (what a one-layer-shorter model outputs before its last step). A consumer
+    that stops early leaves no file."""
+    torch.manual_seed(2)
+    model = build_model("sage", 16, 8, 4, 2, 0.0).eval()
+    x = torch.from_numpy(np.array(graph.features()))
+    adjacency = Adjacency(np.asarray(graph.indptr), graph.indices)
+    parts = layerwise_inference(
+        model,  # type: ignore[arg-type]
+        adjacency,
+        lambda n_id: x[n_id],
+        batch_size=64,
+        layer_dir=tmp_path,
+    )
+    next(parts)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["layer-0.npy"]
+    rows = np.load(tmp_path / "layer-0.npy")
+    assert rows.dtype == np.float32 and rows.shape == (graph.num_nodes, 8)
+    with torch.no_grad():
+        expected = model.act(model.convs[0](x, _full_edge_index(graph)))  # type: ignore[misc]
+    assert torch.allclose(torch.from_numpy(rows), expected, atol=1e-5)
+    parts.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_budget_decides_where_the_layers_go() -> None:
+    """Layers stay in memory while two ``[N, hidden]`` arrays take at most half
+    the budget (or without a budget); beyond, they go to disk and a batch's
+    block is sized to a quarter of the budget."""
+    from gnncore.predict.layerstore import MIN_MEMORY_BUDGET, plan_inference
+
+    widths = (512, 256, 256, 8)  # 3 layers: two 256-wide arrays held at once
+    n = 1_000_000
+    held = 2 * n * 256 * 4
+    assert not plan_inference(n, widths, 3, 4096, None).spill
+    roomy = plan_inference(n, widths, 3, 4096, 2 * held)
+    assert not roomy.spill and (roomy.batch_size, roomy.max_edges) == (4096, 64 * 4096)
+    tight = plan_inference(n, widths, 3, 4096, 256 << 20)
+    assert tight.spill and tight.layer_bytes == held
+    assert 1 <= tight.batch_size <= 4096 and tight.max_edges >= 1
+    assert 24 * 4 * 512 * (tight.batch_size + tight.max_edges) <= (256 << 20) // 4
+    assert not plan_inference(n, (512, 8), 1, 4096, 256 << 20).spill  # no hidden layer
+    with pytest.raises(ValueError, match="at least"):
+        plan_inference(n, widths, 3, 4096, MIN_MEMORY_BUDGET - 1)

@@ -24,6 +24,7 @@ from conftest import planted_graph, tiny_kg
 from gnncore.cli.main import main
 from gnncore.errors import InputError
 from gnncore.io.canonical import node_id_table
+from gnncore.modes import train_graph_dir
 from gnncore.predict import (
     ModelNotFoundError,
     load_trained_model,
@@ -32,7 +33,7 @@ from gnncore.predict import (
 from gnncore.store import GraphDir, create_graph_dir
 from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri, global_tracking_uri
 from gnncore.tracking.registry import ModelRegistry, registered_model_name
-from gnncore.train import LinkTrainConfig, NodeTrainConfig, train_graph_dir
+from gnncore.train import LinkTrainConfig, NodeTrainConfig
 from tests.processes import free_port, stop_group
 
 # normalize_features: prediction must apply what training's evaluation applied.
@@ -325,6 +326,63 @@ def test_rows_stream_in_whole_row_groups(
     sizes = [a.metadata.row_group(i).num_rows for i in range(a.metadata.num_row_groups)]
     assert sizes == [50] * 8
     assert a.read().equals(pq.read_table(tmp_path / "b" / "predictions.parquet"))
+
+
+def test_predictions_in_a_small_budget_match_the_in_memory_path(
+    trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A budget too small for the hidden layer's ``[N, hidden]`` array: the layer
+    goes to a file, batches shrink, and the predictions are those of the
+    in-memory path (float tolerance); the scratch files are gone."""
+    monkeypatch.setattr("gnncore.predict.layerstore.MIN_MEMORY_BUDGET", 1)
+    model = load_trained_model(trained.uri, trained.tracking_uri)
+    memory = predict_graph_dir(
+        trained.graph, tmp_path / "a", model, device="cpu", memory_budget=None
+    )
+    bounded = predict_graph_dir(
+        trained.graph, tmp_path / "b", model, device="cpu", memory_budget=40_000
+    )
+    assert memory.info["layers_on_disk"] is False and memory.info["batch_size"] == 4096
+    assert bounded.info["layers_on_disk"] is True and bounded.info["memory_budget"] == 40_000
+    assert bounded.info["batch_size"] < 50  # sized from the budget
+    a = pq.read_table(tmp_path / "a" / "predictions.parquet")
+    b = pq.read_table(tmp_path / "b" / "predictions.parquet")
+    assert a.drop(["probabilities"]).equals(b.drop(["probabilities"]))
+    np.testing.assert_allclose(
+        np.array(a["probabilities"].to_pylist()), np.array(b["probabilities"].to_pylist()),
+        rtol=0, atol=1e-6,
+    )  # fmt: skip
+    assert bounded.accuracy == memory.accuracy
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == [
+        "manifest.json",
+        "predictions.parquet",
+    ]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_cli_memory_budget_and_mlflow_tracking_uri(
+    trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Without --mlflow-uri the CLI resolves models:/ in $MLFLOW_TRACKING_URI (not
+    the data root's store); --memory-budget takes a size, and refuses a bad one
+    at parse time."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", trained.tracking_uri)
+    monkeypatch.setenv("GNNCORE_DATA_ROOT", str(tmp_path / "empty-root"))
+    summary_file = tmp_path / "summary.json"
+    code = main(["predict", str(trained.graph.path), str(tmp_path / "out"), "--model",
+                 trained.uri, "--memory-budget", "64MiB", "--device", "cpu",
+                 "--json", str(summary_file)])  # fmt: skip
+    assert code == 0
+    summary = json.loads(summary_file.read_text())
+    assert summary["memory_budget"] == 64 << 20 and summary["rows"] == 400
+    assert not (tmp_path / "empty-root").exists()  # the data root's store not opened
+    with pytest.raises(SystemExit):
+        main(["predict", str(trained.graph.path), str(tmp_path / "x"), "--memory-budget", "2GB"])
+    assert "--memory-budget: not a size: '2GB'" in capsys.readouterr().err
+    code = main(["predict", str(trained.graph.path), str(tmp_path / "x"), "--model",
+                 trained.uri, "--memory-budget", "1MiB"])  # fmt: skip
+    assert code == 1 and "at least" in capsys.readouterr().err
 
 
 def test_the_latest_link_follows_the_newest_predictions(tmp_path: Path) -> None:
