@@ -38,7 +38,7 @@ the scoring server answers HTTP 400 with its one-line message and no
 traceback. MLflow's scoring server parses the JSON body, and builds each
 input as an array of the signature's dtype, before the pyfunc sees it: the
 signature declares ``n_id`` and ``edge_index`` as ``object`` tensors
-(:func:`gnncore.tracking.mlflow._pyfunc_signature`), so their JSON numbers
+(:func:`gnncore.tracking.flavor.pyfunc_signature`), so their JSON numbers
 arrive as parsed, Python ``int`` or ``float``, and a ``3.7`` (or ``3.0``,
 ``true``, ``"3"``) is refused here, naming it, where an ``int64`` spec
 (models logged before) truncated it to ``3``.

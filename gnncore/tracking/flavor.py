@@ -68,9 +68,52 @@ def save_model(
         # mlflow.pytorch exported the program with the tensor signature (its -1
         # dimensions are the program's dynamic ones); the MLmodel carries the
         # pyfunc's, which MLflow's scoring server parses JSON requests with.
-        from gnncore.tracking.mlflow import _pyfunc_signature
-
-        mlflow_model.signature = _pyfunc_signature(mlflow_model.signature, spec.task)
+        mlflow_model.signature = pyfunc_signature(mlflow_model.signature, spec.task)
     if size := get_total_file_size(os.fspath(path)):
         mlflow_model.model_size_bytes = size  # with the gnncore folder
     mlflow_model.save(os.path.join(path, MLMODEL_FILE_NAME))
+
+
+#: Inputs of the pyfunc's signature that hold integers (node ids, node positions).
+INTEGER_INPUTS = ("n_id", "edge_index")
+
+
+def pyfunc_signature(signature: Any, task: str) -> Any:
+    """``signature``'s tensor inputs, with the outputs the pyfunc returns: one row
+    per node with ``predicted_class`` and ``probabilities`` (node task) or an
+    ``embedding`` (link task). The MLmodel's signature
+    (:func:`gnncore.tracking.flavor.save_model` sets it once ``mlflow.pytorch``
+    has exported the program with ``signature``, whose ``-1`` dimensions it
+    makes dynamic).
+
+    The integer inputs (:data:`INTEGER_INPUTS`) are declared
+    ``Tensor('object', (-1,))``, MLflow's documented spec for ragged arrays,
+    which its schema check passes as given: MLflow's scoring server builds
+    each input with ``np.array(json_value, dtype=<the spec's dtype>)``, so an
+    ``int64`` spec truncated a JSON ``3.7`` to ``3`` before the pyfunc could
+    see it. With ``object`` the JSON numbers arrive as parsed (Python ``int``
+    and ``float``, ids up to ``2**63 - 1`` exact) and the pyfunc refuses
+    anything but integers (:func:`gnncore.predict.pyfunc.parse_request`);
+    ``int64`` arrays given to ``mlflow.pyfunc.load_model(...).predict`` pass
+    unchanged. (An ``object`` spec of shape ``(2, -1)`` would refuse those:
+    MLflow compares the dtype of every other shape.) ``x`` keeps its
+    ``float32`` spec.
+    """
+    import numpy as np
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema, TensorSpec
+    from mlflow.types.schema import Array
+
+    if task == "node":
+        outputs = Schema(
+            [ColSpec("long", "predicted_class"), ColSpec(Array("float"), "probabilities")]
+        )
+    else:
+        outputs = Schema([ColSpec(Array("float"), "embedding")])
+    inputs = Schema(
+        [
+            TensorSpec(np.dtype(object), (-1,), spec.name) if spec.name in INTEGER_INPUTS else spec
+            for spec in signature.inputs.inputs
+        ]
+    )
+    return ModelSignature(inputs=inputs, outputs=outputs)

@@ -25,7 +25,8 @@ from gnncore.predict.pyfunc import (
     ServeConfigError,
     parse_request,
 )
-from gnncore.tracking.mlflow import _input_names, _pyfunc_signature, _tensor_signature
+from gnncore.tracking.flavor import pyfunc_signature
+from gnncore.tracking.mlflow import _input_names, _tensor_signature
 from tests.gnncore.predict.pyfunc_models import (
     DIM,
     ENTITIES,
@@ -228,7 +229,7 @@ def test_the_scoring_server_answers_a_request_error_with_400_and_its_line(
 def _logged_signature(model: GraphPyfunc, example: tuple[torch.Tensor, ...]) -> ModelSignature:
     """The signature ``MlflowTracker.log_model`` gives this model (same functions)."""
     names = _input_names(model.spec, len(example))
-    return _pyfunc_signature(_tensor_signature(model.module, example, names), model.spec.task)
+    return pyfunc_signature(_tensor_signature(model.module, example, names), model.spec.task)
 
 
 def _served(model: GraphPyfunc) -> tuple[PyFuncModel, ModelSignature]:
