@@ -8,7 +8,7 @@ phases; ``checksums`` includes the manifest and the validation), the largest
 ``RssAnon`` (heap: buffers, arrays) and ``RssFile`` (mapped files, libraries)
 seen. Mapped pages count in a memory cgroup as anonymous ones do, so both
 must stay within the budget plus the O(|V|) arrays. The phase is read from
-the run's own :class:`gnncore.io.external_ingest.Phases` (a subclass noting
+the run's own :class:`gnncore.io.bounded.phases.Phases` (a subclass noting
 the phase it starts). Prints a Markdown table and writes
 ``ingest_memory_phases.json`` / ``.md`` into ``--out``.
 
@@ -29,7 +29,8 @@ import threading
 import time
 from pathlib import Path
 
-from gnncore.io import external_ingest
+from gnncore.io.bounded import text_ingest as external_ingest
+from gnncore.io.bounded.phases import PHASES
 from gnncore.sizes import format_size, parse_size
 
 FIELDS = ("RssAnon", "RssFile", "VmRSS", "VmHWM")
@@ -98,12 +99,12 @@ def markdown(source: Path, runs: list[dict]) -> str:
         f"`{source}`; peak RssAnon + RssFile per phase (sampled), and the process's VmHWM "
         "during the run; each budget in its own process.",
         "",
-        "| budget | start | " + " | ".join(external_ingest.PHASES) + " | VmHWM | seconds |",
-        "|---|---:|" + "---:|" * len(external_ingest.PHASES) + "---:|---:|",
+        "| budget | start | " + " | ".join(PHASES) + " | VmHWM | seconds |",
+        "|---|---:|" + "---:|" * len(PHASES) + "---:|---:|",
     ]
     for run in runs:
         cells = []
-        for phase in external_ingest.PHASES:
+        for phase in PHASES:
             peak = run["phase_peaks"].get(phase)
             cells.append("—" if peak is None else f"{peak['anon'] >> 20} + {peak['file'] >> 20}")
         start = f"{run['start']['anon'] >> 20} + {run['start']['file'] >> 20}"

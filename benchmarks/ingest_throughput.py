@@ -11,7 +11,7 @@ each child's own peak RSS and CPU seconds (``os.wait4``), the ingestion's phase
 times, the load average around each child, and whether the graph directories
 are identical (sha256 of every file, via the manifests). ``--string-ids`` writes
 the ids as strings (``user_<id>``) and ingests them with ``--id-type string``
-(bounded: :mod:`gnncore.io.string_ids`; Polars' parse reads them as strings).
+(bounded: :mod:`gnncore.io.bounded.string_ids`; Polars' parse reads them as strings).
 ``--repeat N`` runs the
 whole round (Polars' parse, then every variant) N times and reports medians,
 and the median of each round's ratio: on a shared machine the load moves

@@ -1,7 +1,7 @@
 """The inbox sensor: a dropped edge list becomes a trained, registered model.
 
 Every edge list a user drops into the inbox folder (``storage.inbox``, default
-``<data root>/inbox``; :mod:`gnncore.io.inbox` says which files count) adds the
+``<data root>/inbox``; :mod:`gnncore.io.versioning.inbox` says which files count) adds the
 dataset's partition (the ``dataset`` dynamic partitions, keyed by the dataset
 name) and starts one ``train_job`` run of that partition: ingestion (with the node table beside it),
 partitioning, both plans, training, the quality gate and promotion of the
@@ -22,7 +22,7 @@ from typing import Any
 import dagster as dg
 
 from assets.partitions import DATASET_PARTITIONS
-from gnncore.io.inbox import DroppedDataset, InboxState, scan_inbox
+from gnncore.io.versioning.inbox import DroppedDataset, InboxState, scan_inbox
 from pipelines.jobs import train_job
 from pipelines.run_config import merged_run_config
 from resources import DataRootResource
@@ -31,7 +31,7 @@ from resources.storage import check_safe_name
 
 def task_of(dataset: DroppedDataset) -> str:
     """``node`` when the dataset's node table labels nodes, else ``link``."""
-    from gnncore.io.node_table import LABEL_COLUMN, node_table_columns
+    from gnncore.io.readers.node_table import LABEL_COLUMN, node_table_columns
 
     if dataset.nodes is not None and LABEL_COLUMN in node_table_columns(dataset.nodes):
         return "node"
@@ -41,7 +41,7 @@ def task_of(dataset: DroppedDataset) -> str:
 def has_features(dataset: DroppedDataset) -> bool:
     """Whether the dataset's node table has feature columns (anything beside the
     id, label and split columns)."""
-    from gnncore.io.node_table import (
+    from gnncore.io.readers.node_table import (
         ID_COLUMN,
         LABEL_COLUMN,
         SPLIT_COLUMN,

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     safe_name(args.name, what="--name")  # before any work: it becomes paths
     budget: int | str | None = None if args.memory_budget == "none" else args.memory_budget
     if args.memory_budget not in ("auto", "none"):
-        from gnncore.io.external_ingest import MIN_MEMORY_BUDGET
+        from gnncore.io.bounded.budget import MIN_MEMORY_BUDGET
         from gnncore.sizes import parse_size
 
         try:

@@ -208,14 +208,14 @@ def canonicalize(
 # Writing -------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """JSON-ready scalars (numpy ints/floats become Python ones)."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
@@ -254,7 +254,7 @@ def write_graph(
         started (float): ``time.perf_counter()`` when the ingestion began.
     """
     started = time.perf_counter() if started is None else started
-    plain_details: dict[str, Any] = _plain(dict(details or {}))
+    plain_details: dict[str, Any] = plain(dict(details or {}))
     counts = {
         "format": fmt,
         "source": str(Path(source).absolute()),

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from gnncore.usage import StageUsage
+from gnncore.usage import StageUsage
 
 
 @dataclass(frozen=True)

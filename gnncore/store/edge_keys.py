@@ -1,7 +1,7 @@
 """Edges as packed 64-bit keys ``a << 32 | b``: sorted, deduplicated and shuffled in bounded memory.
 
 The fast path of bounded-memory ingestion and generation
-(:mod:`gnncore.io.external_ingest`) when every id is below ``2**32``: one
+(:mod:`gnncore.io.bounded`) when every id is below ``2**32``: one
 uint64 per edge instead of two int64 columns, sorted by a parallel radix sort
 in C++ (``gnncore._C.sort_unique_keys``). :class:`KeySorter` holds the keys in
 a buffer sized from its budget; when the buffer fills, its keys are sorted,

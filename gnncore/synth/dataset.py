@@ -8,7 +8,7 @@ never exists as Python lists.
 With a memory budget (``generate_graph(..., memory_budget=SIZE)``,
 ``gnncore synth --memory-budget SIZE``) the edges never exist as whole arrays
 either: the generator's chunks stream through bounded-memory ingestion's
-sort/dedup/CSR path (:func:`gnncore.io.external_ingest.write_edge_stream`:
+sort/dedup/CSR path (:func:`gnncore.io.bounded.stream.write_edge_stream`:
 sorted runs on disk in a scratch sibling ``.NAME.synth-PID-XXXXXXXX`` of the
 output, merged k ways), so memory stays within the budget plus O(|V|) arrays
 (communities, propensities, labels, splits, the eid pass's offsets). The graph
@@ -85,7 +85,7 @@ Splits = tuple[np.ndarray, np.ndarray, np.ndarray]
 def _node_writer(spec: SynthSpec, splits: Splits | None) -> Callable[[GraphDirWriter], None]:
     """The ``before`` hook writing features, labels and splits (both paths):
     ``splits`` when given, else the spec's own."""
-    from gnncore.io.external_ingest import npy_writer
+    from gnncore.io.bounded.npy_stream import npy_writer
 
     y, own = _node_data(spec)
     train, val, test = own if splits is None else splits
@@ -199,13 +199,10 @@ def _generate_bounded(
     splits: Splits | None,
     details: Mapping[str, Any],
 ) -> IngestReport:
-    from gnncore.io.external_ingest import (
-        MIN_MEMORY_BUDGET,
-        Phases,
-        batch_rows,
-        scratch_directory,
-        write_edge_stream,
-    )
+    from gnncore.io.bounded.budget import MIN_MEMORY_BUDGET, batch_rows
+    from gnncore.io.bounded.phases import Phases
+    from gnncore.io.bounded.scratch import scratch_directory
+    from gnncore.io.bounded.stream import write_edge_stream
 
     started = time.perf_counter()
     if budget < MIN_MEMORY_BUDGET:

@@ -12,7 +12,7 @@ import pytest
 
 from assets.partitions import dataset_name
 from gnncore.errors import InputError
-from gnncore.io.inbox import DroppedDataset
+from gnncore.io.versioning.inbox import DroppedDataset
 from pipelines.sensors import inbox_run_request
 from resources import DataRootResource
 from resources.storage import check_safe_name

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnncore.io.edge_text import Declined, read_int_edge_blocks
-from gnncore.io.edgelist import Layout, read_edges
+from gnncore.io.readers.edge_layout import Layout
+from gnncore.io.readers.edge_text import Declined, read_int_edge_blocks
+from gnncore.io.readers.edgelist import read_edges
 
 SEPARATORS = [",", "\t", " ", None]
 
@@ -202,7 +203,7 @@ def test_bad_arguments():
 def test_in_memory_read_edges_uses_the_reader_and_hands_declined_files_to_polars(
     tmp_path, monkeypatch
 ):
-    import gnncore.io.edgelist as edgelist
+    import gnncore.io.readers.edgelist as edgelist
 
     path = tmp_path / "g.csv"
     path.write_bytes(b"# comment\nsrc,dst\r\n1,2\r\n30,4\r\n\r\n5,60")
@@ -222,7 +223,7 @@ def test_in_memory_read_edges_uses_the_reader_and_hands_declined_files_to_polars
 
 
 def test_read_int_edges_grows_its_arrays_for_short_lines(tmp_path):
-    from gnncore.io.edge_text import read_int_edges
+    from gnncore.io.readers.edge_text import read_int_edges
 
     rng = np.random.default_rng(3)
     src, dst = rng.integers(0, 10, 9000), rng.integers(0, 10, 9000)

@@ -39,7 +39,8 @@ from hypothesis import strategies as st
 
 from gnncore.cli.main import main
 from gnncore.io import ingest
-from gnncore.io.edgelist import HEADER_NAMES, StringIdsWarning, is_number
+from gnncore.io.readers.edge_layout import HEADER_NAMES, is_number
+from gnncore.io.readers.edge_problems import StringIdsWarning
 from gnncore.store import GraphDir
 
 FUZZ = settings(

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from gnncore.io.inbox import InboxState, dataset_name, scan_inbox
+from gnncore.io.versioning.inbox import InboxState, dataset_name, scan_inbox
 
 
 def drop(folder: Path, name: str, text: str, age: float = 60.0) -> Path:

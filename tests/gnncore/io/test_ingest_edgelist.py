@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from gnncore.io import ingest
-from gnncore.io.edgelist import read_edges, sniff
+from gnncore.io.readers.edge_layout import sniff
+from gnncore.io.readers.edgelist import read_edges
 from gnncore.store import GraphDir
 
 

@@ -22,8 +22,9 @@ import pytest
 
 from gnncore.errors import InputError
 from gnncore.io import ingest
-from gnncore.io.edge_text import read_int_edges
-from gnncore.io.edgelist import Layout, StringIdsWarning, sniff, sniff_separator
+from gnncore.io.readers.edge_layout import Layout, sniff, sniff_separator
+from gnncore.io.readers.edge_problems import StringIdsWarning
+from gnncore.io.readers.edge_text import read_int_edges
 from gnncore.store import GraphDir
 
 PATHS = pytest.mark.parametrize("budget", [None, "auto"], ids=["memory", "bounded"])

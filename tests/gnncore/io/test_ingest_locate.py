@@ -6,11 +6,12 @@ import gzip
 
 import pytest
 
-import gnncore.io.edgelist as edgelist
+import gnncore.io.readers.edge_problems as edge_problems
 from gnncore.errors import InputError
-from gnncore.io.edgelist import Layout, locate_problem, sniff
-from gnncore.io.kg import locate_triple_problem
-from gnncore.io.ogb import locate_numeric
+from gnncore.io.readers.edge_layout import Layout, sniff
+from gnncore.io.readers.edge_problems import locate_problem
+from gnncore.io.readers.kg import locate_triple_problem
+from gnncore.io.readers.ogb import locate_numeric
 
 CASES = [
     # (text, id as int, expected line, message part)
@@ -24,14 +25,14 @@ CASES = [
 
 
 def fallback_only(monkeypatch):
-    monkeypatch.setattr(edgelist, "MAX_SUSPECTS", 0)  # Polars pass answers nothing
+    monkeypatch.setattr(edge_problems, "MAX_SUSPECTS", 0)  # Polars pass answers nothing
 
 
 def no_fallback(monkeypatch):
     def boom(path):
         raise AssertionError("the Python fallback scan ran")
 
-    monkeypatch.setattr(edgelist, "iter_lines", boom)
+    monkeypatch.setattr(edge_problems, "iter_lines", boom)
 
 
 @pytest.mark.parametrize("mode", ["polars", "python"])
@@ -89,7 +90,7 @@ def test_locate_numeric_and_triples(tmp_path, monkeypatch, mode):
 def test_fallback_ran_when_polars_saw_too_many_suspects(tmp_path, monkeypatch):
     # 19-digit ids that fit int64 are only suspects: the check clears them and the
     # Python pass takes over once more than MAX_SUSPECTS were flagged.
-    monkeypatch.setattr(edgelist, "MAX_SUSPECTS", 2)
+    monkeypatch.setattr(edge_problems, "MAX_SUSPECTS", 2)
     path = tmp_path / "e.txt"
     big = 1_000_000_000_000_000_000
     path.write_text("".join(f"{big + i} 1\n" for i in range(5)) + "1 -2\n")

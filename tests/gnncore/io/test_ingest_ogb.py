@@ -100,7 +100,7 @@ def test_ogb_raw_dir_and_no_node_count(tmp_path):
 
 
 def test_ogb_many_feature_batches(tmp_path, monkeypatch):
-    import gnncore.io.ogb as ogb
+    import gnncore.io.readers.ogb as ogb
 
     monkeypatch.setattr(ogb, "FEATURE_BATCH_ROWS", 2)
     root = make_ogb(tmp_path / "ds")
@@ -116,7 +116,7 @@ def test_nan_feature(tmp_path):
 
 
 def test_inf_feature_in_later_batch(tmp_path, monkeypatch):
-    import gnncore.io.ogb as ogb
+    import gnncore.io.readers.ogb as ogb
 
     monkeypatch.setattr(ogb, "FEATURE_BATCH_ROWS", 2)
     feats = "1,2,3\n" * 5 + "1,2,inf\n"

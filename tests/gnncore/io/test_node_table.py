@@ -10,7 +10,7 @@ import pytest
 
 from gnncore.errors import InputError
 from gnncore.io import ingest, ingest_versioned
-from gnncore.io.edgelist import sniff
+from gnncore.io.readers.edge_layout import sniff
 from gnncore.store import GraphDir
 
 EDGES = "src,dst\nann,bob\nbob,cid\ncid,ann\ndan,ann\n"

@@ -13,12 +13,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-import gnncore.io.string_ids as string_ids
+import gnncore.io.bounded.name_lookup as name_lookup
+import gnncore.io.bounded.names as names_module
+import gnncore.io.bounded.string_ids as string_ids
 import gnncore.usage as usage_module
 from gnncore.errors import InputError
 from gnncore.io import ingest
+from gnncore.io.bounded.names import NameCollector, SortedNames, merge_name_runs, write_name_run
 from gnncore.io.canonical import node_id_table
-from gnncore.io.string_ids import NameCollector, SortedNames, merge_name_runs, write_name_run
 from gnncore.store import GraphDir
 from gnncore.store.writer import PARQUET_OPTIONS
 
@@ -78,7 +80,7 @@ class Spy:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.merged: list[int] = []  # the runs of each merge
         self.ranges: list[int] = []
-        merge, ranges = string_ids.merge_name_runs, SortedNames.ranges
+        merge, ranges = names_module.merge_name_runs, SortedNames.ranges
 
         def counted_merge(runs, *args, **kwargs):
             self.merged.append(len(runs))
@@ -89,7 +91,7 @@ class Spy:
             self.ranges.append(len(found))
             return found
 
-        monkeypatch.setattr(string_ids, "merge_name_runs", counted_merge)
+        monkeypatch.setattr(names_module, "merge_name_runs", counted_merge)
         monkeypatch.setattr(SortedNames, "ranges", counted_ranges)
 
 
@@ -108,7 +110,7 @@ def test_spilled_names_same_directory(tmp_path, monkeypatch, directed, id_type):
 
 
 def test_multi_pass_merge(tmp_path, monkeypatch):
-    from gnncore.io.external_ingest import ingest_edgelist_external
+    from gnncore.io.bounded.text_ingest import ingest_edgelist_external
 
     spy = Spy(monkeypatch)
     source = write_csv(tmp_path / "g.csv", random_edges(2, random_names(2, 4000), 9000))
@@ -197,7 +199,7 @@ def test_names_held_in_memory_fit_one_range(tmp_path):
         collector.add(pl.Series([f"name-{i}" for i in range(start, start + 100)] * 2))
     names = collector.finish()
     assert collector.runs_written == 0 and names.series is not None and names.count == 1200
-    assert string_ids.names_cost(names.series) <= budget
+    assert names_module.names_cost(names.series) <= budget
     assert names.ranges(budget) == [(0, 0, 1)]
 
 
@@ -211,7 +213,7 @@ def test_merge_of_overlapping_runs(tmp_path):
         chunks = [pl.Series(values[j : j + 50]) for j in range(0, len(values), 50)]
         write_name_run(runs[-1], chunks)
     batches = merge_name_runs(runs, tmp_path / "out.arrow", batch_bytes=1000)
-    got = pl.concat(list(string_ids.read_name_run(tmp_path / "out.arrow")))
+    got = pl.concat(list(names_module.read_name_run(tmp_path / "out.arrow")))
     assert got.to_list() == sorted(everything)
     assert sum(rows for rows, _ in batches) == len(everything) and len(batches) > 10
 
@@ -222,7 +224,7 @@ def test_range_lookup_against_a_dict(by_hash, whole):
     names = sorted({f"n{v}" for v in range(0, 3000, 3)} | {"ü", "日本"}, key=str.encode)
     first, end = (0, len(names)) if whole else (200, 700)
     table = pl.DataFrame({"name": names[first:end], "id": range(first, end)})
-    lookup = string_ids.RangeLookup(table, whole, by_hash=by_hash)
+    lookup = name_lookup.RangeLookup(table, whole, by_hash=by_hash)
     assert lookup.by_hash == by_hash
     rng = np.random.default_rng(9)
     queries = [names[i] for i in rng.integers(0, len(names), 5000)]
@@ -249,7 +251,7 @@ def test_node_ids_streamed_in_polars_row_groups(tmp_path):
     names = pl.Series([f"user_{i:07d}" for i in range(250_000)])  # three row groups
     run = tmp_path / "names.arrow"
     batches = write_name_run(run, [names.slice(i, 7777) for i in range(0, len(names), 7777)])
-    string_ids.write_node_ids(tmp_path / "a.parquet", SortedNames(len(names), run=run,
+    names_module.write_node_ids(tmp_path / "a.parquet", SortedNames(len(names), run=run,
                                                                   batches=batches))  # fmt: skip
     node_id_table(names).write_parquet(tmp_path / "b.parquet", **PARQUET_OPTIONS)
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
@@ -318,7 +320,7 @@ def test_existing_output_kept_on_error(tmp_path):
 def test_failure_in_the_remap_pass_leaves_nothing(tmp_path, monkeypatch):
     source = write_csv(tmp_path / "g.csv", random_edges(10, random_names(10, 2000), 6000))
     calls = []
-    original = string_ids.RangeLookup.ids
+    original = name_lookup.RangeLookup.ids
 
     def failing(self, names):
         calls.append(len(names))
@@ -326,7 +328,7 @@ def test_failure_in_the_remap_pass_leaves_nothing(tmp_path, monkeypatch):
             raise OSError("disk full")
         return original(self, names)
 
-    monkeypatch.setattr(string_ids.RangeLookup, "ids", failing)
+    monkeypatch.setattr(name_lookup.RangeLookup, "ids", failing)
     with pytest.raises(OSError, match="disk full"):
         ingest(source, tmp_path / "out", id_type="string", memory_budget=TINY)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.csv"]

@@ -37,9 +37,9 @@ def test_reshuffle_matches_ingesting_with_that_seed(tmp_path):
 def test_reshuffling_a_bucket_shuffled_graph_drops_the_mark(tmp_path, monkeypatch):
     """A copy reshuffled from a bounded ingestion's bucket order is numpy's
     permutation: the in-memory order of that seed, without stats.shuffle_buckets."""
-    from gnncore.io import external_ingest
+    from gnncore.io.bounded import shuffle
 
-    monkeypatch.setattr(external_ingest, "EXACT_SHUFFLE_BYTES", 0)
+    monkeypatch.setattr(shuffle, "EXACT_SHUFFLE_BYTES", 0)
     edges = tmp_path / "edges.txt"
     rng = np.random.default_rng(1)
     edges.write_text("".join(f"{u} {v}\n" for u, v in rng.integers(0, 3000, size=(9000, 2))))

@@ -96,7 +96,7 @@ def test_refusals(tmp_path):
 
 
 def test_failure_leaves_the_previous_output(tmp_path, monkeypatch):
-    import gnncore.io.external_ingest as external
+    import gnncore.io.bounded.stream as external
 
     spec = SPECS["one-community-per-class"]
     out = tmp_path / "g"
@@ -115,7 +115,7 @@ def test_failure_leaves_the_previous_output(tmp_path, monkeypatch):
 
 KILLED = """
 import os, signal, sys
-import gnncore.io.external_ingest as external
+import gnncore.io.bounded.stream as external
 from gnncore.synth import SynthSpec, generate_graph
 
 def killed(*_):  # after the edges were sorted: scratch runs and a partial output on disk

@@ -4,7 +4,7 @@
 GIL released), splits each block at a line boundary between two threads and
 parses ``src<sep>dst`` lines straight into int64 id arrays: no Arrow columns,
 no per-batch Python beyond handing the arrays on. It follows a
-:class:`~gnncore.io.edgelist.Layout` sniffed as usual (separator, header and
+:class:`~gnncore.io.readers.edgelist.Layout` sniffed as usual (separator, header and
 leading lines skipped, 2 or 3 columns) and accepts a *strict subset* of what the
 Polars reader accepts with that layout, parsing it to the same values: ids of 1
 to 18 plain decimal digits, exactly the layout's separator (or runs of spaces
@@ -21,12 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from gnncore.io.edgelist import Layout
+from gnncore.io.readers.edge_layout import Layout
 
 PARSE_THREADS = 2
 """Threads parsing one block (the comparison with Polars' parse is at 2 threads:
@@ -71,7 +69,7 @@ def read_int_edge_blocks(
 
     Args:
         path: A plain (not gzipped) text file.
-        layout (Layout): As :func:`gnncore.io.edgelist.sniff` found it.
+        layout (Layout): As :func:`gnncore.io.readers.edgelist.sniff` found it.
         rows (int): Edges per block at most.
         threads (int): 1 or 2 threads parse each block.
         block_size (int, optional): Bytes read at once (default :func:`block_bytes`
@@ -81,7 +79,7 @@ def read_int_edge_blocks(
         Declined: At the first line the reader does not parse (the caller then
             parses the file with Polars).
     """
-    from gnncore import _C
+    from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
 
     path = Path(path)
     reader = _C.EdgeTextReader(
@@ -110,7 +108,7 @@ def read_int_edges(
     copies of blocks: the arrays are sized from the file, :data:`BYTES_PER_EDGE_GUESS`
     bytes an edge, and grown when the lines are shorter). Raises :class:`Declined`
     as :func:`read_int_edge_blocks` does."""
-    from gnncore import _C
+    from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
 
     path = Path(path)
     reader = _C.EdgeTextReader(

@@ -20,8 +20,8 @@ import numpy as np
 import polars as pl
 
 from gnncore.errors import InputError
-from gnncore.io.edgelist import ID_TYPES, default_name, write_remapped
-from gnncore.io.node_table import NodeTable
+from gnncore.io.readers.edgelist import ID_TYPES, default_name, write_remapped
+from gnncore.io.readers.node_table import NodeTable
 from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 

@@ -35,15 +35,14 @@ import polars as pl
 from gnncore.errors import InputError
 from gnncore.io.canonical import canonicalize, write_graph
 from gnncore.io.compression import check_gzip_name, gzip_error, is_gzip
-from gnncore.io.edgelist import (
-    Layout,
+from gnncore.io.readers.edge_layout import Layout, iter_lines
+from gnncore.io.readers.edge_problems import (
     find_bad_line,
     int_token_problem,
-    iter_lines,
     line_regex,
     locate_problem,
-    read_edges,
 )
+from gnncore.io.readers.edgelist import read_edges
 from gnncore.io.report import IngestReport
 from gnncore.store.writer import GraphDirWriter
 

@@ -5,7 +5,7 @@ Every edge-list file (``.csv``, ``.tsv``, ``.txt``, ``.edges``, ``.parquet``,
 file name without extensions (lower-cased, characters other than letters,
 digits, ``_`` and ``-`` turned into ``_``). Its node table, when there is one,
 lies beside it as ``<stem>.nodes.<ext>`` or ``<stem>.features.<ext>``
-(:mod:`gnncore.io.node_table`). A dataset's **digest** is the sha256 of its
+(:mod:`gnncore.io.readers.node_table`). A dataset's **digest** is the sha256 of its
 files' bytes, so a rewritten file with the same content is not new, and any
 change to either file is.
 

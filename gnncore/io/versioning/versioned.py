@@ -20,6 +20,7 @@ from typing import Any
 
 from gnncore.errors import InputError
 from gnncore.io.detect import detect_format
+from gnncore.io.dispatch import ingest
 from gnncore.io.report import IngestReport
 from gnncore.progress import StageFn
 from gnncore.store.atomic import check_output_dir, replace_directory, temporary_name
@@ -231,8 +232,6 @@ def _ingest_into(
     **kwargs: Any,
 ) -> IngestReport:
     """Ingest ``source`` into ``staging``, record the lineage, rename to ``final``."""
-    from gnncore.io import ingest
-
     try:
         report = ingest(source, staging, format=str(settings["format"]), **kwargs)
         report = dataclasses.replace(report, out_dir=str(final))

@@ -14,13 +14,10 @@ import pytest
 
 from gnncore.errors import InputError
 from gnncore.io import ingest
-from gnncore.io.external_ingest import (
-    PHASES,
-    IdCollector,
-    dense_lookup,
-    ingest_edgelist_external,
-    parquet_row_groups,
-)
+from gnncore.io.bounded.edges_parquet import parquet_row_groups
+from gnncore.io.bounded.ids import IdCollector, dense_lookup
+from gnncore.io.bounded.phases import PHASES
+from gnncore.io.bounded.text_ingest import ingest_edgelist_external
 from gnncore.store import GraphDir
 
 TINY = 64 << 10  # forces many parse batches, sort runs and the memory-mapped permutation
@@ -165,7 +162,7 @@ def test_bad_line_names_file_and_line_and_leaves_nothing(tmp_path):
     assert info.value.path == source and info.value.line == 4001
     assert "'x9' is not an integer" in str(info.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
-    # auto ids: strings, as in memory (gnncore.io.string_ids)
+    # auto ids: strings, as in memory (gnncore.io.bounded.string_ids)
     both(tmp_path, source)
 
 
@@ -228,7 +225,7 @@ def test_cli_memory_budget(tmp_path):
     assert_same_dir(tmp_path / "mem", tmp_path / "ext")
 
 
-# The C++ reader (gnncore.io.edge_text) and the Polars path it hands declined files to
+# The C++ reader (gnncore.io.readers.edge_text) and the Polars path it hands declined files to
 
 
 def _no_polars(*_args, **_kwargs):
@@ -263,12 +260,12 @@ NATIVE_LAYOUTS = {
 def test_native_reader_layouts_same_directory(tmp_path, monkeypatch, layout, block_size):
     from functools import partial
 
-    import gnncore.io.external_ingest as external
+    import gnncore.io.bounded.parse as external
 
     src, dst = random_edges(11, 4000, 600, 5000)
     source = tmp_path / "g.txt"
     source.write_text(NATIVE_LAYOUTS[layout](src, dst))
-    monkeypatch.setattr(external, "_batches", _no_polars)
+    monkeypatch.setattr(external, "polars_batches", _no_polars)
     if block_size is not None:  # many blocks: boundaries inside ids, separators and CRLF
         reader = partial(external.read_int_edge_blocks, block_size=block_size)
         monkeypatch.setattr(external, "read_int_edge_blocks", reader)
@@ -281,7 +278,7 @@ def test_native_reader_layouts_same_directory(tmp_path, monkeypatch, layout, blo
     [("+17,5", False), ("1000000000000000000,5", True), (",", False)],
 )
 def test_declined_files_go_to_polars_with_the_same_result(tmp_path, monkeypatch, odd, wide):
-    import gnncore.io.external_ingest as external
+    import gnncore.io.bounded.parse as external
 
     src, dst = random_edges(12, 3000, 400, 5000)
     lines = ["src,dst"] + _lines(src, dst, "{},{}")
@@ -328,9 +325,9 @@ def test_pairs_past_the_budget_take_the_bucket_shuffle(tmp_path, monkeypatch, di
     """Past half the budget (here: any size) the shuffled stream is the bounded
     bucket shuffle: the same pairs in another order, recorded in the manifest,
     reproducible; every other file as in memory."""
-    from gnncore.io import external_ingest
+    from gnncore.io.bounded import shuffle
 
-    monkeypatch.setattr(external_ingest, "EXACT_SHUFFLE_BYTES", 0)
+    monkeypatch.setattr(shuffle, "EXACT_SHUFFLE_BYTES", 0)
     src, dst = random_edges(4, 9000, 3000, 1 << 32)
     source = write_edges(tmp_path / "g.csv", src, dst)
     ingest(source, tmp_path / "mem", directed=directed, seed=3, memory_budget=None)

@@ -31,7 +31,7 @@ import polars as pl
 from gnncore.errors import InputError
 from gnncore.io.canonical import canonicalize, node_id_table, write_graph
 from gnncore.io.compression import check_gzip_name, gzip_error, is_gzip
-from gnncore.io.edgelist import find_bad_line, line_regex
+from gnncore.io.readers.edge_problems import find_bad_line, line_regex
 from gnncore.io.report import IngestReport
 from gnncore.store.writer import GraphDirWriter
 

@@ -57,6 +57,7 @@ def load_planetoid(root: Path):
         file = raw / f"ind.{name.lower()}.{suffix}"
         if not file.is_file():
             raise InputError("missing Planetoid raw file (nothing is downloaded)", file)
+    # lazy: torch_geometric is heavy and needed by this format only
     from torch_geometric.datasets import Planetoid
 
     with tempfile.TemporaryDirectory(prefix="gnncore-planetoid-") as tmp:

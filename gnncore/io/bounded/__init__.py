@@ -1,0 +1,86 @@
+"""Bounded-memory ingestion of text edge lists (the entry point:
+:func:`~gnncore.io.bounded.text_ingest.ingest_edgelist_external`), with integer ids
+(string ids: :mod:`gnncore.io.bounded.string_ids`, which the integer path hands them to).
+
+``ingest(..., memory_budget=SIZE)`` / ``gnncore ingest --memory-budget SIZE``
+selects this path (only on request: without a budget ingestion runs in memory
+as before). It writes the same graph directory as the in-memory path -- the
+same files, byte for byte, and the same manifest -- in memory bounded by the
+budget plus O(|V|) arrays (below), spilling to disk beside the output:
+
+1. **parse**: the C++ reader of :mod:`gnncore.io.readers.edge_text` hands the file
+   over in blocks of int64 ids; it parses a strict subset of what Polars
+   accepts and declines the rest, and then the whole file goes to Polars'
+   streaming CSV reader in batches (``collect_batches``), each batch checked
+   (a bad line is an :class:`~gnncore.errors.InputError` naming the file and
+   line, found as the in-memory path finds it). Each block's ids are
+   collected (a presence array while the largest id is small -- dense ids --,
+   else sorted runs of distinct ids merged from disk) and its edges go
+   straight into a
+   :class:`~gnncore.store.edge_keys.KeySorter` as packed keys ``min << 32 | max``
+   (directed: ``src << 32 | dst``) of the *raw* ids, self-loops dropped.
+2. **sort/dedup**: the keys are radix-sorted and deduplicated in C++ (two
+   threads, GIL released), spilled as sorted key runs (delta-coded, 3-5 bytes a
+   key) and merged k ways when they pass half the budget.
+3. **remap**: the distinct ids, sorted, are the node ids (``node_ids``); the
+   sorted keys are mapped through a lookup table (dense ids) or a binary search
+   of the sorted ids. Node ids are ranks of raw ids, so the keys stay sorted.
+4. **csr** (and **write**): ``edges.parquet`` is streamed from the sorted keys
+   on a thread, in the row groups Polars' ``write_parquet`` would cut (so the
+   bytes match), while ``indptr``/``indices``/``eid`` are built: keys in memory
+   are merged with their sorted transpose (``gnncore._C.merge_csr_rows``, both
+   read sequentially), keys on disk fill row ranges of half the budget, one pass
+   each (``gnncore._C.fill_csr_rows``). ``write`` is the wait for the Parquet
+   thread after the CSR.
+5. **shuffle**: ``edges_shuffled.npy`` is numpy's seeded permutation of the
+   unordered pairs, exactly as the in-memory path draws it, but drawn by a C++
+   copy of ``Generator(PCG64).shuffle`` (:func:`~gnncore.store.edge_keys.shuffle_keys`)
+   on a copy of the keys in memory, when they are in memory or fit half the
+   budget (or :data:`~gnncore.io.bounded.shuffle.EXACT_SHUFFLE_BYTES`). Past that the
+   order is the bounded scatter shuffle of :func:`~gnncore.store.edge_keys.bucket_shuffle`
+   (uniformly random and seeded, but another order than numpy's): the keys go to seeded
+   random buckets written as key runs, and each bucket is shuffled in memory;
+   the manifest then records ``stats.shuffle_buckets``. The buckets are
+   written before the canonical keys' run is removed, and each bucket file is
+   removed once read.
+6. **checksums**: every file is hashed on a background thread once finished;
+   the rest, the manifest and validation (which reads the arrays in blocks)
+   come last.
+
+Ids of ``2**32`` and more do not fit a key: the file is then parsed again
+into two raw id files, mapped chunk by chunk and sorted as int64 pair runs (the
+general path, :mod:`~gnncore.io.bounded.pair_graph`).
+
+Steps 2 and 4-6 are :func:`~gnncore.io.bounded.stream.write_edge_stream` /
+:func:`~gnncore.io.bounded.stream.write_key_graph`:
+``write_edge_stream`` takes any stream of ``(src, dst)`` chunks over node ids
+``0..N-1`` (bounded-memory generation,
+``gnncore.synth.generate_graph(..., memory_budget=)``, feeds it the
+generator's); ingestion fills the key sorter itself and calls
+``write_key_graph`` with the remap.
+
+The output is written into a temporary sibling renamed into place at the end
+(:func:`gnncore.store.create_graph_dir`); the scratch files live in another
+sibling, ``.NAME.ingest-PID-XXXXXXXX`` (``.NAME.synth-...`` when generating:
+:func:`~gnncore.io.bounded.scratch.scratch_directory`), removed on success and on error. A
+killed run leaves both behind; the next run into the same output removes those whose
+process is gone.
+
+O(|V|) memory, outside the budget: the sorted distinct ids (8 bytes per node;
+plus a 5-byte-per-slot lookup table up to the largest id when ids are dense, or a
+4-byte one when they fill a quarter of ``0..max`` past the presence array's limit:
+:func:`~gnncore.io.bounded.ids.dense_lookup`)
+and the CSR's per-node offsets and edge-rank counters (16 bytes per node; 24
+while the row ranges of keys on disk are filled). Also outside it: the
+Parquet thread's blocks (a few ``batch_rows`` blocks of keys and their
+columns) and the interpreter. Nothing of ids below ``2**32`` is read through a
+memory map (mapped pages count in the process's memory and its cgroup): runs
+are read in blocks, the shuffle's scratch is bucket files read whole, the
+validation reads the arrays in blocks (the general path past ``2**32`` nodes
+still maps its pair runs). String ids
+(``id_type="string"``, or ``"auto"`` when Polars reads no layout's ids as
+integers, as the in-memory path decides) go to
+:func:`gnncore.io.bounded.string_ids.ingest_string_ids` in the same scratch directory;
+node tables and Parquet inputs are ingested in memory for now (asking for a
+budget with them is an error).
+"""

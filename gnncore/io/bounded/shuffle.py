@@ -1,0 +1,109 @@
+"""``edges_shuffled.npy`` from sorted canonical keys: numpy's permutation of
+the seed when the pairs fit, else the bounded bucket shuffle."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gnncore.io.bounded.npy_stream import npy_writer
+from gnncore.store.edge_keys import (
+    KEY_SHIFT,
+    MINOR_MASK,
+    KeySorter,
+    bucket_shuffle,
+    shuffle_buckets,
+    shuffle_keys,
+    split_keys,
+)
+from gnncore.store.writer import GraphDirWriter, index_dtype
+
+EXACT_SHUFFLE_BYTES = 32 << 20
+"""Pairs up to this size (4M) are shuffled by numpy's exact permutation in
+memory whatever the budget, as small graphs always were (tests force tiny
+budgets and compare with the in-memory path byte for byte); larger ones only
+within half the budget, else by the bounded bucket shuffle."""
+
+
+@dataclass
+class Shuffle:
+    """The distinct unordered pairs as keys in shuffled order, array after array:
+    ``buckets`` is 0 for numpy's permutation of the seed, else the number of
+    buckets of :func:`~gnncore.store.edge_keys.bucket_shuffle`."""
+
+    count: int
+    arrays: Iterator[np.ndarray]
+    buckets: int
+    pairs: KeySorter | None
+    """The directed graph's own pair sorter, released once the arrays are read."""
+
+
+def shuffle_pairs(
+    canon: KeySorter, scratch: Path, directed: bool, seed: int, budget: int, rows: int,
+    max_fan_in: int,
+) -> Shuffle:  # fmt: skip
+    """The order of ``edges_shuffled.npy``. Numpy's permutation of ``seed``
+    (:func:`shuffle_keys`, the in-memory path's order) when the pairs are in
+    memory or fit half the budget (or :data:`EXACT_SHUFFLE_BYTES`): shuffled in
+    a copy (edges.parquet may still be reading the canonical keys; the copy goes
+    into the sort's scratch, free once the CSR is built). Otherwise the bounded
+    scatter shuffle of :func:`bucket_shuffle`, whose buckets are written here
+    (the pairs read once, sequentially) and read back as the arrays are taken.
+    ``canon`` is left as it is."""
+    if directed:
+        pairs = KeySorter(scratch, "pairs", budget // 4, max_fan_in)
+        for block in canon.blocks(rows):
+            a, b = split_keys(block)
+            pairs.add_edges(a, b, unordered=True)
+        pairs.finish()
+    else:
+        pairs = canon
+    num_pairs = pairs.count
+    own = pairs if pairs is not canon else None
+    if pairs.keys is None and num_pairs * 8 > max(budget // 2, EXACT_SHUFFLE_BYTES):
+        arrays = bucket_shuffle(pairs.blocks(rows), num_pairs, seed, budget, scratch, "shuffle")
+        return Shuffle(num_pairs, arrays, shuffle_buckets(num_pairs, budget), own)
+    keys: np.ndarray
+    if pairs.keys is not None and own is not None:  # the directed pairs: in place
+        keys = pairs.keys
+    else:
+        spare = canon.scratch
+        if spare is not None and len(spare) >= num_pairs:
+            keys = spare[:num_pairs]
+        else:
+            keys = np.empty(num_pairs, dtype=np.uint64)
+        at = 0
+        for block in pairs.blocks(rows):
+            keys[at : at + len(block)] = block
+            at += len(block)
+    shuffle_keys(keys, seed)
+    return Shuffle(num_pairs, iter([keys]), 0, own)
+
+
+def write_shuffled(writer: GraphDirWriter, shuffle: Shuffle, num_nodes: int, rows: int) -> int:
+    """Write ``edges_shuffled.npy`` (``[count, 2]`` pairs) from the shuffled keys
+    (rotated in place into int32 pairs when the ids fit); returns the pair count."""
+    from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
+
+    int_dtype = index_dtype(num_nodes)
+    path = writer.file_path("edges_shuffled.npy", "npy")
+    with npy_writer(path, int_dtype, (shuffle.count, 2)) as out_fh:
+        for keys in shuffle.arrays:
+            for start in range(0, len(keys), rows):
+                block = keys[start : start + rows]
+                if int_dtype == np.int32 and np.little_endian:
+                    # b << 32 | a is the int32 pair (a, b) in memory: rotated in place
+                    _C.transpose_keys(block, block)
+                    block.view(np.int32).tofile(out_fh)
+                    continue
+                out = np.empty((len(block), 2), dtype=int_dtype)
+                out[:, 0] = block >> KEY_SHIFT
+                out[:, 1] = block & MINOR_MASK
+                out.tofile(out_fh)
+            del keys
+    if shuffle.pairs is not None:
+        shuffle.pairs.release()
+    return shuffle.count

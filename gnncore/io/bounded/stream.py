@@ -1,0 +1,156 @@
+"""The edge stream to a graph directory, in bounded memory: :func:`write_edge_stream`
+(any stream of ``(src, dst)`` chunks over node ids, both id widths) and
+:func:`write_key_graph` (canonical keys already sorted, as ingestion fills them)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnncore.io.bounded.csr import write_key_csr
+from gnncore.io.bounded.edges_parquet import write_edges_parquet
+from gnncore.io.bounded.graph_job import EdgeCounts, StreamJob, write_graph_dir
+from gnncore.io.bounded.pair_graph import write_pair_edges
+from gnncore.io.bounded.phases import Phases
+from gnncore.io.bounded.shuffle import shuffle_pairs, write_shuffled
+from gnncore.io.report import IngestReport
+from gnncore.progress import stage
+from gnncore.store.edge_keys import MAX_KEY_ID, KeySorter
+from gnncore.store.writer import GraphDirWriter
+
+
+def write_edge_stream(
+    chunks: Iterable[tuple[np.ndarray, np.ndarray]],
+    out_dir: str | os.PathLike[str],
+    scratch: Path,
+    phases: Phases,
+    *,
+    num_nodes: int,
+    directed: bool,
+    name: str,
+    seed: int,
+    budget: int,
+    fmt: str,
+    source: str | os.PathLike[str],
+    before: Callable[[GraphDirWriter], None] | None = None,
+    details: Mapping[str, Any] | None = None,
+    started: float | None = None,
+    max_fan_in: int = 64,
+    before_phase: str = "write",
+) -> IngestReport:
+    """Write a graph directory from a stream of edge chunks, in bounded memory.
+
+    The bounded-memory counterpart of :func:`gnncore.io.canonical.write_graph`
+    (same files, byte for byte, and the same manifest for the same edges):
+    steps 2 and 4-6 of :mod:`gnncore.io.bounded`, for ids of both widths
+    (past ``2**32``: :mod:`~gnncore.io.bounded.pair_graph`). Ingestion feeds it the parsed, remapped
+    edges; :func:`gnncore.synth.generate_graph` the generator's chunks.
+
+    Args:
+        chunks: ``(src, dst)`` int64 arrays over node ids ``0..num_nodes-1``,
+            self-loops and repeats allowed (dropped and counted here); read
+            once, one chunk at a time (time inside the iterator counts in the
+            phase it starts).
+        out_dir: The graph directory to create or replace (atomically).
+        scratch (Path): An existing directory for the sort runs
+            (:func:`~gnncore.io.bounded.scratch.scratch_directory`); the caller removes it.
+        phases (Phases): Accumulates the phase times (``sort/dedup``, ``csr``,
+            ``shuffle``, ``write``, ``checksums`` and ``before_phase``).
+        num_nodes, directed, name, seed: The graph's node count, direction,
+            manifest name and the seed of the shuffled edge stream.
+        budget (int): Bytes for the sort runs, merge buffers and the shuffle.
+        fmt, source, details: Recorded in the report and the manifest's
+            ``stats``, as :func:`~gnncore.io.canonical.write_graph` records them.
+        before (callable): Called with the writer before the edges are written
+            (node data: features, labels, splits, tables); raising in it
+            removes the partial output.
+        started (float): ``time.perf_counter()`` when the whole run began.
+        max_fan_in (int): Most runs merged at once.
+        before_phase (str): The phase ``before`` is timed in.
+    """
+    job = StreamJob(
+        out_dir, scratch, phases, num_nodes, directed, name, seed, budget, fmt, source,
+        before, details, max_fan_in=max_fan_in, before_phase=before_phase,
+    )  # fmt: skip
+    if started is not None:
+        job.started = started
+    if job.num_nodes - 1 > MAX_KEY_ID:  # ids do not fit a packed key: int64 pairs
+        return write_graph_dir(job, partial(write_pair_edges, chunks, job))
+    canon = KeySorter(scratch, "canon", budget // 2, max_fan_in)
+    num_input = kept = 0
+    for s, d in chunks:
+        phases.start("sort/dedup")
+        num_input += len(s)
+        kept += canon.add_edges(s, d, unordered=not directed)
+    phases.start("sort/dedup")
+    canon.finish()
+    return write_key_graph(canon, job, num_input=num_input, loops=num_input - kept)
+
+
+def write_key_graph(
+    canon: KeySorter,
+    job: StreamJob,
+    *,
+    num_input: int,
+    loops: int,
+    remap: Callable[[np.ndarray], None] | None = None,
+) -> IngestReport:
+    """Write a graph directory from the finished canonical keys of ``canon``.
+
+    ``canon`` holds the distinct canonical edges as keys ``src << 32 | dst``
+    (undirected: ``min << 32 | max``), finished (:meth:`KeySorter.finish`);
+    ``remap``, when given, maps their ids to node ids in place (monotone:
+    ingestion sorts raw ids and maps them afterwards). ``num_input`` and
+    ``loops`` are the edges read and the self-loops dropped. ``job``: the
+    other arguments of :func:`write_edge_stream`. Writes ``edges.parquet``,
+    ``indptr``/``indices``/``eid`` (row ranges filled from the keys in memory
+    bounded by half the budget), ``edges_shuffled`` and the manifest.
+    """
+    return write_graph_dir(job, partial(_write_key_edges, canon, job, num_input, loops, remap))
+
+
+def _write_key_edges(
+    canon: KeySorter,
+    job: StreamJob,
+    num_input: int,
+    loops: int,
+    remap: Callable[[np.ndarray], None] | None,
+    writer: GraphDirWriter,
+) -> EdgeCounts:
+    """The edge files of :func:`write_key_graph`."""
+    phases, rows, num_nodes = job.phases, job.rows, job.num_nodes
+    num_canonical = canon.count
+    if remap is not None:
+        stage("remapping ids")
+        phases.start("remap")
+        canon.set_remap(remap)
+
+    # edges.parquet (Polars, GIL mostly released) is written on a thread while
+    # the CSR and the shuffled stream are built: they only read the sorted keys
+    # (the shuffle works on a copy)
+    stage("writing edges and CSR")
+    phases.start("csr")
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-parquet") as pool:
+        edges_path = writer.file_path("edges.parquet", "parquet")
+        edges = pool.submit(write_edges_parquet, edges_path, num_canonical, canon.blocks(rows))
+        try:
+            num_edges = write_key_csr(canon, writer, num_nodes, job.directed, job.budget, rows)
+            stage("shuffled edge stream")
+            phases.start("shuffle")
+            shuffle = shuffle_pairs(
+                canon, job.scratch, job.directed, job.seed, job.budget, rows, job.max_fan_in
+            )
+        finally:
+            phases.start("write")  # what is left of the Parquet writing
+            edges.result()
+    canon.release()  # the keys, or their run on disk: the shuffle holds its own copy
+    writer.hash_in_background("edges.parquet")
+    phases.start("shuffle")
+    num_pairs = write_shuffled(writer, shuffle, num_nodes, rows)
+    return EdgeCounts(num_input, loops, num_canonical, num_edges, num_pairs, shuffle.buckets)
