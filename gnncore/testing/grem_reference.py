@@ -28,6 +28,57 @@ class ReferenceBisection:
     moves: list[int]
 
 
+class _Sides:
+    """The two sides of a bisection as the reference builds them: each node's
+    side (-1: none yet), the side sizes, capacities and target shares."""
+
+    def __init__(
+        self, members: Sequence[int], capacities: tuple[int, int], weights: tuple[int, int]
+    ) -> None:
+        self.part = {int(m): -1 for m in members}
+        self.sizes = [0, 0]
+        self.capacities = capacities
+        self.weights = weights
+
+    def room(self, s: int, old: int) -> bool:
+        """Whether side ``s`` takes one more node (a node already in ``s`` is not
+        counted twice)."""
+        return self.sizes[s] - (1 if old == s else 0) < self.capacities[s]
+
+    def less_full(self, old: int) -> int:
+        """argmin(sizes), relative to the target shares, with room if one side has."""
+        w = self.weights
+        j = 0 if self.sizes[0] * w[1] <= self.sizes[1] * w[0] else 1
+        if not self.room(j, old) and self.room(1 - j, old):
+            j = 1 - j
+        return j
+
+    def choose(self, k0: float, k1: float, old: int) -> int:
+        """The side with more neighbours (estimates ``k0``, ``k1``) while it has room."""
+        if k0 < k1 and self.room(1, old):
+            return 1
+        if k1 < k0 and self.room(0, old):
+            return 0
+        return self.less_full(old)
+
+    def move(self, node: int, new: int) -> None:
+        old = self.part[node]
+        self.part[node] = new
+        self.sizes[new] += 1
+        if old != -1:
+            self.sizes[old] -= 1
+
+    def neighbour_counts(self, n: int, chunk: list[tuple[int, int]]) -> list[int]:
+        """Neighbours of ``n`` in ``chunk`` on each side (unplaced ones not counted)."""
+        counts = [0, 0]
+        for src, dst in chunk:
+            if src == n or dst == n:
+                nbr = src if dst == n else dst
+                if self.part[nbr] != -1:
+                    counts[self.part[nbr]] += 1
+        return counts
+
+
 def grem_bisect_reference(
     edges: np.ndarray,
     members: Sequence[int],
@@ -54,125 +105,21 @@ def grem_bisect_reference(
         passes: Restreaming refinement passes (stop early when one moves nothing).
     """
     pairs = [(int(u), int(v)) for u, v in np.asarray(edges).reshape(-1, 2)]
-    part = {int(m): -1 for m in members}
-    sizes = [0, 0]
-    est: dict[int, tuple[float, float]] = {}  # nbr_counts
-
-    def room(s: int, old: int) -> bool:  # a node already in s is not counted twice
-        return sizes[s] - (1 if old == s else 0) < capacities[s]
-
-    def less_full(old: int) -> int:  # argmin(sizes), relative to the target shares
-        j = 0 if sizes[0] * weights[1] <= sizes[1] * weights[0] else 1
-        if not room(j, old) and room(1 - j, old):
-            j = 1 - j
-        return j
-
-    def assign(k0: float, k1: float, old: int) -> int:
-        if k0 < k1 and room(1, old):
-            return 1
-        if k1 < k0 and room(0, old):
-            return 0
-        return less_full(old)
-
-    def fix_sizes(new: int, old: int) -> None:
-        sizes[new] += 1
-        if old != -1:
-            sizes[old] -= 1
-
-    def cnt_nbrs(n: int, chunk: list[tuple[int, int]]) -> list[int]:
-        counts = [0, 0]
-        for src, dst in chunk:
-            if src == n or dst == n:
-                nbr = src if dst == n else dst
-                if part[nbr] != -1:
-                    counts[part[nbr]] += 1
-        return counts
-
+    sides = _Sides(members, capacities, weights)
     chunks = [pairs[i : i + chunk_rows] for i in range(0, len(pairs), chunk_rows)]
-    reassigned = 0
-    for i, chunk in enumerate(chunks):
-        c_nodes: list[int] = []
-        for pair in chunk:
-            for x in pair:
-                if x not in c_nodes:
-                    c_nodes.append(x)
-        if i == 0:
-            seeds = {int(n): int(s) for n, s in zip(seed_nodes, seed_sides)}
-            if sorted(seeds) != sorted(c_nodes):
-                raise ValueError("the seed must label exactly the first chunk's nodes")
-            for n in c_nodes:
-                part[n] = seeds[n]
-                sizes[seeds[n]] += 1
-            for n in c_nodes:
-                c0, c1 = cnt_nbrs(n, chunk)
-                est[n] = (c0, c1)
-            continue
-        for n in c_nodes:
-            old = part[n]
-            if old != -1 and not refine:
-                continue
-            n0, n1 = cnt_nbrs(n, chunk)
-            k0, k1 = (
-                (float(n0), float(n1))
-                if old == -1
-                else ((est[n][0] + n0) / 2, (est[n][1] + n1) / 2)
-            )
-            new = assign(k0, k1, old)
-            if old != -1 and new != old:
-                reassigned += 1
-            part[n] = new
-            fix_sizes(new, old)
-            est[n] = (k0, k1)
-
+    seeds = {int(n): int(s) for n, s in zip(seed_nodes, seed_sides)}
+    reassigned = _grem_pass(sides, chunks, seeds, refine)
     isolated = 0
     for m in members:
-        if part[int(m)] == -1:
-            s = less_full(-1)
-            part[int(m)] = s
-            fix_sizes(s, -1)
+        if sides.part[int(m)] == -1:
+            sides.move(int(m), sides.less_full(-1))
             isolated += 1
-
     moves: list[int] = []
     for _ in range(passes):
-        count = {int(m): [0, 0] for m in members}
-        for u, v in pairs:
-            count[u][part[v]] += 1
-            count[v][part[u]] += 1
-        cand: list[list[tuple[int, int]]] = [[], []]
-        for m in members:
-            s = part[int(m)]
-            gain = count[int(m)][1 - s] - count[int(m)][s]
-            if gain > 0:
-                cand[s].append((gain, int(m)))
-        for c in cand:
-            c.sort(key=lambda t: (-t[0], t[1]))
-        nxt = [0, 0]
-        moved = 0
-        while True:
-            has = [nxt[0] < len(cand[0]), nxt[1] < len(cand[1])]
-            if not any(has):
-                break
-            if all(has):
-                g0, g1 = cand[0][nxt[0]][0], cand[1][nxt[1]][0]
-                if g0 != g1:
-                    s = 0 if g0 > g1 else 1
-                else:  # equal gains: leave the fuller side
-                    s = 1 if sizes[1] * weights[0] > sizes[0] * weights[1] else 0
-            else:
-                s = 0 if has[0] else 1
-            if not room(1 - s, s):  # receiving side full: try the other direction
-                s = 1 - s
-                if not has[s] or not room(1 - s, s):
-                    break
-            node = cand[s][nxt[s]][1]
-            nxt[s] += 1
-            part[node] = 1 - s
-            fix_sizes(1 - s, s)
-            moved += 1
-        moves.append(moved)
-        if moved == 0:
+        moves.append(_restream(sides, pairs, members))
+        if moves[-1] == 0:
             break
-
+    part = sides.part
     side_edges = tuple(
         np.asarray([(u, v) for u, v in pairs if part[u] == part[v] == s], dtype=np.int64).reshape(
             -1, 2
@@ -181,13 +128,94 @@ def grem_bisect_reference(
     )
     return ReferenceBisection(
         side=np.asarray([part[int(m)] for m in members], dtype=np.int8),
-        sizes=(sizes[0], sizes[1]),
+        sizes=(sides.sizes[0], sides.sizes[1]),
         side_edges=side_edges,  # type: ignore[arg-type]
         num_chunks=len(chunks),
         isolated=isolated,
         reassigned=reassigned,
         moves=moves,
     )
+
+
+def _grem_pass(
+    sides: _Sides, chunks: list[list[tuple[int, int]]], seeds: dict[int, int], refine: bool
+) -> int:
+    """The seeded first chunk, then GREM (or greedy) over the others; returns
+    how many placed nodes changed side."""
+    est: dict[int, tuple[float, float]] = {}  # nbr_counts
+    reassigned = 0
+    for i, chunk in enumerate(chunks):
+        c_nodes: list[int] = []
+        for pair in chunk:
+            for x in pair:
+                if x not in c_nodes:
+                    c_nodes.append(x)
+        if i == 0:
+            if sorted(seeds) != sorted(c_nodes):
+                raise ValueError("the seed must label exactly the first chunk's nodes")
+            for n in c_nodes:
+                sides.move(n, seeds[n])
+            for n in c_nodes:
+                c0, c1 = sides.neighbour_counts(n, chunk)
+                est[n] = (c0, c1)
+            continue
+        for n in c_nodes:
+            old = sides.part[n]
+            if old != -1 and not refine:
+                continue
+            n0, n1 = sides.neighbour_counts(n, chunk)
+            k0, k1 = (
+                (float(n0), float(n1))
+                if old == -1
+                else ((est[n][0] + n0) / 2, (est[n][1] + n1) / 2)
+            )
+            new = sides.choose(k0, k1, old)
+            if old != -1 and new != old:
+                reassigned += 1
+            sides.move(n, new)
+            est[n] = (k0, k1)
+    return reassigned
+
+
+def _restream(sides: _Sides, pairs: list[tuple[int, int]], members: Sequence[int]) -> int:
+    """One restreaming refinement pass: nodes with positive gain move, best
+    gain first, alternating sides by gain within the capacities; returns the moves."""
+    part, sizes, weights = sides.part, sides.sizes, sides.weights
+    count = {int(m): [0, 0] for m in members}
+    for u, v in pairs:
+        count[u][part[v]] += 1
+        count[v][part[u]] += 1
+    cand: list[list[tuple[int, int]]] = [[], []]
+    for m in members:
+        s = part[int(m)]
+        gain = count[int(m)][1 - s] - count[int(m)][s]
+        if gain > 0:
+            cand[s].append((gain, int(m)))
+    for c in cand:
+        c.sort(key=lambda t: (-t[0], t[1]))
+    nxt = [0, 0]
+    moved = 0
+    while True:
+        has = [nxt[0] < len(cand[0]), nxt[1] < len(cand[1])]
+        if not any(has):
+            break
+        if all(has):
+            g0, g1 = cand[0][nxt[0]][0], cand[1][nxt[1]][0]
+            if g0 != g1:
+                s = 0 if g0 > g1 else 1
+            else:  # equal gains: leave the fuller side
+                s = 1 if sizes[1] * weights[0] > sizes[0] * weights[1] else 0
+        else:
+            s = 0 if has[0] else 1
+        if not sides.room(1 - s, s):  # receiving side full: try the other direction
+            s = 1 - s
+            if not has[s] or not sides.room(1 - s, s):
+                break
+        node = cand[s][nxt[s]][1]
+        nxt[s] += 1
+        sides.move(node, 1 - s)
+        moved += 1
+    return moved
 
 
 # Chunk renumbering and CSR: the numpy formulations the C++ helpers replace -------------
