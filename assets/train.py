@@ -79,7 +79,7 @@ def train_in_process(
     mlflow: MlflowResource,
 ) -> dict[str, Any]:
     """Train in this process (``nproc`` 1); the run's metadata."""
-    from gnncore.train import train_graph_dir
+    from gnncore.modes import train_graph_dir
 
     plans = plans_for(context, config.task, train_config, str(upstream["path"]))
     store = store_for(context, config.task, train_config, str(upstream["path"]))

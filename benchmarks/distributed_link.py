@@ -116,7 +116,7 @@ def run_seed(graph: Path, parts: dict[int, Path], args: argparse.Namespace, seed
     """One seed: one process, then each world size."""
     from gnncore.distributed.link_training import train_distributed_link
     from gnncore.distributed.training import Launch
-    from gnncore.train import train_graph_dir
+    from gnncore.modes import train_graph_dir
 
     config = config_of(args, seed)
     out: dict[str, Any] = {}

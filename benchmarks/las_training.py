@@ -29,8 +29,9 @@ from typing import Any
 
 from plan_placement import ensure_graph
 
+from gnncore.modes import train_graph_dir
 from gnncore.plan import PlacementSettings, plan_placement
-from gnncore.train import NodeTrainConfig, train_graph_dir
+from gnncore.train import NodeTrainConfig
 
 TIERS = ("local", "peer", "host")
 

@@ -351,12 +351,12 @@ def run(
     args: argparse.Namespace, on_epoch_end: Callable[[int, Path | None], None] | None = None
 ) -> dict[str, Any]:
     """Train as ``args`` say; ``on_epoch_end(epoch, checkpoint_path)`` is passed
-    to :func:`gnncore.train.train_graph_dir` (for tests and embedding)."""
+    to :func:`gnncore.modes.train_graph_dir` (for tests and embedding)."""
     config = build_config(args)
+    from gnncore.modes import open_store, train_graph_dir
     from gnncore.store import GraphDir
     from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
-    from gnncore.train import default_checkpoint_dir, train_graph_dir
-    from gnncore.train.modes import open_store
+    from gnncore.train import default_checkpoint_dir
     from gnncore.train.node.config import OUT_OF_CORE_MODES
 
     graph = GraphDir.open(args.graph_dir)  # fail on a bad directory before touching MLflow

@@ -201,7 +201,7 @@ def _run_params(
 
 def _log_outcome(logger: Any, result: Any, graph: Any) -> None:
     from gnncore.store import GraphDirFeatureStore
-    from gnncore.train.api import link_curves, link_example_input, log_outcome
+    from gnncore.train.record import link_curves, link_example_input, log_outcome
 
     example = link_example_input(result.model, GraphDirFeatureStore(graph), graph.num_nodes)
     log_outcome(logger, result, link_curves(result), example, graph)

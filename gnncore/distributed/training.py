@@ -723,14 +723,14 @@ def _write_node(graph_dir: Path, partition_dir: Path, out: Path, replication: An
 def _node_params(
     config: NodeTrainConfig, graph: Any, ranks_dir: Path, checkpoint_dir: Any
 ) -> dict[str, Any]:
-    from gnncore.train.api import node_run_params
+    from gnncore.train.record import node_run_params
 
     return node_run_params(config, graph.manifest, checkpoint_dir)
 
 
 def _log_node_outcome(logger: Any, result: Any, graph: Any) -> None:
     from gnncore.store import GraphDirFeatureStore
-    from gnncore.train.api import example_input, log_outcome, training_curves
+    from gnncore.train.record import example_input, log_outcome, training_curves
 
     features = GraphDirFeatureStore(graph)
     example = example_input(features, graph.manifest.num_features)
@@ -958,7 +958,7 @@ def train_distributed(
     if tracking is None or launch.node_rank > 0:
         return run_all(None)
 
-    from gnncore.train.api import tracked_run
+    from gnncore.train.record import tracked_run
 
     previous = (
         CheckpointDir(checkpoint_dir).latest() if resume and checkpoint_dir is not None else None

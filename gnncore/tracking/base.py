@@ -6,7 +6,7 @@ context manager a run always ends: ``FINISHED`` when the block completes,
 then propagates). A crashed run is never left ``RUNNING``. Only a process
 killed outright (``SIGKILL``, power loss) cannot end its run; whoever resumes
 its work closes it with :meth:`RunTracker.end_run` (as
-:func:`gnncore.train.train_graph_dir` does on ``resume``).
+:func:`gnncore.modes.train_graph_dir` does on ``resume``).
 """
 
 from __future__ import annotations

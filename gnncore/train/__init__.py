@@ -1,6 +1,7 @@
-"""Models and the mini-batch training loop (tracked through :mod:`gnncore.tracking`)."""
+"""Models, the mini-batch training loop and the record of a run (tracked through
+:mod:`gnncore.tracking`); the entry point that picks a training mode and runs it
+on a graph directory is :func:`gnncore.modes.train_graph_dir`."""
 
-from gnncore.train.api import example_input, train_graph_dir, training_curves
 from gnncore.train.core.checkpoint import CheckpointDir, CheckpointError, default_checkpoint_dir
 from gnncore.train.core.device import resolve_device
 from gnncore.train.core.models import MODELS, build_model
@@ -11,6 +12,7 @@ from gnncore.train.link.models import DECODERS, LinkModel
 from gnncore.train.node.config import MODEL_DEFAULTS, ConfigError, NodeTrainConfig
 from gnncore.train.node.loop import NodeTrainResult, evaluate, train_node_classifier
 from gnncore.train.node.metrics import ClassificationMetrics
+from gnncore.train.record import example_input, training_curves
 
 #: Task name -> its training configuration (the CLI's ``--task`` and the
 #: Dagster launchpad's ``task`` choices come from here).
@@ -40,7 +42,6 @@ __all__ = [
     "link_splits",
     "example_input",
     "resolve_device",
-    "train_graph_dir",
     "train_link_predictor",
     "train_node_classifier",
     "training_curves",

@@ -10,9 +10,10 @@ import pyarrow.parquet as pq
 
 from assets import ALL_ASSETS, ALL_CHECKS
 from assets.partitions import PARTITIONS_NAME
+from gnncore.modes import train_graph_dir
 from gnncore.store import GraphDir
 from gnncore.tracking.registry import registered_model_name
-from gnncore.train import NodeTrainConfig, train_graph_dir
+from gnncore.train import NodeTrainConfig
 from pipelines.definitions import build_resources
 
 DATASET = {

@@ -65,6 +65,7 @@ import torch
 
 from gnncore.errors import GnnCoreError
 from gnncore.names import safe_name
+from gnncore.train.core.config import ConfigError
 
 FORMAT = "gnncore.checkpoint"
 VERSION = 1
@@ -433,6 +434,30 @@ def check_resumable(checkpoint: Checkpoint, config: Any, fingerprint: Mapping[st
             f"resumed: {'; '.join(problems)}. Resume with the same settings and data, or "
             "start afresh (without --resume) or in another --checkpoint-dir"
         )
+
+
+def open_checkpoints(
+    checkpoint_dir: str | os.PathLike[str] | None,
+    resume: bool,
+    keep: int,
+    config: Any,
+    fingerprint: Callable[[], Mapping[str, Any]],
+) -> tuple[CheckpointDir | None, Checkpoint | None]:
+    """A run's checkpoint directory and, with ``resume``, its newest checkpoint,
+    refused (before any run is created) when it was written by another
+    configuration or other data (``fingerprint()``).
+
+    Raises:
+        ConfigError: ``resume`` without a checkpoint directory.
+        CheckpointError: The newest checkpoint is of another run.
+    """
+    if resume and checkpoint_dir is None:
+        raise ConfigError("resume needs a checkpoint directory (checkpoint_dir=...)")
+    checkpoints = None if checkpoint_dir is None else CheckpointDir(checkpoint_dir, keep=keep)
+    previous = checkpoints.latest() if (resume and checkpoints is not None) else None
+    if previous is not None:
+        check_resumable(previous, config, fingerprint())
+    return checkpoints, previous
 
 
 # RNG state ---------------------------------------------------------------------

@@ -136,7 +136,7 @@ class ConfigMethods:
 #: both tasks; ``hierbatching`` and ``partition_buffer`` (a partitioned store)
 #: for node classification; ``partition_buffer`` (embeddings on disk) for link
 #: prediction; ``sancus`` (distributed full-graph GCN, :mod:`gnncore.distributed.sancus`)
-#: for node classification across ranks. See :mod:`gnncore.train.modes`.
+#: for node classification across ranks. See :mod:`gnncore.modes.node_data`.
 TrainMode = Literal["mmap", "in_memory", "hierbatching", "partition_buffer", "sancus"]
 
 

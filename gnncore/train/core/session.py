@@ -55,7 +55,7 @@ class TrainResult:
     (``early_stopped``). ``resumed_from_epoch`` is the checkpoint's epoch the
     run continued from (0 for a fresh run). ``seconds`` is the wall time of
     the call. ``run_id`` and ``model_uri`` are set by
-    :func:`gnncore.train.train_graph_dir` when the run was tracked.
+    :func:`gnncore.modes.train_graph_dir` when the run was tracked.
     """
 
     model: torch.nn.Module

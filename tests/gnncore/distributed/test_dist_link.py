@@ -20,9 +20,10 @@ from gnncore.distributed.link_training import train_distributed_link
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.rank_write import write_rank_data
 from gnncore.distributed.training import Launch
+from gnncore.modes import train_graph_dir
 from gnncore.partition.run import partition_graph
 from gnncore.store import GraphDir, create_graph_dir
-from gnncore.train import LinkTrainConfig, train_graph_dir
+from gnncore.train import LinkTrainConfig
 from gnncore.train.link.data import link_splits, message_passing_csc
 from gnncore.train.link.ranking import known_edges
 

@@ -13,8 +13,9 @@ import pytest
 from conftest import planted_graph
 from gnncore.distributed.launch import RankFailed
 from gnncore.distributed.training import split_batches, train_distributed, transfer_plan
+from gnncore.modes import train_graph_dir
 from gnncore.partition.run import partition_graph
-from gnncore.train import NodeTrainConfig, train_graph_dir
+from gnncore.train import NodeTrainConfig
 
 #: Distributed test accuracy may trail single-process training by this much on the
 #: planted graph (same global batch and optimiser steps; other batches and dropout draws).

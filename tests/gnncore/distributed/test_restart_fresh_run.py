@@ -15,9 +15,10 @@ import pytest
 
 from conftest import planted_graph
 from gnncore.cli.main import main
+from gnncore.modes import train_graph_dir
 from gnncore.partition.run import partition_graph
 from gnncore.store import GraphDir
-from gnncore.train import CheckpointDir, NodeTrainConfig, train_graph_dir
+from gnncore.train import CheckpointDir, NodeTrainConfig
 from tests.gnncore.distributed.test_distributed_launch import TRAIN, _rank_pid
 
 

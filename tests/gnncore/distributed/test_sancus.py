@@ -336,7 +336,7 @@ def test_cli_mode_sancus_with_two_ranks(graph, tmp_path) -> None:
 
 
 def test_single_process_mode_sancus_is_refused(graph) -> None:
-    from gnncore.train import train_graph_dir
+    from gnncore.modes import train_graph_dir
     from gnncore.train.node.config import ConfigError
 
     with pytest.raises(ConfigError, match="--nproc N --partition DIR"):

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from conftest import tiny_kg
+from gnncore.modes import train_graph_dir
 from gnncore.outofcore.link_buffer import (
     DiskEmbeddings,
     NodePartitions,
@@ -19,7 +20,7 @@ from gnncore.outofcore.link_buffer import (
 )
 from gnncore.outofcore.ordering import beta_swap_count
 from gnncore.store import GraphDir
-from gnncore.train import LinkTrainConfig, link_splits, train_graph_dir
+from gnncore.train import LinkTrainConfig, link_splits
 from gnncore.train.link.models import LinkModel
 from gnncore.train.node.config import ConfigError
 

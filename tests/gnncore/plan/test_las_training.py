@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from conftest import planted_graph
+from gnncore.modes import train_graph_dir
 from gnncore.plan import PlacementPlan, PlacementSettings, plan_placement
 from gnncore.plan.sampling import LasScaleAdapter, locality_aware_sampler
 from gnncore.sampler.biased import ScaleController
 from gnncore.store import GraphDir
-from gnncore.train import ConfigError, NodeTrainConfig, train_graph_dir
+from gnncore.train import ConfigError, NodeTrainConfig
 from gnncore.train.core.models import build_sage
 
 pytest.importorskip("gnncore._C")

@@ -12,10 +12,11 @@ from torch_geometric.data import TensorAttr
 
 from conftest import planted_graph
 from gnncore.cli.main import main
+from gnncore.modes import train_graph_dir
 from gnncore.plan import PlacementPlan, PlacementSettings, plan_placement
 from gnncore.plan.feature_store import PlacedFeatureStore
 from gnncore.store import GraphDir, GraphDirFeatureStore
-from gnncore.train import NodeTrainConfig, train_graph_dir
+from gnncore.train import NodeTrainConfig
 
 pytest.importorskip("gnncore._C")
 

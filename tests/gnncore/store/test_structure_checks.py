@@ -175,10 +175,11 @@ class Inputs:
 
 @pytest.fixture(scope="module")
 def inputs(clean_graph: Path, tmp_path_factory: pytest.TempPathFactory) -> Inputs:
+    from gnncore.modes import train_graph_dir
     from gnncore.partition import partition_graph
     from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
     from gnncore.tracking.registry import ModelRegistry, registered_model_name
-    from gnncore.train import NodeTrainConfig, train_graph_dir
+    from gnncore.train import NodeTrainConfig
 
     base = tmp_path_factory.mktemp("inputs")
     partition_graph(clean_graph, base / "partition", method="random", parts=2)

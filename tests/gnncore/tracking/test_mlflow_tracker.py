@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from conftest import planted_graph
+from gnncore.modes import train_graph_dir
 from gnncore.store import GraphDir
 from gnncore.tracking import FAILED, FINISHED, KILLED, RunLogger
 from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
-from gnncore.train import NodeTrainConfig, NodeTrainResult, train_graph_dir
+from gnncore.train import NodeTrainConfig, NodeTrainResult
 
 CONFIG = NodeTrainConfig(hidden=16, epochs=3, batch_size=40, lr=0.01, device="cpu", seed=2)
 
@@ -162,7 +163,7 @@ def test_training_that_raises_leaves_a_failed_run(
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("boom in epoch 1")
 
-    monkeypatch.setattr("gnncore.train.api.train_node_classifier", boom)
+    monkeypatch.setattr("gnncore.modes.node.train_node_classifier", boom)
     tracker = MlflowTracker(tracked.tracker.tracking_uri, experiment="failing")
     with pytest.raises(RuntimeError, match="boom"):
         train_graph_dir(tracked.graph, CONFIG, tracking=tracker, progress=False)

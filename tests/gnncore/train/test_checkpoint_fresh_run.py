@@ -13,8 +13,9 @@ import torch
 
 from conftest import planted_graph
 from gnncore.errors import InputError
+from gnncore.modes import train_graph_dir
 from gnncore.store import GraphDir
-from gnncore.train import CheckpointDir, NodeTrainConfig, default_checkpoint_dir, train_graph_dir
+from gnncore.train import CheckpointDir, NodeTrainConfig, default_checkpoint_dir
 from gnncore.train.core.steps import OptimizerStep
 
 CONFIG = NodeTrainConfig(

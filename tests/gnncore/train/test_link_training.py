@@ -212,8 +212,8 @@ def test_tracked_feature_model_is_logged_with_its_features(tmp_path: Path) -> No
     """A GNN over node features exports with an (n_id, edge_index, x) example."""
     import mlflow
 
+    from gnncore.modes import train_graph_dir
     from gnncore.tracking.mlflow import MlflowTracker
-    from gnncore.train import train_graph_dir
 
     graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=200))
     tracker = MlflowTracker(f"sqlite:///{tmp_path}/mlflow.db", "links")

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import planted_graph
+from gnncore.modes import train_graph_dir
 from gnncore.sampler import NeighborSampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.train import (
@@ -21,7 +22,6 @@ from gnncore.train import (
     NodeTrainConfig,
     build_model,
     resolve_device,
-    train_graph_dir,
     train_node_classifier,
 )
 from gnncore.train.core.models import supports_trimming

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from conftest import planted_graph
+from gnncore.modes import train_graph_dir
 from gnncore.store import GraphDir
 from gnncore.train import (
     CheckpointDir,
@@ -25,7 +26,6 @@ from gnncore.train import (
     NodeTrainConfig,
     NodeTrainResult,
     default_checkpoint_dir,
-    train_graph_dir,
 )
 from gnncore.train.core.checkpoint import capture_rng, restore_rng
 from tests.state import assert_same_state

@@ -13,7 +13,7 @@
   buffer of ``c`` partitions that swaps one in at a time (MariusGNN's Alg. 7),
   each partition's training nodes trained when it comes in.
 
-The loop (:func:`~gnncore.train.train_node_classifier`) is the same in every
+The loop (:func:`~gnncore.train.fit` of the node task) is the same in every
 mode; only its stores, or its batch source, differ.
 """
 
@@ -28,7 +28,12 @@ import numpy as np
 import torch
 from torch_geometric.data import FeatureStore, GraphStore
 
-from gnncore.store import GraphDir
+from gnncore.outofcore.hierbatching import mega_batch_parts
+from gnncore.outofcore.store import PartitionedStore
+from gnncore.outofcore.training import hierbatching_batches
+from gnncore.store import CSCGraphStore, GraphDir, GraphDirFeatureStore, GraphDirGraphStore
+from gnncore.store.feature_store import TensorFeatureStore
+from gnncore.store.manifest import MANIFEST_FILE, sha256_of
 from gnncore.train.node.config import OUT_OF_CORE_MODES, ConfigError, NodeTrainConfig
 
 
@@ -57,9 +62,6 @@ def node_data(
     Raises:
         ConfigError: ``hierbatching`` without a store, or a store of another graph.
     """
-    from gnncore.store import CSCGraphStore, GraphDirFeatureStore, GraphDirGraphStore
-    from gnncore.store.feature_store import TensorFeatureStore
-
     if config.mode == "sancus":
         raise ConfigError(
             "mode 'sancus' trains across ranks: run it with --nproc N --partition DIR "
@@ -97,10 +99,6 @@ def open_store(
         InputError: A damaged store, or a budget below one partition (naming
             the minimum).
     """
-    from gnncore.outofcore.hierbatching import mega_batch_parts
-    from gnncore.outofcore.store import PartitionedStore
-    from gnncore.store.manifest import MANIFEST_FILE, sha256_of
-
     if store_path is None:
         raise ConfigError(
             f"mode {config.mode!r} reads a partitioned store: write one with "
@@ -119,8 +117,6 @@ def _out_of_core(
     store_path: str | os.PathLike[str] | None,
     log: Callable[[str], None] | None,
 ) -> NodeData:
-    from gnncore.outofcore.training import hierbatching_batches
-
     store = open_store(graph, config, store_path)
     source, evals = hierbatching_batches(store, config, log)
     return NodeData(

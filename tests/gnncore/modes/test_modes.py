@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from conftest import planted_graph
+from gnncore.modes import train_graph_dir
 from gnncore.outofcore.store import write_partitioned_store
 from gnncore.partition import partition_graph
 from gnncore.store import GraphDir
-from gnncore.train import NodeTrainConfig, train_graph_dir
+from gnncore.train import NodeTrainConfig
 from gnncore.train.node.config import ConfigError
 
 SMALL = {"epochs": 3, "hidden": 16, "fanouts": (5, 5), "batch_size": 32, "device": "cpu"}

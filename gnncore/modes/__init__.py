@@ -1,0 +1,19 @@
+"""Picks in-memory, out-of-core or distributed training and runs it.
+
+The training entry points sit on their own floor, above the out-of-core batch
+sources (:mod:`gnncore.outofcore`) and distributed training
+(:mod:`gnncore.distributed`) they choose between, and above :mod:`gnncore.train`,
+which computes (:func:`~gnncore.train.fit`) and records
+(:mod:`gnncore.train.record`):
+
+* :func:`train_graph_dir` trains on a graph directory in one call, tracked
+  (the CLI's and Dagster's entry): node classification or link prediction,
+  in the mode of ``config.mode``;
+* :func:`node_data` and :func:`open_store`: the stores (or batch source) a
+  node-classification mode reads.
+"""
+
+from gnncore.modes.graph_dir import train_graph_dir
+from gnncore.modes.node_data import NodeData, node_data, open_store
+
+__all__ = ["NodeData", "node_data", "open_store", "train_graph_dir"]
