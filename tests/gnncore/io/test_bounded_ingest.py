@@ -85,6 +85,23 @@ def test_same_directory_as_in_memory(tmp_path, directed, num_edges, num_ids, id_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ext", "g.csv", "mem"]
 
 
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("budget", [TINY, 1 << 30])
+def test_more_nodes_than_a_key_holds_same_directory(tmp_path, monkeypatch, directed, budget):
+    """Past ``2**32`` nodes the ids do not fit a packed key and the stream writer
+    sorts int64 pairs instead (:mod:`gnncore.io.bounded.pair_graph`): the same
+    directory, byte for byte. The key limit is lowered so a small graph takes it."""
+    import gnncore.io.bounded.parse as parse
+    import gnncore.io.bounded.stream as stream
+
+    monkeypatch.setattr(parse, "MAX_KEY_ID", 0)
+    monkeypatch.setattr(stream, "MAX_KEY_ID", 0)
+    src, dst = random_edges(21, 6000, 700, 5000)
+    source = write_edges(tmp_path / "g.csv", src, dst)
+    both(tmp_path, source, budget, directed=directed, id_type="int", seed=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ext", "g.csv", "mem"]
+
+
 def test_multi_pass_merge_and_auto_ids(tmp_path):
     src, dst = random_edges(3, 20000, 5000, 10**12)
     source = write_edges(tmp_path / "g.txt", src, dst, sep="\t", header=None)
