@@ -1,21 +1,22 @@
 """Text edge lists: CSV, TSV or whitespace-separated, plain or gzipped.
 
-The layout is sniffed from the first lines (see :func:`sniff`):
+The layout is sniffed from the first lines
+(:func:`~gnncore.io.readers.edge_layout.sniff`):
 
 * lines starting with ``#`` are comments (SNAP style) and blank lines are
   skipped, anywhere in the file; line ends may be ``\\n`` or ``\\r\\n``;
 * a UTF-8 byte order mark opening the file is skipped;
 * the separator is sniffed per file from its first data lines
-  (:func:`sniff_separator`): each votes for a comma (it holds a comma and no
-  tab) or for whitespace, the majority wins (a tie: the first line's); whitespace
-  is a tab if one of its lines holds one, else a space (single spaces are
-  parsed natively, irregular runs of spaces/tabs by a regex pass). A line that
-  does not split into the layout's columns is an error naming it, and saying
-  when it holds another separator;
+  (:func:`~gnncore.io.readers.edge_layout.sniff_separator`): each votes for a
+  comma (it holds a comma and no tab) or for whitespace, the majority wins (a
+  tie: the first line's); whitespace is a tab if one of its lines holds one,
+  else a space (single spaces are parsed natively, irregular runs of
+  spaces/tabs by a regex pass). A line that does not split into the layout's
+  columns is an error naming it, and saying when it holds another separator;
 * a header is assumed when the first data line holds a non-numeric token while
   the following lines are all numeric and it splits into as many columns as the
-  second line, or when every token of the first data
-  line is a usual column name (:data:`HEADER_NAMES`: ``src``, ``dst``,
+  second line, or when every token of the first data line is a usual column
+  name (:data:`~gnncore.io.readers.edge_layout.HEADER_NAMES`: ``src``, ``dst``,
   ``source``, ``target``, ...), which is how a header of string-id edge lists is
   told (``header=True/False`` overrides);
 * 2 columns are ``src dst``; 3 columns are ``src dst weight`` (or a SNAP
@@ -24,24 +25,26 @@ The layout is sniffed from the first lines (see :func:`sniff`):
 
 Ids (``id_type``): ``"int"`` requires non-negative integers; ``"string"``
 takes every token as a string; ``"auto"`` uses integers when every id parses
-as a 64-bit integer and strings otherwise, with a :class:`StringIdsWarning`
-naming the file and the first line whose id is not one (also the report's
+as a 64-bit integer and strings otherwise, with a
+:class:`~gnncore.io.readers.edge_problems.StringIdsWarning` naming the file and
+the first line whose id is not one (also the report's
 ``details["id_type_reason"]``). Either way ids are remapped to
 ``0..N-1`` in sorted raw-id order (numeric order for integers, lexicographic
 for strings) and the map is written as ``node_ids.parquet``.
 
 Only ``.gz`` compression is read (detected by its magic bytes); a file named
-``*.gz`` without them is an error (:func:`check_gzip_name`).
+``*.gz`` without them is an error (:func:`~gnncore.io.compression.check_gzip_name`).
 
 Integer ids of a plain file are parsed by the C++ reader of
 :mod:`gnncore.io.readers.edge_text`, which accepts a strict subset of what Polars
 accepts (same values) and declines the rest to Polars. Polars' parsing is one
-lazy scan (``collect(engine="streaming")``). Only when
-it fails, or a vectorised check finds a bad value, does :func:`locate_problem`
-find the exact line: a second Polars pass over the raw lines with their line
-numbers flags the lines a regex does not accept, and a Python check words the
-problem of the first truly bad one (a Python pass over every line is only the
-fallback when Polars cannot split the file into lines).
+lazy scan (``collect(engine="streaming")``). Only when it fails, or a
+vectorised check finds a bad value, does
+:func:`~gnncore.io.readers.edge_problems.locate_problem` find the exact line: a
+second Polars pass over the raw lines with their line numbers flags the lines a
+regex does not accept, and a Python check words the problem of the first truly
+bad one (a Python pass over every line is only the fallback when Polars cannot
+split the file into lines).
 """
 
 from __future__ import annotations
