@@ -45,7 +45,7 @@ def cora_graph(data: Path, shared: Path) -> Path:
 def plain_accuracy(graph: Path, spec: dict[str, Any]) -> float:
     """Test accuracy of plain single-process training with the benchmark's config."""
     from gnncore.modes import train_graph_dir
-    from gnncore_bench.distributed import node_config
+    from gnncore_bench.distributed_child import node_config
 
     return float(train_graph_dir(graph, node_config(spec), progress=False).test_accuracy)
 

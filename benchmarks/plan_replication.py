@@ -4,7 +4,7 @@ Ingests ``../shared/datasets/FB15k-237`` (``format="kg"``, edge shuffle seed 0;
 cached under ``--cache``, default ``/tmp/gnncore-bench/plans``): 14,541 nodes,
 270,490 stored (directed) edges, 210,946 undirected pairs. FB15k-237 has no node
 splits, so every node is a training node. Runs
-:func:`gnncore_bench.plan.bench_replication` (what ``gnncore bench plans
+:func:`gnncore_bench.plan_replication.bench_replication` (what ``gnncore bench plans
 replication`` runs) with METIS p = 4 and p_r in {0, 0.1%, 1%, 5%}: the
 simulated cross-partition neighbour ids under DSP, whole-list sharing, HDR and
 HDR + pruning with the memory increase of each rate, and HyDRA Table II's
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from gnncore.io import ingest
 from gnncore.store import GraphDir
-from gnncore_bench.plan import bench_replication
+from gnncore_bench.plan_replication import bench_replication
 
 REPO = Path(__file__).resolve().parents[1]
 DATASET = REPO.parent / "shared" / "datasets" / "FB15k-237"

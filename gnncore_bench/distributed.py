@@ -3,7 +3,7 @@ r"""``gnncore bench distributed``: remote feature rows, time and memory by parti
 :func:`bench_distributed` partitions a graph with each partitioner into
 ``nproc`` parts (``gnncore.partition``; reused when current) and runs every
 (sampling setting, partitioner, ``nproc``) configuration in its own child
-process (``python -m gnncore_bench.distributed SPEC``), which starts the
+process (``python -m gnncore_bench.distributed_child SPEC``), which starts the
 ranks: a clean process tree per configuration, so each rank's peak RSS
 (``ru_maxrss``, reported by the rank itself) is that configuration's alone.
 One process is the baseline: a world of one rank owning the whole graph
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -48,9 +47,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from gnncore_bench.distributed_report import to_markdown
+
 MODES = ("train", "sample")
 #: The baseline's label: one process, a one-part partition.
 SINGLE = "single"
+#: The module each configuration runs in, as ``python -m CHILD SPEC_JSON RESULT_JSON``.
+CHILD = "gnncore_bench.distributed_child"
 
 
 @dataclass(frozen=True)
@@ -77,174 +80,6 @@ def _log(message: str) -> None:
 
 def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
-
-
-# The child process -------------------------------------------------------------
-
-
-def node_config(spec: dict[str, Any]) -> Any:
-    """The node-classification config every configuration of a spec trains with
-    (``model``, ``fanouts``, ``batch_size``, ``epochs``, ``seed``, ``device``
-    (default the CPU); no early stopping)."""
-    from gnncore.train.node.config import NodeTrainConfig
-
-    fanouts = tuple(int(f) for f in spec["fanouts"])
-    return NodeTrainConfig(
-        model=spec["model"],
-        fanouts=fanouts,
-        eval_fanouts=fanouts,
-        batch_size=int(spec["batch_size"]),
-        epochs=int(spec["epochs"]),
-        seed=int(spec["seed"]),
-        patience=0,
-        device=spec.get("device", "cpu"),
-    ).validate()
-
-
-def sample_rank(rank: int, world: int, ranks_dir: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """One rank of a ``sample`` run (the group is initialised): ``spec["epochs"]``
-    epochs of this rank's training batches, sampled and gathered, no model."""
-    import torch
-    import torch.distributed as dist
-
-    from gnncore.distributed.rank_data import RankData
-    from gnncore.distributed.source.base import peak_rss_mb
-    from gnncore.distributed.source.node import DistBatchSource
-
-    data = RankData.open(ranks_dir, rank)
-    source = DistBatchSource(data, node_config(spec), torch.device("cpu"))
-    epochs = []
-    for epoch in range(1, int(spec["epochs"]) + 1):
-        dist.barrier()
-        before = source.feature_store.stats.as_dict()
-        started = time.perf_counter()
-        source.start_epoch(epoch)
-        with source.batches() as batches:
-            for _ in batches:
-                pass
-        wall = time.perf_counter() - started
-        after = source.feature_store.stats.as_dict()
-        delta = {k: after[k] - before.get(k, 0.0) for k in after}
-        figures = source.epoch_figures
-        epochs.append(
-            {
-                "epoch_s": wall,
-                "remote_rows": delta["remote_rows"],
-                "local_rows": delta["local_rows"],
-                "remote_bytes": delta["remote_bytes"],
-                "sample_s": figures.sample_s,
-                "exchange_s": figures.exchange_s,
-                "batches": figures.batches,
-            }
-        )
-    return {
-        "rank": rank,
-        "epochs": epochs,
-        "train_ids": len(source.split_ids["train"]),
-        "batches_per_epoch": source.num_batches,
-        "peak_rss_mb": peak_rss_mb(),
-    }
-
-
-def _run_sample(spec: dict[str, Any]) -> dict[str, Any]:
-    from gnncore.distributed.launch import spawn_local
-    from gnncore.distributed.rank_write import write_rank_data
-
-    world = int(spec["nproc"])
-    ranks_dir = write_rank_data(
-        spec["graph_dir"],
-        spec["partition_dir"],
-        spec["ranks_dir"],
-        replication=spec.get("replication_dir"),
-    )
-    ranks = spawn_local(
-        sample_rank,
-        world,
-        (str(ranks_dir), spec),
-        timeout=float(spec["collective_timeout"]),
-        run_timeout=float(spec["timeout"]),
-    )
-    per_epoch = []
-    for e in range(int(spec["epochs"])):
-        figures = [r["epochs"][e] for r in ranks]
-        per_epoch.append(
-            {
-                "epoch_s": max(f["epoch_s"] for f in figures),
-                "remote_rows": sum(f["remote_rows"] for f in figures),
-                "local_rows": sum(f["local_rows"] for f in figures),
-                "remote_bytes": sum(f["remote_bytes"] for f in figures),
-                "sample_s": statistics.fmean(f["sample_s"] for f in figures),
-                "exchange_s": statistics.fmean(f["exchange_s"] for f in figures),
-                "compute_s": None,
-                "per_rank_remote_rows": [f["remote_rows"] for f in figures],
-            }
-        )
-    return {
-        "per_epoch": per_epoch,
-        "per_rank": [
-            {k: r[k] for k in ("rank", "train_ids", "batches_per_epoch", "peak_rss_mb")}
-            for r in ranks
-        ],
-        "test_accuracy": None,
-        "best_val_accuracy": None,
-    }
-
-
-def _run_train(spec: dict[str, Any]) -> dict[str, Any]:
-    from gnncore.distributed.training import DistributedConfig, train_distributed
-
-    world = int(spec["nproc"])
-    result = train_distributed(
-        spec["graph_dir"],
-        spec["partition_dir"],
-        node_config(spec),
-        DistributedConfig(
-            nproc=world,
-            ranks_dir=spec["ranks_dir"],
-            replication=spec.get("replication_dir"),
-            backend=spec.get("backend"),
-            timeout=float(spec["collective_timeout"]),
-            run_timeout=float(spec["timeout"]),
-        ),
-    )
-    per_epoch = []
-    for t in result.throughput:
-        per_epoch.append(
-            {
-                "epoch_s": t["train_s"],
-                "eval_s": t.get("eval_s"),
-                "remote_rows": t["dist_remote_rows"],
-                "local_rows": sum(t[f"rank{r}_local_rows"] for r in range(world)),
-                "remote_bytes": t["dist_remote_bytes"],
-                "sample_s": statistics.fmean(t[f"rank{r}_sample_s"] for r in range(world)),
-                "exchange_s": statistics.fmean(t[f"rank{r}_exchange_s"] for r in range(world)),
-                "compute_s": statistics.fmean(t[f"rank{r}_compute_s"] for r in range(world)),
-                "per_rank_remote_rows": [t[f"rank{r}_remote_rows"] for r in range(world)],
-            }
-        )
-    return {
-        "per_epoch": per_epoch,
-        "per_rank": [
-            {k: r[k] for k in ("rank", "train_ids", "batches_per_epoch", "peak_rss_mb")}
-            for r in result.per_rank
-        ],
-        "test_accuracy": result.test_accuracy,
-        "best_val_accuracy": result.best_val_accuracy,
-        "best_epoch": result.best_epoch,
-    }
-
-
-def run_config(spec: dict[str, Any]) -> dict[str, Any]:
-    """One configuration, in this process (the child :func:`bench_distributed`
-    starts): its figures per epoch and per rank."""
-    started = time.perf_counter()
-    out = _run_train(spec) if spec["mode"] == "train" else _run_sample(spec)
-    out["wall_s"] = time.perf_counter() - started
-    out["launcher_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return out
-
-
-# The parent --------------------------------------------------------------------
 
 
 def _partition(
@@ -389,48 +224,21 @@ def bench_distributed(
     Returns:
         dict: What ``distributed.json`` holds, plus ``markdown``.
     """
-    from gnncore.partition.run import METHODS
     from gnncore.store import GraphDir
 
     graph_dir = Path(graph_dir).absolute()
     out = Path(out_dir).absolute()
     work = Path(work_dir).absolute() if work_dir is not None else out / "work"
     settings = list(settings or [Setting("default", tuple(fanouts), batch_size, mode)])
-    nproc = sorted({int(n) for n in nproc})
-    if not nproc or nproc[0] < 1:
-        raise ValueError(f"--nproc must be positive integers; got {nproc}")
-    bad = [p for p in partitioners if p not in METHODS]
-    if bad:
-        raise ValueError(f"unknown partitioners {bad}; choose from {', '.join(METHODS)}")
-    if len({s.name for s in settings}) != len(settings):
-        raise ValueError(f"settings need distinct names; got {[s.name for s in settings]}")
-    if epochs < 1:
-        raise ValueError(f"epochs must be >= 1; got {epochs}")
+    nproc = _checked(nproc, partitioners, settings, epochs)
     graph = GraphDir.open(graph_dir)
     m = graph.manifest
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     cpus = len(os.sched_getaffinity(0))
-
-    partitions: dict[str, dict[str, Any]] = {}
-    plan: list[tuple[str, int]] = []
-    for n in nproc:
-        for method in [SINGLE] if n == 1 else list(partitioners):
-            key = f"{method}-p{n}"
-            partitions[key] = _partition(
-                graph_dir, work, "random" if method == SINGLE else method, n, seed, grem_chunk
-            )
-            plan.append((method, n))
-            if replication_rate > 0 and n > 1:
-                hdr = f"{method}{HDR}-p{n}"
-                partitions[hdr] = {
-                    **partitions[key],
-                    "replication_dir": _replication(
-                        graph_dir, work, partitions[key]["dir"], key, replication_rate
-                    ),
-                }
-                plan.append((f"{method}{HDR}", n))
-
+    partitions, plan = _partitions(
+        graph_dir, work, nproc, partitioners, seed, grem_chunk, replication_rate
+    )
     result: dict[str, Any] = {
         "graph_dir": str(graph_dir),
         "dataset": m.name,
@@ -456,78 +264,23 @@ def bench_distributed(
     def save() -> None:
         (out / "distributed.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
 
+    common = {
+        "graph_dir": str(graph_dir),
+        "epochs": epochs,
+        "model": model,
+        "seed": seed,
+        "timeout": timeout,
+        "collective_timeout": collective_timeout,
+        "device": device,
+        "backend": backend,
+    }
     for setting in settings:
         for method, n in plan:
             key = f"{method}-p{n}"
-            name = f"{setting.name}-{key}"
-            spec = {
-                "graph_dir": str(graph_dir),
-                "partition_dir": partitions[key]["dir"],
-                "replication_dir": partitions[key].get("replication_dir"),
-                "ranks_dir": str(work / "ranks" / key),
-                "nproc": n,
-                "mode": setting.mode,
-                "fanouts": list(setting.fanouts),
-                "batch_size": setting.batch_size,
-                "epochs": epochs,
-                "model": model,
-                "seed": seed,
-                "timeout": timeout,
-                "collective_timeout": collective_timeout,
-                "device": device,
-                "backend": backend,
-            }
-            spec_path, result_path, log_path = (
-                runs / f"{name}{s}" for s in (".spec.json", ".json", ".log")
-            )
-            spec_path.write_text(json.dumps(spec, indent=2) + "\n")
-            result_path.unlink(missing_ok=True)
             threads_here = threads or max(1, cpus // n)
-            env = {
-                **os.environ,
-                "OMP_NUM_THREADS": str(threads_here),
-                "MKL_NUM_THREADS": str(threads_here),
-                "PYTHONUNBUFFERED": "1",
-            }
-            cmd = [
-                sys.executable,
-                "-m",
-                "gnncore_bench.distributed",
-                str(spec_path),
-                str(result_path),
-            ]
-            _log(f"{name}: {setting.mode}, fanouts {setting.fanouts}, batch {setting.batch_size}")
-            started = time.perf_counter()
-            entry: dict[str, Any] = {
-                "setting": setting.name,
-                "mode": setting.mode,
-                "fanouts": list(setting.fanouts),
-                "batch_size": setting.batch_size,
-                "partitioner": method,
-                "nproc": n,
-                "threads_per_rank": threads_here,
-                "edge_cut_fraction": partitions[key]["edge_cut_fraction"] if n > 1 else 0.0,
-            }
-            try:
-                with open(log_path, "w") as log:
-                    proc = subprocess.run(
-                        cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout + 60
-                    )
-                status = "ok" if proc.returncode == 0 and result_path.is_file() else "failed"
-            except subprocess.TimeoutExpired:
-                status = "timed out"
-            entry["status"] = status
-            entry["process_wall_s"] = time.perf_counter() - started
-            if status == "ok":
-                raw = json.loads(result_path.read_text())
-                entry.update(_summarise(raw, work / "ranks" / key))
-                _log(
-                    f"{name}: epoch {entry['epoch_s']:.2f} s, remote rows/epoch "
-                    f"{entry['remote_rows_per_epoch']:,.0f} (share {entry['remote_share']:.3f})"
-                )
-            else:
-                entry["error"] = _tail(log_path)
-                _log(f"{name}: {status}\n{entry['error']}")
+            entry = _run_config(
+                setting, method, n, partitions[key], common, runs, work, threads_here, timeout
+            )
             result["configs"].append(entry)
             save()
 
@@ -539,22 +292,135 @@ def bench_distributed(
     return {**result, "markdown": markdown}
 
 
+def _checked(
+    nproc: Sequence[int], partitioners: Sequence[str], settings: list[Setting], epochs: int
+) -> list[int]:
+    """The world sizes, sorted and distinct; ``ValueError`` for a setting refused."""
+    from gnncore.partition.run import METHODS
+
+    sizes = sorted({int(n) for n in nproc})
+    if not sizes or sizes[0] < 1:
+        raise ValueError(f"--nproc must be positive integers; got {sizes}")
+    bad = [p for p in partitioners if p not in METHODS]
+    if bad:
+        raise ValueError(f"unknown partitioners {bad}; choose from {', '.join(METHODS)}")
+    if len({s.name for s in settings}) != len(settings):
+        raise ValueError(f"settings need distinct names; got {[s.name for s in settings]}")
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1; got {epochs}")
+    return sizes
+
+
+def _partitions(
+    graph_dir: Path,
+    work: Path,
+    nproc: list[int],
+    partitioners: Sequence[str],
+    seed: int,
+    grem_chunk: float,
+    replication_rate: float,
+) -> tuple[dict[str, dict[str, Any]], list[tuple[str, int]]]:
+    """Every partition the configurations train on, by ``<method>-p<n>`` (an
+    ``+hdr`` one adds its replication plan), and the ``(method, n)`` to run."""
+    partitions: dict[str, dict[str, Any]] = {}
+    plan: list[tuple[str, int]] = []
+    for n in nproc:
+        for method in [SINGLE] if n == 1 else list(partitioners):
+            key = f"{method}-p{n}"
+            partitions[key] = _partition(
+                graph_dir, work, "random" if method == SINGLE else method, n, seed, grem_chunk
+            )
+            plan.append((method, n))
+            if replication_rate > 0 and n > 1:
+                hdr = f"{method}{HDR}-p{n}"
+                partitions[hdr] = {
+                    **partitions[key],
+                    "replication_dir": _replication(
+                        graph_dir, work, partitions[key]["dir"], key, replication_rate
+                    ),
+                }
+                plan.append((f"{method}{HDR}", n))
+    return partitions, plan
+
+
+def _run_config(
+    setting: Setting,
+    method: str,
+    n: int,
+    partition: dict[str, Any],
+    common: dict[str, Any],
+    runs: Path,
+    work: Path,
+    threads: int,
+    timeout: float,
+) -> dict[str, Any]:
+    """One configuration in its own process (``python -m gnncore_bench.distributed_child``):
+    its spec, result and log under ``runs``; what it measured, or why not."""
+    key = f"{method}-p{n}"
+    name = f"{setting.name}-{key}"
+    spec = {
+        **common,
+        "partition_dir": partition["dir"],
+        "replication_dir": partition.get("replication_dir"),
+        "ranks_dir": str(work / "ranks" / key),
+        "nproc": n,
+        "mode": setting.mode,
+        "fanouts": list(setting.fanouts),
+        "batch_size": setting.batch_size,
+    }
+    spec_path, result_path, log_path = (
+        runs / f"{name}{s}" for s in (".spec.json", ".json", ".log")
+    )
+    spec_path.write_text(json.dumps(spec, indent=2) + "\n")
+    result_path.unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "PYTHONUNBUFFERED": "1",
+    }
+    cmd = [sys.executable, "-m", CHILD, str(spec_path), str(result_path)]
+    _log(f"{name}: {setting.mode}, fanouts {setting.fanouts}, batch {setting.batch_size}")
+    started = time.perf_counter()
+    entry: dict[str, Any] = {
+        "setting": setting.name,
+        "mode": setting.mode,
+        "fanouts": list(setting.fanouts),
+        "batch_size": setting.batch_size,
+        "partitioner": method,
+        "nproc": n,
+        "threads_per_rank": threads,
+        "edge_cut_fraction": partition["edge_cut_fraction"] if n > 1 else 0.0,
+    }
+    try:
+        with open(log_path, "w") as log:
+            proc = subprocess.run(
+                cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout + 60
+            )
+        status = "ok" if proc.returncode == 0 and result_path.is_file() else "failed"
+    except subprocess.TimeoutExpired:
+        status = "timed out"
+    entry["status"] = status
+    entry["process_wall_s"] = time.perf_counter() - started
+    if status == "ok":
+        raw = json.loads(result_path.read_text())
+        entry.update(_summarise(raw, work / "ranks" / key))
+        _log(
+            f"{name}: epoch {entry['epoch_s']:.2f} s, remote rows/epoch "
+            f"{entry['remote_rows_per_epoch']:,.0f} (share {entry['remote_share']:.3f})"
+        )
+    else:
+        entry["error"] = _tail(log_path)
+        _log(f"{name}: {status}\n{entry['error']}")
+    return entry
+
+
 def _gpu_name(device: str) -> str | None:
     if not device.startswith("cuda"):
         return None
     import torch
 
     return torch.cuda.get_device_name(torch.device(device)) if torch.cuda.is_available() else None
-
-
-def _where(result: dict[str, Any]) -> str:
-    """``gloo`` on the CPU, or the backend and the GPU (older results: gloo, CPU)."""
-    backend = result.get("backend", "gloo")
-    gpu = result.get("gpu")
-    if not gpu:
-        return backend
-    shared = ", the ranks sharing it" if backend == "gloo" else ", one per rank"
-    return f"{backend} on {gpu}{shared}"
 
 
 def _compare(result: dict[str, Any]) -> None:
@@ -579,79 +445,4 @@ def _compare(result: dict[str, Any]) -> None:
     result["remote_rows_vs_random"] = ratios
 
 
-def _f(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
-
-def _int(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.0f}"
-
-
-def to_markdown(result: dict[str, Any]) -> str:
-    """The result as Markdown: a line of context, then one table per setting."""
-    lines = [
-        f"Graph `{result['graph_dir']}`: {result['num_nodes']:,} nodes, "
-        f"{result['num_edges']:,} undirected edges, {result['num_features']} features "
-        f"({result['graph_bytes'] / 2**20:.0f} MiB on disk); model {result['model']}, "
-        f"seed {result['seed']}, {result['epochs']} epoch(s) per configuration; "
-        f"GREM chunk {result['grem_chunk']:.0%}; {result['cpus']} CPUs; "
-        f"{_where(result)}.",
-    ]
-    for s in result["settings"]:
-        configs = [c for c in result["configs"] if c["setting"] == s["name"]]
-        what = (
-            "full training (epoch = the training pass, evaluation not included)"
-            if s["mode"] == "train"
-            else "sampling and feature gathering only, no model (epoch = the slowest rank's pass)"
-        )
-        lines += [
-            "",
-            f"**{s['name']}**: fanouts {','.join(map(str, s['fanouts']))}, global batch "
-            f"{s['batch_size']:,}; {what}. Remote rows and bytes: summed over the ranks, "
-            "mean per epoch; epoch s: median.",
-            "",
-            "| partitioner | ranks | edge cut | epoch s | sample / exchange / compute s "
-            "| remote rows / epoch | remote MB / epoch | remote share | vs random "
-            "| peak RSS per rank, MB | rank data, MB | test acc |",
-            "|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|",
-        ]
-        for c in configs:
-            if c.get("status") != "ok":
-                lines.append(
-                    f"| {c['partitioner']} | {c['nproc']} | | {c['status']} | | | | | | | | |"
-                )
-                continue
-            rss = ", ".join(f"{v:.0f}" for v in c["peak_rss_mb"])
-            data = ", ".join(f"{r['rank_data_bytes'] / 1e6:.0f}" for r in c["per_rank"])
-            split = f"{_f(c['sample_s'])} / {_f(c['exchange_s'])} / {_f(c['compute_s'])}"
-            lines.append(
-                f"| {c['partitioner']} | {c['nproc']} | {_f(c['edge_cut_fraction'], 3)} "
-                f"| {_f(c['epoch_s'])} | {split} | {_int(c['remote_rows_per_epoch'])} "
-                f"| {_f(c['remote_bytes_per_epoch'] / 1e6, 1)} | {_f(c['remote_share'], 3)} "
-                f"| {_f(c.get('remote_rows_vs_random'))} | {rss} | {data} "
-                f"| {_f(c['test_accuracy'], 4)} |"
-            )
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m gnncore_bench.distributed SPEC_JSON RESULT_JSON``: one configuration."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 2:
-        print("usage: python -m gnncore_bench.distributed SPEC_JSON RESULT_JSON", file=sys.stderr)
-        return 2
-    # Through the module's own name, not ``__main__``: the ranks unpickle
-    # :func:`sample_rank` by it.
-    from gnncore_bench import distributed as bench
-
-    spec = json.loads(Path(args[0]).read_text())
-    out = bench.run_config(spec)
-    Path(args[1]).write_text(json.dumps(out, default=float) + "\n")
-    return 0
-
-
-__all__ = ["MODES", "Setting", "bench_distributed", "run_config", "sample_rank", "to_markdown"]
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+__all__ = ["MODES", "Setting", "bench_distributed", "to_markdown"]

@@ -27,7 +27,7 @@ Caveats, all stated in the fields' docs too:
 
 * Page cache is charged to the cgroup that first reads a page: a file already
   cached by an earlier run is free. Pass it in ``evict`` (or call
-  :func:`evict_page_cache`) so every run starts cold. Eviction drops clean
+  :func:`~gnncore_bench.page_cache.evict_page_cache`) so every run starts cold. Eviction drops clean
   pages only; the files are flushed first. It does nothing on tmpfs.
 * The cgroup is created directly under ``/sys/fs/cgroup/memory`` as
   ``gnncore-<pid>-<random>``; a limit set on an enclosing cgroup still applies.
@@ -39,13 +39,12 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import subprocess
 import sys
 import time
 import uuid
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -55,6 +54,7 @@ from typing import IO, Any
 from gnncore.errors import GnnCoreError
 from gnncore.memory import CGROUP_ROOT
 from gnncore.sizes import parse_size  # noqa: F401  (re-exported for callers)
+from gnncore_bench.page_cache import evict_page_cache
 
 StrPath = str | os.PathLike[str]
 
@@ -266,50 +266,6 @@ def _kill_quietly(pid: int, *, group: bool = False) -> None:
         (os.killpg if group else os.kill)(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def evict_page_cache(paths: Iterable[StrPath]) -> int:
-    """Drop the page cache of files, so the next read comes from storage.
-
-    Each path is a file or a directory (all regular files under it,
-    recursively). Each file is flushed (``fdatasync``: dirty pages cannot be
-    dropped) and advised ``POSIX_FADV_DONTNEED``. Returns the number of files.
-    Pages mapped by a running process stay; tmpfs files cannot be evicted.
-    """
-    count = 0
-    for path in _regular_files(paths):
-        _evict_file(path)
-        count += 1
-    return count
-
-
-def _regular_files(paths: Iterable[StrPath]) -> Iterator[Path]:
-    for path in map(Path, paths):
-        if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if _is_regular(p))
-        elif _is_regular(path):
-            yield path
-        elif not path.exists():
-            raise FileNotFoundError(f"cannot evict {path}: no such file or directory")
-
-
-def _is_regular(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except OSError:
-        return False
-
-
-def _evict_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            os.fdatasync(fd)
-        except OSError:  # some filesystems refuse a sync on a read-only descriptor
-            pass
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)

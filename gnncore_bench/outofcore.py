@@ -41,10 +41,11 @@ from gnncore.memory import memory_available
 from gnncore.sizes import format_size
 from gnncore_bench.limits import (
     LimitedRun,
-    evict_page_cache,
     gnncore_command,
     run_limited,
 )
+from gnncore_bench.outofcore_report import to_markdown
+from gnncore_bench.page_cache import evict_page_cache
 
 MODES = ("in_memory", "mmap", "hierbatching")
 #: Per-epoch metrics read from the MLflow history (medians are reported).
@@ -429,13 +430,7 @@ def bench_out_of_core(
         dict: Everything written to ``out_of_core.json``, plus ``markdown``.
     """
     graph_dir, out_dir = Path(graph_dir).absolute(), Path(out_dir).absolute()
-    unknown = [m for m in modes if m not in MODES]
-    if unknown or not modes:
-        raise ValueError(f"modes must be some of {', '.join(MODES)}; got {list(modes)}")
-    if epochs < 1:
-        raise ValueError(f"epochs must be at least 1; got {epochs}")
-    if budget_bytes < 1:
-        raise ValueError(f"the budget must be positive; got {budget_bytes}")
+    _check_arguments(modes, epochs, budget_bytes)
     from gnncore.store import GraphDir
 
     graph = GraphDir.open(graph_dir)
@@ -461,27 +456,7 @@ def bench_out_of_core(
     )
     results: dict[str, dict[str, Any]] = {}
     for mode in modes:
-        root = work / "runs" / mode
-        shutil.rmtree(root, ignore_errors=True)
-        json_path = runs_dir / f"{mode}.json"
-        json_path.unlink(missing_ok=True)
-        cmd = gnncore_command(
-            "train",
-            graph_dir,
-            "--mode",
-            mode,
-            "--epochs",
-            str(epochs),
-            "--json",
-            json_path,
-            "--no-progress",
-            "--data-root",
-            root,
-            "--device",
-            "cpu",
-            "--seed",
-            str(seed),
-        )
+        cmd = _train_command(graph_dir, mode, epochs, runs_dir, work, seed)
         if mode == "hierbatching":
             assert store_info is not None
             cmd += ["--store", store_info["store"], "--memory-budget", str(hb_budget)]
@@ -489,35 +464,10 @@ def bench_out_of_core(
         limit = budget_bytes
         if mode == "in_memory" and in_memory_budget_bytes:
             limit = in_memory_budget_bytes
-        _log(f"{mode}: training under {format_size(limit)} (page cache evicted first)")
-        run = run_limited(
-            cmd,
-            limit,
-            env=env,
-            timeout=timeout,
-            evict=evict,
-            capture_dir=runs_dir,
-            capture_name=mode,
+        results[mode] = _run_mode(
+            mode, cmd, limit, env, timeout, evict, runs_dir, work / "runs" / mode, bandwidth
         )
-        results[mode] = _mode_result(mode, run, json_path, bandwidth)
-        results[mode]["cmd"] = list(run.cmd)
-        results[mode]["budget_bytes"] = limit
-        shown = results[mode].get("epoch_seconds")
-        _log(
-            f"{mode}: {results[mode]['status']} in {run.wall_seconds:.1f} s"
-            + (f", epoch {shown:.2f} s" if shown is not None else "")
-        )
-        shutil.rmtree(root, ignore_errors=True)
-
-    base = results.get("mmap", {}).get("epoch_seconds")
-    reference = results.get("in_memory", {}).get("test_accuracy")
-    for res in results.values():
-        mine = res.get("epoch_seconds")
-        res["speedup_vs_mmap"] = base / mine if base and mine else None
-        accuracy = res.get("test_accuracy")
-        res["accuracy_vs_in_memory"] = (
-            accuracy - reference if accuracy is not None and reference is not None else None
-        )
+    _compare_modes(results)
     first = next(iter(results.values()))
     result: dict[str, Any] = {
         "graph_dir": str(graph_dir),
@@ -536,11 +486,7 @@ def bench_out_of_core(
         "read_ahead_kb": read_ahead_kb(graph_dir),
         "store": store_info,
         "modes": results,
-        "epoch_seconds": {m: r.get("epoch_seconds") for m, r in results.items()},
-        "speedup_vs_mmap": {m: r.get("speedup_vs_mmap") for m, r in results.items()},
-        "bytes_read": {m: r.get("bytes_read") for m, r in results.items()},
-        "test_accuracy": {m: r.get("test_accuracy") for m, r in results.items()},
-        "killed_for_memory": {m: r["killed_for_memory"] for m, r in results.items()},
+        **_by_mode(results),
         "load_average": os.getloadavg(),
     }
     markdown = to_markdown(result)
@@ -549,88 +495,98 @@ def bench_out_of_core(
     return {**result, "markdown": markdown}
 
 
-def _f(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
+def _check_arguments(modes: Sequence[str], epochs: int, budget_bytes: int) -> None:
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise ValueError(f"modes must be some of {', '.join(MODES)}; got {list(modes)}")
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1; got {epochs}")
+    if budget_bytes < 1:
+        raise ValueError(f"the budget must be positive; got {budget_bytes}")
 
 
-def _size(value: float | None) -> str:
-    return "—" if value is None else format_size(value)
-
-
-def to_markdown(result: dict[str, Any]) -> str:
-    """The result as a Markdown table with a few lines of context."""
-    disk = result["sequential_read"]
-    limit = (
-        f"cgroup v1 limit {format_size(result['budget_bytes'])} (page cache counted)"
-        if result["limited"]
-        else f"NOT limited ({result['limit_reason']})"
+def _train_command(
+    graph_dir: Path, mode: str, epochs: int, runs_dir: Path, work: Path, seed: int
+) -> list[str]:
+    """``gnncore train`` of one mode, its summary to ``runs_dir/<mode>.json``
+    (removed first, as is its data root under ``work/runs``)."""
+    root = work / "runs" / mode
+    shutil.rmtree(root, ignore_errors=True)
+    json_path = runs_dir / f"{mode}.json"
+    json_path.unlink(missing_ok=True)
+    return gnncore_command(
+        "train",
+        graph_dir,
+        "--mode",
+        mode,
+        "--epochs",
+        str(epochs),
+        "--json",
+        json_path,
+        "--no-progress",
+        "--data-root",
+        root,
+        "--device",
+        "cpu",
+        "--seed",
+        str(seed),
     )
-    lines = [
-        f"Graph `{result['graph_dir']}`: {result['num_nodes']:,} nodes, "
-        f"{result['num_edges']:,} stored edges, {format_size(result['graph_bytes'])} on disk; "
-        f"{limit}; {result['epochs']} epoch(s); OMP_NUM_THREADS={result['threads']}; "
-        f"cold sequential read {format_size(disk['bytes_per_s'])}/s; "
-        f"device read-ahead {result.get('read_ahead_kb')} KiB.",
-    ]
-    store = result.get("store")
-    if store:
-        lines.append(
-            f"Store: {store['method']}, {store['parts']} parts, static fraction "
-            f"{store['static_fraction']}, written outside the limit"
-            + (
-                " (reused)"
-                if store.get("reused")
-                else f" in {_f(store.get('partition_seconds'), 0)} s (partition) + "
-                f"{_f(store.get('store_seconds'), 0)} s (store)"
-            )
-            + f"; HierBatching --memory-budget {_size(result['hierbatching_budget_bytes'])}."
-        )
-    lines += [
-        "",
-        "| mode | status | epoch s | speedup vs mmap | load s (wait) | sample s | compute s "
-        "| bytes read | read MiB/s (% of seq) | store reads MiB/s (% of seq) "
-        "| peak RSS | cgroup peak | test acc |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
 
-    def rate_cell(rate: float | None, frac: float | None) -> str:
-        if rate is None:
-            return "—"
-        return f"{_f(rate / 2**20, 1)} ({_f(None if frac is None else 100 * frac, 1)}%)"
 
-    for mode, res in result["modes"].items():
-        process_rate = rate_cell(
-            res.get("read_bytes_per_s"), res.get("read_fraction_of_sequential")
+def _run_mode(
+    mode: str,
+    cmd: list[str],
+    limit: int,
+    env: dict[str, str],
+    timeout: float | None,
+    evict: list[Path],
+    runs_dir: Path,
+    root: Path,
+    bandwidth: float,
+) -> dict[str, Any]:
+    """One mode's training under ``limit``, cold page cache; its result, its data
+    root ``root`` removed after."""
+    _log(f"{mode}: training under {format_size(limit)} (page cache evicted first)")
+    run = run_limited(
+        cmd,
+        limit,
+        env=env,
+        timeout=timeout,
+        evict=evict,
+        capture_dir=runs_dir,
+        capture_name=mode,
+    )
+    result = _mode_result(mode, run, runs_dir / f"{mode}.json", bandwidth)
+    result["cmd"] = list(run.cmd)
+    result["budget_bytes"] = limit
+    shown = result.get("epoch_seconds")
+    _log(
+        f"{mode}: {result['status']} in {run.wall_seconds:.1f} s"
+        + (f", epoch {shown:.2f} s" if shown is not None else "")
+    )
+    shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def _compare_modes(results: dict[str, dict[str, Any]]) -> None:
+    """Each mode's ``speedup_vs_mmap`` and ``accuracy_vs_in_memory``, in place."""
+    base = results.get("mmap", {}).get("epoch_seconds")
+    reference = results.get("in_memory", {}).get("test_accuracy")
+    for res in results.values():
+        mine = res.get("epoch_seconds")
+        res["speedup_vs_mmap"] = base / mine if base and mine else None
+        accuracy = res.get("test_accuracy")
+        res["accuracy_vs_in_memory"] = (
+            accuracy - reference if accuracy is not None and reference is not None else None
         )
-        store_rate = rate_cell(
-            res.get("store_read_bytes_per_s"), res.get("store_read_fraction_of_sequential")
-        )
-        load = (
-            f"{_f(res.get('load_s'))} ({_f(res.get('load_wait_s'))})"
-            if res.get("load_s") is not None
-            else "—"
-        )
-        label = mode
-        if res.get("budget_bytes") not in (None, result["budget_bytes"]):
-            label += f" (limit {format_size(res['budget_bytes'])})"
-        lines.append(
-            f"| {label} | {res['status']} | {_f(res.get('epoch_seconds'))} "
-            f"| {_f(res.get('speedup_vs_mmap'))} | {load} | {_f(res.get('sample_s'))} "
-            f"| {_f(res.get('compute_s'))} | {_size(res.get('bytes_read'))} "
-            f"| {process_rate} | {store_rate} "
-            f"| {_size(res.get('peak_rss_bytes'))} | {_size(res.get('peak_memory_bytes'))} "
-            f"| {_f(res.get('test_accuracy'), 4)} |"
-        )
-    sources = {r.get("epoch_source") for r in result["modes"].values() if r.get("epoch_source")}
-    lines += [
-        "",
-        "epoch s: the training pass (`train_s`), "
-        + ("; ".join(sorted(sources)) if sources else "no mode finished")
-        + ". "
-        "load s: HierBatching's mega-batch reads (background thread), in brackets the time "
-        "training blocked on them; mmap reads rows inside sampling (page faults). "
-        "bytes read and read MiB/s: the whole process (start, training, evaluation) "
-        "over its wall time. store reads: HierBatching's reads of the store in an epoch "
-        "(bytes over the seconds spent inside them).",
-    ]
-    return "\n".join(lines)
+
+
+def _by_mode(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The headline figures, each as ``{mode: value}``."""
+    return {
+        "epoch_seconds": {m: r.get("epoch_seconds") for m, r in results.items()},
+        "speedup_vs_mmap": {m: r.get("speedup_vs_mmap") for m, r in results.items()},
+        "bytes_read": {m: r.get("bytes_read") for m, r in results.items()},
+        "test_accuracy": {m: r.get("test_accuracy") for m, r in results.items()},
+        "killed_for_memory": {m: r["killed_for_memory"] for m, r in results.items()},
+    }

@@ -10,7 +10,8 @@ and report what the papers report, without several GPUs:
   reads, the cost model and the preprocessing time (placement with its
   estimator against METIS), as the paper's loading-time and preprocessing
   tables.
-* :func:`bench_replication` -- HyDRA: neighbour ids crossing partitions under
+* :func:`gnncore_bench.plan_replication.bench_replication` -- HyDRA: neighbour ids
+  crossing partitions under
   DSP-style sampling, whole-list memory sharing, HDR and HDR with threshold
   pruning for a range of replication rates over a METIS partition (with the
   memory each rate costs), and Table II's whole-list / DSP for range, random
@@ -29,7 +30,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +39,12 @@ import numpy as np
 from gnncore.partition.base import PartitionOptions
 from gnncore.partition.metrics import partition_metrics
 from gnncore.partition.run import make_partitioner
-from gnncore.partition.simple import random_assignment, range_assignment
+from gnncore.partition.simple import random_assignment
 from gnncore.plan.placement import PlacementSettings, compute_placement, train_node_ids
-from gnncore.plan.replication import ReplicationSettings, compute_replication
 from gnncore.plan.simulate import (
-    SCHEMES,
     FeatureReadCounts,
     dev_num_from_caches,
     simulate_feature_reads,
-    simulate_neighbor_traffic,
 )
 from gnncore.sampler import build_sampler
 from gnncore.store import GraphDir
@@ -62,8 +60,6 @@ LAYOUTS = (
     "random, own cache only",
     "metis, own cache only",
 )
-#: Partitions of HyDRA's Table II, in table order.
-TABLE2_PARTITIONS = ("range", "random", "metis")
 
 
 def machine_info() -> dict[str, Any]:
@@ -87,7 +83,7 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def _graph_info(graph: GraphDir) -> dict[str, Any]:
+def graph_info(graph: GraphDir) -> dict[str, Any]:
     m = graph.manifest
     return {
         "path": str(graph.path),
@@ -99,7 +95,7 @@ def _graph_info(graph: GraphDir) -> dict[str, Any]:
     }
 
 
-def _adjacency(graph: GraphDir) -> tuple[np.ndarray, np.ndarray]:
+def adjacency(graph: GraphDir) -> tuple[np.ndarray, np.ndarray]:
     indptr = np.ascontiguousarray(graph.indptr, dtype=np.int64)
     indices = np.ascontiguousarray(graph.indices)
     if indices.dtype not in (np.int32, np.int64):
@@ -107,7 +103,7 @@ def _adjacency(graph: GraphDir) -> tuple[np.ndarray, np.ndarray]:
     return indptr, indices
 
 
-def _timed_metis(graph: GraphDir, parts: int, seed: int) -> tuple[np.ndarray, float]:
+def timed_metis(graph: GraphDir, parts: int, seed: int) -> tuple[np.ndarray, float]:
     """METIS k-way labels (``make_partitioner("metis")``) and the seconds ``assign`` took."""
     partitioner = make_partitioner("metis")
     started = time.perf_counter()
@@ -124,7 +120,7 @@ def part_caches(labels: np.ndarray, parts: int, access: np.ndarray, slots: int) 
     return [order[ranked_labels == d][:slots].astype(np.int64) for d in range(parts)]
 
 
-def _write(out_dir: str | os.PathLike[str] | None, stem: str, result: dict[str, Any]) -> None:
+def write_result(out_dir: str | os.PathLike[str] | None, stem: str, result: dict[str, Any]) -> None:
     if out_dir is None:
         return
     out = Path(out_dir)
@@ -134,12 +130,12 @@ def _write(out_dir: str | os.PathLike[str] | None, stem: str, result: dict[str, 
     (out / f"{stem}.md").write_text(result["markdown"])
 
 
-def _seconds(value: float) -> str:
+def seconds_text(value: float) -> str:
     """Seconds to three significant digits (milliseconds stay readable)."""
     return f"{value:.3g}" if value < 100 else f"{value:.0f}"
 
 
-def _ratio(num: float, den: float) -> float:
+def ratio(num: float, den: float) -> float:
     return num / den if den else math.inf if num else math.nan
 
 
@@ -195,7 +191,7 @@ def placement_markdown(result: dict[str, Any]) -> str:
             f"| {100 * r['local_share']:.2f} | {100 * r['peer_share']:.2f} "
             f"| {100 * r['host_share']:.2f} | {r['host_max_device']:,} "
             f"| {r['cost_reference_alpha']:,.0f} | {r['cost_alpha']:,.0f} "
-            f"| {_ratio(r['host'], base['host']):.3f} |"
+            f"| {ratio(r['host'], base['host']):.3f} |"
         )
     t = result["times"]
     lines += [
@@ -203,12 +199,12 @@ def placement_markdown(result: dict[str, Any]) -> str:
         "| preprocessing | seconds |",
         "|---|---:|",
         f"| placement (estimator + placement + lookups), median of {len(t['placement_runs'])} "
-        f"| {_seconds(t['placement_seconds'])} |",
-        f"| … of which the estimator | {_seconds(t['estimator_seconds'])} |",
-        f"| random partition | {_seconds(t['random_seconds'])} |",
+        f"| {seconds_text(t['placement_seconds'])} |",
+        f"| … of which the estimator | {seconds_text(t['estimator_seconds'])} |",
+        f"| random partition | {seconds_text(t['random_seconds'])} |",
     ]
     if t.get("metis_seconds") is not None:
-        lines.append(f"| METIS partition (one run) | {_seconds(t['metis_seconds'])} |")
+        lines.append(f"| METIS partition (one run) | {seconds_text(t['metis_seconds'])} |")
     r = result["ratios"]
     summary = [
         f"host({name}) / host(placement) = {r[f'host_{name}_over_placement']:.3f} "
@@ -270,107 +266,39 @@ def bench_placement(
     Raises:
         ValueError: For bad counts, fractions or names.
     """
-    if devices < 1:
-        raise ValueError(f"devices must be >= 1, got {devices}")
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    if not 0.0 <= cache_fraction <= 1.0:
-        raise ValueError(f"cache_fraction must be in [0, 1], got {cache_fraction}")
+    _check_placement(devices, repeats, cache_fraction)
     fanouts = tuple(int(f) for f in fanouts)
     graph = GraphDir.open(graph_dir)
     num_nodes = graph.num_nodes
     if devices > max(num_nodes, 1):
         raise ValueError(f"cannot split {num_nodes} nodes over {devices} devices")
-    indptr, indices = _adjacency(graph)
+    indptr, indices = adjacency(graph)
     train, train_text = train_node_ids(graph, "auto")
     slots = int(round(cache_fraction * num_nodes))
-    settings = PlacementSettings(
-        devices=devices,
-        cache_nodes=slots,
-        alpha=alpha,
-        topology="all",
-        layers=len(fanouts),
-        estimator=estimator,  # type: ignore[arg-type]
-        train_nodes="split" if train_text == "train split" else "all",
-        fanouts=fanouts,
-        batch_size=batch_size,
-        # presample's batches must not be the simulated ones (it would count the very
-        # reads it is scored on): it samples with the next seed
-        seed=seed + 1,
+    settings = _placement_settings(
+        devices, slots, alpha, fanouts, estimator, train_text, batch_size, seed
     )
-    settings.validate()
     load_before = os.getloadavg()[0]
-    runs = []
-    placement = None
-    for _ in range(repeats):
-        placement = compute_placement(indptr, indices, train, settings, slots)
-        runs.append(
-            {
-                "seconds": placement.seconds,
-                "estimator_seconds": placement.estimator_seconds,
-                "placement_seconds": placement.placement_seconds,
-            }
-        )
-    assert placement is not None
-    access = placement.access
+    placement, runs = _timed_placements(indptr, indices, train, settings, slots, repeats)
 
-    started = time.perf_counter()
-    random_labels = random_assignment(num_nodes, devices, seed)
-    random_seconds = time.perf_counter() - started
-    partitions = {"random": random_labels}
-    metis_seconds = None
-    if metis:
-        partitions["metis"], metis_seconds = _timed_metis(graph, devices, seed)
+    partitions, random_seconds, metis_seconds = _partitions(graph, devices, seed, metis)
 
     node_sampler = build_sampler(sampler, (indptr, indices), list(fanouts), seed=seed)
     sim: dict[str, Any] = {"batch_size": batch_size, "epochs": epochs, "seed": seed}
-    layouts = [
-        _layout_row(
-            "placement",
-            simulate_feature_reads(node_sampler, train, placement.dev_num, **sim),
-            alpha,
-            list(placement.caches),
-        )
-    ]
-    partition_info: dict[str, Any] = {}
-    own_rows = []
-    alone = [[d] for d in range(devices)]
-    for name, labels in partitions.items():
-        caches = part_caches(labels, devices, access, slots)
-        dev_num = dev_num_from_caches(caches, num_nodes)
-        counts = simulate_feature_reads(node_sampler, train, dev_num, owner=labels, **sim)
-        layouts.append(_layout_row(name, counts, alpha, caches))
-        if own_cache_rows:
-            dev_num = dev_num_from_caches(caches, num_nodes, alone)
-            counts = simulate_feature_reads(node_sampler, train, dev_num, owner=labels, **sim)
-            own_rows.append(_layout_row(f"{name}, own cache only", counts, alpha, caches))
-        metrics = partition_metrics(graph, labels, devices)
-        partition_info[name] = {
-            "edge_cut_fraction": metrics.edge_cut_fraction,
-            "max_part_ratio": metrics.max_part_ratio,
-            "part_sizes": metrics.part_sizes,
-            "train_per_part": np.bincount(labels[train], minlength=devices).tolist(),
-        }
-    layouts += own_rows
+
+    def replay(dev_num: np.ndarray, owner: np.ndarray | None = None) -> FeatureReadCounts:
+        """Every layout replays the same batches: the sampler, training nodes and seed."""
+        return simulate_feature_reads(node_sampler, train, dev_num, owner=owner, **sim)
+
+    layouts = [_layout_row("placement", replay(placement.dev_num), alpha, list(placement.caches))]
+    partition_rows, partition_info = _partition_layouts(
+        graph, devices, partitions, placement.access, slots, train, replay, alpha, own_cache_rows
+    )
+    layouts += partition_rows
     placement_seconds = statistics.median(r["seconds"] for r in runs)
-    host = {r["layout"]: r["host"] for r in layouts}
-    share = {r["layout"]: r["host_share"] for r in layouts}
-    ratios: dict[str, Any] = {
-        "metis_over_placement_seconds": (
-            _ratio(metis_seconds, placement_seconds) if metis_seconds is not None else None
-        ),
-    }
-    for name in ("random", "metis"):
-        for suffix, key in (("", name), ("_own_cache", f"{name}, own cache only")):
-            ratios[f"host_{name}{suffix}_over_placement"] = (
-                _ratio(host[key], host["placement"]) if key in host else None
-            )
-            ratios[f"host_share_{name}{suffix}_over_placement"] = (
-                _ratio(share[key], share["placement"]) if key in share else None
-            )
     result: dict[str, Any] = {
         "benchmark": "plans_placement",
-        "graph": _graph_info(graph),
+        "graph": graph_info(graph),
         "train_nodes": train_text,
         "num_train": int(len(train)),
         "settings": {
@@ -404,196 +332,160 @@ def bench_placement(
             "random_seconds": random_seconds,
             "metis_seconds": metis_seconds,
         },
-        "ratios": ratios,
+        "ratios": _placement_ratios(layouts, metis_seconds, placement_seconds),
         "machine": {**machine_info(), "load_average_1min_before": load_before},
     }
     result["markdown"] = placement_markdown(result)
-    _write(out_dir, "plans_placement", result)
+    write_result(out_dir, "plans_placement", result)
     return result
 
 
-# HDR replication --------------------------------------------------------------
-
-
-def replication_markdown(result: dict[str, Any]) -> str:
-    """The two tables of :func:`bench_replication`."""
-    g, s = result["graph"], result["settings"]
-    lines = [
-        f"HDR over a METIS partition: {g['name']} ({g['num_nodes']:,} nodes, "
-        f"{g['num_edges']:,} stored edges), p = {s['parts']}; training nodes: "
-        f"{result['train_nodes']} ({result['num_train']:,}); {s['sampler']} sampler over the "
-        f"{s['direction']!r} adjacency, fanouts {','.join(map(str, s['fanouts']))}, batch "
-        f"{s['batch_size']}, {s['epochs']} epoch(s), seed {s['seed']}; pruning θ per hop "
-        f"{result['thetas']}.",
-        "",
-        "Cross-partition neighbour ids by replication rate (totals; / DSP in brackets):",
-        "",
-        "| p_r | replicated nodes | memory increase | DSP | whole list | HDR | HDR + pruning |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in result["rates"]:
-        t, n = r["totals"], r["normalised"]
-        cells = " | ".join(f"{t[k]:,} ({n[k]:.3f})" for k in SCHEMES)
-        lines.append(
-            f"| {100 * r['rate']:g}% | {r['replicated_nodes']:,} "
-            f"| {100 * r['memory_increase']:.2f}% | {cells} |"
-        )
-    lines += [
-        "",
-        "HyDRA Table II's shape, p_r = 0 (whole-list memory sharing / DSP):",
-        "",
-        "| partition | edge cut % | DSP ids | whole-list ids | whole list / DSP |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for r in result["table2"]:
-        lines.append(
-            f"| {r['partition']} | {100 * r['edge_cut_fraction']:.2f} | {r['dsp']:,} "
-            f"| {r['whole_list']:,} | {r['whole_list_over_dsp']:.3f} |"
-        )
-    lines += ["", f"METIS took {_seconds(result['times']['metis_seconds'])} s.", ""]
-    return "\n".join(lines)
-
-
-def bench_replication(
-    graph_dir: str | os.PathLike[str],
-    parts: int = 4,
-    rates: Sequence[float] = (0.0, 0.001, 0.01, 0.05),
-    fanouts: Sequence[int] = (25, 10),
-    batch_size: int = 1024,
-    epochs: int = 1,
-    seed: int = 0,
-    sampler: str = "dense",
-    train_nodes: str = "auto",
-    direction: str = "in",
-    out_dir: str | os.PathLike[str] | None = None,
-) -> dict[str, Any]:
-    """Neighbour ids crossing partitions under DSP / whole list / HDR / HDR + pruning.
-
-    A METIS partition (``make_partitioner("metis")``) into ``parts``; for each
-    rate the HDR plan keeping METIS's labels
-    (:func:`~gnncore.plan.replication.compute_replication`) and
-    :func:`simulate_neighbor_traffic` with its replicated set and θ per hop
-    from :meth:`~gnncore.plan.replication.Replication.prune_threshold`. Then
-    HyDRA's Table II: whole-list / DSP at rate 0 for range, random and METIS
-    partitions. Every run replays the same sampler and ``seed``; the batches
-    depend on the partition only, so they are the same for every rate.
-
-    Args:
-        train_nodes: ``"auto"`` (the train split, else every node),
-            ``"split"`` or ``"all"``.
-        direction: The adjacency the sampler reads: ``"in"`` (the graph
-            directory's rows, what the plans store and training samples) or
-            ``"both"`` (in- and out-neighbours, each once; θ and the memory
-            increase then use this adjacency's lists).
-
-    Raises:
-        ValueError: For bad counts, rates or names.
-    """
-    if parts < 1:
-        raise ValueError(f"parts must be >= 1, got {parts}")
-    rates = [float(r) for r in rates]
-    if not rates or any(not 0.0 <= r <= 1.0 for r in rates):
-        raise ValueError(f"rates must be a non-empty list in [0, 1], got {rates}")
-    if direction not in ("in", "both"):
-        raise ValueError(f"direction must be 'in' or 'both', got {direction!r}")
-    fanouts = tuple(int(f) for f in fanouts)
-    graph = GraphDir.open(graph_dir)
-    num_nodes = graph.num_nodes
-    if parts > max(num_nodes, 1):
-        raise ValueError(f"cannot split {num_nodes} nodes into {parts} parts")
-    indptr, indices = _adjacency(graph)
-    train, train_text = train_node_ids(graph, train_nodes)
-    node_sampler = build_sampler(
-        sampler, (indptr, indices), list(fanouts), seed=seed, direction=direction
+def _placement_settings(
+    devices: int,
+    slots: int,
+    alpha: float,
+    fanouts: tuple[int, ...],
+    estimator: str,
+    train_text: str,
+    batch_size: int,
+    seed: int,
+) -> PlacementSettings:
+    """The placement's settings: topology ``"all"``, one layer per fanout."""
+    settings = PlacementSettings(
+        devices=devices,
+        cache_nodes=slots,
+        alpha=alpha,
+        topology="all",
+        layers=len(fanouts),
+        estimator=estimator,  # type: ignore[arg-type]
+        train_nodes="split" if train_text == "train split" else "all",
+        fanouts=fanouts,
+        batch_size=batch_size,
+        # presample's batches must not be the simulated ones (it would count the very
+        # reads it is scored on): it samples with the next seed
+        seed=seed + 1,
     )
-    sim: dict[str, Any] = {"batch_size": batch_size, "epochs": epochs, "seed": seed, "parts": parts}
+    settings.validate()
+    return settings
 
-    metis_labels, metis_seconds = _timed_metis(graph, parts, seed)
-    rows = []
-    thetas: list[int | None] = []
-    by_rate: dict[float, dict[str, Any]] = {}
-    for rate in rates:
-        plan = compute_replication(graph, metis_labels, parts, ReplicationSettings(rate=rate))
-        theta = [plan.prune_threshold(f) for f in fanouts] if direction == "in" else None
-        traffic = simulate_neighbor_traffic(
-            node_sampler,
-            train,
-            plan.owner,
-            replicated=plan.replicated,
-            theta=theta,
-            **sim,
-        )
-        thetas = list(traffic.thetas)
-        row = {
-            "rate": rate,
-            "replicated_nodes": int(len(plan.replicated)),
-            "memory_increase": traffic.memory_increase,
-            "plan_memory_increase": plan.memory_increase,
-            "totals": traffic.totals,
-            "normalised": traffic.normalised(),
-            "per_hop": {name: getattr(traffic, name).sum(axis=0).tolist() for name in SCHEMES},
-        }
-        rows.append(row)
-        by_rate[rate] = row
 
-    labels = {
-        "range": range_assignment(num_nodes, parts),
-        "random": random_assignment(num_nodes, parts, seed),
-        "metis": metis_labels,
-    }
-    table2 = []
-    for name in TABLE2_PARTITIONS:
-        if name == "metis" and 0.0 in by_rate:
-            totals = by_rate[0.0]["totals"]
-        else:
-            totals = simulate_neighbor_traffic(node_sampler, train, labels[name], **sim).totals
-        table2.append(
+def _partitions(
+    graph: GraphDir, devices: int, seed: int, metis: bool
+) -> tuple[dict[str, np.ndarray], float, float | None]:
+    """The random (and, with ``metis``, METIS) labels, and the seconds each took."""
+    started = time.perf_counter()
+    random_labels = random_assignment(graph.num_nodes, devices, seed)
+    random_seconds = time.perf_counter() - started
+    partitions = {"random": random_labels}
+    metis_seconds = None
+    if metis:
+        partitions["metis"], metis_seconds = timed_metis(graph, devices, seed)
+    return partitions, random_seconds, metis_seconds
+
+
+def _check_placement(devices: int, repeats: int, cache_fraction: float) -> None:
+    if devices < 1:
+        raise ValueError(f"devices must be >= 1, got {devices}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if not 0.0 <= cache_fraction <= 1.0:
+        raise ValueError(f"cache_fraction must be in [0, 1], got {cache_fraction}")
+
+
+def _timed_placements(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    train: np.ndarray,
+    settings: PlacementSettings,
+    slots: int,
+    repeats: int,
+) -> tuple[Any, list[dict[str, float]]]:
+    """The placement computed ``repeats`` times: the last one and each run's seconds."""
+    runs = []
+    placement = None
+    for _ in range(repeats):
+        placement = compute_placement(indptr, indices, train, settings, slots)
+        runs.append(
             {
-                "partition": name,
-                "edge_cut_fraction": partition_metrics(
-                    graph, labels[name], parts
-                ).edge_cut_fraction,
-                "dsp": totals["dsp"],
-                "whole_list": totals["whole_list"],
-                "whole_list_over_dsp": _ratio(totals["whole_list"], totals["dsp"]),
-                "remote_nodes": totals["remote_nodes"],
-                "frontier_nodes": totals["frontier_nodes"],
+                "seconds": placement.seconds,
+                "estimator_seconds": placement.estimator_seconds,
+                "placement_seconds": placement.placement_seconds,
             }
         )
-    result: dict[str, Any] = {
-        "benchmark": "plans_replication",
-        "graph": _graph_info(graph),
-        "train_nodes": train_text,
-        "num_train": int(len(train)),
-        "settings": {
-            "parts": parts,
-            "rates": rates,
-            "fanouts": list(fanouts),
-            "batch_size": batch_size,
-            "epochs": epochs,
-            "seed": seed,
-            "sampler": sampler,
-            "direction": direction,
-            "partition": "metis",
-        },
-        "thetas": thetas,
-        "rates": rows,
-        "table2": table2,
-        "times": {"metis_seconds": metis_seconds},
-        "machine": machine_info(),
+    assert placement is not None
+    return placement, runs
+
+
+def _partition_layouts(
+    graph: GraphDir,
+    devices: int,
+    partitions: dict[str, np.ndarray],
+    access: np.ndarray,
+    slots: int,
+    train: np.ndarray,
+    replay: Callable[..., FeatureReadCounts],
+    alpha: float,
+    own_cache_rows: bool,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The partition layouts' rows (the ``own cache only`` ones last) and each
+    partition's cut, balance and training nodes per part."""
+    num_nodes = graph.num_nodes
+    rows, own_rows = [], []
+    partition_info: dict[str, Any] = {}
+    alone = [[d] for d in range(devices)]
+    for name, labels in partitions.items():
+        caches = part_caches(labels, devices, access, slots)
+        dev_num = dev_num_from_caches(caches, num_nodes)
+        counts = replay(dev_num, owner=labels)
+        rows.append(_layout_row(name, counts, alpha, caches))
+        if own_cache_rows:
+            dev_num = dev_num_from_caches(caches, num_nodes, alone)
+            counts = replay(dev_num, owner=labels)
+            own_rows.append(_layout_row(f"{name}, own cache only", counts, alpha, caches))
+        metrics = partition_metrics(graph, labels, devices)
+        partition_info[name] = {
+            "edge_cut_fraction": metrics.edge_cut_fraction,
+            "max_part_ratio": metrics.max_part_ratio,
+            "part_sizes": metrics.part_sizes,
+            "train_per_part": np.bincount(labels[train], minlength=devices).tolist(),
+        }
+    return rows + own_rows, partition_info
+
+
+def _placement_ratios(
+    layouts: list[dict[str, Any]], metis_seconds: float | None, placement_seconds: float
+) -> dict[str, Any]:
+    """Host reads and host shares of each partition layout over the placement's,
+    and METIS's seconds over the placement's."""
+    host = {r["layout"]: r["host"] for r in layouts}
+    share = {r["layout"]: r["host_share"] for r in layouts}
+    ratios: dict[str, Any] = {
+        "metis_over_placement_seconds": (
+            ratio(metis_seconds, placement_seconds) if metis_seconds is not None else None
+        ),
     }
-    result["markdown"] = replication_markdown(result)
-    _write(out_dir, "plans_replication", result)
-    return result
+    for name in ("random", "metis"):
+        for suffix, key in (("", name), ("_own_cache", f"{name}, own cache only")):
+            ratios[f"host_{name}{suffix}_over_placement"] = (
+                ratio(host[key], host["placement"]) if key in host else None
+            )
+            ratios[f"host_share_{name}{suffix}_over_placement"] = (
+                ratio(share[key], share["placement"]) if key in share else None
+            )
+    return ratios
 
 
 __all__ = [
     "LAYOUTS",
     "REFERENCE_ALPHA",
+    "adjacency",
     "bench_placement",
-    "bench_replication",
+    "graph_info",
     "machine_info",
     "part_caches",
     "placement_markdown",
-    "replication_markdown",
+    "ratio",
+    "seconds_text",
+    "timed_metis",
+    "write_result",
 ]

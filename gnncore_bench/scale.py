@@ -21,10 +21,11 @@ gets an eighth for its post-processing buffers, since the method itself
 (GREM's chunk, METIS's and KaMinPar's whole graph) takes the rest.
 
 Before anything runs, the free space of the work directory's file system is
-checked against :func:`estimate_disk` (the CSV, the graph directory, the
-ingestion's scratch, a partition directory; sizes fixed by the formats, or
-measured on this machine with a margin) and the run is refused if it does not fit;
-``edges="max"`` picks the largest graph that does (:func:`largest_fitting`).
+checked against :func:`~gnncore_bench.scale_disk.estimate_disk` (the CSV, the
+graph directory, the ingestion's scratch, a partition directory; sizes fixed by
+the formats, or measured on this machine with a margin) and the run is refused
+if it does not fit; ``edges="max"`` picks the largest graph that does
+(:func:`~gnncore_bench.scale_disk.largest_fitting`).
 Every stage's temporary files go to the run folder too (``TMPDIR``), so its
 peak disk use counts them. The CSV is removed once ingested, the partition
 directories once measured, and the whole run folder at the end (also after a
@@ -42,7 +43,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,8 @@ from gnncore_bench.limits import (
     gnncore_command,
     run_limited,
 )
+from gnncore_bench.scale_disk import default_nodes, disk_needed, edge_count
+from gnncore_bench.scale_report import size_text, to_markdown
 from gnncore_bench.thrash_guard import ThrashGuard
 
 DEFAULT_METHODS = ("grem:0.01", "grem:0.1", "metis", "kaminpar")
@@ -63,38 +66,6 @@ DEFAULT_METHODS = ("grem:0.01", "grem:0.1", "metis", "kaminpar")
 INGEST_SHARE = 2
 #: Share of the limit given to partitioning's post-processing ``--memory-budget``.
 PARTITION_SHARE = 8
-#: Graph directory bytes fixed by the format per canonical undirected edge
-#: (node ids below 2**31): indices.npy int32 and eid.npy int64 of both
-#: directions, edges_shuffled.npy's int32 pair (8 + 16 + 8), and per node
-#: (indptr.npy, int64). Exact: no margin.
-GRAPH_FIXED_BYTES_PER_EDGE = 32
-GRAPH_FIXED_BYTES_PER_NODE = 8
-#: The compressed files' bytes: edges.parquet (zstd) per edge, node_ids.parquet
-#: per node. Measured: 3.84 B/edge and 2.0 B/node at 20M edges and 2M nodes;
-#: at 200M edges and 20M nodes the graph held 7.41 GB, 0.86 GB past its fixed
-#: files: about 4.1 B/edge (wider ids compress less).
-GRAPH_PARQUET_BYTES_PER_EDGE = 4.5
-GRAPH_PARQUET_BYTES_PER_NODE = 3
-#: Bounded ingestion's scratch at its peak beyond the finished graph. Its
-#: sorted key runs are delta-coded (2.9 B/edge at 20M edges and 2M nodes,
-#: about 4 at 100M nodes: the gaps grow with the node count), and the
-#: shuffle's buckets (as much again) are written while edges_shuffled.npy (8
-#: B/edge) is not yet, and removed as it is written. Measured: the run
-#: folder's peak during ingestion was the CSV plus the finished graph, to the
-#: byte, at 200M edges (10.79 GB: 3.38 + 7.41); 1 B/edge covers the bigger
-#: runs and buckets of larger graphs.
-INGEST_SCRATCH_BYTES_PER_EDGE = 1
-#: A partition directory per node (relabelling maps, halos, split codes):
-#: measured 47 B/node at 2M nodes, 50 at 20M (p = 16).
-PARTITION_BYTES_PER_NODE = 56
-#: A partitioner's temporary files per edge: GREM's chunk files (5.2 B/edge
-#: at 200M edges), KaMinPar's ParHIP copy of the graph (8.8 B/edge).
-PARTITION_SCRATCH_BYTES_PER_EDGE = 10
-#: Margin on the measured sizes (the compressed files, scratch, partition
-#: directories); the CSV's and the fixed-size files' are computed exactly.
-DISK_MARGIN = 1.15
-#: Free space left to the machine's other users (at most a tenth of what is free).
-DISK_RESERVE = 4 << 30
 
 
 def _log(message: str) -> None:
@@ -133,69 +104,6 @@ def stage_budgets(budget_bytes: int) -> dict[str, int]:
         "ingest": budget_bytes // INGEST_SHARE,
         "partition": budget_bytes // PARTITION_SHARE,
     }
-
-
-def csv_bytes(num_edges: int, num_nodes: int) -> int:
-    """Expected size of the generated CSV: two ids and two separators a line,
-    ids taken as uniform over ``[0, num_nodes)``."""
-    digits, low, width = 0, 0, 1
-    while low < num_nodes:
-        high = min(10**width, num_nodes)
-        digits += (high - low) * width
-        low, width = high, width + 1
-    mean_digits = digits / max(num_nodes, 1)
-    return int(num_edges * (2 * mean_digits + 2)) + len("src,dst\n")
-
-
-def estimate_disk(num_edges: int, num_nodes: int, methods: int = 1, keep: bool = False) -> int:
-    """Peak bytes the run needs on the work directory's file system.
-
-    Ingestion holds the CSV, its scratch and the graph directory at once; then
-    the CSV goes and each partition directory and the partitioner's temporary
-    files sit beside the graph until measured (with ``keep``, everything
-    stays). The CSV's size is computed (:func:`csv_bytes`), the graph's
-    fixed-size files exactly; the measured sizes (this module's constants)
-    get :data:`DISK_MARGIN`.
-    """
-    csv = csv_bytes(num_edges, num_nodes)
-    graph: float = num_edges * GRAPH_FIXED_BYTES_PER_EDGE + num_nodes * GRAPH_FIXED_BYTES_PER_NODE
-    graph += DISK_MARGIN * (
-        num_edges * GRAPH_PARQUET_BYTES_PER_EDGE + num_nodes * GRAPH_PARQUET_BYTES_PER_NODE
-    )
-    scratch = DISK_MARGIN * num_edges * INGEST_SCRATCH_BYTES_PER_EDGE
-    partition = DISK_MARGIN * num_nodes * PARTITION_BYTES_PER_NODE
-    partition_scratch = DISK_MARGIN * num_edges * PARTITION_SCRATCH_BYTES_PER_EDGE
-    if keep:
-        peak = csv + graph + max(scratch, methods * partition + partition_scratch)
-    else:
-        peak = max(csv + scratch + graph, graph + partition + partition_scratch)
-    return int(peak)
-
-
-def default_nodes(num_edges: int) -> int:
-    """Nodes of a graph of ``num_edges`` edges: average degree 20, as the
-    20M-edge benchmark graphs."""
-    return max(num_edges // 10, 16)
-
-
-def disk_room(free_bytes: int) -> int:
-    """What a run may use of ``free_bytes``: all but :data:`DISK_RESERVE` (or a
-    tenth, when that is less), left to the machine's other users."""
-    return free_bytes - min(DISK_RESERVE, free_bytes // 10)
-
-
-def largest_fitting(free_bytes: int, methods: int = 1, keep: bool = False) -> int:
-    """The most edges (whole millions, average degree 20) whose
-    :func:`estimate_disk` fits in :func:`disk_room`."""
-    room = disk_room(free_bytes)
-    low, high = 0, 1
-    while estimate_disk(high * 10**6, default_nodes(high * 10**6), methods, keep) <= room:
-        low, high = high, high * 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        fits = estimate_disk(mid * 10**6, default_nodes(mid * 10**6), methods, keep) <= room
-        low, high = (mid, high) if fits else (low, mid)
-    return low * 10**6
 
 
 def _tree_bytes(root: Path) -> int:
@@ -339,7 +247,7 @@ def _run_stage(
         stage["error"] = _tail(run.stderr_path)
     _log(
         f"{name}: {status} in {run.wall_seconds:.1f} s, peak RSS "
-        f"{_size_text(run.peak_rss_bytes)}, cgroup peak {_size_text(run.peak_memory_bytes)}"
+        f"{size_text(run.peak_rss_bytes)}, cgroup peak {size_text(run.peak_memory_bytes)}"
     )
     return stage
 
@@ -358,10 +266,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def _size_text(value: float | None) -> str:
-    return "—" if value is None else format_size(value)
 
 
 def _skipped(name: str, why: str) -> dict[str, Any]:
@@ -408,10 +312,11 @@ def bench_scale(
             stdout and stderr) and ``stages/`` (each stage's JSON summary).
         work_dir: Where the CSV, the graph directory and the partitions are
             written (in a fresh ``scale-PID`` folder, removed at the end
-            unless ``keep``); its file system must hold :func:`estimate_disk`.
+            unless ``keep``); its file system must hold
+            :func:`~gnncore_bench.scale_disk.estimate_disk`.
         budget_bytes: The cgroup limit of every stage, page cache included.
         edges: Undirected edges to generate, or ``"max"``: the most that fit
-            the free disk (:func:`largest_fitting`).
+            the free disk (:func:`~gnncore_bench.scale_disk.largest_fitting`).
         nodes: Nodes of the graph (default :func:`default_nodes`).
         methods: Partitioning runs: ``grem:FRACTION``, ``metis``, ``kaminpar``.
         parts: Parts of every partitioning.
@@ -430,50 +335,19 @@ def bench_scale(
         ValueError: On bad settings, or when the disk cannot hold the run.
     """
     chosen = [Method.parse(m) for m in methods]
-    if budget_bytes < 64 << 20:
-        raise ValueError(f"the budget must be at least 64 MiB; got {format_size(budget_bytes)}")
-    if parts < 2:
-        raise ValueError(f"parts must be at least 2; got {parts}")
+    _check(budget_bytes, parts)
     out, work = Path(out_dir).absolute(), Path(work_dir).absolute()
-    probe = work
-    while not probe.exists():  # the disk of the work dir, created once the run fits
-        probe = probe.parent
-    machine = _machine(probe)
+    machine, num_edges, edge_choice, num_nodes, needed = _sized(
+        work, edges, nodes, len(chosen), keep
+    )
     free = machine["disk_free_bytes"]
-    if edges == "max":
-        num_edges = largest_fitting(free, len(chosen), keep)
-        if num_edges < 10**6:
-            raise ValueError(f"{format_size(free)} free holds no 1M-edge run")
-        edge_choice = f"max: the largest that fits {format_size(free)} free"
-    elif isinstance(edges, int) and edges > 0:
-        num_edges, edge_choice = edges, "given"
-    else:
-        raise ValueError(f"edges must be a positive integer or 'max'; got {edges!r}")
-    num_nodes = nodes or default_nodes(num_edges)
-    needed = estimate_disk(num_edges, num_nodes, len(chosen), keep)
-    if needed > disk_room(free):
-        raise ValueError(
-            f"the run needs about {format_size(needed)} of disk "
-            f"({num_edges:,} edges, {num_nodes:,} nodes) and {format_size(free)} is free "
-            f"(of which {format_size(free - disk_room(free))} is left to others); "
-            f"use fewer --edges or --edges max (here about "
-            f"{largest_fitting(free, len(chosen), keep):,})"
-        )
     budgets = stage_budgets(budget_bytes)
     work.mkdir(parents=True, exist_ok=True)
     run_root = work / f"scale-{os.getpid()}"
-    csv, graph = run_root / "edges.csv", run_root / "graph"
     out.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": str(threads),
-        "MKL_NUM_THREADS": str(threads),
-        "PYTHONUNBUFFERED": "1",
-        # the stages' temporary files (GREM's chunk files, KaMinPar's ParHIP
-        # copy of the graph) land in the run folder: measured, then removed
-        "TMPDIR": str(run_root / "tmp"),
-    }
-    context = _Context(budget_bytes, run_root, out, env, timeout, stall_seconds)
+    context = _Context(
+        budget_bytes, run_root, out, _stage_env(threads, run_root), timeout, stall_seconds
+    )
     _log(
         f"{num_edges:,} edges, {num_nodes:,} nodes under {format_size(budget_bytes)}; "
         f"disk: about {format_size(needed)} needed, {format_size(free)} free"
@@ -484,8 +358,7 @@ def bench_scale(
     report: dict[str, Any] = {}
 
     def save(finished: bool) -> dict[str, Any]:
-        """Write scale.json and scale.md as they stand (after every stage, so a
-        run stopped midway keeps the stages that ended)."""
+        """Write scale.json and scale.md as they stand (after each stage: kept if stopped)."""
         ran = [s for s in stages if "limited" in s]
         limited = bool(ran) and ran[0]["limited"]
         report.clear()
@@ -516,63 +389,21 @@ def bench_scale(
         _write_atomic(out / "scale.md", to_markdown(report) + "\n")
         return dict(report)
 
-    def record(stage: dict[str, Any]) -> None:
+    def record(stage: dict[str, Any]) -> dict[str, Any]:
         stages.append(stage)
         save(finished=False)
+        return stage
 
     (run_root / "tmp").mkdir(parents=True)
     try:
-        avg_degree = 2 * num_edges / num_nodes
-        record(
-            _run_stage(
-                context,
-                "csv",
-                gnncore_command("synth", csv, "--layout", "csv", "--nodes", str(num_nodes))
-                + ["--avg-degree", repr(avg_degree), "--classes", "16", "--features", "1"]
-                + ["--seed", str(seed), "--no-progress"],
-                evict=[],
-                outputs=[csv],
-            )
-        )
-        if stages[-1]["status"] == "ok":
-            record(
-                _run_stage(
-                    context,
-                    "ingest",
-                    gnncore_command(
-                        "ingest", csv, graph, "--format", "edgelist", "--seed", str(seed)
-                    )
-                    + ["--memory-budget", str(budgets["ingest"]), "--no-progress"],
-                    evict=[csv],
-                    outputs=[graph],
-                )
-            )
-        else:
-            record(_skipped("ingest", "no CSV"))
-        if not keep:
-            csv.unlink(missing_ok=True)
-        ingested = stages[-1]["status"] == "ok"
+        graph = _generate_and_ingest(context, record, num_edges, num_nodes, budgets, seed, keep)
         for method in chosen:
-            if not ingested:
+            if graph is None:
                 record(_skipped(method.label, "no graph"))
                 continue
             part_dir = run_root / f"partition-{method.label.replace(':', '-')}"
-            cmd = gnncore_command("partition", graph, part_dir, "--method", method.method)
-            cmd += ["--parts", str(parts), "--seed", str(seed), "--no-progress"]
-            cmd += ["--memory-budget", str(budgets["partition"])]
-            if method.chunk is not None:
-                cmd += ["--chunk", repr(method.chunk)]
-            if method.method == "kaminpar":
-                cmd += ["--threads", str(threads)]
-            record(
-                _run_stage(
-                    context,
-                    method.label,
-                    cmd,
-                    evict=[graph],
-                    outputs=[part_dir],
-                )
-            )
+            cmd = _partition_command(graph, part_dir, method, parts, seed, budgets, threads)
+            record(_run_stage(context, method.label, cmd, evict=[graph], outputs=[part_dir]))
             if not keep:
                 shutil.rmtree(part_dir, ignore_errors=True)
     finally:
@@ -581,63 +412,104 @@ def bench_scale(
     return {**save(finished=True), "markdown": to_markdown(report)}
 
 
+def _check(budget_bytes: int, parts: int) -> None:
+    if budget_bytes < 64 << 20:
+        raise ValueError(f"the budget must be at least 64 MiB; got {format_size(budget_bytes)}")
+    if parts < 2:
+        raise ValueError(f"parts must be at least 2; got {parts}")
+
+
+def _sized(
+    work: Path, edges: int | str, nodes: int | None, methods: int, keep: bool
+) -> tuple[dict[str, Any], int, str, int, int]:
+    """The machine (with the free disk of ``work``), the edges and how they were
+    chosen, the nodes, and the disk the run needs (``ValueError`` if it does not fit)."""
+    probe = work
+    while not probe.exists():  # the disk of the work dir, created once the run fits
+        probe = probe.parent
+    machine = _machine(probe)
+    free = machine["disk_free_bytes"]
+    num_edges, edge_choice = edge_count(edges, free, methods, keep)
+    num_nodes = nodes or default_nodes(num_edges)
+    needed = disk_needed(num_edges, num_nodes, free, methods, keep)
+    return machine, num_edges, edge_choice, num_nodes, needed
+
+
+def _stage_env(threads: int, run_root: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "PYTHONUNBUFFERED": "1",
+        # the stages' temporary files (GREM's chunk files, KaMinPar's ParHIP
+        # copy of the graph) land in the run folder: measured, then removed
+        "TMPDIR": str(run_root / "tmp"),
+    }
+
+
+def _generate_and_ingest(
+    context: _Context,
+    record: Callable[[dict[str, Any]], dict[str, Any]],
+    num_edges: int,
+    num_nodes: int,
+    budgets: dict[str, int],
+    seed: int,
+    keep: bool,
+) -> Path | None:
+    """The ``csv`` and ``ingest`` stages, each recorded; the graph directory, or
+    ``None`` when there is none. The CSV is removed after ingestion unless ``keep``."""
+    csv, graph = context.run_root / "edges.csv", context.run_root / "graph"
+    avg_degree = 2 * num_edges / num_nodes
+    generated = record(
+        _run_stage(
+            context,
+            "csv",
+            gnncore_command("synth", csv, "--layout", "csv", "--nodes", str(num_nodes))
+            + ["--avg-degree", repr(avg_degree), "--classes", "16", "--features", "1"]
+            + ["--seed", str(seed), "--no-progress"],
+            evict=[],
+            outputs=[csv],
+        )
+    )
+    if generated["status"] == "ok":
+        ingested = record(
+            _run_stage(
+                context,
+                "ingest",
+                gnncore_command("ingest", csv, graph, "--format", "edgelist", "--seed", str(seed))
+                + ["--memory-budget", str(budgets["ingest"]), "--no-progress"],
+                evict=[csv],
+                outputs=[graph],
+            )
+        )
+    else:
+        ingested = record(_skipped("ingest", "no CSV"))
+    if not keep:
+        csv.unlink(missing_ok=True)
+    return graph if ingested["status"] == "ok" else None
+
+
+def _partition_command(
+    graph: Path,
+    part_dir: Path,
+    method: Method,
+    parts: int,
+    seed: int,
+    budgets: dict[str, int],
+    threads: int,
+) -> list[str]:
+    """``gnncore partition`` of one method into ``part_dir``."""
+    cmd = gnncore_command("partition", graph, part_dir, "--method", method.method)
+    cmd += ["--parts", str(parts), "--seed", str(seed), "--no-progress"]
+    cmd += ["--memory-budget", str(budgets["partition"])]
+    if method.chunk is not None:
+        cmd += ["--chunk", repr(method.chunk)]
+    if method.method == "kaminpar":
+        cmd += ["--threads", str(threads)]
+    return cmd
+
+
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(text)
     os.replace(tmp, path)
-
-
-def _cell(value: float | None, digits: int = 1) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
-
-def to_markdown(result: dict[str, Any]) -> str:
-    """The run as a Markdown table with its settings above it."""
-    machine = result["machine"]
-    limit = (
-        f"each stage in a cgroup v1 memory cgroup limited to "
-        f"{format_size(result['budget_bytes'])} (page cache charged)"
-        if result["limited"]
-        else f"limit NOT enforced ({result['limit_reason']})"
-    )
-    ingest: dict[str, Any] = next((s for s in result["stages"] if s["stage"] == "ingest"), {})
-    canonical = ingest.get("summary", {}).get("num_canonical_edges")
-    lines = [
-        f"{result['num_edges']:,} generated undirected edges ({result['edges_choice']})"
-        + (f", {canonical:,} canonical after ingestion" if canonical is not None else "")
-        + f", {result['num_nodes']:,} nodes; {limit}; stage --memory-budget: ingest "
-        f"{format_size(result['stage_budgets']['ingest'])}, partition post-processing "
-        f"{format_size(result['stage_budgets']['partition'])}; p = {result['parts']}, "
-        f"{result['threads']} threads. Machine: {machine['cpus']} CPUs, "
-        f"{_size_text(machine['memory_bytes'])} memory, {format_size(machine['disk_free_bytes'])}"
-        f" free of {format_size(machine['disk_total_bytes'])} disk; load average "
-        f"{result['load_average_before'][0]:.1f} before, {result['load_average_after'][0]:.1f} "
-        f"after; {result['seconds']:.0f} s in all"
-        + ("." if result.get("finished", True) else " so far (the run has not finished)."),
-        "",
-        "| stage | status | seconds | peak RSS | cgroup peak | read | written | output "
-        "| peak disk | cut | max part / avg |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for stage in result["stages"]:
-        summary = stage.get("summary", {})
-        cut = summary.get("edge_cut_fraction")
-        lines.append(
-            f"| {stage['stage']} | {stage['status']} | {_cell(stage.get('seconds'))} "
-            f"| {_size_text(stage.get('peak_rss_bytes'))} "
-            f"| {_size_text(stage.get('cgroup_peak_bytes'))} "
-            f"| {_size_text(stage.get('read_bytes'))} | {_size_text(stage.get('written_bytes'))} "
-            f"| {_size_text(stage.get('output_bytes'))} "
-            f"| {_size_text(stage.get('peak_disk_bytes'))} "
-            f"| {_cell(None if cut is None else 100 * cut, 2)}{'' if cut is None else '%'} "
-            f"| {_cell(summary.get('max_part_ratio'), 3)} |"
-        )
-    lines += [
-        "",
-        "peak RSS: the stage process's `ru_maxrss`; cgroup peak: the cgroup's "
-        "`max_usage_in_bytes` (processes plus the page cache they brought in); read / "
-        "written: storage bytes from the stage's rusage; output: the stage's output on "
-        "disk; peak disk: the run folder sampled every 0.5 s during the stage (inputs, "
-        "outputs and scratch).",
-    ]
-    return "\n".join(lines)

@@ -438,7 +438,8 @@ def _run_sampling(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_plans(args: argparse.Namespace) -> dict[str, Any]:
     # lazy: gnncore_bench (the harness) loads only when a bench verb runs
-    from gnncore_bench.plan import bench_placement, bench_replication
+    from gnncore_bench.plan import bench_placement
+    from gnncore_bench.plan_replication import bench_replication
 
     def run() -> dict[str, Any]:
         if args.plans == "placement":

@@ -15,7 +15,8 @@ from gnncore.cli.main import main
 from gnncore.plan.simulate import dev_num_from_caches, simulate_feature_reads
 from gnncore.sampler import DenseSampler
 from gnncore.store import GraphDir
-from gnncore_bench.plan import bench_placement, bench_replication, part_caches
+from gnncore_bench.plan import bench_placement, part_caches
+from gnncore_bench.plan_replication import bench_replication
 
 pytest.importorskip("gnncore._C")
 

@@ -10,14 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gnncore_bench.limits import (
-    CGROUP_ROOT,
-    LimitUnavailable,
-    MemoryCgroup,
-    cgroup_available,
-    evict_page_cache,
-    run_limited,
-)
+from gnncore.memory import CGROUP_ROOT
+from gnncore_bench.limits import LimitUnavailable, MemoryCgroup, cgroup_available, run_limited
+from gnncore_bench.page_cache import evict_page_cache
 
 MiB = 2**20
 WHY_NOT = cgroup_available()

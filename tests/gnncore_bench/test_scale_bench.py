@@ -17,16 +17,15 @@ import pytest
 from gnncore.sizes import parse_size
 from gnncore.synth import SynthSpec, write_edge_csv
 from gnncore_bench import scale as scale_bench
+from gnncore_bench import scale_disk
 from gnncore_bench.limits import cgroup_available
-from gnncore_bench.scale import (
+from gnncore_bench.scale import Method, bench_scale, stage_budgets
+from gnncore_bench.scale_disk import (
     DISK_MARGIN,
-    Method,
-    bench_scale,
     csv_bytes,
     default_nodes,
     estimate_disk,
     largest_fitting,
-    stage_budgets,
 )
 
 WHY_NOT = cgroup_available()
@@ -112,9 +111,9 @@ def test_largest_fitting_is_the_last_million_that_fits() -> None:
     free = 69 << 30
     best = largest_fitting(free)
     assert best % 10**6 == 0 and best > 0
-    room = free - scale_bench.DISK_RESERVE
-    assert scale_bench.disk_room(free) == room
-    assert scale_bench.disk_room(10 << 30) == 9 << 30  # a tenth when that is less
+    room = free - scale_disk.DISK_RESERVE
+    assert scale_disk.disk_room(free) == room
+    assert scale_disk.disk_room(10 << 30) == 9 << 30  # a tenth when that is less
     assert estimate_disk(best, default_nodes(best)) <= room
     more = best + 10**6
     assert estimate_disk(more, default_nodes(more)) > room
