@@ -36,7 +36,10 @@ VERBS: dict[str, str] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gnncore", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="gnncore",
+        description="From a raw edge list to a trained graph neural network, stage by stage.",
+    )
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for verb, help_text in VERBS.items():
         sub.add_parser(verb, help=help_text, add_help=False)
