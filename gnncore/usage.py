@@ -28,6 +28,7 @@ from typing import Any
 
 from gnncore.memory import memory_available
 from gnncore.progress import StageFn
+from gnncore.sizes import parse_size
 
 #: The smallest default budget: below it the bounded paths' buffers stop paying.
 MIN_DEFAULT_BUDGET = 256 << 20
@@ -49,8 +50,6 @@ def resolve_memory_budget(value: int | str | None) -> int | None:
     """A ``memory_budget`` argument in bytes: ``"auto"`` is
     :func:`default_memory_budget`, a size string (``"1GiB"``) is parsed, ``None``
     or ``""`` stays ``None``; ``ValueError`` for anything else."""
-    from gnncore.sizes import parse_size
-
     if value is None or value == "":
         return None
     if value == "auto":

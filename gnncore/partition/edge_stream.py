@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gnncore.store.npy import read_npy_header
+
 if TYPE_CHECKING:
     from gnncore import _C
 
@@ -38,8 +40,6 @@ class EdgeFile:
     def from_npy(cls, path: str | os.PathLike[str]) -> EdgeFile:
         """Describe a C-ordered little-endian int32/int64 ``[E, 2]`` ``.npy`` file
         from its header (nothing else is read)."""
-        from gnncore.store.npy import read_npy_header
-
         with open(path, "rb") as fh:
             shape, fortran, dtype = read_npy_header(fh)
             offset = fh.tell()

@@ -36,6 +36,7 @@ from gnncore.partition.metrics import (
     streamed_edge_cut,
 )
 from gnncore.store import GraphDir
+from gnncore.store.external_sort import ExternalEdgeSorter
 from gnncore.store.npy import load_npy, read_npy_header
 from gnncore.typing import require_csrc
 
@@ -327,7 +328,6 @@ def symmetric_csr_files(
     if not m.directed and not m.num_relations:
         yield graph.path / "indptr.npy", graph.path / "indices.npy"
         return
-    from gnncore.store.external_sort import ExternalEdgeSorter
 
     edges = graph_edge_file(graph)
     step = max(1, sort_budget // 64)

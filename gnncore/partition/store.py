@@ -28,6 +28,7 @@ from gnncore.store.manifest import (
     sha256_of,
 )
 from gnncore.store.npy import load_npy
+from gnncore.store.versioning import versioned_name
 
 PARTITION_FORMAT = "gnncore.partition"
 PARTITION_FORMAT_VERSION = 1
@@ -113,8 +114,6 @@ def partition_stage_dir(
 ) -> Path:
     """Where the versioned pipeline keeps such a stage:
     ``<root>/<partition dir name>-<label>-<stage key>``."""
-    from gnncore.store.versioning import versioned_name
-
     return Path(root).absolute() / versioned_name(f"{partition.path.name}-{label}", key)
 
 

@@ -24,6 +24,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from gnncore.plan.batching import seeded_batches
+from gnncore.sampler import build_sampler
 from gnncore.typing import require_csrc
 
 #: An estimator :func:`estimate_access` accepts.
@@ -51,8 +52,6 @@ def presample_access(
     and ``fanouts``, batch ``i`` seeded from ``(seed, epoch, i)``. Returns
     ``float64[N]``: each node's reads per epoch (occurrences / ``epochs``).
     """
-    from gnncore.sampler import build_sampler
-
     if epochs < 1:
         raise ValueError(f"presample epochs must be >= 1, got {epochs}")
     if batch_size < 1:

@@ -42,6 +42,7 @@ from gnncore.plan.store import (
     write_plan_dir,
 )
 from gnncore.plan.tracking import log_plan_run
+from gnncore.plots import stacked_bars_png
 from gnncore.store import GraphDir
 from gnncore.store.manifest import MANIFEST_FILE, sha256_of
 from gnncore.store.versioning import stage_key, versioned_name
@@ -453,8 +454,6 @@ def plan_placement(
 
 def shares_chart(metrics: Mapping[str, Any]) -> bytes:
     """PNG: each device's predicted local / peer / host share of feature reads."""
-    from gnncore.plots import stacked_bars_png
-
     shares = metrics["predicted_shares"]
     return stacked_bars_png(
         {tier: [s[tier] for s in shares] for tier in ("local", "peer", "host")},

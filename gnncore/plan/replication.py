@@ -42,6 +42,7 @@ from gnncore.plan.store import (
     write_plan_dir,
 )
 from gnncore.plan.tracking import log_plan_run
+from gnncore.plots import panels_png
 from gnncore.store import GraphDir
 from gnncore.store.manifest import MANIFEST_FILE, sha256_of
 from gnncore.store.versioning import stage_key
@@ -304,8 +305,6 @@ def memory_curve(
 
 def memory_chart(metrics: Mapping[str, Any]) -> bytes:
     """PNG: memory increase against the replication rate, this plan's rate marked."""
-    from gnncore.plots import panels_png
-
     curve = metrics["memory_curve"]
     rates = [100 * r for r in curve["rates"]]
     return panels_png(

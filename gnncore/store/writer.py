@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from gnncore.names import safe_name
 from gnncore.store.atomic import atomic_directory
 from gnncore.store.edge_keys import MAX_KEY_ID, pack_keys, shuffle_keys
+from gnncore.store.graph_dir import GraphDir
 from gnncore.store.manifest import FileEntry, Manifest, check_plain_name, sha256_of
 from gnncore.store.npy import index_dtype
 from gnncore.typing import require_csrc
@@ -345,8 +346,6 @@ def create_graph_dir(out: str | os.PathLike[str], name: str) -> Iterator[GraphDi
         name (str): The dataset name recorded in the manifest: a safe name
             (:func:`gnncore.names.safe_name`), checked before anything is written.
     """
-    from gnncore.store.graph_dir import GraphDir
-
     safe_name(name, what="dataset name")
 
     with atomic_directory(out) as tmp:

@@ -20,6 +20,7 @@ from gnncore.plan.simulate.batches import (
     padded,
     train_ids,
 )
+from gnncore.sampler.per_layer import PerLayerSampler
 from gnncore.sampler.prune import prune_thresholds
 
 if TYPE_CHECKING:
@@ -38,8 +39,6 @@ def frontier_kind(sampler: NeighborSampler) -> str:
     plain :class:`~gnncore.sampler.NeighborSampler`): hop ``h`` samples the
     nodes first reached at hop ``h - 1`` (the seeds at hop 0).
     """
-    from gnncore.sampler.per_layer import PerLayerSampler
-
     return "per-layer" if isinstance(sampler, PerLayerSampler) else "dense"
 
 
