@@ -81,8 +81,15 @@ sysdeps:
 		echo "sysdeps: missing$$missing (apt-get install them as root); the tests that need them skip"; \
 	fi
 
+# The whole suite, `slow` included, on 2 workers (pytest-xdist): each test file stays on one
+# worker (module fixtures, browser tests in file order); line coverage of the packages the
+# pytest processes import (not of the CLI, torchrun or dagster subprocesses). docs/TESTING.md.
+PYTEST_WORKERS ?= 2
+PYTEST_COV := --cov=gnncore --cov=gnncore_bench --cov=assets --cov=resources --cov=pipelines
+
 test: lint sysdeps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m 'slow or not slow' -n $(PYTEST_WORKERS) --dist loadfile \
+		--durations=25 $(PYTEST_COV) --cov-report=term
 
 ui: install $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/dagster dev -w workspace.yaml -h $(HOST) -p 3000

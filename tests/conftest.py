@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,56 @@ from gnncore.store import create_graph_dir
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATASETS = SHARED / "datasets"
+
+#: The longest files (minutes each on the 2-core machine, `make test --durations`), longest
+#: first. Under pytest-xdist's ``--dist loadfile`` a file runs whole on one worker, handed
+#: out in collection order: starting these first keeps one of them from ending the run
+#: alone on one worker while the other idles.
+LONGEST_FILES = (
+    "tests/ui/test_tutorial.py",
+    "tests/ui/test_ui_browser.py",
+    "tests/pipelines/test_daemon.py",
+    "tests/gnncore/distributed/test_distributed_launch.py",
+    "tests/assets/test_distributed_pipes.py",
+    "tests/gnncore/distributed/test_distributed_bench.py",
+    "tests/gnncore/outofcore/test_bench.py",
+    "tests/gnncore/distributed/test_distributed_training.py",
+    "tests/gnncore/train/test_link_training.py",
+    "tests/pipelines/test_postgres_profile.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On an xdist worker: one intra-op thread for torch and OpenMP, in this process and
+    the CLI/torchrun processes it starts (two workers on two cores already use both; more
+    threads per worker only contend). A value already set in the environment wins."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = "1"
+        import torch
+
+        torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the files of ``LONGEST_FILES`` first (in that order), each file's tests
+    kept in their own order; a plain run keeps pytest's order."""
+    if not (os.environ.get("PYTEST_XDIST_WORKER") or config.getoption("numprocesses", None)):
+        return
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_data_root_and_dagster_home(tmp_path_factory: pytest.TempPathFactory):
+    """A data root and a DAGSTER_HOME of this session's (each xdist worker's) own, so that
+    nothing a test leaves under the defaults (``make``'s ``./data``, ``.dagster_home``)
+    is shared between workers or left in the checkout."""
+    base = tmp_path_factory.mktemp("session")
+    (base / "dagster_home").mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GNNCORE_DATA_ROOT", str(base / "data"))
+        mp.setenv("DAGSTER_HOME", str(base / "dagster_home"))
+        yield
 
 
 def require_dataset(*parts: str) -> Path:
