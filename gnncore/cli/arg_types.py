@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from gnncore.sizes import parse_size
+
 
 def positive_int(text: str) -> int:
     """An integer >= 1."""
@@ -29,4 +31,34 @@ def add_overwrite_option(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="replace the output even when it is a non-empty directory (or a file) that "
         "gnncore did not write; inputs and the current directory are never replaced",
+    )
+
+
+def memory_budget(text: str) -> int | str | None:
+    """``--memory-budget``: ``auto`` (kept as ``"auto"``: the stage resolves it
+    against what this process may take), ``none`` (``None``: unbounded) or a size
+    (``1GiB``, ``512MiB``, bytes) as a positive ``int``."""
+    if text in ("auto", "none"):
+        return None if text == "none" else text
+    try:
+        value = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a memory budget must be positive; got {text!r}")
+    return value
+
+
+def add_memory_budget_option(
+    parser: argparse.ArgumentParser, what: str, default: str | None = "auto"
+) -> None:
+    """``--memory-budget {auto,none,SIZE}``, one spelling for every verb; ``what``
+    says what the verb sizes from it."""
+    shown = "none" if default is None else default
+    parser.add_argument(
+        "--memory-budget",
+        type=memory_budget,
+        default=memory_budget(shown),
+        metavar="{auto,none,SIZE}",
+        help=f"{what} (default: {shown})",
     )

@@ -6,12 +6,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from gnncore.cli.arg_types import add_memory_budget_option, add_overwrite_option
+
 FORMAT_CHOICES = ("auto", "edgelist", "parquet", "ogb", "planetoid", "kg")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gnncore.cli.arg_types import add_overwrite_option
-
     parser.add_argument(
         "source",
         type=Path,
@@ -63,16 +63,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --nodes: scale each feature column to mean 0 and deviation 1 over the "
         "training nodes (kept as feature_mean.npy / feature_std.npy)",
     )
-    parser.add_argument(
-        "--memory-budget",
-        default="auto",
-        metavar="SIZE",
-        help="the memory ingestion may take (e.g. 1GiB, 512MiB): ingest in bounded memory, "
-        "parsing in batches and building the CSR from sorted runs on disk beside OUT_DIR; "
-        "same graph directory. Text edge lists, integer or string ids (--nodes and other "
-        "formats are ingested in memory for now). Default: auto, half the "
-        "available memory, in bounded memory wherever that path takes the input (it is "
-        "faster), else in memory; none: in memory",
+    add_memory_budget_option(
+        parser,
+        "the memory ingestion may take: ingest in bounded memory, parsing in batches "
+        "and building the CSR from sorted runs on disk beside OUT_DIR; same graph "
+        "directory. Text edge lists, integer or string ids (--nodes and other formats "
+        "are ingested in memory for now). auto: half the available memory, in bounded "
+        "memory wherever that path takes the input (it is faster), else in memory; "
+        "none: in memory",
     )
     parser.add_argument("--name", default=None, help="dataset name for the manifest")
     parser.add_argument(
@@ -95,13 +93,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise GnnCoreError(f"--nodes applies to edge lists and Parquet tables, not to {fmt} input")
     if args.standardize_features and args.nodes is None:
         raise GnnCoreError("--standardize-features scales the features of a node table (--nodes)")
-    if args.memory_budget not in ("auto", "none"):
-        from gnncore.sizes import parse_size
-
-        try:
-            args.memory_budget = parse_size(args.memory_budget)
-        except ValueError as exc:
-            raise GnnCoreError(f"--memory-budget: {exc}") from None
+    if isinstance(args.memory_budget, int):
         if fmt != "edgelist":
             raise GnnCoreError(
                 f"--memory-budget SIZE applies to text edge lists for now, not to {fmt} input"
@@ -130,5 +122,5 @@ def _ingest(args: argparse.Namespace, fmt: str, bar: Any) -> Any:
         nodes=args.nodes,
         standardize_features=args.standardize_features,
         progress=bar,
-        memory_budget=None if args.memory_budget == "none" else args.memory_budget,
+        memory_budget=args.memory_budget,
     )

@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gnncore.cli.arg_types import add_overwrite_option, positive_int
+from gnncore.cli.arg_types import add_memory_budget_option, add_overwrite_option, positive_int
 from gnncore.partition.run import METHODS, MethodSettings
-from gnncore.sizes import parse_size
 
 
 def add_method_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,15 +104,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_overwrite_option(parser)
     parser.add_argument("--method", choices=METHODS, default="metis")
     parser.add_argument("--parts", type=int, required=True, metavar="P")
-    parser.add_argument(
-        "--memory-budget",
-        type=parse_size,
-        default=None,
-        metavar="SIZE",
-        help="memory of the post-processing's buffers beyond its O(|V|) arrays (e.g. "
-        "256MiB): edge rows per read, halo bits per read, the symmetric-CSR sort of "
-        "directed graphs; changes no output (default 128MiB). The method's own memory "
-        "is set by its options (grem: --chunk)",
+    add_memory_budget_option(
+        parser,
+        "memory of the post-processing's buffers beyond its O(|V|) arrays: edge rows "
+        "per read, halo bits per read, the symmetric-CSR sort of directed graphs; "
+        "changes no output. auto: a quarter of the memory this process may take, "
+        "between 128MiB and 1GiB; none: 128MiB. The method's own memory is set by "
+        "its options (grem: --chunk)",
     )
     add_method_arguments(parser)
 

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gnncore.cli.arg_types import add_overwrite_option
+from gnncore.cli.arg_types import add_memory_budget_option, add_overwrite_option
 from gnncore.progress import on_terminal
 
 
@@ -47,40 +47,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="graph: a graph directory (default); ogb: OGB raw files to ingest; csv: the "
         "edges alone as one src,dst CSV file named OUT_DIR, written in bounded memory",
     )
-    parser.add_argument(
-        "--memory-budget",
-        default="auto",
-        metavar="SIZE",
-        help="the memory generation may take (e.g. 1GiB, 512MiB): the edges stream through "
-        "sorted runs on disk beside OUT_DIR instead of being held in memory; same graph "
-        "directory. --layout graph only. Default: auto, half the available memory, "
-        "generating in memory when the estimated peak fits in it; none: in memory",
+    add_memory_budget_option(
+        parser,
+        "the memory generation may take: the edges stream through sorted runs on disk "
+        "beside OUT_DIR instead of being held in memory; same graph directory. --layout "
+        "graph only. auto: half the available memory, generating in memory when the "
+        "estimated peak fits in it; none: in memory",
     )
     parser.add_argument("--no-progress", action="store_true")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    # lazy: `gnncore synth --help` (and the CLI reference) load no stage code
     from gnncore.errors import GnnCoreError, InputError
+    from gnncore.io.bounded.budget import MIN_MEMORY_BUDGET
     from gnncore.names import safe_name
     from gnncore.synth import SynthSpec, generate_graph, write_ogb_raw
 
     safe_name(args.name, what="--name")  # before any work: it becomes paths
-    budget: int | str | None = None if args.memory_budget == "none" else args.memory_budget
-    if args.memory_budget not in ("auto", "none"):
-        from gnncore.io.bounded.budget import MIN_MEMORY_BUDGET
-        from gnncore.sizes import parse_size
-
-        try:
-            budget = parse_size(args.memory_budget)
-        except ValueError as exc:
-            raise GnnCoreError(f"--memory-budget: {exc}") from None
-        if budget < MIN_MEMORY_BUDGET:
-            raise GnnCoreError(f"--memory-budget must be at least {MIN_MEMORY_BUDGET} bytes")
-        if args.layout != "graph":
-            raise GnnCoreError(
-                "--memory-budget applies to --layout graph (the ogb and csv layouts stream "
-                "their edges to CSV already)"
-            )
+    budget = args.memory_budget
+    if isinstance(budget, int) and budget < MIN_MEMORY_BUDGET:
+        raise GnnCoreError(f"--memory-budget must be at least {MIN_MEMORY_BUDGET} bytes")
+    if isinstance(budget, int) and args.layout != "graph":
+        raise GnnCoreError(
+            "--memory-budget applies to --layout graph (the ogb and csv layouts stream "
+            "their edges to CSV already)"
+        )
 
     extra = {
         k: v

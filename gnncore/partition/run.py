@@ -31,7 +31,13 @@ from gnncore.store import GraphDir
 from gnncore.store.atomic import check_output_dir
 from gnncore.store.graph_dir import SPLITS
 from gnncore.tracking import RunTracker
-from gnncore.usage import StageUsage, cost_metrics, peak_rss_bytes
+from gnncore.usage import (
+    StageUsage,
+    cost_metrics,
+    default_memory_budget,
+    peak_rss_bytes,
+    resolve_memory_budget,
+)
 
 
 def partition_graph(
@@ -48,7 +54,7 @@ def partition_graph(
     tags: Mapping[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     reuse: bool = False,
-    memory_budget: int | None = None,
+    memory_budget: int | str | None = None,
 ) -> PartitionReport:
     """Partition the graph at ``graph_dir`` into ``out_dir`` (written atomically).
 
@@ -83,13 +89,15 @@ def partition_graph(
             bits and external sort
             (:class:`~gnncore.partition.postprocess_stream.StreamBuffers`).
             The method's own memory is its own (GREM's: ``settings.chunk``).
-            Changes no output. (default: 128 MiB)
+            Changes no output. ``"auto"``: a quarter of what this process may
+            take, between 128 MiB and 1 GiB (:func:`postprocess_budget`).
+            (default: 128 MiB)
 
     The report's ``peak_rss_bytes`` is the method's peak (before the
     post-processing, recorded in the manifest); ``command_peak_rss_bytes``
     is this process's peak at the end, post-processing included.
     """
-    buffers = StreamBuffers.of(DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
+    buffers = StreamBuffers.of(postprocess_budget(memory_budget))
     graph = GraphDir.open(graph_dir)
     graph.check_structure()
     settings = settings or MethodSettings()
@@ -122,6 +130,23 @@ def partition_graph(
         report = _measured(job, key, buffers, run.run_id)
         record_partition(run, job, report)
     return report
+
+
+#: The most ``"auto"`` gives the post-processing: past it, larger reads gain little.
+AUTO_POSTPROCESS_CAP = 1 << 30
+
+
+def postprocess_budget(memory_budget: int | str | None) -> int:
+    """Bytes of the post-processing's buffers: ``None`` is 128 MiB, ``"auto"`` a
+    quarter of the memory this process may take (cgroup limit included) between
+    128 MiB and 1 GiB, a size string or int is taken as given."""
+    if memory_budget is None:
+        return DEFAULT_MEMORY_BUDGET
+    if memory_budget == "auto":
+        quarter = default_memory_budget(0.25)
+        return max(DEFAULT_MEMORY_BUDGET, min(quarter, AUTO_POSTPROCESS_CAP))
+    resolved = resolve_memory_budget(memory_budget)
+    return DEFAULT_MEMORY_BUDGET if resolved is None else resolved
 
 
 @dataclass(frozen=True)
@@ -328,6 +353,7 @@ __all__ = [
     "part_size_chart",
     "partition_graph",
     "partition_stage_key",
+    "postprocess_budget",
     "record_partition",
     "reusable_partition",
 ]

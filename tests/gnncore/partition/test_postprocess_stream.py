@@ -451,3 +451,15 @@ def test_stream_buffers_of_a_budget():
     assert StreamBuffers.of(1 << 20).chunk_rows == 8192
     with pytest.raises(ValueError, match="at least 1 MiB"):
         StreamBuffers.of(1 << 19)
+
+
+def test_auto_budget_of_the_post_processing_stays_between_its_bounds(monkeypatch):
+    from gnncore.partition import run
+
+    monkeypatch.setattr(run, "default_memory_budget", lambda fraction: int(64e9 * fraction))
+    assert run.postprocess_budget("auto") == 1 << 30  # a quarter of 64 GB, capped
+    monkeypatch.setattr(run, "default_memory_budget", lambda fraction: int(200e6 * fraction))
+    assert run.postprocess_budget("auto") == 128 << 20  # 50 MB, raised to the floor
+    assert run.postprocess_budget(None) == 128 << 20
+    assert run.postprocess_budget("256MiB") == 256 << 20
+    assert run.postprocess_budget(3 << 20) == 3 << 20
