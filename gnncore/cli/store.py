@@ -1,4 +1,12 @@
-"""``gnncore store GRAPH_DIR PARTITION_DIR OUT_DIR [--static-fraction F] [--verify]``."""
+"""``gnncore store GRAPH_DIR PARTITION_DIR OUT_DIR [--static-fraction F]
+[--memory-budget SIZE] [--verify]``.
+
+The store is written within ``--memory-budget`` (``auto``: half the memory this
+process may take, the cgroup's limit included): features and edges stream
+through buffers sized from what the budget leaves after the writer's fixed
+overhead. The summary reports the budget, the fixed overhead, the buffers, the
+disk estimated beforehand and the stage's peak RSS.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +34,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of nodes, highest in-degree first, kept as the static set (default 0.01)",
     )
     parser.add_argument(
+        "--memory-budget",
+        default="auto",
+        metavar="SIZE",
+        help="the memory the writer may take (e.g. 1GiB): features and edges stream through "
+        "buffers sized from what it leaves after the per-node arrays (72 bytes a node) and "
+        "the process's own memory; a budget below that is refused. Same bytes whatever the "
+        "budget. Default: auto, half the available memory (a cgroup limit included)",
+    )
+    parser.add_argument(
         "--verify",
         action="store_true",
         help="check an existing store's checksums instead of writing one (OUT_DIR only)",
@@ -36,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
+    from gnncore.outofcore.store import PartitionedStore, build_partitioned_store
     from gnncore.progress import StageBar, reporting
 
     if args.verify:
@@ -44,12 +61,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         store.verify()
         return {"store": str(store.path), "verified": True, "parts": store.parts}
     with StageBar("store", enabled=False if args.no_progress else None) as bar, reporting(bar):
-        store = write_partitioned_store(
-            args.graph_dir, args.partition_dir, args.out_dir, args.static_fraction
+        report = build_partitioned_store(
+            args.graph_dir,
+            args.partition_dir,
+            args.out_dir,
+            args.static_fraction,
+            memory_budget=args.memory_budget,
         )
-    info = store.info
+    info = report.store.info
     return {
-        "store": str(store.path),
+        **report.to_dict(),
         **{
             k: info[k]
             for k in (

@@ -36,8 +36,11 @@ The directory is written into a temporary sibling and renamed into place.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,21 @@ import numpy as np
 
 from gnncore.errors import InputError
 from gnncore.outofcore.reader import read_row_ranges, read_rows
+from gnncore.outofcore.store_budget import (
+    StoreBuffers,
+    StoreReport,
+    check_disk,
+    fixed_overhead,
+    store_buffers,
+)
+from gnncore.outofcore.store_io import (
+    NpyWriter,
+    bucket_counts,
+    gather_rows,
+    npy_entry_streamed,
+    write_buckets,
+    write_lists,
+)
 from gnncore.partition.store import PartitionDir, partition_stage_dir, partition_stage_inputs
 from gnncore.progress import stage
 from gnncore.store import GraphDir, atomic_directory
@@ -53,12 +71,12 @@ from gnncore.store.atomic import check_output_dir
 from gnncore.store.manifest import (
     MANIFEST_FILE,
     check_plain_name,
-    npy_entry,
     read_json_manifest,
     sha256_of,
 )
-from gnncore.store.npy import load_npy
+from gnncore.store.npy import NpyFile, inspect_npy, load_npy
 from gnncore.store.versioning import stage_key
+from gnncore.usage import StageUsage, resolve_memory_budget
 
 STORE_FORMAT = "gnncore.partitioned_store"
 STORE_FORMAT_VERSION = 2
@@ -72,7 +90,6 @@ REQUIRED = (
     "static_indptr",
     "static_indices",
 )
-_ROWS = 1 << 18
 
 #: What ``static_fraction`` means (the Dagster asset's config shows it).
 STATIC_FRACTION_HELP = (
@@ -98,104 +115,78 @@ def write_partitioned_store(
     out_dir: str | os.PathLike[str],
     static_fraction: float = 0.01,
     reuse: bool = False,
+    memory_budget: int | str | None = "auto",
 ) -> PartitionedStore:
     """Write the partitioned store of a graph and one of its partitions (see the
-    module docstring); returns it opened.
+    module docstring) within ``memory_budget``; returns it opened
+    (:func:`build_partitioned_store` also returns what it cost).
 
     With ``reuse``, a complete store at ``out_dir`` whose manifest records the
     same stage key (:func:`store_stage_key`) is returned as it is, not rewritten.
 
     Raises:
         InputError: The partition is not of this graph, ``out_dir`` would destroy
-            an input or other data, or ``static_fraction`` is outside [0, 1].
+            an input or other data, ``static_fraction`` is outside [0, 1], the
+            budget is below what the stage needs or the disk cannot hold the store.
+    """
+    return build_partitioned_store(
+        graph_dir, partition_dir, out_dir, static_fraction, reuse=reuse, memory_budget=memory_budget
+    ).store
+
+
+def build_partitioned_store(
+    graph_dir: str | os.PathLike[str],
+    partition_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    static_fraction: float = 0.01,
+    *,
+    reuse: bool = False,
+    memory_budget: int | str | None = "auto",
+    buffers: StoreBuffers | None = None,
+) -> StoreReport:
+    """:func:`write_partitioned_store`, returning the store with its cost.
+
+    Features, edges and the static set stream through buffers sized from
+    ``memory_budget`` (``"auto"``: :func:`~gnncore.usage.default_memory_budget`;
+    a size string or bytes; ``None``: the largest buffers, no check) once the
+    fixed overhead (this process's memory now plus the per-node arrays) is
+    taken off; ``buffers`` sets them directly instead. Same bytes whatever the
+    buffers. Refuses before writing anything when the budget leaves less than
+    :data:`MIN_BUFFER_BYTES` or the disk has less room than the store.
     """
     if not 0.0 <= static_fraction <= 1.0:
         raise InputError(f"static_fraction must lie in [0, 1], not {static_fraction}")
+    try:
+        budget = resolve_memory_budget(memory_budget)
+    except ValueError as exc:
+        raise InputError(f"memory budget: {exc}") from None
     started = time.perf_counter()
-    graph = GraphDir.open(graph_dir)
-    graph.check_structure()
-    partition = PartitionDir.open(partition_dir, graph)
-    check_output_dir(out_dir, [graph.path, partition.path], STORE_FORMAT, "partitioned store")
-    key = store_stage_key(graph, partition, static_fraction)
-    if reuse:
-        existing = reusable_store(out_dir, key)
+    with StageUsage() as usage:
+        graph = GraphDir.open(graph_dir)
+        graph.check_structure()
+        partition = PartitionDir.open(partition_dir, graph)
+        check_output_dir(out_dir, [graph.path, partition.path], STORE_FORMAT, "partitioned store")
+        key = store_stage_key(graph, partition, static_fraction)
+        existing = reusable_store(out_dir, key) if reuse else None
+        fixed = fixed_overhead(graph.num_nodes, partition.parts)
+        reused, disk = existing is not None, 0
         if existing is not None:
             stage(f"reused {existing.path} (stage key {key})")
-            return existing
-    parts, n = partition.parts, graph.num_nodes
-    stage("relabelling nodes")
-    order, offsets = relabel_by_partition(np.asarray(partition.assignment()), parts)
-    node_map = np.empty(n, dtype=np.int64)
-    node_map[order] = np.arange(n, dtype=np.int64)
-    with atomic_directory(out_dir) as tmp:
-        files: dict[str, np.ndarray] = {
-            "node_order": order,
-            "node_map": node_map,
-            "partition_offsets": offsets,
-        }
-        for name, array in files.items():
-            np.save(tmp / f"{name}.npy", array)
-        x = graph.features()
-        if x is not None:
-            stage("features by partition")
-            _gather_rows(x, order, tmp / "features.npy")
-        labels = graph.labels()
-        if labels is not None:
-            np.save(tmp / "labels.npy", np.asarray(labels)[order])
-        for split in ("train", "val", "test"):
-            if graph.has(f"{split}_idx"):
-                np.save(tmp / f"{split}_idx.npy", np.sort(node_map[graph.split(split)]))
-        stage("edge buckets")
-        indptr = np.asarray(graph.indptr)
-        indices = np.asarray(graph.indices)
-        dst_old = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-        src, dst = node_map[indices], node_map[dst_old]
-        del dst_old
-        part_of = np.repeat(np.arange(parts, dtype=np.int64), np.diff(offsets))
-        bucket = part_of[dst] * parts + part_of[src]  # destination-major
-        by = np.lexsort((src, dst, bucket))
-        np.save(tmp / "edges.npy", np.stack([src[by], dst[by]], axis=1))
-        bucket_offsets = np.zeros(parts * parts + 1, dtype=np.int64)
-        np.cumsum(np.bincount(bucket, minlength=parts * parts), out=bucket_offsets[1:])
-        np.save(tmp / "bucket_offsets.npy", bucket_offsets)
-        del src, dst, bucket, by
-        stage("static set")
-        static = _static_nodes(np.diff(indptr), static_fraction, node_map)
-        np.save(tmp / "static_nodes.npy", static)
-        old = order[static]
-        lengths = (indptr[old + 1] - indptr[old]).astype(np.int64)
-        static_indptr = np.zeros(len(static) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=static_indptr[1:])
-        rows = [node_map[indices[indptr[v] : indptr[v + 1]]] for v in old]
-        static_indices = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-        np.save(tmp / "static_indptr.npy", static_indptr)
-        np.save(tmp / "static_indices.npy", static_indices.astype(np.int64))
-        if x is not None:
-            np.save(tmp / "static_features.npy", np.asarray(x[old], dtype=np.float32))
-        stage("checksums and manifest")
-        info: dict[str, Any] = {
-            "format": STORE_FORMAT,
-            "format_version": STORE_FORMAT_VERSION,
-            "num_nodes": n,
-            "num_edges": int(len(indices)),
-            "parts": parts,
-            "num_features": graph.manifest.num_features,
-            "num_classes": graph.manifest.num_classes,
-            "static_fraction": static_fraction,
-            "num_static": int(len(static)),
-            "partition_offsets": offsets.tolist(),
-            "graph_manifest_sha256": sha256_of(graph.path / MANIFEST_FILE),
-            "partition_manifest_sha256": sha256_of(partition.path / MANIFEST_FILE),
-            "graph": str(graph.path),
-            "partition": str(partition.path),
-            "stage_key": key,
-            "seconds": round(time.perf_counter() - started, 3),
-            "files": {},
-        }
-        for file in sorted(tmp.glob("*.npy")):
-            info["files"][file.name] = npy_entry(file)
-        (tmp / MANIFEST_FILE).write_text(json.dumps(info, indent=2, sort_keys=True))
-    return PartitionedStore.open(out_dir)
+        else:
+            features = _npy_file(graph, "features")
+            if buffers is None:
+                row = 0 if features is None else features.data_bytes // max(graph.num_nodes, 1)
+                buffers = store_buffers(budget, fixed, row)
+            stage("relabelling nodes")
+            layout = _Layout.build(graph, partition, static_fraction, buffers.edge_rows)
+            disk = layout.output_bytes(graph, features)
+            check_disk(out_dir, disk)
+            with atomic_directory(out_dir) as tmp:
+                _write_arrays(tmp, graph, layout, features, buffers)
+                _write_manifest(tmp, graph, partition, layout, static_fraction, key, started)
+            existing = PartitionedStore.open(out_dir)
+    usage.set_outputs([existing.path])
+    return StoreReport(existing, reused, budget, fixed, buffers, disk, usage)
 
 
 def store_stage_key(graph: GraphDir, partition: PartitionDir, static_fraction: float) -> str:
@@ -232,16 +223,152 @@ def reusable_store(out_dir: str | os.PathLike[str], key: str) -> PartitionedStor
     return existing if existing.info.get("stage_key") == key else None
 
 
-def _gather_rows(x: np.ndarray, order: np.ndarray, out: Path) -> None:
-    """``x[order]`` written to ``out`` block by block (the result is not held whole)."""
-    target = np.lib.format.open_memmap(
-        out, mode="w+", dtype=np.float32, shape=(len(order),) + x.shape[1:]
-    )
-    for start in range(0, len(order), _ROWS):
-        block = order[start : start + _ROWS]
-        target[start : start + len(block)] = x[np.sort(block)][np.argsort(np.argsort(block))]
-    target.flush()
-    del target
+def _npy_file(graph: GraphDir, name: str) -> NpyFile | None:
+    """The checked header of the graph's ``name.npy`` (``None`` when it has none)."""
+    file = f"{name}.npy"
+    return inspect_npy(graph.path / file) if file in graph.manifest.files else None
+
+
+def _indices(graph: GraphDir) -> NpyFile:
+    return inspect_npy(graph.path / "indices.npy")
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The per-node arrays of a store: the relabelling, the partition of each
+    old id, the graph's ``indptr`` and the static set (in memory: O(N))."""
+
+    order: np.ndarray
+    node_map: np.ndarray
+    offsets: np.ndarray
+    assignment: np.ndarray
+    indptr: np.ndarray
+    static: np.ndarray
+    bucket_offsets: np.ndarray
+
+    @classmethod
+    def build(
+        cls, graph: GraphDir, partition: PartitionDir, static_fraction: float, piece_edges: int
+    ) -> _Layout:
+        n, parts = graph.num_nodes, partition.parts
+        assignment = load_npy(partition.path / "assignment.npy", mmap_mode=None).astype(np.int64)
+        order, offsets = relabel_by_partition(assignment, parts)
+        node_map = np.empty(n, dtype=np.int64)
+        node_map[order] = np.arange(n, dtype=np.int64)
+        indptr = load_npy(graph.path / "indptr.npy", mmap_mode=None).astype(np.int64, copy=False)
+        static = _static_nodes(np.diff(indptr), static_fraction, node_map)
+        stage("counting edge buckets")
+        counts = bucket_counts(indptr, _indices(graph), assignment, parts, piece_edges)
+        bucket_offsets = np.zeros(parts * parts + 1, dtype=np.int64)
+        np.cumsum(counts, out=bucket_offsets[1:])
+        return cls(order, node_map, offsets, assignment, indptr, static, bucket_offsets)
+
+    @property
+    def static_old(self) -> np.ndarray:
+        return self.order[self.static]
+
+    def static_entries(self) -> int:
+        old = self.static_old
+        return int((self.indptr[old + 1] - self.indptr[old]).sum())
+
+    def output_bytes(self, graph: GraphDir, features: NpyFile | None) -> int:
+        """Bytes the store's files will take (a header of at most 4 KiB each)."""
+        n, e, k = graph.num_nodes, int(self.indptr[-1]), len(self.static)
+        total = 8 * (3 * n + len(self.offsets) + len(self.bucket_offsets) + 2 * e + 2 * k + 1)
+        total += 8 * self.static_entries()
+        if features is not None:
+            total += 4 * (n + k) * math.prod(features.shape[1:])
+        for name in ("labels", "train_idx", "val_idx", "test_idx"):
+            if f"{name}.npy" in graph.manifest.files:
+                total += (graph.path / f"{name}.npy").stat().st_size
+        return total + 16 * 4096
+
+
+def _write_arrays(
+    tmp: Path, graph: GraphDir, layout: _Layout, features: NpyFile | None, buffers: StoreBuffers
+) -> None:
+    """Every ``.npy`` file of the store into ``tmp`` (the manifest apart)."""
+    order, node_map = layout.order, layout.node_map
+    for name, array in (("node_order", order), ("node_map", node_map)):
+        np.save(tmp / f"{name}.npy", array)
+    np.save(tmp / "partition_offsets.npy", layout.offsets)
+    n, sync = graph.num_nodes, buffers.sync_bytes
+    if features is not None:
+        stage("features by partition")
+        with _writer(tmp / "features.npy", np.float32, (n, *features.shape[1:]), sync) as out:
+            gather_rows(features, order, out, buffers.feature_rows)
+    if "labels.npy" in graph.manifest.files:
+        np.save(tmp / "labels.npy", load_npy(graph.path / "labels.npy", mmap_mode=None)[order])
+    for split in ("train", "val", "test"):
+        if graph.has(f"{split}_idx"):
+            np.save(tmp / f"{split}_idx.npy", np.sort(node_map[graph.split(split)]))
+    stage("edge buckets")
+    indices = _indices(graph)
+    with _writer(tmp / "edges.npy", np.int64, (int(layout.indptr[-1]), 2), sync) as out:
+        write_buckets(
+            layout.indptr, indices, order, node_map, layout.assignment, layout.bucket_offsets,
+            out, buffers.edge_rows,
+        )  # fmt: skip
+    np.save(tmp / "bucket_offsets.npy", layout.bucket_offsets)
+    stage("static set")
+    static, old = layout.static, layout.static_old
+    np.save(tmp / "static_nodes.npy", static)
+    lengths = (layout.indptr[old + 1] - layout.indptr[old]).astype(np.int64)
+    static_indptr = np.zeros(len(static) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=static_indptr[1:])
+    np.save(tmp / "static_indptr.npy", static_indptr)
+    with _writer(tmp / "static_indices.npy", np.int64, (int(static_indptr[-1]),), sync) as out:
+        write_lists(layout.indptr, indices, old, node_map, out, buffers.edge_rows)
+    if features is not None:
+        shape = (len(static), *features.shape[1:])
+        with _writer(tmp / "static_features.npy", np.float32, shape, sync) as out:
+            gather_rows(features, old, out, buffers.feature_rows)
+
+
+@contextmanager
+def _writer(path: Path, dtype: Any, shape: tuple[int, ...], sync_bytes: int) -> Iterator[NpyWriter]:
+    """An :class:`NpyWriter`, closed (checked complete) when the block succeeds."""
+    out = NpyWriter(path, dtype, shape, sync_bytes)
+    try:
+        yield out
+    except BaseException:
+        os.close(out.fd)
+        raise
+    out.close()
+
+
+def _write_manifest(
+    tmp: Path,
+    graph: GraphDir,
+    partition: PartitionDir,
+    layout: _Layout,
+    static_fraction: float,
+    key: str,
+    started: float,
+) -> None:
+    stage("checksums and manifest")
+    info: dict[str, Any] = {
+        "format": STORE_FORMAT,
+        "format_version": STORE_FORMAT_VERSION,
+        "num_nodes": graph.num_nodes,
+        "num_edges": int(layout.indptr[-1]),
+        "parts": partition.parts,
+        "num_features": graph.manifest.num_features,
+        "num_classes": graph.manifest.num_classes,
+        "static_fraction": static_fraction,
+        "num_static": int(len(layout.static)),
+        "partition_offsets": layout.offsets.tolist(),
+        "graph_manifest_sha256": sha256_of(graph.path / MANIFEST_FILE),
+        "partition_manifest_sha256": sha256_of(partition.path / MANIFEST_FILE),
+        "graph": str(graph.path),
+        "partition": str(partition.path),
+        "stage_key": key,
+        "seconds": round(time.perf_counter() - started, 3),
+        "files": {},
+    }
+    for file in sorted(tmp.glob("*.npy")):
+        info["files"][file.name] = npy_entry_streamed(file)
+    (tmp / MANIFEST_FILE).write_text(json.dumps(info, indent=2, sort_keys=True))
 
 
 def _static_nodes(in_degree: np.ndarray, fraction: float, node_map: np.ndarray) -> np.ndarray:
