@@ -31,7 +31,12 @@ from gnncore.predict.engine import (
     passes,
     uses_graph,
 )
-from gnncore.predict.layerstore import InferencePlan, check_budget, plan_inference
+from gnncore.predict.layerstore import (
+    InferencePlan,
+    check_budget,
+    plan_inference,
+    random_access_rows,
+)
 from gnncore.predict.layerwise import Adjacency, RowSource
 from gnncore.predict.source import TrainedModel, load_trained_model
 from gnncore.store import GraphDir
@@ -105,10 +110,15 @@ def check_compatible(spec: ModelSpec, graph: GraphDir) -> None:
         )
 
 
-def _feature_rows(graph: GraphDir) -> RowSource | None:
+def _feature_rows(graph: GraphDir, scattered: bool = False) -> RowSource | None:
+    """Feature rows by node id; ``scattered``: mapped for random access (no
+    readahead: :func:`~gnncore.predict.layerstore.random_access_rows`), for
+    reading under a memory budget."""
     features = graph.features()
     if features is None:
         return None
+    if scattered:
+        features = random_access_rows(Path(graph.path) / "features.npy")
 
     def rows(n_id: torch.Tensor) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(features[n_id.numpy()], dtype=np.float32))
@@ -315,7 +325,7 @@ def predict_graph_dir(
     module = trained.module.to(torch_device).eval()
     n = graph.num_nodes
     widths = layer_widths(spec, module)
-    plan = plan_inference(n, widths, len(widths) - 1, batch_size, budget)
+    plan = plan_inference(n, widths, len(widths) - 1, batch_size, budget, len(graph.indices))
     adjacency = _adjacency(spec, graph) if uses_graph(spec, module) else None
     bar = _progress_bar(
         progress, passes(spec, module, adjacency, n, plan.batch_size, plan.max_edges)
@@ -331,7 +341,7 @@ def predict_graph_dir(
                 spec,
                 module,
                 adjacency,
-                _feature_rows(graph),
+                _feature_rows(graph, scattered=plan.spill),
                 n,
                 batch_size=plan.batch_size,
                 max_edges=plan.max_edges,

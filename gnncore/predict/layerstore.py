@@ -22,6 +22,7 @@ against a memory limit.
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +34,11 @@ import torch
 #: Bytes of one layer-output entry (float32).
 ENTRY_BYTES = 4
 #: Working memory of one batch per (block node + block edge) per channel, in
-#: entries: the block's input rows, its copies (dtype, normalisation), the
-#: gathered messages and the layer's outputs, with a margin.
-BATCH_ENTRIES_PER_ITEM = 24
+#: entries: the block's input rows and their normalised copy, the gathered
+#: messages, the aggregate and the layer's outputs, with a margin of 2.
+BATCH_ENTRIES_PER_ITEM = 12
+#: The share of the budget one batch's block may take.
+BATCH_SHARE = 0.5
 #: Smallest budget accepted (the O(N) index arrays and the model come on top).
 MIN_MEMORY_BUDGET = 16 << 20
 #: In-edges per batch per target node, at most (the in-memory path's ratio).
@@ -66,11 +69,14 @@ def plan_inference(
     num_layers: int,
     batch_size: int,
     memory_budget: int | None,
+    num_edges: int = 0,
 ) -> InferencePlan:
     """Keep the layers in memory when the ``[N, C]`` arrays held at once (the
     previous layer's and the one being filled) take at most half of
     ``memory_budget`` (``None``: no budget, always); else put them on disk and
-    size the batches so one batch's block needs about a quarter of it.
+    size the batches so one batch's block needs about :data:`BATCH_SHARE` of
+    it: ``nodes + edges`` items of the widest layer, split by the average
+    in-degree (``num_edges / num_nodes``).
 
     Args:
         num_nodes (int): Nodes of the graph.
@@ -78,6 +84,7 @@ def plan_inference(
         num_layers (int): Message-passing layers.
         batch_size (int): Target nodes per batch asked for (an upper bound).
         memory_budget (int, optional): Bytes the inference may take.
+        num_edges (int): Edges of the graph (in-edges of all nodes).
     """
     check_budget(memory_budget)
     held = min(max(num_layers - 1, 0), 2)
@@ -86,10 +93,35 @@ def plan_inference(
     default = InferencePlan(batch_size, EDGES_PER_TARGET * batch_size, False, layer_bytes)
     if memory_budget is None or layer_bytes <= memory_budget // 2:
         return default
-    items = (memory_budget // 4) // (BATCH_ENTRIES_PER_ITEM * ENTRY_BYTES * max(widths))
-    nodes = max(1, min(batch_size, items // 2))
+    items = int(memory_budget * BATCH_SHARE) // (BATCH_ENTRIES_PER_ITEM * ENTRY_BYTES * max(widths))
+    degree = num_edges / max(num_nodes, 1)
+    nodes = max(1, min(batch_size, int(items / (1 + min(degree, EDGES_PER_TARGET)))))
     edges = max(1, min(EDGES_PER_TARGET * nodes, items - nodes))
     return InferencePlan(nodes, edges, True, layer_bytes)
+
+
+def random_access_rows(path: str | os.PathLike[str]) -> np.ndarray:
+    """The array of a ``.npy`` file, memory-mapped read-only with
+    ``MADV_RANDOM``: a page fault reads that page alone, not the readahead
+    window around it, so gathering scattered rows (a batch's in-neighbours)
+    under a memory limit keeps the page cache for rows that are read.
+    (A C-order, non-object array of any shape.)"""
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        offset = f.tell()
+        if fortran or dtype.hasobject:
+            raise ValueError(f"{path}: not a C-order numeric array")
+        count = int(np.prod(shape))
+        if count == 0:
+            return np.empty(shape, dtype=dtype)
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_RANDOM"):
+        mapped.madvise(mmap.MADV_RANDOM)
+    return np.frombuffer(mapped, dtype=dtype, count=count, offset=offset).reshape(shape)
 
 
 def check_budget(memory_budget: int | None) -> int | None:
@@ -138,7 +170,7 @@ class DiskLayer:
         if self._file is None or start != self._next or rows.shape[1:] != (self.width,):
             raise ValueError(f"{self.path.name}: rows from {start}, expected {self._next}")
         data = np.ascontiguousarray(rows.detach().cpu().numpy(), dtype="<f4")
-        self._file.write(memoryview(data).cast("B"))
+        self._file.write(data.data)
         self._next += len(data)
         self._unsynced += data.nbytes
         if self._unsynced >= self.sync_bytes:
@@ -168,7 +200,7 @@ class DiskLayer:
     def read(self, n_id: torch.Tensor) -> torch.Tensor:
         """Rows ``n_id`` (copied out of the map)."""
         if self._rows is None:
-            self._rows = np.load(self.path, mmap_mode="r", allow_pickle=False)
+            self._rows = random_access_rows(self.path)
         return torch.from_numpy(np.ascontiguousarray(self._rows[n_id.numpy()]))
 
     def release(self) -> None:

@@ -31,7 +31,7 @@ nodes a degree of 1; training's GCN evaluation is that approximation.)
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,7 +191,7 @@ def layerwise_inference(
     on_batch: Callable[[], None] | None = None,
     layer_dir: str | os.PathLike[str] | None = None,
     sync_bytes: int = 64 << 20,
-) -> Iterator[tuple[int, int, torch.Tensor]]:
+) -> Generator[tuple[int, int, torch.Tensor], None, None]:
     """Yield ``(a, b, out)``: the model's output rows (float32, on ``device``) of
     nodes ``a .. b-1``, in node order, computed layer by layer.
 

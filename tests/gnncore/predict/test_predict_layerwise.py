@@ -218,8 +218,14 @@ def test_a_layer_file_is_a_npy_of_every_nodes_rows_and_goes_when_stopped(
 def test_the_budget_decides_where_the_layers_go() -> None:
     """Layers stay in memory while two ``[N, hidden]`` arrays take at most half
     the budget (or without a budget); beyond, they go to disk and a batch's
-    block is sized to a quarter of the budget."""
-    from gnncore.predict.layerstore import MIN_MEMORY_BUDGET, plan_inference
+    block is sized to its share of the budget, nodes and edges in the graph's
+    ratio."""
+    from gnncore.predict.layerstore import (
+        BATCH_ENTRIES_PER_ITEM,
+        BATCH_SHARE,
+        MIN_MEMORY_BUDGET,
+        plan_inference,
+    )
 
     widths = (512, 256, 256, 8)  # 3 layers: two 256-wide arrays held at once
     n = 1_000_000
@@ -227,10 +233,11 @@ def test_the_budget_decides_where_the_layers_go() -> None:
     assert not plan_inference(n, widths, 3, 4096, None).spill
     roomy = plan_inference(n, widths, 3, 4096, 2 * held)
     assert not roomy.spill and (roomy.batch_size, roomy.max_edges) == (4096, 64 * 4096)
-    tight = plan_inference(n, widths, 3, 4096, 256 << 20)
+    tight = plan_inference(n, widths, 3, 4096, 256 << 20, num_edges=10 * n)
     assert tight.spill and tight.layer_bytes == held
-    assert 1 <= tight.batch_size <= 4096 and tight.max_edges >= 1
-    assert 24 * 4 * 512 * (tight.batch_size + tight.max_edges) <= (256 << 20) // 4
+    assert 1 <= tight.batch_size <= 4096 and 9 <= tight.max_edges / tight.batch_size <= 11
+    items = tight.batch_size + tight.max_edges
+    assert BATCH_ENTRIES_PER_ITEM * 4 * 512 * items <= (256 << 20) * BATCH_SHARE
     assert not plan_inference(n, (512, 8), 1, 4096, 256 << 20).spill  # no hidden layer
     with pytest.raises(ValueError, match="at least"):
         plan_inference(n, widths, 3, 4096, MIN_MEMORY_BUDGET - 1)
