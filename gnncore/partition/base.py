@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.store import GraphDir
 
 
@@ -59,8 +60,6 @@ def symmetric_graph(graph: GraphDir) -> SymmetricGraph:
     m = graph.manifest
     if not m.directed and not m.num_relations:
         return SymmetricGraph(m.num_nodes, np.asarray(graph.indptr), np.asarray(graph.indices))
-    from gnncore import _C
-
     u, v = undirected_edges(graph)
     indptr, indices, _ = _C.build_csr(
         np.concatenate([u, v]),

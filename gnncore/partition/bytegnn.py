@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.partition.base import Partitioner, PartitionOptions, SymmetricGraph, symmetric_graph
 from gnncore.partition.metrics import max_part_size
@@ -77,8 +78,6 @@ def bytegnn_blocks(
     """``(block, level)``: each node's block id (a centre id, or its own id
     when unreached) and BFS level (-1 when unreached), both ``int64[N]``."""
     require_csrc()
-    from gnncore import _C
-
     blocks = _C.bytegnn_blocks(
         np.asarray(graph.indptr),
         np.asarray(graph.indices),
@@ -108,8 +107,6 @@ def bytegnn_partition(
         weights (sequence of 3 floats): Balance-score weights (default: 1/3 each).
     """
     require_csrc()
-    from gnncore import _C
-
     codes = np.ascontiguousarray(codes, dtype=np.int8)
     block, level = bytegnn_blocks(graph, np.flatnonzero(codes >= 0), hops)
     options = _C.ByteGnnAssignOptions(

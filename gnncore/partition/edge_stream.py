@@ -6,14 +6,11 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.store.npy import read_npy_header
-
-if TYPE_CHECKING:
-    from gnncore import _C
 
 
 @dataclass(frozen=True)
@@ -58,16 +55,12 @@ class EdgeFile:
 
     def spec(self) -> _C.EdgeFileSpec:
         """The file as the C++ core's :class:`gnncore._C.EdgeFileSpec`."""
-        from gnncore import _C
-
         return _C.EdgeFileSpec(self.path, offset=self.offset, int64=self.int64, rows=self.rows)
 
     def read(self, begin: int, count: int) -> np.ndarray:
         """Rows ``[begin, begin + count)`` as ``[k, 2]`` in the file's id width,
         int32 or int64 (one chunk: 8 or 16 bytes a row, read straight into the
         array)."""
-        from gnncore import _C
-
         flat = _C.grem_read_edges(self.spec(), begin, count)
         return np.asarray(flat).reshape(-1, 2)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.partition.base import Partitioner, PartitionOptions, symmetric_degree
 from gnncore.store import GraphDir
 from gnncore.typing import require_csrc
@@ -38,8 +39,6 @@ class HydraPartitioner(Partitioner):
     def assign(self, graph: GraphDir, options: PartitionOptions) -> np.ndarray:
         options.validate(graph.num_nodes)
         require_csrc()
-        from gnncore import _C
-
         degree = symmetric_degree(graph)
         return np.asarray(
             _C.degree_greedy_assign(degree, options.parts, self.group_size), dtype=np.int64

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.partition.edge_stream import EdgeFile
 from gnncore.store import GraphDir
 from gnncore.store.graph_dir import SPLITS
@@ -75,8 +76,6 @@ def streamed_edge_cut(
     counted in one read of ``edges_shuffled.npy``, ``chunk_rows`` rows at a time
     (C++, GIL released): memory is one chunk, whatever the edge count."""
     require_csrc()
-    from gnncore import _C
-
     a = np.ascontiguousarray(assignment, dtype=np.int64)
     if len(a) != graph.num_nodes:
         raise ValueError(f"assignment has {len(a)} entries for {graph.num_nodes} nodes")

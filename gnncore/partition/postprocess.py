@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.partition.base import SymmetricGraph, symmetric_graph
 from gnncore.partition.metrics import (
@@ -116,8 +117,6 @@ def halo_nodes(graph: SymmetricGraph, assignment: np.ndarray, parts: int) -> lis
     """1-hop halo of each part: sorted ``int64`` ids of the nodes outside the
     part with a neighbour inside it (``len`` gives the halo sizes)."""
     require_csrc()
-    from gnncore import _C
-
     a = _checked_assignment(assignment, parts, graph.num_nodes)
     offsets, nodes = _C.halo_nodes(np.asarray(graph.indptr), np.asarray(graph.indices), a, parts)
     return [nodes[offsets[i] : offsets[i + 1]] for i in range(parts)]
@@ -244,8 +243,6 @@ def balance_splits(
         sort_budget (int): Memory of that external sort, in bytes.
     """
     require_csrc()
-    from gnncore import _C
-
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
     n = graph.num_nodes

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.partition.metrics import (
     EDGE_CHUNK_ROWS,
     PartitionMetrics,
@@ -156,8 +157,6 @@ def write_postprocessed(
             (:func:`halo_parts_per_read`).
     """
     require_csrc()
-    from gnncore import _C
-
     started = time.perf_counter()
     n = graph.num_nodes
     a = _checked_assignment(assignment, parts, n)

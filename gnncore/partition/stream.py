@@ -24,6 +24,7 @@ import abc
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.partition.base import Partitioner, PartitionOptions, SymmetricGraph, symmetric_graph
 from gnncore.partition.metrics import max_part_size
 from gnncore.store import GraphDir
@@ -62,8 +63,6 @@ class LdgPartitioner(_VertexStreamPartitioner):
         self, graph: SymmetricGraph, parts: int, capacity: int, seed: int
     ) -> np.ndarray:
         require_csrc()
-        from gnncore import _C
-
         return _C.ldg_partition(
             np.asarray(graph.indptr), np.asarray(graph.indices), parts, capacity, seed
         )
@@ -92,8 +91,6 @@ class FennelPartitioner(_VertexStreamPartitioner):
         self, graph: SymmetricGraph, parts: int, capacity: int, seed: int
     ) -> np.ndarray:
         require_csrc()
-        from gnncore import _C
-
         alpha = self.alpha
         if alpha is None:
             alpha = fennel_alpha(graph.num_nodes, len(graph.indices) // 2, parts, self.gamma)

@@ -80,6 +80,7 @@ import torch
 from torch_geometric.data import GraphStore
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, SamplerOutput
 
+from gnncore import _C
 from gnncore.sampler.dense import DenseSampler
 from gnncore.sampler.neighbor import ArrayLike
 from gnncore.sampler.prune import prune_thresholds
@@ -253,8 +254,6 @@ class BiasedDenseSampler(DenseSampler):
     def _sample_biased(self, seeds: np.ndarray, batch_seed: int) -> tuple[Any, ...]:
         """The kernel's ``(node, row, col, edge, num_nodes, num_edges, weight,
         remote_lists, remote_ids)``; updates the remote-read counters."""
-        from gnncore import _C
-
         out = _C.sample_biased_pyg(
             self.indptr,
             self.indices,

@@ -22,6 +22,7 @@ import numpy as np
 from torch_geometric.data import GraphStore
 from torch_geometric.sampler import NodeSamplerInput
 
+from gnncore import _C
 from gnncore.sampler.neighbor import ArrayLike, NeighborSampler
 
 
@@ -67,8 +68,6 @@ class DenseSampler(NeighborSampler):
         ``node_ids[node_id_offsets[1]:]``), ``repr`` (index of each neighbour
         in ``node_ids``) and ``nbr_edges`` (CSR positions).
         """
-        from gnncore import _C
-
         arrays = _C.sample_dense(
             self.indptr,
             self.indices,
@@ -85,8 +84,6 @@ class DenseSampler(NeighborSampler):
     def _sample(self, seeds: np.ndarray, batch_seed: int) -> tuple[Any, ...]:
         """DENSE sampling straight to the PyG layout (targets first, hop by hop);
         :meth:`NeighborSampler.sample_from_nodes` wraps it in a SamplerOutput."""
-        from gnncore import _C
-
         return _C.sample_dense_pyg(
             self.indptr, self.indices, seeds, self.fanouts, batch_seed, num_threads=self.num_threads
         )

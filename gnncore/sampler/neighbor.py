@@ -37,6 +37,7 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 
+from gnncore import _C
 from gnncore.sampler.negative import NegativeDraw
 from gnncore.sampler.orient import orient_adjacency
 from gnncore.typing import require_csrc
@@ -263,8 +264,6 @@ class NeighborSampler(BaseSampler):
 
         Subclasses change the sampling scheme by overriding this hook only.
         """
-        from gnncore import _C
-
         return _C.sample_neighbors(
             self.indptr,
             self.indices,

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gnncore import _C
+
 DIRECTIONS = ("in", "out", "both")
 
 
@@ -43,7 +45,6 @@ def orient_adjacency(
         raise ValueError("edge_types needs edge_type, the type of each adjacency entry")
     if direction == "in" and edge_types is None:
         return indptr, indices, None
-    from gnncore import _C
 
     num_nodes = len(indptr) - 1
     position = np.arange(len(indices), dtype=np.int64)

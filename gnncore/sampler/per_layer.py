@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.sampler.neighbor import NeighborSampler
 
 
@@ -39,8 +40,6 @@ class PerLayerSampler(NeighborSampler):
     def _sample(self, seeds: np.ndarray, batch_seed: int) -> tuple[Any, ...]:
         """One call into ``_C.sample_per_layer``: ``(node, row, col, edge, num_nodes,
         num_edges)``; :meth:`NeighborSampler.sample_from_nodes` wraps it."""
-        from gnncore import _C
-
         return _C.sample_per_layer(
             self.indptr,
             self.indices,

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.store.external_sort import merge_buffer, merge_runs_down
 
@@ -123,8 +124,6 @@ class KeySorter:
         """Add the edges ``(src[i], dst[i])`` (int64, ids in ``[0, 2**32)``) as keys,
         ``min << 32 | max`` when ``unordered``; self-loops are dropped. Returns
         the number kept. Raises ``ValueError`` for an id outside ``[0, 2**32)``."""
-        from gnncore import _C
-
         src = np.ascontiguousarray(src, dtype=np.int64)
         dst = np.ascontiguousarray(dst, dtype=np.int64)
         kept = start = 0
@@ -148,8 +147,6 @@ class KeySorter:
 
     def _sorted(self) -> np.ndarray:
         """The buffer's keys sorted and distinct (a view of the buffer)."""
-        from gnncore import _C
-
         keys = self._buffer()[: self._fill]
         if self.scratch is None or len(self.scratch) < self._fill:
             self.scratch = np.empty(self._fill, dtype=np.uint64)
@@ -164,7 +161,6 @@ class KeySorter:
     def _spill(self) -> None:
         if self._fill == 0:
             return
-        from gnncore import _C
 
         path = self._next_path()
         writer = _C.KeyRunWriter(str(path), KEY_RUN_BUFFER)
@@ -181,7 +177,6 @@ class KeySorter:
             self.keys = self._sorted() if self._fill else np.zeros(0, dtype=np.uint64)
             self.count = len(self.keys)
             return self.count
-        from gnncore import _C
 
         self._spill()
         self._keys = self.scratch = None
@@ -225,8 +220,6 @@ def read_key_run(
 ) -> Iterator[np.ndarray]:
     """A key run's keys in order, fresh uint64 blocks of at most ``rows`` keys,
     each mapped by ``remap`` (in place) when given."""
-    from gnncore import _C
-
     reader = _C.KeyRunReader(str(path), KEY_RUN_BUFFER)
     while reader.remaining:
         block = np.empty(min(rows, reader.remaining), dtype=np.uint64)
@@ -239,8 +232,6 @@ def read_key_run(
 def shuffle_keys(keys: np.ndarray, seed: int | np.random.SeedSequence) -> None:
     """Shuffle uint64 ``keys`` in place into ``keys[default_rng(seed).permutation(len(keys))]``
     (numpy's own algorithm and draws, in C++)."""
-    from gnncore import _C
-
     state = np.random.PCG64(seed).state
     low = (1 << 64) - 1
     s, inc = int(state["state"]["state"]), int(state["state"]["inc"])
@@ -280,8 +271,6 @@ def bucket_shuffle(
     ``blocks`` with its bucket draws, and a write buffer a bucket. Reproducible:
     the same keys, seed and budget give the same order. Raises ``ValueError``
     when ``blocks`` does not hold ``count`` strictly increasing keys."""
-    from gnncore import _C
-
     num_buckets = shuffle_buckets(count, budget_bytes)
     rng = np.random.default_rng(seed)
     paths = [directory / f"{name}-{i:06d}.keys" for i in range(num_buckets)]
@@ -307,8 +296,6 @@ def bucket_shuffle(
 def _shuffled_buckets(
     paths: list[Path], seeds: list[np.random.SeedSequence]
 ) -> Iterator[np.ndarray]:
-    from gnncore import _C
-
     for path, bucket_seed in zip(paths, seeds, strict=True):
         reader = _C.KeyRunReader(str(path), KEY_RUN_BUFFER)
         keys = np.empty(reader.count, dtype=np.uint64)

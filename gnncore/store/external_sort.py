@@ -44,6 +44,7 @@ from types import TracebackType
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from gnncore import _C
 from gnncore.store.npy import index_dtype as default_index_dtype
 from gnncore.typing import require_csrc
 
@@ -77,8 +78,6 @@ def merge_runs_down(
     most ``target`` runs are left; the runs left, in order. ``merge(paths, out,
     buffer_bytes)``: the merge of one group, ``gnncore._C.merge_runs`` (pair
     runs) by default; ``gnncore._C.merge_key_runs`` for key runs."""
-    from gnncore import _C
-
     merge = _C.merge_runs if merge is None else merge
     while len(runs) > target:
         merged: list[Path] = []
@@ -255,8 +254,6 @@ class ExternalEdgeSorter:
         return path
 
     def _spill(self) -> None:
-        from gnncore import _C
-
         if self._fill == 0 or self._src is None or self._dst is None:
             return
         path = self._next_run_path()
@@ -291,8 +288,6 @@ class ExternalEdgeSorter:
             entries (twice the distinct undirected edges). The runs are
             deleted, on success and on error; the sorter is closed.
         """
-        from gnncore import _C
-
         if self._closed:
             raise RuntimeError("the sorter is closed")
         try:

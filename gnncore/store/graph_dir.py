@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.store.manifest import Manifest, sha256_of
 from gnncore.store.npy import inspect_npy, load_npy, npy_blocks, read_npy_header
@@ -397,8 +398,6 @@ class GraphDir:
     def _first_invalid_row(self, indptr: np.ndarray, num_nodes: int, strict: bool) -> int:
         """The first invalid adjacency row (``gnncore._C.find_invalid_csr_block``
         over row ranges of at most :data:`VALIDATE_ENTRIES` entries), -1 if none."""
-        from gnncore import _C
-
         file = self.path / "indices.npy"
         with open(file, "rb") as fh:
             shape, _, dtype = read_npy_header(fh, file)

@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 
+from gnncore import _C
 from gnncore.names import safe_name
 from gnncore.store.atomic import atomic_directory
 from gnncore.store.edge_keys import MAX_KEY_ID, pack_keys, shuffle_keys
@@ -187,8 +188,6 @@ class GraphDirWriter:
         random order: the stream that streaming partitioners read).
         """
         require_csrc()
-        from gnncore import _C
-
         src = np.ascontiguousarray(src, dtype=np.int64)
         dst = np.ascontiguousarray(dst, dtype=np.int64)
         if rel is not None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.partition.base import symmetric_graph
 from gnncore.partition.metrics import PartitionMetrics, balance_ratio, max_part_size
 from gnncore.partition.postprocess import (
@@ -81,8 +82,6 @@ def balance_splits_reference(
 ) -> BalanceReport:
     """Split balancing over the symmetric CSR in memory (``_C.balance_splits``),
     the cuts over the edges loaded whole."""
-    from gnncore import _C
-
     n = graph.num_nodes
     a = np.ascontiguousarray(assignment, dtype=np.int64)
     codes = split_codes(graph)
@@ -116,8 +115,6 @@ def postprocess_arrays_reference(
     graph: GraphDir, assignment: np.ndarray, parts: int
 ) -> dict[str, np.ndarray]:
     """Relabelling maps and halos, the halos over the symmetric CSR in memory."""
-    from gnncore import _C
-
     r = relabel(assignment, parts)
     out = {
         "relabel_new_of_old": r.new_of_old,

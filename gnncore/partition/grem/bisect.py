@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.partition.edge_stream import EdgeFile
 from gnncore.typing import require_csrc
-
-if TYPE_CHECKING:
-    from gnncore import _C
 
 
 def node_id_dtype(num_nodes: int) -> type[np.signedinteger[Any]]:
@@ -66,8 +64,6 @@ def grem_bisect(
     in that width: no int64 copies alive during the call).
     """
     require_csrc()
-    from gnncore import _C
-
     options = _C.GremBisectOptions(
         num_nodes=num_nodes,
         chunk_rows=chunk_edges,

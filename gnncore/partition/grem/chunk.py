@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from gnncore import _C
+
 #: Seed ``clusters``: METIS on a first chunk (the plan's clusters, the fallback
 #: bisections) works on the chunk's graph with its hanging trees peeled (see
 #: :func:`metis_chunk`). The ``metis`` seed (the thesis') never peels.
@@ -25,8 +27,6 @@ def first_appearance(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nodes of ``pairs`` in first-appearance order (row by row, ``u`` before
     ``v``) and the pairs renumbered to those local ids (C++, O(max id) scratch),
     both in the width of ``pairs`` (int32 stays int32, else int64)."""
-    from gnncore import _C
-
     flat = flat_ids(pairs)
     num_nodes = int(flat.max()) + 1 if len(flat) else 0
     chunk = _C.grem_chunk_local(flat, num_nodes, first_appearance=True, csr=False)
@@ -36,8 +36,6 @@ def first_appearance(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def chunk_csr(local_pairs: np.ndarray, num_local: int) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric CSR (int64, rows sorted by neighbour id) of a chunk over its
     local ids (int32 or int64 pairs; C++)."""
-    from gnncore import _C
-
     flat = flat_ids(local_pairs)
     indptr, indices = _C.grem_chunk_csr(flat, int(num_local))
     return np.asarray(indptr), np.asarray(indices)
@@ -66,8 +64,6 @@ def repair_capacity(
 def side_scores(local: np.ndarray, sides: np.ndarray) -> np.ndarray:
     """``int64[n]``: each local node's chunk neighbours on its own side minus
     those on the other side (``sides``: 0/1 per node; C++)."""
-    from gnncore import _C
-
     return np.asarray(
         _C.grem_side_scores(flat_ids(local), np.ascontiguousarray(sides, dtype=np.int8))
     )
@@ -106,8 +102,6 @@ def chunk_nodes_local(pairs: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np
     """Nodes of ``pairs`` in increasing id order and the pairs renumbered to those
     local ids (in the width of ``pairs``: int32 stays int32, else int64), through
     one O(|V|) scratch array of that width instead of a sort (C++)."""
-    from gnncore import _C
-
     flat = flat_ids(pairs)
     chunk = _C.grem_chunk_local(flat, int(num_nodes), first_appearance=False, csr=False)
     return np.asarray(chunk.nodes), np.asarray(chunk.local).reshape(-1, 2)
@@ -204,8 +198,6 @@ def tree_roots(indptr: np.ndarray, indices: np.ndarray, max_weight: int = 2**62)
     tree component), else the node that stays whose hanging tree holds it (C++).
     A node is not peeled where its tree and its parent's would together hold
     more than ``max_weight`` nodes."""
-    from gnncore import _C
-
     return np.asarray(
         _C.grem_tree_roots(
             np.ascontiguousarray(indptr, dtype=np.int64),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
 from gnncore.partition.grem.chunk import (
     ChunkRows,
@@ -155,8 +156,6 @@ def cluster_graph_edges(
     with their counts (edges with both endpoints clustered, in different
     clusters), and the number of edges inside one cluster. Memory: the distinct
     keys plus a buffer of at most ``max(2**20, distinct keys)`` raw keys."""
-    from gnncore import _C
-
     graph = _C.grem_cluster_edges(
         edges.spec(),
         np.ascontiguousarray(cluster, dtype=np.int32),
@@ -359,7 +358,6 @@ def plan_sides(
     cluster_side[:-1][(rel >= weights[0]) & (rel < weights[0] + weights[1])] = 1
     sides = cluster_side[plan.cluster[nodes]]  # int8: one byte a chunk node
     del rel, cluster_side
-    from gnncore import _C
 
     _C.grem_majority_rounds(np.ascontiguousarray(local).reshape(-1), sides, MAJORITY_ROUNDS)
     rest = np.flatnonzero(sides < 0)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.partition.grem.chunk import (
     ChunkRows,
     chunk_csr,
@@ -86,8 +87,6 @@ def seed_sides(
     ``first_part``, or, with ``use_plan=False`` (see :func:`plan_applies`),
     the ``metis`` bisection of the chunk.
     """
-    from gnncore import _C
-
     if method == "clusters":
         if num_nodes is None or (use_plan and plan is None):
             raise ValueError("seed method 'clusters' needs num_nodes and the run's plan")
