@@ -165,8 +165,8 @@ def _totals(throughput: list[dict[str, float]], key: str) -> float:
 
 def distributed_metadata(result: Any, partitioner: str, restarts: int) -> dict[str, Meta]:
     """The figures of a distributed run (``result``: a
-    :class:`~gnncore.distributed.training.DistNodeTrainResult` or
-    :class:`~gnncore.distributed.link_training.DistLinkTrainResult`) over all its
+    :class:`~gnncore.distributed.results.DistNodeTrainResult` or
+    :class:`~gnncore.distributed.results.DistLinkTrainResult`) over all its
     epochs' training batches, from the per-rank figures rank 0 logs each epoch:
     the world size and partitioner; the remote-row share (rows fetched from
     other ranks over all rows gathered), rows and bytes fetched; sampling,
@@ -221,8 +221,8 @@ def distributed_metadata(result: Any, partitioner: str, restarts: int) -> dict[s
 
 def train(run: DistributedRun, progress: Callable[[str], None]) -> dict[str, Meta]:
     """Train ``run`` (the ranks' epoch lines to ``progress``); the metadata to report."""
-    from gnncore.distributed.link_training import LINK_TASK
-    from gnncore.distributed.training import Launch, train_distributed
+    from gnncore.distributed.tasks import LINK_TASK
+    from gnncore.distributed.training import DistributedConfig, Launch, train_distributed
     from gnncore.progress import LineFile
     from gnncore.tracking.mlflow import MlflowTracker
     from gnncore.train import TASK_CONFIGS
@@ -237,15 +237,17 @@ def train(run: DistributedRun, progress: Callable[[str], None]) -> dict[str, Met
                 run.graph_dir,
                 run.partition_dir,
                 config,
-                run.nproc,
-                ranks_dir=run.ranks_dir,
+                DistributedConfig(
+                    nproc=run.nproc,
+                    ranks_dir=run.ranks_dir,
+                    checkpoint_dir=run.checkpoint_dir,
+                    resume=run.resume,
+                    progress=LineFile(lines),
+                    launch=Launch(max_restarts=run.max_restarts),
+                    backend=run.backend,
+                ),
                 tracking=tracker,
                 tags=run.tags,
-                checkpoint_dir=run.checkpoint_dir,
-                resume=run.resume,
-                progress=LineFile(lines),
-                launch=Launch(max_restarts=run.max_restarts),
-                backend=run.backend,
                 task=LINK_TASK if link else None,
             )
     run_id = str(result.run_id)

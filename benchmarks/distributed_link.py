@@ -3,7 +3,7 @@
 For each graph and seed, trains a link predictor on a generated graph with
 features with plain
 single-process training (``train_graph_dir``) and with
-:func:`gnncore.distributed.link_training.train_distributed_link` on each world
+:func:`gnncore.distributed.training.train_distributed_link` on each world
 size of ``--nproc`` (gloo ranks spawned on this machine, METIS partitions with
 as many parts), the same config (global batch, negatives per positive,
 epochs). Tabulates the test MRR per seed, the mean and its difference from one
@@ -114,8 +114,7 @@ def _figures(result: Any) -> dict[str, Any]:
 
 def run_seed(graph: Path, parts: dict[int, Path], args: argparse.Namespace, seed: int) -> dict:
     """One seed: one process, then each world size."""
-    from gnncore.distributed.link_training import train_distributed_link
-    from gnncore.distributed.training import Launch
+    from gnncore.distributed.training import DistributedConfig, Launch, train_distributed_link
     from gnncore.modes import train_graph_dir
 
     config = config_of(args, seed)
@@ -130,10 +129,12 @@ def run_seed(graph: Path, parts: dict[int, Path], args: argparse.Namespace, seed
             graph,
             part,
             config,
-            world,
-            launch=Launch(launcher="spawn"),
-            run_timeout=3600,
-            ranks_dir=part.parent / f"{part.name}.link-ranks",
+            DistributedConfig(
+                nproc=world,
+                launch=Launch(launcher="spawn"),
+                run_timeout=3600,
+                ranks_dir=part.parent / f"{part.name}.link-ranks",
+            ),
         )
         out[str(world)] = {**_figures(result), "kind": "ranks"}
         out[str(world)]["wall_s"] = time.perf_counter() - started

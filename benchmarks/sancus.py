@@ -4,7 +4,7 @@ For each graph and world size, partitions the graph with METIS (cached under
 ``--data``), writes the rank data, then starts the ranks **once** and trains
 every (seed, staleness policy) configuration in that process group, one after
 the other, through the same rank body as ``gnncore train --mode sancus``
-(:func:`gnncore.distributed.training.run_rank`). Per configuration it records
+(:func:`gnncore.distributed.rank.run_node_rank`). Per configuration it records
 the test accuracy (the best validation epoch's weights), the embedding bytes
 the ranks sent in training forward passes (``broadcast``), what the
 ``always`` policy sends over the same epochs, the gradient bytes sent back,
@@ -84,12 +84,12 @@ def parse_policies(text: str) -> list[tuple[str, float]]:
 
 def _rank_body(rank: int, world: int, ranks_dir: str, configs: list[Any]) -> list[dict]:
     """Every configuration in this spawned rank's process group, in order."""
-    from gnncore.distributed.training import RankRun, run_rank
+    from gnncore.distributed.rank import RankRun, run_node_rank
 
     results = []
     for config in configs:
         started = time.perf_counter()
-        out = run_rank(rank, world, RankRun(ranks_dir, config))
+        out = run_node_rank(rank, world, RankRun(ranks_dir, config))
         out.pop("state_dict", None)
         out["fields"].pop("config", None)
         out["seconds"] = time.perf_counter() - started

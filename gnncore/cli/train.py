@@ -378,8 +378,12 @@ def run(
     result: Any
     with _sigterm_as_interrupt():
         if distributed:
-            from gnncore.distributed.link_training import train_distributed_link
-            from gnncore.distributed.training import Launch, train_distributed
+            from gnncore.distributed.training import (
+                DistributedConfig,
+                Launch,
+                train_distributed,
+                train_distributed_link,
+            )
 
             launch = Launch(
                 nnodes=args.nnodes,
@@ -390,21 +394,24 @@ def run(
                 join_token_file=args.join_token_file,
             )
             train = train_distributed if args.task == "node" else train_distributed_link
-            result = train(
-                graph.path,
-                args.partition,
-                config,
-                args.nproc,
+            options = DistributedConfig(
+                nproc=args.nproc,
                 ranks_dir=args.ranks_dir,
                 replication=args.replication,
-                tracking=tracker,
-                launch=launch,
-                run_name=args.run_name,
                 checkpoint_dir=checkpoint_dir,
                 resume=args.resume,
                 keep_checkpoints=args.keep_checkpoints,
                 progress=not args.no_progress and on_terminal(),
                 backend=args.backend,
+                launch=launch,
+            )
+            result = train(
+                graph.path,
+                args.partition,
+                config,
+                options,
+                tracking=tracker,
+                run_name=args.run_name,
             )
         else:
             result = train_graph_dir(

@@ -40,7 +40,7 @@ import torch
 import torch.distributed as dist
 from torch_geometric.data import FeatureStore, TensorAttr
 
-from gnncore.distributed.exchange import all_gather_fields
+from gnncore.distributed.collectives import all_gather_fields
 from gnncore.distributed.rank_data import NODE_ATTRS, RankData
 
 #: The fixed order of attributes in a packed row and in the request mask.

@@ -71,6 +71,7 @@ class LinkArrays:
     @classmethod
     def of(cls, graph: GraphDir, new_of_old: np.ndarray) -> LinkArrays:
         """The link splits of ``graph`` relabelled by ``new_of_old``."""
+        # lazy: it imports torch, and ``gnncore.distributed`` (RankData) loads without it
         from gnncore.train.link.data import link_splits
 
         found = link_splits(graph)

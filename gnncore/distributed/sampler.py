@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch_geometric.data import Data
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
-from gnncore.distributed.exchange import comm_device, exchange
+from gnncore.distributed.collectives import comm_device, exchange
 from gnncore.distributed.rank_data import RankData
 from gnncore.typing import require_csrc
 
@@ -75,8 +76,6 @@ class DistNeighborSampler(BaseSampler):
         group: Any = None,
     ) -> None:
         require_csrc()
-        import torch.distributed as dist
-
         world, rank = dist.get_world_size(group), dist.get_rank(group)
         if world != data.parts or rank != data.rank:
             raise ValueError(
@@ -118,6 +117,7 @@ class DistNeighborSampler(BaseSampler):
     def _serve(self, asked: torch.Tensor, fanout: int, seed: int) -> torch.Tensor:
         """``int64[m, 3]`` (target, source, edge id) sampled for the distinct
         global ids ``asked`` (all owned here)."""
+        # lazy: the compiled extension may be absent; __init__ refused that (require_csrc)
         from gnncore import _C
 
         if not len(asked):

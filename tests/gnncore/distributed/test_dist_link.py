@@ -15,11 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from gnncore.distributed.link_source import draw_negatives
-from gnncore.distributed.link_training import train_distributed_link
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.rank_write import write_rank_data
-from gnncore.distributed.training import Launch
+from gnncore.distributed.source.link import draw_negatives
+from gnncore.distributed.training import DistributedConfig, Launch, train_distributed_link
 from gnncore.modes import train_graph_dir
 from gnncore.partition.run import partition_graph
 from gnncore.store import GraphDir, create_graph_dir
@@ -142,11 +141,13 @@ def runs(graph, tmp_path_factory: pytest.TempPathFactory) -> dict:
         g,
         part,
         CONFIG,
-        2,
-        checkpoint_dir=ckpt,
-        keep_checkpoints=EPOCHS,
-        launch=Launch(launcher="spawn"),
-        run_timeout=300,
+        DistributedConfig(
+            nproc=2,
+            checkpoint_dir=ckpt,
+            keep_checkpoints=EPOCHS,
+            launch=Launch(launcher="spawn"),
+            run_timeout=300,
+        ),
     )
     single = train_graph_dir(GraphDir.open(g), CONFIG, progress=False)
     return {"dist": dist, "single": single, "ckpt": ckpt}
@@ -242,9 +243,11 @@ def test_refuses_what_it_cannot_shard(graph) -> None:
 
     g, part = graph
     with pytest.raises(ConfigError, match="learned embeddings"):
-        train_distributed_link(g, part, LinkTrainConfig(model="none"), 2)
+        train_distributed_link(g, part, LinkTrainConfig(model="none"), DistributedConfig(nproc=2))
     with pytest.raises(ConfigError, match="eval_negatives"):
-        train_distributed_link(g, part, LinkTrainConfig(model="sage", eval_negatives=10), 2)
+        train_distributed_link(
+            g, part, LinkTrainConfig(model="sage", eval_negatives=10), DistributedConfig(nproc=2)
+        )
 
 
 # On a GPU (skipped elsewhere) ------------------------------------------------------
@@ -267,11 +270,13 @@ def test_link_ranks_on_a_gpu(runs, graph, tmp_path, backend: str) -> None:
         g,
         part,
         replace(CONFIG, device="cuda"),
-        parts,
-        backend=backend,
-        ranks_dir=tmp_path / "ranks",
-        launch=Launch(launcher="spawn"),
-        run_timeout=300,
+        DistributedConfig(
+            nproc=parts,
+            backend=backend,
+            ranks_dir=tmp_path / "ranks",
+            launch=Launch(launcher="spawn"),
+            run_timeout=300,
+        ),
     )
     devices = [r["fields"]["config"].device for r in dist.per_rank]
     assert devices == (

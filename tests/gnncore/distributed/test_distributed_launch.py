@@ -178,7 +178,7 @@ def test_two_machines_in_network_namespaces_match_one_machine(graph, tmp_path) -
     if reason is not None:
         pytest.skip(reason)
     from gnncore.distributed.rank_write import write_rank_data
-    from gnncore.distributed.training import train_distributed
+    from gnncore.distributed.training import DistributedConfig, train_distributed
     from gnncore.train import NodeTrainConfig
 
     g, part = graph
@@ -227,6 +227,6 @@ def test_two_machines_in_network_namespaces_match_one_machine(graph, tmp_path) -
     assert node1["test_accuracy"] == node0["test_accuracy"]  # reduced: the same on every rank
     # The same settings on one machine, 2 ranks (CLI defaults of TRAIN's flags).
     config = NodeTrainConfig(epochs=4, batch_size=16, fanouts=(5, 5), hidden=32)
-    one = train_distributed(g, part, config, 2, ranks_dir=ranks)
+    one = train_distributed(g, part, config, DistributedConfig(nproc=2, ranks_dir=ranks))
     assert node0["test_accuracy"] == pytest.approx(one.test_accuracy, abs=1e-9)
     assert node0["stopped_epoch"] == one.stopped_epoch == 4

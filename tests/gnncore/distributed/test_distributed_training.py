@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from conftest import planted_graph
+from gnncore.distributed.collectives import transfer_plan
 from gnncore.distributed.launch import RankFailed
-from gnncore.distributed.training import split_batches, train_distributed, transfer_plan
+from gnncore.distributed.source.base import split_batches
+from gnncore.distributed.training import DistributedConfig, train_distributed
 from gnncore.modes import train_graph_dir
 from gnncore.partition.run import partition_graph
 from gnncore.train import NodeTrainConfig
@@ -74,7 +76,9 @@ def runs(graph, tmp_path_factory: pytest.TempPathFactory) -> dict:
     g, part = graph
     ckpt = tmp_path_factory.mktemp("ckpt")
     started = time.perf_counter()
-    dist = train_distributed(g, part, CONFIG, 2, checkpoint_dir=ckpt, run_timeout=120)
+    dist = train_distributed(
+        g, part, CONFIG, DistributedConfig(nproc=2, checkpoint_dir=ckpt, run_timeout=120)
+    )
     seconds = time.perf_counter() - started
     single = train_graph_dir(g, CONFIG, progress=False)
     return {"dist": dist, "single": single, "seconds": seconds, "ckpt": ckpt}
@@ -116,7 +120,10 @@ def test_resume_loads_the_checkpoint_in_every_rank(runs, graph, tmp_path) -> Non
     g, part = graph
     more = NodeTrainConfig(**{**CONFIG.to_dict(), "epochs": CONFIG.epochs + 1, "fanouts": (5, 5)})
     resumed = train_distributed(
-        g, part, more, 2, checkpoint_dir=runs["ckpt"], resume=True, run_timeout=120
+        g,
+        part,
+        more,
+        DistributedConfig(nproc=2, checkpoint_dir=runs["ckpt"], resume=True, run_timeout=120),
     )
     assert resumed.resumed_from_epoch == CONFIG.epochs
     assert resumed.stopped_epoch == CONFIG.epochs + 1
@@ -140,11 +147,8 @@ def test_a_killed_rank_stops_the_run_naming_it(graph, tmp_path) -> None:
             g,
             part,
             CONFIG,
-            2,
+            DistributedConfig(nproc=2, on_epoch_end=_die_in_rank_1, timeout=20, run_timeout=60),
             tracking=tracker,
-            on_epoch_end=_die_in_rank_1,
-            timeout=20,
-            run_timeout=60,
         )
     assert time.perf_counter() - started < 30
     (run,) = tracker.client.search_runs([tracker.experiment_id])
@@ -191,7 +195,7 @@ def test_nproc_must_match_the_partition(graph) -> None:
 
     g, part = graph
     with pytest.raises(ConfigError, match="has 2 parts"):
-        train_distributed(g, part, CONFIG, 3)
+        train_distributed(g, part, CONFIG, DistributedConfig(nproc=3))
 
 
 def test_backend_needs_what_it_runs_on(graph, capsys) -> None:
@@ -206,12 +210,14 @@ def test_backend_needs_what_it_runs_on(graph, capsys) -> None:
     assert main(["train", str(g), "--backend", "gloo"]) != 0
     assert "--backend go with --nproc N" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="nccl runs on GPUs: give a CUDA device"):
-        train_distributed(g, part, CONFIG, 2, backend="nccl")
+        train_distributed(g, part, CONFIG, DistributedConfig(nproc=2, backend="nccl"))
     with pytest.raises(ConfigError, match="use gloo or nccl"):
-        train_distributed(g, part, CONFIG, 2, backend="mpi")
+        train_distributed(g, part, CONFIG, DistributedConfig(nproc=2, backend="mpi"))
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="no CUDA device is available"):
-            train_distributed(g, part, replace(CONFIG, device="cuda"), 2, backend="gloo")
+            train_distributed(
+                g, part, replace(CONFIG, device="cuda"), DistributedConfig(nproc=2, backend="gloo")
+            )
 
 
 # On a GPU (skipped elsewhere; run by the device check, docs/DISTRIBUTED.md) -------
@@ -229,7 +235,8 @@ def _cuda_ranks(graph, backend: str, parts: int, tmp_path: Path):
         part = tmp_path / f"p{parts}"
         partition_graph(g, part, method="random", parts=parts)
     config = replace(CONFIG, device="cuda")
-    return train_distributed(g, part, config, parts, backend=backend, run_timeout=300)
+    options = DistributedConfig(nproc=parts, backend=backend, run_timeout=300)
+    return train_distributed(g, part, config, options)
 
 
 def test_gloo_ranks_share_one_gpu(runs, graph, tmp_path) -> None:

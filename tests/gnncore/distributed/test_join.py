@@ -19,13 +19,9 @@ from gnncore.distributed.join import (
     launch_token,
     read_token_file,
 )
-from gnncore.distributed.launch import (
-    LOCALHOST,
-    RankStatus,
-    _master_store,
-    _rank_main,
-    blame,
-)
+from gnncore.distributed.launch import RankStatus, blame
+from gnncore.distributed.launch.net import LOCALHOST, master_store
+from gnncore.distributed.launch.spawn import _rank_main
 from gnncore.errors import InputError
 
 GOOD = "a" * 64
@@ -38,7 +34,7 @@ def test_ranks_with_a_wrong_or_no_token_are_refused_and_so_are_their_peers() -> 
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     timeout = 30.0
-    store, port = _master_store(LOCALHOST, 0, 3, timeout)
+    store, port = master_store(LOCALHOST, 0, 3, timeout)
     procs = [
         ctx.Process(
             target=_rank_main,

@@ -149,14 +149,14 @@ def _reference(graph_dir: Path, config: NodeTrainConfig) -> tuple[list[float], l
 
 def _in_one_group(rank: int, world: int, ranks_dir: str, ckpt: str) -> dict[str, Any]:
     """Every scenario of this module in one process group (spawned rank)."""
-    from gnncore.distributed.training import RankRun, run_rank
+    from gnncore.distributed.rank import RankRun, run_node_rank
 
     out: dict[str, Any] = {"rank": rank, "exchange": _uneven_exchange(ranks_dir)}
     for name, config in POLICIES.items():
-        out[name] = run_rank(rank, world, RankRun(ranks_dir, config))
+        out[name] = run_node_rank(rank, world, RankRun(ranks_dir, config))
     short = replace(CONFIG, epochs=3)
-    out["first"] = run_rank(rank, world, RankRun(ranks_dir, short, ckpt))
-    out["resumed"] = run_rank(rank, world, RankRun(ranks_dir, CONFIG, ckpt, resume=True))
+    out["first"] = run_node_rank(rank, world, RankRun(ranks_dir, short, ckpt))
+    out["resumed"] = run_node_rank(rank, world, RankRun(ranks_dir, CONFIG, ckpt, resume=True))
     return out
 
 

@@ -2,22 +2,23 @@ r"""Distributed link prediction: one rank's training batches and its share of ev
 
 :class:`DistLinkSource` is a batch source of the single-process link loop
 (:func:`~gnncore.train.link.loop.train_link_predictor`), as
-:class:`~gnncore.distributed.training.DistBatchSource` is of node
+:class:`~gnncore.distributed.source.node.DistBatchSource` is of node
 classification, with the same hooks (``main_process``, ``wrap_model``: DDP,
-``reduce_sum``: ``all_reduce``) and the same per-rank figures.
+``reduce_sum``: ``all_reduce``) and the same per-rank figures
+(:class:`~gnncore.distributed.source.base.RankSource`).
 
 * **Edges.** Rank ``r`` starts from the training, validation and test triples
   whose head it owns (``link_*.npy``, :mod:`gnncore.distributed.link_data`).
   Ranks with a surplus hand a random subset to the ranks short of triples
-  (:func:`~gnncore.distributed.training.balance_rows`, the plan of
-  :func:`~gnncore.distributed.training.transfer_plan`: ``T // W`` or
+  (:func:`~gnncore.distributed.collectives.balance_rows`, the plan of
+  :func:`~gnncore.distributed.collectives.transfer_plan`: ``T // W`` or
   ``T // W + 1`` each, as few moves as possible). The training edges are a
   rank's triples and their reverses (:func:`~gnncore.train.link.loop.training_edges`),
   so a triple and its reverse stay on one rank.
 * **Batches.** ``config.batch_size`` is the global batch of one optimiser
   step: ``B = ceil(batch_size / W)`` positives per rank and batch, ``K =
   max_r ceil(E_r / B)`` batches per epoch on every rank (the edges shuffled by
-  ``(seed, epoch, rank)``; :func:`~gnncore.distributed.training.split_batches`).
+  ``(seed, epoch, rank)``; :func:`~gnncore.distributed.source.base.split_batches`).
 * **Negatives.** Each batch draws ``num_negatives`` ids uniformly over the
   **global** ids ``[0, N)`` (:func:`draw_negatives`, seeded by ``(seed, epoch,
   rank, batch)``), shared by the batch's positives: each positive is scored
@@ -59,19 +60,12 @@ import torch.distributed as dist
 from torch_geometric.data import Data, TensorAttr
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnncore.distributed.exchange import exchange
+from gnncore.distributed.collectives import all_counts, balance_rows, exchange, max_over
 from gnncore.distributed.feature_store import DistFeatureStore
 from gnncore.distributed.link_data import LINK_SPLITS
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.sampler import DistNeighborSampler, sampled_data
-from gnncore.distributed.training import (
-    DistBatchSource,
-    RankFigures,
-    _all_counts,
-    _max,
-    balance_rows,
-    split_batches,
-)
+from gnncore.distributed.source.base import RankFigures, RankSource, split_batches
 from gnncore.errors import InputError
 from gnncore.sampler.negative import KnownEdges, NegativeDraw
 from gnncore.train.core.config import ConfigError
@@ -152,9 +146,10 @@ def check_link_config(config: LinkTrainConfig, num_features: int) -> None:
             )
 
 
-class DistLinkSource(DistBatchSource):
+class DistLinkSource(RankSource):
     r"""This rank's link-prediction batches (see the module docstring) and its
-    evaluation (:meth:`ranker`). It shares :class:`DistBatchSource`'s hooks:
+    evaluation (:meth:`ranker`). It shares the hooks of
+    :class:`~gnncore.distributed.source.base.RankSource`:
     ``main_process``, ``wrap_model`` (DDP), ``reduce_sum``, the per-rank
     figures of ``end_epoch`` / ``adapt`` (``seeds`` counts positives here),
     ``random_state`` and ``rank_report``.
@@ -211,7 +206,7 @@ class DistLinkSource(DistBatchSource):
         )
         #: Rows of each split on this rank (``train_ids`` in the rank report).
         self.split_ids = triples
-        total = int(_all_counts(len(self.splits.train), group).sum())
+        total = int(all_counts(len(self.splits.train), group).sum())
         if total < self.world:
             raise ConfigError(
                 f"{total} training triples cannot feed {self.world} ranks (one at least each)"
@@ -219,7 +214,7 @@ class DistLinkSource(DistBatchSource):
         edge_index, _ = training_edges(self.splits, self.reciprocal)
         self.edge_index = edge_index.numpy()
         self.batch_size = -(-config.batch_size // self.world)
-        self.num_batches = _max(-(-self.edge_index.shape[1] // self.batch_size), group)
+        self.num_batches = max_over(-(-self.edge_index.shape[1] // self.batch_size), group)
         self.known = KnownEdges.from_triples(
             np.asarray(self.link.array("link_known")), data.num_nodes, 2 * self.num_relations
         )
@@ -303,7 +298,7 @@ class DistLinkSource(DistBatchSource):
         so every evaluation draws the same neighbourhoods."""
         lo, hi = self.data.core_range
         size = max(self.link_config.eval_batch_size, 1024)
-        rounds = _max(-(-(hi - lo) // size), self.group)
+        rounds = max_over(-(-(hi - lo) // size), self.group)
         sampler = self.eval_sampler
         sampler._num_batches = 0
         z = torch.zeros(hi - lo, self.link_config.dim, device=device)
@@ -349,7 +344,7 @@ class DistLinkSource(DistBatchSource):
             triples, self.num_relations, self.reciprocal
         )
         size = self.link_config.eval_batch_size
-        rounds = _max(-(-len(source) // size), self.group)
+        rounds = max_over(-(-len(source) // size), self.group)
         lo = self.data.core_range[0]
         out = []
         for i in range(rounds):

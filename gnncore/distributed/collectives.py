@@ -1,4 +1,4 @@
-"""Variable-length all-to-all over a ``torch.distributed`` group, and sums.
+"""The collectives of the ranks: all-to-all, sums, gathers, and balanced shares.
 
 :func:`exchange` sends ``parts[j]`` to rank ``j`` and returns what every rank
 sent to this one, in two ``all_to_all_single`` collectives (the row counts,
@@ -7,6 +7,12 @@ all the same, so ranks that call it equally often never deadlock. :func:`all_red
 sums a tensor over the group wherever it lives (NCCL takes CUDA tensors only,
 gloo any). :func:`all_gather_fields` gathers every rank's named figures (stats,
 counters) as one float64 row each, in a fixed field order.
+
+On top of those, the balancing every batch source starts with: a split whose
+rows each rank owns a share of is rebalanced so that every rank ends with
+``T // W`` or ``T // W + 1`` of the ``T`` rows (:func:`transfer_plan`,
+:func:`balance_rows`, :func:`balance_ids`), moving as few as possible; and
+:func:`max_over`, the count every rank agrees on (batches per epoch).
 
 Ranks exchange tensors only: nothing a peer sends is unpickled (none of
 torch's object collectives, whose receiving side runs ``pickle.loads`` on
@@ -18,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -103,3 +110,81 @@ def all_gather_fields(
     rows = [torch.empty_like(row) for _ in range(world)]
     dist.all_gather(rows, row, group=group)
     return [dict(zip(fields, r.cpu().tolist(), strict=True)) for r in rows]
+
+
+# Balanced shares ---------------------------------------------------------------
+
+
+def transfer_plan(counts: Any) -> np.ndarray:
+    """``moves[i, j]``: how many of rank ``i``'s ids go to rank ``j`` so that every
+    rank ends with ``T // W`` or ``T // W + 1`` of the ``T = sum(counts)`` ids,
+    moving as few as possible (the ranks owning the most keep the extra ones;
+    ties by rank). Surpluses are matched to deficits in rank order."""
+    counts = np.asarray(counts, dtype=np.int64)
+    world = len(counts)
+    total = int(counts.sum())
+    target = np.full(world, total // world, dtype=np.int64)
+    order = np.lexsort((np.arange(world), -counts))  # most first, ties by rank
+    target[order[: total % world]] += 1
+    surplus = counts - target
+    moves = np.zeros((world, world), dtype=np.int64)
+    givers = [int(r) for r in np.flatnonzero(surplus > 0)]
+    takers = [int(r) for r in np.flatnonzero(surplus < 0)]
+    left = surplus.copy()
+    t = 0
+    for g in givers:
+        while left[g] > 0:
+            r = takers[t]
+            n = min(int(left[g]), int(-left[r]))
+            moves[g, r] += n
+            left[g] -= n
+            left[r] += n
+            if left[r] == 0:
+                t += 1
+    return moves
+
+
+def all_counts(n: int, group: Any = None) -> np.ndarray:
+    """``n`` of every rank, in rank order (a collective)."""
+    return all_gather_ints([n], group)
+
+
+def all_gather_ints(values: list[int], group: Any = None) -> np.ndarray:
+    """``values`` of every rank, concatenated in rank order (a collective)."""
+    device = comm_device(group)
+    world = dist.get_world_size(group)
+    mine = torch.tensor(values, dtype=torch.int64, device=device)
+    out = [torch.zeros_like(mine) for _ in range(world)]
+    dist.all_gather(out, mine, group=group)
+    return torch.cat(out).cpu().numpy()
+
+
+def balance_ids(own: np.ndarray, seed: int, group: Any = None) -> np.ndarray:
+    """This rank's share of a split whose ids each rank owns ``own`` of
+    (a collective): its own ids less those handed on (a random subset drawn
+    from ``(seed, rank)``), plus those received (:func:`transfer_plan`). Sorted."""
+    own = np.sort(np.asarray(own, dtype=np.int64))
+    return np.sort(balance_rows(own, seed, group))
+
+
+def balance_rows(own: np.ndarray, seed: int, group: Any = None) -> np.ndarray:
+    """This rank's share of int64 rows (ids, or ``[n, k]`` triples) of which each
+    rank owns ``own`` (a collective): the rows it keeps, in their order, then
+    those received from each rank in rank order. Ranks with a surplus hand on a
+    random subset (drawn from ``(seed, rank)``, in their order) to the ranks
+    short of rows (:func:`transfer_plan`)."""
+    rank = dist.get_rank(group)
+    own = np.asarray(own, dtype=np.int64)
+    moves = transfer_plan(all_counts(len(own), group))
+    give = moves[rank]
+    order = np.random.default_rng([seed, 7919, rank]).permutation(len(own))
+    handed = own[np.sort(order[: int(give.sum())])]
+    parts = list(torch.split(torch.from_numpy(handed), give.tolist()))
+    received = exchange(parts, group)
+    kept = own[np.sort(order[int(give.sum()) :])]
+    return np.concatenate([kept, *[r.numpy().reshape(-1, *own.shape[1:]) for r in received]])
+
+
+def max_over(value: int, group: Any = None) -> int:
+    """The largest ``value`` of the ranks (a collective)."""
+    return int(all_counts(value, group).max())

@@ -10,7 +10,7 @@ from gnncore.distributed.launch import spawn_local
 
 
 def _rank(rank: int, world: int) -> dict:
-    from gnncore.distributed.exchange import all_gather_fields, all_reduce_sum, exchange
+    from gnncore.distributed.collectives import all_gather_fields, all_reduce_sum, exchange
 
     # Rank r sends r + j + 1 rows of (r, j) to rank j; one of them sends nothing.
     parts = [
