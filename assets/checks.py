@@ -121,8 +121,9 @@ def replication_plan_valid(context: dg.AssetCheckExecutionContext) -> dg.AssetCh
     blocking=True,
     partitions_def=DATASET_PARTITIONS,
     description="The plan covers the graph it claims (manifest sha256), no device "
-    "caches more than the budget its settings give on that graph or a node twice, and "
-    "dev_num / buf_pos point at the cached rows.",
+    "caches more than the budget its settings give on that graph or a node twice, the "
+    "peer groups partition the devices, and each device's sorted lookup tables "
+    "(cached_ids / cached_rows) point at its cached rows.",
 )
 def placement_plan_valid(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
     """The latest placement plan is a valid placement of its graph within budget."""

@@ -8,21 +8,27 @@ rows: row ``t`` lists the neighbours expanding ``t`` visits):
 * ``reach`` -- distinct training nodes within ``L`` hops (exact; one bounded
   BFS per training node, so for small graphs and tests);
 * ``spmv`` -- path counts ``(A+I)^L · 1_train`` (``L`` sparse matrix-vector
-  products; the cheap default for large graphs);
+  products; the cheap default for large graphs). Each product is one streaming
+  pass over the CSR in row blocks of about :data:`SPMV_BLOCK_IDS` neighbour
+  ids, so ``indptr`` / ``indices`` may be memory-mapped and bigger than memory:
+  the pass holds two ``float64[N]`` vectors and one block;
 * ``presample`` -- node occurrences over a few epochs of the project's own
   sampler with the training fanouts (what training will actually read).
 
-``reach`` and ``spmv`` are C++ kernels that release the GIL; ``presample``
-spends its time in the sampler's C++ kernel and counts with ``numpy.bincount``.
+``reach`` is a C++ kernel that releases the GIL; ``spmv`` scatters each block
+with ``numpy.add.at`` (the counts are integers held exactly in float64, so the
+result does not depend on the order of the additions); ``presample`` spends its
+time in the sampler's C++ kernel and counts with ``numpy.add.at``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, get_args
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.plan.batching import seeded_batches
 from gnncore.sampler import build_sampler
 from gnncore.typing import require_csrc
@@ -31,6 +37,74 @@ from gnncore.typing import require_csrc
 Estimator = Literal["spmv", "reach", "presample"]
 #: Every :data:`Estimator`, the default first.
 ESTIMATORS: tuple[str, ...] = get_args(Estimator)
+#: Neighbour ids per block of a streaming spmv pass (about 200 MB of buffers).
+SPMV_BLOCK_IDS = 1 << 23
+
+
+def _row_blocks(indptr: np.ndarray, block_ids: int) -> list[tuple[int, int]]:
+    """Row ranges ``[lo, hi)`` of about ``block_ids`` neighbour ids each (a row
+    longer than that is a block alone), found by binary search on ``indptr``."""
+    n = len(indptr) - 1
+    blocks = []
+    lo = 0
+    while lo < n:
+        target = int(indptr[lo]) + block_ids
+        hi = int(np.searchsorted(indptr, target, side="right")) - 1
+        hi = min(max(hi, lo + 1), n)
+        blocks.append((lo, hi))
+        lo = hi
+    return blocks
+
+
+def spmv_access(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    train_nodes: np.ndarray,
+    layers: int,
+    *,
+    block_ids: int = SPMV_BLOCK_IDS,
+    progress: Callable[[str], None] | None = None,
+) -> np.ndarray:
+    """Path counts ``(A+I)^L · 1_train`` as ``float64[N]``, where row ``t`` of
+    the CSR lists the ``j`` with ``A[j, t] = 1``: each of the ``L`` passes sets
+    ``y = x`` and adds ``x[t]`` to ``y[j]`` for every ``j`` in row ``t``.
+
+    ``indptr`` / ``indices`` are read ``block_ids`` neighbour ids at a time
+    (memory-mapped arrays stay on disk); besides the two vectors a pass holds
+    one block's ids, weights and row pointers. Raises ``ValueError`` for a
+    malformed CSR or a training id outside ``[0, N)``.
+    """
+    if layers < 0:
+        raise ValueError(f"layers must be >= 0, got {layers}")
+    if len(indptr) < 1:
+        raise ValueError("indptr must have N + 1 >= 1 entries, got 0")
+    n = len(indptr) - 1
+    if int(indptr[0]) != 0 or int(indptr[n]) != len(indices):
+        raise ValueError(
+            f"indptr must start at 0 and end at len(indices) = {len(indices)}, got "
+            f"{int(indptr[0])} ... {int(indptr[n])}"
+        )
+    train = np.asarray(train_nodes, dtype=np.int64)
+    if len(train) and (train.min() < 0 or train.max() >= n):
+        raise ValueError(f"a training node is outside [0, {n})")
+    x = np.zeros(n, dtype=np.float64)
+    x[train] = 1.0
+    blocks = _row_blocks(indptr, max(int(block_ids), 1)) if layers else []
+    for layer in range(layers):
+        y = x.copy()
+        for lo, hi in blocks:
+            ptr = np.asarray(indptr[lo : hi + 1], dtype=np.int64)
+            lengths = np.diff(ptr)
+            if len(lengths) and lengths.min() < 0:
+                raise ValueError(f"indptr must be non-decreasing (rows {lo}..{hi})")
+            ids = np.asarray(indices[ptr[0] : ptr[-1]])
+            if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= n):
+                raise ValueError(f"a neighbour id of rows {lo}..{hi} is outside [0, {n})")
+            np.add.at(y, ids, np.repeat(x[lo:hi], lengths))
+        x = y
+        if progress is not None:
+            progress(f"spmv: pass {layer + 1}/{layers} over {n} rows in {len(blocks)} blocks")
+    return x
 
 
 def presample_access(
@@ -80,6 +154,7 @@ def estimate_access(
     sampler: str = "dense",
     seed: int = 0,
     num_threads: int = 0,
+    progress: Callable[[str], None] | None = None,
 ) -> np.ndarray:
     """Estimated access frequency ``f`` (``float64[N]``) of every node.
 
@@ -92,15 +167,14 @@ def estimate_access(
             for ``layers`` hops).
         presample_epochs, batch_size, sampler, seed: ``presample`` only (see
             :func:`presample_access`).
-        num_threads: OpenMP threads of the C++ estimators (0: default);
+        num_threads: OpenMP threads of the ``reach`` kernel (0: default);
             results do not depend on it.
+        progress: Called with a line per ``spmv`` pass.
 
     Raises:
         ValueError: For an unknown estimator or ``layers < 0``.
     """
     require_csrc()
-    from gnncore import _C
-
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
     if layers < 0:
@@ -110,7 +184,7 @@ def estimate_access(
         counts = _C.access_reach(indptr, indices, train, layers, num_threads=num_threads)
         return np.asarray(counts, dtype=np.float64)
     if estimator == "spmv":
-        return np.asarray(_C.access_spmv(indptr, indices, train, layers, num_threads=num_threads))
+        return spmv_access(indptr, indices, train, layers, progress=progress)
     return presample_access(
         indptr,
         indices,

@@ -6,13 +6,17 @@ For the plan's device ``d`` the store serves three tiers of the feature matrix:
 * **local** -- the rows of ``d``'s own cache, copied once onto the training
   device (the GPU on CUDA, so a hit costs no transfer; on a CPU run the copy
   is a CPU tensor, so the lookup logic runs, and is tested, everywhere);
-* **peer** -- rows ``d`` reads from another device's cache
-  (``dev_num[d, v]`` is another device). One process cannot reach another
+* **peer** -- rows ``d`` reads from another device's cache (a peer of its
+  group caches ``v``, ``d`` does not). One process cannot reach another
   process's GPU memory, so these rows are gathered from host memory here and
   counted as peer reads, as the plan would serve them; multi-GPU peer tiers
   come with distributed training;
 * **host** -- everything else, gathered from the memory-mapped features
   (pinned when the cache is on a GPU) and copied to the device.
+
+The store looks nodes up by binary search in the plan's sorted per-device
+tables (O(cache) memory, never O(N)): ``d``'s own cached ids and rows, and
+the sorted ids its peers cache.
 
 A gather returns exactly the rows of the plain store, so training with a
 placement draws the same batches and reaches the same parameters as without.
@@ -35,6 +39,14 @@ from gnncore.plan.placement import PlacementPlan
 from gnncore.store.feature_store import GraphDirFeatureStore
 
 TIERS = ("local", "peer", "host")
+
+
+def _find(sorted_ids: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(position, found)`` of each ``index`` in ``sorted_ids`` (binary search)."""
+    if not len(sorted_ids):
+        return torch.zeros_like(index), torch.zeros(len(index), dtype=torch.bool)
+    pos = torch.searchsorted(sorted_ids, index).clamp_(max=len(sorted_ids) - 1)
+    return pos, sorted_ids[pos] == index
 
 
 class PlacedFeatureStore(FeatureStore):
@@ -70,9 +82,11 @@ class PlacedFeatureStore(FeatureStore):
         if features is None:
             raise ValueError(f"{base.graph.path} has no features to place")
         self._features = features
-        dev_num = np.asarray(plan.dev_num()[device_index])
-        self._dev_num = torch.from_numpy(dev_num.astype(np.int16, copy=True))
-        self._buf_pos = torch.from_numpy(np.asarray(plan.buf_pos()[device_index]).copy())
+        # The local tier holds the rows in the plan's cache order (caches[d]); a
+        # node found at position i of the sorted ids is at row cached_rows[d, i].
+        self._own_ids = torch.from_numpy(np.array(plan.cached_ids()[device_index], np.int64))
+        self._own_rows = torch.from_numpy(np.array(plan.cached_rows()[device_index], np.int64))
+        self._peer_ids = torch.from_numpy(plan.peer_ids(device_index).astype(np.int64))
         own = np.asarray(plan.caches()[device_index], dtype=np.int64)
         self._local = torch.from_numpy(np.take(features, own, axis=0)).to(self.device)
         self._pin = self.device.type == "cuda"
@@ -102,25 +116,26 @@ class PlacedFeatureStore(FeatureStore):
     def gather(self, index: torch.Tensor) -> torch.Tensor:
         """Rows ``index`` of the feature matrix, on :attr:`device`, tier by tier."""
         index = index.detach().to("cpu", torch.long)
-        source = self._dev_num[index]
         out = torch.empty(
             (len(index), self._features.shape[1]), dtype=torch.float32, device=self.device
         )
-        local = (source == self.device_index).nonzero().view(-1)
+        pos, hit = _find(self._own_ids, index)
+        local = hit.nonzero().view(-1)
         if len(local):
-            rows = self._buf_pos[index[local]].long()
+            rows = self._own_rows[pos[local]]
             out[local.to(self.device)] = self._local[rows.to(self.device)]
-        other = (source != self.device_index).nonzero().view(-1)
+        other = (~hit).nonzero().view(-1)
+        peer = 0
         if len(other):
             rows = torch.from_numpy(np.take(self._features, index[other].numpy(), axis=0))
             if self._pin:
                 rows = rows.pin_memory()
             out[other.to(self.device)] = rows.to(self.device, non_blocking=self._pin)
-        host = int((source < 0).sum())
+            peer = int(_find(self._peer_ids, index[other])[1].sum())
         with self._lock:
             self._counts["local"] += len(local)
-            self._counts["peer"] += len(other) - host
-            self._counts["host"] += host
+            self._counts["peer"] += peer
+            self._counts["host"] += len(other) - peer
         return out
 
     # FeatureStore interface ------------------------------------------------------

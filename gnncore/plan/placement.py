@@ -10,12 +10,15 @@ devices, while a new node is hotter than ``alpha`` times the one it replaces
 other's caches, so every group gets the same layout (Rule 1: with topology
 ``"none"`` each device caches the hottest nodes).
 
-At run time device ``d`` reads node ``v`` from ``dev_num[d, v]`` (itself, a
-peer, or ``-1`` for host memory) at row ``buf_pos[d, v]`` of that device's
-cache. The cost model prices a read 0 from the own cache, ``alpha`` from a
-peer's and 1 from the host; :attr:`Placement.predicted_cost` is each device's
-expected cost per training node, ``Σ_v p_v · cost_d(v)`` with
-``p_v = f_v / |train|``.
+At run time device ``d`` reads node ``v`` from its own cache, else from the
+lowest-numbered peer caching it, else from host memory; the plan stores, per
+device, the sorted ids it caches and their rows (:mod:`gnncore.plan.lookup`,
+O(cache) per device), and training resolves a node by binary search. The
+planner streams the CSR (memory-mapped) and holds O(N) vectors, so it runs on
+graphs whose CSR does not fit in memory (:mod:`gnncore.plan.memory`). The cost
+model prices a read 0 from the own cache, ``alpha`` from a peer's and 1 from
+the host; :attr:`Placement.predicted_cost` is each device's expected cost per
+training node, ``Σ_v p_v · cost_d(v)`` with ``p_v = f_v / |train|``.
 """
 
 from __future__ import annotations
@@ -30,9 +33,12 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.options import option
 from gnncore.plan.estimators import ESTIMATORS, Estimator, estimate_access
+from gnncore.plan.lookup import group_of, lookup_tables, read_masks, resolve, sorted_tables
+from gnncore.plan.memory import check_budget, placement_memory_bytes
 from gnncore.plan.store import (
     PlanDir,
     PlanError,
@@ -172,8 +178,6 @@ def place_caches(
     peer-group size; every group of that size gets the same layout.
     """
     require_csrc()
-    from gnncore import _C
-
     p = np.ascontiguousarray(access, dtype=np.float64)
     width = min(slots, len(p))
     caches = np.empty((devices, width), dtype=np.int64)
@@ -186,44 +190,17 @@ def place_caches(
     return caches
 
 
-def lookup_tables(
-    caches: np.ndarray | Sequence[np.ndarray], num_nodes: int, groups: Sequence[Sequence[int]]
-) -> tuple[np.ndarray, np.ndarray]:
-    """The run-time lookups of a placement: ``(dev_num, buf_pos)``, each ``[n, N]``.
-
-    ``caches[d]`` lists the nodes device ``d`` caches (rows may differ in
-    length). ``dev_num[d, v]`` is the device ``d`` reads ``v`` from: ``d`` when
-    it caches ``v``, else the lowest-numbered device of its peer group (one of
-    the disjoint ``groups``) that does, else ``-1`` (host). ``buf_pos[d, v]`` is
-    ``v``'s row in that device's cache (``-1`` for host reads). ``dev_num`` is
-    int16, ``buf_pos`` int32.
-    """
-    devices = len(caches)
-    width = max((len(c) for c in caches), default=0)
-    if devices > np.iinfo(np.int16).max or width > np.iinfo(np.int32).max:
-        raise PlanError("devices", "or cache size exceeds the lookup tables' range")
-    dev_num = np.full((devices, num_nodes), -1, dtype=np.int16)
-    buf_pos = np.full((devices, num_nodes), -1, dtype=np.int32)
-    for group in groups:
-        members = sorted(set(group))
-        for d in members:
-            # Peers from the highest to the lowest index, then the device itself:
-            # later writes win, so the own cache beats any peer, a low peer a high one.
-            for source in [*(e for e in reversed(members) if e != d), d]:
-                ids = np.asarray(caches[source], dtype=np.int64)
-                dev_num[d, ids] = source
-                buf_pos[d, ids] = np.arange(len(ids), dtype=np.int32)
-    return dev_num, buf_pos
-
-
-def predicted_costs(access: np.ndarray, dev_num: np.ndarray, alpha: float) -> np.ndarray:
+def predicted_costs(
+    access: np.ndarray, caches: np.ndarray, groups: Sequence[Sequence[int]], alpha: float
+) -> np.ndarray:
     """Each device's expected read cost per training node under the cost model
-    (0 own cache, ``alpha`` peer, 1 host), with ``p = access / access.sum()``
-    scaled to reads per training node by the caller's normalisation."""
-    costs = np.empty(dev_num.shape[0], dtype=np.float64)
-    for d in range(dev_num.shape[0]):
-        here = dev_num[d]
-        costs[d] = access[here < 0].sum() + alpha * access[(here >= 0) & (here != d)].sum()
+    (0 own cache, ``alpha`` peer, 1 host), with ``access`` scaled to reads per
+    training node by the caller. Holds two bool[N] masks at a time."""
+    num_nodes, devices = len(access), len(caches)
+    costs = np.empty(devices, dtype=np.float64)
+    for d in range(devices):
+        local, peer = read_masks(caches, num_nodes, d, groups)
+        costs[d] = access[~(local | peer)].sum() + alpha * access[peer].sum()
     return costs
 
 
@@ -234,8 +211,6 @@ class Placement:
     settings: PlacementSettings
     caches: np.ndarray  # int64[n, B]
     access: np.ndarray  # float64[N], the estimated f
-    dev_num: np.ndarray  # int16[n, N]
-    buf_pos: np.ndarray  # int32[n, N]
     predicted_cost: list[float]
     num_train: int
     estimator_seconds: float
@@ -247,15 +222,30 @@ class Placement:
         """Estimator plus placement (and lookup tables) wall time."""
         return self.estimator_seconds + self.placement_seconds
 
+    @property
+    def groups(self) -> list[list[int]]:
+        """The peer groups of the settings' topology."""
+        return peer_groups(self.settings.devices, self.settings.topology)
+
+    @property
+    def dev_num(self) -> np.ndarray:
+        """The dense ``int16[n, N]`` read-source table (:func:`lookup_tables`),
+        built on each call: for simulations of small graphs."""
+        return lookup_tables(self.caches, len(self.access), self.groups)[0]
+
+    def tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(cached_ids, cached_rows)``, what the plan stores (:func:`sorted_tables`)."""
+        return sorted_tables(self.caches)
+
     def metrics(self) -> dict[str, Any]:
         """Summary numbers: cache size, predicted cost, access shares per device."""
         devices, width = self.caches.shape
         total = float(self.access.sum()) or 1.0
         shares = []
         for d in range(devices):
-            here = self.dev_num[d]
-            local = float(self.access[here == d].sum()) / total
-            peer = float(self.access[(here >= 0) & (here != d)].sum()) / total
+            here, there = read_masks(self.caches, len(self.access), d, self.groups)
+            local = float(self.access[here].sum()) / total
+            peer = float(self.access[there].sum()) / total
             shares.append({"local": local, "peer": peer, "host": 1.0 - local - peer})
         distinct = int(len(np.unique(self.caches))) if self.caches.size else 0
         return {
@@ -320,10 +310,12 @@ def compute_placement(
     settings: PlacementSettings,
     slots: int,
     num_threads: int = 0,
+    progress: Callable[[str], None] | None = None,
 ) -> Placement:
-    """Estimate access frequencies and place caches (in memory, nothing written)."""
+    """Estimate access frequencies and place caches (nothing written). The CSR
+    may be memory-mapped: ``spmv`` streams it in blocks, and the placement holds
+    O(N) vectors and the ``[n, B]`` caches, never an ``[n, N]`` table."""
     settings.validate()
-    num_nodes = len(indptr) - 1
     started = time.perf_counter()
     access = estimate_access(
         indptr,
@@ -336,21 +328,19 @@ def compute_placement(
         batch_size=settings.batch_size,
         seed=settings.seed,
         num_threads=num_threads,
+        progress=progress,
     )
     estimated = time.perf_counter()
     alpha = settings.resolved_alpha
     caches = place_caches(access, settings.devices, slots, alpha, settings.topology)
     groups = peer_groups(settings.devices, settings.topology)
-    dev_num, buf_pos = lookup_tables(caches, num_nodes, groups)
     num_train = len(np.unique(train))
-    costs = predicted_costs(access / max(num_train, 1), dev_num, alpha)
+    costs = predicted_costs(access / max(num_train, 1), caches, groups, alpha)
     placed = time.perf_counter()
     return Placement(
         settings,
         caches,
         access,
-        dev_num,
-        buf_pos,
         [float(c) for c in costs],
         num_train,
         estimated - started,
@@ -386,19 +376,26 @@ def plan_placement(
     num_threads: int = 0,
     tracking: RunTracker | None = None,
     tags: Mapping[str, Any] | None = None,
+    memory_budget: int | None = None,
 ) -> PlanReport:
     """Compute a placement plan of the graph at ``graph_dir`` into ``out_dir``.
 
-    Writes ``caches.npy`` (int64[n, B]), ``access.npy`` (float64[N], the
-    estimated frequencies), ``dev_num.npy`` (int16[n, N]) and ``buf_pos.npy``
-    (int32[n, N]) with a manifest (settings, metrics, the graph manifest's
-    sha256, the stage key), atomically. With ``reuse`` an ``out_dir`` already
-    holding this plan (same stage key, same graph) is returned as is. With
-    ``tracking`` the plan is one run (settings, metrics, the read-share chart).
+    Writes ``caches.npy`` (int64[n, B]: row ``i`` of device ``d``'s cache holds
+    node ``caches[d, i]``), ``cached_ids.npy`` (int64[n, B], each row sorted)
+    and ``cached_rows.npy`` (int32[n, B], their rows in the cache), and
+    ``access.npy`` (float64[N], the estimated frequencies), with a manifest
+    (settings, peer groups, metrics, the graph manifest's sha256, the stage
+    key), atomically. The CSR is read memory-mapped. With ``reuse`` an
+    ``out_dir`` already holding this plan (same stage key, same graph) is
+    returned as is. With ``tracking`` the plan is one run (settings, metrics,
+    the read-share chart). ``memory_budget`` (bytes): refuse, before any work,
+    when the estimate (:func:`~gnncore.plan.memory.placement_memory_bytes`)
+    exceeds it.
 
     Raises:
         PlanError: For a bad setting (naming it), a cache over the graph's
-            size, or ``train_nodes="split"`` on a graph without a train split.
+            size, ``train_nodes="split"`` on a graph without a train split, or
+            a memory budget below the estimate.
     """
     settings.validate()
     graph = GraphDir.open(graph_dir)
@@ -411,21 +408,27 @@ def plan_placement(
             progress(f"{out_dir} already holds this placement (stage key {key}): reused")
         return PlanReport("placement", str(out_dir), existing.metrics, existing.settings, key, True)
     slots = cache_slots(settings, graph.num_nodes, graph.manifest.num_features)
+    needed = placement_memory_bytes(graph.num_nodes, settings.devices, slots)
+    what = f"placement of {graph.num_nodes} nodes ({settings.devices} devices x {slots} slots)"
+    line = check_budget(what, needed, memory_budget)
     train, _ = train_node_ids(graph, settings.train_nodes)
     if progress is not None:
+        progress(line)
         progress(
             f"estimating access frequencies ({settings.estimator}, L={settings.layers}, "
             f"{len(train)} training nodes)"
         )
     placement = compute_placement(
-        np.asarray(graph.indptr), np.asarray(graph.indices), train, settings, slots, num_threads
+        graph.indptr, graph.indices, train, settings, slots, num_threads, progress
     )
+    del train
     if progress is not None:
         progress(
             f"placed {slots} nodes on each of {settings.devices} devices in "
             f"{placement.seconds:.2f}s; writing {out_dir}"
         )
     metrics = placement.metrics()
+    cached_ids, cached_rows = placement.tables()
     write_plan_dir(
         out_dir,
         "placement",
@@ -433,10 +436,15 @@ def plan_placement(
         {
             "caches": placement.caches,
             "access": placement.access,
-            "dev_num": placement.dev_num,
-            "buf_pos": placement.buf_pos,
+            "cached_ids": cached_ids,
+            "cached_rows": cached_rows,
         },
-        {"settings": settings.key_settings(), "metrics": metrics, "stage_key": key},
+        {
+            "settings": settings.key_settings(),
+            "metrics": metrics,
+            "stage_key": key,
+            "peer_groups": placement.groups,
+        },
     )
     report = PlanReport("placement", str(out_dir), metrics, settings.key_settings(), key)
     if tracking is not None:
@@ -477,17 +485,40 @@ class PlacementPlan:
     def devices(self) -> int:
         return int(self.plan.array("caches").shape[0])
 
+    @property
+    def groups(self) -> list[list[int]]:
+        """The peer groups (devices that read each other's caches)."""
+        return [[int(d) for d in g] for g in self.plan.info["peer_groups"]]
+
     def caches(self) -> np.ndarray:
         return self.plan.array("caches")
 
-    def dev_num(self) -> np.ndarray:
-        return self.plan.array("dev_num")
+    def cached_ids(self) -> np.ndarray:
+        """int64[n, B]: each device's cached ids, ascending."""
+        return self.plan.array("cached_ids")
 
-    def buf_pos(self) -> np.ndarray:
-        return self.plan.array("buf_pos")
+    def cached_rows(self) -> np.ndarray:
+        """int32[n, B]: the cache row of each ``cached_ids`` entry."""
+        return self.plan.array("cached_rows")
 
     def access(self) -> np.ndarray:
         return self.plan.array("access")
+
+    def resolve(self, device: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(source, row)`` of ``nodes`` for ``device`` (:func:`~gnncore.plan.lookup.resolve`)."""
+        return resolve(
+            device, nodes, self.cached_ids(), self.cached_rows(), group_of(device, self.groups)
+        )
+
+    def readable(self, device: int) -> np.ndarray:
+        """The sorted ids ``device`` reads from a GPU cache (its own or a peer's)."""
+        ids = self.cached_ids()
+        return np.unique(np.concatenate([ids[e] for e in group_of(device, self.groups)]))
+
+    def peer_ids(self, device: int) -> np.ndarray:
+        """The sorted ids ``device`` reads from a peer's cache (not its own)."""
+        own = np.asarray(self.cached_ids()[device])
+        return np.setdiff1d(self.readable(device), own, assume_unique=True)
 
 
 def placement_problems(
@@ -498,8 +529,9 @@ def placement_problems(
     Checks that it was computed from ``graph`` as it is, that every cached id is
     a node of the graph and cached at most once per device, that no device
     caches more than ``budget`` nodes (default: the budget its recorded settings
-    give on this graph, :func:`cache_slots`), and that the lookups point at the
-    cached rows.
+    give on this graph, :func:`cache_slots`), that the peer groups are disjoint
+    groups of the plan's devices, and that the sorted lookup tables point at
+    the cached rows. Reads O(n · B), never O(N) per device.
     """
     try:
         plan.plan.check_graph(graph)
@@ -517,24 +549,24 @@ def placement_problems(
             budget = cache_slots(PlacementSettings(**recorded), n, graph.manifest.num_features)
         except (TypeError, PlanError) as exc:
             return [f"the plan's recorded settings give no cache budget: {exc}"]
-    limit = budget
-    if caches.shape[1] > limit:
-        problems.append(f"devices cache {caches.shape[1]} nodes, over the budget of {limit}")
+    if caches.shape[1] > budget:
+        problems.append(f"devices cache {caches.shape[1]} nodes, over the budget of {budget}")
     if caches.size and (caches.min() < 0 or caches.max() >= n):
         problems.append(f"a cached id is outside [0, {n})")
         return problems
-    dev_num, buf_pos = np.asarray(plan.dev_num()), np.asarray(plan.buf_pos())
+    members = [d for g in plan.groups for d in g]
+    if sorted(members) != list(range(plan.devices)):
+        problems.append(f"peer groups {plan.groups} are not a partition of the devices")
+    ids, rows = np.asarray(plan.cached_ids()), np.asarray(plan.cached_rows())
+    if ids.shape != caches.shape or rows.shape != caches.shape:
+        return [*problems, "the lookups do not match the caches: their shapes differ"]
     for d, row in enumerate(caches):
         if len(np.unique(row)) != len(row):
             problems.append(f"device {d} caches a node twice")
-        local = dev_num[d] == d
-        if int(local.sum()) != len(row) or not np.array_equal(
-            caches[d, buf_pos[d, local]], np.flatnonzero(local)
+        if not (
+            np.all(ids[d][1:] > ids[d][:-1])
+            and np.all((rows[d] >= 0) & (rows[d] < len(row)))
+            and np.array_equal(row[rows[d]], ids[d])
         ):
             problems.append(f"device {d}'s lookups do not match its cache")
-        remote = np.flatnonzero(dev_num[d] >= 0)
-        if len(remote) and not np.array_equal(
-            caches[dev_num[d, remote], buf_pos[d, remote]], remote
-        ):
-            problems.append(f"device {d}'s peer lookups do not match the peers' caches")
     return problems

@@ -29,10 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.options import option
 from gnncore.partition.base import symmetric_degree
 from gnncore.partition.store import PartitionDir, partition_stage_dir, partition_stage_inputs
+from gnncore.plan.memory import check_budget, replication_memory_bytes
 from gnncore.plan.store import (
     PlanDir,
     PlanError,
@@ -82,12 +84,22 @@ class ReplicationSettings:
                 raise PlanError(name, f"must be a finite number >= 0, got {value}")
 
 
-def replicated_nodes(degree: np.ndarray, rate: float) -> np.ndarray:
-    """``V_r``: the ``round(rate · N)`` highest-degree nodes (ties: smaller id), ascending."""
+def degree_order(degree: np.ndarray) -> np.ndarray:
+    """Node ids by descending degree, ties to the smaller id (``int64[N]``)."""
+    order = np.argsort(-np.asarray(degree, dtype=np.int64), kind="stable")
+    return order.astype(np.int64, copy=False)
+
+
+def replicated_nodes(
+    degree: np.ndarray, rate: float, order: np.ndarray | None = None
+) -> np.ndarray:
+    """``V_r``: the ``round(rate · N)`` highest-degree nodes (ties: smaller id),
+    ascending; ``order`` is :func:`degree_order` when the caller has it."""
     count = int(round(rate * len(degree)))
     if count == 0:
         return np.empty(0, dtype=np.int64)
-    order = np.argsort(-np.asarray(degree, dtype=np.int64), kind="stable")
+    if order is None:
+        order = degree_order(degree)
     return np.sort(order[:count]).astype(np.int64)
 
 
@@ -97,8 +109,6 @@ def hydra_owners(
     """HyDRA's Algorithm 1 assignment: degree-balanced groups for ``V \\ V_r``,
     then ``V_r`` round-robin in descending-degree order."""
     require_csrc()
-    from gnncore import _C
-
     degree = np.ascontiguousarray(degree, dtype=np.int64)
     skip = np.zeros(len(degree), dtype=np.uint8)
     skip[replicated] = 1
@@ -165,21 +175,35 @@ class Replication:
 
 
 def compute_replication(
-    graph: GraphDir, assignment: np.ndarray, parts: int, settings: ReplicationSettings
+    graph: GraphDir,
+    assignment: np.ndarray,
+    parts: int,
+    settings: ReplicationSettings,
+    progress: Callable[[str], None] | None = None,
 ) -> Replication:
-    """Choose ``V_r`` and the owners (in memory, nothing written)."""
+    """Choose ``V_r`` and the owners (nothing written). Holds O(N) arrays: the
+    degrees (from ``indptr``, or streamed pairs of a directed graph), one degree
+    order shared by the plan and its memory curve, the owners and the list
+    lengths; the CSR's ``indices`` are never read."""
     settings.validate()
     started = time.perf_counter()
     degree = symmetric_degree(graph)
-    replicated = replicated_nodes(degree, settings.rate)
+    order = degree_order(degree)
+    replicated = replicated_nodes(degree, settings.rate, order)
+    if progress is not None:
+        progress(f"degrees of {len(degree)} nodes ranked in {time.perf_counter() - started:.1f}s")
     if settings.group_size is not None:
         owner = hydra_owners(degree, parts, settings.group_size, replicated)
     else:
         owner = np.asarray(assignment, dtype=np.int64).copy()
-    lengths = np.diff(np.asarray(graph.indptr)).astype(np.int64)
+    m = graph.manifest
+    if not m.directed and not m.num_relations:
+        lengths = degree  # the CSR's row lengths (symmetric_degree read them)
+    else:
+        lengths = np.diff(np.asarray(graph.indptr, dtype=np.int64))
     stored = stored_ids(lengths, owner, parts, replicated)
     num_ids = int(lengths.sum())
-    curve = memory_curve(degree, lengths, owner, parts)
+    curve = memory_curve(degree, lengths, owner, parts, order)
     return Replication(
         settings,
         parts,
@@ -222,16 +246,20 @@ def plan_replication(
     progress: Callable[[str], None] | None = None,
     tracking: RunTracker | None = None,
     tags: Mapping[str, Any] | None = None,
+    memory_budget: int | None = None,
 ) -> PlanReport:
     """Compute an HDR replication plan of a partitioned graph into ``out_dir``.
 
     Writes ``replicated.npy`` (int64, ascending ids of ``V_r``), ``owner.npy``
     (int64[N], the partition each node's list lives in) and ``stored_ids.npy``
     (int64[M]) with a manifest recording the graph's and the partition's
-    manifest sha256, atomically.
+    manifest sha256, atomically. Needs O(N) memory
+    (:func:`~gnncore.plan.memory.replication_memory_bytes`); with
+    ``memory_budget`` (bytes) below that estimate it refuses before any work.
 
     Raises:
-        PlanError: For a rate outside [0, 1] or a bad group size.
+        PlanError: For a rate outside [0, 1], a bad group size or a memory
+            budget below the estimate.
         InputError: When the partition was not computed from this graph.
     """
     settings.validate()
@@ -247,11 +275,17 @@ def plan_replication(
         return PlanReport(
             "replication", str(out_dir), existing.metrics, existing.settings, key, True
         )
+    line = check_budget(
+        f"replication plan of {graph.num_nodes} nodes",
+        replication_memory_bytes(graph.num_nodes),
+        memory_budget,
+    )
     if progress is not None:
+        progress(line)
         progress(
             f"choosing the top {settings.rate:.4%} nodes by degree over {partition.parts} parts"
         )
-    plan = compute_replication(graph, partition.assignment(), partition.parts, settings)
+    plan = compute_replication(graph, partition.assignment(), partition.parts, settings, progress)
     metrics = plan.metrics()
     if progress is not None:
         progress(
@@ -292,13 +326,20 @@ CURVE_RATES = (0.0, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1)
 
 
 def memory_curve(
-    degree: np.ndarray, lengths: np.ndarray, owner: np.ndarray, parts: int
+    degree: np.ndarray,
+    lengths: np.ndarray,
+    owner: np.ndarray,
+    parts: int,
+    order: np.ndarray | None = None,
 ) -> dict[str, list[float]]:
-    """Memory increase at each of :data:`CURVE_RATES` with these owners."""
+    """Memory increase at each of :data:`CURVE_RATES` with these owners (one
+    degree sort for all rates: ``order``, else :func:`degree_order`)."""
     increase = []
     total = max(int(lengths.sum()), 1)
+    if order is None:
+        order = degree_order(degree)
     for rate in CURVE_RATES:
-        stored = stored_ids(lengths, owner, parts, replicated_nodes(degree, rate))
+        stored = stored_ids(lengths, owner, parts, replicated_nodes(degree, rate, order))
         increase.append(float(stored.sum() - total) / total)
     return {"rates": list(CURVE_RATES), "memory_increase": increase}
 

@@ -54,7 +54,7 @@ def locality_aware_sampler(
     """A :class:`~gnncore.sampler.LocalityAwareSampler` boosting, for device
     ``device_index`` of ``plan``, the nodes it reads from a GPU cache (``B``)
     and their ``set_size`` best-connected neighbours per inner hop (0: ``|B|``)."""
-    cached = np.flatnonzero(np.asarray(plan.dev_num()[device_index]) >= 0)
+    cached = plan.readable(device_index)
     boost = boost_sets(indptr, indices, cached, len(fanouts), int(set_size) or len(cached))
     return LocalityAwareSampler((indptr, indices), list(fanouts), seed=seed, boost=boost)
 

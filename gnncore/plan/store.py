@@ -33,13 +33,46 @@ from gnncore.store.manifest import (
 from gnncore.store.npy import load_npy
 
 PLAN_FORMAT = "gnncore.plan"
-PLAN_FORMAT_VERSION = 1
+#: Version 2: a placement stores per-device sorted lookup tables
+#: (``cached_ids`` / ``cached_rows``, O(cache) per device) in place of v1's
+#: ``[devices, N]`` ``dev_num`` / ``buf_pos``. Replication plans are the same in
+#: both versions, so v1 replication plans still open.
+PLAN_FORMAT_VERSION = 2
 PLAN_KINDS = ("placement", "replication")
 #: The arrays each kind of plan must hold.
 REQUIRED_ARRAYS = {
-    "placement": ("caches", "access", "dev_num", "buf_pos"),
+    "placement": ("caches", "access", "cached_ids", "cached_rows"),
     "replication": ("replicated", "owner", "stored_ids"),
 }
+
+
+def _read_manifest(path: Path) -> tuple[dict[str, Any], Path]:
+    """The manifest of a plan directory at :data:`PLAN_FORMAT_VERSION`, or a v1
+    replication plan; a v1 placement is refused with what to run instead."""
+    file = path / MANIFEST_FILE
+    try:
+        return read_json_manifest(path, PLAN_FORMAT, PLAN_FORMAT_VERSION, "plan directory")
+    except InputError:
+        info, _ = _peek(file)
+        if info.get("format") != PLAN_FORMAT or info.get("format_version") != 1:
+            raise
+    if info.get("kind") == "replication":
+        return read_json_manifest(path, PLAN_FORMAT, 1, "plan directory")
+    raise InputError(
+        "is a plan format v1 placement, whose [devices, N] lookup tables this version no "
+        f"longer reads (format v{PLAN_FORMAT_VERSION} stores O(cache) tables per device): "
+        "re-run `gnncore plan placement` (or materialize placement_plan) to rewrite it",
+        path,
+    )
+
+
+def _peek(file: Path) -> tuple[dict[str, Any], Path]:
+    """The manifest's JSON object, or ``{}`` when it cannot be read."""
+    try:
+        info = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}, file
+    return (info if isinstance(info, dict) else {}), file
 
 
 class PlanError(InputError):
@@ -138,7 +171,7 @@ class PlanDir:
             InputError: Naming the file and the problem.
         """
         path = Path(path)
-        info, file = read_json_manifest(path, PLAN_FORMAT, PLAN_FORMAT_VERSION, "plan directory")
+        info, file = _read_manifest(path)
         if info.get("kind") not in PLAN_KINDS:
             raise InputError(f"unknown plan kind {info.get('kind')!r}", file)
         if kind is not None and info["kind"] != kind:
@@ -152,6 +185,15 @@ class PlanDir:
         for name in REQUIRED_ARRAYS[info["kind"]]:
             if f"{name}.npy" not in files:
                 raise InputError(f"manifest lists no {name}.npy", file)
+        groups = info.get("peer_groups")
+        if info["kind"] == "placement" and not (
+            isinstance(groups, list)
+            and all(
+                isinstance(g, list) and all(isinstance(d, int) and d >= 0 for d in g)
+                for g in groups
+            )
+        ):
+            raise InputError("manifest has no valid 'peer_groups' (lists of devices)", file)
         for name, entry in files.items():
             check_plain_name(name, path)
             if not isinstance(entry, dict) or not all(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gnncore.plan.batching import seeded_batches
-from gnncore.plan.placement import lookup_tables
+from gnncore.plan.lookup import lookup_tables
 from gnncore.plan.simulate.batches import check_batch_args, frozen, owner_labels, train_ids
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def dev_num_from_caches(
     groups of devices that read each other's caches (``[[0, 1], [2, 3]]``:
     NVLink pairs); ``None`` links every device with every other; a device in
     no group reads only its own cache. Returns ``int16[n, N]``, the
-    ``dev_num`` of :func:`gnncore.plan.placement.lookup_tables`.
+    ``dev_num`` of :func:`gnncore.plan.lookup.lookup_tables`.
 
     Raises:
         ValueError: For node ids out of range, device ids out of range or a

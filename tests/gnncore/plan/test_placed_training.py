@@ -38,7 +38,7 @@ def test_gather_returns_the_plain_rows_and_counts_each_tier(planned):
     index = torch.from_numpy(np.random.default_rng(0).choice(graph.num_nodes, 150, replace=False))
     got = store.get_tensor(TensorAttr(None, "x", index))
     assert torch.equal(got, base.get_tensor(TensorAttr(None, "x", index)))
-    source = np.asarray(plan.dev_num()[1])[index.numpy()]
+    source = plan.resolve(1, index.numpy())[0]
     counts = store.take_counts()
     assert counts == {
         "feature_reads_local": float((source == 1).sum()),

@@ -21,7 +21,8 @@ from gnncore.plan import (
     plan_placement,
     plan_replication,
 )
-from gnncore.plan.placement import lookup_tables, peer_groups
+from gnncore.plan.lookup import lookup_tables
+from gnncore.plan.placement import peer_groups
 from gnncore.plan.replication import replicated_nodes
 from gnncore.store import create_graph_dir
 from gnncore.store.manifest import MANIFEST_FILE
@@ -69,11 +70,16 @@ def test_worked_example_places_nodes_as_the_paper(tmp_path):
     plan = PlacementPlan.open(tmp_path / "plan")
     assert plan.access().tolist() == [4, 6, 6, 6, 5, 5]
     assert plan.caches().tolist() == [[1, 3], [4, 2]]
-    dev_num, buf_pos = plan.dev_num(), plan.buf_pos()
+    # The stored lookups: each device's ids ascending and their cache rows.
+    assert plan.cached_ids().tolist() == [[1, 3], [2, 4]]
+    assert plan.cached_rows().tolist() == [[0, 1], [1, 0]]
+    source, row = plan.resolve(0, np.arange(6))
     # Device 0 holds 1 and 3, reads 4 and 2 from device 1, 0 and 5 from the host.
-    assert dev_num[0].tolist() == [-1, 0, 1, 0, 1, -1]
-    assert buf_pos[0].tolist() == [-1, 0, 1, 1, 0, -1]
-    assert dev_num[1].tolist() == [-1, 0, 1, 0, 1, -1]
+    assert source.tolist() == [-1, 0, 1, 0, 1, -1]
+    assert row.tolist() == [-1, 0, 1, 1, 0, -1]
+    assert plan.resolve(1, np.arange(6))[0].tolist() == [-1, 0, 1, 0, 1, -1]
+    assert plan.readable(0).tolist() == [1, 2, 3, 4]
+    assert plan.peer_ids(0).tolist() == [2, 4]
     # Cost model (p = f / 6): a peer read costs alpha, a host read 1. Device 0
     # reads 2 and 4 from its peer, device 1 reads 1 and 3; both read 0 and 5 from the host.
     expected = [(0.3 * (6 + 5) + (4 + 5)) / 6, (0.3 * (6 + 6) + (4 + 5)) / 6]
@@ -104,9 +110,9 @@ def test_rule_one_without_peers_caches_the_hottest_everywhere(tmp_path):
     caches = PlacementPlan.open(tmp_path / "p").caches()
     assert caches.tolist() == [[1, 2]] * 3
     # With nothing shared, no device reads a peer.
-    dev_num = PlacementPlan.open(tmp_path / "p").dev_num()
+    plan = PlacementPlan.open(tmp_path / "p")
     for d in range(3):
-        assert set(dev_num[d].tolist()) == {-1, d}
+        assert set(plan.resolve(d, np.arange(6))[0].tolist()) == {-1, d}
 
 
 def test_nvlink_pairs_share_within_the_pair_only(tmp_path):
@@ -114,9 +120,9 @@ def test_nvlink_pairs_share_within_the_pair_only(tmp_path):
     plan_placement(graph, tmp_path / "p", example_settings(devices=4, topology="pairs"))
     plan = PlacementPlan.open(tmp_path / "p")
     assert plan.caches().tolist() == [[1, 3], [4, 2], [1, 3], [4, 2]]
-    dev_num = plan.dev_num()
-    assert set(dev_num[0].tolist()) <= {-1, 0, 1}
-    assert set(dev_num[3].tolist()) <= {-1, 2, 3}
+    assert plan.groups == [[0, 1], [2, 3]]
+    assert set(plan.resolve(0, np.arange(6))[0].tolist()) <= {-1, 0, 1}
+    assert set(plan.resolve(3, np.arange(6))[0].tolist()) <= {-1, 2, 3}
 
 
 def test_lookup_prefers_own_cache_then_lowest_peer():
@@ -218,8 +224,9 @@ def test_a_plan_never_replaces_its_input_or_an_unrelated_directory(tmp_path):
 @pytest.mark.parametrize(
     "edit",
     [
-        lambda m: m["files"].update({"dev_num.npy": 3}),
-        lambda m: m["files"].pop("dev_num.npy"),
+        lambda m: m["files"].update({"cached_ids.npy": 3}),
+        lambda m: m["files"].pop("cached_rows.npy"),
+        lambda m: m.pop("peer_groups"),
         lambda m: m.pop("num_nodes"),
         lambda m: m["files"]["caches.npy"].pop("dtype"),
     ],
