@@ -30,6 +30,10 @@ def _common_metadata(report: Any, tracker: Any, graph_path: str) -> dict[str, An
         "reused": report.reused,
         "graph_path": dg.MetadataValue.path(graph_path),
         "seconds": dg.MetadataValue.float(float(report.metrics["seconds"])),
+        # The planner's own estimate of its peak memory (its first progress line).
+        "memory_estimate_bytes": dg.MetadataValue.int(
+            int(report.metrics.get("memory_estimate_bytes", 0))
+        ),
         **(
             {"mlflow_run": dg.MetadataValue.url(tracker.run_url(report.run_id))}
             if report.run_id

@@ -427,7 +427,7 @@ def plan_placement(
             f"placed {slots} nodes on each of {settings.devices} devices in "
             f"{placement.seconds:.2f}s; writing {out_dir}"
         )
-    metrics = placement.metrics()
+    metrics = {**placement.metrics(), "memory_estimate_bytes": needed}
     cached_ids, cached_rows = placement.tables()
     write_plan_dir(
         out_dir,

@@ -275,18 +275,15 @@ def plan_replication(
         return PlanReport(
             "replication", str(out_dir), existing.metrics, existing.settings, key, True
         )
-    line = check_budget(
-        f"replication plan of {graph.num_nodes} nodes",
-        replication_memory_bytes(graph.num_nodes),
-        memory_budget,
-    )
+    needed = replication_memory_bytes(graph.num_nodes)
+    line = check_budget(f"replication plan of {graph.num_nodes} nodes", needed, memory_budget)
     if progress is not None:
         progress(line)
         progress(
             f"choosing the top {settings.rate:.4%} nodes by degree over {partition.parts} parts"
         )
     plan = compute_replication(graph, partition.assignment(), partition.parts, settings, progress)
-    metrics = plan.metrics()
+    metrics = {**plan.metrics(), "memory_estimate_bytes": needed}
     if progress is not None:
         progress(
             f"{len(plan.replicated)} nodes replicated, memory +{plan.memory_increase:.2%}; "

@@ -148,8 +148,11 @@ def test_a_budget_below_the_estimate_is_refused_naming_both(tmp_path):
         plan_placement(graph, tmp_path / "p", settings, memory_budget=1 << 20)
     assert not (tmp_path / "p").exists()
     lines: list[str] = []
-    plan_placement(graph, tmp_path / "p", settings, memory_budget=1 << 32, progress=lines.append)
+    report = plan_placement(
+        graph, tmp_path / "p", settings, memory_budget=1 << 32, progress=lines.append
+    )
     assert "of memory needed (budget 4.0 GiB)" in lines[0]
+    assert report.metrics["memory_estimate_bytes"] == placement_memory_bytes(400, 2, 10)
     partition_graph(graph, tmp_path / "part", method="random", parts=2, balance=False)
     with pytest.raises(PlanError, match="memory_budget of 1.0 MiB"):
         plan_replication(
