@@ -50,7 +50,7 @@ def _kept_share(store_dir: Path, mega_batch_parts: int) -> float:
     over a random grouping of the partitions (all of them once)."""
     import numpy as np
 
-    from gnncore.outofcore.hierbatching import StaticCache, load_mega_batch
+    from gnncore.outofcore.megabatch import StaticCache, load_mega_batch
     from gnncore.outofcore.store import PartitionedStore
 
     store = PartitionedStore.open(store_dir)

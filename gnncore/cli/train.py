@@ -127,6 +127,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="node classification or link prediction (default: node)",
     )
     add_option_arguments(parser)
+    _add_run_arguments(parser)
+    _add_data_arguments(parser)
+    _add_distributed_arguments(parser)
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the run is checkpointed and tracked."""
     parser.add_argument(
         "--checkpoint-dir",
         type=Path,
@@ -162,6 +170,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="data root (default: $GNNCORE_DATA_ROOT or ./data)",
     )
+
+
+def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """The plans and the partitioned store the run reads."""
     parser.add_argument(
         "--placement",
         type=Path,
@@ -187,6 +199,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a partitioned store of the graph (gnncore store), read by --mode hierbatching "
         "and --mode partition_buffer",
     )
+
+
+def _add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--nproc`` and what goes with it: the launch and the per-rank data."""
     parser.add_argument(
         "--nproc",
         type=positive_int,
@@ -267,7 +283,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --nproc: where the per-rank data goes (default: PARTITION_DIR.ranks; "
         "PARTITION_DIR.link-ranks with --task link)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
 def _distributed_args(args: argparse.Namespace) -> bool:

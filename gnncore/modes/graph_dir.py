@@ -11,10 +11,11 @@ from gnncore.modes.node import train_node_graph_dir
 from gnncore.modes.run import RunOptions
 from gnncore.store import GraphDir
 from gnncore.train.core.session import Progress
+from gnncore.train.fit import EpochCallback
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.link.loop import LinkTrainResult
 from gnncore.train.node.config import ConfigError, NodeTrainConfig
-from gnncore.train.node.loop import EpochCallback, NodeTrainResult
+from gnncore.train.node.loop import NodeTrainResult
 
 if TYPE_CHECKING:
     from gnncore.tracking import RunTracker

@@ -23,14 +23,9 @@ from gnncore.train.core.checkpoint import data_fingerprint, open_checkpoints
 from gnncore.train.core.session import Progress
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.link.data import LinkSplits, link_splits
-from gnncore.train.link.loop import LinkTrainResult, train_link_predictor
-from gnncore.train.record import (
-    link_curves,
-    link_example_input,
-    link_run_params,
-    log_outcome,
-    tracked_run,
-)
+from gnncore.train.link.loop import LinkTrainResult
+from gnncore.train.link.task import LinkTask
+from gnncore.train.record import fit_recorded, link_run_params
 
 
 def train_link_graph_dir(
@@ -52,36 +47,19 @@ def train_link_graph_dir(
         ),
     )
 
-    def train(logger: Any) -> LinkTrainResult:
-        with link_batches(splits, config, run.checkpoint_dir, run.progress) as batches:
-            return train_link_predictor(
-                splits,
-                config,
-                feature_store=feature_store,
-                logger=logger,
-                progress=run.progress,
-                checkpoints=checkpoints,
-                resume=run.resume,
-                on_epoch_end=run.on_epoch_end,
-                train_batches=batches,
-            )
-
-    if run.tracking is None:
-        return train(None)
-    run_name = run.run_name or f"{m.name}-link-{config.model}-{config.decoder}"
-    with tracked_run(
-        run.tracking, m.name, "link", config.model, run.tags, run_name, previous
-    ) as logger:
-        logger.log_params(link_run_params(config, m, splits, run.checkpoint_dir))
-        result = train(logger)
-        log_outcome(
-            logger,
-            result,
-            link_curves(result),
-            link_example_input(result.model, feature_store, m.num_nodes),
+    task = LinkTask(splits, feature_store)
+    return fit_recorded(
+        task,
+        config,
+        link_batches(splits, config, run.checkpoint_dir, run.progress),
+        run.hooks(checkpoints),
+        run.recording(
             graph,
-        )
-    return result
+            link_run_params(config, m, splits, run.checkpoint_dir),
+            previous,
+            f"{m.name}-link-{config.model}-{config.decoder}",
+        ),
+    )
 
 
 @contextlib.contextmanager

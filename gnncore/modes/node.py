@@ -4,8 +4,8 @@ samplers (:mod:`gnncore.modes.plans`), then training and its record."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
 
 import numpy as np
 import torch
@@ -19,14 +19,9 @@ from gnncore.store import GraphDir
 from gnncore.train.core.checkpoint import data_fingerprint, open_checkpoints
 from gnncore.train.core.device import resolve_device
 from gnncore.train.node.config import ConfigError, NodeTrainConfig
-from gnncore.train.node.loop import NodeTrainResult, train_node_classifier
-from gnncore.train.record import (
-    example_input,
-    log_outcome,
-    node_run_params,
-    tracked_run,
-    training_curves,
-)
+from gnncore.train.node.loop import NodeTrainResult
+from gnncore.train.node.task import NodeTask
+from gnncore.train.record import fit_recorded, node_run_params
 
 
 def train_node_graph_dir(
@@ -66,50 +61,29 @@ def train_node_graph_dir(
         lambda: data_fingerprint(list(splits.values()), m.num_classes, m.num_features),
     )
     sampler, adapters = locality_aware(graph, config, plans)
-
-    def train(logger: Any) -> NodeTrainResult:
-        return train_node_classifier(
-            feature_store,
-            data.graph_store,
-            splits["train"],
-            splits["val"],
-            splits["test"],
-            m.num_classes,
-            config,
-            logger=logger,
-            progress=run.progress,
-            in_channels=m.num_features,
-            checkpoints=checkpoints,
-            resume=run.resume,
-            on_epoch_end=run.on_epoch_end,
-            sampler=sampler,
-            epoch_adapters=adapters,
-            train_batches=data.train_batches,
-            eval_batches=data.eval_batches,
-        )
-
-    if run.tracking is None:
-        return train(None)
-    with tracked_run(
-        run.tracking, m.name, "node", config.model, run.tags, run.run_name, previous
-    ) as logger:
-        logger.log_params(
-            {
-                **node_run_params(config, m, run.checkpoint_dir),
-                **{f"num_{name}": len(split) for name, split in splits.items()},
-                **{key: value for _, params in plans.values() for key, value in params.items()},
-                **data.params,
-            }
-        )
-        result = train(logger)
-        log_outcome(
-            logger,
-            result,
-            training_curves(result),
-            example_input(feature_store, m.num_features),
-            graph,
-        )
-    return result
+    task = NodeTask(
+        feature_store,
+        data.graph_store,
+        tuple(splits.values()),
+        m.num_classes,
+        in_channels=m.num_features,
+        sampler=sampler,
+        epoch_adapters=adapters,
+        eval_batches=data.eval_batches,
+    )
+    params = {
+        **node_run_params(config, m, run.checkpoint_dir),
+        **{f"num_{name}": len(split) for name, split in splits.items()},
+        **{key: value for _, params in plans.values() for key, value in params.items()},
+        **data.params,
+    }
+    return fit_recorded(
+        task,
+        config,
+        contextlib.nullcontext(data.train_batches),
+        run.hooks(checkpoints),
+        run.recording(graph, params, previous),
+    )
 
 
 def check_trainable(graph: GraphDir) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch_geometric.data import FeatureStore, GraphStore
 
-from gnncore.outofcore.hierbatching import mega_batch_parts
+from gnncore.outofcore.megabatch import mega_batch_parts
 from gnncore.outofcore.store import PartitionedStore
 from gnncore.outofcore.training import hierbatching_batches
 from gnncore.store import CSCGraphStore, GraphDir, GraphDirFeatureStore, GraphDirGraphStore

@@ -8,8 +8,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gnncore.store import GraphDir
+from gnncore.train.core.checkpoint import Checkpoint, CheckpointDir
 from gnncore.train.core.session import Progress
-from gnncore.train.node.loop import EpochCallback
+from gnncore.train.fit import EpochCallback, RunHooks
+from gnncore.train.record import Recording
 
 if TYPE_CHECKING:
     from gnncore.tracking import RunTracker
@@ -28,6 +31,24 @@ class RunOptions:
     resume: bool = False
     keep_checkpoints: int = 2
     on_epoch_end: EpochCallback | None = None
+
+    def hooks(self, checkpoints: CheckpointDir | None) -> RunHooks:
+        """The training call's hooks (its logger is the tracked run's, if any)."""
+        return RunHooks(None, self.progress, checkpoints, self.resume, self.on_epoch_end)
+
+    def recording(
+        self,
+        graph: GraphDir,
+        params: dict[str, Any],
+        previous: Checkpoint | None,
+        run_name: str | None = None,
+    ) -> Recording | None:
+        """How the run is recorded (``run_name``: the default name), or ``None``
+        when it is not tracked."""
+        if self.tracking is None:
+            return None
+        name = self.run_name or run_name
+        return Recording(self.tracking, graph, params, self.tags, name, previous)
 
 
 def line_logger(progress: Progress) -> Callable[[str], None] | None:

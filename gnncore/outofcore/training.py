@@ -2,8 +2,8 @@
 
 :func:`hierbatching_batches` turns a :class:`~gnncore.train.NodeTrainConfig`
 with ``mode="hierbatching"`` into the training source and the evaluation
-batches that :func:`~gnncore.train.train_node_classifier` takes
-(``train_batches=``, ``eval_batches=``).
+batches a :class:`~gnncore.train.NodeTask` trains on
+(:func:`~gnncore.train.fit`'s ``source``, the task's ``eval_batches``).
 """
 
 from __future__ import annotations
@@ -16,12 +16,8 @@ import numpy as np
 import torch
 
 from gnncore.memory import memory_available
-from gnncore.outofcore.hierbatching import (
-    EvalBatches,
-    HierBatchSource,
-    data_bytes,
-    mega_batch_parts,
-)
+from gnncore.outofcore.hierbatching import EvalBatches, HierBatchSource
+from gnncore.outofcore.megabatch import data_bytes, mega_batch_parts
 from gnncore.outofcore.store import PartitionedStore
 from gnncore.train.core.device import resolve_device
 from gnncore.train.node.config import NodeTrainConfig

@@ -5,13 +5,16 @@ on a graph directory is :func:`gnncore.modes.train_graph_dir`."""
 from gnncore.train.core.checkpoint import CheckpointDir, CheckpointError, default_checkpoint_dir
 from gnncore.train.core.device import resolve_device
 from gnncore.train.core.models import MODELS, build_model
+from gnncore.train.fit import RunHooks, Task, fit
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.link.data import LinkSplits, link_splits
-from gnncore.train.link.loop import LinkTrainResult, train_link_predictor
+from gnncore.train.link.loop import LinkTrainResult
 from gnncore.train.link.models import DECODERS, LinkModel
+from gnncore.train.link.task import LinkTask, train_link_predictor
 from gnncore.train.node.config import MODEL_DEFAULTS, ConfigError, NodeTrainConfig
-from gnncore.train.node.loop import NodeTrainResult, evaluate, train_node_classifier
+from gnncore.train.node.loop import NodeTrainResult, evaluate
 from gnncore.train.node.metrics import ClassificationMetrics
+from gnncore.train.node.task import NodeTask, train_node_classifier
 from gnncore.train.record import example_input, training_curves
 
 #: Task name -> its training configuration (the CLI's ``--task`` and the
@@ -32,8 +35,10 @@ __all__ = [
     "ConfigError",
     "LinkModel",
     "LinkSplits",
+    "LinkTask",
     "LinkTrainConfig",
     "LinkTrainResult",
+    "NodeTask",
     "NodeTrainConfig",
     "NodeTrainResult",
     "build_model",
@@ -42,6 +47,9 @@ __all__ = [
     "link_splits",
     "example_input",
     "resolve_device",
+    "RunHooks",
+    "Task",
+    "fit",
     "train_link_predictor",
     "train_node_classifier",
     "training_curves",

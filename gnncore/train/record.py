@@ -10,16 +10,20 @@ figure, the model with an input example and its spec).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
 
 from gnncore.plots import curves_figure
 from gnncore.tracking import FAILED, RUNNING, RunTracker
+from gnncore.train.core.batches import BatchSource
 from gnncore.train.core.checkpoint import Checkpoint
+from gnncore.train.fit import RunHooks, Task, fit
 from gnncore.train.link.loop import LinkTrainResult
 from gnncore.train.link.models import LinkModel
 from gnncore.train.node.config import NodeTrainConfig
@@ -32,6 +36,59 @@ if TYPE_CHECKING:
     from gnncore.store import GraphDir
 
 EXAMPLE_NODES = 4
+R = TypeVar("R", NodeTrainResult, LinkTrainResult)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Where and how a training run is recorded: the tracker, the graph it
+    trains on, the run's parameters, extra tags, its name and the checkpoint it
+    resumes (:func:`tracked_run`)."""
+
+    tracking: RunTracker
+    graph: GraphDir
+    params: dict[str, Any]
+    tags: Mapping[str, Any] | None = None
+    run_name: str | None = None
+    previous: Checkpoint | None = None
+
+
+def fit_recorded(
+    task: Task[R],
+    config: Any,
+    source: contextlib.AbstractContextManager[BatchSource | None],
+    hooks: RunHooks,
+    recording: Recording | None,
+) -> R:
+    """Compute, then record: :func:`~gnncore.train.fit.fit` of ``task`` on the
+    batches ``source`` yields (open for the call only), and with ``recording``
+    the run around it: its parameters before training (a run that fails has
+    them, and ends ``FAILED``), then the outcome (:func:`log_outcome`: curves,
+    model, input example and spec)."""
+    if recording is None:
+        with source as batches:
+            return fit(task, config, batches, hooks)
+    m = recording.graph.manifest
+    with tracked_run(
+        recording.tracking,
+        m.name,
+        task.name,
+        config.model,
+        recording.tags,
+        recording.run_name,
+        recording.previous,
+    ) as logger:
+        logger.log_params(recording.params)
+        with source as batches:
+            result = fit(task, config, batches, dataclasses.replace(hooks, logger=logger))
+        if isinstance(result, LinkTrainResult):
+            curves = link_curves(result)
+            example = link_example_input(result.model, task.feature_store, m.num_nodes)
+        else:
+            curves = training_curves(result)
+            example = example_input(task.feature_store, m.num_features)
+        log_outcome(logger, result, curves, example, recording.graph)
+    return result
 
 
 @contextlib.contextmanager

@@ -1,19 +1,10 @@
-r"""Mini-batch node classification over any PyG feature store and graph store.
+r"""The pieces of node classification that :class:`~gnncore.train.node.task.NodeTask`
+assembles: the result and the per-epoch progress, the loaders, the forward pass
+(trimmed per hop), the training step and :func:`evaluate` (accuracy and
+macro-F1 from a confusion matrix summed on the device).
 
-The loop never touches the data directly: a
-:class:`~torch_geometric.loader.NodeLoader` samples with the given sampler and
-joins rows from the given :class:`~torch_geometric.data.FeatureStore` (``"x"``
-and ``"y"``), so the same code trains from memory, from memory-mapped graph
-directories, or from a placed / remote store. Metrics go to an optional run
-logger (:class:`gnncore.tracking.RunLogger`); MLflow is not imported here.
-
-Pipelining: with ``config.prefetch_workers > 0`` batches are prepared in
-threads ahead of compute (:mod:`gnncore.train.core.prefetch`), with the same
-batches, and so the same parameters, as synchronous iteration.
-
-Robustness: with a checkpoint directory the loop writes a checkpoint after
-every epoch (:mod:`gnncore.train.core.checkpoint`), and with ``resume=True`` it
-continues from the newest one. On a CPU, with ``num_workers=0``, a resumed run
+Metrics go to an optional run logger (:class:`gnncore.tracking.RunLogger`);
+MLflow is not imported here. On a CPU, with ``num_workers=0``, a resumed run
 ends with exactly the parameters of an uninterrupted one: the checkpoint
 carries the model, the optimiser, and every random state an epoch draws from
 (dropout, shuffling, the samplers' batch counters).
@@ -22,12 +13,9 @@ carries the model, the optimiser, and every random state an epoch draws from
 from __future__ import annotations
 
 import copy
-import os
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -35,38 +23,24 @@ from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import BaseSampler
 
-from gnncore.train.core.batches import BatchSource, LoaderBatchSource
-from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
-from gnncore.train.core.device import resolve_device
-from gnncore.train.core.models import build_model, supports_trimming, uses_edges
+from gnncore.train.core.models import supports_trimming
 from gnncore.train.core.prefetch import Prefetcher
 from gnncore.train.core.session import (
     EpochProgress,
-    Progress,
-    TrainingSession,
     TrainResult,
     run_summary,
 )
-from gnncore.train.core.steps import OptimizerStep, amp_settings, autocast
+from gnncore.train.core.steps import OptimizerStep, autocast
 from gnncore.train.core.throughput import EpochTimer
-from gnncore.train.node.config import ConfigError, NodeTrainConfig
+from gnncore.train.node.config import NodeTrainConfig
 from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
 
 Index = torch.Tensor
-#: ``on_epoch_end(epoch, checkpoint_path)``: called after an epoch's metrics are
-#: logged and its checkpoint (``None`` without a checkpoint directory) is written.
-EpochCallback = Callable[[int, Path | None], None]
-
-
-class MetricLogger(Protocol):
-    """The part of :class:`gnncore.tracking.RunLogger` the loop uses."""
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None: ...
 
 
 @dataclass(kw_only=True)
 class NodeTrainResult(TrainResult):
-    """What :func:`train_node_classifier` returns: the shared
+    """What :func:`~gnncore.train.node.task.train_node_classifier` returns: the shared
     :class:`~gnncore.train.core.session.TrainResult` fields (``model`` holds the
     weights of the highest validation accuracy), plus ``val_accuracy[e - 1]``
     and ``val_macro_f1[e - 1]`` of epoch ``e``, the best epoch's validation
@@ -97,7 +71,7 @@ class NodeTrainResult(TrainResult):
 
 
 @dataclass
-class _Progress(EpochProgress):
+class NodeProgress(EpochProgress):
     """Progress of node classification: validation accuracy and macro-F1."""
 
     val_accuracy: list[float] = field(default_factory=list)
@@ -134,7 +108,7 @@ class _Progress(EpochProgress):
 # Helpers ---------------------------------------------------------------------
 
 
-def _as_index(nodes: Any) -> Index:
+def as_index(nodes: Any) -> Index:
     index = torch.as_tensor(nodes).reshape(-1)
     if index.dtype == torch.bool:
         index = index.nonzero().reshape(-1)
@@ -156,7 +130,7 @@ class EdgeWeightNodeLoader(NodeLoader):
         return data
 
 
-def _make_loader(
+def make_loader(
     data: tuple[FeatureStore, GraphStore],
     sampler: BaseSampler,
     nodes: Index,
@@ -257,277 +231,7 @@ def evaluate(
     return ClassificationMetrics.from_confusion(confusion)
 
 
-# The loop --------------------------------------------------------------------
-
-
-def train_node_classifier(
-    feature_store: FeatureStore,
-    graph_store: GraphStore | None,
-    train_idx: Any,
-    val_idx: Any,
-    test_idx: Any,
-    num_classes: int,
-    config: NodeTrainConfig,
-    logger: MetricLogger | None = None,
-    sampler: BaseSampler | None = None,
-    progress: Progress = True,
-    eval_sampler: BaseSampler | None = None,
-    in_channels: int | None = None,
-    checkpoints: CheckpointDir | str | os.PathLike[str] | None = None,
-    resume: bool = False,
-    on_epoch_end: EpochCallback | None = None,
-    train_batches: BatchSource | None = None,
-    epoch_adapters: Sequence[Any] = (),
-    eval_batches: tuple[Iterable[Any], Iterable[Any]] | None = None,
-) -> NodeTrainResult:
-    r"""Train a node classifier with neighbour-sampled mini-batches.
-
-    Each epoch runs over ``train_idx`` in shuffled batches, then measures the
-    validation accuracy and macro-F1. Training ends after ``config.epochs``
-    epochs, or earlier once the validation accuracy has not improved for
-    ``config.patience`` epochs; the weights of the best validation epoch are
-    restored before the test metrics are measured.
-
-    Args:
-        feature_store (FeatureStore): Provides node attributes ``"x"`` (float
-            features) and ``"y"`` (int64 labels), ``group_name=None``.
-        graph_store (GraphStore, optional): The homogeneous adjacency; ``None``
-            only with both ``train_batches`` and ``eval_batches``.
-        train_idx, val_idx, test_idx (Tensor or array): Node ids (or boolean
-            masks) of the splits.
-        num_classes (int): Output channels.
-        config (NodeTrainConfig): Hyper-parameters; validated here.
-        logger (RunLogger, optional): Receives per epoch (``step=epoch``)
-            ``train_loss``, ``val_accuracy``, ``val_macro_f1`` and the
-            throughput figures of :meth:`EpochTimer.summary` plus ``eval_s``;
-            at the end ``test_accuracy``, ``test_macro_f1``, ``best_epoch``,
-            ``best_val_accuracy``, ``best_val_macro_f1``, ``stopped_epoch``,
-            ``resumed_from_epoch`` and ``seconds``. A resumed run first
-            re-logs the epochs its checkpoint covers. (default: :obj:`None`)
-        sampler (BaseSampler, optional): Training sampler; default
-            :func:`gnncore.sampler.build_sampler` of ``config.sampler`` over
-            ``graph_store`` with ``config.fanouts`` and ``config.seed``.
-            (default: :obj:`None`)
-        progress (bool, optional): Show tqdm bars (epochs, and batches within
-            an epoch). (default: :obj:`True`)
-        eval_sampler (BaseSampler, optional): Sampler for validation and test;
-            default ``config.sampler``'s sampler with ``config.eval_fanouts``
-            (all neighbours when ``None``).
-            (default: :obj:`None`)
-        in_channels (int, optional): Feature width; read from the feature
-            store when omitted. (default: :obj:`None`)
-        checkpoints (CheckpointDir or str or Path, optional): Where to write a
-            checkpoint after every epoch (a path keeps the newest 2). A fresh
-            run (``resume=False``) keeps the checkpoints already there until its
-            own first checkpoint is written, then removes them.
-            (default: :obj:`None`, no checkpoints)
-        resume (bool, optional): Continue from the newest readable checkpoint
-            in ``checkpoints`` (a fresh start when there is none). Raises
-            :class:`~gnncore.train.core.checkpoint.CheckpointError` when it was
-            written with other settings or data. (default: :obj:`False`)
-        on_epoch_end (callable, optional): ``f(epoch, checkpoint_path)`` after
-            each epoch is logged and checkpointed. (default: :obj:`None`)
-        train_batches (BatchSource, optional): Where training batches come
-            from (:mod:`gnncore.train.core.batches`), yielding
-            :class:`~torch_geometric.loader.NodeLoader`-style batches (``x``,
-            ``y``, ``edge_index``, ``batch_size``, hop counts); ``train_idx``
-            and ``sampler`` then only fingerprint the data (and ``epoch_adapters``
-            are not used). A source may also define ``wrap_model(model) ->
-            module``, the module the training step calls (e.g.
-            :class:`~torch.nn.parallel.DistributedDataParallel`; checkpoints,
-            evaluation and the result keep ``model``), and ``reduce_sum(tensor)
-            -> tensor``, which sums the evaluation counts over the processes of a
-            distributed run (:func:`evaluate`'s ``reduce``), and ``eval_model(model)
-            -> module``, the module evaluation calls (full-graph SANCUS evaluates
-            through its distributed rows). Default: a
-            :class:`~gnncore.train.core.batches.LoaderBatchSource` over a
-            shuffled ``NodeLoader`` of ``train_idx``. (default: :obj:`None`)
-        epoch_adapters (sequence, optional): Run after each epoch with its
-            throughput figures (``adapt(epoch, throughput) -> dict``, logged with
-            the epoch) and checkpointed, e.g. the scale of locality-aware
-            sampling (:class:`~gnncore.plan.sampling.LasScaleAdapter`).
-            (default: none)
-        eval_batches (tuple, optional): ``(val, test)`` iterables of batches
-            (each iterated once per evaluation, e.g.
-            :meth:`~gnncore.outofcore.hierbatching.HierBatchSource.eval_batches`)
-            instead of loaders over the stores; ``eval_sampler`` is then unused.
-            (default: :obj:`None`)
-    """
-    config.validate()
-    if num_classes < 2:
-        raise ValueError(f"num_classes={num_classes}: node classification needs >= 2 classes")
-    if resume and checkpoints is None:
-        raise ConfigError("resume=True needs a checkpoint directory (checkpoints=...)")
-    started = time.perf_counter()
-    device = resolve_device(config.device)
-    amp_dtype, scaler = amp_settings(config, device)
-    torch.manual_seed(config.seed)
-
-    if in_channels is None:
-        size = feature_store.get_tensor_size(group_name=None, attr_name="x")
-        if size is None or len(size) != 2:
-            raise ValueError(f"feature store 'x' must be 2-d [num_nodes, F]; size is {size}")
-        in_channels = int(size[1])
-    model = build_model(
-        config.model,
-        in_channels,
-        config.hidden,
-        num_classes,
-        config.num_layers,
-        config.dropout,
-        heads=config.heads,
-    ).to(device)
-    own_batches = train_batches is not None and eval_batches is not None
-    if graph_store is None and not own_batches:
-        raise ValueError("graph_store=None needs both train_batches and eval_batches")
-    if (sampler is None or eval_sampler is None) and not own_batches:
-        assert graph_store is not None
-        from gnncore.sampler import build_sampler
-
-        # A model that ignores the edges needs the seeds only: sample no neighbours.
-        no_hops = None if uses_edges(model) else (0,) * config.num_layers
-        if sampler is None:
-            sampler = build_sampler(
-                config.sampler, graph_store, no_hops or config.fanouts, seed=config.seed
-            )
-        if eval_sampler is None:
-            fanouts = no_hops or config.eval_fanouts or (-1,) * config.num_layers
-            eval_sampler = build_sampler(config.sampler, graph_store, fanouts, seed=config.seed + 1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    splits = [_as_index(train_idx), _as_index(val_idx), _as_index(test_idx)]
-    generator = torch.Generator().manual_seed(config.seed)
-    if eval_batches is not None:
-        val_loader, test_loader = eval_batches
-    else:
-        assert graph_store is not None and eval_sampler is not None
-        data = (feature_store, graph_store)
-        val_loader = _make_loader(
-            data, eval_sampler, splits[1], config.eval_batch_size, config, device
-        )
-        test_loader = _make_loader(
-            data, eval_sampler, splits[2], config.eval_batch_size, config, device
-        )
-    prefetch = {
-        "prefetch_workers": config.prefetch_workers,
-        "prefetch_depth": config.prefetch_depth,
-    }
-    source: BatchSource
-    if train_batches is not None:
-        source = train_batches
-    else:
-        assert graph_store is not None and sampler is not None  # built above
-        loader = _make_loader(
-            (feature_store, graph_store),
-            sampler,
-            splits[0],
-            config.batch_size,
-            config,
-            device,
-            generator,
-        )
-        source = LoaderBatchSource(
-            loader,
-            feature_store,
-            generator,
-            {"train": sampler},
-            device,
-            **prefetch,
-            adapters=epoch_adapters,
-        )
-    fingerprint = data_fingerprint(splits, num_classes, in_channels)
-
-    session = TrainingSession(
-        checkpoints,
-        config,
-        fingerprint,
-        model,
-        optimizer,
-        scaler,
-        source,
-        device,
-        getattr(logger, "run_id", None),
-        eval_samplers={"eval": eval_sampler} if eval_batches is None else {},
-    )
-    state = session.resume_progress(resume, _Progress, logger)
-
-    optimize = OptimizerStep(optimizer, scaler, config.max_grad_norm)
-    wrap_model = getattr(source, "wrap_model", None)
-    step_model = wrap_model(model) if callable(wrap_model) else model
-    reduce_sum = getattr(source, "reduce_sum", None)
-    reduce = reduce_sum if callable(reduce_sum) else None
-    eval_model_of = getattr(source, "eval_model", None)
-    eval_model = eval_model_of(model) if callable(eval_model_of) else model
-
-    def step(batch: Any, timer: EpochTimer, total_loss: torch.Tensor) -> int:
-        return _train_step(
-            step_model,
-            batch,
-            optimize,
-            device,
-            amp_dtype,
-            config.normalize_features,
-            timer,
-            total_loss,
-        )
-
-    session.run_epochs(
-        state,
-        epochs=config.epochs,
-        patience=config.patience,
-        step=step,
-        validate=lambda: evaluate(
-            eval_model,
-            val_loader,
-            device,
-            normalize_features=config.normalize_features,
-            amp_dtype=amp_dtype,
-            **prefetch,
-            reduce=reduce,
-            num_classes=num_classes,
-        ),
-        logger=logger,
-        on_epoch_end=on_epoch_end,
-        progress=progress,
-        describe=lambda loss, val, state: {
-            "loss": f"{loss:.4f}",
-            "val_acc": f"{val.accuracy:.4f}",
-            "best": f"{state.best_val_accuracy:.4f}@{state.best_epoch}",
-        },
-    )
-
-    outcome = session.finish(
-        state,
-        lambda: evaluate(
-            eval_model,
-            test_loader,
-            device,
-            normalize_features=config.normalize_features,
-            amp_dtype=amp_dtype,
-            **prefetch,
-            reduce=reduce,
-            num_classes=num_classes,
-        ),
-        started=started,
-        logger=logger,
-        final_metrics=lambda m: {
-            "test_accuracy": m.accuracy,
-            "test_macro_f1": m.macro_f1,
-            "best_val_accuracy": state.best_val_accuracy,
-            "best_val_macro_f1": state.best_val_macro_f1,
-        },
-    )
-    return NodeTrainResult(
-        **session.result_fields(state, outcome),
-        val_accuracy=state.val_accuracy,
-        best_val_accuracy=state.best_val_accuracy,
-        test_accuracy=outcome.test.accuracy,
-        val_macro_f1=state.val_macro_f1,
-        best_val_macro_f1=state.best_val_macro_f1,
-        test_macro_f1=outcome.test.macro_f1,
-    )
-
-
-def _train_step(
+def train_step(
     model: torch.nn.Module,
     batch: Any,
     optimize: OptimizerStep,

@@ -77,7 +77,7 @@ def test_partition_buffer_trains_each_partition_in_once_per_epoch(built):
 
 
 def test_cli_hierbatching_run_records_mode_budget_and_bytes_read(built, tmp_path):
-    from gnncore.outofcore.hierbatching import data_bytes
+    from gnncore.outofcore.megabatch import data_bytes
     from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
 
     graph, store = built

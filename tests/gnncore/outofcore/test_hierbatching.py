@@ -8,8 +8,8 @@ import torch
 
 from conftest import planted_graph
 from gnncore.errors import InputError
-from gnncore.outofcore.hierbatching import (
-    HierBatchSource,
+from gnncore.outofcore.hierbatching import HierBatchSource
+from gnncore.outofcore.megabatch import (
     StaticCache,
     data_bytes,
     load_mega_batch,
@@ -160,7 +160,7 @@ def test_a_finished_step_is_freed_without_the_cyclic_collector(built, schedule, 
 
     from torch_geometric.loader import NodeLoader
 
-    from gnncore.outofcore.hierbatching import MegaBatch
+    from gnncore.outofcore.megabatch import MegaBatch
 
     def alive(kind: type) -> int:
         return sum(isinstance(o, kind) for o in gc.get_objects())

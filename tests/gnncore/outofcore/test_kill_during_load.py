@@ -192,7 +192,7 @@ def test_a_budget_below_one_partition_is_refused_up_front_with_the_minimum(
     """``--memory-budget 1KiB``: one error line naming the bytes one partition and the
     static cache need, before any MLflow run or checkpoint is made."""
     from gnncore.cli.main import main as gnncore
-    from gnncore.outofcore.hierbatching import data_bytes
+    from gnncore.outofcore.megabatch import data_bytes
 
     graph, _, store = built
     root = tmp_path / "root"

@@ -163,7 +163,7 @@ def test_training_that_raises_leaves_a_failed_run(
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("boom in epoch 1")
 
-    monkeypatch.setattr("gnncore.modes.node.train_node_classifier", boom)
+    monkeypatch.setattr("gnncore.train.record.fit", boom)
     tracker = MlflowTracker(tracked.tracker.tracking_uri, experiment="failing")
     with pytest.raises(RuntimeError, match="boom"):
         train_graph_dir(tracked.graph, CONFIG, tracking=tracker, progress=False)
