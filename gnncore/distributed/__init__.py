@@ -30,7 +30,6 @@ From the bottom up:
 from typing import TYPE_CHECKING, Any
 
 from gnncore.distributed.rank_data import RankData, owner_of
-from gnncore.distributed.rank_write import write_rank_data
 
 __all__ = [
     "DistFeatureStore",
@@ -52,6 +51,7 @@ __all__ = [
 if TYPE_CHECKING:
     from gnncore.distributed.feature_store import DistFeatureStore, ExchangeStats, Replica
     from gnncore.distributed.launch import RankFailed, spawn_local
+    from gnncore.distributed.rank_write import write_rank_data
     from gnncore.distributed.sampler import DistNeighborSampler
     from gnncore.distributed.source.sancus import SancusSource
     from gnncore.distributed.training import (
@@ -61,8 +61,11 @@ if TYPE_CHECKING:
         train_distributed_link,
     )
 
-# torch and torch_geometric load in seconds: import them on first use only.
+# torch and torch_geometric load in seconds: import them on first use only (and
+# the rank writer, whose replication plans pull in the samplers: a rank process,
+# which imports this package first, needs none of it).
 _LAZY = {
+    "write_rank_data": "gnncore.distributed.rank_write",
     "DistFeatureStore": "gnncore.distributed.feature_store",
     "ExchangeStats": "gnncore.distributed.feature_store",
     "Replica": "gnncore.distributed.feature_store",
