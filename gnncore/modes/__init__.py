@@ -1,10 +1,9 @@
-"""Picks in-memory, out-of-core or distributed training and runs it.
+"""The training entry points: pick the training mode of a config and run it.
 
-The training entry points sit on their own floor, above the out-of-core batch
-sources (:mod:`gnncore.outofcore`) and distributed training
-(:mod:`gnncore.distributed`) they choose between, and above :mod:`gnncore.train`,
-which computes (:func:`~gnncore.train.fit`) and records
-(:mod:`gnncore.train.record`):
+They sit on their own floor, above the out-of-core batch sources
+(:mod:`gnncore.outofcore`) and distributed training (:mod:`gnncore.distributed`,
+which ``gnncore train --nproc`` starts), and above :mod:`gnncore.train`, which
+computes (:func:`~gnncore.train.fit`) and records (:mod:`gnncore.train.record`):
 
 * :func:`train_graph_dir` trains on a graph directory in one call, tracked
   (the CLI's and Dagster's entry): node classification or link prediction,
