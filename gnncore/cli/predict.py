@@ -27,19 +27,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gnncore.cli.arg_types import add_overwrite_option, positive_int
+from gnncore.cli.arg_types import add_memory_budget_option, add_overwrite_option, positive_int
 from gnncore.cli.train import data_root
-from gnncore.sizes import parse_size
-
-
-def memory_budget(text: str) -> int | str | None:
-    """``--memory-budget``: ``auto``, ``none`` (``None``) or a size in bytes."""
-    if text in ("auto", "none"):
-        return None if text == "none" else text
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,14 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="target nodes per batch of each layer (default: 4096)",
     )
-    parser.add_argument(
-        "--memory-budget",
-        type=memory_budget,
-        default="auto",
-        metavar="SIZE",
-        help="memory of the layers' outputs and batches (e.g. 2GiB): beyond it each layer "
-        "goes to a file on disk beside OUT_DIR; same predictions. Default: auto, half the "
-        "available memory; none: in memory",
+    add_memory_budget_option(
+        parser,
+        "memory of the layers' outputs and batches (e.g. 2GiB): beyond it each layer goes "
+        "to a file on disk beside OUT_DIR, same predictions; auto: half the available "
+        "memory; none: in memory",
     )
     parser.add_argument(
         "--device", default="auto", metavar="D", help="auto, cpu, cuda or cuda:N (default: auto)"
