@@ -2,7 +2,8 @@
 
 * :mod:`~gnncore.plan.estimators` -- how often training reads each node;
 * :mod:`~gnncore.plan.placement` -- which nodes' features each device caches
-  (Song & Jiang), with the run-time lookups ``dev_num`` / ``buf_pos``;
+  (Song & Jiang), with per-device sorted lookups (:mod:`~gnncore.plan.lookup`);
+* :mod:`~gnncore.plan.memory` -- the planners' memory estimates and budget check;
 * :mod:`~gnncore.plan.replication` -- HDR: which high-degree nodes' neighbour
   lists every partition replicates (HyDRA);
 * :mod:`~gnncore.plan.simulate` -- replays the real sampler over virtual

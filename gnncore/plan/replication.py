@@ -195,7 +195,7 @@ def compute_replication(
     if settings.group_size is not None:
         owner = hydra_owners(degree, parts, settings.group_size, replicated)
     else:
-        owner = np.asarray(assignment, dtype=np.int64).copy()
+        owner = np.array(assignment, dtype=np.int64)  # one copy, whatever the dtype
     m = graph.manifest
     if not m.directed and not m.num_relations:
         lengths = degree  # the CSR's row lengths (symmetric_degree read them)
