@@ -11,6 +11,7 @@ reuse it); ``trained_model`` reads it in mode ``hierbatching``.
 import dagster as dg
 from pydantic import Field
 
+from assets.costs import cost_metadata
 from assets.partition import graph_partition
 from assets.partitions import DATASET_PARTITIONS
 from assets.upstream import upstream_metadata
@@ -22,6 +23,12 @@ class StoreConfig(dg.Config):
     """How to lay out the partitioned store."""
 
     static_fraction: float = Field(default=0.01, description=STATIC_FRACTION_HELP)
+    memory_budget: str = Field(
+        default="auto",
+        description="The memory the store writer may take (e.g. 1GiB; auto: half the "
+        "available memory, a cgroup limit included): features and edges stream through "
+        "buffers sized from it; too small a budget is refused. Same bytes (not in the stage key).",
+    )
 
 
 @dg.asset(
@@ -36,25 +43,25 @@ def partitioned_store(
     """The graph of ``graph_partition`` relabelled partition by partition, its edges
     in destination-major buckets and its static set, for out-of-core training
     (``trained_model`` with mode ``hierbatching``); nodes per partition as a table."""
-    from gnncore.outofcore.store import (
-        reusable_store,
-        store_dir,
-        store_stage_key,
-        write_partitioned_store,
-    )
+    from gnncore.outofcore.store import build_partitioned_store, store_dir
     from gnncore.partition import PartitionDir
     from gnncore.progress import reporting
     from gnncore.store import GraphDir
+    from gnncore.usage import PhaseTimer
 
     partition = upstream_metadata(context, graph_partition.key)
     graph_dir = GraphDir.open(str(partition["graph_path"]))
     part_dir = PartitionDir.open(str(partition["path"]), graph_dir)
     fraction = config.static_fraction
     out = store_dir(storage.stage_root("stores"), graph_dir, part_dir, fraction)
-    key = store_stage_key(graph_dir, part_dir, fraction)
-    reused = reusable_store(out, key) is not None
-    with reporting(lambda stage: context.log.info(f"store: {stage}")):
-        store = write_partitioned_store(graph_dir.path, part_dir.path, out, fraction, reuse=True)
+    timer = PhaseTimer(lambda stage: context.log.info(f"store: {stage}"))
+    with reporting(timer):
+        report = build_partitioned_store(
+            graph_dir.path, part_dir.path, out, fraction, reuse=True,
+            memory_budget=config.memory_budget,
+        )  # fmt: skip
+    timer.stop()
+    store, usage, reused = report.store, report.usage, report.reused
     info, offsets = store.info, store.offsets
     rows = "\n".join(
         f"| {p} | {int(offsets[p + 1] - offsets[p])} | {hi - lo} |"
@@ -77,6 +84,16 @@ def partitioned_store(
             "seconds": dg.MetadataValue.float(float(info["seconds"])),
             "nodes_per_partition": dg.MetadataValue.md(
                 "| partition | nodes | in-edges |\n|---|---|---|\n" + rows
+            ),
+            # This materialization's cost (when reused: the check's).
+            **cost_metadata(
+                {} if reused else timer.seconds(),
+                peak_rss_bytes=usage.peak_rss_bytes,
+                memory_budget=report.memory_budget_bytes,
+                fixed_bytes=report.fixed_bytes,
+                disk_estimate_bytes=report.disk_estimate_bytes or None,
+                storage_read_bytes=usage.storage_read_bytes,
+                storage_written_bytes=usage.storage_written_bytes,
             ),
         }
     )

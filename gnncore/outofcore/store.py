@@ -61,6 +61,7 @@ from gnncore.outofcore.store_io import (
     bucket_counts,
     gather_rows,
     npy_entry_streamed,
+    scatter_rows,
     write_buckets,
     write_lists,
 )
@@ -80,6 +81,9 @@ from gnncore.usage import StageUsage, resolve_memory_budget
 
 STORE_FORMAT = "gnncore.partitioned_store"
 STORE_FORMAT_VERSION = 2
+#: The static features are read in one pass over the features, not row by row,
+#: once they are more than one row in this many.
+_SCAN_SHARE = 8
 REQUIRED = (
     "node_order",
     "node_map",
@@ -296,7 +300,7 @@ def _write_arrays(
     if features is not None:
         stage("features by partition")
         with _writer(tmp / "features.npy", np.float32, (n, *features.shape[1:]), sync) as out:
-            gather_rows(features, order, out, buffers.feature_rows)
+            scatter_rows(features, node_map, out, buffers.feature_rows)
     if "labels.npy" in graph.manifest.files:
         np.save(tmp / "labels.npy", load_npy(graph.path / "labels.npy", mmap_mode=None)[order])
     for split in ("train", "val", "test"):
@@ -306,8 +310,8 @@ def _write_arrays(
     indices = _indices(graph)
     with _writer(tmp / "edges.npy", np.int64, (int(layout.indptr[-1]), 2), sync) as out:
         write_buckets(
-            layout.indptr, indices, order, node_map, layout.assignment, layout.bucket_offsets,
-            out, buffers.edge_rows,
+            layout.indptr, indices, node_map, layout.assignment, layout.bucket_offsets, out,
+            buffers.edge_rows,
         )  # fmt: skip
     np.save(tmp / "bucket_offsets.npy", layout.bucket_offsets)
     stage("static set")
@@ -322,7 +326,12 @@ def _write_arrays(
     if features is not None:
         shape = (len(static), *features.shape[1:])
         with _writer(tmp / "static_features.npy", np.float32, shape, sync) as out:
-            gather_rows(features, old, out, buffers.feature_rows)
+            if len(old) * _SCAN_SHARE < n:  # few rows: read them alone
+                gather_rows(features, old, out, buffers.feature_rows)
+            else:  # many: one sequential pass costs less than that many random reads
+                position = np.full(n, -1, dtype=np.int64)
+                position[old] = np.arange(len(old), dtype=np.int64)
+                scatter_rows(features, position, out, buffers.feature_rows)
 
 
 @contextmanager

@@ -13,6 +13,7 @@ naming the budget and the minimum; so is a disk without room for the store.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,7 +112,7 @@ def store_buffers(budget: int | None, fixed: int, feature_row_bytes: int) -> Sto
     )
 
 
-def free_disk_bytes(path: str | Path) -> int:
+def free_disk_bytes(path: str | os.PathLike[str]) -> int:
     """Free bytes on the file system that holds ``path`` (or would: its
     nearest existing ancestor)."""
     target = Path(path).absolute()
@@ -120,7 +121,7 @@ def free_disk_bytes(path: str | Path) -> int:
     return shutil.disk_usage(target).free
 
 
-def check_disk(out_dir: str | Path, needed: int) -> None:
+def check_disk(out_dir: str | os.PathLike[str], needed: int) -> None:
     """Refuse (:class:`InputError` naming both figures) when the file system of
     ``out_dir`` has less than ``needed`` bytes free (the store is written
     beside ``out_dir`` before it replaces it)."""

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from gnncore import _C
+from gnncore.errors import InputError
 from gnncore.store.npy import NpyFile, inspect_npy
 
 #: Gaps between wanted rows read through rather than skipped (bytes), within
@@ -81,7 +82,8 @@ class NpyWriter:
         data = np.ascontiguousarray(rows, dtype=self.dtype)
         if data.size == 0:
             return
-        _pwrite_all(self.fd, memoryview(data).cast("B"), self.offset + row * self.row_bytes)
+        raw = data.reshape(-1).view(np.uint8).data
+        _pwrite_all(self.fd, raw, self.offset + row * self.row_bytes)
         self.bytes_written += data.nbytes
         self._unsynced += data.nbytes
         if self._unsynced >= self.sync_bytes:
@@ -110,16 +112,38 @@ class NpyWriter:
 def _read_ranges(
     src: NpyFile, fd: int, starts: np.ndarray, counts: np.ndarray, out: np.ndarray
 ) -> None:
-    """Rows ``starts[k] : starts[k] + counts[k]`` of ``src`` (in ascending order,
-    not overlapping), concatenated into ``out``; then their pages are dropped."""
+    """Rows ``starts[k] : starts[k] + counts[k]`` of ``src`` (not overlapping),
+    concatenated into ``out``; then their pages are dropped. One range is read
+    with the C++ block reader (sequential, read ahead); several are scattered,
+    so they are read with ``pread`` on ``fd``, which is advised of random reads:
+    read-ahead would fetch the rows between them, many times over."""
     row_bytes = src.dtype.itemsize * math.prod(src.shape[1:])
     offsets = (src.offset + starts.astype(np.int64) * row_bytes).astype(np.int64)
     lengths = (counts.astype(np.int64) * row_bytes).astype(np.int64)
     if len(offsets) == 0:
         return
     flat = out.reshape(-1).view(np.uint8)
-    _C.read_ranges(os.fspath(src.path), offsets, lengths, flat, sequential_hint=False)
-    drop_cache(fd, int(offsets[0]), int(offsets[-1] + lengths[-1] - offsets[0]))
+    if len(offsets) == 1:
+        _C.read_ranges(os.fspath(src.path), offsets, lengths, flat, sequential_hint=True)
+    else:
+        view, done = flat.data, 0
+        for offset, length in zip(offsets.tolist(), lengths.tolist(), strict=True):
+            got = os.preadv(fd, [view[done : done + length]], offset)
+            if got != length:
+                raise InputError(f"ends early (truncated) at byte {offset + got}", src.path)
+            done += length
+    drop_cache(fd, int(offsets.min()), int((offsets + lengths).max() - offsets.min()))
+
+
+def open_random(path: Path) -> int:
+    """``path`` opened for reading, the kernel advised of random reads (no read-ahead)."""
+    fd = os.open(path, os.O_RDONLY)
+    if hasattr(os, "posix_fadvise"):
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        except OSError:
+            pass
+    return fd
 
 
 def _covering_ranges(ids: np.ndarray, gap_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -150,7 +174,7 @@ def gather_rows(src: NpyFile, index: np.ndarray, out: NpyWriter, block_rows: int
     order (at most twice its rows), and their pages dropped after."""
     row_bytes = src.dtype.itemsize * math.prod(src.shape[1:])
     gap_rows = max(1, _READ_THROUGH // max(row_bytes, 1))
-    fd = os.open(src.path, os.O_RDONLY)
+    fd = open_random(src.path)
     try:
         for begin in range(0, len(index), max(1, block_rows)):
             block = np.asarray(index[begin : begin + max(1, block_rows)], dtype=np.int64)
@@ -162,6 +186,36 @@ def gather_rows(src: NpyFile, index: np.ndarray, out: NpyWriter, block_rows: int
             rows[perm] = buffer[position]
             del buffer
             out.append(rows)
+    finally:
+        os.close(fd)
+
+
+def scatter_rows(src: NpyFile, position: np.ndarray, out: NpyWriter, chunk_rows: int) -> None:
+    """Write row ``v`` of ``src`` (cast to ``out``'s dtype) as row
+    ``position[v]`` of ``out`` (rows with ``position[v] < 0`` are skipped): one
+    sequential read of ``src`` in chunks of ``chunk_rows`` rows, each chunk's
+    rows written run by run of consecutive positions (one run a partition when
+    the positions group the rows by partition in id order)."""
+    step = max(1, int(chunk_rows))
+    buffer = np.empty((min(step, src.shape[0]), *src.shape[1:]), dtype=src.dtype)
+    fd = os.open(src.path, os.O_RDONLY)
+    try:
+        for lo in range(0, src.shape[0], step):
+            hi = min(lo + step, src.shape[0])
+            wanted = position[lo:hi]
+            rows = np.flatnonzero(wanted >= 0)
+            if len(rows) == 0:
+                continue
+            first = int(rows[0])
+            chunk = buffer[: hi - lo - first]
+            _read_ranges(src, fd, np.array([lo + first]), np.array([len(chunk)]), chunk)
+            by = np.argsort(wanted[rows], kind="stable")
+            target = wanted[rows[by]]
+            picked = chunk[rows[by] - first]
+            heads = np.concatenate(([0], np.flatnonzero(np.diff(target) != 1) + 1, [len(by)]))
+            for a, b in zip(heads[:-1], heads[1:], strict=True):
+                out.write_at(int(target[a]), picked[a:b])
+            del picked
     finally:
         os.close(fd)
 
@@ -242,26 +296,29 @@ def bucket_counts(
 def write_buckets(
     indptr: np.ndarray,
     indices: NpyFile,
-    order: np.ndarray,
     node_map: np.ndarray,
     assignment: np.ndarray,
     bucket_offsets: np.ndarray,
     out: NpyWriter,
     piece_edges: int,
 ) -> None:
-    """Write every edge ``(src, dst)`` (new ids) into its bucket's rows of ``out``:
-    the destinations walked in new-id order in pieces of ``piece_edges`` edges,
-    each piece sorted by ``(bucket, dst, src)`` and each bucket's part written
-    after that bucket's rows so far (``bucket_offsets`` bounds the buckets)."""
+    """Write every edge ``(src, dst)`` (new ids) into its bucket's rows of ``out``
+    (``bucket_offsets`` bounds the buckets). One sequential read of ``indices``
+    in pieces of ``piece_edges`` entries: the destinations come in old-id order,
+    which within a partition is new-id order, and each row's sources in id
+    order, so each piece, sorted by ``(bucket, dst, src)``, continues each of its
+    buckets where the pieces before it stopped."""
     parts = int(round(math.sqrt(len(bucket_offsets) - 1)))
     cursor = np.array(bucket_offsets[:-1], dtype=np.int64)
     fd = os.open(indices.path, os.O_RDONLY)
+    n = len(indptr) - 1
     try:
-        for first, lengths, starts in row_pieces(indptr, order, piece_edges):
-            src = node_map[read_entries(indices, fd, lengths, starts)]
-            dst = np.repeat(np.arange(first, first + len(lengths), dtype=np.int64), lengths)
-            bucket = assignment[order[dst]].astype(np.int64) * parts
-            bucket += assignment[order[src]]
+        for first, lengths, starts in row_pieces(indptr, np.arange(n, dtype=np.int64), piece_edges):
+            src_old = read_entries(indices, fd, lengths, starts)
+            dst_old = np.repeat(np.arange(first, first + len(lengths), dtype=np.int64), lengths)
+            bucket = assignment[dst_old] * parts + assignment[src_old]
+            src, dst = node_map[src_old], node_map[dst_old]
+            del src_old, dst_old
             by = np.lexsort((src, dst, bucket))
             bucket, rows = bucket[by], np.stack([src[by], dst[by]], axis=1)
             del src, dst, by
@@ -285,7 +342,7 @@ def write_lists(
     piece_edges: int,
 ) -> None:
     """Append the in-neighbour lists of ``rows`` (old ids), in new ids, to ``out``."""
-    fd = os.open(indices.path, os.O_RDONLY)
+    fd = open_random(indices.path)
     try:
         for _, lengths, starts in row_pieces(indptr, rows, piece_edges):
             out.append(node_map[read_entries(indices, fd, lengths, starts)])

@@ -76,19 +76,22 @@ def same_files(a, b) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
-def test_tiny_buffers_write_the_bytes_of_the_in_memory_writer(inputs):
+@pytest.mark.parametrize("fraction", [0.05, 0.5])  # static rows read alone / in one pass
+def test_tiny_buffers_write_the_bytes_of_the_in_memory_writer(inputs, fraction):
     root, graph = inputs
-    reference_store(graph, root / "part", root / "reference", 0.05)
-    default = build_partitioned_store(graph.path, root / "part", root / "default", 0.05)
+    base = root / f"s{fraction}"
+    base.mkdir()
+    reference_store(graph, root / "part", base / "reference", fraction)
+    default = build_partitioned_store(graph.path, root / "part", base / "default", fraction)
     # Blocks of 7 rows, pieces of 5 entries (rows of ~12 entries cut in three),
-    # a sync every 1000 bytes: hundreds of blocks, pieces and syncs.
-    tiny = StoreBuffers(feature_rows=7, edge_rows=5, sync_bytes=1000)
+    # a sync every 4000 bytes: hundreds of blocks, pieces and syncs.
+    tiny = StoreBuffers(feature_rows=7, edge_rows=5, sync_bytes=4000)
     bounded = build_partitioned_store(
-        graph.path, root / "part", root / "bounded", 0.05, buffers=tiny
+        graph.path, root / "part", base / "bounded", fraction, buffers=tiny
     )
     assert bounded.buffers == tiny and default.buffers != tiny
-    same_files(root / "default", root / "reference")
-    same_files(root / "bounded", root / "reference")
+    same_files(base / "default", base / "reference")
+    same_files(base / "bounded", base / "reference")
     assert bounded.store.info["files"] == default.store.info["files"]
     bounded.store.verify()
 
