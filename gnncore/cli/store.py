@@ -16,7 +16,7 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gnncore.cli.arg_types import add_overwrite_option
+    from gnncore.cli.arg_types import add_memory_budget_option, add_overwrite_option
 
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument("partition_dir", type=Path, metavar="PARTITION_DIR")
@@ -33,14 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.01,
         help="share of nodes, highest in-degree first, kept as the static set (default 0.01)",
     )
-    parser.add_argument(
-        "--memory-budget",
-        default="auto",
-        metavar="SIZE",
-        help="the memory the writer may take (e.g. 1GiB): features and edges stream through "
-        "buffers sized from what it leaves after the per-node arrays (72 bytes a node) and "
-        "the process's own memory; a budget below that is refused. Same bytes whatever the "
-        "budget. Default: auto, half the available memory (a cgroup limit included)",
+    add_memory_budget_option(
+        parser,
+        "the memory the writer may take: features and edges stream through buffers sized "
+        "from what it leaves after the per-node arrays (72 bytes a node) and the process's "
+        "own memory; a budget below that is refused; same bytes whatever the budget. auto: "
+        "half the memory this process may take (a cgroup limit included); none: the "
+        "largest buffers (2 GiB), unchecked",
     )
     parser.add_argument(
         "--verify",
