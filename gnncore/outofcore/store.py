@@ -29,6 +29,10 @@ fraction and the format version). The versioned pipeline writes a store to
 :func:`store_dir` with ``reuse=True``: the same settings on the same graph and
 partition find their store complete and reuse it instead of rewriting it.
 The directory is written into a temporary sibling and renamed into place.
+It is written within a memory budget (:func:`build_partitioned_store`;
+:mod:`gnncore.outofcore.store_budget` sizes the buffers, refuses too small a
+budget or disk): the features and the edges pass through bounded buffers in
+sequential reads (:mod:`gnncore.outofcore.store_io`), never mapped whole.
 :meth:`PartitionedStore.open` checks names, sizes and shapes;
 :meth:`PartitionedStore.verify` checks contents (checksums), naming the file.
 """
