@@ -149,3 +149,42 @@ def test_cli_reports_the_budget_and_refuses_a_small_one(inputs, tmp_path, capsys
     assert figures["buffers"]["feature_rows"] > 0 and figures["num_nodes"] == 600
     assert main([*args, "--memory-budget", "4MiB"]) != 0
     assert "memory budget 4.0 MiB is below" in capsys.readouterr().err
+
+
+def test_row_readers_match_numpy_indexing_whatever_the_block(tmp_path):
+    from gnncore.outofcore.store_io import NpyWriter, gather_rows, scatter_rows
+    from gnncore.store.npy import inspect_npy
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 5)).astype(np.float64)  # cast to float32 on the way
+    np.save(tmp_path / "x.npy", x)
+    src = inspect_npy(tmp_path / "x.npy")
+    picked = rng.choice(300, size=40, replace=False)
+    perm = rng.permutation(300)
+    for block in (1, 7, 1000):
+        out = NpyWriter(tmp_path / "g.npy", np.float32, (40, 5), sync_bytes=100)
+        gather_rows(src, picked, out, block)
+        out.close()
+        position = np.full(300, -1)
+        position[perm[:40]] = np.arange(40)  # row perm[k] goes to k; the others skipped
+        out = NpyWriter(tmp_path / "s.npy", np.float32, (40, 5), sync_bytes=100)
+        scatter_rows(src, position, out, block)
+        out.close()
+        assert (tmp_path / "g.npy").read_bytes() == _saved(tmp_path, x[picked].astype(np.float32))
+        assert (tmp_path / "s.npy").read_bytes() == _saved(
+            tmp_path, x[perm[:40]].astype(np.float32)
+        )
+
+
+def _saved(tmp_path, array: np.ndarray) -> bytes:
+    np.save(tmp_path / "expected.npy", array)
+    return (tmp_path / "expected.npy").read_bytes()
+
+
+def test_an_output_left_short_is_never_closed_as_complete(tmp_path):
+    from gnncore.outofcore.store_io import NpyWriter
+
+    out = NpyWriter(tmp_path / "e.npy", np.int64, (10, 2), sync_bytes=1 << 20)
+    out.append(np.zeros((9, 2), dtype=np.int64))
+    with pytest.raises(RuntimeError, match="wrote 144 of 160 data bytes"):
+        out.close()
