@@ -39,3 +39,7 @@ class InputError(GnnCoreError, ValueError):
         elif self.row is not None:
             where += f": row {self.row}"
         return f"{where}: {self.problem}"
+
+
+class ConfigError(GnnCoreError, ValueError):
+    """A training configuration that cannot be run (names the field and the problem)."""

@@ -6,14 +6,10 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, Literal, TypeVar, get_args
 
-from gnncore.errors import GnnCoreError
-from gnncore.options import option
+from gnncore.errors import ConfigError as ConfigError  # raised by every config's checks
+from gnncore.options import describe_options, option
 from gnncore.sampler.factory import SamplerMode
-
-
-class ConfigError(GnnCoreError, ValueError):
-    """A training configuration that cannot be run (names the field and the problem)."""
-
+from gnncore.train.core.device import parse_device
 
 #: Mixed precision on CUDA: none (float32), bfloat16, or float16 with gradient scaling
 #: ("none", not "off": YAML reads an unquoted off as false, which broke the launchpad).
@@ -76,9 +72,6 @@ class ConfigMethods:
         ``dropout``, attention heads (GAT splits the ``width`` field over them),
         ``patience``, the loader and prefetch workers, and ``device``. Raises
         the first :meth:`field_error`."""
-        from gnncore.options import describe_options
-        from gnncore.train.core.device import parse_device
-
         values: Any = self
         bad = self.field_error
         for spec in describe_options(type(self)):

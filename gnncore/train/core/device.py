@@ -6,7 +6,7 @@ import re
 
 import torch
 
-from gnncore.train.core.config import ConfigError
+from gnncore.errors import ConfigError
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
 
