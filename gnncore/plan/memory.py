@@ -16,6 +16,10 @@ their peak is a few bytes per node plus fixed buffers:
 ``reach`` and ``presample`` read the CSR at random through the page cache;
 their figure adds a per-thread ``N``-byte mark vector (reach) or the sampler's
 buffers (presample), which this estimate does not bound.
+
+The estimates are meant to be safe rather than tight: on a 50M-node graph they
+say 2.3 GiB (replication) and 2.5 GiB (placement), and both planners finished
+under a 2 GiB cgroup limit (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ def check_budget(what: str, needed: int, budget: int | None) -> str:
         raise PlanError(
             "memory_budget",
             f"of {format_size(budget)} is below the {format_size(needed)} the {what} "
-            f"needs at least; raise the budget (or the process's memory limit)",
+            f"is estimated to need; raise the budget (or the process's memory limit)",
         )
     room = f" (budget {format_size(budget)})" if budget is not None else ""
     return f"{what}: about {format_size(needed)} of memory needed{room}"
