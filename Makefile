@@ -88,7 +88,7 @@ PYTEST_WORKERS ?= 2
 PYTEST_COV := --cov=gnncore --cov=gnncore_bench --cov=assets --cov=resources --cov=pipelines
 
 test: lint sysdeps
-	$(PY) -m pytest -q -m 'slow or not slow' -n $(PYTEST_WORKERS) --dist loadfile \
+	$(PY) -m pytest -q -m 'slow or not slow' -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		--durations=25 $(PYTEST_COV) --cov-report=term
 
 ui: install $(DAGSTER_HOME)/dagster.yaml
