@@ -19,6 +19,7 @@ from gnncore.memory import memory_available
 from gnncore.outofcore.hierbatching import EvalBatches, HierBatchSource
 from gnncore.outofcore.megabatch import data_bytes, mega_batch_parts
 from gnncore.outofcore.store import PartitionedStore
+from gnncore.sampler import build_sampler
 from gnncore.train.core.device import resolve_device
 from gnncore.train.node.config import NodeTrainConfig
 
@@ -26,8 +27,6 @@ from gnncore.train.node.config import NodeTrainConfig
 def _sampler_factory(
     config: NodeTrainConfig, fanouts: tuple[int, ...], seed_offset: int
 ) -> Callable[[tuple[np.ndarray, np.ndarray], int], Any]:
-    from gnncore.sampler import build_sampler
-
     # The MLP reads no edges: sample the seeds only.
     hops = (0,) * config.num_layers if config.model == "none" else fanouts
 

@@ -32,7 +32,14 @@ import numpy as np
 import polars as pl
 from tqdm import tqdm
 
+from gnncore.io.bounded.budget import MIN_MEMORY_BUDGET, batch_rows
+from gnncore.io.bounded.npy_stream import npy_writer
+from gnncore.io.bounded.phases import Phases
+from gnncore.io.bounded.scratch import scratch_directory
+from gnncore.io.bounded.stream import write_edge_stream
+from gnncore.io.canonical import canonicalize, write_graph
 from gnncore.io.report import IngestReport
+from gnncore.progress import reporting, stage
 from gnncore.store import GraphDirWriter, atomic_directory
 from gnncore.store.atomic import check_output_dir
 from gnncore.store.manifest import FORMAT_NAME
@@ -44,6 +51,7 @@ from gnncore.store.versioning import (
 )
 from gnncore.synth.model import SynthSpec, fill_features, iter_edge_chunks, labels, node_table
 from gnncore.synth.model import split as split_nodes
+from gnncore.usage import PhaseTimer, StageUsage, resolve_memory_budget
 
 EDGE_CHUNK = 4_000_000
 #: The file that marks a directory as one ``gnncore synth --layout ogb`` wrote, and
@@ -85,8 +93,6 @@ Splits = tuple[np.ndarray, np.ndarray, np.ndarray]
 def _node_writer(spec: SynthSpec, splits: Splits | None) -> Callable[[GraphDirWriter], None]:
     """The ``before`` hook writing features, labels and splits (both paths):
     ``splits`` when given, else the spec's own."""
-    from gnncore.io.bounded.npy_stream import npy_writer
-
     y, own = _node_data(spec)
     train, val, test = own if splits is None else splits
 
@@ -137,9 +143,6 @@ def generate_graph(
     directory is the same byte for byte; the bounded path's report has
     ``phases`` (:data:`BOUNDED_PHASES`) and ``memory_budget``.
     """
-    from gnncore.progress import reporting
-    from gnncore.usage import PhaseTimer, StageUsage, resolve_memory_budget
-
     check_output_dir(out_dir, [], FORMAT_NAME, "graph directory")
     recorded = {"synth_spec": spec_dict(spec), **(details or {})}
     budget = resolve_memory_budget(memory_budget)
@@ -164,9 +167,6 @@ def _generate(
     splits: Splits | None,
     details: Mapping[str, Any],
 ) -> IngestReport:
-    from gnncore.io.canonical import canonicalize, write_graph
-    from gnncore.progress import stage
-
     started = time.perf_counter()
     spec.validate()
     stage("generate")
@@ -199,11 +199,6 @@ def _generate_bounded(
     splits: Splits | None,
     details: Mapping[str, Any],
 ) -> IngestReport:
-    from gnncore.io.bounded.budget import MIN_MEMORY_BUDGET, batch_rows
-    from gnncore.io.bounded.phases import Phases
-    from gnncore.io.bounded.scratch import scratch_directory
-    from gnncore.io.bounded.stream import write_edge_stream
-
     started = time.perf_counter()
     if budget < MIN_MEMORY_BUDGET:
         raise ValueError(f"memory_budget must be at least {MIN_MEMORY_BUDGET} bytes, got {budget}")

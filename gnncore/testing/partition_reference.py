@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gnncore.store import create_graph_dir
+
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 
@@ -209,8 +211,6 @@ def write_random_graph(
     ``labelled`` fraction of the nodes is split 50/25/25 into train/val/test
     (no splits when ``labelled`` is 0). Returns the path.
     """
-    from gnncore.store import create_graph_dir
-
     rng = np.random.default_rng(seed)
     span = num_nodes - isolated
     src = rng.integers(0, span, num_edges)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 from gnncore.errors import ConfigError as ConfigError  # raised by every config's checks
-from gnncore.options import describe_options, option
+from gnncore.options import describe_options, option, resumable_options
 from gnncore.sampler.factory import SamplerMode
 from gnncore.train.core.device import parse_device
 
@@ -112,8 +112,6 @@ class ConfigMethods:
 
         An option missing from ``other`` (a checkpoint written before the option
         existed) counts as its declared default, which is what that run used."""
-        from gnncore.options import describe_options, resumable_options
-
         resumable = resumable_options(type(self))
         defaults = {spec.name: spec.plain_default for spec in describe_options(type(self))}
         mine = self.to_dict()

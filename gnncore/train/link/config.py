@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from gnncore.options import option
 from gnncore.sampler.negative import NegativeMode
 from gnncore.train.core.config import SharedTrainOptions, TrainMode
-from gnncore.train.core.models import ModelName
+from gnncore.train.core.models import MODELS, ModelName
 from gnncore.train.link.models import DecoderName
 
 #: Encoder -> defaults of the per-encoder fields, chosen on FB15k-237's
@@ -117,8 +117,6 @@ class LinkTrainConfig(SharedTrainOptions):
     def validate(self) -> LinkTrainConfig:
         """Raise :class:`~gnncore.train.core.config.ConfigError` naming the first bad field;
         return ``self``."""
-        from gnncore.train.core.models import MODELS
-
         bad = self.field_error
         if self.model != "none" and self.model not in MODELS:
             raise bad("model", f"unknown encoder; choose 'none' or one of {sorted(MODELS)}")

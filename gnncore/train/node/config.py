@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gnncore.options import option
+from gnncore.sizes import parse_size
 from gnncore.train.core.config import AMP_MODES, ConfigError, SharedTrainOptions, TrainMode
-from gnncore.train.core.models import ModelName
+from gnncore.train.core.models import MODELS, ModelName
 from gnncore.train.node.staleness import Staleness, StalenessPolicy
 
 __all__ = ["AMP_MODES", "MODEL_DEFAULTS", "ConfigError", "NodeTrainConfig", "TrainMode"]
@@ -178,8 +179,6 @@ class NodeTrainConfig(SharedTrainOptions):
 
     def validate(self) -> NodeTrainConfig:
         """Raise :class:`ConfigError` naming the first bad field; return ``self``."""
-        from gnncore.train.core.models import MODELS
-
         bad = self.field_error
         if self.model not in MODELS:
             raise bad("model", f"unknown model; choose one of {sorted(MODELS)}")
@@ -245,8 +244,6 @@ class NodeTrainConfig(SharedTrainOptions):
     def memory_budget_bytes(self) -> int | None:
         """:attr:`memory_budget` in bytes (``None`` when empty); ``ValueError``
         for text that is not a size."""
-        from gnncore.sizes import parse_size
-
         return parse_size(self.memory_budget) if self.memory_budget else None
 
     def to_params(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import BaseSampler
 
+from gnncore.sampler.biased import edge_weight_of
 from gnncore.train.core.models import supports_trimming
 from gnncore.train.core.prefetch import Prefetcher
 from gnncore.train.core.session import (
@@ -121,8 +122,6 @@ class EdgeWeightNodeLoader(NodeLoader):
     gets them as ``edge_weight``, aligned with ``edge_index``."""
 
     def filter_fn(self, out: Any) -> Any:
-        from gnncore.sampler.biased import edge_weight_of
-
         data = super().filter_fn(out)
         weight = edge_weight_of(out)
         if weight is not None:
