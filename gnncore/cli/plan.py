@@ -74,8 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rep.add_argument("--no-progress", action="store_true")
 
 
-#: Cached ids printed per device on stdout (``--json`` writes them all).
+#: Cached ids printed per device on stdout.
 PRINTED_IDS = 20
+#: Cached ids per device the summary (``--json``) lists; past it the list is cut and
+#: ``devices_cut`` says so (the plan's ``cached_ids.npy`` holds them all: 20M ids of a
+#: 50M-node graph made a 315 MB JSON file).
+SUMMARY_IDS = 100_000
 
 
 def brief(summary: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +116,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             caches = PlacementPlan.open(args.out_dir).caches()
             return {
                 **report.to_dict(),
-                "devices": [[int(v) for v in row] for row in caches],
+                "devices": [[int(v) for v in row[:SUMMARY_IDS]] for row in caches],
+                "devices_cut": any(len(row) > SUMMARY_IDS for row in caches),
                 "predicted_cost": report.metrics["predicted_cost"],
                 "seconds": report.metrics["seconds"],
             }

@@ -196,7 +196,7 @@ class DistNeighborSampler(BaseSampler):
 
     def sample_from_edges(self, index: Any, neg_sampling: Any = None) -> SamplerOutput:
         """Not a PyG edge sampler: link prediction across ranks builds its
-        triplet batches in :meth:`~gnncore.distributed.link_source.DistLinkSource.link_batch`
+        triplet batches in :meth:`~gnncore.distributed.source.link.DistLinkSource.link_batch`
         (heads, tails and global negatives sampled as seed nodes with
         :meth:`sample_from_nodes`); raises :class:`NotImplementedError`."""
         raise NotImplementedError(

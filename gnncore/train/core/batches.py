@@ -39,7 +39,7 @@ class BatchSource(Protocol):
     draws (e.g. a sampling scale) and returns figures to log with the epoch.
 
     A source that is one process of a distributed run
-    (:class:`gnncore.distributed.training.DistBatchSource`) may also define
+    (:class:`gnncore.distributed.source.node.DistBatchSource`) may also define
     ``main_process`` (``False``: read checkpoints to resume, never write them),
     ``wrap_model(model) -> module`` (what the training step calls, e.g.
     :class:`~torch.nn.parallel.DistributedDataParallel`) and

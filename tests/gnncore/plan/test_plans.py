@@ -94,8 +94,22 @@ def test_worked_example_through_the_cli(tmp_path):
     argv += ["--train-nodes", "all", "--json", str(out), "--no-progress"]
     assert main(argv) == 0
     summary = json.loads(out.read_text())
-    assert summary["devices"] == [[1, 3], [4, 2]]
+    assert summary["devices"] == [[1, 3], [4, 2]] and summary["devices_cut"] is False
     assert len(summary["predicted_cost"]) == 2 and summary["seconds"] >= 0
+
+
+def test_cli_summary_cuts_long_id_lists(tmp_path, monkeypatch):
+    from gnncore.cli import plan as plan_cli
+
+    monkeypatch.setattr(plan_cli, "SUMMARY_IDS", 1)
+    graph = write_example(tmp_path / "g")
+    out = tmp_path / "summary.json"
+    argv = ["plan", "placement", str(graph), str(tmp_path / "plan"), "--devices", "2"]
+    argv += ["--cache-nodes", "2", "--alpha", "0.3", "--layers", "2", "--estimator", "reach"]
+    argv += ["--train-nodes", "all", "--json", str(out), "--no-progress"]
+    assert main(argv) == 0
+    summary = json.loads(out.read_text())
+    assert summary["devices"] == [[1], [4]] and summary["devices_cut"] is True
 
 
 def test_topologies_group_devices():
