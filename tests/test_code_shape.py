@@ -23,9 +23,7 @@ def _sources() -> list[Path]:
 
 def _has_reason(lines: list[str], start: int, stop: int) -> bool:
     """Whether a ``# Longer than ... because`` line is among ``lines[start:stop]``."""
-    return any(
-        line.strip().startswith(REASON) and "because" in line for line in lines[start:stop]
-    )
+    return any(line.strip().startswith(REASON) and "because" in line for line in lines[start:stop])
 
 
 def test_no_file_is_longer_than_600_lines_without_a_reason() -> None:
@@ -47,9 +45,7 @@ def test_no_function_is_longer_than_120_lines_without_a_reason() -> None:
                 continue
             length = (node.end_lineno or node.lineno) - node.lineno + 1
             body_start = node.body[0].lineno - 1  # the docstring or first statement
-            if length > MAX_FUNCTION_LINES and not _has_reason(
-                lines, node.lineno, body_start + 1
-            ):
+            if length > MAX_FUNCTION_LINES and not _has_reason(lines, node.lineno, body_start + 1):
                 where = f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"
                 long.append(f"{where}: {length} lines")
     assert not long, "functions over 120 lines with no reason:\n" + "\n".join(long)
