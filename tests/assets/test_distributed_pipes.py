@@ -224,7 +224,9 @@ def test_a_killed_rank_fails_the_attempt_naming_it_and_the_retry_resumes(setup) 
     instance, _, root = setup
     killer = Killer(root / "checkpoints")
     killer.start()
-    result = train(setup, raise_on_error=False, nproc=2, node={**TRAIN, "batch_size": 32})
+    # 20 epochs: on a quiet machine the 5 of TRAIN end within the kill's 0.3 s delay
+    node = {**TRAIN, "batch_size": 32, "epochs": 20}
+    result = train(setup, raise_on_error=False, nproc=2, node=node)
     killer.join(timeout=5)
     assert killer.killed, "rank 1 was never found to kill"
     # The first attempt failed with the child's error, which names the killed rank ...
