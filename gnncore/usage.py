@@ -68,14 +68,25 @@ def peak_rss_bytes() -> int:
     this one, so a benchmark child reports its own peak. Falls back to
     ``ru_maxrss`` where ``/proc`` is unavailable.
     """
+    return _status_bytes("VmHWM") or int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def current_rss_bytes() -> int:
+    """This process's resident set size now (``VmRSS``), 0 where unknown."""
+    return _status_bytes("VmRSS")
+
+
+def _status_bytes(field: str) -> int:
+    """The ``field`` line of ``/proc/self/status`` in bytes (its kB times 1024),
+    0 where it cannot be read."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    return 0
 
 
 def tree_bytes(paths: Iterable[str | os.PathLike[str]]) -> int:

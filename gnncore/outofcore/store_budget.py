@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gnncore.errors import InputError
 from gnncore.sizes import format_size
-from gnncore.usage import StageUsage
+from gnncore.usage import StageUsage, current_rss_bytes
 
 if TYPE_CHECKING:  # the store module imports this one
     from gnncore.outofcore.store import PartitionedStore
@@ -64,18 +64,6 @@ class StoreBuffers:
             "edge_rows": self.edge_rows,
             "sync_bytes": self.sync_bytes,
         }
-
-
-def current_rss_bytes() -> int:
-    """This process's resident set size now (``VmRSS``), 0 where unknown."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def fixed_overhead(num_nodes: int, parts: int) -> int:

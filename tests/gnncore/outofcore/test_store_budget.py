@@ -13,14 +13,10 @@ from conftest import planted_graph
 from gnncore.cli.main import main
 from gnncore.errors import InputError
 from gnncore.outofcore.store import build_partitioned_store, relabel_by_partition
-from gnncore.outofcore.store_budget import (
-    MAX_BUFFER_BYTES,
-    StoreBuffers,
-    current_rss_bytes,
-    store_buffers,
-)
+from gnncore.outofcore.store_budget import MAX_BUFFER_BYTES, StoreBuffers, store_buffers
 from gnncore.partition import partition_graph
 from gnncore.store import GraphDir
+from gnncore.usage import current_rss_bytes
 
 
 @pytest.fixture(scope="module")
