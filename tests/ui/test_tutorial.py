@@ -297,7 +297,7 @@ def launch_from_launchpad(
     ui.shot(shot)
     before = run_ids(servers)
     page.get_by_role("button").filter(has_text=re.compile("^Materialize$")).click()
-    new = wait_until("the launched run", lambda: run_ids(servers) - before, 60)
+    new = wait_until("the launched run", lambda: run_ids(servers) - before, 180)
     assert len(new) == 1, new
     (run_id,) = new
     assert run_tags(servers, str(run_id)).get("dagster/partition") == DATASET
