@@ -8,7 +8,7 @@ from assets import ALL_ASSETS, ALL_CHECKS
 from pipelines.jobs import distributed_train_job, partition_comparison_job, train_job
 from pipelines.schedules import nightly_retraining
 from pipelines.sensors import inbox
-from resources import ComputeResource, DataRootResource, MlflowResource
+from resources import ComputeResource, DataRootResource, MemoryBudgetResource, MlflowResource
 
 
 def build_resources(data_root: str = "") -> dict[str, Any]:
@@ -18,6 +18,8 @@ def build_resources(data_root: str = "") -> dict[str, Any]:
         "storage": storage,
         "mlflow": MlflowResource(storage=storage),
         "compute": ComputeResource(),
+        # One memory budget for every stage (auto, none or a size; $GNNCORE_MEMORY_BUDGET).
+        "memory": MemoryBudgetResource(),
         # trained_model with nproc > 1 trains in a subprocess it starts through Pipes.
         "pipes": dg.PipesSubprocessClient(),
     }

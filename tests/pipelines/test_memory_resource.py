@@ -1,0 +1,32 @@
+"""The deployment's memory budget resource: one setting, read by every stage."""
+
+import pytest
+
+from gnncore.sizes import parse_size
+from resources import MemoryBudgetResource
+from resources.memory import BUDGET_ENV
+
+
+def test_a_size_an_override_and_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    memory = MemoryBudgetResource(budget="1GiB")
+    assert memory.budget_bytes() == 1 << 30
+    # An asset's own setting wins for its materialization.
+    assert memory.budget_bytes("512MiB") == 512 << 20
+    assert MemoryBudgetResource(budget="none").budget_bytes() is None
+
+
+def test_empty_reads_the_environment_then_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BUDGET_ENV, "3GiB")
+    assert MemoryBudgetResource().budget_bytes() == parse_size("3GiB")
+    monkeypatch.delenv(BUDGET_ENV)
+    auto = MemoryBudgetResource().budget_bytes()
+    assert auto is not None and auto >= 256 << 20
+    assert MemoryBudgetResource().setting() == "auto"
+
+
+def test_a_bad_setting_names_itself() -> None:
+    with pytest.raises(ValueError, match="memory budget 'lots'"):
+        MemoryBudgetResource(budget="lots").budget_bytes()
+    with pytest.raises(ValueError, match="memory budget '-1'"):
+        MemoryBudgetResource(budget="-1").budget_bytes()
