@@ -31,18 +31,18 @@ from gnncore.predict.engine import (
     passes,
     uses_graph,
 )
-from gnncore.predict.layerstore import (
-    InferencePlan,
-    check_budget,
-    plan_inference,
-    random_access_rows,
-)
-from gnncore.predict.layerwise import Adjacency, RowSource
 from gnncore.predict.source import TrainedModel, load_trained_model
 from gnncore.store import GraphDir
 from gnncore.store.atomic import atomic_directory, check_output_dir
 from gnncore.store.manifest import sha256_of
 from gnncore.train.core.device import resolve_device
+from gnncore.train.core.layerstore import (
+    InferencePlan,
+    check_budget,
+    plan_inference,
+    random_access_rows,
+)
+from gnncore.train.core.layerwise import Adjacency, RowSource
 from gnncore.train.link.data import link_splits, message_passing_csc
 from gnncore.train.spec import ModelSpec
 from gnncore.usage import resolve_memory_budget
@@ -112,7 +112,7 @@ def check_compatible(spec: ModelSpec, graph: GraphDir) -> None:
 
 def _feature_rows(graph: GraphDir, scattered: bool = False) -> RowSource | None:
     """Feature rows by node id; ``scattered``: mapped for random access (no
-    readahead: :func:`~gnncore.predict.layerstore.random_access_rows`), for
+    readahead: :func:`~gnncore.train.core.layerstore.random_access_rows`), for
     reading under a memory budget."""
     features = graph.features()
     if features is None:
@@ -279,11 +279,11 @@ def predict_graph_dir(
     the logits); link prediction: the node's ``embedding`` (the encoder's
     output; for plain DistMult the learned entity embedding). Outputs are
     computed by layer-wise inference over node batches
-    (:mod:`gnncore.predict.layerwise`) and streamed to Parquet. Between layers
+    (:mod:`gnncore.train.core.layerwise`) and streamed to Parquet. Between layers
     every node's hidden rows are kept: in memory when they fit in half of
     ``memory_budget``, else in one file per layer in a scratch directory
     inside the output's temporary sibling, with batches sized from the budget
-    (:func:`~gnncore.predict.layerstore.plan_inference`; the same predictions
+    (:func:`~gnncore.train.core.layerstore.plan_inference`; the same predictions
     within float tolerance). The features go through exactly what training's
     evaluation applied (``normalize_features``; autocast on CUDA when
     training used ``amp``).

@@ -3,8 +3,8 @@
 One code path serves ``gnncore predict`` over a graph directory and the
 pyfunc's subgraph requests: the input rows (features, normalised exactly as
 training normalised them, or a link model's embedding rows), then
-:func:`~gnncore.predict.layerwise.layerwise_inference` through the model's
-GNN, or :func:`~gnncore.predict.layerwise.rowwise_inference` for models
+:func:`~gnncore.train.core.layerwise.layerwise_inference` through the model's
+GNN, or :func:`~gnncore.train.core.layerwise.rowwise_inference` for models
 without message passing (the ``none`` MLP; plain DistMult's embedding table).
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 import torch
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from gnncore.predict.layerstore import EDGES_PER_TARGET
-from gnncore.predict.layerwise import (
+from gnncore.train.core.layerstore import EDGES_PER_TARGET
+from gnncore.train.core.layerwise import (
     Adjacency,
     RowSource,
     count_batches,
@@ -127,7 +127,7 @@ def model_outputs(
             (not needed by a link model over learned embeddings).
         num_nodes (int): Nodes to cover.
         max_edges, layer_dir: Of
-            :func:`~gnncore.predict.layerwise.layerwise_inference` (batch
+            :func:`~gnncore.train.core.layerwise.layerwise_inference` (batch
             limits; layer outputs on disk instead of in memory).
     """
     device = torch.device(device)

@@ -58,7 +58,7 @@ from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
 from gnncore.errors import GnnCoreError
 from gnncore.predict.engine import model_outputs
-from gnncore.predict.layerwise import Adjacency
+from gnncore.train.core.layerwise import Adjacency
 from gnncore.train.spec import ModelSpec, load_model_files
 
 #: Nodes per batch inside one request.

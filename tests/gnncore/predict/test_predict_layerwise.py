@@ -1,4 +1,4 @@
-"""gnncore.predict.layerwise: layer by layer over node batches = the model on the whole graph."""
+"""gnncore.train.core.layerwise: layer by layer over node batches = the model on the whole graph."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from conftest import planted_graph
-from gnncore.predict.layerwise import Adjacency, block, layerwise_inference, node_batches
 from gnncore.sampler import build_sampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.train import build_model
+from gnncore.train.core.layerwise import Adjacency, block, layerwise_inference, node_batches
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +220,7 @@ def test_the_budget_decides_where_the_layers_go() -> None:
     the budget (or without a budget); beyond, they go to disk and a batch's
     block is sized to its share of the budget, nodes and edges in the graph's
     ratio."""
-    from gnncore.predict.layerstore import (
+    from gnncore.train.core.layerstore import (
         BATCH_ENTRIES_PER_ITEM,
         BATCH_SHARE,
         MIN_MEMORY_BUDGET,

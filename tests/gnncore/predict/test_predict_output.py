@@ -334,7 +334,7 @@ def test_predictions_in_a_small_budget_match_the_in_memory_path(
     """A budget too small for the hidden layer's ``[N, hidden]`` array: the layer
     goes to a file, batches shrink, and the predictions are those of the
     in-memory path (float tolerance); the scratch files are gone."""
-    monkeypatch.setattr("gnncore.predict.layerstore.MIN_MEMORY_BUDGET", 1)
+    monkeypatch.setattr("gnncore.train.core.layerstore.MIN_MEMORY_BUDGET", 1)
     model = load_trained_model(trained.uri, trained.tracking_uri)
     memory = predict_graph_dir(
         trained.graph, tmp_path / "a", model, device="cpu", memory_budget=None

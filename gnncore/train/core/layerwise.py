@@ -8,7 +8,7 @@ computes layer ``l`` for *every* node before layer ``l + 1``: a batch of
 target nodes needs only its 1-hop in-neighbours' layer-``(l - 1)`` rows, so
 memory stays at the ``N × hidden`` array of the previous layer plus one
 batch's block, and each node is computed once per layer. With ``layer_dir``
-that array is a file per layer on disk (:mod:`gnncore.predict.layerstore`),
+that array is a file per layer on disk (:mod:`gnncore.train.core.layerstore`),
 and memory is one batch's block.
 
 Batches are contiguous node ranges ``[a, b)`` of at most ``batch_size``
@@ -40,7 +40,7 @@ import torch
 from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from gnncore.predict.layerstore import EDGES_PER_TARGET, DiskLayer, LayerOutput, MemoryLayer
+from gnncore.train.core.layerstore import EDGES_PER_TARGET, DiskLayer, LayerOutput, MemoryLayer
 from gnncore.train.core.steps import autocast
 
 #: ``rows(n_id) -> [len(n_id), C]`` float rows of a layer's input (``n_id`` int64, CPU).
@@ -197,7 +197,7 @@ def layerwise_inference(
 
     Layers before the last keep their output in one ``[N, C]`` float32 CPU
     tensor, or with ``layer_dir`` in one ``.npy`` file per layer there
-    (:class:`~gnncore.predict.layerstore.DiskLayer`: memory is one batch, not
+    (:class:`~gnncore.train.core.layerstore.DiskLayer`: memory is one batch, not
     ``N x C``; the same rows); the last layer's rows are yielded batch by batch
     and not kept.
 

@@ -1,6 +1,6 @@
 r"""Where layer-wise inference keeps a layer's output: in memory, or on disk.
 
-Layer-wise inference (:mod:`gnncore.predict.layerwise`) computes layer ``l``
+Layer-wise inference (:mod:`gnncore.train.core.layerwise`) computes layer ``l``
 for every node before layer ``l + 1`` reads it, so between two layers it
 holds one ``[N, C]`` array. In memory that is ``N · C · 4`` bytes (100M nodes
 at 256 wide: 100 GB). :func:`plan_inference` compares it with a memory
