@@ -43,6 +43,11 @@ sync_api = pytest.importorskip(
     reason="the playwright package is missing (pip install playwright; it is in the test extra)",
 )
 expect = sync_api.expect
+# Playwright's expect() waits 5 s by default, the pages' actions 30 s (set per context
+# below). Under make test's load (the other worker, both servers, a run) a dialog took
+# over 5 s to open (the launchpad's editor, in a run at load 20): expect as long as an
+# action may take. A wait only bounds a hang; what is expected is unchanged.
+expect.set_options(timeout=30_000)
 PlaywrightTimeoutError = sync_api.TimeoutError
 
 LOCATION = "pipelines.definitions"
