@@ -283,3 +283,111 @@ def rowwise_inference(
         if on_batch is not None:
             on_batch()
         yield a, b, out
+
+
+# Some nodes only ---------------------------------------------------------------
+
+
+def block_of(adjacency: Adjacency, targets: torch.Tensor) -> Block:
+    """The 1-hop block of ``targets`` (int64, ascending, unique; any nodes):
+    ``n_id`` holds the targets first, then the other sources ascending, as
+    :func:`block` of a contiguous range does (``start``/``stop`` are
+    positions in ``targets``, not node ids)."""
+    indptr = torch.from_numpy(np.asarray(adjacency.indptr, dtype=np.int64))
+    starts, degree = indptr[targets], indptr[targets + 1] - indptr[targets]
+    total = int(degree.sum())
+    offsets = torch.cumsum(degree, 0) - degree
+    entries = torch.repeat_interleave(starts - offsets, degree) + torch.arange(total)
+    src = torch.from_numpy(np.asarray(adjacency.indices[entries.numpy()], dtype=np.int64))
+    count = len(targets)
+    dst = torch.repeat_interleave(torch.arange(count), degree)
+    position = torch.searchsorted(targets, src).clamp(max=max(count - 1, 0))
+    inside = targets[position] == src if count else torch.zeros(0, dtype=torch.bool)
+    others = torch.unique(src[~inside])
+    src_local = torch.where(inside, position, count + torch.searchsorted(others, src))
+    return Block(0, count, torch.cat([targets, others]), torch.stack([src_local, dst]))
+
+
+def rows_per_layer(
+    adjacency: Adjacency, targets: torch.Tensor, num_layers: int
+) -> list[torch.Tensor]:
+    """The nodes whose rows layer ``l`` must compute so that the last layer
+    gives ``targets``' outputs: the last layer computes ``targets`` (unique,
+    ascending), layer ``l - 1`` the nodes of layer ``l`` and their
+    in-neighbours. Each list is ascending and unique."""
+    n = adjacency.num_nodes
+    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
+    rows = [torch.unique(targets)]
+    for _ in range(num_layers - 1):
+        current = rows[0].numpy()
+        mask = np.zeros(n, dtype=bool)
+        mask[current] = True
+        if len(current) < n:
+            degree = indptr[current + 1] - indptr[current]
+            offsets = np.cumsum(degree) - degree
+            entries = np.repeat(indptr[current] - offsets, degree) + np.arange(int(degree.sum()))
+            mask[np.asarray(adjacency.indices[entries])] = True
+        rows.insert(0, torch.from_numpy(np.flatnonzero(mask)))
+    return rows
+
+
+def in_edges(adjacency: Adjacency, nodes: torch.Tensor) -> int:
+    """The number of edges into ``nodes``."""
+    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
+    if len(nodes) == adjacency.num_nodes:
+        return int(indptr[-1])
+    index = nodes.numpy()
+    return int((indptr[index + 1] - indptr[index]).sum())
+
+
+@torch.no_grad()
+def layerwise_subset(
+    model: BasicGNN,
+    adjacency: Adjacency,
+    inputs: RowSource,
+    rows: list[torch.Tensor],
+    *,
+    batch_size: int = 4096,
+    max_edges: int | None = None,
+    device: torch.device | str = "cpu",
+    amp_dtype: torch.dtype | None = None,
+) -> Generator[tuple[torch.Tensor, torch.Tensor], None, None]:
+    """Yield ``(nodes, out)``: the model's output rows (float32, on ``device``)
+    of ``rows[-1]``'s nodes, batch by batch in node order, computing layer
+    ``l`` only for ``rows[l]`` (:func:`rows_per_layer`), each node once.
+
+    What :func:`layerwise_inference` computes for every node (the same
+    per-layer arithmetic, :func:`apply_layer`), restricted to the rows the
+    last layer's nodes depend on; hidden layers are kept in memory as one
+    ``[N, C]`` float32 tensor (rows outside ``rows[l]`` are never written
+    nor read).
+    """
+    device = torch.device(device)
+    max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
+    indptr = torch.from_numpy(np.asarray(adjacency.indptr, dtype=np.int64))
+    dinv_all = None
+    if any(isinstance(conv, GCNConv) for conv in model.convs):
+        dinv_all = torch.from_numpy(adjacency.in_degree().astype(np.float32) + 1.0).pow(-0.5)
+    previous: torch.Tensor | None = None
+    last = model.num_layers - 1
+    for layer in range(model.num_layers):
+        nodes = rows[layer]
+        degree = indptr[nodes + 1] - indptr[nodes]
+        cumulative = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(degree, 0)])
+        current: torch.Tensor | None = None
+        for i, j in node_batches(cumulative.numpy(), batch_size, max_edges):
+            blk = block_of(adjacency, nodes[i:j])
+            h = inputs(blk.n_id) if previous is None else previous[blk.n_id]
+            h = h.to(device, non_blocking=True)
+            dinv = dinv_all[blk.n_id].to(device) if dinv_all is not None else None
+            with autocast(device, amp_dtype):
+                out = apply_layer(
+                    model, layer, h, blk.edge_index.to(device), blk.num_targets, dinv
+                ).float()
+            if layer == last:
+                yield nodes[i:j], out
+                continue
+            if current is None:
+                current = torch.empty(adjacency.num_nodes, out.size(1), dtype=torch.float32)
+            current[nodes[i:j]] = out.cpu()
+        previous = current

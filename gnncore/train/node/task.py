@@ -17,11 +17,13 @@ from typing import Any, ClassVar
 
 import torch
 from torch_geometric.data import FeatureStore, GraphStore
+from torch_geometric.nn.models.basic_gnn import BasicGNN
 from torch_geometric.sampler import BaseSampler
 
 from gnncore.sampler import build_sampler
 from gnncore.train.core.batches import BatchSource, LoaderBatchSource
 from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
+from gnncore.train.core.layerwise import Adjacency
 from gnncore.train.core.models import build_model, uses_edges
 from gnncore.train.core.session import Outcome, Progress
 from gnncore.train.core.steps import OptimizerStep
@@ -37,6 +39,7 @@ from gnncore.train.fit import (
     source_hook,
 )
 from gnncore.train.node.config import NodeTrainConfig
+from gnncore.train.node.exact import LayerwiseEvaluation, choose
 from gnncore.train.node.loop import (
     NodeProgress,
     NodeTrainResult,
@@ -111,6 +114,9 @@ class NodeTask(Task[NodeTrainResult]):
         self.epoch_adapters = epoch_adapters
         self.eval_batches = eval_batches
         self._eval_loaders: tuple[Iterable[Any], Iterable[Any]] = ((), ())
+        self._exact: tuple[LayerwiseEvaluation | None, LayerwiseEvaluation | None] = (None, None)
+        #: How validation and test ran: ``"layer-wise"`` or ``"sampled"`` (set by build).
+        self.evaluation_ways: dict[str, str] = {}
 
     def check(self, config: NodeTrainConfig) -> None:
         if self.num_classes < 2:
@@ -146,6 +152,7 @@ class NodeTask(Task[NodeTrainResult]):
         splits = [as_index(split) for split in self.splits]
         generator = torch.Generator().manual_seed(config.seed)
         self._eval_loaders = self._evaluation_loaders(config, eval_sampler, splits, device)
+        self._exact = self._layerwise_evaluations(config, model, eval_sampler, splits, source)
         if source is None:
             assert self.graph_store is not None and sampler is not None  # built above
             loader = make_loader(
@@ -196,6 +203,41 @@ class NodeTask(Task[NodeTrainResult]):
                     config.sampler, self.graph_store, fanouts, seed=config.seed + 1
                 )
         return sampler, eval_sampler
+
+    def _layerwise_evaluations(
+        self,
+        config: NodeTrainConfig,
+        model: torch.nn.Module,
+        eval_sampler: BaseSampler | None,
+        splits: list[torch.Tensor],
+        source: BatchSource | None,
+    ) -> tuple[LayerwiseEvaluation | None, LayerwiseEvaluation | None]:
+        """Validation's and test's layer-wise evaluations where they replace the
+        sampled loaders (:func:`gnncore.train.node.exact.choose`): exact
+        evaluation (no ``eval_fanouts``) with the evaluation sampler built
+        here over the graph store, and no evaluation hooks of a training
+        source (``eval_model``, ``reduce_sum``)."""
+        self.evaluation_ways = {"val": "sampled", "test": "sampled"}
+        indptr = getattr(eval_sampler, "indptr", None)
+        indices = getattr(eval_sampler, "indices", None)
+        if (
+            self.eval_batches is not None
+            or self.eval_sampler is not None
+            or config.eval_fanouts is not None
+            or indptr is None
+            or indices is None
+            or getattr(eval_sampler, "carries_edge_weight", False)
+            or source_hook(source, "eval_model") is not None
+            or source_hook(source, "reduce_sum") is not None
+        ):
+            return None, None
+        adjacency = Adjacency(indptr, indices)
+        val, _ = choose("validation", model, adjacency, splits[1], config)
+        test, _ = choose("test", model, adjacency, splits[2], config)
+        for name, chosen in (("val", val), ("test", test)):
+            if chosen is not None:
+                self.evaluation_ways[name] = "layer-wise"
+        return val, test
 
     def _evaluation_loaders(
         self,
@@ -256,8 +298,31 @@ class NodeTask(Task[NodeTrainResult]):
                 num_classes=self.num_classes,
             )
 
-        val, test = self._eval_loaders
-        return Measures(step, lambda: measure(val), lambda: measure(test))
+        passes = [0]
+
+        def exact(evaluation: LayerwiseEvaluation) -> ClassificationMetrics:
+            # A loader's iterator draws its base seed from the global generator
+            # (each pass with num_workers 0, the first with persistent workers):
+            # draw it too, so training's random stream does not depend on the way.
+            if config.num_workers == 0 or passes[0] == 0:
+                torch.empty((), dtype=torch.int64).random_()
+            passes[0] += 1
+            assert isinstance(eval_model, BasicGNN)
+            return evaluation(
+                eval_model,
+                self.feature_store,
+                device,
+                normalize_features=config.normalize_features,
+                amp_dtype=amp_dtype,
+            )
+
+        def way(loader: Iterable[Any], evaluation: LayerwiseEvaluation | None) -> Any:
+            if evaluation is None:
+                return lambda: measure(loader)
+            return lambda: exact(evaluation)
+
+        (val, test), (exact_val, exact_test) = self._eval_loaders, self._exact
+        return Measures(step, way(val, exact_val), way(test, exact_test))
 
     def describe(
         self, loss: float, val: ClassificationMetrics, state: NodeProgress

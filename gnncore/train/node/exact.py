@@ -1,0 +1,235 @@
+r"""Exact evaluation (every neighbour) of node classification, layer by layer.
+
+Sampled evaluation with all neighbours (``eval_fanouts`` unset) gathers each
+batch's whole ``L``-hop in-neighbourhood and computes it again for every
+batch that reaches it: on a graph of average in-degree ``d`` a batch of ``B``
+seeds costs about ``B (d + d^2 + ... + d^L)`` messages, and the evaluation
+sets' batches together recompute most nodes many times over. Layer-wise
+inference (:mod:`gnncore.train.core.layerwise`, what ``gnncore predict``
+runs) computes layer ``l`` once for every node the last layer's outputs
+depend on (:func:`~gnncore.train.core.layerwise.rows_per_layer`: the
+evaluation nodes for the last layer, those and their in-neighbours for the
+one before, and so on), with the same per-layer arithmetic, so SAGE, GAT and
+GIN give the same logits (float tolerance; the same predictions).
+
+GCN is the exception: layer-wise GCN normalises each edge ``j -> i`` with both
+nodes' full-graph in-degrees (exact GCN, what ``gnncore predict`` computes),
+while a sampled subgraph gives its outermost hop's nodes a degree of 1 (only
+the self-loop). The accuracies differ a little (both ways are "exact" only
+up to that); the layer-wise figure is the one ``gnncore predict``'s output
+has.
+
+:func:`choose` prices both ways in rows plus messages (one unit per node row a
+layer computes and per edge it aggregates): layer-wise, exactly from
+``rows_per_layer``; sampled, from up to :data:`SAMPLE_BATCHES` of the
+evaluation loader's own batches (consecutive ``eval_batch_size`` slices of
+the split), expanded hop by hop as the sampler expands them (a node once per
+batch), scaled to all batches. Layer-wise is used when it costs no more, and
+when its hidden rows (one ``[N, hidden]`` float32 array per held layer) fit in
+half of the memory available (:func:`gnncore.memory.memory_available`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import FeatureStore
+from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
+from torch_geometric.nn.models.basic_gnn import BasicGNN
+
+from gnncore.memory import memory_available
+from gnncore.train.core.layerwise import Adjacency, in_edges, layerwise_subset, rows_per_layer
+from gnncore.train.core.models import supports_trimming
+from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
+
+LOG = logging.getLogger(__name__)
+
+#: Batches of the sampled evaluation's loader whose neighbourhoods are counted.
+SAMPLE_BATCHES = 8
+#: Target nodes per layer-wise batch, at least (``eval_batch_size`` when larger).
+MIN_BATCH_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class EvaluationCost:
+    """Both ways of one evaluation set, in rows plus messages, and the bytes of
+    the layer-wise way's hidden rows against the memory it may take."""
+
+    layerwise: int
+    sampled: int
+    layer_bytes: int
+    memory: int | None
+
+    @property
+    def fits(self) -> bool:
+        return self.memory is None or self.layer_bytes <= self.memory // 2
+
+    @property
+    def use_layerwise(self) -> bool:
+        """Layer-wise when it costs no more than sampling and its layers fit."""
+        return self.fits and self.layerwise <= self.sampled
+
+
+def supports_layerwise(model: torch.nn.Module) -> bool:
+    """Whether layer-wise inference computes ``model`` (a :class:`BasicGNN` of
+    SAGE, GAT, GIN or default GCN layers, without jumping knowledge)."""
+    if not isinstance(model, BasicGNN) or model.jk_mode is not None:
+        return False
+    for conv in model.convs:
+        if isinstance(conv, GCNConv):
+            if conv.improved or not conv.add_self_loops or not conv.normalize:
+                return False
+        elif not isinstance(conv, (SAGEConv, GATConv, GINConv)):
+            return False
+    return True
+
+
+def _in_neighbours(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    degree = indptr[nodes + 1] - indptr[nodes]
+    offsets = np.cumsum(degree) - degree
+    entries = np.repeat(indptr[nodes] - offsets, degree) + np.arange(int(degree.sum()))
+    return np.asarray(indices[entries], dtype=np.int64)
+
+
+def sampled_batch_cost(
+    adjacency: Adjacency, seeds: np.ndarray, num_layers: int, trimmed: bool
+) -> int:
+    """Rows plus messages of one sampled batch with all neighbours: hop ``k``
+    expands the nodes first reached at hop ``k - 1`` (each node once per
+    batch); layer ``l`` of a trimmed model computes the nodes of hops
+    ``< L - l`` from the edges of hops ``<= L - l``, an untrimmed one (GCN)
+    every node from every edge."""
+    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
+    seen = np.unique(seeds)
+    frontier = seen
+    nodes, edges = [len(seen)], []
+    for _ in range(num_layers):
+        sources = _in_neighbours(indptr, adjacency.indices, frontier)
+        edges.append(len(sources))
+        frontier = np.setdiff1d(np.unique(sources), seen, assume_unique=True)
+        seen = np.union1d(seen, frontier)
+        nodes.append(len(frontier))
+    if not trimmed:
+        return num_layers * (sum(nodes) + sum(edges))
+    return sum(
+        sum(nodes[: num_layers - layer]) + sum(edges[: num_layers - layer])
+        for layer in range(num_layers)
+    )
+
+
+def sampled_cost(
+    adjacency: Adjacency, split: torch.Tensor, num_layers: int, batch_size: int, trimmed: bool
+) -> int:
+    """Rows plus messages of the sampled evaluation of ``split`` (in batches of
+    ``batch_size`` in the split's order), estimated from up to
+    :data:`SAMPLE_BATCHES` evenly spaced batches."""
+    count = -(-len(split) // batch_size)
+    if count == 0:
+        return 0
+    picked = np.unique(np.linspace(0, count - 1, min(count, SAMPLE_BATCHES)).astype(np.int64))
+    index = split.numpy()
+    costs = [
+        sampled_batch_cost(
+            adjacency, index[b * batch_size : (b + 1) * batch_size], num_layers, trimmed
+        )
+        for b in picked
+    ]
+    return int(sum(costs) / len(costs) * count)
+
+
+class LayerwiseEvaluation:
+    """The exact evaluation of one split through layer-wise inference: the rows
+    each layer computes (:func:`rows_per_layer`) and the cost that chose it."""
+
+    def __init__(
+        self,
+        adjacency: Adjacency,
+        split: torch.Tensor,
+        rows: list[torch.Tensor],
+        batch_size: int,
+        cost: EvaluationCost,
+    ) -> None:
+        self.adjacency, self.split, self.rows, self.batch_size = adjacency, split, rows, batch_size
+        self.cost = cost
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        model: BasicGNN,
+        feature_store: FeatureStore,
+        device: torch.device,
+        *,
+        normalize_features: bool = False,
+        amp_dtype: torch.dtype | None = None,
+    ) -> ClassificationMetrics:
+        """Accuracy and macro-F1 of ``model`` on the split, as
+        :func:`~gnncore.train.node.loop.evaluate` computes them (features
+        normalised the same way, autocast with ``amp_dtype``)."""
+        model.eval()
+
+        def inputs(n_id: torch.Tensor) -> torch.Tensor:
+            x = feature_store.get_tensor(group_name=None, attr_name="x", index=n_id)
+            if normalize_features:
+                x = x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
+            return x
+
+        targets = self.rows[-1]
+        predicted = torch.empty(len(targets), dtype=torch.long)
+        width = 0
+        for nodes, out in layerwise_subset(
+            model,
+            self.adjacency,
+            inputs,
+            self.rows,
+            batch_size=self.batch_size,
+            device=device,
+            amp_dtype=amp_dtype,
+        ):
+            start = int(torch.searchsorted(targets, nodes[:1]))
+            predicted[start : start + len(nodes)] = out.argmax(dim=-1).cpu()
+            width = out.size(-1)
+        if len(self.split) == 0:
+            return ClassificationMetrics(0.0, 0.0, 0)
+        labels = feature_store.get_tensor(group_name=None, attr_name="y", index=self.split)
+        pred = predicted[torch.searchsorted(targets, self.split)]
+        return ClassificationMetrics.from_confusion(confusion_matrix(pred, labels, width))
+
+
+def choose(
+    name: str, model: torch.nn.Module, adjacency: Adjacency, split: torch.Tensor, config: Any
+) -> tuple[LayerwiseEvaluation | None, EvaluationCost | None]:
+    """The layer-wise evaluation of ``split`` when :class:`EvaluationCost` says
+    it is the cheaper way (logged either way under ``name``), else ``None``
+    (evaluate with the sampled loader); and the cost (``None`` for a model
+    layer-wise inference does not compute)."""
+    if not supports_layerwise(model):
+        return None, None
+    assert isinstance(model, BasicGNN)
+    layers = int(model.num_layers)
+    rows = rows_per_layer(adjacency, split, layers)
+    layerwise = sum(len(r) + in_edges(adjacency, r) for r in rows)
+    sampled = sampled_cost(
+        adjacency, split, layers, config.eval_batch_size, supports_trimming(model)
+    )
+    held = min(max(layers - 1, 0), 2)
+    layer_bytes = held * adjacency.num_nodes * int(model.hidden_channels) * 4
+    cost = EvaluationCost(layerwise, sampled, layer_bytes, memory_available())
+    way = "layer-wise" if cost.use_layerwise else "sampled"
+    LOG.info(
+        "%s evaluation of %d nodes: %s (cost layer-wise %d, sampled ~%d rows+messages; "
+        "layer rows %d bytes)",
+        name,
+        len(split),
+        way,
+        cost.layerwise,
+        cost.sampled,
+        cost.layer_bytes,
+    )
+    if not cost.use_layerwise:
+        return None, cost
+    batch_size = max(config.eval_batch_size, MIN_BATCH_SIZE)
+    return LayerwiseEvaluation(adjacency, split, rows, batch_size, cost), cost

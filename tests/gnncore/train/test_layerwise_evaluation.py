@@ -1,0 +1,200 @@
+"""Exact evaluation through the layer-wise engine (gnncore.train.node.exact) equals
+today's sampled evaluation with every neighbour, and leaves training unchanged."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import require_dataset
+from gnncore.io import ingest
+from gnncore.sampler import build_sampler
+from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
+from gnncore.synth import SynthSpec, generate_graph
+from gnncore.train import NodeTrainConfig, build_model
+from gnncore.train.core.layerwise import Adjacency, block, block_of, rows_per_layer
+from gnncore.train.fit import RunHooks, fit
+from gnncore.train.node.exact import EvaluationCost, choose, sampled_cost
+from gnncore.train.node.loop import evaluate, make_loader
+from gnncore.train.node.task import NodeTask, train_node_classifier
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*torch.jit.script.* is deprecated:DeprecationWarning"
+)
+
+CONFIG = NodeTrainConfig(hidden=32, epochs=2, batch_size=64, lr=0.01, device="cpu", seed=3)
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> GraphDir:
+    """3,000 generated nodes, mean degree 8, 5 classes, 24 features."""
+    out = tmp_path_factory.mktemp("layerwise-eval") / "g"
+    spec = SynthSpec(num_nodes=3000, avg_degree=8, num_classes=5, num_features=24, seed=11)
+    generate_graph(out, spec, memory_budget=None)
+    return GraphDir.open(out)
+
+
+@pytest.fixture(scope="module")
+def cora(tmp_path_factory: pytest.TempPathFactory) -> GraphDir:
+    raw = require_dataset("planetoid", "Cora")
+    if not (raw / "raw" / "ind.cora.x").is_file():
+        pytest.skip(f"Cora raw files not found under {raw}")
+    out = tmp_path_factory.mktemp("cora") / "cora"
+    ingest(raw, out)
+    return GraphDir.open(out)
+
+
+def _splits(graph: GraphDir) -> list[torch.Tensor]:
+    return [torch.from_numpy(graph.split(s).astype(np.int64)) for s in ("train", "val", "test")]
+
+
+def _train(graph: GraphDir, config: NodeTrainConfig, sampled: bool) -> tuple[object, NodeTask]:
+    """Train with exact evaluation, layer-wise or (``sampled``) through the
+    all-neighbour sampler that exact evaluation used before."""
+    features, topology = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
+    eval_sampler = None
+    if sampled:
+        fanouts = (-1,) * config.num_layers
+        eval_sampler = build_sampler(config.sampler, topology, fanouts, seed=config.seed + 1)
+    task = NodeTask(
+        features,
+        topology,
+        _splits(graph),
+        graph.manifest.num_classes,
+        eval_sampler=eval_sampler,
+    )
+    return fit(task, config, None, RunHooks(None, False, None, False, None)), task
+
+
+def _predictions(graph: GraphDir, model: torch.nn.Module, config: NodeTrainConfig) -> tuple:
+    """Test-set predictions both ways for one model: sampled loader, layer-wise."""
+    features, topology = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
+    test = _splits(graph)[2]
+    sampler = build_sampler("dense", topology, (-1,) * config.num_layers, seed=1)
+    loader = make_loader((features, topology), sampler, test, 97, config, torch.device("cpu"))
+    sampled = evaluate(model, loader, torch.device("cpu"))
+    adjacency = Adjacency(sampler.indptr, sampler.indices)
+    evaluation, cost = choose("test", model, adjacency, test, config)
+    assert evaluation is not None and cost is not None and cost.use_layerwise
+    exact = evaluation(model, features, torch.device("cpu"))
+    return sampled, exact
+
+
+@pytest.mark.parametrize("name", ["sage", "gat", "gin"])
+def test_layerwise_metrics_equal_sampled_exact_evaluation(synth: GraphDir, name: str) -> None:
+    config = dataclasses.replace(CONFIG, model=name)
+    torch.manual_seed(0)
+    model = build_model(name, 24, 32, synth.manifest.num_classes, 2, 0.0).eval()
+    sampled, exact = _predictions(synth, model, config)
+    assert exact.accuracy == sampled.accuracy
+    assert exact.macro_f1 == pytest.approx(sampled.macro_f1, abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["sage", "gat", "gin"])
+def test_training_with_layerwise_evaluation_equals_sampled(synth: GraphDir, name: str) -> None:
+    """Same validation curve, same test figures, bit-identical weights: evaluation
+    does not consume training's random stream differently."""
+    config = dataclasses.replace(CONFIG, model=name, normalize_features=name == "gin")
+    layerwise, task = _train(synth, config, sampled=False)
+    sampled, old = _train(synth, config, sampled=True)
+    assert task.evaluation_ways == {"val": "layer-wise", "test": "layer-wise"}
+    assert old.evaluation_ways == {"val": "sampled", "test": "sampled"}
+    assert layerwise.val_accuracy == sampled.val_accuracy  # type: ignore[attr-defined]
+    assert layerwise.test_accuracy == sampled.test_accuracy  # type: ignore[attr-defined]
+    for key, value in layerwise.model.state_dict().items():  # type: ignore[attr-defined]
+        assert torch.equal(value, sampled.model.state_dict()[key]), key  # type: ignore[attr-defined]
+
+
+def test_gcn_is_exact_full_graph_gcn_within_a_point_of_sampled(synth: GraphDir) -> None:
+    """Layer-wise GCN uses full-graph degrees (what `gnncore predict` computes);
+    sampled evaluation gives the outermost hop degree 1. On this graph the two
+    accuracies stay within 0.02 of each other; the layer-wise logits equal the
+    model's forward over the whole graph."""
+    config = dataclasses.replace(CONFIG, model="gcn")
+    result, task = _train(synth, config, sampled=False)
+    assert task.evaluation_ways["test"] == "layer-wise"
+    model = result.model.eval()  # type: ignore[attr-defined]
+    sampled, exact = _predictions(synth, model, config)
+    assert abs(exact.accuracy - sampled.accuracy) <= 0.02
+    x = torch.from_numpy(np.array(synth.features()))
+    indptr, indices = np.asarray(synth.indptr), np.asarray(synth.indices)
+    dst = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    edge_index = torch.from_numpy(np.stack([np.asarray(indices, np.int64), dst]))
+    full = model(x, edge_index).argmax(-1)
+    test = _splits(synth)[2]
+    labels = torch.from_numpy(np.asarray(synth.labels()))
+    assert exact.accuracy == pytest.approx(float((full[test] == labels[test]).float().mean()))
+
+
+@pytest.mark.dataset
+@pytest.mark.parametrize("name", ["sage", "gat", "gin", "gcn"])
+def test_cora_layerwise_equals_sampled(cora: GraphDir, name: str) -> None:
+    config = dataclasses.replace(CONFIG, model=name, normalize_features=True)
+    torch.manual_seed(1)
+    model = build_model(name, 1433, 32, 7, 2, 0.0).eval()
+    sampled, exact = _predictions(cora, model, config)
+    if name == "gcn":
+        assert abs(exact.accuracy - sampled.accuracy) <= 0.05
+    else:
+        assert exact.accuracy == sampled.accuracy
+
+
+def test_eval_fanouts_still_samples(synth: GraphDir) -> None:
+    config = dataclasses.replace(CONFIG, epochs=1, eval_fanouts=(5, 5))
+    _, task = _train(synth, config, sampled=False)
+    assert task.evaluation_ways == {"val": "sampled", "test": "sampled"}
+
+
+def test_block_of_a_range_is_the_range_block(synth: GraphDir) -> None:
+    adjacency = Adjacency(np.asarray(synth.indptr), np.asarray(synth.indices))
+    ranged, chosen = block(adjacency, 100, 180), block_of(adjacency, torch.arange(100, 180))
+    assert torch.equal(ranged.n_id, chosen.n_id)
+    assert torch.equal(ranged.edge_index, chosen.edge_index)
+
+
+def test_rows_per_layer_are_the_in_neighbourhoods(synth: GraphDir) -> None:
+    indptr, indices = np.asarray(synth.indptr), np.asarray(synth.indices)
+    adjacency = Adjacency(indptr, indices)
+    targets = torch.tensor([5, 17, 2999])
+    rows = rows_per_layer(adjacency, targets, 3)
+    assert rows[2].tolist() == [5, 17, 2999]
+    one_hop = set(targets.tolist())
+    for t in targets.tolist():
+        one_hop.update(int(s) for s in indices[indptr[t] : indptr[t + 1]])
+    assert rows[1].tolist() == sorted(one_hop)
+    assert set(rows[0].tolist()) >= one_hop
+
+
+def test_cost_rule_picks_layerwise_for_a_large_evaluation_set(synth: GraphDir) -> None:
+    indptr, indices = np.asarray(synth.indptr), np.asarray(synth.indices)
+    adjacency = Adjacency(indptr, indices)
+    model = build_model("sage", 24, 32, 5, 2, 0.0)
+    everything = torch.arange(adjacency.num_nodes)
+    evaluation, cost = choose("test", model, adjacency, everything, CONFIG)
+    assert evaluation is not None and cost is not None
+    assert cost.use_layerwise and cost.layerwise < cost.sampled
+    # Sampling the whole graph with every neighbour costs at least L (N + E)
+    # once per batch's overlap; layer-wise is L (N + E) exactly here.
+    assert cost.layerwise == 2 * (adjacency.num_nodes + int(indptr[-1]))
+    assert sampled_cost(adjacency, everything[:0], 2, 64, True) == 0
+
+
+def test_cost_rule_falls_back_when_layers_do_not_fit() -> None:
+    cost = EvaluationCost(layerwise=10, sampled=100, layer_bytes=1 << 30, memory=1 << 30)
+    assert not cost.fits and not cost.use_layerwise
+    assert EvaluationCost(10, 100, 1 << 20, None).use_layerwise
+    assert not EvaluationCost(100, 10, 1 << 20, None).use_layerwise
+
+
+def test_train_node_classifier_reports_the_same_test_accuracy(synth: GraphDir) -> None:
+    """The public entry point goes layer-wise by itself."""
+    features, topology = GraphDirFeatureStore(synth), GraphDirGraphStore(synth)
+    config = dataclasses.replace(CONFIG, epochs=1)
+    result = train_node_classifier(
+        features, topology, *_splits(synth), synth.manifest.num_classes, config, progress=False
+    )
+    sampled, _ = _train(synth, config, sampled=True)
+    assert result.test_accuracy == sampled.test_accuracy  # type: ignore[attr-defined]
