@@ -1,0 +1,15 @@
+"""``LONGEST_FILES`` (tests/conftest.py) names files that exist: a moved file left
+behind there is silently started last instead of first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import LONGEST_FILES
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_longest_files_exist_once() -> None:
+    assert [name for name in LONGEST_FILES if not (REPO / name).is_file()] == []
+    assert len(set(LONGEST_FILES)) == len(LONGEST_FILES)
