@@ -1,7 +1,9 @@
 """The benchmark harness of gnncore, outside the library: what ``gnncore bench``
 runs and what the scripts in ``benchmarks/`` build on.
 
-* :mod:`gnncore_bench.partition`: partitioners side by side, one process each.
+* :mod:`gnncore_bench.partition`: partitioners side by side, one process each
+  (:mod:`gnncore_bench.external`, :mod:`gnncore_bench.external_spec`: outside
+  partitioners given as command templates, on a METIS file).
 * :mod:`gnncore_bench.sampler`: DENSE against per-layer sampling.
 * :mod:`gnncore_bench.plan`: the placement and replication plans' simulated reads.
 * :mod:`gnncore_bench.outofcore`: the training modes under one memory limit.

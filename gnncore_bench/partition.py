@@ -7,6 +7,14 @@ command (``VmHWM`` at its end: post-processing and writing included; worker
 processes' peaks added). ``--threads`` reaches every method that runs threads
 (KaMinPar); GREM's parallelism is ``--workers`` processes. Results are written
 as JSON, a Markdown table and a cut / time / memory chart.
+
+Outside partitioners (``externals``: :mod:`gnncore_bench.external`) run beside
+the built-in methods on a METIS-format copy of the graph, written once per run
+(its write time is reported on its own, as ``metis_graph``), and their rows go
+into the same JSON, table and chart. A failed external (a non-zero exit, a
+timeout, a malformed partition file) is listed under ``failed`` and in the
+Markdown; the reports are written with the other rows, then
+:func:`bench_partition` raises naming every failure.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ import numpy as np
 from gnncore.errors import GnnCoreError
 from gnncore.partition.comparison import comparison_chart, markdown_table, setting_label
 from gnncore.partition.run import METHODS, MethodSettings
+from gnncore_bench.external import METIS_GRAPH_NAME, run_external, write_metis_graph
+from gnncore_bench.external_spec import DEFAULT_TIMEOUT, ExternalPartitioner, check_names
 
 
 def run_in_subprocess(
@@ -158,17 +168,28 @@ def bench_partition(
     settings: MethodSettings | None = None,
     progress: bool = True,
     shuffles: int = 1,
+    externals: Sequence[ExternalPartitioner] = (),
+    external_timeout: float | None = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
     """Run every method at every part count; write ``bench.json``/``.md``/``.png``.
 
     With ``shuffles > 1``, methods that depend on the edge-stream order
     (:data:`STREAM_ORDER_METHODS`) run on that many orders of the stream; rows
     carry ``shuffle`` (the stream's seed).
+
+    ``externals`` (:func:`gnncore_bench.external_spec.parse_external`) run after the
+    built-in methods at every part count, on the graph's own order, each
+    within ``external_timeout`` seconds (``None``: no limit).
+
+    Raises:
+        ValueError: An unknown method or a repeated external name (before any work).
+        GnnCoreError: An external failed (after the reports are written).
     """
     settings = settings or MethodSettings()
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
+    check_names(externals, METHODS)
     graph_dir, out_dir = Path(graph_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     streams = shuffled_copies(graph_dir, out_dir, max(shuffles, 1))
@@ -193,9 +214,28 @@ def bench_partition(
                     settings,
                 )
                 rows.append({**row, "shuffle": shuffle})
+    metis_graph: dict[str, Any] | None = None
+    failed: list[dict[str, Any]] = []
+    if externals:
+        metis_graph, failed = _run_externals(
+            externals,
+            graph_dir,
+            out_dir,
+            parts,
+            seed,
+            imbalance,
+            settings.threads,
+            external_timeout,
+            progress,
+            rows,
+            streams[0][0],
+        )
     result = {
         "graph_dir": str(graph_dir),
         "methods": list(methods),
+        "externals": {e.name: e.template for e in externals},
+        "metis_graph": metis_graph,
+        "failed": failed,
         "parts": list(parts),
         "seed": seed,
         "imbalance": imbalance,
@@ -204,10 +244,81 @@ def bench_partition(
         "rows": rows,
     }
     (out_dir / "bench.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    table = markdown_table(rows)
+    table = markdown_table(rows) + _external_notes(metis_graph, failed)
     (out_dir / "bench.md").write_text(
-        f"# Partitioning benchmark: {graph_dir}\n\n{table}\n{pivot_tables(rows)}"
+        f"# Partitioning benchmark: {graph_dir}\n\n{table}\n{pivot_tables(rows) if rows else ''}"
     )
-    (out_dir / "bench.png").write_bytes(comparison_chart(rows))
+    if rows:
+        (out_dir / "bench.png").write_bytes(comparison_chart(rows))
+    if failed:
+        raise GnnCoreError(
+            f"{len(failed)} external run(s) failed (the other rows are in "
+            f"{out_dir / 'bench.json'}):\n" + "\n".join(f["error"] for f in failed)
+        )
     result["markdown"] = table
     return result
+
+
+def _run_externals(
+    externals: Sequence[ExternalPartitioner],
+    graph_dir: Path,
+    out_dir: Path,
+    parts: Sequence[int],
+    seed: int,
+    imbalance: float,
+    threads: int,
+    timeout: float | None,
+    progress: bool,
+    rows: list[dict[str, Any]],
+    shuffle: int,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Write the METIS file, run every external at every part count, append
+    their rows to ``rows``; return the METIS file's summary and the failures."""
+
+    def say(message: str) -> None:
+        if progress:
+            print(f"[bench partition] {message}", file=sys.stderr, flush=True)
+
+    metis_graph = write_metis_graph(graph_dir, out_dir / METIS_GRAPH_NAME)
+    say(
+        f"wrote {metis_graph['path']} ({metis_graph['bytes'] / 2**20:,.1f} MiB) "
+        f"in {metis_graph['seconds']:.2f} s"
+    )
+    failed: list[dict[str, Any]] = []
+    for external in externals:
+        for p in parts:
+            say(f"{external.name} p={p} ...")
+            run_dir = out_dir / "partitions" / f"{external.name}-p{p}"
+            try:
+                row = run_external(
+                    external,
+                    graph_dir,
+                    metis_graph["path"],
+                    run_dir,
+                    p,
+                    seed=seed,
+                    imbalance=imbalance,
+                    threads=threads,
+                    timeout=timeout,
+                )
+            except GnnCoreError as exc:
+                failed.append({"method": external.name, "parts": p, "error": str(exc)})
+                continue
+            rows.append({**row, "shuffle": shuffle})
+    return metis_graph, failed
+
+
+def _external_notes(metis_graph: dict[str, Any] | None, failed: Sequence[dict[str, Any]]) -> str:
+    """Below the table: the METIS file's write, and each failed external run."""
+    notes = []
+    if metis_graph is not None:
+        notes.append(
+            f"\nMETIS graph for the external partitioners: {metis_graph['path']} "
+            f"({metis_graph['nodes']:,} nodes, {metis_graph['edges']:,} edges, "
+            f"{metis_graph['bytes'] / 2**20:,.1f} MiB), written in "
+            f"{metis_graph['seconds']:.2f} s (not in any row's seconds).\n"
+        )
+    if failed:
+        notes.append("\nFailed:\n")
+        notes += [f"- {f['method']} p={f['parts']}: {f['error'].splitlines()[0]}\n" for f in failed]
+    return "".join(notes)

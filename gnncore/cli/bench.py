@@ -65,6 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="run grem/greedy on this many orders of the edge stream",
     )
+    from gnncore_bench.external_spec import add_external_arguments  # stdlib only
+
+    add_external_arguments(part)
     add_method_arguments(part)
 
     samp = sub.add_parser(
@@ -401,6 +404,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             settings=settings_from(args),
             shuffles=args.shuffles,
             progress=not args.no_progress and on_terminal(),
+            externals=args.external,
+            external_timeout=args.external_timeout,
         ),
     )
 
