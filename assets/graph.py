@@ -3,11 +3,11 @@
 import dagster as dg
 from pydantic import Field
 
-from assets.costs import cost_metadata
+from assets.costs import cost_metadata, stage_budget
 from assets.dataset import raw_dataset
 from assets.partitions import DATASET_PARTITIONS, run_tags
 from assets.upstream import upstream_metadata
-from resources import DataRootResource, MlflowResource
+from resources import DataRootResource, MemoryBudgetResource, MlflowResource
 
 
 class IngestConfig(dg.Config):
@@ -15,10 +15,12 @@ class IngestConfig(dg.Config):
     writes the same graph)."""
 
     memory_budget: str = Field(
-        default="auto",
-        description="auto: half the available memory, in bounded memory wherever that path "
-        "takes the input (it is faster), else in memory; a size (4GiB, 512MiB): "
-        "bounded-memory ingestion (text edge lists, integer or string ids); none: in memory.",
+        default="",
+        description="Empty: the deployment's budget (the memory resource), bounded memory "
+        "wherever that path takes the input, else in memory, reported against it; when set, "
+        "it wins: auto (what the process may take), in bounded memory wherever that path takes "
+        "the input (it is faster), else in memory; a size (4GiB, 512MiB): bounded-memory "
+        "ingestion (text edge lists, integer or string ids); none: in memory.",
     )
 
 
@@ -33,16 +35,20 @@ def graph(
     config: IngestConfig,
     storage: DataRootResource,
     mlflow: MlflowResource,
+    memory: MemoryBudgetResource,
 ) -> dg.MaterializeResult:
     """The raw dataset ingested with Polars into a validated CSR graph directory,
     ``graphs/<name>-<stage key>``: the key covers the ingest settings and the
     raw input's sha256; the same settings on the same input reuse it. A new
-    ingestion is an MLflow run with its phases, peak RSS and bytes."""
+    ingestion is an MLflow run with its phases, peak RSS and bytes; its peak
+    RSS is reported against the memory budget (``memory`` resource, or the
+    config's own)."""
     from gnncore.io import ingest_versioned
 
     raw = upstream_metadata(context, raw_dataset.key)
     name = str(raw["name"])
     storage.stage_dir("graphs", name)  # checks the name is a safe one
+    budget, argument = _ingest_budget(context, config, memory, raw)
     tracker = mlflow.tracker()
     out = ingest_versioned(
         str(raw["path"]),
@@ -54,7 +60,7 @@ def graph(
         nodes=str(raw["nodes"]) if raw.get("nodes") else None,
         standardize_features=bool(raw.get("standardize_features", False)),
         progress=lambda stage: context.log.info(f"ingest: {stage}"),
-        memory_budget=None if config.memory_budget == "none" else config.memory_budget,
+        memory_budget=argument,
         tracking=tracker,
         tags=run_tags(context),
     )
@@ -79,10 +85,11 @@ def graph(
             "num_features": report.num_features,
             "num_classes": report.num_classes,
             "seconds": dg.MetadataValue.float(report.seconds),
+            "memory_budget": memory.setting(config.memory_budget),
             **cost_metadata(
                 report.phases,
                 peak_rss_bytes=report.peak_rss_bytes,
-                memory_budget=report.memory_budget,
+                memory_budget=budget,
                 input_bytes=report.input_bytes,
                 output_bytes=report.output_bytes,
                 storage_read_bytes=report.storage_read_bytes,
@@ -95,3 +102,31 @@ def graph(
             ),
         }
     )
+
+
+def _ingest_budget(
+    context: dg.AssetExecutionContext,
+    config: IngestConfig,
+    memory: MemoryBudgetResource,
+    raw: dict,
+) -> tuple[int | None, int | str | None]:
+    """The budget ingestion runs under (bytes, ``None`` for ``none``) and the
+    ``memory_budget`` argument that gives it (the setting, which the MLflow
+    run records as it was written): ``auto`` stays ``auto``; a size
+    set on the asset forces bounded memory; the deployment's size does where
+    the bounded path takes the input, else ingestion runs in memory and its
+    peak is only reported against it."""
+    from gnncore.io.dispatch import takes_memory_budget
+
+    setting = memory.setting(config.memory_budget)
+    budget = stage_budget(memory, config.memory_budget)
+    if budget is None or setting == "auto" or config.memory_budget:
+        return budget, None if budget is None else setting
+    nodes = str(raw["nodes"]) if raw.get("nodes") else None
+    if takes_memory_budget(str(raw["path"]), str(raw["format"]), nodes):
+        return budget, setting
+    context.log.info(
+        f"ingest: {raw['format']} input is ingested in memory (the bounded path takes text "
+        f"edge lists); its peak is reported against the budget of {budget:,} bytes"
+    )
+    return budget, "auto"

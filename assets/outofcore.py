@@ -11,12 +11,12 @@ reuse it); ``trained_model`` reads it in mode ``hierbatching``.
 import dagster as dg
 from pydantic import Field
 
-from assets.costs import cost_metadata
+from assets.costs import cost_metadata, stage_budget
 from assets.partition import graph_partition
 from assets.partitions import DATASET_PARTITIONS
 from assets.upstream import upstream_metadata
 from gnncore.outofcore.store import STATIC_FRACTION_HELP
-from resources import DataRootResource
+from resources import DataRootResource, MemoryBudgetResource
 
 
 class StoreConfig(dg.Config):
@@ -24,10 +24,11 @@ class StoreConfig(dg.Config):
 
     static_fraction: float = Field(default=0.01, description=STATIC_FRACTION_HELP)
     memory_budget: str = Field(
-        default="auto",
-        description="The memory the store writer may take (e.g. 1GiB; auto: half the "
-        "available memory, a cgroup limit included): features and edges stream through "
-        "buffers sized from it; too small a budget is refused. Same bytes (not in the stage key).",
+        default="",
+        description="The memory the store writer may take (empty: the deployment's, the memory "
+        "resource; when set, it wins: auto, none or a size such as 1GiB): features and edges "
+        "stream through buffers sized from it once the process's own memory is taken off; too "
+        "small a budget is refused. Same bytes (not in the stage key).",
     )
 
 
@@ -38,7 +39,10 @@ class StoreConfig(dg.Config):
     partitions_def=DATASET_PARTITIONS,
 )
 def partitioned_store(
-    context: dg.AssetExecutionContext, config: StoreConfig, storage: DataRootResource
+    context: dg.AssetExecutionContext,
+    config: StoreConfig,
+    storage: DataRootResource,
+    memory: MemoryBudgetResource,
 ) -> dg.MaterializeResult:
     """The graph of ``graph_partition`` relabelled partition by partition, its edges
     in destination-major buckets and its static set, for out-of-core training
@@ -58,7 +62,7 @@ def partitioned_store(
     with reporting(timer):
         report = build_partitioned_store(
             graph_dir.path, part_dir.path, out, fraction, reuse=True,
-            memory_budget=config.memory_budget,
+            memory_budget=stage_budget(memory, config.memory_budget),
         )  # fmt: skip
     timer.stop()
     store, usage, reused = report.store, report.usage, report.reused
@@ -85,6 +89,7 @@ def partitioned_store(
             "nodes_per_partition": dg.MetadataValue.md(
                 "| partition | nodes | in-edges |\n|---|---|---|\n" + rows
             ),
+            "memory_budget": memory.setting(config.memory_budget),
             # This materialization's cost (when reused: the check's).
             **cost_metadata(
                 {} if reused else timer.seconds(),

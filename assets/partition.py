@@ -12,11 +12,11 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from assets.costs import cost_metadata
+from assets.costs import cost_metadata, stage_budget
 from assets.graph import graph
 from assets.partitions import DATASET_PARTITIONS, run_tags
 from assets.upstream import upstream_metadata
-from resources import DataRootResource, MlflowResource
+from resources import DataRootResource, MemoryBudgetResource, MlflowResource
 
 COMPARED_METHODS = (
     "metis",
@@ -70,9 +70,11 @@ class PartitionConfig(dg.Config):
     )
     memory_budget: str = Field(
         default="",
-        description="Memory of the post-processing's buffers beyond its O(|V|) arrays (e.g. "
-        "256MiB; empty: 128MiB). Changes no output (not in the stage key); the method's own "
-        "memory is set by its options (grem: chunk).",
+        description="The stage's memory budget (auto, none or a size such as 1GiB; empty: the "
+        "deployment's, the memory resource; when set, it wins): the post-processing's buffers "
+        "beyond its O(|V|) arrays take a quarter of it, 1MiB to 1GiB (auto: a quarter of what "
+        "the process may take, from 128MiB; none: 128MiB). Changes no output (not in the stage "
+        "key); the method's own memory is set by its options (grem: chunk).",
     )
     threads: int = Field(
         default=1,
@@ -90,6 +92,7 @@ def materialize_partition(
     method: str,
     storage: DataRootResource,
     mlflow: MlflowResource,
+    memory: MemoryBudgetResource,
 ) -> dg.MaterializeResult:
     """Partition the graph of this lineage (:mod:`assets.upstream`) with ``method``
     into a directory named by the stage key (settings and graph version): one
@@ -97,9 +100,13 @@ def materialize_partition(
     key covers). The same settings on the same graph reuse the directory
     (``reused`` is true)."""
     from gnncore.partition import MethodSettings, partition_graph
-    from gnncore.partition.run import part_size_chart, partition_stage_key
+    from gnncore.partition.run import (
+        part_size_chart,
+        partition_stage_key,
+        postprocess_budget,
+        postprocess_share,
+    )
     from gnncore.plots import markdown_image
-    from gnncore.sizes import parse_size
     from gnncore.store import GraphDir
     from gnncore.store.manifest import MANIFEST_FILE, sha256_of
     from gnncore.store.versioning import versioned_name
@@ -121,6 +128,11 @@ def materialize_partition(
     )
     prefix = f"{upstream['name']}-{method}-p{config.parts}"
     out = storage.stage_dir("partitions", versioned_name(prefix, key))
+    setting = memory.setting(config.memory_budget)
+    budget = stage_budget(memory, config.memory_budget)
+    buffers = postprocess_budget("auto" if setting == "auto" else None)
+    if budget is not None and setting != "auto":
+        buffers = postprocess_share(budget)
     tracker = mlflow.tracker()
     report = partition_graph(
         graph_dir.path,
@@ -134,7 +146,7 @@ def materialize_partition(
         reuse=True,
         tags=run_tags(context),
         progress=context.log.info,
-        memory_budget=parse_size(config.memory_budget) if config.memory_budget else None,
+        memory_budget=buffers,
     )
     m = report.metrics
     context.log.info(
@@ -155,9 +167,13 @@ def materialize_partition(
             "edge_cut_fraction": dg.MetadataValue.float(m.edge_cut_fraction),
             "max_part_ratio": dg.MetadataValue.float(m.max_part_ratio),
             "seconds": dg.MetadataValue.float(report.seconds),
+            "memory_budget": setting,
+            "postprocess_budget_bytes": buffers,
             **cost_metadata(
                 report.phases,
-                peak_rss_bytes=report.peak_rss_bytes,
+                peak_rss_bytes=report.command_peak_rss_bytes or report.peak_rss_bytes,
+                memory_budget=budget,
+                method_peak_rss_bytes=report.peak_rss_bytes,
                 command_peak_rss_bytes=report.command_peak_rss_bytes,
                 output_bytes=report.output_bytes,
                 storage_read_bytes=report.storage_read_bytes,
@@ -182,9 +198,10 @@ def graph_partition(
     config: PartitionConfig,
     storage: DataRootResource,
     mlflow: MlflowResource,
+    memory: MemoryBudgetResource,
 ) -> dg.MaterializeResult:
     """The min-edge-cut partitioning training uses (method from config)."""
-    return materialize_partition(context, config, config.method, storage, mlflow)
+    return materialize_partition(context, config, config.method, storage, mlflow, memory)
 
 
 def build_method_partition_asset(method: str) -> dg.AssetsDefinition:
@@ -203,8 +220,9 @@ def build_method_partition_asset(method: str) -> dg.AssetsDefinition:
         config: PartitionConfig,
         storage: DataRootResource,
         mlflow: MlflowResource,
+        memory: MemoryBudgetResource,
     ) -> dg.MaterializeResult:
-        return materialize_partition(context, config, method, storage, mlflow)
+        return materialize_partition(context, config, method, storage, mlflow, memory)
 
     return _partition
 

@@ -5,26 +5,34 @@ neighbour lists on top of ``graph_partition``; ``placement_plan`` (Song &
 Jiang) decides which nodes' features each device caches. Each is one library
 call and one MLflow run, written to a directory named by its stage key (the
 same settings on the same inputs reuse it); ``trained_model`` serves features
-through the placement and records both plans.
+through the placement and records both plans. Each refuses, before any work,
+when the deployment's memory budget (the ``memory`` resource) is below its
+estimate (:mod:`gnncore.plan.memory`), and reports its peak RSS against it.
 """
 
 from typing import Any
 
 import dagster as dg
 
+from assets.costs import budget_metadata, stage_budget
 from assets.options import options_config
 from assets.partition import graph_partition
 from assets.partitions import DATASET_PARTITIONS, run_tags
 from assets.upstream import upstream_metadata
 from gnncore.plan import PlacementSettings, ReplicationSettings
-from resources import DataRootResource, MlflowResource
+from resources import DataRootResource, MemoryBudgetResource, MlflowResource
 
 ReplicationConfig = options_config(ReplicationSettings, "ReplicationConfig")
 PlacementConfig = options_config(PlacementSettings, "PlacementConfig")
 
 
-def _common_metadata(report: Any, tracker: Any, graph_path: str) -> dict[str, Any]:
+def _common_metadata(
+    report: Any, tracker: Any, graph_path: str, setting: str, budget: int | None
+) -> dict[str, Any]:
+    from gnncore.usage import peak_rss_bytes
+
     return {
+        **budget_metadata(setting, budget, peak_rss_bytes()),
         "path": dg.MetadataValue.path(report.path),
         "stage_key": report.stage_key,
         "reused": report.reused,
@@ -50,6 +58,7 @@ def replication_plan(
     config: ReplicationConfig,  # type: ignore[valid-type]
     storage: DataRootResource,
     mlflow: MlflowResource,
+    memory: MemoryBudgetResource,
 ) -> dg.MaterializeResult:
     """HDR: the top ``rate`` nodes by degree, whose neighbour lists every partition of
     ``graph_partition`` stores; memory increase per rate as a chart."""
@@ -65,6 +74,7 @@ def replication_plan(
     part_dir = PartitionDir.open(str(partition["path"]), graph_dir)
     out = replication_dir(storage.stage_root("plans"), graph_dir, part_dir, settings)
     tracker = mlflow.tracker()
+    budget = stage_budget(memory)
     report = plan_replication(
         graph_dir.path,
         part_dir.path,
@@ -74,12 +84,13 @@ def replication_plan(
         progress=context.log.info,
         tracking=tracker,
         tags=run_tags(context),
+        memory_budget=budget,
     )
     m = report.metrics
     rows = "\n".join(f"| {i} | {ids} |" for i, ids in enumerate(m["stored_ids"]))
     return dg.MaterializeResult(
         metadata={
-            **_common_metadata(report, tracker, str(graph_dir.path)),
+            **_common_metadata(report, tracker, str(graph_dir.path), memory.setting(), budget),
             "partition_path": dg.MetadataValue.path(str(part_dir.path)),
             "rate": settings.rate,
             "replicated_nodes": int(m["replicated_nodes"]),
@@ -102,6 +113,7 @@ def placement_plan(
     config: PlacementConfig,  # type: ignore[valid-type]
     storage: DataRootResource,
     mlflow: MlflowResource,
+    memory: MemoryBudgetResource,
 ) -> dg.MaterializeResult:
     """Which nodes' features each device caches (Song & Jiang), for the graph the
     replication plan covers; predicted read shares per device as a chart."""
@@ -116,6 +128,7 @@ def placement_plan(
     graph_dir = GraphDir.open(str(upstream["graph_path"]))
     out = placement_dir(storage.stage_root("plans"), graph_dir, settings)
     tracker = mlflow.tracker()
+    budget = stage_budget(memory)
     report = plan_placement(
         graph_dir.path,
         out,
@@ -124,6 +137,7 @@ def placement_plan(
         progress=context.log.info,
         tracking=tracker,
         tags=run_tags(context),
+        memory_budget=budget,
     )
     m = report.metrics
     rows = "\n".join(
@@ -132,7 +146,7 @@ def placement_plan(
     )
     return dg.MaterializeResult(
         metadata={
-            **_common_metadata(report, tracker, str(graph_dir.path)),
+            **_common_metadata(report, tracker, str(graph_dir.path), memory.setting(), budget),
             "replication_path": dg.MetadataValue.path(str(upstream["path"])),
             "devices": settings.devices,
             "cache_nodes": int(m["cache_nodes"]),

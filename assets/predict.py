@@ -2,11 +2,12 @@
 
 import dagster as dg
 
+from assets.costs import budget_metadata, stage_budget
 from assets.graph import graph
 from assets.partitions import DATASET_PARTITIONS
 from assets.train import production_model
 from assets.upstream import upstream_metadata
-from resources import ComputeResource, DataRootResource, MlflowResource
+from resources import ComputeResource, DataRootResource, MemoryBudgetResource, MlflowResource
 
 PREVIEW_ROWS = 5
 
@@ -22,25 +23,33 @@ def predictions(
     storage: DataRootResource,
     mlflow: MlflowResource,
     compute: ComputeResource,
+    memory: MemoryBudgetResource,
 ) -> dg.MaterializeResult:
     """The ``production`` version's prediction for every node of the graph
     (class and class probabilities, or a link model's embedding), keyed by the
     original node ids, by layer-wise inference (``gnncore predict``). Written to
     ``<data root>/predictions/<graph dir>-<task>-v<version>``, with
     ``<graph dir>-<task>-latest`` beside it pointing at the newest;
-    ``test_accuracy`` is measured on the written predictions."""
+    ``test_accuracy`` is measured on the written predictions. The layer
+    outputs stay in memory when they fit in half the deployment's memory
+    budget (the ``memory`` resource), else go to disk in batches sized from
+    it; the peak RSS is reported against it."""
     from pathlib import Path
 
     from gnncore.predict import load_trained_model, predict_graph_dir
     from gnncore.predict.api import link_latest, preview_rows
     from gnncore.tracking.registry import PRODUCTION_ALIAS
+    from gnncore.usage import peak_rss_bytes
 
     name = str(upstream_metadata(context, production_model.key)["registered_model"])
     graph_path = Path(str(upstream_metadata(context, graph.key)["path"]))
     uri = f"models:/{name}@{PRODUCTION_ALIAS}"
     model = load_trained_model(uri, mlflow.resolved_tracking_uri())
     out = storage.stage_dir("predictions", f"{graph_path.name}-{model.spec.task}-v{model.version}")
-    report = predict_graph_dir(graph_path, out, model, device=compute.resolve(), progress=False)
+    budget = stage_budget(memory)
+    report = predict_graph_dir(
+        graph_path, out, model, device=compute.resolve(), progress=False, memory_budget=budget
+    )
     latest = link_latest(out, f"{graph_path.name}-{model.spec.task}-latest")
     summary = report.summary()
     accuracy = {
@@ -67,6 +76,7 @@ def predictions(
             "mlflow_tracking_uri": mlflow.resolved_tracking_uri(),
             "graph_path": dg.MetadataValue.path(str(graph_path)),
             "seconds": dg.MetadataValue.float(float(summary["seconds"])),
+            **budget_metadata(memory.setting(), budget, peak_rss_bytes()),
             "preview": dg.MetadataValue.md(preview_rows(out, PREVIEW_ROWS)),
         }
     )

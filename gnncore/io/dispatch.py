@@ -149,6 +149,19 @@ def in_memory_peak_estimate(source: str | os.PathLike[str], fmt: str) -> int:
     return size * (IN_MEMORY_PEAK_PER_PACKED_BYTE if packed else IN_MEMORY_PEAK_PER_TEXT_BYTE)
 
 
+def takes_memory_budget(
+    source: str | os.PathLike[str],
+    format: str = "auto",  # noqa: A002 - the public name
+    nodes: str | os.PathLike[str] | None = None,
+) -> bool:
+    """Whether bounded-memory ingestion takes ``source`` (a text edge list
+    without a node table): an explicit budget with any other input is refused,
+    and a deployment's budget (the Dagster ``memory`` resource) can only be
+    reported against, as ingestion runs in memory."""
+    fmt = detect_format(source) if format == "auto" else format
+    return _bounded_applies(fmt, nodes)
+
+
 def _bounded_applies(fmt: str, nodes: str | os.PathLike[str] | None) -> bool:
     """Whether bounded-memory ingestion takes this input (see :func:`_ingest_bounded`)."""
     return fmt == "edgelist" and nodes is None

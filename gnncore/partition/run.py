@@ -21,6 +21,7 @@ from gnncore.partition.methods import METHODS, MethodSettings, make_partitioner,
 from gnncore.partition.postprocess import balance_splits
 from gnncore.partition.postprocess_stream import (
     DEFAULT_MEMORY_BUDGET,
+    MIN_MEMORY_BUDGET,
     StreamBuffers,
     write_postprocessed,
 )
@@ -147,6 +148,14 @@ def postprocess_budget(memory_budget: int | str | None) -> int:
         return max(DEFAULT_MEMORY_BUDGET, min(quarter, AUTO_POSTPROCESS_CAP))
     resolved = resolve_memory_budget(memory_budget)
     return DEFAULT_MEMORY_BUDGET if resolved is None else resolved
+
+
+def postprocess_share(stage_budget: int) -> int:
+    """The post-processing's buffers out of a whole stage's budget (the
+    deployment's, :class:`resources.MemoryBudgetResource`): a quarter of it,
+    between :data:`~gnncore.partition.postprocess_stream.MIN_MEMORY_BUDGET`
+    and :data:`AUTO_POSTPROCESS_CAP` (the method and the O(|V|) arrays take the rest)."""
+    return max(MIN_MEMORY_BUDGET, min(int(stage_budget) // 4, AUTO_POSTPROCESS_CAP))
 
 
 @dataclass(frozen=True)

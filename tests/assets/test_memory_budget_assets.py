@@ -1,0 +1,113 @@
+"""One memory budget for a deployment: the ``memory`` resource reaches every
+stage asset, an asset's own ``memory_budget`` wins, ``none`` is unbounded, and
+each stage reports its peak RSS against the budget it ran under."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
+from assets.partitions import PARTITIONS_NAME
+from gnncore.partition.run import postprocess_share
+from gnncore.usage import peak_rss_bytes
+from pipelines.definitions import build_resources
+from resources import MemoryBudgetResource
+
+DATASET = "budgeted"
+GENERATED = {"num_nodes": 1500, "avg_degree": 8, "num_classes": 4, "num_features": 16}
+#: Stages that size themselves from the budget (``trained_model`` is wired elsewhere).
+STAGES = (
+    "graph",
+    "graph_partition",
+    "replication_plan",
+    "placement_plan",
+    "partitioned_store",
+    "predictions",
+)
+BUDGET = 6 << 30
+
+
+def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
+    (mat,) = result.asset_materializations_for_node(asset)
+    return {k: v.value for k, v in mat.metadata.items()}
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    """A materializer of the pipeline on a small generated graph under a chosen
+    ``memory`` resource (``ops``: the run config of a selection), and the whole
+    pipeline materialized under 6 GiB; the data root and instance are shared:
+    later runs reuse the earlier outputs and report against their own budget."""
+    root = tmp_path_factory.mktemp("data")
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, [DATASET])
+
+    def materialize(budget: str, ops: dict | None = None, **kwargs) -> dg.ExecuteInProcessResult:
+        resources = {**build_resources(str(root)), "memory": MemoryBudgetResource(budget=budget)}
+        config = ops or {
+            "raw_dataset": {"config": GENERATED},
+            "graph_partition": {"config": {"parts": 2}},
+            "trained_model": {"config": {"node": {"epochs": 2, "hidden": 16, "batch_size": 256}}},
+        }
+        return dg.materialize(
+            PIPELINE_ASSETS + PIPELINE_CHECKS,
+            instance=instance,
+            resources=resources,
+            partition_key=DATASET,
+            run_config={"ops": config},
+            **kwargs,
+        )
+
+    return materialize, materialize("6GiB")
+
+
+def test_the_resource_budget_reaches_every_stage(deployment) -> None:
+    _, result = deployment
+    for asset in STAGES:
+        meta = _metadata(result, asset)
+        assert meta["memory_budget"] == "6GiB", asset
+        assert meta["memory_budget_bytes"] == BUDGET, asset
+        assert 0 < meta["peak_rss_bytes"] <= peak_rss_bytes(), asset
+        assert meta["peak_rss_of_budget"] == pytest.approx(meta["peak_rss_bytes"] / BUDGET)
+    # The post-processing's buffers are a quarter of the stage's budget, at most 1 GiB.
+    assert _metadata(result, "graph_partition")["postprocess_budget_bytes"] == 1 << 30
+    # The planners check their estimate against it (and recorded the estimate).
+    assert 0 < _metadata(result, "placement_plan")["memory_estimate_bytes"] < BUDGET
+
+
+def test_an_assets_own_setting_wins_and_none_is_unbounded(deployment) -> None:
+    materialize, _ = deployment
+    selection = dg.AssetSelection.assets(
+        "graph", "graph_partition", "replication_plan", "partitioned_store"
+    )
+    ops = {
+        "graph_partition": {"config": {"parts": 2, "memory_budget": "256MiB"}},
+        "partitioned_store": {"config": {"memory_budget": "5GiB"}},
+    }
+    result = materialize("none", ops, selection=selection)
+    part = _metadata(result, "graph_partition")
+    assert part["memory_budget_bytes"] == 256 << 20
+    assert part["postprocess_budget_bytes"] == postprocess_share(256 << 20) == 64 << 20
+    store = _metadata(result, "partitioned_store")
+    assert store["memory_budget"] == "5GiB" and store["memory_budget_bytes"] == 5 << 30
+    for asset in ("graph", "replication_plan"):
+        meta = _metadata(result, asset)
+        assert meta["memory_budget"] == "none"
+        assert "memory_budget_bytes" not in meta and "peak_rss_of_budget" not in meta
+        assert meta["peak_rss_bytes"] > 0
+
+
+def test_a_budget_below_a_stages_need_is_refused_naming_both(deployment) -> None:
+    materialize, _ = deployment
+    result = materialize(
+        "8MiB",
+        {"replication_plan": {"config": {"rate": 0.02}}},  # a new plan: a reused one needs none
+        selection=dg.AssetSelection.assets("replication_plan"),
+        raise_on_error=False,
+    )
+    assert not result.success
+    (failure,) = result.get_step_failure_events()
+    message = str(failure.step_failure_data.error)
+    assert "memory_budget of 8.0 MiB is below the" in message, message
+    assert "replication plan of 1500 nodes is estimated to need" in message, message
