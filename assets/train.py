@@ -14,7 +14,7 @@ from assets.ranks import ranks_stage_dir
 from assets.train_config import TrainConfig
 from assets.train_metadata import VALIDATION_METRIC, run_metadata, to_dagster
 from assets.upstream import upstream_metadata
-from resources import ComputeResource, DataRootResource, MlflowResource
+from resources import ComputeResource, DataRootResource, MemoryBudgetResource, MlflowResource
 
 
 @dg.asset(
@@ -37,6 +37,7 @@ def trained_model(
     mlflow: MlflowResource,
     compute: ComputeResource,
     pipes: dg.PipesSubprocessClient,
+    memory: MemoryBudgetResource,
 ) -> dg.MaterializeResult:
     """A GNN trained with the C++ neighbour sampler; run, curves and model in MLflow.
 
@@ -46,13 +47,24 @@ def trained_model(
     come back to this run. Checkpoints go to
     ``<data root>/checkpoints/<dataset>-<task>-<model>[-nproc<N>]-<dagster run id>``
     after every epoch, so a retry of the same Dagster run resumes where the
-    failed attempt stopped, while every new run trains from scratch."""
+    failed attempt stopped, while every new run trains from scratch.
+
+    Mode ``auto`` (the default) is chosen here, before any input is read
+    (:func:`gnncore.modes.choose.resolve_mode`), against the ``memory``
+    resource's budget (the task options' own ``memory_budget`` wins):
+    ``in_memory`` when the training data fits, else ``hierbatching`` from this
+    lineage's ``partitioned_store`` (node) or ``partition_buffer`` (link,
+    encoder ``none``). The metadata shows ``mode``, ``mode_requested``,
+    ``mode_reason``, the in-memory estimate and the budget. With ``nproc`` > 1
+    the ranks read rank data: ``auto`` is ``mmap`` there."""
     upstream = upstream_metadata(context, graph.key)
     train_config = config.build(compute.resolve())
     if config.nproc > 1:
         metadata = train_with_pipes(context, config, train_config, upstream, storage, mlflow, pipes)
     else:
-        metadata = train_in_process(context, config, train_config, upstream, storage, mlflow)
+        metadata = train_in_process(
+            context, config, train_config, upstream, storage, mlflow, memory
+        )
     return dg.MaterializeResult(
         metadata={**metadata, **register_model(mlflow, config.task, upstream, metadata)}
     )
@@ -77,14 +89,18 @@ def train_in_process(
     upstream: dict[str, Any],
     storage: DataRootResource,
     mlflow: MlflowResource,
+    memory: MemoryBudgetResource,
 ) -> dict[str, Any]:
-    """Train in this process (``nproc`` 1); the run's metadata."""
+    """Train in this process (``nproc`` 1), in the mode :func:`choose_mode_for`
+    resolves; the run's metadata."""
     from gnncore.modes import train_graph_dir
 
-    plans = plans_for(context, config.task, train_config, str(upstream["path"]))
-    store = store_for(context, config.task, train_config, str(upstream["path"]))
-    tracker = mlflow.tracker()
     checkpoints = checkpoint_dir(context, config, storage, upstream)
+    choice = choose_mode_for(context, config.task, train_config, upstream, memory, checkpoints)
+    resolved = choice.apply(train_config)
+    plans = plans_for(context, config.task, resolved, str(upstream["path"]))
+    store = store_for(context, config.task, resolved, str(upstream["path"]))
+    tracker = mlflow.tracker()
     result = train_graph_dir(
         str(upstream["path"]),
         train_config,
@@ -96,15 +112,46 @@ def train_in_process(
         placement=plans.get("placement"),
         replication=plans.get("replication"),
         store=store,
+        mode_choice=choice,
     )
     run_url = tracker.run_url(str(result.run_id))
     metadata = run_metadata(result, config.task, str(checkpoints), run_url, tracker.tracking_uri)
     return {
         **to_dagster(metadata),
-        **({"mode": train_config.mode} if config.task == "node" else {}),
         **({"store": dg.MetadataValue.path(store)} if store else {}),
         **{f"{kind}_plan": dg.MetadataValue.path(path) for kind, path in plans.items()},
     }
+
+
+def choose_mode_for(
+    context: dg.AssetExecutionContext,
+    task: str,
+    train_config: Any,
+    upstream: dict[str, Any],
+    memory: MemoryBudgetResource,
+    checkpoints: Path,
+) -> Any:
+    """The :class:`~gnncore.modes.choose.ModeChoice` of this run: an explicit mode
+    as it is; ``auto`` against the ``memory`` resource's budget (the options' own
+    ``memory_budget`` wins), node training counting on this lineage's
+    ``partitioned_store``, a retry keeping its checkpoint's mode."""
+    from gnncore.errors import ConfigError
+    from gnncore.modes import resolve_mode
+    from gnncore.store import GraphDir
+
+    try:
+        budget = memory.budget_bytes(train_config.memory_budget)
+        choice = resolve_mode(
+            GraphDir.open(str(upstream["path"])),
+            train_config,
+            budget,
+            store_available=task == "node",
+            checkpoint_dir=checkpoints,
+            resume=context.retry_number > 0,
+        )
+    except (ValueError, ConfigError) as error:
+        raise dg.Failure(str(error), allow_retries=False) from error
+    return choice  # train_graph_dir logs it
 
 
 def train_with_pipes(
@@ -152,7 +199,7 @@ def train_with_pipes(
         ranks_dir=str(ranks_dir),
         partitioner=str(partition["method"]),
         task=config.task,
-        options=config.options(),
+        options=distributed_options(context, config),
         device=train_config.device,
         backend=None if config.backend == "auto" else config.backend,
         nproc=config.nproc,
@@ -165,6 +212,19 @@ def train_with_pipes(
         tags=run_tags(context),
     )
     return run_with_pipes(context, pipes, run)
+
+
+def distributed_options(context: dg.AssetExecutionContext, config: TrainConfig) -> dict[str, Any]:
+    """The task options of a distributed run: mode ``auto`` is
+    :data:`~gnncore.modes.choose.DISTRIBUTED_MODE` (the ranks read their rank
+    data), logged; an explicit mode stays."""
+    from gnncore.modes.choose import DISTRIBUTED_MODE
+
+    options = config.options()
+    if options.get("mode") == "auto":
+        options["mode"] = DISTRIBUTED_MODE
+        context.log.info(f"mode auto -> {DISTRIBUTED_MODE}: distributed ranks read rank data")
+    return options
 
 
 def register_model(

@@ -76,7 +76,27 @@ def run_metadata(
         "mlflow_tracking_uri": meta(tracking_uri, "text"),
         "model_uri": meta(str(result.model_uri), "text"),
         "curves": meta(markdown_image(chart, "loss and validation metric"), "md"),
+        **mode_metadata(getattr(result, "mode_choice", None)),
     }
+
+
+def mode_metadata(choice: dict[str, Any] | None) -> dict[str, Meta]:
+    """The training mode and how it was chosen (``choice``: a result's
+    ``mode_choice``, :meth:`gnncore.modes.choose.ModeChoice.to_dict`): ``mode``,
+    ``mode_requested``, ``mode_reason``, ``mode_training_bytes`` (the in-memory
+    estimate) and ``mode_budget_bytes`` (when a budget was known); nothing
+    without a choice (a distributed run's ranks report their own)."""
+    if not choice:
+        return {}
+    out = {
+        "mode": meta(str(choice["mode"]), "text"),
+        "mode_requested": meta(str(choice["requested"]), "text"),
+        "mode_reason": meta(str(choice["reason"]), "text"),
+        "mode_training_bytes": meta(int(choice["training_bytes"]), "int"),
+    }
+    if choice.get("budget_bytes") is not None:
+        out["mode_budget_bytes"] = meta(int(choice["budget_bytes"]), "int")
+    return out
 
 
 def to_dagster(metadata: dict[str, Meta]) -> dict[str, Any]:

@@ -14,7 +14,13 @@ A checkpoint is written after every epoch to ``--checkpoint-dir``, by default
 continues a killed run from its newest checkpoint. The training flags are
 derived from the fields of :class:`~gnncore.train.NodeTrainConfig` and
 :class:`~gnncore.train.LinkTrainConfig` (:mod:`gnncore.options`); unset
-ones take the chosen task's (and model's) defaults.
+ones take the chosen task's (and model's) defaults. ``--mode auto`` (the
+default) picks ``in_memory`` when the graph's training data fits three quarters
+of ``--memory-budget`` (default: the memory this process may still take), else
+``hierbatching`` from ``--store`` (node) or ``partition_buffer`` (link, encoder
+``none``), and says why (:mod:`gnncore.modes.choose`); the summary gets
+``mode_requested``, ``mode_reason``, ``mode_training_bytes`` and
+``mode_budget_bytes``.
 ``SIGTERM`` (a cancelled Dagster run, ``kill``) ends the MLflow run ``KILLED``.
 """
 
@@ -197,7 +203,7 @@ def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="DIR",
         help="a partitioned store of the graph (gnncore store), read by --mode hierbatching "
-        "and --mode partition_buffer",
+        "and --mode partition_buffer, and by --mode auto when it chooses hierbatching",
     )
 
 
@@ -368,7 +374,8 @@ def run(
     """Train as ``args`` say; ``on_epoch_end(epoch, checkpoint_path)`` is passed
     to :func:`gnncore.modes.train_graph_dir` (for tests and embedding)."""
     config = build_config(args)
-    from gnncore.modes import open_store, train_graph_dir
+    from gnncore.modes import open_store, resolve_mode, train_graph_dir
+    from gnncore.modes.choose import distributed_config
     from gnncore.store import GraphDir
     from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
     from gnncore.train import default_checkpoint_dir
@@ -376,8 +383,7 @@ def run(
 
     graph = GraphDir.open(args.graph_dir)  # fail on a bad directory before touching MLflow
     graph.check_structure()  # and on corrupt arrays, naming the file and row
-    if args.task == "node" and config.mode in OUT_OF_CORE_MODES:
-        open_store(graph, config, args.store)  # and on a bad store or budget
+    distributed = _distributed_args(args)
     root = data_root(args.data_root)
     run_kind = config.model if args.task == "node" else f"link-{config.model}-{config.decoder}"
     if args.nproc is not None:
@@ -386,8 +392,22 @@ def run(
     checkpoint_dir = args.checkpoint_dir or default_checkpoint_dir(
         root, graph.manifest.name, run_kind, config.seed
     )
+    choice = None
+    if distributed:
+        config = distributed_config(config)  # ranks read rank data: auto is mmap
+    else:  # mode auto: chosen (or refused) before MLflow is touched
+        choice = resolve_mode(
+            graph,
+            config,
+            store_available=args.store is not None,
+            plans=args.placement is not None or args.replication is not None,
+            checkpoint_dir=checkpoint_dir,
+            resume=args.resume,
+        )
+        config = choice.apply(config)
+    if args.task == "node" and config.mode in OUT_OF_CORE_MODES:
+        open_store(graph, config, args.store)  # and on a bad store or budget
     uri = args.mlflow_uri or default_tracking_uri(root)
-    distributed = _distributed_args(args)
     # Machines other than 0 (--node-rank > 0) open no MLflow run: machine 0 tracks it.
     tracker = MlflowTracker(uri, args.experiment) if not args.node_rank else None
     result: Any
@@ -442,6 +462,7 @@ def run(
                 placement=args.placement,
                 replication=args.replication,
                 store=args.store,
+                mode_choice=choice,
             )
     if distributed and args.node_rank > 0:  # rank 0 and the MLflow run are on machine 0
         return {
@@ -457,6 +478,7 @@ def run(
         "graph_dir": str(args.graph_dir),
         "dataset": graph.manifest.name,
         **config.to_dict(),
+        **({} if choice is None else choice.params()),
         **result.summary(),
         "mlflow_run_id": result.run_id,
         "mlflow_tracking_uri": uri,

@@ -8,11 +8,23 @@ computes (:func:`~gnncore.train.fit`) and records (:mod:`gnncore.train.record`):
 * :func:`train_graph_dir` trains on a graph directory in one call, tracked
   (the CLI's and Dagster's entry): node classification or link prediction,
   in the mode of ``config.mode``;
+* :func:`resolve_mode` and :func:`choose_mode` (:mod:`gnncore.modes.choose`):
+  what mode ``auto`` trains in, from the graph and the memory budget;
 * :func:`node_data` and :func:`open_store`: the stores (or batch source) a
   node-classification mode reads.
 """
 
+from gnncore.modes.choose import ModeChoice, choose_mode, resolve_mode, training_bytes
 from gnncore.modes.graph_dir import train_graph_dir
 from gnncore.modes.node_data import NodeData, node_data, open_store
 
-__all__ = ["NodeData", "node_data", "open_store", "train_graph_dir"]
+__all__ = [
+    "ModeChoice",
+    "NodeData",
+    "choose_mode",
+    "node_data",
+    "open_store",
+    "resolve_mode",
+    "train_graph_dir",
+    "training_bytes",
+]

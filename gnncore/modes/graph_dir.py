@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gnncore.modes.choose import ModeChoice, resolve_mode
 from gnncore.modes.link import train_link_graph_dir
 from gnncore.modes.node import train_node_graph_dir
-from gnncore.modes.run import RunOptions
+from gnncore.modes.run import RunOptions, line_logger
 from gnncore.store import GraphDir
 from gnncore.train.core.session import Progress
 from gnncore.train.fit import EpochCallback
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.link.loop import LinkTrainResult
-from gnncore.train.node.config import ConfigError, NodeTrainConfig
+from gnncore.train.node.config import OUT_OF_CORE_MODES, ConfigError, NodeTrainConfig
 from gnncore.train.node.loop import NodeTrainResult
 
 if TYPE_CHECKING:
     from gnncore.tracking import RunTracker
+
+_log = logging.getLogger(__name__)
 
 
 def train_graph_dir(
@@ -35,6 +40,8 @@ def train_graph_dir(
     placement: str | os.PathLike[str] | None = None,
     replication: str | os.PathLike[str] | None = None,
     store: str | os.PathLike[str] | None = None,
+    memory_budget: int | None = None,
+    mode_choice: ModeChoice | None = None,
 ) -> NodeTrainResult | LinkTrainResult:
     r"""Train a node classifier (or, with a :class:`LinkTrainConfig`, a link
     predictor: :func:`~gnncore.train.train_link_predictor` on
@@ -85,7 +92,8 @@ def train_graph_dir(
         on_epoch_end (callable, optional): ``f(epoch, checkpoint_path)`` after
             each epoch. (default: :obj:`None`)
         placement (str or PathLike, optional): A placement plan of this graph
-            (:func:`~gnncore.plan.plan_placement`): features are served through
+            (:func:`~gnncore.plan.plan_placement`; mode ``mmap``, which ``auto``
+            then picks): features are served through
             :class:`~gnncore.plan.feature_store.PlacedFeatureStore` as the
             plan's device 0 (same batches and results as without), and the
             per-tier read counts are logged per epoch. Node task only.
@@ -101,6 +109,18 @@ def train_graph_dir(
             ``"partition_buffer"`` (:mod:`gnncore.modes.node_data`); the
             run logs the mode, the budget and the bytes read per epoch.
             (default: :obj:`None`)
+        memory_budget (int, optional): Bytes mode ``auto`` compares the
+            in-memory training data with (``config.memory_budget``, when set,
+            wins); ``None``: the memory this process may still take.
+            (default: :obj:`None`)
+        mode_choice (ModeChoice, optional): The mode already chosen for this
+            graph and config by :func:`~gnncore.modes.choose.resolve_mode`
+            (a caller that had to know it first, to read the right inputs);
+            ``None`` resolves it here. (default: :obj:`None`)
+
+    Mode ``auto`` (the default) is chosen first (:mod:`gnncore.modes.choose`),
+    logged, recorded (``mode_requested``, ``mode_reason``, ...) and returned as
+    the result's ``mode_choice``; an explicit mode is used as it is.
 
     Returns:
         NodeTrainResult or LinkTrainResult: with ``run_id`` set when tracked.
@@ -111,10 +131,50 @@ def train_graph_dir(
     run = RunOptions(
         tracking, tags, progress, run_name, checkpoint_dir, resume, keep_checkpoints, on_epoch_end
     )
+    choice = _choose(graph, config, run, memory_budget, mode_choice, store, placement, replication)
+    config = choice.apply(config)
+    if choice.requested == "auto" and config.mode not in OUT_OF_CORE_MODES:
+        store = None  # offered to auto, not needed by the mode it chose
+    run = dataclasses.replace(run, params=choice.params())
+    result: NodeTrainResult | LinkTrainResult
     if isinstance(config, LinkTrainConfig):
-        if placement is not None or replication is not None or store is not None:
-            raise ConfigError(
-                "placement and replication plans and partitioned stores apply to node training only"
-            )
-        return train_link_graph_dir(graph, config, run)
-    return train_node_graph_dir(graph, config, run, placement, replication, store)
+        result = train_link_graph_dir(graph, config, run)
+    else:
+        result = train_node_graph_dir(graph, config, run, placement, replication, store)
+    result.mode_choice = choice.to_dict()
+    return result
+
+
+def _choose(
+    graph: GraphDir,
+    config: NodeTrainConfig | LinkTrainConfig,
+    run: RunOptions,
+    memory_budget: int | None,
+    mode_choice: ModeChoice | None,
+    store: str | os.PathLike[str] | None,
+    placement: str | os.PathLike[str] | None,
+    replication: str | os.PathLike[str] | None,
+) -> ModeChoice:
+    """The run's mode: ``mode_choice``, else
+    :func:`~gnncore.modes.choose.resolve_mode`'s; logged (:mod:`logging`; for
+    ``auto`` also the progress line)."""
+    if isinstance(config, LinkTrainConfig) and (
+        placement is not None or replication is not None or store is not None
+    ):
+        raise ConfigError(
+            "placement and replication plans and partitioned stores apply to node training only"
+        )
+    choice = mode_choice or resolve_mode(
+        graph,
+        config,
+        memory_budget,
+        store_available=store is not None,
+        plans=placement is not None or replication is not None,
+        checkpoint_dir=run.checkpoint_dir,
+        resume=run.resume,
+    )
+    _log.info("%s", choice.line())
+    log = line_logger(run.progress)
+    if log is not None and choice.requested == "auto":
+        log(choice.line())
+    return choice

@@ -31,6 +31,8 @@ class RunOptions:
     resume: bool = False
     keep_checkpoints: int = 2
     on_epoch_end: EpochCallback | None = None
+    #: Run parameters every task logs besides its own (how the mode was chosen).
+    params: Mapping[str, Any] | None = None
 
     def hooks(self, checkpoints: CheckpointDir | None) -> RunHooks:
         """The training call's hooks (its logger is the tracked run's, if any)."""
@@ -48,6 +50,7 @@ class RunOptions:
         if self.tracking is None:
             return None
         name = self.run_name or run_name
+        params = {**params, **(self.params or {})}
         return Recording(self.tracking, graph, params, self.tags, name, previous)
 
 

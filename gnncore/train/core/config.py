@@ -123,12 +123,14 @@ class ConfigMethods:
         ]
 
 
-#: Where training data comes from (``mode``): ``mmap`` and ``in_memory`` for
-#: both tasks; ``hierbatching`` and ``partition_buffer`` (a partitioned store)
-#: for node classification; ``partition_buffer`` (embeddings on disk) for link
-#: prediction; ``sancus`` (distributed full-graph GCN, :mod:`gnncore.distributed.sancus`)
-#: for node classification across ranks. See :mod:`gnncore.modes.node_data`.
-TrainMode = Literal["mmap", "in_memory", "hierbatching", "partition_buffer", "sancus"]
+#: Where training data comes from (``mode``): ``auto`` (the default: chosen per
+#: graph from the memory budget by :func:`gnncore.modes.choose.resolve_mode`,
+#: before anything is built); ``mmap`` and ``in_memory`` for both tasks;
+#: ``hierbatching`` and ``partition_buffer`` (a partitioned store) for node
+#: classification; ``partition_buffer`` (embeddings on disk) for link prediction;
+#: ``sancus`` (distributed full-graph GCN, :mod:`gnncore.distributed.sancus`) for
+#: node classification across ranks. See :mod:`gnncore.modes.node_data`.
+TrainMode = Literal["auto", "mmap", "in_memory", "hierbatching", "partition_buffer", "sancus"]
 
 
 @dataclass(frozen=True)

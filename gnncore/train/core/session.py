@@ -55,7 +55,9 @@ class TrainResult:
     (``early_stopped``). ``resumed_from_epoch`` is the checkpoint's epoch the
     run continued from (0 for a fresh run). ``seconds`` is the wall time of
     the call. ``run_id`` and ``model_uri`` are set by
-    :func:`gnncore.modes.train_graph_dir` when the run was tracked.
+    :func:`gnncore.modes.train_graph_dir` when the run was tracked, and
+    ``mode_choice`` (the mode, the mode asked for, why, the in-memory estimate
+    and the budget: :class:`gnncore.modes.choose.ModeChoice`) whenever it ran.
     """
 
     model: torch.nn.Module
@@ -72,6 +74,7 @@ class TrainResult:
     checkpoint_dir: str | None = None
     run_id: str | None = None
     model_uri: str | None = None
+    mode_choice: dict[str, Any] | None = None
 
 
 @dataclass

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from gnncore.options import option
 from gnncore.sampler.negative import NegativeMode
+from gnncore.sizes import parse_size
 from gnncore.train.core.config import SharedTrainOptions, TrainMode
 from gnncore.train.core.models import MODELS, ModelName
 from gnncore.train.link.models import DecoderName
@@ -93,11 +94,21 @@ class LinkTrainConfig(SharedTrainOptions):
     )
 
     mode: TrainMode = option(
-        "mmap",
-        "Where data lives: mmap (features memory-mapped, embeddings in memory), in_memory "
+        "auto",
+        "Where data lives: auto (in_memory when the training data, the embedding table and "
+        "its Adagrad sums included, fits three quarters of the memory budget, else "
+        "partition_buffer for encoder none and mmap otherwise; the choice and why are "
+        "logged), mmap (features memory-mapped, embeddings in memory), in_memory "
         "(features read into RAM), partition_buffer (learned embeddings and their Adagrad "
         "sums on disk, a buffer of buffer_capacity of buffer_partitions node partitions in "
         "memory; encoder none).",
+    )
+    memory_budget: str = option(
+        "",
+        "Mode auto: bytes the training data may take in memory (4GiB, 512MiB); it wins "
+        "over the caller's budget. Empty: the caller's budget (Dagster's memory resource), "
+        "else the memory this process may still take.",
+        resumable=True,
     )
     buffer_partitions: int = option(
         16, "Partition buffer: node partitions p (random, equal sizes) of the embedding table."
@@ -143,12 +154,22 @@ class LinkTrainConfig(SharedTrainOptions):
                 raise bad("negative_sampling", "the buffer draws negatives uniformly from memory")
             if self.num_workers > 0:
                 raise bad("num_workers", "must be 0 with a partition buffer")
+        try:
+            _ = self.memory_budget_bytes  # parses the size
+        except ValueError as error:
+            raise bad("memory_budget", str(error)) from None
         if not 2 <= int(self.buffer_capacity) <= int(self.buffer_partitions):
             raise bad(
                 "buffer_capacity", f"needs 2 <= c <= buffer_partitions={self.buffer_partitions}"
             )
         self.check_common(width="dim")
         return self
+
+    @property
+    def memory_budget_bytes(self) -> int | None:
+        """:attr:`memory_budget` in bytes (``None`` when empty); ``ValueError``
+        for text that is not a size."""
+        return parse_size(self.memory_budget) if self.memory_budget else None
 
     def to_params(self) -> dict[str, Any]:
         """Parameters for a run logger, with ``task="link"``."""

@@ -136,14 +136,17 @@ class NodeTrainConfig(SharedTrainOptions):
     )
 
     mode: TrainMode = option(
-        "mmap",
-        "Where batches come from: mmap (features and graph memory-mapped, the page cache "
-        "decides what stays in memory), in_memory (read into RAM first), hierbatching "
-        "(out of core: mega-batches of partitions of a partitioned store, read sequentially "
-        "while the previous one trains; needs a store), partition_buffer (out of core: a "
-        "buffer of partitions that swaps one in at a time, MariusGNN's Alg. 7; needs a store), "
-        "sancus (distributed full-graph GCN whose ranks skip sending embedding rows that are "
-        "not too stale; needs --nproc and --partition, model gcn).",
+        "auto",
+        "Where batches come from: auto (in_memory when the graph's training data fits "
+        "three quarters of the memory budget, else hierbatching; mmap with placement or "
+        "replication plans; the choice and why are logged), mmap (features and graph "
+        "memory-mapped, the page cache decides what stays in memory), in_memory (read "
+        "into RAM first), hierbatching (out of core: mega-batches of partitions of a "
+        "partitioned store, read sequentially while the previous one trains; needs a "
+        "store), partition_buffer (out of core: a buffer of partitions that swaps one in "
+        "at a time, MariusGNN's Alg. 7; needs a store), sancus (distributed full-graph GCN "
+        "whose ranks skip sending embedding rows that are not too stale; needs --nproc and "
+        "--partition, model gcn).",
     )
     staleness: StalenessPolicy = option(
         "always",
@@ -159,9 +162,11 @@ class NodeTrainConfig(SharedTrainOptions):
     )
     memory_budget: str = option(
         "",
-        "Out-of-core modes: bytes the graph data may take in memory (4GiB, 512MiB): the "
-        "static cache and two mega-batches or buffer states; sets mega_batch_parts. Empty: "
-        "see mega_batch_parts.",
+        "Bytes the graph data may take in memory (4GiB, 512MiB). Mode auto compares the "
+        "in-memory training data with it (it wins over the caller's budget); out-of-core "
+        "modes hold the static cache and two mega-batches or buffer states in it, which "
+        "sets mega_batch_parts. Empty: the caller's budget (Dagster's memory resource), "
+        "else see mega_batch_parts.",
     )
     mega_batch_parts: int = option(
         0,

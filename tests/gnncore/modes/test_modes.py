@@ -49,7 +49,9 @@ def test_hierbatching_needs_a_store_of_this_graph(built, tmp_path):
     with pytest.raises(ConfigError, match="another graph"):
         train_graph_dir(other, config, store=store.path, progress=False)
     with pytest.raises(ConfigError, match="'partition_buffer', not 'mmap'"):
-        train_graph_dir(graph, NodeTrainConfig(**SMALL), store=store.path, progress=False)
+        train_graph_dir(
+            graph, NodeTrainConfig(**SMALL, mode="mmap"), store=store.path, progress=False
+        )
     with pytest.raises(ConfigError, match="memory_budget"):
         NodeTrainConfig(**SMALL, mode="hierbatching", memory_budget="lots").validate()
 
