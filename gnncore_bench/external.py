@@ -15,12 +15,14 @@ filled in each argument (``{{`` and ``}}`` are literal braces):
 * ``{seed}``, ``{threads}`` (``--threads``; 0: every CPU this process may use)
   and ``{imbalance}`` (``--imbalance``, e.g. 0.03).
 
-Each run gets its own directory ``OUT/partitions/NAME-pK/`` as its working
-directory, with ``{metis_graph}`` a symbolic link there to the one METIS file
+Each run gets its own directory ``OUT/partitions/NAME-pK/``, with
+``{metis_graph}`` a symbolic link there to the one METIS file
 (``OUT/graph.metis``, written once per bench run and timed on its own), so
-files a tool writes beside its input or into its working directory stay with
-that run; its stdout and stderr are kept there as ``NAME.stdout`` /
-``NAME.stderr``. The command runs under :func:`gnncore_bench.limits.run_limited`,
+files a tool writes beside its input stay with that run; its stdout and
+stderr are kept there as ``NAME.stdout`` / ``NAME.stderr``. The command runs
+in the bench's own working directory (relative paths in ``CMD`` mean what
+they mean on the command line), so a tool that writes a fixed name there
+(HeiStream's ``tmppartition<k>``) must be given ``{output}``. The command runs under :func:`gnncore_bench.limits.run_limited`,
 as every built-in method does: ``seconds`` is its wall time (reading the
 METIS file included), the peak RSS is the kernel's ``ru_maxrss`` of the
 process and the descendants it waited for. The partition file (one 0-based
@@ -197,8 +199,9 @@ def run_external(
 ) -> dict[str, Any]:
     """Run ``external`` on the METIS file, read its partition back, score it.
 
-    ``run_dir`` is emptied and becomes the command's working directory, with a
-    link to ``metis_graph`` in it (see the module's docs).
+    ``run_dir`` is emptied and gets a link to ``metis_graph``, the default
+    partition file and the command's stdout and stderr (see the module's docs);
+    the command runs in this process's working directory.
 
     Returns:
         dict: A row like the built-in methods' (``method``, ``parts``,
@@ -233,9 +236,7 @@ def run_external(
         imbalance=imbalance,
     )
     load = os.getloadavg()[0]
-    done = run_limited(
-        argv, None, cwd=run_dir, timeout=timeout, capture_dir=run_dir, capture_name=external.name
-    )
+    done = run_limited(argv, None, timeout=timeout, capture_dir=run_dir, capture_name=external.name)
     if not done.ok:
         stderr = (run_dir / f"{external.name}.stderr").read_text(errors="replace").strip()
         why = f"timed out after {timeout:g} s" if done.timed_out else f"exited {done.exit_code}"

@@ -7,6 +7,7 @@ import json
 import shlex
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,9 @@ SCRIPT = textwrap.dedent(
     if mode == "fail":
         print("out of coffee", file=sys.stderr)
         sys.exit(3)
+    if mode == "sleep":
+        import time
+        time.sleep(60)
     ids = [i % k for i in range(n)]
     if mode == "short":
         ids = ids[:-1]
@@ -140,6 +144,21 @@ def test_a_failing_command_fails_its_row_and_the_verb(small_graph, tmp_path, scr
     assert "- broken p=2: external partitioner broken p=2 exited 3" in (
         (out / "bench.md").read_text()
     )
+
+
+def test_relative_paths_and_the_timeout(small_graph, tmp_path, monkeypatch, capsys):
+    (tmp_path / "modk.py").write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)  # the command runs where the bench was started
+    python = shlex.quote(sys.executable)
+    ok = f"rel={python} modk.py {{metis_graph}} {{parts}} ok {{output}}"
+    assert _bench(small_graph, Path("b1"), "--parts", "2", "--methods", "", "--external", ok) == 0
+    assert json.loads((tmp_path / "b1" / "bench.json").read_text())["rows"][0]["method"] == "rel"
+    slow = f"slow={python} modk.py {{metis_graph}} {{parts}} sleep"
+    args = ["--parts", "2", "--methods", "", "--external", slow, "--external-timeout", "1"]
+    started = time.monotonic()
+    assert _bench(small_graph, Path("b2"), *args) == 1
+    assert time.monotonic() - started < 30
+    assert "external partitioner slow p=2 timed out after 1 s" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
