@@ -301,6 +301,9 @@ class Findings(dict[str, Any]):
 @contextlib.contextmanager
 def _chromium(artifacts: Path) -> Iterator[Ui]:
     with sync_api.sync_playwright() as playwright:
+        # expect() waits 5 s by default; a page load under the other test worker's load
+        # took longer in CI (and up to 10 s here at load 20). Actions already wait 30 s.
+        sync_api.expect.set_options(timeout=30_000)
         # A fresh temporary profile (user-data-dir) per launch; the driver ships in the wheel.
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
