@@ -22,8 +22,9 @@ files a tool writes beside its input stay with that run; its stdout and
 stderr are kept there as ``NAME.stdout`` / ``NAME.stderr``. The command runs
 in the bench's own working directory (relative paths in ``CMD`` mean what
 they mean on the command line), so a tool that writes a fixed name there
-(HeiStream's ``tmppartition<k>``) must be given ``{output}``. The command runs under :func:`gnncore_bench.limits.run_limited`,
-as every built-in method does: ``seconds`` is its wall time (reading the
+(HeiStream's ``tmppartition<k>``) must be given ``{output}``. The command
+runs under :func:`gnncore_bench.limits.run_limited`, as every built-in
+method does: ``seconds`` is its wall time (reading the
 METIS file included), the peak RSS is the kernel's ``ru_maxrss`` of the
 process and the descendants it waited for. The partition file (one 0-based
 part id per line, one line per node) is validated and scored with the same
@@ -165,13 +166,17 @@ def read_partition(path: str | os.PathLike[str], num_nodes: int, parts: int) -> 
         )
     try:
         assignment = np.array(lines, dtype=np.int64)
-    except ValueError:
+    except (ValueError, OverflowError):
         for number, text in enumerate(lines, 1):
             try:
-                int(text)
+                value = int(text)
             except ValueError:
                 raise InputError(
                     f"{text!r} is not a part id (an integer)", path, line=number
+                ) from None
+            if not 0 <= value < parts:
+                raise InputError(
+                    f"part id {value} is outside [0, {parts})", path, line=number
                 ) from None
         raise
     bad = np.flatnonzero((assignment < 0) | (assignment >= parts))

@@ -189,6 +189,9 @@ def test_read_partition_checks_every_line(tmp_path):
     path.write_text("0\n1\n1\n0\n1\n")
     with pytest.raises(InputError, match=r"p\.txt:5: 5 lines for 4 nodes.*first extra"):
         read_partition(path, 4, 2)
+    path.write_text("0\n1\n99999999999999999999999\n0\n")  # beyond int64
+    with pytest.raises(InputError, match=r"p\.txt:3: part id 9+ is outside \[0, 2\)"):
+        read_partition(path, 4, 2)
     path.write_text("0\n-1\n1\n0\n")
     with pytest.raises(InputError, match=r"p\.txt:2: part id -1 is outside \[0, 2\)"):
         read_partition(path, 4, 2)
