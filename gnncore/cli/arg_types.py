@@ -4,6 +4,7 @@ with argparse's one-line usage error."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from gnncore.sizes import parse_size
 
@@ -62,3 +63,12 @@ def add_memory_budget_option(
         metavar="{auto,none,SIZE}",
         help=f"{what} (default: {shown})",
     )
+
+
+def with_memory_figures(summary: dict[str, Any], budget: int | None) -> dict[str, Any]:
+    """``summary`` with the figures every budgeted verb prints: ``memory_budget_bytes``
+    (the budget the stage ran under, ``None``: unbounded) and ``peak_rss_bytes``
+    (this process's peak), each kept where the stage's own summary has it."""
+    from gnncore.usage import peak_rss_bytes
+
+    return {"memory_budget_bytes": budget, "peak_rss_bytes": peak_rss_bytes(), **summary}

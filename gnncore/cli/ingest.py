@@ -6,7 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gnncore.cli.arg_types import add_memory_budget_option, add_overwrite_option
+from gnncore.cli.arg_types import (
+    add_memory_budget_option,
+    add_overwrite_option,
+    with_memory_figures,
+)
 
 FORMAT_CHOICES = ("auto", "edgelist", "parquet", "ogb", "planetoid", "kg")
 
@@ -104,7 +108,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     with StageBar("ingest", enabled=None if not args.no_progress else False) as bar:
         report = _ingest(args, fmt, bar)
-    return report.to_dict()
+    return with_memory_figures(report.to_dict(), report.memory_budget)
 
 
 def _ingest(args: argparse.Namespace, fmt: str, bar: Any) -> Any:

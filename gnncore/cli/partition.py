@@ -7,7 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gnncore.cli.arg_types import add_memory_budget_option, add_overwrite_option, positive_int
+from gnncore.cli.arg_types import (
+    add_memory_budget_option,
+    add_overwrite_option,
+    positive_int,
+    with_memory_figures,
+)
 from gnncore.partition.run import METHODS, MethodSettings
 
 
@@ -139,4 +144,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if isinstance(exc, InputError):
             raise
         raise InputError(str(exc), args.graph_dir) from exc
-    return report.to_dict()
+    from gnncore.partition.run import postprocess_budget
+
+    # the post-processing's buffers, what --memory-budget bounds here
+    return with_memory_figures(report.to_dict(), postprocess_budget(args.memory_budget))

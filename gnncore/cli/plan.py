@@ -45,7 +45,7 @@ def settings_from(args: argparse.Namespace, settings_cls: type) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gnncore.cli.arg_types import add_overwrite_option
+    from gnncore.cli.arg_types import add_memory_budget_option, add_overwrite_option
     from gnncore.cli.main import json_option
     from gnncore.plan import PlacementSettings, ReplicationSettings
 
@@ -59,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     place.add_argument("out_dir", type=Path, metavar="OUT_DIR")
     add_overwrite_option(place)
     add_settings_arguments(place, PlacementSettings)
+    add_memory_budget_option(place, BUDGET_HELP)
     place.add_argument("--no-progress", action="store_true")
 
     rep = sub.add_parser(
@@ -71,8 +72,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rep.add_argument("out_dir", type=Path, metavar="OUT_DIR")
     add_overwrite_option(rep)
     add_settings_arguments(rep, ReplicationSettings)
+    add_memory_budget_option(rep, BUDGET_HELP)
     rep.add_argument("--no-progress", action="store_true")
 
+
+#: What ``--memory-budget`` means to both planners.
+BUDGET_HELP = (
+    "the memory the planner's process may take: refused, before any work, when its estimate "
+    "is above it (auto: what this process may take, a cgroup limit included; none: no check)"
+)
 
 #: Cached ids printed per device on stdout.
 PRINTED_IDS = 20
@@ -98,6 +106,7 @@ def _say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    from gnncore.cli.arg_types import with_memory_figures
     from gnncore.plan import (
         PlacementSettings,
         PlanError,
@@ -105,35 +114,42 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         plan_placement,
         plan_replication,
     )
+    from gnncore.usage import resolve_memory_budget
 
     progress = None if args.no_progress else _say
+    budget = resolve_memory_budget(args.memory_budget)
     try:
         if args.what == "placement":
             settings = settings_from(args, PlacementSettings)
-            report = plan_placement(args.graph_dir, args.out_dir, settings, progress=progress)
+            report = plan_placement(
+                args.graph_dir, args.out_dir, settings, progress=progress, memory_budget=budget
+            )
             from gnncore.plan.placement import PlacementPlan
 
             caches = PlacementPlan.open(args.out_dir).caches()
-            return {
+            summary = {
                 **report.to_dict(),
                 "devices": [[int(v) for v in row[:SUMMARY_IDS]] for row in caches],
                 "devices_cut": any(len(row) > SUMMARY_IDS for row in caches),
                 "predicted_cost": report.metrics["predicted_cost"],
                 "seconds": report.metrics["seconds"],
             }
+            return with_memory_figures(summary, budget)
         report = plan_replication(
             args.graph_dir,
             args.partition_dir,
             args.out_dir,
             settings_from(args, ReplicationSettings),
             progress=progress,
+            memory_budget=budget,
         )
-        return {
+        summary = {
             **report.to_dict(),
             "replicated_nodes": report.metrics["replicated_nodes"],
             "memory_increase": report.metrics["memory_increase"],
             "seconds": report.metrics["seconds"],
         }
+        return with_memory_figures(summary, budget)
     except PlanError as exc:
         # Name the flag the user typed rather than the library's argument.
         flag = "--" + exc.argument.replace("_", "-")

@@ -27,7 +27,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gnncore.cli.arg_types import add_memory_budget_option, add_overwrite_option, positive_int
+from gnncore.cli.arg_types import (
+    add_memory_budget_option,
+    add_overwrite_option,
+    positive_int,
+    with_memory_figures,
+)
 from gnncore.cli.train import data_root
 
 
@@ -131,7 +136,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         progress=not args.no_progress,
         memory_budget=args.memory_budget,
     )
-    return {"out_dir": str(args.out_dir), **report.summary()}
+    summary = report.summary()
+    return with_memory_figures({"out_dir": str(args.out_dir), **summary}, summary["memory_budget"])
 
 
 def brief(summary: dict[str, Any]) -> dict[str, Any]:

@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import time
 
-    from gnncore.distributed.rank_data import RankData
+    from gnncore.cli.arg_types import with_memory_figures
     from gnncore.distributed.rank_write import write_rank_data
     from gnncore.store import GraphDir
 
@@ -58,6 +58,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         reuse=not args.rewrite,
         replication=args.replication,
     )
+    summary = _summary(Path(out), started)
+    # no budget: the rank writer holds each rank's slice in memory, unbounded for now
+    return with_memory_figures(summary, None)
+
+
+def _summary(out: Path, started: float) -> dict[str, Any]:
+    """The verb's JSON: each rank's node, edge and byte counts."""
+    import time
+
+    from gnncore.distributed.rank_data import RankData
+
     first = RankData.open(out, 0)
     ranks = first.info["ranks"]
     return {

@@ -14,7 +14,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gnncore.cli.arg_types import add_memory_budget_option, add_overwrite_option
+from gnncore.cli.arg_types import (
+    add_memory_budget_option,
+    add_overwrite_option,
+    with_memory_figures,
+)
 from gnncore.progress import on_terminal
 
 
@@ -110,4 +114,4 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         progress=not args.no_progress and on_terminal(),
         memory_budget=budget,
     )
-    return {"layout": "graph", **report.to_dict()}
+    return with_memory_figures({"layout": "graph", **report.to_dict()}, report.memory_budget)

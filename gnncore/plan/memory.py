@@ -27,6 +27,7 @@ from __future__ import annotations
 from gnncore.plan.estimators import SPMV_BLOCK_IDS
 from gnncore.plan.store import PlanError
 from gnncore.sizes import format_size
+from gnncore.usage import peak_rss_bytes
 
 #: The interpreter, numpy and the project's modules: resident before any array.
 BASE_BYTES = 450 << 20
@@ -59,3 +60,13 @@ def check_budget(what: str, needed: int, budget: int | None) -> str:
         )
     room = f" (budget {format_size(budget)})" if budget is not None else ""
     return f"{what}: about {format_size(needed)} of memory needed{room}"
+
+
+def memory_metrics(needed: int, budget: int | None) -> dict[str, int]:
+    """What a finished plan records of its memory (manifest metrics, MLflow):
+    the estimate, this process's peak RSS and the budget it ran under (absent
+    when unbounded)."""
+    out = {"memory_estimate_bytes": needed, "peak_rss_bytes": peak_rss_bytes()}
+    if budget is not None:
+        out["memory_budget_bytes"] = int(budget)
+    return out

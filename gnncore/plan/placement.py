@@ -38,7 +38,7 @@ from gnncore.errors import InputError
 from gnncore.options import option
 from gnncore.plan.estimators import ESTIMATORS, Estimator, estimate_access
 from gnncore.plan.lookup import group_of, lookup_tables, read_masks, resolve, sorted_tables
-from gnncore.plan.memory import check_budget, placement_memory_bytes
+from gnncore.plan.memory import check_budget, memory_metrics, placement_memory_bytes
 from gnncore.plan.store import (
     PlanDir,
     PlanError,
@@ -427,7 +427,7 @@ def plan_placement(
             f"placed {slots} nodes on each of {settings.devices} devices in "
             f"{placement.seconds:.2f}s; writing {out_dir}"
         )
-    metrics = {**placement.metrics(), "memory_estimate_bytes": needed}
+    metrics = {**placement.metrics(), **memory_metrics(needed, memory_budget)}
     cached_ids, cached_rows = placement.tables()
     write_plan_dir(
         out_dir,

@@ -34,7 +34,7 @@ from gnncore.errors import InputError
 from gnncore.options import option
 from gnncore.partition.base import symmetric_degree
 from gnncore.partition.store import PartitionDir, partition_stage_dir, partition_stage_inputs
-from gnncore.plan.memory import check_budget, replication_memory_bytes
+from gnncore.plan.memory import check_budget, memory_metrics, replication_memory_bytes
 from gnncore.plan.store import (
     PlanDir,
     PlanError,
@@ -283,7 +283,7 @@ def plan_replication(
             f"choosing the top {settings.rate:.4%} nodes by degree over {partition.parts} parts"
         )
     plan = compute_replication(graph, partition.assignment(), partition.parts, settings, progress)
-    metrics = {**plan.metrics(), "memory_estimate_bytes": needed}
+    metrics = {**plan.metrics(), **memory_metrics(needed, memory_budget)}
     if progress is not None:
         progress(
             f"{len(plan.replicated)} nodes replicated, memory +{plan.memory_increase:.2%}; "
