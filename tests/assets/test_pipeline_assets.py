@@ -27,7 +27,11 @@ RUN_CONFIG = {
             }
         },
         "graph_partition": {"config": {"parts": 3}},
-        "trained_model": {"config": {"node": {"epochs": 3, "hidden": 32, "batch_size": 128}}},
+        # Mode mmap: the plans serve memory-mapped features, and this file checks that
+        # training reads them (auto would pick in_memory here: test_auto_mode_asset.py).
+        "trained_model": {
+            "config": {"node": {"epochs": 3, "hidden": 32, "batch_size": 128, "mode": "mmap"}}
+        },
     }
 }
 

@@ -1,0 +1,99 @@
+"""trained_model in mode auto (the default): the mode it chose, why, the estimate and
+the budget in its metadata and MLflow run; out of core from the lineage's
+partitioned_store when the memory resource's budget is below the training data."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+from mlflow import MlflowClient
+
+from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
+from assets.partitions import PARTITIONS_NAME
+from gnncore.modes.choose import DATA_SHARE
+from pipelines.definitions import build_resources
+from resources import MemoryBudgetResource
+
+DATASET = {
+    "raw_dataset": {
+        "config": {"num_nodes": 800, "avg_degree": 6, "num_classes": 3, "num_features": 8}
+    },
+    "graph_partition": {"config": {"parts": 4}},
+}
+TRAIN = {"trained_model": {"config": {"node": {"epochs": 2, "hidden": 16, "batch_size": 128}}}}
+CHAIN = ("raw_dataset", "graph", "graph_partition", "partitioned_store")
+#: Its 75% is below the in-memory training data of the 800-node graph (80 KiB), above
+#: what HierBatching needs for its static cache and two of the 4 partitions.
+SMALL_BUDGET = "96KiB"
+
+
+def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
+    (mat,) = result.asset_materializations_for_node(asset)
+    return {k: v.value for k, v in mat.metadata.items()}
+
+
+@pytest.fixture(scope="module")
+def lineage(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, ["auto"])
+    resources = build_resources(str(root))
+
+    def materialize(*assets: str, config: dict, budget: str = "") -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            PIPELINE_ASSETS + PIPELINE_CHECKS,
+            instance=instance,
+            resources={**resources, "memory": MemoryBudgetResource(budget=budget)},
+            selection=dg.AssetSelection.assets(*assets),
+            partition_key="auto",
+            run_config={"ops": config},
+        )
+
+    materialize(*CHAIN, config=DATASET)
+    return materialize, resources
+
+
+def test_auto_trains_in_memory_when_the_graph_fits(lineage):
+    materialize, resources = lineage
+    model = metadata(materialize("trained_model", config=TRAIN, budget="1GiB"), "trained_model")
+    assert (model["mode"], model["mode_requested"]) == ("in_memory", "auto")
+    assert str(model["mode_reason"]).startswith("the training data fits")
+    assert model["mode_budget_bytes"] == 1 << 30
+    assert 0 < model["mode_training_bytes"] < 1 << 20
+    assert "store" not in model and "placement_plan" not in model
+    run = MlflowClient(resources["mlflow"].resolved_tracking_uri()).get_run(model["mlflow_run_id"])
+    assert run.data.params["mode"] == "in_memory"
+    assert run.data.params["mode_requested"] == "auto"
+    assert run.data.params["mode_reason"] == model["mode_reason"]
+
+
+def test_auto_reads_the_store_when_the_budget_is_below_the_data(lineage):
+    materialize, resources = lineage
+    store = metadata(materialize("partitioned_store", config={}), "partitioned_store")
+    result = materialize("trained_model", config=TRAIN, budget=SMALL_BUDGET)
+    model = metadata(result, "trained_model")
+    assert (model["mode"], model["mode_requested"]) == ("hierbatching", "auto")
+    assert model["store"] == store["path"]
+    assert model["mode_budget_bytes"] == 96 << 10
+    assert model["mode_training_bytes"] > DATA_SHARE * (96 << 10)
+    assert "does not fit" in str(model["mode_reason"])
+    run = MlflowClient(resources["mlflow"].resolved_tracking_uri()).get_run(model["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.params["mode"] == "hierbatching"
+    # The options' own memory_budget wins over the resource's.
+    node = {**TRAIN["trained_model"]["config"]["node"], "memory_budget": "1GiB"}
+    roomy = materialize(
+        "trained_model", config={"trained_model": {"config": {"node": node}}}, budget=SMALL_BUDGET
+    )
+    assert metadata(roomy, "trained_model")["mode"] == "in_memory"
+
+
+def test_an_explicit_mode_wins(lineage):
+    materialize, _ = lineage
+    # in_memory although the budget says it does not fit: the explicit mode is used.
+    node = {**TRAIN["trained_model"]["config"]["node"], "mode": "in_memory"}
+    result = materialize(
+        "trained_model", config={"trained_model": {"config": {"node": node}}}, budget=SMALL_BUDGET
+    )
+    model = metadata(result, "trained_model")
+    assert (model["mode"], model["mode_requested"]) == ("in_memory", "in_memory")
+    assert model["mode_reason"] == "explicit mode"
