@@ -13,21 +13,25 @@ from gnncore.store import create_graph_dir
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATASETS = SHARED / "datasets"
 
-#: The longest files (minutes each on the 2-core machine, `make test --durations`), longest
-#: first. Under pytest-xdist's ``--dist loadfile`` a file runs whole on one worker, handed
-#: out in collection order: starting these first keeps one of them from ending the run
-#: alone on one worker while the other idles.
+#: The longest files, longest first: the browser files (about 10 minutes each under
+#: ``make test``), then by the serial ``--durations`` run of the other files (seconds,
+#: docs/TESTING.md). Under pytest-xdist's ``--dist loadfile`` a file runs whole on one
+#: worker, handed out in collection order: starting these first keeps one of them from
+#: ending the run alone on one worker while the other idles. tests/test_longest_files.py
+#: checks that every entry names a file.
 LONGEST_FILES = (
     "tests/ui/test_tutorial.py",
     "tests/ui/test_ui_browser.py",
     "tests/pipelines/test_daemon.py",
     "tests/gnncore/distributed/test_distributed_launch.py",
-    "tests/assets/test_distributed_pipes.py",
     "tests/gnncore_bench/test_distributed_bench.py",
     "tests/gnncore_bench/test_bench_outofcore.py",
+    "tests/assets/test_distributed_pipes.py",
     "tests/gnncore/distributed/test_distributed_training.py",
     "tests/gnncore/train/test_link_training.py",
     "tests/pipelines/test_postgres_profile.py",
+    "tests/gnncore/train/test_train_checkpoint.py",
+    "tests/gnncore/distributed/test_distributed_feature_store.py",
 )
 
 
