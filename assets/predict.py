@@ -1,5 +1,7 @@
 """Every node's prediction by the production model, as Parquet under the data root."""
 
+from typing import Any
+
 import dagster as dg
 
 from assets.costs import budget_metadata, stage_budget
@@ -32,8 +34,10 @@ def predictions(
     ``<graph dir>-<task>-latest`` beside it pointing at the newest;
     ``test_accuracy`` is measured on the written predictions. The layer
     outputs stay in memory when they fit in half the deployment's memory
-    budget (the ``memory`` resource), else go to disk in batches sized from
-    it; the peak RSS is reported against it."""
+    budget (the ``memory`` resource) leaves once the process's own memory at
+    the start (the model loaded, torch and MLflow) and a margin are taken off,
+    else go to disk in batches sized from it; the peak RSS is reported against
+    the budget."""
     from pathlib import Path
 
     from gnncore.predict import load_trained_model, predict_graph_dir
@@ -47,8 +51,14 @@ def predictions(
     model = load_trained_model(uri, mlflow.resolved_tracking_uri())
     out = storage.stage_dir("predictions", f"{graph_path.name}-{model.spec.task}-v{model.version}")
     budget = stage_budget(memory)
+    share = _data_share(budget)
     report = predict_graph_dir(
-        graph_path, out, model, device=compute.resolve(), progress=False, memory_budget=budget
+        graph_path,
+        out,
+        model,
+        device=compute.resolve(),
+        progress=False,
+        memory_budget=share.data_bytes,
     )
     latest = link_latest(out, f"{graph_path.name}-{model.spec.task}-latest")
     summary = report.summary()
@@ -77,6 +87,23 @@ def predictions(
             "graph_path": dg.MetadataValue.path(str(graph_path)),
             "seconds": dg.MetadataValue.float(float(summary["seconds"])),
             **budget_metadata(memory.setting(), budget, peak_rss_bytes()),
+            "overhead_bytes": share.overhead,
+            **({"data_budget_bytes": share.data_bytes} if share.data_bytes is not None else {}),
             "preview": dg.MetadataValue.md(preview_rows(out, PREVIEW_ROWS)),
         }
     )
+
+
+def _data_share(budget: int | None) -> Any:
+    """The budget split once the model is loaded: what the process holds and
+    what is left to the layers (:class:`gnncore.usage.StageBudget`); a
+    :class:`dagster.Failure` naming the budget and the minimum when too little is."""
+    from gnncore.train.core.layerstore import MIN_MEMORY_BUDGET
+    from gnncore.usage import MemoryBudgetError, StageBudget
+
+    share = StageBudget.start(budget)
+    try:
+        share.require(MIN_MEMORY_BUDGET, "layer-wise prediction")
+    except MemoryBudgetError as error:
+        raise dg.Failure(str(error)) from None
+    return share

@@ -1,5 +1,7 @@
 """How much memory this process may still take: the machine's ``MemAvailable``,
-or less where the process's cgroup v1 memory limit leaves less.
+or less where the process's cgroup v1 memory limit leaves less; and the
+cgroup's limit itself (:func:`cgroup_limit`), which with ``MemAvailable`` gives
+a deployment's ``auto`` budget (:func:`gnncore.usage.process_budget`).
 
 Default memory budgets (:func:`gnncore.usage.default_memory_budget`) and the
 out-of-core mode's choice of what fits read it; the benchmark harness
@@ -50,3 +52,39 @@ def memory_available(
         available = room if available is None else min(available, room)
         break
     return available
+
+
+#: A cgroup v1 limit at or above this is "no limit" (the kernel writes 2^63 - 4096).
+UNLIMITED = 1 << 60
+
+
+def cgroup_limit(
+    own_cgroup: StrPath = "/proc/self/cgroup", root: StrPath = CGROUP_ROOT
+) -> int | None:
+    """The memory limit of this process's cgroup v1 memory controller in bytes;
+    ``None`` when there is none (or it cannot be read)."""
+    try:
+        lines = Path(own_cgroup).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" not in controllers.split(","):
+            continue
+        try:
+            limit = int((Path(root) / path.lstrip("/") / "memory.limit_in_bytes").read_text())
+        except (OSError, ValueError):
+            return None
+        return limit if limit < UNLIMITED else None
+    return None
+
+
+def mem_available(meminfo: StrPath = "/proc/meminfo") -> int | None:
+    """The machine's ``MemAvailable`` in bytes; ``None`` when it cannot be read."""
+    try:
+        for line in Path(meminfo).read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

@@ -11,8 +11,17 @@ CLI, Dagster metadata, MLflow metrics), measured here once:
   the bytes the process read from and wrote to storage over a block (deltas of
   ``/proc/self/io``), plus the sizes of the stage's inputs and outputs;
 * :func:`default_memory_budget` -- half of the memory this process may still
-  take (the machine's ``MemAvailable``, or its cgroup's room), the default of
-  every ``--memory-budget``.
+  take (the machine's ``MemAvailable``, or its cgroup's room): what ``auto``
+  gives the stages that size only their data from it (ingest, synth,
+  partition's post-processing, at a quarter);
+* :func:`process_budget` -- a deployment's ``auto``: the memory the whole
+  process may take, the lower of its cgroup's limit and ``MemAvailable`` plus
+  what the process holds already; what the Dagster ``memory`` resource, the
+  planners and the store writer resolve ``auto`` to;
+* :class:`StageBudget` -- a whole-process budget split at a stage's start into
+  its fixed overhead (the process's RSS then: interpreter, torch, MLflow), a
+  margin, and the data share the stage sizes its buffers from, with a refusal
+  naming the budget and the minimum.
 """
 
 from __future__ import annotations
@@ -26,9 +35,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from gnncore.memory import memory_available
+from gnncore.errors import GnnCoreError
+from gnncore.memory import cgroup_limit, mem_available, memory_available
 from gnncore.progress import StageFn
-from gnncore.sizes import parse_size
+from gnncore.sizes import format_size, parse_size
 
 #: The smallest default budget: below it the bounded paths' buffers stop paying.
 MIN_DEFAULT_BUDGET = 256 << 20
@@ -58,6 +68,87 @@ def resolve_memory_budget(value: int | str | None) -> int | None:
     if budget <= 0:
         raise ValueError(f"a memory budget must be positive, not {value!r}")
     return budget
+
+
+def process_budget() -> int:
+    """A deployment's ``auto`` budget: the memory this whole process may take,
+    the lower of its cgroup v1 limit (:func:`gnncore.memory.cgroup_limit`) and
+    the machine's ``MemAvailable`` plus this process's RSS now (what it holds
+    counts: the budget bounds the process, not what it adds);
+    :data:`FALLBACK_BUDGET` when neither can be read."""
+    available = mem_available()
+    room = None if available is None else available + current_rss_bytes()
+    limit = cgroup_limit()
+    known = [b for b in (room, limit) if b is not None]
+    return min(known) if known else FALLBACK_BUDGET
+
+
+def resolve_process_budget(value: int | str | None) -> int | None:
+    """:func:`resolve_memory_budget` for a whole-process budget: ``"auto"`` is
+    :func:`process_budget` (``"none"``, like ``None`` and ``""``, is ``None``)."""
+    if value == "auto":
+        return process_budget()
+    return None if value == "none" else resolve_memory_budget(value)
+
+
+class MemoryBudgetError(GnnCoreError, ValueError):
+    """A memory budget below what a stage needs (the message names both)."""
+
+
+#: What :class:`StageBudget` keeps back beyond the overhead: allocator slack,
+#: the page tables and small objects no stage counts.
+STAGE_MARGIN = 64 << 20
+
+
+@dataclass(frozen=True)
+class StageBudget:
+    """A whole-process memory budget as one stage sees it at its start.
+
+    ``total`` bounds the process (``None``: unbounded). The stage's fixed
+    overhead is the process's RSS when it starts (the interpreter, numpy,
+    torch and MLflow once imported, anything an earlier stage left); the
+    stage's data (buffers, chunks, mega-batches, caches) gets
+    :attr:`data_bytes`, the rest less :attr:`margin`.
+    """
+
+    total: int | None
+    overhead: int
+    margin: int = STAGE_MARGIN
+
+    @classmethod
+    def start(cls, total: int | None, margin: int = STAGE_MARGIN) -> StageBudget:
+        """Measure the overhead now (call it once the stage's imports are done)."""
+        return cls(total, current_rss_bytes(), margin)
+
+    @property
+    def data_bytes(self) -> int | None:
+        """Bytes left to the stage's data (0 at least; ``None``: unbounded)."""
+        if self.total is None:
+            return None
+        return max(self.total - self.overhead - self.margin, 0)
+
+    def require(self, minimum: int, what: str) -> int | None:
+        """:attr:`data_bytes`, or :class:`MemoryBudgetError` naming the budget,
+        the overhead and the minimum when it leaves ``what`` less than
+        ``minimum`` bytes."""
+        data = self.data_bytes
+        if self.total is not None and data is not None and data < minimum:
+            need = self.overhead + self.margin + minimum
+            raise MemoryBudgetError(
+                f"memory budget of {format_size(self.total)} is below the {format_size(need)} "
+                f"{what} needs: {format_size(self.overhead)} this process holds already, "
+                f"{format_size(self.margin)} of margin and {format_size(minimum)} at least for "
+                "its data; raise the budget (or the process's memory limit)"
+            )
+        return data
+
+    def to_dict(self) -> dict[str, int | None]:
+        """The split as JSON-ready figures."""
+        return {
+            "memory_budget_bytes": self.total,
+            "overhead_bytes": self.overhead,
+            "data_budget_bytes": self.data_bytes,
+        }
 
 
 def peak_rss_bytes() -> int:

@@ -5,7 +5,7 @@ import os
 import dagster as dg
 from pydantic import Field
 
-from gnncore.usage import resolve_memory_budget
+from gnncore.usage import resolve_process_budget
 
 #: The environment variable an empty ``budget`` reads (then ``auto``).
 BUDGET_ENV = "GNNCORE_MEMORY_BUDGET"
@@ -14,18 +14,23 @@ BUDGET_ENV = "GNNCORE_MEMORY_BUDGET"
 class MemoryBudgetResource(dg.ConfigurableResource):
     """The memory a stage's process may take, for every stage of a deployment.
 
-    ``budget`` is ``auto`` (sized from the memory the process may take when the
-    stage starts: :func:`gnncore.usage.resolve_memory_budget`), ``none`` (no
+    ``budget`` is ``auto`` (the memory the stage's whole process may take when
+    it starts: the lower of its cgroup v1 limit and the available memory plus
+    what the process holds, :func:`gnncore.usage.process_budget`), ``none`` (no
     bound: stages hold what they need in memory) or a size (``3GiB``,
-    ``512MiB``). Empty means ``$GNNCORE_MEMORY_BUDGET``, else ``auto``. An
-    asset's own ``memory_budget`` config, where it has one and it is set, wins
-    for that materialization.
+    ``512MiB``). It bounds the whole process, torch and MLflow included: each
+    stage takes off what the process holds at its start
+    (:class:`gnncore.usage.StageBudget`) and sizes its data from the rest.
+    Empty means ``$GNNCORE_MEMORY_BUDGET``, else ``auto``. An asset's own
+    ``memory_budget`` config, where it has one and it is set, wins for that
+    materialization.
     """
 
     budget: str = Field(
         default="",
-        description="auto, none or a size such as 3GiB: the memory each stage's process "
-        "may take; empty: $GNNCORE_MEMORY_BUDGET, else auto.",
+        description="auto, none or a size such as 3GiB: the memory each stage's whole "
+        "process may take (auto: the lower of the cgroup limit and the available memory); "
+        "empty: $GNNCORE_MEMORY_BUDGET, else auto.",
     )
 
     def setting(self, override: str = "") -> str:
@@ -40,6 +45,6 @@ class MemoryBudgetResource(dg.ConfigurableResource):
         if setting.lower() == "none":
             return None
         try:
-            return resolve_memory_budget(setting)
+            return resolve_process_budget(setting)
         except ValueError as error:
             raise ValueError(f"memory budget {setting!r}: {error}") from None

@@ -78,8 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 #: What ``--memory-budget`` means to both planners.
 BUDGET_HELP = (
-    "the memory the planner's process may take: refused, before any work, when its estimate "
-    "is above it (auto: what this process may take, a cgroup limit included; none: no check)"
+    "the memory the planner's whole process may take: refused, before any work, when its "
+    "estimate is above it (auto: the lower of the cgroup limit and the available memory "
+    "plus what the process holds; none: no check)"
 )
 
 #: Cached ids printed per device on stdout.
@@ -114,10 +115,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         plan_placement,
         plan_replication,
     )
-    from gnncore.usage import resolve_memory_budget
+    from gnncore.usage import resolve_process_budget
 
     progress = None if args.no_progress else _say
-    budget = resolve_memory_budget(args.memory_budget)
+    budget = resolve_process_budget(args.memory_budget)
     try:
         if args.what == "placement":
             settings = settings_from(args, PlacementSettings)

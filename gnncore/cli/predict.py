@@ -57,8 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_memory_budget_option(
         parser,
         "memory of the layers' outputs and batches (e.g. 2GiB): beyond it each layer goes "
-        "to a file on disk beside OUT_DIR, same predictions; auto: half the available "
-        "memory; none: in memory",
+        "to a file on disk beside OUT_DIR, same predictions; auto: what the whole process "
+        "may take (the lower of the cgroup limit and the available memory plus what it "
+        "holds) less what it holds at the start and a 64 MiB margin; none: in memory",
     )
     parser.add_argument(
         "--device", default="auto", metavar="D", help="auto, cpu, cuda or cuda:N (default: auto)"

@@ -1,8 +1,9 @@
 """``gnncore store GRAPH_DIR PARTITION_DIR OUT_DIR [--static-fraction F]
 [--memory-budget SIZE] [--verify]``.
 
-The store is written within ``--memory-budget`` (``auto``: half the memory this
-process may take, the cgroup's limit included): features and edges stream
+The store is written within ``--memory-budget`` (``auto``: what this whole
+process may take, the lower of the cgroup's limit and the available memory plus
+what the process holds): features and edges stream
 through buffers sized from what the budget leaves after the writer's fixed
 overhead. The summary reports the budget, the fixed overhead, the buffers, the
 disk estimated beforehand and the stage's peak RSS.
@@ -38,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the memory the writer may take: features and edges stream through buffers sized "
         "from what it leaves after the per-node arrays (72 bytes a node) and the process's "
         "own memory; a budget below that is refused; same bytes whatever the budget. auto: "
-        "half the memory this process may take (a cgroup limit included); none: the "
+        "what the whole process may take (the lower of the cgroup limit and the available "
+        "memory plus what it holds); none: the "
         "largest buffers (2 GiB), unchecked",
     )
     parser.add_argument(

@@ -81,7 +81,7 @@ from gnncore.store.manifest import (
 )
 from gnncore.store.npy import NpyFile, inspect_npy, load_npy
 from gnncore.store.versioning import stage_key
-from gnncore.usage import StageUsage, resolve_memory_budget
+from gnncore.usage import StageUsage, resolve_process_budget
 
 STORE_FORMAT = "gnncore.partitioned_store"
 STORE_FORMAT_VERSION = 2
@@ -155,7 +155,8 @@ def build_partitioned_store(
     """:func:`write_partitioned_store`, returning the store with its cost.
 
     Features, edges and the static set stream through buffers sized from
-    ``memory_budget`` (``"auto"``: :func:`~gnncore.usage.default_memory_budget`;
+    ``memory_budget`` (bounding the whole process; ``"auto"``:
+    :func:`~gnncore.usage.process_budget`;
     a size string or bytes; ``None``: the largest buffers, no check) once the
     fixed overhead (this process's memory now plus the per-node arrays) is
     taken off; ``buffers`` sets them directly instead. Same bytes whatever the
@@ -165,7 +166,7 @@ def build_partitioned_store(
     if not 0.0 <= static_fraction <= 1.0:
         raise InputError(f"static_fraction must lie in [0, 1], not {static_fraction}")
     try:
-        budget = resolve_memory_budget(memory_budget)
+        budget = resolve_process_budget(memory_budget)
     except ValueError as exc:
         raise InputError(f"memory budget: {exc}") from None
     started = time.perf_counter()

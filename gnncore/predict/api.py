@@ -37,6 +37,7 @@ from gnncore.store.atomic import atomic_directory, check_output_dir
 from gnncore.store.manifest import sha256_of
 from gnncore.train.core.device import resolve_device
 from gnncore.train.core.layerstore import (
+    MIN_MEMORY_BUDGET,
     InferencePlan,
     check_budget,
     plan_inference,
@@ -45,7 +46,7 @@ from gnncore.train.core.layerstore import (
 from gnncore.train.core.layerwise import Adjacency, RowSource
 from gnncore.train.link.data import link_splits, message_passing_csc
 from gnncore.train.spec import ModelSpec
-from gnncore.usage import resolve_memory_budget
+from gnncore.usage import StageBudget, process_budget, resolve_memory_budget
 
 FORMAT_NAME = "gnncore.predictions"
 FORMAT_VERSION = 1
@@ -262,6 +263,15 @@ def _progress_bar(progress: bool, total: int) -> Any:
     return tqdm(total=total, desc="predict", unit="batch")
 
 
+def _data_budget(memory_budget: int | str | None) -> int | None:
+    """The bytes the layers and batches may take: ``"auto"`` is this process's
+    budget less its overhead now (:class:`~gnncore.usage.StageBudget`), else
+    the size as given."""
+    if memory_budget == "auto":
+        return StageBudget.start(process_budget()).require(MIN_MEMORY_BUDGET, "prediction")
+    return resolve_memory_budget(memory_budget)
+
+
 def predict_graph_dir(
     graph_dir: str | os.PathLike[str] | GraphDir,
     out_dir: str | os.PathLike[str],
@@ -302,8 +312,10 @@ def predict_graph_dir(
             terminal. (default: :obj:`True`)
         memory_budget (int or str, optional): Bytes (or a size such as
             ``"2GiB"``) the layer outputs and batches may take; ``"auto"``:
-            half of what this process may still take (a cgroup limit
-            included); ``None``: keep the layers in memory. (default: ``"auto"``)
+            what the whole process may take (:func:`~gnncore.usage.process_budget`)
+            less what it holds when the call starts and a margin
+            (:class:`~gnncore.usage.StageBudget`), refused below the layer store's
+            minimum; ``None``: keep the layers in memory. (default: ``"auto"``)
 
     Returns:
         PredictionReport: rows, accuracy per split (node task) and the summary.
@@ -315,7 +327,7 @@ def predict_graph_dir(
     graph.check_structure()
     check_output_dir(out_dir, [graph.path], FORMAT_NAME, "predictions")
     try:  # before the model loads
-        budget = check_budget(resolve_memory_budget(memory_budget))
+        budget = check_budget(_data_budget(memory_budget))
     except ValueError as exc:
         raise InputError(f"memory_budget: {exc}") from None
     trained = model if isinstance(model, TrainedModel) else load_trained_model(model, tracking_uri)

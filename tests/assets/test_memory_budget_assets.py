@@ -10,7 +10,7 @@ import pytest
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
 from assets.partitions import PARTITIONS_NAME
 from gnncore.partition.run import postprocess_share
-from gnncore.usage import peak_rss_bytes
+from gnncore.usage import STAGE_MARGIN, peak_rss_bytes
 from pipelines.definitions import build_resources
 from resources import MemoryBudgetResource
 
@@ -72,6 +72,10 @@ def test_the_resource_budget_reaches_every_stage(deployment) -> None:
         assert meta["peak_rss_of_budget"] == pytest.approx(meta["peak_rss_bytes"] / BUDGET)
     # The post-processing's buffers are a quarter of the stage's budget, at most 1 GiB.
     assert _metadata(result, "graph_partition")["postprocess_budget_bytes"] == 1 << 30
+    # Prediction's layers get what the budget leaves once the process's own memory is off.
+    pred = _metadata(result, "predictions")
+    assert 0 < pred["overhead_bytes"] <= pred["peak_rss_bytes"]
+    assert pred["data_budget_bytes"] == BUDGET - pred["overhead_bytes"] - STAGE_MARGIN
     # The planners check their estimate against it (and recorded the estimate).
     assert 0 < _metadata(result, "placement_plan")["memory_estimate_bytes"] < BUDGET
 
