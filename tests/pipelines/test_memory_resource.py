@@ -30,3 +30,36 @@ def test_a_bad_setting_names_itself() -> None:
         MemoryBudgetResource(budget="lots").budget_bytes()
     with pytest.raises(ValueError, match="memory budget '-1'"):
         MemoryBudgetResource(budget="-1").budget_bytes()
+
+
+def test_auto_bounds_the_whole_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gnncore.usage as usage_module
+
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    monkeypatch.setattr(usage_module, "mem_available", lambda: 64 << 30)
+    monkeypatch.setattr(usage_module, "cgroup_limit", lambda: 3 << 30)
+    assert MemoryBudgetResource().budget_bytes() == 3 << 30  # the cgroup's limit
+    monkeypatch.setattr(usage_module, "cgroup_limit", lambda: None)
+    held = usage_module.current_rss_bytes()
+    # no limit: what is available plus what the process holds already
+    assert MemoryBudgetResource(budget="auto").budget_bytes() == pytest.approx(
+        (64 << 30) + held, abs=32 << 20
+    )
+
+
+def test_a_runs_config_sets_it_as_the_launchpad_does() -> None:
+    import dagster as dg
+
+    from pipelines.definitions import build_resources
+
+    @dg.asset
+    def budgeted(memory: MemoryBudgetResource) -> dg.MaterializeResult:
+        return dg.MaterializeResult(metadata={"budget": memory.budget_bytes()})
+
+    result = dg.materialize(
+        [budgeted],
+        resources=build_resources(),
+        run_config={"resources": {"memory": {"config": {"budget": "3GiB"}}}},
+    )
+    (mat,) = result.asset_materializations_for_node("budgeted")
+    assert mat.metadata["budget"].value == 3 << 30
