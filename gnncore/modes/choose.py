@@ -43,6 +43,14 @@ from gnncore.train.node.config import NodeTrainConfig
 #: activations, and the interpreter and torch themselves.
 DATA_SHARE = 0.75
 
+#: The share of a caller's budget (a whole process's) the out-of-core mode's
+#: mega-batches are sized from when the config sets no ``memory_budget``: their
+#: bound counts feature and edge payload only, while loading one makes transient
+#: copies and the interpreter, torch, the model and the batches take the rest.
+#: Under a 1 GiB cgroup with 1.1 GiB of features, 3/4 of the room (6 of 32
+#: partitions per mega-batch) was killed and 1/3 trained (docs/BENCHMARKS.md).
+OUT_OF_CORE_SHARE = 1 / 3
+
 #: The mode ``auto`` resolves to in a distributed run (ranks read their rank data).
 DISTRIBUTED_MODE = "mmap"
 
@@ -248,7 +256,7 @@ def _out_of_core_node(
         )
     # A budget of the caller's (the process's) leaves the model its share; the
     # config's own memory_budget is the graph data's already (as for explicit modes).
-    sized = "" if config.memory_budget else str(int(budget * DATA_SHARE))
+    sized = "" if config.memory_budget else str(int(budget * OUT_OF_CORE_SHARE))
     reason = f"the training data does not fit ({compared}): out of core from the partitioned store"
     return ModeChoice("hierbatching", "auto", reason, estimate, budget, sized)
 

@@ -18,12 +18,12 @@ DATASET = {
     "raw_dataset": {
         "config": {"num_nodes": 800, "avg_degree": 6, "num_classes": 3, "num_features": 8}
     },
-    "graph_partition": {"config": {"parts": 4}},
+    "graph_partition": {"config": {"parts": 16}},
 }
 TRAIN = {"trained_model": {"config": {"node": {"epochs": 2, "hidden": 16, "batch_size": 128}}}}
 CHAIN = ("raw_dataset", "graph", "graph_partition", "partitioned_store")
 #: Its 75% is below the in-memory training data of the 800-node graph (80 KiB), above
-#: what HierBatching needs for its static cache and two of the 4 partitions.
+#: what HierBatching needs (a third of it) for its static cache and 2 of 16 partitions.
 SMALL_BUDGET = "96KiB"
 
 

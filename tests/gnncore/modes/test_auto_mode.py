@@ -10,7 +10,7 @@ from conftest import planted_graph, tiny_kg
 from gnncore.errors import ConfigError
 from gnncore.memory import memory_available
 from gnncore.modes import choose_mode, resolve_mode, train_graph_dir, training_bytes
-from gnncore.modes.choose import DATA_SHARE, distributed_config
+from gnncore.modes.choose import DATA_SHARE, OUT_OF_CORE_SHARE, distributed_config
 from gnncore.outofcore.store import write_partitioned_store
 from gnncore.partition import partition_graph
 from gnncore.sizes import format_size
@@ -30,12 +30,12 @@ def small(tmp_path_factory) -> GraphDir:
 @pytest.fixture(scope="module")
 def wide(tmp_path_factory):
     """A generated graph with 40 MiB of features (10,000 nodes x 1,024 floats) and a
-    partitioned store of it (16 partitions)."""
+    partitioned store of it (32 partitions)."""
     root = tmp_path_factory.mktemp("wide")
     spec = SynthSpec(num_nodes=10_000, avg_degree=4, num_classes=4, num_features=1024, seed=1)
     generate_graph(root / "g", spec, memory_budget=None)
     graph = GraphDir.open(root / "g")
-    partition_graph(graph.path, root / "part", method="metis", parts=16, seed=0)
+    partition_graph(graph.path, root / "part", method="metis", parts=32, seed=0)
     store = write_partitioned_store(graph.path, root / "part", root / "store", static_fraction=0.01)
     return graph, store
 
@@ -148,8 +148,8 @@ def test_features_over_the_budget_train_out_of_core(wide):
         graph, config, store=store.path, progress=lines.append, memory_budget=budget
     )
     assert result.config.mode == "hierbatching"
-    # Mega-batches are sized from the data's share of the budget.
-    assert result.config.memory_budget == str(int(budget * DATA_SHARE))
+    # Mega-batches are sized from their share of the budget.
+    assert result.config.memory_budget == str(int(budget * OUT_OF_CORE_SHARE))
     assert result.mode_choice["training_bytes"] > budget
     assert lines[0].startswith("mode auto -> hierbatching: the training data does not fit")
     assert any(line.startswith("train mega-batch") for line in lines)
