@@ -7,6 +7,7 @@ from typing import Any
 
 import dagster as dg
 
+from gnncore.usage import MemoryBudgetError, StageBudget
 from resources import MemoryBudgetResource
 
 
@@ -26,6 +27,19 @@ def stage_budget(memory: MemoryBudgetResource, override: str = "") -> int | None
         return memory.budget_bytes(override)
     except ValueError as error:
         raise dg.Failure(str(error)) from None
+
+
+def data_share(budget: int | None, minimum: int, what: str) -> StageBudget:
+    """``budget`` (the whole process's) split at the stage's start: what the
+    process holds already, a margin, and the rest for the stage's data
+    (:class:`gnncore.usage.StageBudget`); a :class:`dagster.Failure` naming
+    the budget and the minimum when the rest is under ``minimum`` bytes."""
+    share = StageBudget.start(budget)
+    try:
+        share.require(minimum, what)
+    except MemoryBudgetError as error:
+        raise dg.Failure(str(error)) from None
+    return share
 
 
 def budget_metadata(setting: str, budget: int | None, peak_rss_bytes: int) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 import dagster as dg
 from pydantic import Field
 
-from assets.costs import cost_metadata, stage_budget
+from assets.costs import cost_metadata, data_share, stage_budget
 from assets.dataset import raw_dataset
 from assets.partitions import DATASET_PARTITIONS, run_tags
 from assets.upstream import upstream_metadata
@@ -111,11 +111,12 @@ def _ingest_budget(
     raw: dict,
 ) -> tuple[int | None, int | str | None]:
     """The budget ingestion runs under (bytes, ``None`` for ``none``) and the
-    ``memory_budget`` argument that gives it (the setting, which the MLflow
-    run records as it was written): ``auto`` stays ``auto``; a size
-    set on the asset forces bounded memory; the deployment's size does where
-    the bounded path takes the input, else ingestion runs in memory and its
-    peak is only reported against it."""
+    ``memory_budget`` argument that gives it: ``auto`` stays ``auto``; a size
+    set on the asset forces bounded memory (the setting, recorded in the MLflow
+    run as written); the deployment's size does where the bounded path takes
+    the input, its buffers sized from what the process does not hold already,
+    else ingestion runs in memory and its peak is only reported against it."""
+    from gnncore.io.bounded.budget import MIN_MEMORY_BUDGET
     from gnncore.io.dispatch import takes_memory_budget
 
     setting = memory.setting(config.memory_budget)
@@ -124,7 +125,9 @@ def _ingest_budget(
         return budget, None if budget is None else setting
     nodes = str(raw["nodes"]) if raw.get("nodes") else None
     if takes_memory_budget(str(raw["path"]), str(raw["format"]), nodes):
-        return budget, setting
+        # the process's budget: its buffers get what the process does not hold already
+        share = data_share(budget, MIN_MEMORY_BUDGET, "bounded-memory ingestion")
+        return budget, share.data_bytes
     context.log.info(
         f"ingest: {raw['format']} input is ingested in memory (the bounded path takes text "
         f"edge lists); its peak is reported against the budget of {budget:,} bytes"

@@ -1,10 +1,8 @@
 """Every node's prediction by the production model, as Parquet under the data root."""
 
-from typing import Any
-
 import dagster as dg
 
-from assets.costs import budget_metadata, stage_budget
+from assets.costs import budget_metadata, data_share, stage_budget
 from assets.graph import graph
 from assets.partitions import DATASET_PARTITIONS
 from assets.train import production_model
@@ -43,6 +41,7 @@ def predictions(
     from gnncore.predict import load_trained_model, predict_graph_dir
     from gnncore.predict.api import link_latest, preview_rows
     from gnncore.tracking.registry import PRODUCTION_ALIAS
+    from gnncore.train.core.layerstore import MIN_MEMORY_BUDGET
     from gnncore.usage import peak_rss_bytes
 
     name = str(upstream_metadata(context, production_model.key)["registered_model"])
@@ -51,7 +50,7 @@ def predictions(
     model = load_trained_model(uri, mlflow.resolved_tracking_uri())
     out = storage.stage_dir("predictions", f"{graph_path.name}-{model.spec.task}-v{model.version}")
     budget = stage_budget(memory)
-    share = _data_share(budget)
+    share = data_share(budget, MIN_MEMORY_BUDGET, "layer-wise prediction")
     report = predict_graph_dir(
         graph_path,
         out,
@@ -92,18 +91,3 @@ def predictions(
             "preview": dg.MetadataValue.md(preview_rows(out, PREVIEW_ROWS)),
         }
     )
-
-
-def _data_share(budget: int | None) -> Any:
-    """The budget split once the model is loaded: what the process holds and
-    what is left to the layers (:class:`gnncore.usage.StageBudget`); a
-    :class:`dagster.Failure` naming the budget and the minimum when too little is."""
-    from gnncore.train.core.layerstore import MIN_MEMORY_BUDGET
-    from gnncore.usage import MemoryBudgetError, StageBudget
-
-    share = StageBudget.start(budget)
-    try:
-        share.require(MIN_MEMORY_BUDGET, "layer-wise prediction")
-    except MemoryBudgetError as error:
-        raise dg.Failure(str(error)) from None
-    return share

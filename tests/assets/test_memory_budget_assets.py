@@ -10,7 +10,7 @@ import pytest
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
 from assets.partitions import PARTITIONS_NAME
 from gnncore.partition.run import postprocess_share
-from gnncore.usage import STAGE_MARGIN, peak_rss_bytes
+from gnncore.usage import STAGE_MARGIN, current_rss_bytes, peak_rss_bytes
 from pipelines.definitions import build_resources
 from resources import MemoryBudgetResource
 
@@ -115,3 +115,44 @@ def test_a_budget_below_a_stages_need_is_refused_naming_both(deployment) -> None
     message = str(failure.step_failure_data.error)
     assert "memory_budget of 8.0 MiB is below the" in message, message
     assert "replication plan of 1500 nodes is estimated to need" in message, message
+
+
+def test_ingestion_sizes_its_buffers_from_what_the_process_does_not_hold(tmp_path) -> None:
+    from gnncore.synth import SynthSpec
+    from gnncore.synth.edge_csv import write_edge_csv
+
+    source = tmp_path / "edges.csv"
+    write_edge_csv(
+        source,
+        SynthSpec(num_nodes=800, avg_degree=6, num_classes=4, num_features=8, seed=2),
+        progress=False,
+    )
+    resources = build_resources(str(tmp_path / "root"))
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, ["csv"])
+
+    def ingest(budget: str) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            PIPELINE_ASSETS,
+            instance=instance,
+            resources={**resources, "memory": MemoryBudgetResource(budget=budget)},
+            selection=dg.AssetSelection.assets("raw_dataset", "graph"),
+            partition_key="csv",
+            run_config={"ops": {"raw_dataset": {"config": {"source": str(source)}}}},
+            raise_on_error=False,
+        )
+
+    # Below what the process holds already: refused, naming the budget and the need.
+    refused = ingest("128MiB")
+    (failure,) = refused.get_step_failure_events()
+    message = str(failure.step_failure_data.error)
+    assert "memory budget of 128.0 MiB is below the" in message, message
+    assert "bounded-memory ingestion needs" in message and "this process holds already" in message
+
+    meta = _metadata(ingest("2GiB"), "graph")
+    assert meta["memory_budget"] == "2GiB" and meta["memory_budget_bytes"] == 2 << 30
+    assert "| sort/dedup |" in meta["phases"]  # the bounded path took the edge list
+    tracker = resources["mlflow"].tracker()
+    (run,) = tracker.client.search_runs([tracker.experiment_id], "tags.task = 'ingest'")
+    buffers = int(run.data.params["memory_budget"])
+    assert 0 < buffers < (2 << 30) - current_rss_bytes() // 2
