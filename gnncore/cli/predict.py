@@ -16,8 +16,9 @@ store under the data root), or a local model directory. Without it, the
 ``--memory-budget SIZE`` bounds the memory of the layers' outputs: when every
 node's hidden rows do not fit in half of it, each layer goes to a file on disk
 beside the output (deleted when done) and batches are sized from the budget;
-the same predictions (within float tolerance). Default ``auto``: half of what
-the process may take (a cgroup limit included); ``none``: in memory.
+the same predictions (within float tolerance). Default ``auto``: what the whole
+process may take (the lower of its cgroup limit and the available memory plus
+what it holds) less what it holds at the start and a margin; ``none``: in memory.
 """
 
 from __future__ import annotations
