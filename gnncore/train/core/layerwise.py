@@ -31,6 +31,7 @@ nodes a degree of 1; training's GCN evaluation is that approximation.)
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +146,34 @@ def _gcn_layer(
     return out
 
 
+def _sage_layer(
+    conv: SAGEConv, h: torch.Tensor, edge_index: torch.Tensor, num_targets: int
+) -> torch.Tensor | None:
+    """``SAGEConv`` with mean aggregation over a block on the CPU as one sparse
+    CSR product (the block's edges are grouped by target), instead of
+    gathering a message per edge and scattering it: the same function,
+    summed in another order (float tolerance). ``None`` where this does not
+    apply (another aggregation, or not on the CPU)."""
+    if h.device.type != "cpu" or conv.aggr != "mean" or h.dtype != torch.float32:
+        return None
+    source = conv.lin(h).relu() if conv.project and hasattr(conv, "lin") else h
+    src, dst = edge_index
+    crow = torch.zeros(num_targets + 1, dtype=torch.int64)
+    torch.cumsum(torch.bincount(dst, minlength=num_targets), 0, out=crow[1:])
+    ones = torch.ones(len(src), dtype=source.dtype)
+    with warnings.catch_warnings():  # "CSR support is in beta"
+        warnings.simplefilter("ignore", UserWarning)
+        adjacency = torch.sparse_csr_tensor(
+            crow, src, ones, size=(num_targets, source.size(0)), check_invariants=False
+        )
+    out = conv.lin_l(torch.sparse.mm(adjacency, source, reduce="mean"))
+    if conv.root_weight:
+        out = out + conv.lin_r(h[:num_targets])
+    if conv.normalize:
+        out = torch.nn.functional.normalize(out, p=2.0, dim=-1)
+    return out
+
+
 def apply_layer(
     model: BasicGNN,
     layer: int,
@@ -163,7 +192,10 @@ def apply_layer(
         if dinv is None:
             raise ValueError("GCN needs the block's full-graph degrees (dinv)")
         x = _gcn_layer(conv, h, edge_index, num_targets, dinv)
-    elif isinstance(conv, (SAGEConv, GATConv, GINConv)):
+    elif isinstance(conv, SAGEConv):
+        fast = _sage_layer(conv, h, edge_index, num_targets)
+        x = fast if fast is not None else conv((h, h[:num_targets]), edge_index)
+    elif isinstance(conv, (GATConv, GINConv)):
         x = conv((h, h[:num_targets]), edge_index)
     else:  # any layer that reads only the edges into the nodes it updates
         x = conv(h, edge_index)[:num_targets]
@@ -288,24 +320,36 @@ def rowwise_inference(
 # Some nodes only ---------------------------------------------------------------
 
 
-def block_of(adjacency: Adjacency, targets: torch.Tensor) -> Block:
+def block_of(adjacency: Adjacency, targets: torch.Tensor, slot: np.ndarray | None = None) -> Block:
     """The 1-hop block of ``targets`` (int64, ascending, unique; any nodes):
     ``n_id`` holds the targets first, then the other sources ascending, as
     :func:`block` of a contiguous range does (``start``/``stop`` are
-    positions in ``targets``, not node ids)."""
-    indptr = torch.from_numpy(np.asarray(adjacency.indptr, dtype=np.int64))
-    starts, degree = indptr[targets], indptr[targets + 1] - indptr[targets]
+    positions in ``targets``, not node ids).
+
+    ``slot`` (int64 ``[N]``, all ``-1``; left so) is scratch for mapping node
+    ids to block positions without sorting every source: pass one array to
+    a run of calls to save allocating it per block."""
+    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
+    if slot is None:
+        slot = np.full(adjacency.num_nodes, -1, dtype=np.int64)
+    nodes = targets.numpy()
+    count = len(nodes)
+    starts, degree = indptr[nodes], indptr[nodes + 1] - indptr[nodes]
     total = int(degree.sum())
-    offsets = torch.cumsum(degree, 0) - degree
-    entries = torch.repeat_interleave(starts - offsets, degree) + torch.arange(total)
-    src = torch.from_numpy(np.asarray(adjacency.indices[entries.numpy()], dtype=np.int64))
-    count = len(targets)
-    dst = torch.repeat_interleave(torch.arange(count), degree)
-    position = torch.searchsorted(targets, src).clamp(max=max(count - 1, 0))
-    inside = targets[position] == src if count else torch.zeros(0, dtype=torch.bool)
-    others = torch.unique(src[~inside])
-    src_local = torch.where(inside, position, count + torch.searchsorted(others, src))
-    return Block(0, count, torch.cat([targets, others]), torch.stack([src_local, dst]))
+    offsets = np.cumsum(degree) - degree
+    entries = np.repeat(starts - offsets, degree) + np.arange(total)
+    src = np.asarray(adjacency.indices[entries], dtype=np.int64)
+    slot[nodes] = np.arange(count)
+    outside = src[slot[src] < 0]
+    slot[outside] = np.arange(len(outside))  # one write per node survives
+    others = np.sort(outside[slot[outside] == np.arange(len(outside))])
+    slot[others] = count + np.arange(len(others))
+    src_local = slot[src]
+    slot[nodes] = -1
+    slot[others] = -1
+    dst = np.repeat(np.arange(count), degree)
+    n_id = torch.from_numpy(np.concatenate([nodes, others]))
+    return Block(0, count, n_id, torch.from_numpy(np.stack([src_local, dst])))
 
 
 def rows_per_layer(
@@ -368,6 +412,7 @@ def layerwise_subset(
     dinv_all = None
     if any(isinstance(conv, GCNConv) for conv in model.convs):
         dinv_all = torch.from_numpy(adjacency.in_degree().astype(np.float32) + 1.0).pow(-0.5)
+    slot = np.full(adjacency.num_nodes, -1, dtype=np.int64)
     previous: torch.Tensor | None = None
     last = model.num_layers - 1
     for layer in range(model.num_layers):
@@ -376,7 +421,7 @@ def layerwise_subset(
         cumulative = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(degree, 0)])
         current: torch.Tensor | None = None
         for i, j in node_batches(cumulative.numpy(), batch_size, max_edges):
-            blk = block_of(adjacency, nodes[i:j])
+            blk = block_of(adjacency, nodes[i:j], slot)
             h = inputs(blk.n_id) if previous is None else previous[blk.n_id]
             h = h.to(device, non_blocking=True)
             dinv = dinv_all[blk.n_id].to(device) if dinv_all is not None else None
