@@ -50,7 +50,9 @@ defs = dg.Definitions(
     assets=ALL_ASSETS,
     asset_checks=ALL_CHECKS,
     jobs=[train_job],
-    schedules=[retraining_schedule(SCHEDULE, "* * * * *", SMALL_RUN)],
+    # Its own dataset partition only: the inbox test's datasets (same daemon) are not
+    # retrained by it.
+    schedules=[retraining_schedule(SCHEDULE, "* * * * *", SMALL_RUN, datasets=[NIGHTLY_DATASET])],
     sensors=[
         inbox_sensor(
             SENSOR, minimum_interval_seconds=3, settle_seconds=1, run_config=SMALL_TRAINING

@@ -10,6 +10,10 @@
 The schedule and sensor come from the production factories
 (``retraining_schedule``, ``inbox_sensor``) on a per-minute cron, a sensor that
 looks every few seconds and a small graph (``daemon_location.py``).
+
+One daemon serves both tests: the module turns the schedule on, starts the daemon
+and drops the inbox files at once, so that the sensor's runs go while the schedule
+waits for its minute (the schedule retrains its own dataset partition only).
 """
 
 from __future__ import annotations
@@ -38,10 +42,11 @@ BIN = Path(sys.executable).parent
 RUN_TIMEOUT_S = 420
 
 
-@pytest.fixture
-def home(tmp_path):
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
     """A fresh DAGSTER_HOME with the project's instance settings, a data root, and
     a workspace that loads ``daemon_location.py``."""
+    tmp_path = tmp_path_factory.mktemp("daemon")
     for tool in ("dagster", "dagster-daemon"):
         if not (BIN / tool).exists():
             pytest.skip(f"{tool} is not installed beside {sys.executable}")
@@ -141,14 +146,27 @@ def cli(env: dict[str, str], *args: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_schedule_ticks_under_the_daemon_and_the_gate_promotes(home):
+@pytest.fixture(scope="module")
+def daemon(home) -> Iterator[tuple[dict[str, str], Path, Path]]:
+    """The schedule turned on for the one dataset partition it retrains, the daemon
+    running, and the inbox files dropped; yields the environment, the daemon's log
+    and the inbox."""
     tmp, env, workspace = home
     with instance_of(env) as instance:  # one dataset partition to retrain
         instance.add_dynamic_partitions(PARTITIONS_NAME, [NIGHTLY_DATASET])
     # Turned on as a user would without the UI (the UI's toggle writes the same state).
     cli(env, "schedule", "start", SCHEDULE, "-w", str(workspace))
+    inbox = Path(env["GNNCORE_DATA_ROOT"]) / "inbox"
+    inbox.mkdir(parents=True)
     with running_daemon(tmp, env, workspace) as log:
-        (run,) = wait_for_runs(env, log, {"dagster/schedule_name": SCHEDULE}, 1)
+        _labelled_graph(inbox, "payments")
+        (inbox / "broken.csv").write_text("src,dst\nacct-1,acct-2\nacct-3\nacct-2,acct-4\n")
+        yield env, log, inbox
+
+
+def test_schedule_ticks_under_the_daemon_and_the_gate_promotes(daemon):
+    env, log, _ = daemon
+    (run,) = wait_for_runs(env, log, {"dagster/schedule_name": SCHEDULE}, 1)
     with instance_of(env) as instance:
         errors = [e.user_message for e in instance.all_logs(run.run_id) if e.level >= 40]
     assert run.status == dg.DagsterRunStatus.SUCCESS, errors
@@ -191,19 +209,19 @@ def _labelled_graph(folder: Path, name: str, nodes: int = 600) -> None:
         file.rename(folder / file.name)
 
 
-def test_a_dropped_edge_list_becomes_a_registered_model(home):
-    tmp, env, workspace = home
-    inbox = Path(env["GNNCORE_DATA_ROOT"]) / "inbox"
-    inbox.mkdir(parents=True)
-    with running_daemon(tmp, env, workspace) as log:
-        _labelled_graph(inbox, "payments")
-        (inbox / "broken.csv").write_text("src,dst\nacct-1,acct-2\nacct-3\nacct-2,acct-4\n")
-        runs = wait_for_runs(env, log, {"dagster/sensor_name": SENSOR}, 2)
+def test_a_dropped_edge_list_becomes_a_registered_model(daemon):
+    env, log, inbox = daemon
+    runs = wait_for_runs(env, log, {"dagster/sensor_name": SENSOR}, 2)
     by_dataset: dict[str, dg.DagsterRun] = {r.tags["gnncore/dataset"]: r for r in runs}
     assert set(by_dataset) == {"payments", "broken"}
-    # One dataset partition per file, added by the sensor; each run is its file's partition.
+    # One dataset partition per file, added by the sensor (beside the schedule's own);
+    # each run is its file's partition.
     with instance_of(env) as instance:
-        assert set(instance.get_dynamic_partitions(PARTITIONS_NAME)) == {"payments", "broken"}
+        assert set(instance.get_dynamic_partitions(PARTITIONS_NAME)) == {
+            "payments",
+            "broken",
+            NIGHTLY_DATASET,
+        }
     assert {d: r.tags["dagster/partition"] for d, r in by_dataset.items()} == {
         "payments": "payments",
         "broken": "broken",
