@@ -102,12 +102,18 @@ class Server:
                 f"{self.name} exited with {self.proc.returncode}; its log ends:\n{self.tail()}"
             )
 
+    def terminate(self) -> None:
+        """SIGTERM the process group (:meth:`stop` then waits for it)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+
     def stop(self) -> None:
         """SIGTERM the process group, then SIGKILL whatever of the session is left
         (``dagster dev`` can take a long while to wind down its children)."""
         sid = self.proc.pid
         if self.proc.poll() is None:
-            os.killpg(sid, signal.SIGTERM)
+            self.terminate()
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -251,6 +257,9 @@ def run_servers(
         wait_until("the MLflow UI", mlflow_up, SERVER_TIMEOUT_S)
         yield state
     finally:
+        # Both wind down at once: each may take its whole grace period.
+        for server in state.servers:
+            server.terminate()
         for server in reversed(state.servers):
             server.stop()
 
