@@ -37,6 +37,7 @@ from gnncore.store import GraphDir
 from gnncore.train.core.checkpoint import CheckpointDir
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.node.config import NodeTrainConfig
+from gnncore.usage import StageBudget
 
 #: The share of the budget the in-memory training data may take; the rest is left
 #: for the model, its optimizer state, the mini-batches being sampled and their
@@ -160,14 +161,25 @@ def training_bytes(graph: GraphDir, config: NodeTrainConfig | LinkTrainConfig) -
 
 def _budget(
     config: NodeTrainConfig | LinkTrainConfig, budget_bytes: int | None
-) -> tuple[int | None, str]:
-    """The budget the choice compares with, and where it came from."""
+) -> tuple[int | None, int | None, str]:
+    """``(data, given, source)``: the bytes the training data may take, the budget
+    as given, and where it came from. The config's own ``memory_budget`` is the
+    data's already; a caller's budget bounds the whole process, so what the
+    process holds now and a margin come off it (:class:`gnncore.usage.StageBudget`);
+    without either, the memory this process may still take."""
     own = config.memory_budget_bytes
     if own is not None:
-        return own, f"memory_budget {config.memory_budget}"
+        return own, own, f"memory_budget {config.memory_budget}"
     if budget_bytes is not None:
-        return int(budget_bytes), "the memory budget"
-    return memory_available(), "the memory available"
+        stage = StageBudget.start(int(budget_bytes))
+        source = (
+            f"the memory budget's data share ({format_size(int(budget_bytes))} less "
+            f"{format_size(stage.overhead)} this process holds and a "
+            f"{format_size(stage.margin)} margin)"
+        )
+        return stage.data_bytes, int(budget_bytes), source
+    available = memory_available()
+    return available, available, "the memory available"
 
 
 def choose_mode(
@@ -198,10 +210,10 @@ def choose_mode(
     """
     parts = training_bytes(graph, config)
     estimate = sum(parts.values())
-    budget, source = _budget(config, budget_bytes)
+    budget, given, source = _budget(config, budget_bytes)
 
     def chose(mode: str, reason: str, memory_budget: str = "") -> ModeChoice:
-        return ModeChoice(mode, "auto", reason, estimate, budget, memory_budget)
+        return ModeChoice(mode, "auto", reason, estimate, given, memory_budget)
 
     if isinstance(config, NodeTrainConfig):
         needs_mmap = [
@@ -225,8 +237,8 @@ def choose_mode(
     if estimate <= allowed:
         return chose("in_memory", f"the training data fits: {compared}")
     if isinstance(config, NodeTrainConfig):
-        return _out_of_core_node(graph, config, compared, estimate, budget, store_available)
-    return _out_of_core_link(config, compared, estimate, budget)
+        return _out_of_core_node(graph, config, compared, estimate, budget, given, store_available)
+    return _out_of_core_link(config, compared, estimate, given)
 
 
 def _out_of_core_node(
@@ -235,6 +247,7 @@ def _out_of_core_node(
     compared: str,
     estimate: int,
     budget: int,
+    given: int | None,
     store_available: bool,
 ) -> ModeChoice:
     """Node classification that does not fit: ``hierbatching``, or why not."""
@@ -244,7 +257,7 @@ def _out_of_core_node(
             f"loader worker processes (num_workers={config.num_workers}): features "
             "memory-mapped instead"
         )
-        return ModeChoice("mmap", "auto", reason, estimate, budget)
+        return ModeChoice("mmap", "auto", reason, estimate, given)
     if not store_available:
         raise ConfigError(
             f"mode auto: the in-memory training data of {graph.manifest.name} is about "
@@ -254,15 +267,20 @@ def _out_of_core_node(
             "pass it (--store), raise the budget (memory_budget), or choose a mode "
             "(mode mmap reads the features memory-mapped, slower once they exceed memory)"
         )
+    if budget <= 0:
+        raise ConfigError(
+            f"mode auto: the training data is about {compared}: the budget leaves nothing "
+            "for the data, not even HierBatching's mega-batches; raise the budget"
+        )
     # A budget of the caller's (the process's) leaves the model its share; the
     # config's own memory_budget is the graph data's already (as for explicit modes).
     sized = "" if config.memory_budget else str(int(budget * OUT_OF_CORE_SHARE))
     reason = f"the training data does not fit ({compared}): out of core from the partitioned store"
-    return ModeChoice("hierbatching", "auto", reason, estimate, budget, sized)
+    return ModeChoice("hierbatching", "auto", reason, estimate, given, sized)
 
 
 def _out_of_core_link(
-    config: LinkTrainConfig, compared: str, estimate: int, budget: int
+    config: LinkTrainConfig, compared: str, estimate: int, budget: int | None
 ) -> ModeChoice:
     """Link prediction that does not fit: ``partition_buffer``, or why not."""
     blockers = [
@@ -316,11 +334,11 @@ def resolve_mode(
     """
     if config.mode != "auto":
         parts = training_bytes(graph, config)
-        budget, _ = _budget(config, budget_bytes)
+        _, budget, _ = _budget(config, budget_bytes)
         return ModeChoice(config.mode, config.mode, "explicit mode", sum(parts.values()), budget)
     previous = _checkpoint_config(checkpoint_dir) if resume else None
     if previous is not None and previous.get("mode", "auto") != "auto":
-        budget, _ = _budget(config, budget_bytes)
+        _, budget, _ = _budget(config, budget_bytes)
         mode = str(previous["mode"])
         sized = (
             str(previous.get("memory_budget") or "") if isinstance(config, NodeTrainConfig) else ""

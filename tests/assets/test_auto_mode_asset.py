@@ -39,7 +39,9 @@ def lineage(tmp_path_factory):
     instance.add_dynamic_partitions(PARTITIONS_NAME, ["auto"])
     resources = build_resources(str(root))
 
-    def materialize(*assets: str, config: dict, budget: str = "") -> dg.ExecuteInProcessResult:
+    def materialize(
+        *assets: str, config: dict, budget: str = "", raise_on_error: bool = True
+    ) -> dg.ExecuteInProcessResult:
         return dg.materialize(
             PIPELINE_ASSETS + PIPELINE_CHECKS,
             instance=instance,
@@ -47,6 +49,7 @@ def lineage(tmp_path_factory):
             selection=dg.AssetSelection.assets(*assets),
             partition_key="auto",
             run_config={"ops": config},
+            raise_on_error=raise_on_error,
         )
 
     materialize(*CHAIN, config=DATASET)
@@ -55,10 +58,11 @@ def lineage(tmp_path_factory):
 
 def test_auto_trains_in_memory_when_the_graph_fits(lineage):
     materialize, resources = lineage
-    model = metadata(materialize("trained_model", config=TRAIN, budget="1GiB"), "trained_model")
+    # The resource bounds the whole process (torch, Dagster and MLflow included).
+    model = metadata(materialize("trained_model", config=TRAIN, budget="64GiB"), "trained_model")
     assert (model["mode"], model["mode_requested"]) == ("in_memory", "auto")
     assert str(model["mode_reason"]).startswith("the training data fits")
-    assert model["mode_budget_bytes"] == 1 << 30
+    assert model["mode_budget_bytes"] == 64 << 30
     assert 0 < model["mode_training_bytes"] < 1 << 20
     assert "store" not in model and "placement_plan" not in model
     run = MlflowClient(resources["mlflow"].resolved_tracking_uri()).get_run(model["mlflow_run_id"])
@@ -70,7 +74,11 @@ def test_auto_trains_in_memory_when_the_graph_fits(lineage):
 def test_auto_reads_the_store_when_the_budget_is_below_the_data(lineage):
     materialize, resources = lineage
     store = metadata(materialize("partitioned_store", config={}), "partitioned_store")
-    result = materialize("trained_model", config=TRAIN, budget=SMALL_BUDGET)
+    # The options' own memory_budget (the data's) wins over the resource's.
+    small = {**TRAIN["trained_model"]["config"]["node"], "memory_budget": SMALL_BUDGET}
+    result = materialize(
+        "trained_model", config={"trained_model": {"config": {"node": small}}}, budget="64GiB"
+    )
     model = metadata(result, "trained_model")
     assert (model["mode"], model["mode_requested"]) == ("hierbatching", "auto")
     assert model["store"] == store["path"]
@@ -79,12 +87,12 @@ def test_auto_reads_the_store_when_the_budget_is_below_the_data(lineage):
     assert "does not fit" in str(model["mode_reason"])
     run = MlflowClient(resources["mlflow"].resolved_tracking_uri()).get_run(model["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.params["mode"] == "hierbatching"
-    # The options' own memory_budget wins over the resource's.
-    node = {**TRAIN["trained_model"]["config"]["node"], "memory_budget": "1GiB"}
-    roomy = materialize(
-        "trained_model", config={"trained_model": {"config": {"node": node}}}, budget=SMALL_BUDGET
-    )
-    assert metadata(roomy, "trained_model")["mode"] == "in_memory"
+    # A resource budget below what the process holds leaves the data nothing: refused.
+    refused = materialize("trained_model", config=TRAIN, budget="1MiB", raise_on_error=False)
+    assert not refused.success
+    (failure, *_) = [e for e in refused.all_events if e.is_step_failure]
+    message = str(failure.step_failure_data.error)
+    assert "leaves nothing" in message and "this process holds" in message
 
 
 def test_an_explicit_mode_wins(lineage):

@@ -3,6 +3,8 @@ data fits the budget, else its out-of-core mode, and says why."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,7 @@ from gnncore.sizes import format_size
 from gnncore.store import GraphDir
 from gnncore.synth import SynthSpec, generate_graph
 from gnncore.train import LinkTrainConfig, NodeTrainConfig
+from gnncore.usage import STAGE_MARGIN, current_rss_bytes
 
 SMALL = {"epochs": 2, "hidden": 16, "batch_size": 64, "fanouts": (5, 5), "device": "cpu"}
 GIB = 1 << 30
@@ -80,6 +83,15 @@ def test_an_explicit_mode_wins_over_the_budget(small):
     assert link.mode == "in_memory"
 
 
+def test_a_callers_budget_bounds_the_whole_process(small):
+    held = current_rss_bytes()
+    choice = choose_mode(small, NodeTrainConfig(), held + STAGE_MARGIN + (1 << 20))
+    assert choice.mode == "in_memory" and choice.budget_bytes > held
+    assert "this process holds" in choice.reason
+    with pytest.raises(ConfigError, match="leaves nothing"):
+        choose_mode(small, NodeTrainConfig(), held // 2, store_available=True)
+
+
 def test_without_a_budget_auto_compares_with_the_memory_available(small):
     choice = choose_mode(small, NodeTrainConfig(), None)
     available = memory_available()
@@ -138,8 +150,10 @@ def test_a_resumed_auto_run_keeps_its_checkpoints_mode(small, tmp_path):
 
 def test_features_over_the_budget_train_out_of_core(wide):
     graph, store = wide
-    budget = 16 << 20
-    assert graph.manifest.num_nodes * graph.manifest.num_features * 4 > 2 * budget
+    # A whole-process budget: what this process holds, the margin, and 32 MiB for data.
+    data = 32 << 20
+    budget = current_rss_bytes() + STAGE_MARGIN + data
+    assert graph.manifest.num_nodes * graph.manifest.num_features * 4 > data
     config = NodeTrainConfig(epochs=1, hidden=16, fanouts=(5,), batch_size=512, device="cpu")
     with pytest.raises(ConfigError, match="partitioned store"):
         train_graph_dir(graph, config, progress=False, memory_budget=budget)
@@ -148,9 +162,10 @@ def test_features_over_the_budget_train_out_of_core(wide):
         graph, config, store=store.path, progress=lines.append, memory_budget=budget
     )
     assert result.config.mode == "hierbatching"
-    # Mega-batches are sized from their share of the budget.
-    assert result.config.memory_budget == str(int(budget * OUT_OF_CORE_SHARE))
-    assert result.mode_choice["training_bytes"] > budget
+    # Mega-batches are sized from their share of what the budget leaves the data.
+    assert 0 < int(result.config.memory_budget) <= budget * OUT_OF_CORE_SHARE
+    assert result.mode_choice["training_bytes"] > data
+    assert result.mode_choice["budget_bytes"] == budget
     assert lines[0].startswith("mode auto -> hierbatching: the training data does not fit")
     assert any(line.startswith("train mega-batch") for line in lines)
     assert len(result.train_loss) == 1 and np.isfinite(result.train_loss[0])
@@ -164,12 +179,13 @@ def test_link_with_learned_embeddings_over_the_budget_uses_the_partition_buffer(
     )
     parts = training_bytes(graph, config)
     assert parts["embeddings"] == 8 * graph.manifest.num_nodes * 16
-    budget = int(sum(parts.values()) / DATA_SHARE) - 1  # just too small
-    result = train_graph_dir(graph, config, progress=False, memory_budget=budget)
+    budget = int(sum(parts.values()) / DATA_SHARE) - 1  # just too small for the data
+    config = dataclasses.replace(config, memory_budget=str(budget))
+    result = train_graph_dir(graph, config, progress=False)
     assert result.config.mode == "partition_buffer"
     assert result.mode_choice["reason"].startswith("the training data does not fit")
     assert 0 < result.test.mrr <= 1
-    roomy = choose_mode(graph, config, budget + 2 * sum(parts.values()))
+    roomy = choose_mode(graph, dataclasses.replace(config, memory_budget=""), 64 * GIB)
     assert roomy.mode == "in_memory"
-    gnn = choose_mode(graph, LinkTrainConfig(model="sage", dim=16), budget)
+    gnn = choose_mode(graph, LinkTrainConfig(model="sage", dim=16, memory_budget=str(budget)))
     assert gnn.mode == "mmap" and "encoder 'sage'" in gnn.reason
