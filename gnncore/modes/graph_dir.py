@@ -109,10 +109,12 @@ def train_graph_dir(
             ``"partition_buffer"`` (:mod:`gnncore.modes.node_data`); the
             run logs the mode, the budget and the bytes read per epoch.
             (default: :obj:`None`)
-        memory_budget (int, optional): Bytes mode ``auto`` compares the
-            in-memory training data with (``config.memory_budget``, when set,
-            wins); ``None``: the memory this process may still take.
-            (default: :obj:`None`)
+        memory_budget (int, optional): Bytes the whole process may take (the
+            deployment's budget), from which mode ``auto`` takes what the
+            process holds and a margin off before comparing the in-memory
+            training data with the rest (``config.memory_budget``, the data's
+            own budget, wins when set); ``None``: the memory this process may
+            still take. (default: :obj:`None`)
         mode_choice (ModeChoice, optional): The mode already chosen for this
             graph and config by :func:`~gnncore.modes.choose.resolve_mode`
             (a caller that had to know it first, to read the right inputs);
