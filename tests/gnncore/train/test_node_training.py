@@ -467,6 +467,8 @@ def test_progress_as_log_lines_reports_every_epoch(graph: GraphDir, capsys) -> N
     line per epoch with the epoch bar's labels, and no bar is drawn."""
     lines: list[str] = []
     result = train_graph_dir(graph, dataclasses.replace(FAST, epochs=3), progress=lines.append)
+    mode, *lines = lines  # first, the line saying which mode auto chose and why
+    assert mode.startswith(f"mode auto -> {result.config.mode}: ")
     assert [line.split(":")[0] for line in lines] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
     assert f"val_acc={result.val_accuracy[-1]:.4f}" in lines[-1]
     assert f"loss={result.train_loss[0]:.4f}" in lines[0]
