@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +83,22 @@ def default_ranks_dir(partition_dir: str | os.PathLike[str]) -> Path:
     return part.parent / f"{part.name}.ranks"
 
 
+#: What mode ``auto`` is on a rank: every rank reads its own rank data, memory-mapped.
+RANK_MODE = "mmap"
+
+
+def rank_mode(config: Any) -> Any:
+    """``config`` with mode ``auto`` resolved to :data:`RANK_MODE` (the modes that
+    read the whole graph or a partitioned store do not apply to ranks); an explicit
+    mode stays. Checkpoints then record the mode the ranks ran, whichever entry
+    (library, CLI or asset) started them."""
+    if config.mode != "auto":
+        return config
+    return replace(config, mode=RANK_MODE).validate()
+
+
 def _prepare_node(config: NodeTrainConfig | None, graph: Any) -> NodeTrainConfig:
-    config = (config or NodeTrainConfig()).validate()
+    config = rank_mode((config or NodeTrainConfig()).validate())
     if config.mode in OUT_OF_CORE_MODES:
         raise ConfigError(f"distributed training reads rank data, not mode {config.mode!r}")
     if config.locality_aware or config.hdr_part >= 0:
@@ -163,7 +177,7 @@ def default_link_ranks_dir(partition_dir: str | os.PathLike[str]) -> Path:
 
 
 def _prepare_link(config: LinkTrainConfig | None, graph: Any) -> LinkTrainConfig:
-    config = (config or LinkTrainConfig(model="sage")).validate()
+    config = rank_mode((config or LinkTrainConfig(model="sage")).validate())
     if not isinstance(config, LinkTrainConfig):
         raise TypeError(f"link prediction takes a LinkTrainConfig, not {type(config).__name__}")
     check_link_config(config, graph.manifest.num_features if graph.has("features") else 0)

@@ -130,7 +130,8 @@ def check_link_config(config: LinkTrainConfig, num_features: int) -> None:
             "embeddings (model 'none', or a graph without features) are not sharded across "
             "ranks yet"
         )
-    if config.mode not in ("mmap", "in_memory"):
+    # The ranks read their rank data whatever the mode: auto, mmap and in_memory alike.
+    if config.mode not in ("auto", "mmap", "in_memory"):
         raise ConfigError(f"distributed link prediction reads rank data, not mode {config.mode!r}")
     unsupported = {
         "negative_sampling": config.negative_sampling != "uniform",

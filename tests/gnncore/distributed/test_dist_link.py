@@ -38,7 +38,6 @@ CONFIG = LinkTrainConfig(
     patience=0,
     seed=0,
     device="cpu",
-    mode="mmap",  # ranks read rank data; the library's distributed entry takes no auto
 )
 #: Distributed test MRR may differ from single-process training's by this much
 #: (same global batch, optimiser steps and negatives per positive; other batches
@@ -247,10 +246,7 @@ def test_refuses_what_it_cannot_shard(graph) -> None:
         train_distributed_link(g, part, LinkTrainConfig(model="none"), DistributedConfig(nproc=2))
     with pytest.raises(ConfigError, match="eval_negatives"):
         train_distributed_link(
-            g,
-            part,
-            LinkTrainConfig(model="sage", eval_negatives=10, mode="mmap"),
-            DistributedConfig(nproc=2),
+            g, part, LinkTrainConfig(model="sage", eval_negatives=10), DistributedConfig(nproc=2)
         )
 
 
