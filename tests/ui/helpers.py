@@ -43,11 +43,6 @@ sync_api = pytest.importorskip(
     reason="the playwright package is missing (pip install playwright; it is in the test extra)",
 )
 expect = sync_api.expect
-# Playwright's expect() waits 5 s by default, the pages' actions 30 s (set per context
-# below). Under make test's load (the other worker, both servers, a run) a dialog took
-# over 5 s to open (the launchpad's editor, in a run at load 20): expect as long as an
-# action may take. A wait only bounds a hang; what is expected is unchanged.
-expect.set_options(timeout=30_000)
 PlaywrightTimeoutError = sync_api.TimeoutError
 
 LOCATION = "pipelines.definitions"
@@ -313,7 +308,8 @@ class Findings(dict[str, Any]):
 def _chromium(artifacts: Path) -> Iterator[Ui]:
     with sync_api.sync_playwright() as playwright:
         # expect() waits 5 s by default; a page load under the other test worker's load
-        # took longer in CI (and up to 10 s here at load 20). Actions already wait 30 s.
+        # took longer in CI (and up to 10 s here at load 20; the tutorial's launchpad
+        # editor too). Actions already wait 30 s.
         sync_api.expect.set_options(timeout=30_000)
         # A fresh temporary profile (user-data-dir) per launch; the driver ships in the wheel.
         browser = playwright.chromium.launch(
