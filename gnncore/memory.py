@@ -27,31 +27,33 @@ def memory_available(
     """Bytes this process may still take: the machine's ``MemAvailable``, or less
     where the process's cgroup v1 memory limit leaves less (limit minus usage,
     page cache included); ``None`` when neither can be read."""
-    available = None
+    available = mem_available(meminfo)
+    group = memory_group(own_cgroup, root)
+    if group is None:
+        return available
     try:
-        for line in Path(meminfo).read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                available = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+        limit = int((group / "memory.limit_in_bytes").read_text())
+        usage = int((group / "memory.usage_in_bytes").read_text())
+    except (OSError, ValueError):
+        return available
+    room = max(limit - usage, 0)
+    return room if available is None else min(available, room)
+
+
+def memory_group(
+    own_cgroup: StrPath = "/proc/self/cgroup", root: StrPath = CGROUP_ROOT
+) -> Path | None:
+    """The folder of this process's cgroup v1 memory controller under ``root``;
+    ``None`` when the process has none (or ``own_cgroup`` cannot be read)."""
     try:
         lines = Path(own_cgroup).read_text().splitlines()
     except OSError:
-        return available
+        return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if "memory" not in controllers.split(","):
-            continue
-        group = Path(root) / path.lstrip("/")
-        try:
-            limit = int((group / "memory.limit_in_bytes").read_text())
-            usage = int((group / "memory.usage_in_bytes").read_text())
-        except (OSError, ValueError):
-            break
-        room = max(limit - usage, 0)
-        available = room if available is None else min(available, room)
-        break
-    return available
+        if "memory" in controllers.split(","):
+            return Path(root) / path.lstrip("/")
+    return None
 
 
 #: A cgroup v1 limit at or above this is "no limit" (the kernel writes 2^63 - 4096).
@@ -63,20 +65,14 @@ def cgroup_limit(
 ) -> int | None:
     """The memory limit of this process's cgroup v1 memory controller in bytes;
     ``None`` when there is none (or it cannot be read)."""
-    try:
-        lines = Path(own_cgroup).read_text().splitlines()
-    except OSError:
+    group = memory_group(own_cgroup, root)
+    if group is None:
         return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "memory" not in controllers.split(","):
-            continue
-        try:
-            limit = int((Path(root) / path.lstrip("/") / "memory.limit_in_bytes").read_text())
-        except (OSError, ValueError):
-            return None
-        return limit if limit < UNLIMITED else None
-    return None
+    try:
+        limit = int((group / "memory.limit_in_bytes").read_text())
+    except (OSError, ValueError):
+        return None
+    return limit if limit < UNLIMITED else None
 
 
 def mem_available(meminfo: StrPath = "/proc/meminfo") -> int | None:
