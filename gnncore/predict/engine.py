@@ -25,6 +25,7 @@ from gnncore.train.core.layerwise import (
     rowwise_inference,
 )
 from gnncore.train.core.models import EdgeFreeMLP
+from gnncore.train.core.steps import normalize_rows
 from gnncore.train.spec import ModelSpec
 
 #: Seed nodes per batch unless told otherwise.
@@ -45,7 +46,7 @@ def normalized_rows(spec: ModelSpec, rows: RowSource) -> RowSource:
     def read(n_id: torch.Tensor) -> torch.Tensor:
         x = rows(n_id).float()
         if spec.normalize_features:
-            x = x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
+            x = normalize_rows(x)
         return x
 
     return read

@@ -31,6 +31,7 @@ from gnncore.distributed.sancus import (
     build_halo_plan,
 )
 from gnncore.store.feature_store import TensorFeatureStore
+from gnncore.train.core.steps import normalize_rows
 from gnncore.train.node.config import ConfigError, NodeTrainConfig
 from gnncore.train.node.staleness import Staleness
 
@@ -40,11 +41,6 @@ from gnncore.train.node.staleness import Staleness
 EPOCH_FIGURES = tuple(f.name for f in fields(SancusCounters) if f.name != "eval_bytes") + (
     "compute_s",
 )
-
-
-def normalize_rows(x: torch.Tensor) -> torch.Tensor:
-    """Each row divided by its sum (at least 1): the loop's ``normalize_features``."""
-    return x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
 
 
 class SancusSource:
@@ -228,4 +224,4 @@ class SancusEvalBatches:
         yield self.source._batch(self.rows, 1.0)
 
 
-__all__ = ["EPOCH_FIGURES", "SancusEvalBatches", "SancusSource", "normalize_rows"]
+__all__ = ["EPOCH_FIGURES", "SancusEvalBatches", "SancusSource"]

@@ -210,6 +210,33 @@ def apply_layer(
     return x
 
 
+def gcn_dinv(model: BasicGNN, adjacency: Adjacency) -> torch.Tensor | None:
+    """``deg^-1/2`` of every node (in-degree plus the self-loop) when ``model``
+    has a GCN layer (:func:`_gcn_layer` reads it), else ``None``."""
+    if not any(isinstance(conv, GCNConv) for conv in model.convs):
+        return None
+    return torch.from_numpy(adjacency.in_degree().astype(np.float32) + 1.0).pow(-0.5)
+
+
+def block_output(
+    model: BasicGNN,
+    layer: int,
+    blk: Block,
+    h: torch.Tensor,
+    dinv_all: torch.Tensor | None,
+    device: torch.device,
+    amp_dtype: torch.dtype | None,
+) -> torch.Tensor:
+    """Layer ``layer``'s float32 rows of ``blk``'s targets on ``device``, from the
+    block's input rows ``h`` (:func:`apply_layer` under autocast)."""
+    h = h.to(device, non_blocking=True)
+    dinv = dinv_all[blk.n_id].to(device) if dinv_all is not None else None
+    with autocast(device, amp_dtype):
+        return apply_layer(
+            model, layer, h, blk.edge_index.to(device), blk.num_targets, dinv
+        ).float()
+
+
 @torch.no_grad()
 def layerwise_inference(
     model: BasicGNN,
@@ -252,9 +279,7 @@ def layerwise_inference(
     device = torch.device(device)
     max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
     n = adjacency.num_nodes
-    dinv_all = None
-    if any(isinstance(conv, GCNConv) for conv in model.convs):
-        dinv_all = torch.from_numpy(adjacency.in_degree().astype(np.float32) + 1.0).pow(-0.5)
+    dinv_all = gcn_dinv(model, adjacency)
 
     def new_layer(layer: int, width: int) -> LayerOutput:
         if layer_dir is None:
@@ -270,12 +295,7 @@ def layerwise_inference(
             for a, b in node_batches(adjacency.indptr, batch_size, max_edges):
                 blk = block(adjacency, a, b)
                 h = inputs(blk.n_id) if previous is None else previous.read(blk.n_id)
-                h = h.to(device, non_blocking=True)
-                dinv = dinv_all[blk.n_id].to(device) if dinv_all is not None else None
-                with autocast(device, amp_dtype):
-                    out = apply_layer(
-                        model, layer, h, blk.edge_index.to(device), blk.num_targets, dinv
-                    ).float()
+                out = block_output(model, layer, blk, h, dinv_all, device, amp_dtype)
                 if on_batch is not None:
                     on_batch()
                 if layer == last:
@@ -320,6 +340,15 @@ def rowwise_inference(
 # Some nodes only ---------------------------------------------------------------
 
 
+def in_edge_entries(indptr: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR positions of the edges into ``nodes`` (int64, node by node, each
+    node's in their stored order) and each node's in-degree."""
+    degree = indptr[nodes + 1] - indptr[nodes]
+    offsets = np.cumsum(degree) - degree
+    entries = np.repeat(indptr[nodes] - offsets, degree) + np.arange(int(degree.sum()))
+    return entries, degree
+
+
 def block_of(adjacency: Adjacency, targets: torch.Tensor, slot: np.ndarray | None = None) -> Block:
     """The 1-hop block of ``targets`` (int64, ascending, unique; any nodes):
     ``n_id`` holds the targets first, then the other sources ascending, as
@@ -334,10 +363,7 @@ def block_of(adjacency: Adjacency, targets: torch.Tensor, slot: np.ndarray | Non
         slot = np.full(adjacency.num_nodes, -1, dtype=np.int64)
     nodes = targets.numpy()
     count = len(nodes)
-    starts, degree = indptr[nodes], indptr[nodes + 1] - indptr[nodes]
-    total = int(degree.sum())
-    offsets = np.cumsum(degree) - degree
-    entries = np.repeat(starts - offsets, degree) + np.arange(total)
+    entries, degree = in_edge_entries(indptr, nodes)
     src = np.asarray(adjacency.indices[entries], dtype=np.int64)
     slot[nodes] = np.arange(count)
     outside = src[slot[src] < 0]
@@ -367,9 +393,7 @@ def rows_per_layer(
         mask = np.zeros(n, dtype=bool)
         mask[current] = True
         if len(current) < n:
-            degree = indptr[current + 1] - indptr[current]
-            offsets = np.cumsum(degree) - degree
-            entries = np.repeat(indptr[current] - offsets, degree) + np.arange(int(degree.sum()))
+            entries, _ = in_edge_entries(indptr, current)
             mask[np.asarray(adjacency.indices[entries])] = True
         rows.insert(0, torch.from_numpy(np.flatnonzero(mask)))
     return rows
@@ -409,9 +433,7 @@ def layerwise_subset(
     device = torch.device(device)
     max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
     indptr = torch.from_numpy(np.asarray(adjacency.indptr, dtype=np.int64))
-    dinv_all = None
-    if any(isinstance(conv, GCNConv) for conv in model.convs):
-        dinv_all = torch.from_numpy(adjacency.in_degree().astype(np.float32) + 1.0).pow(-0.5)
+    dinv_all = gcn_dinv(model, adjacency)
     slot = np.full(adjacency.num_nodes, -1, dtype=np.int64)
     previous: torch.Tensor | None = None
     last = model.num_layers - 1
@@ -423,12 +445,7 @@ def layerwise_subset(
         for i, j in node_batches(cumulative.numpy(), batch_size, max_edges):
             blk = block_of(adjacency, nodes[i:j], slot)
             h = inputs(blk.n_id) if previous is None else previous[blk.n_id]
-            h = h.to(device, non_blocking=True)
-            dinv = dinv_all[blk.n_id].to(device) if dinv_all is not None else None
-            with autocast(device, amp_dtype):
-                out = apply_layer(
-                    model, layer, h, blk.edge_index.to(device), blk.num_targets, dinv
-                ).float()
+            out = block_output(model, layer, blk, h, dinv_all, device, amp_dtype)
             if layer == last:
                 yield nodes[i:j], out
                 continue

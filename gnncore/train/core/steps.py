@@ -24,6 +24,12 @@ from gnncore.train.core.throughput import EpochTimer
 BatchStep = Callable[[Any, EpochTimer, torch.Tensor], int]
 
 
+def normalize_rows(x: torch.Tensor) -> torch.Tensor:
+    """Each row divided by its sum (at least 1): what ``normalize_features`` does to
+    the features before the model, in training, evaluation and predictions."""
+    return x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
+
+
 def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
     """``torch.autocast`` for ``dtype`` on ``device``; a no-op when ``dtype`` is ``None``."""
     if dtype is None:

@@ -42,8 +42,15 @@ from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnncore.memory import memory_available
-from gnncore.train.core.layerwise import Adjacency, in_edges, layerwise_subset, rows_per_layer
+from gnncore.train.core.layerwise import (
+    Adjacency,
+    in_edge_entries,
+    in_edges,
+    layerwise_subset,
+    rows_per_layer,
+)
 from gnncore.train.core.models import supports_trimming
+from gnncore.train.core.steps import normalize_rows
 from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
 
 LOG = logging.getLogger(__name__)
@@ -89,9 +96,7 @@ def supports_layerwise(model: torch.nn.Module) -> bool:
 
 
 def _in_neighbours(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    degree = indptr[nodes + 1] - indptr[nodes]
-    offsets = np.cumsum(degree) - degree
-    entries = np.repeat(indptr[nodes] - offsets, degree) + np.arange(int(degree.sum()))
+    entries, _ = in_edge_entries(indptr, nodes)
     return np.asarray(indices[entries], dtype=np.int64)
 
 
@@ -174,7 +179,7 @@ class LayerwiseEvaluation:
         def inputs(n_id: torch.Tensor) -> torch.Tensor:
             x = feature_store.get_tensor(group_name=None, attr_name="x", index=n_id)
             if normalize_features:
-                x = x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
+                x = normalize_rows(x)
             return x
 
         targets = self.rows[-1]

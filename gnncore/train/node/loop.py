@@ -31,7 +31,7 @@ from gnncore.train.core.session import (
     TrainResult,
     run_summary,
 )
-from gnncore.train.core.steps import OptimizerStep, autocast
+from gnncore.train.core.steps import OptimizerStep, autocast, normalize_rows
 from gnncore.train.core.throughput import EpochTimer
 from gnncore.train.node.config import NodeTrainConfig
 from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
@@ -167,7 +167,7 @@ def _forward(model: torch.nn.Module, batch: Any, normalize_features: bool = Fals
     """
     x = batch.x
     if normalize_features:
-        x = x / x.sum(dim=-1, keepdim=True).clamp(min=1.0)
+        x = normalize_rows(x)
     nodes, edges = batch.num_sampled_nodes, batch.num_sampled_edges
     inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
     num_layers = getattr(inner, "num_layers", None)
