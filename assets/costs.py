@@ -47,12 +47,20 @@ def budget_metadata(setting: str, budget: int | None, peak_rss_bytes: int) -> di
     ``auto``, ``none`` or a size), ``memory_budget_bytes`` (absent for
     ``none``), ``peak_rss_bytes`` and ``peak_rss_of_budget`` (the peak as a
     fraction of the budget; above 1 the process went past it)."""
-    out: dict[str, Any] = {
+    return {
         "memory_budget": setting,
         "peak_rss_bytes": dg.MetadataValue.int(int(peak_rss_bytes)),
+        **_against_budget(budget, peak_rss_bytes),
     }
-    if budget is not None:
-        out["memory_budget_bytes"] = dg.MetadataValue.int(int(budget))
+
+
+def _against_budget(budget: int | None, peak_rss_bytes: int | None) -> dict[str, Any]:
+    """``memory_budget_bytes`` (when there is a budget) and ``peak_rss_of_budget``
+    (when the peak is known too)."""
+    if budget is None:
+        return {}
+    out: dict[str, Any] = {"memory_budget_bytes": dg.MetadataValue.int(int(budget))}
+    if peak_rss_bytes is not None:
         out["peak_rss_of_budget"] = dg.MetadataValue.float(peak_rss_bytes / budget)
     return out
 
@@ -75,9 +83,6 @@ def cost_metadata(
         out.update({f"phase_seconds/{k}": dg.MetadataValue.float(v) for k, v in phases.items()})
     if peak_rss_bytes is not None:
         out["peak_rss_bytes"] = dg.MetadataValue.int(int(peak_rss_bytes))
-    if memory_budget is not None:
-        out["memory_budget_bytes"] = dg.MetadataValue.int(int(memory_budget))
-        if peak_rss_bytes is not None:
-            out["peak_rss_of_budget"] = dg.MetadataValue.float(peak_rss_bytes / memory_budget)
+    out.update(_against_budget(memory_budget, peak_rss_bytes))
     out.update({k: dg.MetadataValue.int(int(v)) for k, v in byte_figures.items() if v is not None})
     return out
