@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from gnncore.distributed.results import (
 from gnncore.distributed.source.link import check_link_config
 from gnncore.errors import InputError
 from gnncore.store import GraphDirFeatureStore
+from gnncore.train.core.config import rank_mode
 from gnncore.train.core.models import build_model
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.link.models import LinkModel
@@ -81,20 +82,6 @@ def default_ranks_dir(partition_dir: str | os.PathLike[str]) -> Path:
     ``<partition_dir>.ranks`` beside the partition directory."""
     part = Path(partition_dir).absolute()
     return part.parent / f"{part.name}.ranks"
-
-
-#: What mode ``auto`` is on a rank: every rank reads its own rank data, memory-mapped.
-RANK_MODE = "mmap"
-
-
-def rank_mode(config: Any) -> Any:
-    """``config`` with mode ``auto`` resolved to :data:`RANK_MODE` (the modes that
-    read the whole graph or a partitioned store do not apply to ranks); an explicit
-    mode stays. Checkpoints then record the mode the ranks ran, whichever entry
-    (library, CLI or asset) started them."""
-    if config.mode != "auto":
-        return config
-    return replace(config, mode=RANK_MODE).validate()
 
 
 def _prepare_node(config: NodeTrainConfig | None, graph: Any) -> NodeTrainConfig:

@@ -35,6 +35,7 @@ from gnncore.memory import memory_available
 from gnncore.sizes import format_size
 from gnncore.store import GraphDir
 from gnncore.train.core.checkpoint import CheckpointDir
+from gnncore.train.core.config import RANK_MODE, rank_mode
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.node.config import NodeTrainConfig
 from gnncore.usage import StageBudget
@@ -52,8 +53,9 @@ DATA_SHARE = 0.75
 #: partitions per mega-batch) was killed and 1/3 trained (docs/BENCHMARKS.md).
 OUT_OF_CORE_SHARE = 1 / 3
 
-#: The mode ``auto`` resolves to in a distributed run (ranks read their rank data).
-DISTRIBUTED_MODE = "mmap"
+#: The mode ``auto`` resolves to in a distributed run (ranks read their rank data):
+#: the distributed entry's own rule (:func:`gnncore.train.core.config.rank_mode`).
+DISTRIBUTED_MODE = RANK_MODE
 
 _log = logging.getLogger(__name__)
 
@@ -369,7 +371,5 @@ def distributed_config(config: Config) -> Config:
     if config.mode != "auto":
         return config
     _log.info("mode auto -> %s: distributed ranks read their rank data", DISTRIBUTED_MODE)
-    changes: dict[str, Any] = {"mode": DISTRIBUTED_MODE}
-    resolved: Config = dataclasses.replace(config, **changes)
-    resolved.validate()
+    resolved: Config = rank_mode(config)
     return resolved

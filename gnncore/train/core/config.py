@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 from gnncore.errors import ConfigError as ConfigError  # raised by every config's checks
@@ -131,6 +131,20 @@ class ConfigMethods:
 #: ``sancus`` (distributed full-graph GCN, :mod:`gnncore.distributed.sancus`) for
 #: node classification across ranks. See :mod:`gnncore.modes.node_data`.
 TrainMode = Literal["auto", "mmap", "in_memory", "hierbatching", "partition_buffer", "sancus"]
+
+#: What mode ``auto`` is on a distributed rank: every rank reads its own rank data,
+#: memory-mapped (the modes that read the whole graph or a partitioned store do not
+#: apply to ranks).
+RANK_MODE = "mmap"
+
+
+def rank_mode(config: Any) -> Any:
+    """``config`` with mode ``auto`` resolved to :data:`RANK_MODE` (validated); an
+    explicit mode stays. The distributed entry applies it, so checkpoints record
+    the mode the ranks ran whichever entry (library, CLI or asset) started them."""
+    if config.mode != "auto":
+        return config
+    return replace(config, mode=RANK_MODE).validate()
 
 
 @dataclass(frozen=True)
