@@ -6,6 +6,11 @@ then naming that file (the raw input of ``gnncore bench scale``).
 ``--memory-budget SIZE`` generates the graph directory in bounded memory (the
 edges sorted and deduplicated in runs on disk beside OUT_DIR, the same files
 byte for byte); the JSON summary then reports the peak RSS and the phase times.
+
+``--model powerlaw`` (Chung-Lu, degree exponent ``--exponent``) and ``--model
+bipartite`` (two node types, Zipf degrees of exponents ``--exponent`` and
+``--right-exponent`` on the two sides) generate heavy-tailed graphs without
+planted communities (gnncore.synth.heavy_tail), with uniform random labels.
 """
 
 from __future__ import annotations
@@ -30,6 +35,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--classes", type=int, default=8)
     parser.add_argument("--features", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--model",
+        choices=("planted", "powerlaw", "bipartite"),
+        default="planted",
+        help="planted: degree-corrected planted partition (default); powerlaw: Chung-Lu "
+        "power-law degrees, no communities; bipartite: two node types, Zipf degrees on "
+        "both sides, edges only across",
+    )
+    parser.add_argument(
+        "--exponent",
+        type=float,
+        default=None,
+        help="degree exponent (above 2; default 2.5): planted and powerlaw, and the left "
+        "side of bipartite",
+    )
+    parser.add_argument(
+        "--right-exponent",
+        type=float,
+        default=None,
+        help="bipartite: the right side's degree exponent (default: --exponent)",
+    )
+    parser.add_argument(
+        "--left-fraction",
+        type=float,
+        default=None,
+        help="bipartite: the share of the nodes on the left side (default 0.5)",
+    )
     parser.add_argument(
         "--intra-fraction",
         type=float,
@@ -80,7 +112,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     extra = {
         k: v
-        for k, v in (("intra_fraction", args.intra_fraction), ("feature_noise", args.feature_noise))
+        for k, v in (
+            ("intra_fraction", args.intra_fraction),
+            ("feature_noise", args.feature_noise),
+            ("power_law_exponent", args.exponent),
+            ("right_exponent", args.right_exponent),
+            ("left_fraction", args.left_fraction),
+        )
         if v is not None
     }
     try:  # the spec validates itself on construction
@@ -91,6 +129,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             num_features=args.features,
             seed=args.seed,
             communities_per_class=args.communities_per_class,
+            model=args.model,
             **extra,
         )
     except ValueError as exc:

@@ -1,4 +1,5 @@
-"""Synthetic graphs: the degree-corrected planted-partition model of :mod:`gnncore.synth.model`."""
+"""Synthetic graphs: the degree-corrected planted-partition model of
+:mod:`gnncore.synth.model` and the heavy-tailed models of :mod:`gnncore.synth.heavy_tail`."""
 
 from gnncore.synth.dataset import (
     GeneratedDataset,
@@ -8,18 +9,21 @@ from gnncore.synth.dataset import (
 )
 from gnncore.synth.edge_csv import write_edge_csv
 from gnncore.synth.model import (
+    MODELS,
     SynthSpec,
     class_centroids,
     features,
     fill_features,
     iter_edge_chunks,
     labels,
+    node_labels,
     node_table,
     split,
 )
 
 __all__ = [
     "GeneratedDataset",
+    "MODELS",
     "SynthSpec",
     "class_centroids",
     "features",
@@ -27,6 +31,7 @@ __all__ = [
     "fill_features",
     "iter_edge_chunks",
     "labels",
+    "node_labels",
     "node_table",
     "split",
     "write_edge_csv",

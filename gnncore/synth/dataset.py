@@ -24,7 +24,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -49,7 +49,7 @@ from gnncore.store.versioning import (
     versioned_name,
     write_stage_record,
 )
-from gnncore.synth.model import SynthSpec, fill_features, iter_edge_chunks, labels, node_table
+from gnncore.synth.model import SynthSpec, fill_features, iter_edge_chunks, node_labels
 from gnncore.synth.model import split as split_nodes
 from gnncore.usage import PhaseTimer, StageUsage, resolve_memory_budget
 
@@ -82,8 +82,7 @@ def _edges(spec: SynthSpec, progress: bool) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _node_data(spec: SynthSpec) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-    community, _ = node_table(spec)
-    y = labels(spec, community)
+    y = node_labels(spec)
     return y, split_nodes(spec, y)
 
 
@@ -244,12 +243,27 @@ def _generate_bounded(
 def spec_dict(spec: SynthSpec) -> dict[str, Any]:
     """The spec as plain JSON values.
 
-    ``communities_per_class`` appears only when it is not 1, so the graphs,
-    manifests and stage keys of specs written before it existed stay the same.
+    ``communities_per_class`` appears only when it is not 1, and ``model``,
+    ``right_exponent`` and ``left_fraction`` only when not at their defaults,
+    so the graphs, manifests and stage keys of specs written before they
+    existed stay the same.
     """
-    values = {k: getattr(spec, k) for k in spec.__dataclass_fields__}
+    values = _later_fields_at_default(spec)
     if values["communities_per_class"] == 1:
         del values["communities_per_class"]
+    return values
+
+
+_LATER_FIELDS = {"model": "planted", "right_exponent": None, "left_fraction": 0.5}
+"""Fields added after stage keys were recorded, with their defaults."""
+
+
+def _later_fields_at_default(spec: SynthSpec) -> dict[str, Any]:
+    """All fields, without those of :data:`_LATER_FIELDS` at their default."""
+    values = {k: getattr(spec, k) for k in spec.__dataclass_fields__}
+    for name, default in _LATER_FIELDS.items():
+        if values[name] == default:
+            del values[name]
     return values
 
 
@@ -337,7 +351,7 @@ class GeneratedDataset:
 
 def dataset_stage_key(spec: SynthSpec) -> str:
     """The stage key of generating ``spec`` as raw OGB files."""
-    return stage_key("dataset", {"layout": "ogb-raw", **asdict(spec)}, {})
+    return stage_key("dataset", {"layout": "ogb-raw", **_later_fields_at_default(spec)}, {})
 
 
 def write_ogb_raw_versioned(
@@ -361,6 +375,6 @@ def write_ogb_raw_versioned(
     if recorded is not None and recorded.get("stage_key") == key and "summary" in recorded:
         summary = {**recorded["summary"], "path": str(final)}
         return GeneratedDataset(final, key, True, summary)
-    record = {"stage": "dataset", "stage_key": key, "settings": asdict(spec)}
+    record = {"stage": "dataset", "stage_key": key, "settings": _later_fields_at_default(spec)}
     summary = write_ogb_raw(final, spec, progress=progress, record=record)
     return GeneratedDataset(final, key, False, summary)

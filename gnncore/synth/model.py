@@ -70,6 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gnncore import _C
+from gnncore.synth.heavy_tail import HEAVY_TAILED_MODELS, iter_heavy_tailed_edges, random_labels
 
 # Tags that separate the NumPy random streams drawn from one seed.
 _TAG_COMMUNITY = 1
@@ -104,6 +105,16 @@ class SynthSpec:
         communities_per_class (int): Communities of each class (at least 1);
             ``num_classes * communities_per_class`` must not exceed
             ``num_nodes``.
+        model (str): ``"planted"`` (this module), or one of the heavy-tailed
+            models without communities of :mod:`gnncore.synth.heavy_tail`:
+            ``"powerlaw"`` (Chung-Lu, degree exponent ``power_law_exponent``)
+            or ``"bipartite"`` (two node types, Zipf degrees on both sides).
+            Those ignore ``intra_fraction``, ``label_noise`` and
+            ``communities_per_class`` and draw uniform random labels.
+        right_exponent (float | None): ``"bipartite"``: the degree exponent of
+            the right side (above 2); None: ``power_law_exponent``.
+        left_fraction (float): ``"bipartite"``: the share of the nodes on the
+            left side, in ``(0, 1)``.
 
     Raises:
         ValueError: On construction (see :meth:`validate`).
@@ -121,6 +132,9 @@ class SynthSpec:
     train_fraction: float = 0.1
     val_fraction: float = 0.1
     communities_per_class: int = 1
+    model: str = "planted"
+    right_exponent: float | None = None
+    left_fraction: float = 0.5
 
     def __post_init__(self) -> None:
         self.validate()
@@ -170,11 +184,22 @@ class SynthSpec:
         real("label_noise", 0.0, 1.0, False, False)
         real("train_fraction", 0.0, 1.0, True, False)
         real("val_fraction", 0.0, 1.0, False, False)
+        if self.model not in MODELS:
+            raise ValueError(f"SynthSpec.model must be one of {MODELS}, got {self.model!r}")
+        if self.right_exponent is not None:
+            real("right_exponent", 2.0, math.inf, True, True)
+        real("left_fraction", 0.0, 1.0, True, True)
+        if self.model == "bipartite" and self.num_nodes < 2:
+            raise ValueError("SynthSpec.num_nodes must be at least 2 for a bipartite graph")
         if self.train_fraction + self.val_fraction > 1.0 + 1e-12:
             raise ValueError(
                 "SynthSpec.train_fraction + val_fraction must be at most 1, got "
                 f"{self.train_fraction} + {self.val_fraction}"
             )
+
+
+MODELS = ("planted", *HEAVY_TAILED_MODELS)
+"""The generator models (``SynthSpec.model``); ``planted`` is the default."""
 
 
 def _rng(spec: SynthSpec, tag: int) -> np.random.Generator:
@@ -226,6 +251,19 @@ def iter_edge_chunks(
         raise ValueError(f"chunk_edges must be an integer, got {chunk_edges!r}")
     if chunk_edges < 1:
         raise ValueError(f"chunk_edges must be positive, got {chunk_edges}")
+    if spec.model != "planted":
+        right = spec.right_exponent
+        yield from iter_heavy_tailed_edges(
+            spec.model,
+            spec.num_nodes,
+            spec.num_edges,
+            spec.seed,
+            spec.power_law_exponent,
+            spec.power_law_exponent if right is None else right,
+            spec.left_fraction,
+            int(chunk_edges),
+        )
+        return
     community, theta = node_table(spec)
     generator = _C.PlantedPartition(
         community, theta, spec.num_communities, float(spec.intra_fraction), spec.seed
@@ -252,6 +290,18 @@ def labels(spec: SynthSpec, community: np.ndarray) -> np.ndarray:
         flip = rng.random(spec.num_nodes) < spec.label_noise
         y[flip] = rng.integers(0, spec.num_classes, size=int(flip.sum()))
     return y
+
+
+def node_labels(spec: SynthSpec) -> np.ndarray:
+    """Class of every node under ``spec.model``: :func:`labels` of the planted
+    communities, or uniform random classes for the heavy-tailed models.
+
+    Returns:
+        int64[N] in ``[0, num_classes)``.
+    """
+    if spec.model != "planted":
+        return random_labels(spec.num_nodes, spec.num_classes, spec.seed)
+    return labels(spec, node_table(spec)[0])
 
 
 def class_centroids(spec: SynthSpec) -> np.ndarray:

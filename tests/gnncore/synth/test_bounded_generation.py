@@ -29,6 +29,9 @@ SPECS = {
         seed=1,
         communities_per_class=4,
     ),  # fmt: skip
+    "bipartite": SynthSpec(
+        num_nodes=5000, avg_degree=6, num_classes=3, num_features=4, seed=2, model="bipartite"
+    ),
 }
 
 
