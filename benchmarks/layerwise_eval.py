@@ -46,7 +46,7 @@ from generated_graph import cached_graph
 from gnncore.sampler import build_sampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.train import NodeTrainConfig
-from gnncore.train.fit import Built, Measures, RunHooks, fit
+from gnncore.train.fitting import Built, Measures, RunHooks, fit
 from gnncore.train.node.task import NodeTask
 
 DEFAULT_DATA = Path("/work/bench-data/layerwise-eval")

@@ -27,9 +27,10 @@ From the bottom up:
   with a :class:`DistributedConfig`, restarts and the MLflow run.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gnncore.distributed.rank_data import RankData, owner_of
+from gnncore.lazy import lazy_attributes
 
 __all__ = [
     "DistFeatureStore",
@@ -80,9 +81,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -3,7 +3,7 @@
 They sit on their own floor, above the out-of-core batch sources
 (:mod:`gnncore.outofcore`) and distributed training (:mod:`gnncore.distributed`,
 which ``gnncore train --nproc`` starts), and above :mod:`gnncore.train`, which
-computes (:func:`~gnncore.train.fit`) and records (:mod:`gnncore.train.record`):
+computes (:func:`~gnncore.train.fitting.fit`) and records (:mod:`gnncore.train.record`):
 
 * :func:`train_graph_dir` trains on a graph directory in one call, tracked
   (the CLI's and Dagster's entry): node classification or link prediction,

@@ -14,7 +14,7 @@ from gnncore.modes.node import train_node_graph_dir
 from gnncore.modes.run import RunOptions, line_logger
 from gnncore.store import GraphDir
 from gnncore.train.core.session import Progress
-from gnncore.train.fit import EpochCallback
+from gnncore.train.fitting import EpochCallback
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.link.loop import LinkTrainResult
 from gnncore.train.node.config import OUT_OF_CORE_MODES, ConfigError, NodeTrainConfig

@@ -13,7 +13,7 @@
   buffer of ``c`` partitions that swaps one in at a time (MariusGNN's Alg. 7),
   each partition's training nodes trained when it comes in.
 
-The loop (:func:`~gnncore.train.fit` of the node task) is the same in every
+The loop (:func:`~gnncore.train.fitting.fit` of the node task) is the same in every
 mode; only its stores, or its batch source, differ.
 """
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from gnncore.store import GraphDir
 from gnncore.train.core.checkpoint import Checkpoint, CheckpointDir
 from gnncore.train.core.session import Progress
-from gnncore.train.fit import EpochCallback, RunHooks
+from gnncore.train.fitting import EpochCallback, RunHooks
 from gnncore.train.record import Recording
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 :func:`hierbatching_batches` turns a :class:`~gnncore.train.NodeTrainConfig`
 with ``mode="hierbatching"`` into the training source and the evaluation
 batches a :class:`~gnncore.train.NodeTask` trains on
-(:func:`~gnncore.train.fit`'s ``source``, the task's ``eval_batches``).
+(:func:`~gnncore.train.fitting.fit`'s ``source``, the task's ``eval_batches``).
 """
 
 from __future__ import annotations

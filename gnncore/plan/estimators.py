@@ -30,7 +30,6 @@ import numpy as np
 
 from gnncore import _C
 from gnncore.plan.batching import seeded_batches
-from gnncore.sampler import build_sampler
 from gnncore.typing import require_csrc
 
 #: An estimator :func:`estimate_access` accepts.
@@ -130,6 +129,10 @@ def presample_access(
         raise ValueError(f"presample epochs must be >= 1, got {epochs}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    # Lazy: the samplers load torch and PyG (seconds), which the planners' other
+    # estimators and the Dagster code location importing this module do not need.
+    from gnncore.sampler import build_sampler
+
     num_nodes = len(indptr) - 1
     node_sampler = build_sampler(sampler, (indptr, indices), list(fanouts), seed=seed)
     counts = np.zeros(num_nodes, dtype=np.int64)

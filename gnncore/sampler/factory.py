@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, get_args
+from typing import Any
 
 from torch_geometric.data import GraphStore
 
 from gnncore.sampler.dense import DenseSampler
+from gnncore.sampler.names import SAMPLER_MODES as SAMPLER_MODES
+from gnncore.sampler.names import SamplerMode as SamplerMode
 from gnncore.sampler.neighbor import ArrayLike, NeighborSampler
 from gnncore.sampler.per_layer import PerLayerSampler
-
-#: A mode :func:`build_sampler` accepts.
-SamplerMode = Literal["dense", "per-layer"]
-#: Every :data:`SamplerMode`.
-SAMPLER_MODES: tuple[str, ...] = get_args(SamplerMode)
 
 
 def build_sampler(

@@ -18,15 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal, get_args
 
 import numpy as np
 import torch
 
-#: How negatives are drawn: uniformly or proportional to training degree.
-NegativeMode = Literal["uniform", "degree"]
-#: Every :data:`NegativeMode`.
-NEGATIVE_MODES: tuple[str, ...] = get_args(NegativeMode)
+from gnncore.sampler.names import NEGATIVE_MODES as NEGATIVE_MODES
+from gnncore.sampler.names import NegativeMode as NegativeMode
 
 
 class NegativeDraw:

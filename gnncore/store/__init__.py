@@ -1,7 +1,8 @@
 """The on-disk graph format (see docs/FORMAT.md) and PyG storage views of it."""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gnncore.lazy import lazy_attributes
 from gnncore.store.atomic import atomic_directory
 from gnncore.store.graph_dir import GraphDir, open_graph
 from gnncore.store.manifest import FORMAT_VERSION, Manifest
@@ -42,9 +43,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -1,6 +1,6 @@
 """Recording a training run: what a tracked run logs once training has computed.
 
-Training computes (:func:`~gnncore.train.fit`); the run is recorded here, in one
+Training computes (:func:`~gnncore.train.fitting.fit`); the run is recorded here, in one
 place, for every entry point (single process, out of core, distributed): the run
 and its tags (:func:`tracked_run`), the parameters (:func:`node_run_params`,
 :func:`link_run_params`), and the outcome (:func:`log_outcome`: the curves
@@ -23,7 +23,7 @@ from gnncore.plots import curves_figure
 from gnncore.tracking import FAILED, RUNNING, RunTracker
 from gnncore.train.core.batches import BatchSource
 from gnncore.train.core.checkpoint import Checkpoint
-from gnncore.train.fit import RunHooks, Task, fit
+from gnncore.train.fitting import RunHooks, Task, fit
 from gnncore.train.link.loop import LinkTrainResult
 from gnncore.train.link.models import LinkModel
 from gnncore.train.node.config import NodeTrainConfig
@@ -60,7 +60,7 @@ def fit_recorded(
     hooks: RunHooks,
     recording: Recording | None,
 ) -> R:
-    """Compute, then record: :func:`~gnncore.train.fit.fit` of ``task`` on the
+    """Compute, then record: :func:`~gnncore.train.fitting.fit` of ``task`` on the
     batches ``source`` yields (open for the call only), and with ``recording``
     the run around it: its parameters before training (a run that fails has
     them, and ends ``FAILED``), then the outcome (:func:`log_outcome`: curves,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 from gnncore.errors import ConfigError as ConfigError  # raised by every config's checks
 from gnncore.options import describe_options, option, resumable_options
-from gnncore.sampler.factory import SamplerMode
-from gnncore.train.core.device import parse_device
+from gnncore.sampler.names import SamplerMode
 
 #: Mixed precision on CUDA: none (float32), bfloat16, or float16 with gradient scaling
 #: ("none", not "off": YAML reads an unquoted off as false, which broke the launchpad).
@@ -145,6 +145,19 @@ def rank_mode(config: Any) -> Any:
     if config.mode != "auto":
         return config
     return replace(config, mode=RANK_MODE).validate()
+
+
+_DEVICE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
+
+
+def parse_device(spec: str) -> tuple[str, int | None]:
+    """Check the syntax of ``spec`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``);
+    :func:`gnncore.train.core.device.resolve_device` picks the device."""
+    match = _DEVICE.match(str(spec).strip().lower())
+    if match is None or (match.group(2) is not None and match.group(1) != "cuda"):
+        raise ConfigError(f"device={spec!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
+    index = match.group(2)
+    return match.group(1), None if index is None else int(index)
 
 
 @dataclass(frozen=True)

@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import torch
 
 from gnncore.errors import ConfigError
-
-_DEVICE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
-
-
-def parse_device(spec: str) -> tuple[str, int | None]:
-    """Check the syntax of ``spec`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``)."""
-    match = _DEVICE.match(str(spec).strip().lower())
-    if match is None or (match.group(2) is not None and match.group(1) != "cuda"):
-        raise ConfigError(f"device={spec!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
-    index = match.group(2)
-    return match.group(1), None if index is None else int(index)
+from gnncore.train.core.config import parse_device
 
 
 def resolve_device(spec: str = "auto") -> torch.device:

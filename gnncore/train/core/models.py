@@ -16,13 +16,15 @@ To add an architecture, write a builder with the signature of
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 from torch_geometric.nn import MLP, MessagePassing, SAGEConv
 from torch_geometric.nn.models import GAT, GCN, GIN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
+
+from gnncore.train.core.names import ModelName as ModelName
 
 
 class ModelBuilder(Protocol):
@@ -200,9 +202,6 @@ def build_mlp(
     _no_heads("the MLP", heads)
     return EdgeFreeMLP(in_channels, hidden, out_channels, num_layers, dropout)
 
-
-#: An architecture name (``"none"``: an MLP that ignores the edges).
-ModelName = Literal["sage", "gcn", "gat", "gin", "none"]
 
 #: Architecture name -> builder (one entry per :data:`ModelName`).
 MODELS: dict[str, ModelBuilder] = {

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from gnncore.options import option
-from gnncore.sampler.negative import NegativeMode
+from gnncore.sampler.names import NegativeMode
 from gnncore.sizes import parse_size
 from gnncore.train.core.config import SharedTrainOptions, TrainMode
-from gnncore.train.core.models import MODELS, ModelName
-from gnncore.train.link.models import DecoderName
+from gnncore.train.core.names import MODEL_NAMES, DecoderName, ModelName
 
 #: Encoder -> defaults of the per-encoder fields, chosen on FB15k-237's
 #: validation triples. ``none`` is plain DistMult (thesis: 0.2533 test MRR in
@@ -129,8 +128,8 @@ class LinkTrainConfig(SharedTrainOptions):
         """Raise :class:`~gnncore.train.core.config.ConfigError` naming the first bad field;
         return ``self``."""
         bad = self.field_error
-        if self.model != "none" and self.model not in MODELS:
-            raise bad("model", f"unknown encoder; choose 'none' or one of {sorted(MODELS)}")
+        if self.model != "none" and self.model not in MODEL_NAMES:
+            raise bad("model", f"unknown encoder; choose 'none' or one of {sorted(MODEL_NAMES)}")
         for name in ("dim", "batch_size", "num_negatives", "epochs", "eval_batch_size", "heads"):
             if int(getattr(self, name)) < 1:
                 raise bad(name, "must be at least 1")

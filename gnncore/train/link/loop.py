@@ -8,7 +8,7 @@ Evaluation encodes every node (the embedding table itself for
 pass with the evaluation fan-outs) and ranks each validation/test answer
 with the filtered protocol of :mod:`gnncore.train.link.ranking`. Early stopping,
 the best-epoch weights and per-epoch checkpoints work as in node
-classification (:func:`~gnncore.train.fit.fit`), with validation MRR as the metric.
+classification (:func:`~gnncore.train.fitting.fit`), with validation MRR as the metric.
 """
 
 from __future__ import annotations

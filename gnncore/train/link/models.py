@@ -22,12 +22,14 @@ negatives and evaluation ranks all entities.
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any
 
 import torch
 from torch import nn
 
 from gnncore.train.core.models import build_model, supports_trimming
+from gnncore.train.core.names import DECODERS as DECODERS
+from gnncore.train.core.names import DecoderName as DecoderName
 
 
 class LinkDecoder(nn.Module):
@@ -73,12 +75,6 @@ class DotProduct(LinkDecoder):
 
     def query(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
         return heads
-
-
-#: A decoder name.
-DecoderName = Literal["distmult", "dot"]
-#: Every :data:`DecoderName`.
-DECODERS: tuple[str, ...] = get_args(DecoderName)
 
 
 def build_decoder(name: str, num_relations: int, dim: int) -> LinkDecoder:

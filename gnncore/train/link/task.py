@@ -1,4 +1,4 @@
-r"""Link prediction as a :class:`~gnncore.train.fit.Task`: the encoder and
+r"""Link prediction as a :class:`~gnncore.train.fitting.Task`: the encoder and
 decoder, the negative-sampling loader of training triples, the shared-negatives
 softmax step, filtered ranking, and the :class:`~gnncore.train.link.loop.LinkTrainResult`.
 
@@ -29,7 +29,7 @@ from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
 from gnncore.train.core.session import Outcome, Progress
 from gnncore.train.core.steps import OptimizerStep
 from gnncore.train.core.throughput import EpochTimer
-from gnncore.train.fit import (
+from gnncore.train.fitting import (
     Built,
     EpochCallback,
     Measures,
@@ -82,7 +82,7 @@ class LinkTask(Task[LinkTrainResult]):
             data in checkpoints (default: the splits' triples); a distributed
             run passes a summary that is the same on every process.
 
-    A training source (:func:`~gnncore.train.fit.fit`'s ``source``) yields
+    A training source (:func:`~gnncore.train.fitting.fit`'s ``source``) yields
     :class:`~torch_geometric.loader.LinkLoader` triplet batches over the
     training edges (``input_id`` indexes them). A source that manages the
     embedding table itself (a partition buffer,
@@ -337,9 +337,9 @@ def train_link_predictor(
     eval_ranks: tuple[RankFn, RankFn] | None = None,
     fingerprint_data: Sequence[torch.Tensor] | None = None,
 ) -> LinkTrainResult:
-    r"""Train a link predictor: :func:`~gnncore.train.fit.fit` of a
+    r"""Train a link predictor: :func:`~gnncore.train.fitting.fit` of a
     :class:`LinkTask` (its arguments of the same names) with ``train_batches``
-    as the source and :class:`~gnncore.train.fit.RunHooks` of ``logger``,
+    as the source and :class:`~gnncore.train.fitting.RunHooks` of ``logger``,
     ``progress``, ``checkpoints``, ``resume`` and ``on_epoch_end``.
 
     The logger receives per epoch ``train_loss``, ``val_mrr``,

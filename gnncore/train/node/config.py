@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from gnncore.options import option
 from gnncore.sizes import parse_size
 from gnncore.train.core.config import AMP_MODES, ConfigError, SharedTrainOptions, TrainMode
-from gnncore.train.core.models import MODELS, ModelName
+from gnncore.train.core.names import MODEL_NAMES, ModelName
 from gnncore.train.node.staleness import Staleness, StalenessPolicy
 
 __all__ = ["AMP_MODES", "MODEL_DEFAULTS", "ConfigError", "NodeTrainConfig", "TrainMode"]
@@ -185,8 +185,8 @@ class NodeTrainConfig(SharedTrainOptions):
     def validate(self) -> NodeTrainConfig:
         """Raise :class:`ConfigError` naming the first bad field; return ``self``."""
         bad = self.field_error
-        if self.model not in MODELS:
-            raise bad("model", f"unknown model; choose one of {sorted(MODELS)}")
+        if self.model not in MODEL_NAMES:
+            raise bad("model", f"unknown model; choose one of {sorted(MODEL_NAMES)}")
         for name in ("hidden", "batch_size", "epochs", "eval_batch_size", "heads"):
             if int(getattr(self, name)) < 1:
                 raise bad(name, "must be at least 1")

@@ -1,4 +1,4 @@
-r"""Node classification as a :class:`~gnncore.train.fit.Task`: the model, the
+r"""Node classification as a :class:`~gnncore.train.fitting.Task`: the model, the
 samplers and loaders over a feature store and a graph store, the cross-entropy
 step, accuracy and macro-F1, and the :class:`~gnncore.train.node.loop.NodeTrainResult`.
 
@@ -28,7 +28,7 @@ from gnncore.train.core.models import build_model, uses_edges
 from gnncore.train.core.session import Outcome, Progress
 from gnncore.train.core.steps import OptimizerStep
 from gnncore.train.core.throughput import EpochTimer
-from gnncore.train.fit import (
+from gnncore.train.fitting import (
     Built,
     EpochCallback,
     Measures,
@@ -81,7 +81,7 @@ class NodeTask(Task[NodeTrainResult]):
             :meth:`~gnncore.outofcore.hierbatching.HierBatchSource.eval_batches`)
             instead of loaders over the stores; ``eval_sampler`` is then unused.
 
-    A training source (:func:`~gnncore.train.fit.fit`'s ``source``) yields
+    A training source (:func:`~gnncore.train.fitting.fit`'s ``source``) yields
     :class:`~torch_geometric.loader.NodeLoader`-style batches (``x``, ``y``,
     ``edge_index``, ``batch_size``, hop counts); besides ``wrap_model`` and
     ``reduce_sum`` it may define ``eval_model(model) -> module``, the module
@@ -378,10 +378,10 @@ def train_node_classifier(
     epoch_adapters: Sequence[Any] = (),
     eval_batches: tuple[Iterable[Any], Iterable[Any]] | None = None,
 ) -> NodeTrainResult:
-    r"""Train a node classifier: :func:`~gnncore.train.fit.fit` of a
+    r"""Train a node classifier: :func:`~gnncore.train.fitting.fit` of a
     :class:`NodeTask` (its arguments of the same names; ``train_idx``,
     ``val_idx``, ``test_idx`` are its ``splits``) with ``train_batches`` as
-    the source and :class:`~gnncore.train.fit.RunHooks` of ``logger``,
+    the source and :class:`~gnncore.train.fitting.RunHooks` of ``logger``,
     ``progress``, ``checkpoints``, ``resume`` and ``on_epoch_end``.
 
     The logger receives per epoch ``train_loss``, ``val_accuracy``,

@@ -16,7 +16,7 @@ import torch
 from gnncore.store.feature_store import TensorFeatureStore
 from gnncore.train import ConfigError, NodeTrainConfig, RunHooks, Task, fit
 from gnncore.train.core.session import EpochProgress, Outcome
-from gnncore.train.fit import Built, Measures
+from gnncore.train.fitting import Built, Measures
 
 CONFIG = NodeTrainConfig(epochs=4, patience=0, lr=0.05, device="cpu", seed=3)
 

@@ -16,7 +16,7 @@ from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.synth import SynthSpec, generate_graph
 from gnncore.train import NodeTrainConfig, build_model
 from gnncore.train.core.layerwise import Adjacency, block, block_of, rows_per_layer
-from gnncore.train.fit import RunHooks, fit
+from gnncore.train.fitting import RunHooks, fit
 from gnncore.train.node.exact import EvaluationCost, choose, sampled_cost
 from gnncore.train.node.loop import evaluate, make_loader
 from gnncore.train.node.task import NodeTask, train_node_classifier
