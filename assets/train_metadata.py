@@ -40,7 +40,8 @@ def run_metadata(
     the task's test and validation scores, the validation metric the quality
     gate compares and its value, the best epoch, seconds, device, the epoch
     resumed from, the checkpoint directory, the MLflow run (id, link, model
-    URI, tracking URI) and the training curves as a chart."""
+    URI, tracking URI), the training curves as a chart and the epochs'
+    timing (:func:`timing_metadata`)."""
     from gnncore.plots import line_chart_png, markdown_image
     from gnncore.train import LinkTrainResult
 
@@ -77,6 +78,33 @@ def run_metadata(
         "model_uri": meta(str(result.model_uri), "text"),
         "curves": meta(markdown_image(chart, "loss and validation metric"), "md"),
         **mode_metadata(getattr(result, "mode_choice", None)),
+        **timing_metadata(list(result.throughput)),
+    }
+
+
+def timing_metadata(epochs: list[dict[str, float]]) -> dict[str, Meta]:
+    """Where the training epochs' time went (``epochs``: a result's per-epoch
+    ``throughput``): ``stall_s`` (the loop waiting for batches, summed),
+    ``stall_fraction`` (of the epochs' wall time) and ``epoch_timing``, a table
+    of each epoch's seconds: wall, stall, sampling, (exchange,) compute."""
+    from gnncore.train.core.throughput import epoch_timing, stall_figures
+
+    totals = stall_figures(epochs)
+    rows = epoch_timing(epochs)
+    dist = any("dist_exchange_s" in r for r in rows)
+    head = "| epoch | epoch s | stall s | stall % | sample s |" + (" exchange s |" if dist else "")
+    lines = [head + " compute s |", "|---" * (7 if dist else 6) + "|"]
+    for i, r in enumerate(rows, 1):
+        exchange = f" {r.get('dist_exchange_s', 0.0):.2f} |" if dist else ""
+        lines.append(
+            f"| {i} | {r.get('train_s', 0.0):.2f} | {r.get('wait_s', 0.0):.2f} "
+            f"| {100 * r.get('stall_fraction', 0.0):.1f} "
+            f"| {r.get('sample_s', 0.0):.2f} |{exchange} {r.get('compute_s', 0.0):.2f} |"
+        )
+    return {
+        "stall_s": meta(totals["stall_s"], "float"),
+        "stall_fraction": meta(totals["stall_fraction"], "float"),
+        "epoch_timing": meta("\n".join(lines), "md"),
     }
 
 

@@ -134,8 +134,10 @@ class RankSource:
         """Every rank's figures of the epoch (a collective), as ``rank<r>_<name>``,
         and their totals: ``dist_remote_share`` (fetched rows over all rows
         gathered), ``dist_remote_rows`` and ``dist_remote_bytes`` (summed),
-        ``dist_world_size``. ``compute_s`` is the step's forward, backward
-        (with the gradient all-reduce) and optimiser step."""
+        ``dist_world_size``, and the epoch's ``dist_sample_s`` and
+        ``dist_exchange_s`` (sampling and feature-exchange seconds, the mean over
+        the ranks). ``compute_s`` is the step's forward, backward (with the
+        gradient all-reduce) and optimiser step."""
         mine = {
             **self._last,
             "compute_s": float(throughput.get("compute_s", 0.0)),
@@ -150,6 +152,8 @@ class RankSource:
         out["dist_remote_rows"] = float(remote)
         out["dist_remote_bytes"] = float(sum(f["remote_bytes"] for f in gathered))
         out["dist_remote_share"] = remote / rows if rows else 0.0
+        for key in ("sample_s", "exchange_s"):
+            out[f"dist_{key}"] = sum(float(f[key]) for f in gathered) / len(gathered)
         return out
 
     def random_state(self) -> tuple[torch.Generator, dict[str, Any]]:

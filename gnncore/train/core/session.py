@@ -23,7 +23,7 @@ from gnncore.train.core.checkpoint import (
     restore_rng,
 )
 from gnncore.train.core.steps import BatchStep, train_epoch
-from gnncore.train.core.throughput import mean_throughput
+from gnncore.train.core.throughput import epoch_timing, mean_throughput
 
 P = TypeVar("P", bound="EpochProgress")
 M = TypeVar("M")
@@ -406,7 +406,9 @@ def run_summary(result: Any) -> dict[str, Any]:
     """The summary keys every task's result shares (a node or link training
     result: ``train_loss``, ``seconds``, ``device``, ``num_parameters``,
     ``config.seed``, ``resumed_from_epoch``, ``checkpoint_dir``, ``throughput``
-    as the mean per epoch)."""
+    as the mean per epoch, ``epoch_timing``: each epoch's wall time, stall (the
+    loop waiting for batches), its fraction, sampling, transfer, compute and,
+    in distributed training, exchange seconds)."""
     return {
         "final_train_loss": result.train_loss[-1] if result.train_loss else None,
         "seconds": result.seconds,
@@ -416,4 +418,5 @@ def run_summary(result: Any) -> dict[str, Any]:
         "resumed_from_epoch": result.resumed_from_epoch,
         "checkpoint_dir": result.checkpoint_dir,
         "throughput": mean_throughput(result.throughput),
+        "epoch_timing": epoch_timing(result.throughput),
     }

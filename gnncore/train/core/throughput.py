@@ -97,7 +97,9 @@ class EpochTimer:
         ``batches``, ``batches_per_s`` (over the epoch's wall time),
         ``nodes_per_batch`` / ``edges_per_batch`` (mean sampled subgraph size),
         ``sample_s`` (batch preparation), ``wait_s`` (the loop blocked on the
-        next batch), ``transfer_s``, ``compute_s`` and ``train_s`` (wall time).
+        next batch: the *stall*), ``transfer_s``, ``compute_s``, ``train_s``
+        (wall time) and ``stall_fraction`` (``wait_s / train_s``: the share of the
+        epoch the model waited for batches).
         """
         if self._events:
             torch.cuda.synchronize(self.device)
@@ -116,7 +118,47 @@ class EpochTimer:
             "transfer_s": self.seconds["transfer"],
             "compute_s": self.seconds["compute"],
             "train_s": wall,
+            "stall_fraction": self.seconds["wait"] / wall if wall > 0 else 0.0,
         }
+
+
+def stall_figures(epochs: list[dict[str, float]]) -> dict[str, float]:
+    """Totals over ``epochs`` (per-epoch :meth:`EpochTimer.summary` figures):
+    ``stall_s`` (the loop waiting for batches), ``sample_s``, ``compute_s``,
+    ``train_s``, ``stall_fraction`` (``stall_s / train_s``), and, when the
+    epochs report it (distributed training), ``exchange_s``."""
+
+    def total(key: str) -> float:
+        return sum(float(e.get(key, 0.0)) for e in epochs)
+
+    out = {
+        "stall_s": total("wait_s"),
+        "sample_s": total("sample_s"),
+        "compute_s": total("compute_s"),
+        "train_s": total("train_s"),
+    }
+    out["stall_fraction"] = out["stall_s"] / out["train_s"] if out["train_s"] > 0 else 0.0
+    if any("dist_exchange_s" in e for e in epochs):
+        out["exchange_s"] = total("dist_exchange_s")
+    return out
+
+
+#: The per-epoch timing keys of :func:`epoch_timing` (``dist_exchange_s`` only
+#: in distributed training).
+TIMING_KEYS = (
+    "train_s",
+    "wait_s",
+    "stall_fraction",
+    "sample_s",
+    "transfer_s",
+    "compute_s",
+    "dist_exchange_s",
+)
+
+
+def epoch_timing(epochs: list[dict[str, float]]) -> list[dict[str, float]]:
+    """Each epoch's timing figures (:data:`TIMING_KEYS` that it reports)."""
+    return [{k: float(e[k]) for k in TIMING_KEYS if k in e} for e in epochs]
 
 
 def mean_throughput(epochs: list[dict[str, float]]) -> dict[str, float]:

@@ -106,6 +106,9 @@ def test_every_rank_runs_the_same_batches_and_gets_the_same_metrics(runs, graph)
         assert epoch["rank0_batches"] == epoch["rank1_batches"] == ranks[0]["batches_per_epoch"]
         assert epoch["rank0_seeds"] + epoch["rank1_seeds"] == 600 // 5
         assert 0 < epoch["dist_remote_share"] < 1 and epoch["dist_remote_bytes"] > 0
+        for key in ("sample_s", "exchange_s"):  # per epoch, the mean over the ranks
+            mean = (epoch[f"rank0_{key}"] + epoch[f"rank1_{key}"]) / 2
+            assert epoch[f"dist_{key}"] == pytest.approx(mean) and mean > 0
     # The reduced metrics are identical on every rank, epoch by epoch.
     for key in ("val_accuracy", "test_accuracy", "best_epoch", "test_macro_f1"):
         assert ranks[0]["fields"][key] == ranks[1]["fields"][key], key
@@ -182,7 +185,11 @@ def test_cli_nproc_logs_rank_figures_from_rank_0(graph, tmp_path) -> None:
     assert run.info.status == "FINISHED"
     assert run.data.params["world_size"] == "2" and run.data.params["partitioner"] == "random"
     assert run.data.metrics["test_accuracy"] == summary["test_accuracy"]
-    for name in ("dist_remote_share", "rank0_remote_bytes", "rank1_exchange_s", "rank1_sample_s"):
+    assert [
+        set(e) >= {"wait_s", "stall_fraction", "dist_exchange_s"} for e in summary["epoch_timing"]
+    ] == [True, True]
+    for name in ("dist_remote_share", "rank0_remote_bytes", "rank1_exchange_s", "rank1_sample_s",
+                 "dist_exchange_s", "stall_fraction"):  # fmt: skip
         history = client.get_metric_history(run.info.run_id, name)
         assert [m.step for m in history] == [1, 2], name
     # Checkpoints went to a directory of their own, written once per epoch.

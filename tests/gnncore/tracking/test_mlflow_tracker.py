@@ -115,6 +115,7 @@ def test_run_holds_per_epoch_and_final_metrics(tracked: Tracked) -> None:
         "edges_per_batch",
         "sample_s",
         "wait_s",
+        "stall_fraction",
         "transfer_s",
         "compute_s",
         "eval_s",

@@ -223,9 +223,23 @@ def test_throughput_is_measured_per_epoch(graph: GraphDir) -> None:
             assert epoch[phase] >= 0
         assert epoch["sample_s"] > 0  # batch preparation, in the prefetch thread
         assert epoch["wait_s"] + epoch["compute_s"] <= epoch["train_s"] + 1e-6
+        assert epoch["stall_fraction"] == pytest.approx(epoch["wait_s"] / epoch["train_s"])
     summary = result.summary()
     json.dumps(summary)
     assert summary["throughput"]["batches"] == 2
+    # the JSON reports every epoch's timing: stall (waiting) beside compute and sampling
+    timing = summary["epoch_timing"]
+    assert len(timing) == 2
+    for row, epoch in zip(timing, result.throughput, strict=True):
+        assert set(row) == {
+            "train_s",
+            "wait_s",
+            "stall_fraction",
+            "sample_s",
+            "transfer_s",
+            "compute_s",
+        }
+        assert all(row[k] == epoch[k] for k in row)
 
 
 def test_amp_on_a_cpu_warns_and_trains_in_float32(graph: GraphDir) -> None:
