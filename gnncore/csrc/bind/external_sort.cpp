@@ -10,6 +10,7 @@
 
 #include "bind/common.h"
 #include "io/external_sort.h"
+#include "io/run_csr.h"
 
 namespace gnncore::bind {
 
@@ -54,6 +55,41 @@ bool int32_of(const nb::handle& index_dtype) {
   throw std::invalid_argument("index_dtype must be int32 or int64, got " +
                               nb::cast<std::string>(nb::str(dtype)));
 }
+
+template <typename T>
+using OutSpanArray = nb::ndarray<T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+template <typename Index>
+void fill_range_of(const std::string& bucket_path, io::KeyRunReader* forward, int64_t row_begin,
+                   int64_t row_end, InArray<int64_t> indptr, OutSpanArray<int64_t> next_rank,
+                   OutSpanArray<int64_t> cursor, OutSpanArray<Index> indices,
+                   OutSpanArray<int64_t> eid, int64_t buffer_bytes) {
+  const size_t buffer = buffer_of(buffer_bytes);
+  try {
+    nb::gil_scoped_release release;
+    io::KeyRunReader bucket(bucket_path, buffer);
+    io::fill_csr_range<Index>(bucket, forward, row_begin, row_end, span_of(indptr),
+                              MutSpan<int64_t>{next_rank.data(), next_rank.shape(0)},
+                              MutSpan<int64_t>{cursor.data(), cursor.shape(0)},
+                              MutSpan<Index>{indices.data(), indices.shape(0)},
+                              MutSpan<int64_t>{eid.data(), eid.shape(0)});
+  } catch (const io::RunFileError& e) {
+    raise_run_error(e);
+  }
+}
+
+constexpr const char* kFillRangeDoc = R"doc(Fill rows ``[row_begin, row_end)`` of the in-neighbour CSR of the sorted
+canonical keys of a key run (io/run_csr.h): ``indices``/``eid`` (int32 or int64,
+int64) must hold exactly the range's entries (``indptr``: the whole CSR's int64
+offsets). First the key run ``bucket_path`` (the keys whose minor id is in the
+range, from :func:`split_key_run`): key ``(a, b)`` gives row ``b`` entry ``a``
+with edge id ``next_rank[a]`` (int64, one per node: each node's first rank as a
+major id, advanced in place: call with the ranges in order). Then, unless
+``forward`` is None (directed graphs), the next keys of ``forward`` (a
+:class:`KeyRunReader` of the whole run, read in step with the ranges): key
+``(a, b)`` gives row ``a`` entry ``b`` with the key's rank. Entries go in key
+order within each row. ``cursor``: int64 scratch of at least the range's rows.
+Releases the GIL. Raises ``ValueError`` when the keys do not fit the offsets.)doc";
 
 template <typename Index>
 void edge_ids_of(InArray<int64_t> indptr, InArray<Index> indices, int64_t row_begin,
@@ -250,6 +286,50 @@ returns how many (0 at the end). Releases the GIL.)doc")
 rename), dropping keys repeated across runs; each run and the output go through
 a buffer of ``buffer_bytes``. Returns the number of keys written. Releases the
 GIL. Errors as :class:`KeyRunReader`.)doc");
+  m.def(
+      "count_key_ends",
+      [](InArray<uint64_t> keys, OutSpanArray<int64_t> major, OutSpanArray<int64_t> minor) {
+        nb::gil_scoped_release release;
+        io::count_key_ends(span_of(keys), MutSpan<int64_t>{major.data(), major.shape(0)},
+                           MutSpan<int64_t>{minor.data(), minor.shape(0)});
+      },
+      nb::arg("keys"), nb::arg("major").noconvert(), nb::arg("minor").noconvert(),
+      R"doc(For every packed key ``a << 32 | b`` (uint64) add one to ``major[a + 1]`` and
+to ``minor[b + 1]`` (int64, one more entry than nodes: an in-place cumulative
+sum then gives CSR offsets). Releases the GIL. Raises ``ValueError`` for an id
+past either array.)doc");
+  m.def(
+      "split_key_run",
+      [](const std::string& run_path, InArray<int64_t> bounds,
+         const std::vector<std::string>& bucket_paths, int64_t buffer_bytes) {
+        const size_t buffer = buffer_of(buffer_bytes);
+        try {
+          nb::gil_scoped_release release;
+          return io::split_key_run(run_path, span_of(bounds), bucket_paths, buffer);
+        } catch (const io::RunFileError& e) {
+          raise_run_error(e);
+        }
+      },
+      nb::arg("run_path"), nb::arg("bounds"), nb::arg("bucket_paths"),
+      nb::arg("buffer_bytes") = static_cast<int64_t>(io::kDefaultMergeBufferBytes),
+      R"doc(Read the key run ``run_path`` once and write to ``bucket_paths[r]`` (key
+runs, each through a buffer of ``buffer_bytes``) its keys whose minor id is in
+``[bounds[r], bounds[r + 1])`` (int64, one more entry than buckets,
+nondecreasing). Returns the keys read. Releases the GIL. Raises ``ValueError``
+for a minor id outside ``[bounds[0], bounds[-1])``; file errors as
+:class:`KeyRunReader`.)doc");
+  m.def("fill_csr_range", &fill_range_of<int32_t>, nb::arg("bucket_path"),
+        nb::arg("forward").none(), nb::arg("row_begin"), nb::arg("row_end"), nb::arg("indptr"),
+        nb::arg("next_rank").noconvert(), nb::arg("cursor").noconvert(),
+        nb::arg("indices").noconvert(), nb::arg("eid").noconvert(),
+        nb::arg("buffer_bytes") = static_cast<int64_t>(io::kDefaultMergeBufferBytes),
+        kFillRangeDoc);
+  m.def("fill_csr_range", &fill_range_of<int64_t>, nb::arg("bucket_path"),
+        nb::arg("forward").none(), nb::arg("row_begin"), nb::arg("row_end"), nb::arg("indptr"),
+        nb::arg("next_rank").noconvert(), nb::arg("cursor").noconvert(),
+        nb::arg("indices").noconvert(), nb::arg("eid").noconvert(),
+        nb::arg("buffer_bytes") = static_cast<int64_t>(io::kDefaultMergeBufferBytes),
+        kFillRangeDoc);
   m.def("csr_edge_ids", &edge_ids_of<int32_t>, nb::arg("indptr"), nb::arg("indices"),
         nb::arg("row_begin"), nb::arg("next").noconvert(), nb::arg("out").noconvert(),
         nb::arg("directed"), kEdgeIdsDoc);

@@ -29,8 +29,13 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
    on a thread, in the row groups Polars' ``write_parquet`` would cut (so the
    bytes match), while ``indptr``/``indices``/``eid`` are built: keys in memory
    are merged with their sorted transpose (``gnncore._C.merge_csr_rows``, both
-   read sequentially), keys on disk fill row ranges of half the budget, one pass
-   each (``gnncore._C.fill_csr_rows``). ``write`` is the wait for the Parquet
+   read sequentially). Keys on disk are mapped to node ids once (phase
+   ``remap``: one pass writes the mapped run in place of the raw one and counts
+   each node's ends, :func:`~gnncore.io.bounded.csr.map_key_run`), then fill row
+   ranges of half the budget in two sequential passes whatever their number:
+   one writes each range's keys by minor id (``gnncore._C.split_key_run``), the
+   other fills each range from them and the next keys of the mapped run
+   (``gnncore._C.fill_csr_range``). ``write`` is the wait for the Parquet
    thread after the CSR.
 5. **shuffle**: ``edges_shuffled.npy`` is numpy's seeded permutation of the
    unordered pairs, exactly as the in-memory path draws it, but drawn by a C++

@@ -1,32 +1,83 @@
 """``indptr``, ``indices`` and ``eid`` of a graph directory from sorted
-canonical keys, within the memory budget."""
+canonical keys, within the memory budget.
+
+Keys in memory are merged with their sorted transpose
+(:func:`_write_key_csr_merged`). Keys in a run on disk take a fixed number of
+sequential passes, whatever the number of row ranges (``gnncore._C``,
+``io/run_csr.h``): :func:`map_key_run` maps their ids once, writing the mapped
+run in place of the raw one, and counts each node's ends; then one pass splits
+the mapped run into a sub-run per row range (the keys whose minor id is in it)
+and each range is filled from its sub-run and the next keys of the mapped run,
+read once in step with the ranges (:func:`_write_run_csr`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from gnncore.io.bounded.npy_stream import npy_writer
-from gnncore.store.edge_keys import SORT_THREADS, KeySorter
+from gnncore.store.edge_keys import KEY_RUN_BUFFER, SORT_THREADS, KeySorter
 from gnncore.store.writer import GraphDirWriter, index_dtype
+
+KeyEnds = tuple[np.ndarray, np.ndarray]
+"""Per node, one entry up (``[0]`` is 0): its count as the major and as the minor
+id of a key (:func:`map_key_run`)."""
+
+
+def map_key_run(
+    canon: KeySorter, remap: Callable[[np.ndarray], None] | None, num_nodes: int, rows: int
+) -> KeyEnds:
+    """One sequential pass over the finished keys' run on disk (``canon.run``):
+    maps their ids by ``remap`` (when given), writes the mapped run in place of
+    the raw one (so every later reader, the CSR, ``edges.parquet`` and the
+    shuffle, reads node ids without mapping again) and counts each node's ends
+    (:data:`KeyEnds`), in blocks of ``rows`` keys."""
+    from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
+
+    assert canon.run is not None
+    major = np.zeros(num_nodes + 1, dtype=np.int64)
+    minor = np.zeros(num_nodes + 1, dtype=np.int64)
+    reader = _C.KeyRunReader(str(canon.run), KEY_RUN_BUFFER)
+    block = np.empty(max(min(rows, reader.remaining), 1), dtype=np.uint64)
+    mapped = canon.run.with_name(canon.run.name + ".mapped")
+    writer = _C.KeyRunWriter(str(mapped), KEY_RUN_BUFFER) if remap is not None else None
+    while reader.remaining:
+        keys = block[: reader.read(block)]
+        if remap is not None:
+            remap(keys)
+        _C.count_key_ends(keys, major, minor)
+        if writer is not None:
+            writer.append(keys)  # checks that the mapped keys still increase
+    del reader
+    if writer is not None:
+        writer.commit()
+        os.replace(mapped, canon.run)
+    return major, minor
 
 
 def write_key_csr(
     canon: KeySorter, writer: GraphDirWriter, num_nodes: int, directed: bool, budget: int,
-    rows: int,
+    rows: int, ends: KeyEnds | None = None,
 ) -> int:  # fmt: skip
     """``indptr``, ``indices`` and ``eid`` from the canonical keys; returns the
     number of entries. Keys held in memory with room for a transposed copy and
     its sort scratch (16 bytes a key within half the budget) are merged with
     their sorted transpose, both read sequentially
-    (:func:`_write_key_csr_merged`); otherwise row ranges that fill half the
-    budget are filled by a pass over the keys each (random writes)."""
+    (:func:`_write_key_csr_merged`); keys in a run on disk, mapped and counted
+    by :func:`map_key_run` (``ends``), fill row ranges of half the budget in two
+    sequential passes over the run (:func:`_write_run_csr`); keys in memory
+    past that fill each range by a pass over them (random writes)."""
     from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
 
     int_dtype = index_dtype(num_nodes)
     if canon.keys is not None and 16 * canon.count <= budget // 2:
         return _write_key_csr_merged(canon, writer, num_nodes, directed, int_dtype)
+    if canon.keys is None:
+        if ends is None:
+            ends = map_key_run(canon, None, num_nodes, rows)
+        return _write_run_csr(canon, writer, directed, budget, int_dtype, ends)
     counts = np.zeros(num_nodes, dtype=np.int64)
     for block in canon.blocks(rows):
         _C.count_key_degrees(block, directed, counts)
@@ -51,6 +102,59 @@ def write_key_csr(
             indices.tofile(indices_fh)
             eid.tofile(eid_fh)
             del indices, eid
+    writer.hash_in_background("indices.npy")
+    writer.hash_in_background("eid.npy")
+    return num_edges
+
+
+def _write_run_csr(
+    canon: KeySorter, writer: GraphDirWriter, directed: bool, budget: int, int_dtype: np.dtype,
+    ends: KeyEnds,
+) -> int:  # fmt: skip
+    """The CSR of the mapped key run ``canon.run`` whose node ends are ``ends``
+    (module docstring): row ranges of at most half the budget of entries; with
+    more than one range, one pass writes each range's sub-run (the keys whose
+    minor id is in it) beside the run, then each range is filled from its
+    sub-run (removed once read) and, undirected, the next keys of the run."""
+    from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
+
+    run = canon.run
+    assert run is not None
+    major, minor = ends
+    indptr = minor  # in place: counts one entry up -> offsets
+    if not directed:
+        indptr += major
+    np.cumsum(indptr, out=indptr)
+    next_rank = np.cumsum(major, out=major)[:-1]  # each node's first rank as a major id
+    num_nodes = len(next_rank)
+    num_edges = int(indptr[-1])
+    _write_indptr(writer, indptr)
+    per_range = max(budget // 2 // (int_dtype.itemsize + 8), 1)
+    ranges = list(_row_ranges(indptr, per_range))
+    if len(ranges) <= 1:  # one range: the run is its own sub-run
+        buckets = [run] * len(ranges)
+    else:
+        buckets = [run.with_name(f"{run.name}.rows-{i:05d}") for i in range(len(ranges))]
+        bounds = np.array([row for row, _ in ranges] + [num_nodes], dtype=np.int64)
+        buffer = min(KEY_RUN_BUFFER, max(budget // 8 // len(ranges), 1 << 16))
+        _C.split_key_run(str(run), bounds, [str(b) for b in buckets], buffer)
+    largest = max((int(indptr[end] - indptr[row]) for row, end in ranges), default=0)
+    indices_buffer = np.empty(largest, dtype=int_dtype)
+    eid_buffer = np.empty(largest, dtype=np.int64)
+    cursor = np.empty(max((end - row for row, end in ranges), default=0), dtype=np.int64)
+    forward = None if directed else _C.KeyRunReader(str(run), KEY_RUN_BUFFER)
+    indices_fh = npy_writer(writer.file_path("indices.npy", "npy"), int_dtype, (num_edges,))
+    eid_fh = npy_writer(writer.file_path("eid.npy", "npy"), np.int64, (num_edges,))
+    with indices_fh, eid_fh:
+        for (row, end), bucket in zip(ranges, buckets, strict=True):
+            size = int(indptr[end] - indptr[row])
+            indices, eid = indices_buffer[:size], eid_buffer[:size]
+            _C.fill_csr_range(str(bucket), forward, row, end, indptr, next_rank, cursor,
+                              indices, eid, KEY_RUN_BUFFER)  # fmt: skip
+            if bucket != run:
+                bucket.unlink()
+            indices.tofile(indices_fh)
+            eid.tofile(eid_fh)
     writer.hash_in_background("indices.npy")
     writer.hash_in_background("eid.npy")
     return num_edges

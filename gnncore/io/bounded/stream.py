@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gnncore.io.bounded.csr import write_key_csr
+from gnncore.io.bounded.csr import map_key_run, write_key_csr
 from gnncore.io.bounded.edges_parquet import write_edges_parquet
 from gnncore.io.bounded.graph_job import EdgeCounts, StreamJob, write_graph_dir
 from gnncore.io.bounded.pair_graph import write_pair_edges
@@ -109,8 +109,9 @@ def write_key_graph(
     ingestion sorts raw ids and maps them afterwards). ``num_input`` and
     ``loops`` are the edges read and the self-loops dropped. ``job``: the
     other arguments of :func:`write_edge_stream`. Writes ``edges.parquet``,
-    ``indptr``/``indices``/``eid`` (row ranges filled from the keys in memory
-    bounded by half the budget), ``edges_shuffled`` and the manifest.
+    ``indptr``/``indices``/``eid`` (keys on disk mapped once, then row
+    ranges of half the budget filled in two sequential passes:
+    :mod:`gnncore.io.bounded.csr`), ``edges_shuffled`` and the manifest.
     """
     return write_graph_dir(job, partial(_write_key_edges, canon, job, num_input, loops, remap))
 
@@ -126,7 +127,12 @@ def _write_key_edges(
     """The edge files of :func:`write_key_graph`."""
     phases, rows, num_nodes = job.phases, job.rows, job.num_nodes
     num_canonical = canon.count
-    if remap is not None:
+    ends = None
+    if canon.keys is None:  # a run on disk: mapped (once) and counted in one pass
+        stage("remapping ids" if remap is not None else "counting degrees")
+        phases.start("remap" if remap is not None else "csr")
+        ends = map_key_run(canon, remap, num_nodes, rows)
+    elif remap is not None:
         stage("remapping ids")
         phases.start("remap")
         canon.set_remap(remap)
@@ -140,7 +146,9 @@ def _write_key_edges(
         edges_path = writer.file_path("edges.parquet", "parquet")
         edges = pool.submit(write_edges_parquet, edges_path, num_canonical, canon.blocks(rows))
         try:
-            num_edges = write_key_csr(canon, writer, num_nodes, job.directed, job.budget, rows)
+            num_edges = write_key_csr(
+                canon, writer, num_nodes, job.directed, job.budget, rows, ends
+            )
             stage("shuffled edge stream")
             phases.start("shuffle")
             shuffle = shuffle_pairs(

@@ -1,0 +1,155 @@
+#include "io/run_csr.h"
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "io/edge_keys.h"
+
+namespace gnncore::io {
+
+namespace {
+
+constexpr size_t kBlockKeys = size_t{1} << 16;  // keys decoded at a time
+
+std::string key_pair(uint64_t key) {
+  return "(" + std::to_string(key >> kKeyShift) + ", " + std::to_string(key & kKeyMinorMask) +
+         ")";
+}
+
+}  // namespace
+
+void count_key_ends(Span<uint64_t> keys, MutSpan<int64_t> major, MutSpan<int64_t> minor) {
+  const uint64_t n_major = major.size == 0 ? 0 : major.size - 1;
+  const uint64_t n_minor = minor.size == 0 ? 0 : minor.size - 1;
+  for (size_t i = 0; i < keys.size; ++i) {
+    const uint64_t a = keys[i] >> kKeyShift, b = keys[i] & kKeyMinorMask;
+    if (a >= n_major || b >= n_minor)
+      throw std::invalid_argument("key " + std::to_string(i) + " " + key_pair(keys[i]) +
+                                  " has an id outside [0, " + std::to_string(n_major) + ")");
+    ++major[a + 1];
+    ++minor[b + 1];
+  }
+}
+
+int64_t split_key_run(const std::string& run_path, Span<int64_t> bounds,
+                      const std::vector<std::string>& bucket_paths, size_t buffer_bytes) {
+  const size_t buckets = bucket_paths.size();
+  if (bounds.size != buckets + 1)
+    throw std::invalid_argument("bounds must hold one entry more than the buckets");
+  for (size_t r = 0; r < buckets; ++r)
+    if (bounds[r] > bounds[r + 1] || bounds[r] < 0)
+      throw std::invalid_argument("bounds must be nonnegative and nondecreasing");
+  KeyRunReader reader(run_path, buffer_bytes);
+  std::vector<std::unique_ptr<KeyRunWriter>> writers;
+  writers.reserve(buckets);
+  for (const std::string& path : bucket_paths)
+    writers.push_back(std::make_unique<KeyRunWriter>(path, buffer_bytes));
+  // the bucket of a minor id: a binary search of the bounds (a few dozen at most)
+  const uint64_t lo = buckets ? static_cast<uint64_t>(bounds[0]) : 0;
+  const uint64_t hi = buckets ? static_cast<uint64_t>(bounds[buckets]) : 0;
+  std::vector<uint64_t> block(kBlockKeys);
+  int64_t total = 0;
+  for (;;) {
+    const size_t got = reader.read(MutSpan<uint64_t>{block.data(), block.size()});
+    if (got == 0) break;
+    for (size_t i = 0; i < got; ++i) {
+      const uint64_t key = block[i];
+      const uint64_t b = key & kKeyMinorMask;
+      if (b < lo || b >= hi)
+        throw std::invalid_argument("key " + std::to_string(total + static_cast<int64_t>(i)) +
+                                    " " + key_pair(key) + " of " + run_path +
+                                    " has a minor id outside [" + std::to_string(lo) + ", " +
+                                    std::to_string(hi) + ")");
+      const int64_t* at =
+          std::upper_bound(bounds.data, bounds.data + buckets + 1, static_cast<int64_t>(b));
+      writers[static_cast<size_t>(at - bounds.data) - 1]->put(key);
+    }
+    total += static_cast<int64_t>(got);
+  }
+  for (auto& writer : writers) writer->commit();
+  return total;
+}
+
+template <typename Index>
+void fill_csr_range(KeyRunReader& bucket, KeyRunReader* forward, int64_t row_begin,
+                    int64_t row_end, Span<int64_t> indptr, MutSpan<int64_t> next_rank,
+                    MutSpan<int64_t> cursor, MutSpan<Index> indices, MutSpan<int64_t> eid) {
+  const int64_t num_nodes = static_cast<int64_t>(next_rank.size);
+  if (indptr.size != next_rank.size + 1)
+    throw std::invalid_argument("indptr must hold one entry more than next_rank");
+  if (row_begin < 0 || row_end < row_begin || row_end > num_nodes)
+    throw std::invalid_argument("rows [" + std::to_string(row_begin) + ", " +
+                                std::to_string(row_end) + ") outside [0, " +
+                                std::to_string(num_nodes) + ")");
+  const size_t rows = static_cast<size_t>(row_end - row_begin);
+  if (cursor.size < rows) throw std::invalid_argument("cursor holds fewer slots than the rows");
+  const int64_t base = indptr[static_cast<size_t>(row_begin)];
+  const int64_t slots = indptr[static_cast<size_t>(row_end)] - base;
+  if (static_cast<int64_t>(indices.size) != slots || static_cast<int64_t>(eid.size) != slots)
+    throw std::invalid_argument("indices and eid must hold the range's " +
+                                std::to_string(slots) + " entries");
+  for (size_t r = 0; r < rows; ++r) cursor[r] = indptr[static_cast<size_t>(row_begin) + r] - base;
+  const uint64_t lo = static_cast<uint64_t>(row_begin);
+  const uint64_t n = static_cast<uint64_t>(num_nodes);
+  auto put = [&](uint64_t row, uint64_t neighbour, int64_t rank, uint64_t key) {
+    const int64_t slot = cursor[row - lo]++;
+    if (slot >= indptr[row + 1] - base)
+      throw std::invalid_argument("key " + key_pair(key) + " overflows row " +
+                                  std::to_string(row) + ": the keys do not match the offsets");
+    indices[static_cast<size_t>(slot)] = static_cast<Index>(neighbour);
+    eid[static_cast<size_t>(slot)] = rank;
+  };
+  std::vector<uint64_t> block(kBlockKeys);
+  for (;;) {  // the entries (b, a) of keys whose minor id is in the range
+    const size_t got = bucket.read(MutSpan<uint64_t>{block.data(), block.size()});
+    if (got == 0) break;
+    for (size_t i = 0; i < got; ++i) {
+      const uint64_t a = block[i] >> kKeyShift, b = block[i] & kKeyMinorMask;
+      if (a >= n || b - lo >= rows)
+        throw std::invalid_argument("key " + key_pair(block[i]) + " of " + bucket.path() +
+                                    " is outside rows [" + std::to_string(row_begin) + ", " +
+                                    std::to_string(row_end) + ")");
+      put(b, a, next_rank[a]++, block[i]);
+    }
+  }
+  if (forward == nullptr) {
+    if (bucket.count() != slots)
+      throw std::invalid_argument(bucket.path() + " holds " + std::to_string(bucket.count()) +
+                                  " keys, not the " + std::to_string(slots) +
+                                  " entries of its rows");
+    return;
+  }
+  // the entries (a, b) of the keys whose major id is in the range: the next
+  // ones of the run, as many as the slots left
+  int64_t left = slots - bucket.count();
+  while (left > 0) {
+    const int64_t first_rank = forward->count() - forward->remaining();
+    const size_t want = static_cast<size_t>(std::min<int64_t>(left, kBlockKeys));
+    const size_t got = forward->read(MutSpan<uint64_t>{block.data(), want});
+    if (got == 0)
+      throw std::invalid_argument(forward->path() + " ends before rows [" +
+                                  std::to_string(row_begin) + ", " + std::to_string(row_end) +
+                                  ") are filled");
+    for (size_t i = 0; i < got; ++i) {
+      const uint64_t a = block[i] >> kKeyShift, b = block[i] & kKeyMinorMask;
+      if (a - lo >= rows || b >= n)
+        throw std::invalid_argument("key " + key_pair(block[i]) + " of " + forward->path() +
+                                    " is outside rows [" + std::to_string(row_begin) + ", " +
+                                    std::to_string(row_end) + ")");
+      put(a, b, first_rank + static_cast<int64_t>(i), block[i]);
+    }
+    left -= static_cast<int64_t>(got);
+  }
+}
+
+template void fill_csr_range<int32_t>(KeyRunReader&, KeyRunReader*, int64_t, int64_t,
+                                      Span<int64_t>, MutSpan<int64_t>, MutSpan<int64_t>,
+                                      MutSpan<int32_t>, MutSpan<int64_t>);
+template void fill_csr_range<int64_t>(KeyRunReader&, KeyRunReader*, int64_t, int64_t,
+                                      Span<int64_t>, MutSpan<int64_t>, MutSpan<int64_t>,
+                                      MutSpan<int64_t>, MutSpan<int64_t>);
+
+}  // namespace gnncore::io

@@ -1,0 +1,113 @@
+"""Bounded ingestion's CSR of keys on disk (:mod:`gnncore.io.bounded.csr`): the
+ids are mapped once, then the row ranges come from one split of the mapped run
+and one fill per range -- never a pass over all keys per range -- and the graph
+directory is the in-memory path's, byte for byte."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnncore import _C
+from gnncore.io import ingest
+from gnncore.store import GraphDir
+
+TINY = 64 << 10  # keys spill to disk; ranges of ~2,700 CSR entries
+
+
+@pytest.fixture
+def passes(monkeypatch) -> Counter:
+    """Calls of the CSR kernels, counted (the real kernels still run)."""
+    calls: Counter = Counter()
+    for name in ("split_key_run", "fill_csr_range", "fill_csr_rows", "count_key_ends"):
+        real = getattr(_C, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(_C, name, spy)
+    return calls
+
+
+def write_csv(path: Path, src: np.ndarray, dst: np.ndarray) -> Path:
+    path.write_text("src,dst\n" + "".join(f"{a},{b}\n" for a, b in zip(src, dst)))
+    return path
+
+
+def assert_same_dir(a: Path, b: Path) -> None:
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir())
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def graph_edges(kind: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    if kind == "random":  # sparse ids (mapped by binary search), repeats, loops
+        ids = rng.choice(1 << 40, 2500, replace=False)
+        src, dst = ids[rng.integers(0, 2500, 12000)], ids[rng.integers(0, 2500, 12000)]
+        return src, dst
+    # a hub joined to and from every node (a row longer than a range alone)
+    # among dense ids with gaps (mapped through the lookup table)
+    ids = np.sort(rng.choice(9000, 4000, replace=False))
+    hubs = np.full(len(ids), ids[1234])
+    others = ids[rng.integers(0, 4000, (2, 3000))]
+    src = np.concatenate([hubs, ids, others[0]])
+    dst = np.concatenate([ids, hubs, others[1]])
+    return src, dst
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("kind", ["random", "hub"])
+def test_many_row_ranges_one_split_same_directory(tmp_path, passes, directed, kind):
+    src, dst = graph_edges(kind, seed=11)
+    source = write_csv(tmp_path / "g.csv", src, dst)
+    mem = ingest(source, tmp_path / "mem", memory_budget=None, directed=directed, seed=5)
+    passes.clear()
+    ext = ingest(source, tmp_path / "ext", memory_budget=TINY, directed=directed, seed=5)
+    assert_same_dir(tmp_path / "mem", tmp_path / "ext")
+    GraphDir.open(tmp_path / "ext").validate(checksums=True)
+    assert ext.num_edges == mem.num_edges
+    # several row ranges, filled from one split of the mapped run: no range
+    # reads all keys (fill_csr_rows), the ids are mapped and counted once
+    ranges = passes["fill_csr_range"]
+    assert ranges >= 3, passes
+    assert passes["split_key_run"] == 1
+    assert passes["fill_csr_rows"] == 0
+    assert passes["count_key_ends"] >= 1
+    # nothing left beside the outputs: the range runs are removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ext", "g.csv", "mem"]
+
+
+def test_one_range_reads_the_run_itself(tmp_path, passes):
+    """When all rows fit one range the mapped run is the range's own sub-run:
+    nothing is split. (Directed, ~2,400 distinct edges: past the 2,048 keys the
+    sorter holds under this budget, within the 2,730 entries of a range.)"""
+    rng = np.random.default_rng(2)
+    src, dst = rng.integers(0, 5000, (2, 2400))
+    source = write_csv(tmp_path / "g.csv", src, dst)
+    ingest(source, tmp_path / "mem", memory_budget=None, directed=True)
+    passes.clear()
+    ingest(source, tmp_path / "ext", memory_budget=TINY, directed=True)
+    assert_same_dir(tmp_path / "mem", tmp_path / "ext")
+    assert passes["count_key_ends"] >= 1  # the keys went to disk
+    assert passes["split_key_run"] == 0
+    assert passes["fill_csr_range"] == 1
+
+
+def test_fill_csr_range_refuses_keys_that_do_not_match_the_offsets(tmp_path):
+    writer = _C.KeyRunWriter(str(tmp_path / "run.keys"))
+    writer.append(np.array([0 << 32 | 1, 0 << 32 | 2, 1 << 32 | 2], dtype=np.uint64))
+    writer.commit()
+    indptr = np.array([0, 0, 1, 2], dtype=np.int64)  # claims 2 entries, the keys give 3
+    next_rank = np.array([0, 2, 3], dtype=np.int64)
+    indices = np.empty(2, dtype=np.int32)
+    eid = np.empty(2, dtype=np.int64)
+    cursor = np.empty(3, dtype=np.int64)
+    with pytest.raises(ValueError, match="offsets|outside"):
+        _C.fill_csr_range(str(tmp_path / "run.keys"), None, 0, 3, indptr, next_rank, cursor,
+                          indices, eid)  # fmt: skip
