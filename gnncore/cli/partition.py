@@ -63,6 +63,14 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 1; more is faster and holds W chunks in memory)",
     )
     parser.add_argument(
+        "--final-passes",
+        type=int,
+        default=defaults.final_passes,
+        metavar="K",
+        help="grem: final k-way refinement passes at most over the whole partition "
+        f"(size-constrained label propagation; default {defaults.final_passes}; 0: none)",
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=defaults.threads,
@@ -100,6 +108,7 @@ def settings_from(args: argparse.Namespace) -> MethodSettings:
         workers=args.workers,
         group_size=args.group_size,
         threads=args.threads,
+        final_passes=args.final_passes,
     )
 
 

@@ -32,6 +32,9 @@ class MethodSettings:
             less time, more memory (reported RSS adds the workers' peaks).
         threads (int): KaMinPar's threads (1: deterministic for a seed; 0:
             every CPU this process may use).
+        final_passes (int): GREM's final k-way refinement passes at most
+            (size-constrained label propagation over the whole partition,
+            :func:`~gnncore.partition.grem.refine.refine_kway`; 0: none).
     """
 
     chunk: float = 0.1
@@ -42,6 +45,7 @@ class MethodSettings:
     workers: int = 1
     group_size: int = DEFAULT_GROUP_SIZE
     threads: int = 1
+    final_passes: int = 8
 
 
 # method -> (module, class, settings it takes, fixed keyword arguments)
@@ -51,7 +55,7 @@ _REGISTRY: dict[str, tuple[str, str, tuple[str, ...], dict[str, Any]]] = {
     "grem": (
         "gnncore.partition.grem",
         "GremPartitioner",
-        ("chunk", "passes", "seed_method", "clusters", "workers"),
+        ("chunk", "passes", "seed_method", "clusters", "workers", "final_passes"),
         {},
     ),
     "greedy": (

@@ -22,9 +22,14 @@ from gnncore.partition.grem.recursion import (
     grem_partition_file,
     helper_peak_rss,
 )
+from gnncore.partition.grem.refine import RefineRecord, block_entries_for, refine_kway
 from gnncore.partition.grem.seed import default_seed_method
+from gnncore.partition.metrics import max_part_size
 from gnncore.partition.task_tree import check_workers
 from gnncore.store import GraphDir
+
+FINAL_PASSES = 8
+"""GREM's default final k-way refinement passes (at most; see :func:`refine_kway`)."""
 
 
 class GremPartitioner(Partitioner):
@@ -57,11 +62,19 @@ class GremPartitioner(Partitioner):
             processes after this one ran the top bisection (default: 1, all
             here). Same labels for any value; less time, more memory (see
             :func:`grem_partition_file`).
+        final_passes (int): Passes at most of the final k-way refinement over
+            the whole partition (:func:`refine_kway`: size-constrained label
+            propagation streamed over the CSR in blocks of a chunk's adjacency,
+            never adding a cut edge or breaking the cap; default:
+            :data:`FINAL_PASSES`; 0: none, the partition of the bisections).
+            Greedy (``refine=False``) runs none.
 
     After :meth:`assign`, :attr:`last_stats` lists one
     :class:`BisectionRecord` per bisection, :attr:`last_plan` holds the
     :class:`ClusterPlan` of seed ``clusters`` (else ``None``) and
-    :attr:`helper_peak_rss_bytes` the summed peak RSS of the worker processes.
+    :attr:`helper_peak_rss_bytes` the summed peak RSS of the worker processes
+    and :attr:`last_refine` the :class:`RefineRecord` of the final refinement
+    (``None`` when none ran).
     """
 
     name = "grem"
@@ -75,6 +88,7 @@ class GremPartitioner(Partitioner):
         tmp_dir: str | os.PathLike[str] | None = None,
         clusters: int | None = None,
         workers: int = 1,
+        final_passes: int = FINAL_PASSES,
     ) -> None:
         if isinstance(chunk, bool) or not isinstance(chunk, (int, float)) or not 0 < chunk <= 1:
             raise ValueError(f"chunk must be a fraction of the edges in (0, 1], got {chunk!r}")
@@ -84,6 +98,8 @@ class GremPartitioner(Partitioner):
         check_clusters(clusters, seed_method)
         if not isinstance(refine, bool):
             raise ValueError(f"refine must be True or False, got {refine!r}")
+        if isinstance(final_passes, bool) or not isinstance(final_passes, int) or final_passes < 0:
+            raise ValueError(f"final_passes must be an integer >= 0, got {final_passes!r}")
         self.chunk = float(chunk)
         self.passes = int(passes)
         self.seed_method = seed_method
@@ -91,6 +107,8 @@ class GremPartitioner(Partitioner):
         self.tmp_dir = tmp_dir
         self.clusters = None if clusters is None else int(clusters)
         self.workers = check_workers(workers)
+        self.final_passes = final_passes if refine else 0
+        self.last_refine: RefineRecord | None = None
         self.last_stats: list[BisectionRecord] = []
         self.last_plan: ClusterPlan | None = None
 
@@ -135,6 +153,24 @@ class GremPartitioner(Partitioner):
             on_bisection=self._report(options.parts),
         )
         self.helper_peak_rss_bytes = helper_peak_rss(self.last_stats)
+        self.last_refine = None
+        if self.final_passes and options.parts > 1:
+            labels = np.ascontiguousarray(labels, dtype=np.int64)
+            cap = max_part_size(graph.num_nodes, options.parts, options.imbalance)
+            self.last_refine = refine_kway(
+                graph.path,
+                labels,
+                options.parts,
+                cap,
+                max_passes=self.final_passes,
+                block_entries=block_entries_for(chunk_edges),
+            )
+            if self.progress is not None:
+                r = self.last_refine
+                self.progress(
+                    f"{self.name}: final refinement, {r.passes} passes: moved "
+                    f"{sum(r.moves):,} nodes, cut {sum(r.gains):,} edges fewer in {r.seconds:.2f} s"
+                )
         return labels
 
     def _report(self, parts: int) -> Callable[[BisectionRecord, int], None] | None:
@@ -158,6 +194,7 @@ class GremPartitioner(Partitioner):
     def __repr__(self) -> str:
         extra = "" if self.clusters is None else f", clusters={self.clusters}"
         extra += "" if self.workers == 1 else f", workers={self.workers}"
+        extra += "" if self.final_passes == FINAL_PASSES else f", final_passes={self.final_passes}"
         return (
             f"{type(self).__name__}(chunk={self.chunk}, passes={self.passes}, "
             f"seed_method={self.seed_method!r}, refine={self.refine}{extra})"
