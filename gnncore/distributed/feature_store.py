@@ -30,6 +30,7 @@ bytes of rows and ids exchanged.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
@@ -176,6 +177,15 @@ class DistFeatureStore(FeatureStore):
         if replica is not None:
             _check_replica(replica)
         self.replica = replica
+
+    def on_group(self, group: Any) -> DistFeatureStore:
+        """This store exchanging over ``group`` (same ranks and backend): a view
+        sharing its arrays, replica and :class:`ExchangeStats`, for the
+        collectives of another thread
+        (:class:`~gnncore.distributed.source.ahead.AheadBatches`)."""
+        view = copy.copy(self)
+        view.group = group
+        return view
 
     @property
     def attr_names(self) -> list[str]:

@@ -65,6 +65,7 @@ from gnncore.distributed.feature_store import DistFeatureStore
 from gnncore.distributed.link_data import LINK_SPLITS
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.sampler import DistNeighborSampler, sampled_data
+from gnncore.distributed.source.ahead import AheadBatches, side_group
 from gnncore.distributed.source.base import RankFigures, RankSource, split_batches
 from gnncore.errors import InputError
 from gnncore.sampler.negative import KnownEdges, NegativeDraw
@@ -183,7 +184,14 @@ class DistLinkSource(RankSource):
         symmetric = bool(info["symmetric"])
         self.reciprocal = config.reciprocal and not symmetric
         self.feature_store = DistFeatureStore(data, group)
-        self.sampler = DistNeighborSampler(self.link, config.fanouts, seed=config.seed, group=group)
+        # With prefetch threads, training batches are sampled and exchanged in a
+        # thread ahead of compute, over a group of their own (AheadBatches).
+        self.ahead = int(config.prefetch_workers) > 0
+        train_group = side_group(group) if self.ahead else group
+        self._train_store = self.feature_store.on_group(train_group)
+        self.sampler = DistNeighborSampler(
+            self.link, config.fanouts, seed=config.seed, group=train_group
+        )
         eval_fanouts = config.eval_fanouts or (-1,) * config.num_layers
         self.eval_sampler = DistNeighborSampler(
             self.link, eval_fanouts, seed=config.seed + 1, group=group
@@ -237,9 +245,18 @@ class DistLinkSource(RankSource):
         self._stats_at_start = self.feature_store.stats.as_dict()
 
     def batches(self) -> contextlib.AbstractContextManager[Iterator[Any]]:
-        return contextlib.nullcontext(
-            self.link_batch(edges, self._epoch, i) for i, edges in enumerate(self._plan)
-        )
+        """The epoch's training batches: with ``prefetch_workers > 0`` sampled and
+        exchanged ``prefetch_depth`` batches ahead in a thread
+        (:class:`~gnncore.distributed.source.ahead.AheadBatches`), else in the
+        loop; the same batches either way."""
+        plan, epoch = self._plan, self._epoch
+
+        def make() -> Iterator[Data]:
+            return (self.link_batch(edges, epoch, i) for i, edges in enumerate(plan))
+
+        if self.ahead:
+            return AheadBatches(make, int(self.link_config.prefetch_depth), self.device)
+        return contextlib.nullcontext(make())
 
     def link_batch(self, edges: np.ndarray, epoch: int, index: int) -> Data:
         """The triplet batch of training edges ``edges`` (rows of the rank's
@@ -255,7 +272,7 @@ class DistLinkSource(RankSource):
         seeds, position = np.unique(np.concatenate([heads, tails, negatives]), return_inverse=True)
         out = self.sampler.sample_from_nodes(NodeSamplerInput(None, torch.from_numpy(seeds)))
         sampled = time.perf_counter()
-        x = self.feature_store.get_tensor(TensorAttr(None, "x", out.node))
+        x = self._train_store.get_tensor(TensorAttr(None, "x", out.node))
         figures = self.epoch_figures
         figures.sample_s += sampled - started
         figures.exchange_s += time.perf_counter() - sampled

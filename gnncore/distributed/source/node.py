@@ -18,8 +18,11 @@ checkpoints are the single-process ones.
   near-equal batches, so no collective is left unmatched. The sampler
   (:class:`~gnncore.distributed.sampler.DistNeighborSampler`) and the feature
   store (:class:`~gnncore.distributed.feature_store.DistFeatureStore`) run
-  their exchanges in the training thread, between the gradient all-reduces of
-  :class:`~torch.nn.parallel.DistributedDataParallel`.
+  their exchanges in a thread ahead of compute when ``prefetch_workers > 0``
+  (:mod:`~gnncore.distributed.source.ahead`, on a process group of their own,
+  so batch ``i + 1``'s exchange overlaps batch ``i``'s forward and backward
+  pass and its gradient all-reduce), else in the training thread, between
+  the all-reduces of :class:`~torch.nn.parallel.DistributedDataParallel`.
 * **Evaluation** is sharded the same way (balanced, ``K`` batches per rank,
   a rank with no seeds left in a round still serves its peers) and the
   confusion matrices are summed with ``all_reduce``: every rank gets the same
@@ -49,6 +52,7 @@ from gnncore.distributed.collectives import all_counts, balance_ids, max_over
 from gnncore.distributed.feature_store import DistFeatureStore, Replica
 from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.sampler import DistNeighborSampler, sampled_data
+from gnncore.distributed.source.ahead import AheadBatches, side_group
 from gnncore.distributed.source.base import RankFigures, RankSource, split_batches
 from gnncore.train.node.config import ConfigError, NodeTrainConfig
 
@@ -81,9 +85,14 @@ class DistBatchSource(RankSource):
         #: Only rank 0 logs and writes checkpoints.
         self.main_process = self.rank == 0
         self.feature_store = DistFeatureStore(data, group, replica=Replica.of(data))
+        # With prefetch threads, training batches are sampled and exchanged in a
+        # thread ahead of compute, over a group of their own (AheadBatches).
+        self.ahead = int(config.prefetch_workers) > 0
+        train_group = side_group(group) if self.ahead else group
+        self._train_store = self.feature_store.on_group(train_group)
         # An MLP reads no edges: sample the seeds only.
         hops = (0,) * config.num_layers if config.model == "none" else config.fanouts
-        self.sampler = DistNeighborSampler(data, hops, seed=config.seed, group=group)
+        self.sampler = DistNeighborSampler(data, hops, seed=config.seed, group=train_group)
         eval_hops = (
             (0,) * config.num_layers
             if config.model == "none"
@@ -120,7 +129,19 @@ class DistBatchSource(RankSource):
         self._stats_at_start = self.feature_store.stats.as_dict()
 
     def batches(self) -> contextlib.AbstractContextManager[Iterator[Any]]:
-        return contextlib.nullcontext(self._iterate(self._plan, self.sampler, self.epoch_figures))
+        """The epoch's training batches: with ``config.prefetch_workers > 0``
+        sampled and exchanged ``config.prefetch_depth`` batches ahead in a
+        thread (:class:`~gnncore.distributed.source.ahead.AheadBatches`), else
+        in the loop; the same batches either way."""
+        plan, sampler, figures = self._plan, self.sampler, self.epoch_figures
+        store = self._train_store
+        if self.ahead:
+            return AheadBatches(
+                lambda: self._iterate(plan, sampler, figures, store),
+                int(self.config.prefetch_depth),
+                self.device,
+            )
+        return contextlib.nullcontext(self._iterate(plan, sampler, figures, store))
 
     # Evaluation ------------------------------------------------------------
 
@@ -135,22 +156,29 @@ class DistBatchSource(RankSource):
         plan: list[np.ndarray],
         sampler: DistNeighborSampler,
         figures: RankFigures,
+        store: DistFeatureStore | None = None,
     ) -> Iterator[Data]:
         """The batches of ``plan`` (a batch without seeds takes part in the
-        exchanges and is not yielded; training plans have none)."""
+        exchanges and is not yielded; training plans have none), their rows
+        gathered through ``store`` (default: :attr:`feature_store`)."""
+        store = self.feature_store if store is None else store
         for seeds in plan:
-            batch = self._batch(seeds, sampler, figures)
+            batch = self._batch(seeds, sampler, figures, store)
             if batch is not None:
                 yield batch
 
     def _batch(
-        self, seeds: np.ndarray, sampler: DistNeighborSampler, figures: RankFigures
+        self,
+        seeds: np.ndarray,
+        sampler: DistNeighborSampler,
+        figures: RankFigures,
+        store: DistFeatureStore,
     ) -> Data | None:
         """One batch (``None`` for no seeds, after taking part in the exchanges)."""
         started = time.perf_counter()
         out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.from_numpy(seeds)))
         sampled = time.perf_counter()
-        x, y = self.feature_store.multi_get_tensor(
+        x, y = store.multi_get_tensor(
             [TensorAttr(None, "x", out.node), TensorAttr(None, "y", out.node)]
         )
         figures.sample_s += sampled - started

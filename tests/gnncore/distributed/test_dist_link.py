@@ -8,6 +8,7 @@ checkpoints (the fixture), then the CLI resuming its last epoch.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -158,6 +159,19 @@ def test_two_ranks_reach_single_process_mrr(runs) -> None:
     assert dist.world_size == 2 and dist.stopped_epoch == EPOCHS
     assert abs(dist.test.mrr - single.test.mrr) <= TOLERANCE, (dist.test.mrr, single.test.mrr)
     assert dist.test.mrr > 0.1  # random scores: about 0.01
+
+
+def test_exchanges_ahead_of_compute_train_the_same_model(runs, graph) -> None:
+    # CONFIG samples and exchanges in a thread ahead of compute (prefetch_workers 1,
+    # over a process group of its own); prefetch_workers 0 does it in the loop.
+    assert CONFIG.prefetch_workers == 1
+    g, part = graph
+    inline = dataclasses.replace(CONFIG, epochs=1, prefetch_workers=0)
+    sync = train_distributed_link(g, part, inline, DistributedConfig(nproc=2, run_timeout=300))
+    ahead = runs["dist"]
+    assert sync.train_loss == ahead.train_loss[:1]
+    assert sync.val_mrr == ahead.val_mrr[:1]
+    assert sync.throughput[0]["rank1_remote_bytes"] == ahead.throughput[0]["rank1_remote_bytes"]
 
 
 def test_ranks_split_the_edges_evenly_and_agree_on_the_metrics(runs, graph) -> None:

@@ -119,6 +119,21 @@ def test_every_rank_runs_the_same_batches_and_gets_the_same_metrics(runs, graph)
     ]
 
 
+def test_exchanges_ahead_of_compute_train_the_same_model(runs, graph) -> None:
+    # CONFIG samples and exchanges in a thread ahead of compute (prefetch_workers 1,
+    # over a process group of its own); prefetch_workers 0 does it in the loop.
+    assert CONFIG.prefetch_workers == 1
+    g, part = graph
+    inline = NodeTrainConfig(**{**CONFIG.to_dict(), "epochs": 2, "prefetch_workers": 0})
+    sync = train_distributed(g, part, inline, DistributedConfig(nproc=2, run_timeout=120))
+    ahead = runs["dist"]
+    assert sync.train_loss == ahead.train_loss[:2]
+    assert sync.val_accuracy == ahead.val_accuracy[:2]
+    for mine, theirs in zip(sync.throughput, ahead.throughput, strict=False):
+        for key in ("rank0_remote_rows", "rank1_remote_bytes", "rank1_seeds"):
+            assert mine[key] == theirs[key], key
+
+
 def test_resume_loads_the_checkpoint_in_every_rank(runs, graph, tmp_path) -> None:
     g, part = graph
     more = NodeTrainConfig(**{**CONFIG.to_dict(), "epochs": CONFIG.epochs + 1, "fanouts": (5, 5)})
