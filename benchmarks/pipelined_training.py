@@ -8,8 +8,11 @@ first ``--eval-nodes`` validation nodes) for ``--epochs`` epochs with each
 warm-up run, in alternating order over ``--repeats`` rounds. Records per
 configuration the median epoch seconds (training pass), batches/s, and the
 per-epoch seconds of batch preparation (``sample_s``, summed over threads), of
-the loop waiting for a batch (``wait_s``) and of compute; and checks that
-every setting ends with the same parameters. Writes ``pipelined_training.json`` and
+the loop waiting for a batch (``wait_s``, the stall, and ``stall_fraction``,
+its share of the epoch) and of compute; and checks that
+every setting ends with the same parameters. ``gnncore`` is imported before
+torch, so OpenMP runs with the library's default (``OMP_WAIT_POLICY=passive``
+unless the environment sets it; ``gnncore/__init__.py``). Writes ``pipelined_training.json`` and
 ``pipelined_training.md`` into ``--out`` (default ``bench-out/pipelined``).
 
     .venv/bin/python benchmarks/pipelined_training.py [--nodes N] [--graph-dir DIR]
@@ -30,6 +33,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# isort: off
+import gnncore  # noqa: F401 - before torch, so the library's OpenMP default (passive) applies
+
+# isort: on
 import torch
 
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
@@ -94,6 +101,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, float]:
         "batches_per_s": median("batches_per_s"),
         "sample_s": median("sample_s"),
         "wait_s": median("wait_s"),
+        "stall_fraction": median("stall_fraction"),
         "compute_s": median("compute_s"),
         "eval_s": median("eval_s"),
         "batches": median("batches"),
@@ -114,14 +122,15 @@ def markdown(results: dict[str, Any]) -> str:
         f"torch {results['machine']['torch']}; OpenMP env "
         f"{ {k: v for k, v in results['machine']['env'].items() if v} or 'default' }.",
         "",
-        "| prefetch threads | epoch s (median) | batches/s | sample s | wait s "
-        "| compute s | eval s | same parameters |",
-        "|---:|---:|---:|---:|---:|---:|---:|:---:|",
+        "| prefetch threads | epoch s (median) | batches/s | sample s | wait (stall) s "
+        "| stall % | compute s | eval s | same parameters |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for workers, row in results["by_workers"].items():
         lines.append(
             f"| {workers} | {row['epoch_s']:.2f} | {row['batches_per_s']:.1f} | "
-            f"{row['sample_s']:.2f} | {row['wait_s']:.2f} | {row['compute_s']:.2f} | "
+            f"{row['sample_s']:.2f} | {row['wait_s']:.2f} | {100 * row['stall_fraction']:.1f} | "
+            f"{row['compute_s']:.2f} | "
             f"{row['eval_s']:.2f} | {'yes' if row['same_parameters'] else 'NO'} |"
         )
     lines.append("")
