@@ -120,6 +120,36 @@ std::tuple<int64_t, int64_t> kway_lp_block_numpy(
   return {stats.moves, stats.gain};
 }
 
+using MutArray64 = nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+inline MutSpan<int64_t> mut_span(MutArray64& a) { return {a.data(), a.shape(0)}; }
+
+std::tuple<int64_t, int64_t> kway_lp_weighted_numpy(InArray<int64_t> indptr,
+                                                    InArray<int64_t> indices,
+                                                    InArray<int64_t> edge_weight,
+                                                    InArray<int64_t> node_weight,
+                                                    MutArray64 labels, MutArray64 sizes,
+                                                    int64_t cap) {
+  MutSpan<int64_t> l = mut_span(labels), s = mut_span(sizes);
+  KwayBlockStats stats;
+  {
+    nb::gil_scoped_release release;
+    stats = kway_lp_sweep(span_of(indptr), span_of(indices), span_of(edge_weight),
+                          span_of(node_weight), 0, l, s, cap);
+  }
+  return {stats.moves, stats.gain};
+}
+
+template <typename Id>
+int64_t kway_cluster_block_numpy(InArray<int64_t> indptr, InArray<Id> indices, int64_t first_row,
+                                 InArray<int64_t> labels, MutArray64 cluster, MutArray64 weight,
+                                 int64_t max_weight, MutArray64 scratch) {
+  MutSpan<int64_t> c = mut_span(cluster), w = mut_span(weight), z = mut_span(scratch);
+  nb::gil_scoped_release release;
+  return kway_cluster_block(span_of(indptr), span_of(indices), first_row, span_of(labels), c, w,
+                            max_weight, z);
+}
+
 template <typename Id>
 OutArray<int64_t> side_scores_numpy(InArray<Id> local, InArray<int8_t> sides) {
   std::vector<int64_t> score;
@@ -405,6 +435,29 @@ Returns ``(moves, gain)``, gain the cut edges removed. Releases the GIL.)doc");
   m.def("grem_kway_lp_block", &kway_lp_block_numpy<int64_t>, nb::arg("indptr"),
         nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
         nb::arg("sizes").noconvert(), nb::arg("cap"), "The same over int64 indices.");
+
+  m.def("grem_kway_lp_weighted", &kway_lp_weighted_numpy, nb::arg("indptr"), nb::arg("indices"),
+        nb::arg("edge_weight"), nb::arg("node_weight"), nb::arg("labels").noconvert(),
+        nb::arg("sizes").noconvert(), nb::arg("cap"),
+        R"doc(``grem_kway_lp_block`` over a whole weighted CSR (int64): the counts
+weighed by ``edge_weight`` (one per index), the sizes by ``node_weight`` (one per
+node); a node moves only where ``sizes[q] + node_weight[v] <= cap``. The coarse
+level of GREM's final refinement (clusters and the edges between them). Returns
+``(moves, gain)``. Releases the GIL.)doc");
+  m.def("grem_kway_cluster_block", &kway_cluster_block_numpy<int32_t>, nb::arg("indptr"),
+        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels"),
+        nb::arg("cluster").noconvert(), nb::arg("weight").noconvert(), nb::arg("max_weight"),
+        nb::arg("scratch").noconvert(),
+        R"doc(One sweep of size-constrained label-propagation clustering inside the
+parts ``labels`` (int64) over the CSR block ``indptr``/``indices`` (rows from
+``first_row``): each node joins the cluster with most of its same-part
+neighbours among those below ``max_weight`` nodes, when that beats its own.
+In place on ``cluster`` and ``weight`` (int64, one per node id); ``scratch``
+(int64 zeros, one per node) is left zero. Returns the moves. Releases the GIL.)doc");
+  m.def("grem_kway_cluster_block", &kway_cluster_block_numpy<int64_t>, nb::arg("indptr"),
+        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels"),
+        nb::arg("cluster").noconvert(), nb::arg("weight").noconvert(), nb::arg("max_weight"),
+        nb::arg("scratch").noconvert(), "The same over int64 indices.");
 
   m.def(
       "grem_tree_roots",

@@ -21,14 +21,20 @@ struct KwayBlockStats {
 // symmetric CSR, given as the block `indptr` (n + 1 offsets into `indices`,
 // indptr[0] not necessarily 0: it is subtracted) and `indices` (global ids).
 // Node v, in row order, counts its neighbours in each part and moves to the
-// part q with the most of them among the parts with room (sizes[q] < cap),
-// when q holds more of its neighbours than its own part, or as many and q is
-// at least two nodes lighter (a free move that evens the sizes out). `labels`
-// (every node's part, in [0, sizes.size)) and `sizes` (the nodes of each part)
-// are updated in place. A node never moves into a part at `cap`, so a
+// part q with the most of them among the parts with room (sizes[q] +
+// weight(v) <= cap), when q holds more of its neighbours than its own part,
+// or as many and q is at least two weights lighter (a free move that evens the
+// sizes out). `labels` (every node's part, in [0, sizes.size)) and `sizes` are
+// updated in place. A node never moves into a part it would overfill, so a
 // partition within the cap stays within it. O(parts) scratch.
+//
+// `edge_weight` (one per entry of `indices`) and `node_weight` (one per node)
+// weigh the counts and the sizes; empty: all 1 (the graph's own CSR). The
+// coarse level of the refinement uses them: clusters weighted by their nodes,
+// edges by the graph edges between two clusters.
 template <typename Id>
-KwayBlockStats kway_lp_block(Span<int64_t> indptr, Span<Id> indices, int64_t first_row,
+KwayBlockStats kway_lp_sweep(Span<int64_t> indptr, Span<Id> indices, Span<int64_t> edge_weight,
+                             Span<int64_t> node_weight, int64_t first_row,
                              MutSpan<int64_t> labels, MutSpan<int64_t> sizes, int64_t cap) {
   if (indptr.size == 0) throw std::invalid_argument("indptr must hold at least one offset");
   const int64_t rows = static_cast<int64_t>(indptr.size) - 1;
@@ -39,6 +45,10 @@ KwayBlockStats kway_lp_block(Span<int64_t> indptr, Span<Id> indices, int64_t fir
     throw std::out_of_range("the block's rows lie outside the labels");
   if (indptr[rows] - base != static_cast<int64_t>(indices.size))
     throw std::invalid_argument("indptr does not span indices");
+  if (edge_weight.size != 0 && edge_weight.size != indices.size)
+    throw std::invalid_argument("edge_weight must hold one weight per index");
+  if (node_weight.size != 0 && static_cast<int64_t>(node_weight.size) != n)
+    throw std::invalid_argument("node_weight must hold one weight per node");
   std::vector<int64_t> count(static_cast<size_t>(parts), 0);
   std::vector<int64_t> touched;
   touched.reserve(64);
@@ -54,30 +64,99 @@ KwayBlockStats kway_lp_block(Span<int64_t> indptr, Span<Id> indices, int64_t fir
       if (u == v) continue;
       const int64_t q = labels[u];
       if (q < 0 || q >= parts) throw std::out_of_range("label outside [0, parts)");
-      if (count[q]++ == 0) touched.push_back(q);
+      if (count[q] == 0) touched.push_back(q);
+      count[q] += edge_weight.size ? edge_weight[e] : 1;
     }
     const int64_t own = labels[v];
     if (own < 0 || own >= parts) throw std::out_of_range("label outside [0, parts)");
+    const int64_t w = node_weight.size ? node_weight[v] : 1;
     int64_t best = own;
     for (int64_t q : touched) {
-      if (q == own || sizes[q] >= cap) continue;
+      if (q == own || sizes[q] + w > cap) continue;
       if (best == own || count[q] > count[best] ||
           (count[q] == count[best] && sizes[q] < sizes[best]))
         best = q;
     }
     if (best != own &&
         (count[best] > count[own] ||
-         (count[best] == count[own] && sizes[best] + 2 <= sizes[own]))) {
+         (count[best] == count[own] && sizes[best] + 2 * w <= sizes[own]))) {
       stats.gain += count[best] - count[own];
       ++stats.moves;
-      --sizes[own];
-      ++sizes[best];
+      sizes[own] -= w;
+      sizes[best] += w;
       labels[v] = best;
     }
     for (int64_t q : touched) count[q] = 0;
     touched.clear();
   }
   return stats;
+}
+
+// kway_lp_sweep over the graph's own CSR: every node and edge weighs 1.
+template <typename Id>
+KwayBlockStats kway_lp_block(Span<int64_t> indptr, Span<Id> indices, int64_t first_row,
+                             MutSpan<int64_t> labels, MutSpan<int64_t> sizes, int64_t cap) {
+  return kway_lp_sweep(indptr, indices, Span<int64_t>{nullptr, 0}, Span<int64_t>{nullptr, 0},
+                       first_row, labels, sizes, cap);
+}
+
+// One sweep of size-constrained label-propagation clustering inside the parts
+// of a partition, over a CSR block as in kway_lp_sweep: node v joins the
+// cluster holding most of its neighbours of its own part (labels[u] ==
+// labels[v]) among the clusters below `max_weight` nodes, when that cluster
+// holds more of them than v's own. Clusters never straddle two parts, so the
+// partition is a partition of the clusters. `cluster` (ids in [0, N)) and
+// `weight` (nodes per cluster id) are updated in place; `scratch` (N zeros)
+// counts per cluster id and is left zero. Returns the moves.
+template <typename Id>
+int64_t kway_cluster_block(Span<int64_t> indptr, Span<Id> indices, int64_t first_row,
+                           Span<int64_t> labels, MutSpan<int64_t> cluster,
+                           MutSpan<int64_t> weight, int64_t max_weight,
+                           MutSpan<int64_t> scratch) {
+  if (indptr.size == 0) throw std::invalid_argument("indptr must hold at least one offset");
+  const int64_t rows = static_cast<int64_t>(indptr.size) - 1;
+  const int64_t n = static_cast<int64_t>(labels.size);
+  if (static_cast<int64_t>(cluster.size) != n || static_cast<int64_t>(weight.size) != n ||
+      static_cast<int64_t>(scratch.size) != n)
+    throw std::invalid_argument("cluster, weight and scratch must hold one entry per node");
+  const int64_t base = indptr[0];
+  if (first_row < 0 || first_row + rows > n)
+    throw std::out_of_range("the block's rows lie outside the labels");
+  if (indptr[rows] - base != static_cast<int64_t>(indices.size))
+    throw std::invalid_argument("indptr does not span indices");
+  std::vector<int64_t> touched;
+  int64_t moves = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t lo = indptr[r] - base, hi = indptr[r + 1] - base;
+    if (lo > hi) throw std::invalid_argument("indptr must be non-decreasing");
+    const int64_t v = first_row + r;
+    const int64_t own = cluster[v];
+    if (own < 0 || own >= n) throw std::out_of_range("cluster id outside [0, N)");
+    for (int64_t e = lo; e < hi; ++e) {
+      const int64_t u = static_cast<int64_t>(indices[e]);
+      if (u < 0 || u >= n) throw std::out_of_range("neighbour id outside the labels");
+      if (u == v || labels[u] != labels[v]) continue;
+      const int64_t c = cluster[u];
+      if (c < 0 || c >= n) throw std::out_of_range("cluster id outside [0, N)");
+      if (scratch[c]++ == 0) touched.push_back(c);
+    }
+    int64_t best = own;
+    for (int64_t c : touched) {
+      if (c == own || weight[c] + 1 > max_weight) continue;
+      if (best == own || scratch[c] > scratch[best] ||
+          (scratch[c] == scratch[best] && weight[c] < weight[best]))
+        best = c;
+    }
+    if (best != own && scratch[best] > scratch[own]) {
+      --weight[own];
+      ++weight[best];
+      cluster[v] = best;
+      ++moves;
+    }
+    for (int64_t c : touched) scratch[c] = 0;
+    touched.clear();
+  }
+  return moves;
 }
 
 }  // namespace gnncore

@@ -14,10 +14,24 @@ never breaks the cap, so a balanced partition stays balanced, and never adds a
 cut edge. Passes repeat until one removes fewer than ``min_gain`` of the
 graph's undirected edges.
 
+Then one coarse level (``coarse=True``), a V-cycle of two levels: a few
+sweeps of size-constrained label-propagation clustering *inside* the parts
+(clusters of at most :data:`CLUSTER_WEIGHT` nodes that never straddle two
+parts), the cluster graph counted in one streaming pass over the edge file
+(:func:`~gnncore.partition.grem.plan.cluster_graph_edges`), the same
+label propagation over the clusters (weighed by their nodes, their edges by
+the graph edges between them) and the projection back, followed by node
+passes again. Moving a whole cluster escapes the local optimum of the node
+moves, which on heavy-tailed graphs is 1-1.5 points of cut above what a
+multilevel partitioner finds (docs/BENCHMARKS.md, "GREM on heavy-tailed
+graphs").
+
 Memory: the labels (8 B/node, the partitioner's own), the part sizes, one
 block of ``indptr`` rows and one block of ``indices`` (the chunk's memory:
 :func:`block_entries_for` gives ``2 · chunk`` neighbour ids, as many as a
-GREM chunk's adjacency).
+GREM chunk's adjacency); the coarse level adds the cluster of every node, its
+weight and a counting scratch (24 B/node) and the cluster graph (about 40 B
+per pair of adjacent clusters).
 """
 
 from __future__ import annotations
@@ -31,12 +45,18 @@ from pathlib import Path
 import numpy as np
 
 from gnncore import _C
+from gnncore.partition.edge_stream import EdgeFile
+from gnncore.partition.grem.plan import cluster_graph_edges
 from gnncore.store.npy import inspect_npy
 
 INDPTR_ROWS = 1 << 18
 """Rows of ``indptr`` read at a time."""
 MIN_BLOCK_ENTRIES = 1 << 16
 """Smallest block of neighbour ids a pass reads."""
+CLUSTER_WEIGHT = 100
+"""Nodes a cluster of the coarse level holds at most."""
+CLUSTER_SWEEPS = 3
+"""Clustering sweeps of the coarse level."""
 
 
 @dataclass
@@ -49,6 +69,9 @@ class RefineRecord:
         gains (list[int]): Cut edges each pass removed.
         seconds (float): Wall time of all passes.
         block_entries (int): Neighbour ids read per block at most.
+        clusters (int): Clusters of the coarse level (0: none ran).
+        coarse_moves (list[int]): Clusters moved by each coarse pass.
+        coarse_gains (list[int]): Cut edges each coarse pass removed.
     """
 
     passes: int = 0
@@ -56,6 +79,9 @@ class RefineRecord:
     gains: list[int] = field(default_factory=list)
     seconds: float = 0.0
     block_entries: int = 0
+    clusters: int = 0
+    coarse_moves: list[int] = field(default_factory=list)
+    coarse_gains: list[int] = field(default_factory=list)
 
 
 def block_entries_for(chunk_edges: int) -> int:
@@ -101,37 +127,16 @@ def csr_blocks(
             row += end
 
 
-def refine_kway(
-    graph_path: str | os.PathLike[str],
+def _node_passes(
+    path: Path,
     labels: np.ndarray,
-    parts: int,
+    sizes: np.ndarray,
     cap: int,
-    max_passes: int = 8,
-    block_entries: int = 1 << 22,
-    min_gain: float = 0.0005,
-) -> RefineRecord:
-    """Size-constrained label propagation over the partition ``labels``, in place.
-
-    Args:
-        graph_path: The graph directory (its ``indptr.npy`` and ``indices.npy``).
-        labels: int64[N], every node's part in ``[0, parts)``; updated in place.
-        parts: Number of parts.
-        cap: Largest part allowed; a node never moves into a part that holds it.
-        max_passes: Passes at most (0: none).
-        block_entries: Neighbour ids read per block at most.
-        min_gain: Stop after a pass that removes fewer cut edges than this
-            fraction of the graph's undirected edges.
-
-    Returns:
-        The :class:`RefineRecord` of the passes.
-    """
-    if labels.dtype != np.int64 or not labels.flags.c_contiguous:
-        raise ValueError("labels must be a C-contiguous int64 array")
-    path = Path(graph_path)
-    sizes = np.bincount(labels, minlength=parts).astype(np.int64)
-    record = RefineRecord(block_entries=int(block_entries))
-    started = time.perf_counter()
-    edges = inspect_npy(path / "indices.npy").shape[0] // 2
+    max_passes: int,
+    block_entries: int,
+    least_gain: float,
+    record: RefineRecord,
+) -> None:
     for _ in range(max_passes):
         moves = gain = 0
         for first, ptr, idx in csr_blocks(path, block_entries):
@@ -140,7 +145,110 @@ def refine_kway(
         record.passes += 1
         record.moves.append(int(moves))
         record.gains.append(int(gain))
-        if gain < min_gain * edges:
+        if gain < least_gain:
             break
+
+
+def _clusters(path: Path, labels: np.ndarray, block_entries: int) -> tuple[np.ndarray, int]:
+    """Clusters inside the parts: ``(cluster int64[N] in [0, k), k)``."""
+    n = labels.shape[0]
+    cluster = np.arange(n, dtype=np.int64)
+    weight = np.ones(n, dtype=np.int64)
+    scratch = np.zeros(n, dtype=np.int64)
+    for _ in range(CLUSTER_SWEEPS):
+        moves = 0
+        for first, ptr, idx in csr_blocks(path, block_entries):
+            moves += _C.grem_kway_cluster_block(
+                ptr, idx, first, labels, cluster, weight, CLUSTER_WEIGHT, scratch
+            )
+        if moves == 0:
+            break
+    del scratch
+    used = weight > 0  # renumber the clusters that kept nodes to 0..k-1
+    new_id = np.cumsum(used) - 1
+    return new_id[cluster], int(used.sum())
+
+
+def _coarse_level(
+    path: Path,
+    labels: np.ndarray,
+    parts: int,
+    cap: int,
+    max_passes: int,
+    block_entries: int,
+    least_gain: float,
+    record: RefineRecord,
+) -> None:
+    """One V-cycle: cluster inside the parts, move whole clusters, project back."""
+    cluster, k = _clusters(path, labels, block_entries)
+    record.clusters = k
+    edges = EdgeFile.from_npy(path / "edges_shuffled.npy")
+    keys, counts, _ = cluster_graph_edges(edges, cluster, k, max(block_entries // 2, 1))
+    weight = np.bincount(cluster, minlength=k).astype(np.int64)
+    part = np.empty(k, dtype=np.int64)
+    part[cluster] = labels  # clusters never straddle two parts
+    src = keys // k
+    dst = keys - src * k
+    del keys
+    tails, heads = np.concatenate([src, dst]), np.concatenate([dst, src])  # both directions
+    del src, dst
+    order = np.argsort(tails, kind="stable")
+    heads = heads[order]
+    counts = np.concatenate([counts, counts])[order].astype(np.int64)
+    indptr = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tails, minlength=k), out=indptr[1:])
+    del order, tails
+    sizes = np.bincount(part, weights=weight, minlength=parts).astype(np.int64)
+    for _ in range(max_passes):
+        m, g = _C.grem_kway_lp_weighted(indptr, heads, counts, weight, part, sizes, int(cap))
+        record.coarse_moves.append(int(m))
+        record.coarse_gains.append(int(g))
+        if g < least_gain:
+            break
+    np.take(part, cluster, out=labels)
+
+
+def refine_kway(
+    graph_path: str | os.PathLike[str],
+    labels: np.ndarray,
+    parts: int,
+    cap: int,
+    max_passes: int = 8,
+    block_entries: int = 1 << 22,
+    min_gain: float = 0.0005,
+    coarse: bool = True,
+) -> RefineRecord:
+    """Size-constrained label propagation over the partition ``labels``, in
+    place: node passes, then (``coarse``) one coarse level of clusters and
+    node passes again (module docstring).
+
+    Args:
+        graph_path: The graph directory (its ``indptr.npy``, ``indices.npy``
+            and, for the coarse level, ``edges_shuffled.npy``).
+        labels: int64[N], every node's part in ``[0, parts)``; updated in place.
+        parts: Number of parts.
+        cap: Largest part allowed; a node never moves into a part that holds it.
+        max_passes: Passes at most of each round (0: none).
+        block_entries: Neighbour ids read per block at most.
+        min_gain: A round stops after a pass that removes fewer cut edges than
+            this fraction of the graph's undirected edges.
+        coarse: Run the coarse level and the node passes after it.
+
+    Returns:
+        The :class:`RefineRecord` of the passes.
+    """
+    if labels.dtype != np.int64 or not labels.flags.c_contiguous:
+        raise ValueError("labels must be a C-contiguous int64 array")
+    path = Path(graph_path)
+    started = time.perf_counter()
+    record = RefineRecord(block_entries=int(block_entries))
+    if max_passes > 0:
+        least = min_gain * (inspect_npy(path / "indices.npy").shape[0] // 2)
+        sizes = np.bincount(labels, minlength=parts).astype(np.int64)
+        _node_passes(path, labels, sizes, cap, max_passes, block_entries, least, record)
+        if coarse:
+            _coarse_level(path, labels, parts, cap, max_passes, block_entries, least, record)
+            sizes = np.bincount(labels, minlength=parts).astype(np.int64)
+            _node_passes(path, labels, sizes, cap, max_passes, block_entries, least, record)
     record.seconds = time.perf_counter() - started
     return record

@@ -88,6 +88,36 @@ def test_sweep_matches_the_literal_reference(trial):
     )
 
 
+def test_clusters_stay_inside_their_parts_and_under_the_weight():
+    rng = np.random.default_rng(7)
+    n = 400
+    indptr, indices = symmetric_csr(n, rng.integers(0, n, size=(1600, 2)))
+    labels = rng.integers(0, 3, size=n).astype(np.int64)
+    cluster, weight = np.arange(n, dtype=np.int64), np.ones(n, dtype=np.int64)
+    scratch = np.zeros(n, dtype=np.int64)
+    moves = sum(
+        _C.grem_kway_cluster_block(indptr, indices, 0, labels, cluster, weight, 5, scratch)
+        for _ in range(3)
+    )
+    assert moves > 0 and not scratch.any()
+    assert np.array_equal(np.bincount(cluster, minlength=n), weight) and weight.max() <= 5
+    for c in np.unique(cluster):
+        assert len(np.unique(labels[cluster == c])) == 1  # never across two parts
+    assert len(np.unique(cluster)) < n // 2
+
+
+def test_weighted_sweep_moves_a_heavy_node_only_where_it_fits():
+    # node 0 (weight 3) is tied to node 1 (part 1) by weight 5, to node 2 (part 0) by 1
+    indptr = np.array([0, 2, 3, 4], dtype=np.int64)
+    indices, weights = np.array([1, 2, 0, 0], dtype=np.int64), np.array([5, 1, 5, 1], np.int64)
+    node_weight = np.array([3, 1, 1], dtype=np.int64)
+    for cap, expected in ((4, [1, 1, 0]), (3, [0, 1, 0])):
+        labels, sizes = np.array([0, 1, 0], dtype=np.int64), np.array([4, 1], dtype=np.int64)
+        got = _C.grem_kway_lp_weighted(indptr, indices, weights, node_weight, labels, sizes, cap)
+        assert labels.tolist() == expected
+        assert got == ((1, 4) if cap == 4 else (0, 0)) and sizes.sum() == 5
+
+
 def test_bad_blocks_are_refused():
     indptr, indices = symmetric_csr(3, np.array([[0, 1], [1, 2]]))
     labels, sizes = np.zeros(3, dtype=np.int64), np.array([3, 0], dtype=np.int64)
@@ -120,7 +150,12 @@ def test_blocks_cover_the_csr_and_any_blocking_gives_the_same_labels(bipartite):
     r_small = refine_kway(bipartite.path, small, 4, cap, max_passes=3, block_entries=500)
     r_large = refine_kway(bipartite.path, large, 4, cap, max_passes=3, block_entries=1 << 22)
     assert np.array_equal(small, large) and r_small.moves == r_large.moves
-    assert cut_edges(indptr, indices, small) < cut_edges(indptr, indices, labels)
+    assert r_small.coarse_gains == r_large.coarse_gains and r_small.clusters > 0
+    nodes_only = labels.copy()
+    refine_kway(bipartite.path, nodes_only, 4, cap, max_passes=3, coarse=False)
+    cuts = [cut_edges(indptr, indices, x) for x in (labels, nodes_only, small)]
+    assert cuts[0] > cuts[1] > cuts[2]  # the coarse level cuts less again
+    assert np.bincount(small, minlength=4).max() <= cap
 
 
 @pytest.mark.parametrize("parts", [4, 8])
@@ -135,6 +170,7 @@ def test_grem_refined_cuts_less_within_the_cap(bipartite, parts):
     assert min(after.part_sizes) > 0
     record = refined_partitioner.last_refine
     assert record is not None and record.passes >= 1 and sum(record.gains) > 0
+    assert 0 < record.clusters < bipartite.num_nodes and record.coarse_moves
     assert np.array_equal(refined, GremPartitioner().assign(bipartite, options))
 
 
