@@ -1,6 +1,9 @@
 #include "sampler/dense.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <memory>
 #include <stdexcept>
 
 #include "parallel.h"
@@ -27,6 +30,115 @@ struct HopOrder {
   std::vector<int64_t> local;
 };
 
+// An upper bound on the edges a DENSE sample of `num_targets` targets draws,
+// or 0 when it is too large to reserve (a fanout of -1, or above 2^23 entries:
+// the vectors then grow hop by hop). Every node's row is drawn at most once
+// per batch, so the edges are also at most the graph's.
+inline size_t reserved_edges(size_t num_targets, const std::vector<int64_t>& fanouts,
+                             size_t num_edges) {
+  constexpr double kMaxReserve = double(size_t{1} << 23);
+  double frontier = static_cast<double>(num_targets), total = 0;
+  for (int64_t f : fanouts) {
+    if (f < 0) return 0;
+    frontier *= static_cast<double>(f);  // the edges of this hop bound the next delta
+    total += frontier;
+  }
+  total = std::min(total, static_cast<double>(num_edges));
+  return total > kMaxReserve ? 0 : static_cast<size_t>(total);
+}
+
+// One hop's draws, sized by sampling::size_hop: `n` frontier nodes whose
+// blocks start at offset[i] in HopOrder::pos.
+template <typename IndexT>
+struct HopDraw {
+  Span<int64_t> indptr;
+  Span<IndexT> indices;
+  const NodeId* frontier;
+  size_t n;
+  int64_t fanout;
+  uint64_t seed;
+  size_t hop;
+  const int64_t* offset;
+
+  void nodes(size_t i0, size_t i1, HopOrder& h, std::vector<int64_t>& scratch) const {
+    sampling::draw_nodes(indptr, indices, frontier, n, i0, std::min(n, i1), fanout, false, seed,
+                         hop, offset, h.pos.data(), h.nbr.data(), scratch);
+  }
+};
+
+// Local ids of the sampled edges [t0, t1) in order, appending the nodes
+// first seen to h.node (the next delta, in first-seen order).
+inline void dedup_edges(HopOrder& h, sampling::LocalIds& local_of, int64_t num_nodes, size_t t0,
+                        size_t t1) {
+  constexpr size_t kAhead = 16;  // the look-ups are random: fetch them ahead
+  for (size_t t = t0; t < std::min(t0 + kAhead, t1); ++t) local_of.prefetch(h.nbr[t]);
+  for (size_t t = t0; t < t1; ++t) {
+    if (t + kAhead < t1) local_of.prefetch(h.nbr[t + kAhead]);
+    h.local[t] = sampling::neighbor_local_id(local_of, h.node, h.nbr[t], h.pos[t], num_nodes);
+  }
+}
+
+// Frontier nodes per unit of work of draw_and_dedup.
+constexpr size_t kPipeChunk = 4 * sampling::kDrawGroup;
+
+// Draws one hop and maps its edges to local ids. The mapping must run in
+// edge order on one thread (first-seen order), so with several threads it
+// is pipelined with the draws: thread 0 maps each chunk of frontier nodes as
+// soon as it is drawn, and draws a chunk itself whenever the next one is not
+// ready; the other threads only draw. Same result for any thread count.
+template <typename IndexT>
+void draw_and_dedup(const HopDraw<IndexT>& draw, HopOrder& h, sampling::LocalIds& local_of,
+                    int64_t num_nodes, [[maybe_unused]] int threads) {
+  const size_t base = static_cast<size_t>(draw.offset[0]);
+  std::vector<int64_t> scratch;
+#ifdef GNNCORE_WITH_OPENMP
+  if (threads > 1 && draw.n >= 4 * kPipeChunk) {
+    const size_t chunks = (draw.n + kPipeChunk - 1) / kPipeChunk;
+    std::unique_ptr<std::atomic<bool>[]> drawn(new std::atomic<bool>[chunks]);
+    for (size_t c = 0; c < chunks; ++c) drawn[c].store(false, std::memory_order_relaxed);
+    std::atomic<size_t> next{0};  // the first chunk nobody has taken
+    std::atomic<bool> failed{false};
+    std::exception_ptr error;
+    auto draw_chunk = [&](size_t c, std::vector<int64_t>& buf) {
+      draw.nodes(c * kPipeChunk, (c + 1) * kPipeChunk, h, buf);
+      drawn[c].store(true, std::memory_order_release);
+    };
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<int64_t> buf;
+      try {
+        if (omp_get_thread_num() != 0) {
+          for (size_t c; !failed.load(std::memory_order_relaxed) &&
+                         (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
+            draw_chunk(c, buf);
+        } else {
+          for (size_t c = 0; c < chunks && !failed.load(std::memory_order_relaxed); ++c) {
+            while (!drawn[c].load(std::memory_order_acquire)) {
+              if (failed.load(std::memory_order_relaxed)) break;  // a drawer threw
+              const size_t mine = next.fetch_add(1, std::memory_order_relaxed);
+              if (mine < chunks) draw_chunk(mine, buf);
+              else sampling::cpu_relax();
+            }
+            if (!drawn[c].load(std::memory_order_acquire)) break;
+            const size_t i1 = std::min(draw.n, (c + 1) * kPipeChunk);
+            dedup_edges(h, local_of, num_nodes, static_cast<size_t>(draw.offset[c * kPipeChunk]),
+                        static_cast<size_t>(draw.offset[i1]));
+          }
+        }
+      } catch (...) {
+#pragma omp critical(gnncore_dense_error)
+        if (!error) error = std::current_exception();
+        failed.store(true, std::memory_order_relaxed);
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+#endif
+  draw.nodes(0, draw.n, h, scratch);
+  dedup_edges(h, local_of, num_nodes, base, h.pos.size());
+}
+
 template <typename IndexT>
 HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeId> targets,
                           const std::vector<int64_t>& fanouts, uint64_t seed,
@@ -47,29 +159,32 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
   std::vector<int64_t>& local = h.local;  // hop-order id of nbr
   off.assign(1, 0);
   nbr.clear();
+  // Reserve for the worst case once (untouched pages cost nothing) rather
+  // than growing, and copying, the outputs at every hop.
+  const size_t bound = reserved_edges(targets.size, fanouts, indices.size);
+  if (bound > 0) {
+    pos.reserve(bound);
+    local.reserve(bound);
+    nbr.reserve(bound);
+    node.reserve(node.size() + bound);
+    local_of.reserve(node.capacity());
+  }
   for (size_t hop = 0; hop < fanouts.size(); ++hop) {
     const size_t begin = static_cast<size_t>(block_start[hop]);
-    const size_t end = node.size();
-    const size_t delta = end - begin;
-    const int64_t fanout = fanouts[hop];
+    const size_t delta = node.size() - begin;
     const size_t base = pos.size();
-
     off.resize(begin + delta + 1);
-    sampling::draw_hop(indptr, indices, node.data() + begin, delta, fanout, false, seed, hop, threads,
-             off.data() + begin, pos, nbr);
+    sampling::size_hop(indptr, indices, node.data() + begin, delta, fanouts[hop], false,
+                       off.data() + begin, pos, nbr);
     const size_t total = pos.size();
     local.resize(total);
-    // At most one new node per sampled edge: one reallocation per hop.
+    // At most one new node per sampled edge: no reallocation during the hop
+    // (draw_and_dedup reads the frontier through a pointer into `node`).
     node.reserve(node.size() + (total - base));
     local_of.reserve(node.capacity());
-
-    // Serial: the next delta, in first-seen order.
-    constexpr size_t kAhead = 8;
-    for (size_t t = base; t < std::min(base + kAhead, total); ++t) local_of.prefetch(nbr[t]);
-    for (size_t t = base; t < total; ++t) {
-      if (t + kAhead < total) local_of.prefetch(nbr[t + kAhead]);
-      local[t] = sampling::neighbor_local_id(local_of, node, nbr[t], pos[t], num_nodes);
-    }
+    HopDraw<IndexT> draw{indptr, indices, node.data() + begin, delta, fanouts[hop], seed, hop,
+                 off.data() + begin};
+    draw_and_dedup(draw, h, local_of, num_nodes, threads);
     block_start.push_back(static_cast<int64_t>(node.size()));
   }
   return h;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +14,10 @@
 #include "parallel.h"
 #include "random.h"
 #include "types.h"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace gnncore::sampling {
 
@@ -61,6 +67,13 @@ class Rng {
 // threads.
 inline Rng node_rng(uint64_t seed, size_t hop, size_t pos) {
   return Rng(mix64(mix64(mix64(seed) + hop) + pos));
+}
+
+// A pause in a spin-wait loop.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
 }
 
 // ------------------------------------------------------------- id hash table
@@ -131,6 +144,39 @@ inline std::atomic<int64_t>& direct_map_max_nodes() {
   return limit;
 }
 
+// A thread's direct id map: one int32 per graph node, -1 when unset. Its
+// look-ups hit random places of the whole table, so it lives in 2 MiB-aligned
+// memory advised for transparent huge pages: with 4 KiB pages nearly every
+// look-up of a multi-MiB table also misses the TLB.
+class DirectTable {
+ public:
+  DirectTable() = default;
+  DirectTable(const DirectTable&) = delete;
+  DirectTable& operator=(const DirectTable&) = delete;
+  ~DirectTable() { std::free(data_); }
+  // The table, with at least `n` entries (all -1 outside a batch).
+  int32_t* at_least(size_t n) {
+    if (n <= size_) return data_;
+    constexpr size_t kHuge = size_t{2} << 20;
+    const size_t bytes = (n * sizeof(int32_t) + kHuge - 1) / kHuge * kHuge;
+    void* p = std::aligned_alloc(kHuge, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(p, bytes, MADV_HUGEPAGE);  // advisory: the table works without it
+#endif
+    int32_t* table = static_cast<int32_t*>(p);
+    std::fill(table, table + bytes / sizeof(int32_t), -1);
+    std::free(data_);  // every entry of the old table is -1: nothing to copy
+    data_ = table;
+    size_ = bytes / sizeof(int32_t);
+    return data_;
+  }
+
+ private:
+  int32_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 // Global id -> local id of one batch. On graphs of at most
 // direct_map_max_nodes() nodes it is an array indexed by global id: one per
 // calling thread, kept between calls (4 bytes per graph node) with only the
@@ -143,15 +189,16 @@ class LocalIds {
       : direct_(num_nodes <= direct_map_max_nodes().load(std::memory_order_relaxed)),
         map_(direct_ ? 0 : expected) {
     if (!direct_) return;
-    std::vector<int32_t>& table = table_of_thread();
-    if (static_cast<int64_t>(table.size()) < num_nodes)
-      table.resize(static_cast<size_t>(num_nodes), -1);
-    table_ = table.data();
+    table_ = table_of_thread().at_least(static_cast<size_t>(num_nodes));
     touched_.reserve(expected);
   }
   ~LocalIds() {
-    if (direct_)
-      for (int64_t key : touched_) table_[key] = -1;
+    if (!direct_) return;
+    const size_t n = touched_.size();
+    for (size_t i = 0; i < n; ++i) {  // random writes: fetch their lines ahead
+      if (i + kResetAhead < n) __builtin_prefetch(table_ + touched_[i + kResetAhead], 1);
+      table_[touched_[i]] = -1;
+    }
   }
   LocalIds(const LocalIds&) = delete;
   LocalIds& operator=(const LocalIds&) = delete;
@@ -180,8 +227,9 @@ class LocalIds {
   }
 
  private:
-  static std::vector<int32_t>& table_of_thread() {
-    thread_local std::vector<int32_t> table;
+  static constexpr size_t kResetAhead = 16;
+  static DirectTable& table_of_thread() {
+    thread_local DirectTable table;
     return table;
   }
   bool direct_;
@@ -312,6 +360,13 @@ inline void validate_fanouts(const std::vector<int64_t>& fanouts) {
 // How far ahead draw_hop prefetches a frontier node's indptr entry and row.
 constexpr int64_t kPtrAhead = 16, kRowAhead = 6;
 
+// draw_hop's unit of work: it draws the positions of kDrawGroup nodes,
+// prefetching each drawn entry of `indices`, then reads them. On a
+// heavy-tailed graph the frontier is biased towards long rows whose sampled
+// entries lie beyond the row's first cache lines, so prefetching the row's
+// head (prefetch_row) leaves most of those reads waiting on memory.
+constexpr int64_t kDrawGroup = 16;
+
 // Prefetches the first cache lines (at most four) of node v's row of `indices`.
 template <typename IndexT>
 inline void prefetch_row(Span<int64_t> indptr, Span<IndexT> indices, NodeId v) {
@@ -322,22 +377,40 @@ inline void prefetch_row(Span<int64_t> indptr, Span<IndexT> indices, NodeId v) {
   for (size_t off = 0; off < bytes && off < 4 * 64; off += 64) __builtin_prefetch(first + off);
 }
 
-// One hop of uniform neighbour sampling: for each of the `n` nodes in
-// `frontier`, draws up to `fanout` positions of its CSR row (all when
-// fanout = -1 or the degree is smaller; exactly `fanout` draws with
-// `replace`, repeats possible). `offset` points at n + 1 entries whose first
-// holds the start in `pos`; the others are filled with each node's block end.
-// `pos` and `nbr` are resized to offset[n] and receive the CSR positions and
-// the neighbour ids of every block. Node i draws from node_rng(seed, hop, i),
-// so the result does not depend on `threads`. Throws std::invalid_argument
-// for a malformed indptr row.
+// Fills block[0, count) with the CSR positions node i of hop `hop` draws from
+// its row [lo, lo + deg): the whole row when count == deg without
+// replacement, else draws of node_rng(seed, hop, i) (sorted).
+inline void draw_positions(int64_t lo, int64_t deg, int64_t count, bool all, bool replace,
+                           uint64_t seed, size_t hop, size_t i, int64_t* block,
+                           std::vector<int64_t>& scratch) {
+  if (all) {
+    for (int64_t t = 0; t < count; ++t) block[t] = lo + t;
+    return;
+  }
+  Rng rng = node_rng(seed, hop, i);
+  if (replace) {
+    for (int64_t t = 0; t < count; ++t)
+      block[t] = static_cast<int64_t>(rng.below(static_cast<uint64_t>(deg)));
+    std::sort(block, block + count);
+  } else {
+    sample_without_replacement(rng, deg, count, block, scratch);
+  }
+  for (int64_t t = 0; t < count; ++t) block[t] += lo;
+}
+
+// Sizes one hop of uniform neighbour sampling (the serial first pass of
+// draw_hop): offset[i + 1] = offset[i] + the number of draws of frontier node
+// i (up to `fanout`, all when fanout = -1 or the degree is smaller, exactly
+// `fanout` with `replace`; none for an empty row); `pos` and `nbr` are resized
+// to offset[n]. Throws std::invalid_argument for a malformed indptr row.
 template <typename IndexT>
-void draw_hop(Span<int64_t> indptr, Span<IndexT> indices, const NodeId* frontier, size_t n,
-              int64_t fanout, bool replace, uint64_t seed, size_t hop,
-              [[maybe_unused]] int threads, int64_t* offset, std::vector<int64_t>& pos,
+void size_hop(Span<int64_t> indptr, Span<IndexT> indices, const NodeId* frontier, size_t n,
+              int64_t fanout, bool replace, int64_t* offset, std::vector<int64_t>& pos,
               std::vector<int64_t>& nbr) {
   const int64_t num_edges = static_cast<int64_t>(indices.size);
-  for (size_t i = 0; i < n; ++i) {  // serial: validate rows, size each block
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPtrAhead < n)
+      __builtin_prefetch(&indptr[static_cast<size_t>(frontier[i + kPtrAhead])]);
     const NodeId v = frontier[i];
     const int64_t lo = indptr[static_cast<size_t>(v)], hi = indptr[static_cast<size_t>(v) + 1];
     if (lo < 0 || hi < lo || hi > num_edges)
@@ -355,44 +428,65 @@ void draw_hop(Span<int64_t> indptr, Span<IndexT> indices, const NodeId* frontier
   }
   pos.resize(static_cast<size_t>(offset[n]));
   nbr.resize(pos.size());
-  const int64_t n_i = static_cast<int64_t>(n);
+}
+
+// Draws the blocks of frontier nodes [i0, i1) of a hop sized by size_hop:
+// pos[offset[i] : offset[i + 1]] and nbr receive node i's CSR positions and
+// neighbour ids, drawn from node_rng(seed, hop, i). Works in groups of
+// kDrawGroup nodes: all draws of a group are prefetched before any is read.
+template <typename IndexT>
+void draw_nodes(Span<int64_t> indptr, Span<IndexT> indices, const NodeId* frontier, size_t n,
+                size_t i0, size_t i1, int64_t fanout, bool replace, uint64_t seed, size_t hop,
+                const int64_t* offset, int64_t* pos, int64_t* nbr,
+                std::vector<int64_t>& scratch) {
+  for (size_t g0 = i0; g0 < i1; g0 += kDrawGroup) {
+    const size_t g1 = std::min(i1, g0 + static_cast<size_t>(kDrawGroup));
+    // Draw the group's positions, prefetching each sampled entry (and the
+    // indptr entries of the groups ahead, which size_hop read long ago).
+    for (size_t i = g0; i < g1; ++i) {
+      if (i + 2 * kDrawGroup < n)
+        __builtin_prefetch(&indptr[static_cast<size_t>(frontier[i + 2 * kDrawGroup])]);
+      const int64_t count = offset[i + 1] - offset[i];
+      if (count == 0) continue;
+      const NodeId v = frontier[i];
+      const int64_t lo = indptr[static_cast<size_t>(v)];
+      const int64_t deg = indptr[static_cast<size_t>(v) + 1] - lo;
+      int64_t* block = pos + offset[i];
+      draw_positions(lo, deg, count, count == deg && (fanout < 0 || !replace), replace, seed,
+                     hop, i, block, scratch);
+      for (int64_t t = 0; t < count; ++t) __builtin_prefetch(indices.data + block[t]);
+    }
+    // Then read them: the lines have had the group's draws to arrive.
+    for (int64_t t = offset[g0]; t < offset[g1]; ++t)
+      nbr[t] = static_cast<int64_t>(indices[static_cast<size_t>(pos[t])]);
+  }
+}
+
+// One hop of uniform neighbour sampling: size_hop, then draw_nodes over the
+// whole frontier on `threads` threads. `offset` points at n + 1 entries
+// whose first holds the start in `pos`. Node i draws from
+// node_rng(seed, hop, i), so the result does not depend on `threads`. Throws
+// std::invalid_argument for a malformed indptr row.
+template <typename IndexT>
+void draw_hop(Span<int64_t> indptr, Span<IndexT> indices, const NodeId* frontier, size_t n,
+              int64_t fanout, bool replace, uint64_t seed, size_t hop,
+              [[maybe_unused]] int threads, int64_t* offset, std::vector<int64_t>& pos,
+              std::vector<int64_t>& nbr) {
+  size_hop(indptr, indices, frontier, n, fanout, replace, offset, pos, nbr);
+  constexpr int64_t kChunk = 4 * kDrawGroup;
+  const int64_t chunks = (static_cast<int64_t>(n) + kChunk - 1) / kChunk;
 #ifdef GNNCORE_WITH_OPENMP
 #pragma omp parallel num_threads(threads) if (threads > 1 && n >= 256)
 #endif
   {
     std::vector<int64_t> scratch;
 #ifdef GNNCORE_WITH_OPENMP
-#pragma omp for schedule(dynamic, 64)
+#pragma omp for schedule(dynamic, 1)
 #endif
-    for (int64_t ii = 0; ii < n_i; ++ii) {  // parallel: each node's block
-      const size_t i = static_cast<size_t>(ii);
-      // The rows sit at random places of `indices`: fetch them a few nodes
-      // ahead (their indptr entries a few nodes before that).
-      if (ii + kPtrAhead < n_i)
-        __builtin_prefetch(&indptr[static_cast<size_t>(frontier[i + kPtrAhead])]);
-      if (ii + kRowAhead < n_i) prefetch_row(indptr, indices, frontier[i + kRowAhead]);
-      const NodeId v = frontier[i];
-      const int64_t lo = indptr[static_cast<size_t>(v)];
-      const int64_t deg = indptr[static_cast<size_t>(v) + 1] - lo;
-      const int64_t count = offset[i + 1] - offset[i];
-      int64_t* block = pos.data() + offset[i];
-      if (count == 0) continue;
-      if (count == deg && (fanout < 0 || !replace)) {
-        for (int64_t t = 0; t < count; ++t) block[t] = lo + t;
-      } else {
-        Rng rng = node_rng(seed, hop, i);
-        if (replace) {
-          for (int64_t t = 0; t < count; ++t)
-            block[t] = static_cast<int64_t>(rng.below(static_cast<uint64_t>(deg)));
-          std::sort(block, block + count);
-        } else {
-          sample_without_replacement(rng, deg, count, block, scratch);
-        }
-        for (int64_t t = 0; t < count; ++t) block[t] += lo;
-      }
-      for (int64_t t = 0; t < count; ++t)
-        nbr[static_cast<size_t>(offset[i] + t)] =
-            static_cast<int64_t>(indices[static_cast<size_t>(block[t])]);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const size_t i0 = static_cast<size_t>(c * kChunk);
+      draw_nodes(indptr, indices, frontier, n, i0, std::min(n, i0 + static_cast<size_t>(kChunk)),
+                 fanout, replace, seed, hop, offset, pos.data(), nbr.data(), scratch);
     }
   }
 }

@@ -170,6 +170,18 @@ def test_rejects_bad_input() -> None:
         DenseSampler((indptr, indices), [2]).sample_from_nodes(node_input([1, 1]))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_neighbour_outside_the_graph_raises_from_the_pipelined_hop(threads: int) -> None:
+    # With several threads a hop's draws and its id mapping run pipelined on
+    # different threads; the error of the mapping thread must still surface.
+    indptr, indices = random_csr(3000, 30000, seed=8)
+    indices = indices.copy()
+    indices[len(indices) // 2] = 3000  # one entry past the last node
+    seeds = np.arange(3000)  # every row is expanded, in many chunks
+    with pytest.raises(IndexError, match="outside"):
+        _C.sample_dense_pyg(indptr, indices, seeds, [-1], 0, num_threads=threads)
+
+
 @pytest.mark.parametrize("num_layers", [2, 3])
 def test_graphsage_trimmed_forward_matches_untrimmed(tmp_path, num_layers: int) -> None:
     graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=300, features=6))
