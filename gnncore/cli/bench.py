@@ -48,7 +48,6 @@ def _ints(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     sub = parser.add_subparsers(dest="what", metavar="WHAT", required=True)
     part = sub.add_parser(
         "partition", help="partitioners side by side, one process each", parents=[json_option()]
@@ -112,6 +111,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parents=[json_option()],
     )
     add_scale_arguments(scale)
+    from gnncore_bench.chain import CHAIN_HELP, add_chain_arguments  # the chain, Dagster
+
+    add_chain_arguments(sub.add_parser("chain", help=CHAIN_HELP, parents=[json_option()]))
 
 
 def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
@@ -389,6 +391,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return _run_plans(args)
     if args.what == "scale":
         return _run_scale(args)
+    if args.what == "chain":  # gnncore_bench.chain sets args.run
+        return _reported(args.work, lambda: args.run(args))
     # lazy: gnncore_bench (the harness) loads only when a bench verb runs
     from gnncore_bench.partition import bench_partition
 
@@ -414,7 +418,6 @@ def _reported(path: Path, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """What a bench verb returns: ``run()``'s summary, its Markdown table printed
     (and left out of the JSON). A ``ValueError`` (a setting the benchmark
     refuses) becomes an :class:`~gnncore.errors.InputError` naming ``path``."""
-
     try:
         result = run()
     except ValueError as exc:

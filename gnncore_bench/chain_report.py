@@ -1,0 +1,87 @@
+"""``gnncore bench chain``'s table (``chain.md``): the settings and machine, one
+row per stage from what :func:`gnncore_bench.chain.bench_chain` measured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gnncore.sizes import format_size
+from gnncore_bench.scale_report import size_text
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    """The run as a Markdown table with its settings above and its outcome below."""
+    machine, limit = report["machine"], report.get("limit_bytes")
+    enforced = report.get("limited", False)
+    limit_text = (
+        f"every stage in one cgroup v1 memory limit of {format_size(limit)} (page cache charged)"
+        if limit is not None and enforced
+        else (
+            "no memory limit"
+            if limit is None
+            else f"limit NOT enforced ({report.get('limit_reason')})"
+        )
+    )
+    edges = report.get("input", {}).get("num_edges")
+    load = report["load_average_before"][0]
+    after = report.get("load_average_after", [load])[0]
+    lines = [
+        f"{report['nodes']:,} nodes, average degree {report['avg_degree']:g}"
+        + (f" ({edges:,} generated undirected edges)" if edges else "")
+        + f", {report['features']} float32 features ({format_size(report['feature_bytes'])}); "
+        f"{limit_text}. Machine: {machine['cpus']} CPUs, {size_text(machine['memory_bytes'])} "
+        f"memory; load average {load:.1f} before, {after:.1f} after; disk estimated "
+        f"{format_size(report['disk_needed_estimate_bytes'])}; "
+        + (
+            f"{report['seconds']:.0f} s in all."
+            if "seconds" in report
+            else "still running (the rows so far)."
+        ),
+        "",
+        "| stage | status | seconds | peak RSS | asset's peak RSS | asset's budget | read "
+        "| written | disk peak |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for stage in report["stages"]:
+        meta = stage.get("metadata", {})
+        lines.append(
+            f"| {stage['stage']} | {stage['status']} | {_seconds(stage.get('seconds'))} "
+            f"| {size_text(stage.get('peak_rss_bytes'))} "
+            f"| {size_text(meta.get('peak_rss_bytes'))} "
+            f"| {size_text(meta.get('memory_budget_bytes'))} "
+            f"| {size_text(stage.get('read_bytes'))} | {size_text(stage.get('written_bytes'))} "
+            f"| {size_text(stage.get('peak_disk_bytes'))} |"
+        )
+    process = report.get("dagster_process")
+    if process:
+        lines += [
+            "",
+            f"The Dagster process: {process['seconds']:.0f} s, cgroup peak "
+            f"{size_text(process['cgroup_peak_bytes'])}, exit {process['exit_code']}"
+            + (", killed for memory" if process["killed_for_memory"] else "")
+            + f"; checks: {', '.join(f'{k} {v}' for k, v in report.get('checks', {}).items())}.",
+        ]
+    pred = report.get("predictions") or {}
+    if pred.get("rows") is not None:
+        test, trained = pred.get("test_accuracy"), pred.get("training_test_accuracy")
+        lines.append(
+            f"Predictions: {pred['rows']:,} rows for {pred.get('num_nodes') or 0:,} nodes"
+            + (
+                f"; test accuracy {test:.4f} (training run {trained:.4f})"
+                if test and trained
+                else ""
+            )
+            + "."
+        )
+    lines += [
+        "",
+        "peak RSS: the step's peak resident set (the process's high-water mark, reset at the "
+        "step's start; csv: its own process); asset's: the `peak_rss_bytes` and "
+        "`memory_budget_bytes` the asset put in its Dagster metadata; read / written: storage "
+        "bytes (`/proc/self/io` over the step); disk peak: the run folder, sampled every 0.5 s.",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""``gnncore bench chain``: the chain's assets through one Dagster run, every stage measured."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from gnncore.store import GraphDir
+from gnncore.synth import SynthSpec, generate_graph
+from gnncore_bench.chain import ASSETS, bench_chain, disk_estimate
+from gnncore_bench.chain_data import write_node_table
+
+FIGURES = ("seconds", "peak_rss_bytes", "read_bytes", "written_bytes", "peak_disk_bytes")
+
+
+@pytest.mark.slow  # one Dagster run with MLflow: about a minute on 2 loaded cores
+def test_every_stage_runs_and_predicts_every_node(tmp_path: Path) -> None:
+    work, summary = tmp_path / "work", tmp_path / "chain.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "gnncore.cli.main", "bench", "chain", "--work", str(work)]
+        + ["--nodes", "2000", "--avg-degree", "6", "--features", "8", "--limit", "none"]
+        + ["--keep", "--json", str(summary)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(summary.read_text())
+    assert result["run_success"] is True and result["limited"] is False
+    stages = {s["stage"]: s for s in result["stages"]}
+    assert set(stages) == {"csv", *ASSETS}
+    for name, stage in stages.items():
+        assert stage["status"] == "ok", (name, stage)
+        assert all(stage[k] is not None for k in FIGURES), (name, stage)
+        assert stage["seconds"] > 0 and stage["peak_rss_bytes"] > 0
+    assert stages["csv"]["peak_disk_bytes"] > 0
+    assert stages["predictions"]["peak_disk_bytes"] <= result["disk_needed_estimate_bytes"]
+    # the step's peak is the asset's own (the high-water mark is reset at each step's start)
+    graph = stages["graph"]
+    assert graph["metadata"]["peak_rss_bytes"] <= graph["peak_rss_bytes"]
+    assert graph["metadata"]["memory_budget_bytes"] > 0
+    assert stages["trained_model"]["metadata"]["mode"] == "in_memory"
+    assert set(result["checks"].values()) == {"ok"}
+    # one prediction for every node of the ingested graph
+    predictions = pl.read_parquet(
+        Path(stages["predictions"]["metadata"]["path"]) / "predictions.parquet"
+    )
+    assert result["predictions"]["rows"] == result["predictions"]["num_nodes"] == 2000
+    assert predictions.height == 2000 and predictions["node_id"].n_unique() == 2000
+    markdown = (work / "chain.md").read_text()
+    assert all(f"| {name} | ok |" in markdown for name in stages)
+
+
+def test_refuses_a_run_the_disk_cannot_hold(tmp_path: Path) -> None:
+    nodes = 10**12  # petabytes of features
+    with pytest.raises(ValueError, match="of disk"):
+        bench_chain(tmp_path, nodes, 10, 64, None)
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+    assert disk_estimate(nodes, 10, 64) > nodes * 64 * 4
+
+
+def test_node_table_holds_the_generators_labels_and_features(tmp_path: Path) -> None:
+    spec = SynthSpec(num_nodes=700, avg_degree=4, num_classes=3, num_features=5, seed=3)
+    write_node_table(tmp_path / "nodes.parquet", spec, rows_per_group=256)
+    table = pq.read_table(tmp_path / "nodes.parquet").to_pandas()
+    generate_graph(tmp_path / "graph", spec)
+    graph = GraphDir.open(tmp_path / "graph")
+    assert table["node_id"].tolist() == list(range(700))
+    np.testing.assert_array_equal(table["label"].to_numpy(), graph.labels())
+    x = table[[f"f{i}" for i in range(5)]].to_numpy()
+    np.testing.assert_array_equal(x, np.asarray(graph.features()))
+    train = np.flatnonzero(table["split"].to_numpy() == "train")
+    np.testing.assert_array_equal(train, np.sort(graph.split("train")))
