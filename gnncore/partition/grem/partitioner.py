@@ -67,7 +67,9 @@ class GremPartitioner(Partitioner):
             propagation streamed over the CSR in blocks of a chunk's adjacency,
             never adding a cut edge or breaking the cap; default:
             :data:`FINAL_PASSES`; 0: none, the partition of the bisections).
-            Greedy (``refine=False``) runs none.
+            Greedy (``refine=False``) runs none, nor does a directed graph
+            (its CSR holds each edge once, not the symmetric adjacency the
+            passes count on).
 
     After :meth:`assign`, :attr:`last_stats` lists one
     :class:`BisectionRecord` per bisection, :attr:`last_plan` holds the
@@ -154,7 +156,7 @@ class GremPartitioner(Partitioner):
         )
         self.helper_peak_rss_bytes = helper_peak_rss(self.last_stats)
         self.last_refine = None
-        if self.final_passes and options.parts > 1:
+        if self.final_passes and options.parts > 1 and not graph.manifest.directed:
             labels = np.ascontiguousarray(labels, dtype=np.int64)
             cap = max_part_size(graph.num_nodes, options.parts, options.imbalance)
             self.last_refine = refine_kway(

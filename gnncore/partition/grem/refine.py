@@ -55,7 +55,7 @@ MIN_BLOCK_ENTRIES = 1 << 16
 """Smallest block of neighbour ids a pass reads."""
 CLUSTER_WEIGHT = 100
 """Nodes a cluster of the coarse level holds at most."""
-CLUSTER_SWEEPS = 3
+CLUSTER_SWEEPS = 2
 """Clustering sweeps of the coarse level."""
 
 
@@ -192,7 +192,7 @@ def _coarse_level(
     del keys
     tails, heads = np.concatenate([src, dst]), np.concatenate([dst, src])  # both directions
     del src, dst
-    order = np.argsort(tails, kind="stable")
+    order = np.argsort(tails)
     heads = heads[order]
     counts = np.concatenate([counts, counts])[order].astype(np.int64)
     indptr = np.zeros(k + 1, dtype=np.int64)

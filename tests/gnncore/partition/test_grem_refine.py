@@ -174,12 +174,17 @@ def test_grem_refined_cuts_less_within_the_cap(bipartite, parts):
     assert np.array_equal(refined, GremPartitioner().assign(bipartite, options))
 
 
-def test_greedy_and_zero_passes_run_no_refinement(tmp_path):
+def test_greedy_zero_passes_and_directed_graphs_run_no_refinement(tmp_path):
     with create_graph_dir(tmp_path / "g", name="two") as w:
         w.write_topology(4, np.array([0, 2]), np.array([1, 3]), directed=False)
     graph = GraphDir.open(tmp_path / "g")
     for partitioner in (GreedyPartitioner(), GremPartitioner(final_passes=0)):
         partitioner.assign(graph, PartitionOptions(parts=2))
         assert partitioner.final_passes == 0 and partitioner.last_refine is None
+    with create_graph_dir(tmp_path / "d", name="directed") as w:
+        w.write_topology(6, np.array([0, 1, 2, 3]), np.array([1, 2, 3, 4]), directed=True)
+    partitioner = GremPartitioner()  # a directed CSR is not symmetric: no refinement
+    partitioner.assign(GraphDir.open(tmp_path / "d"), PartitionOptions(parts=2))
+    assert partitioner.final_passes == 8 and partitioner.last_refine is None
     with pytest.raises(ValueError, match="final_passes"):
         GremPartitioner(final_passes=-1)
