@@ -16,9 +16,12 @@ machine's load hits all of them alike. Samplers:
 
 Per sampler: nodes and edges per batch (mean), ms per batch (median, and the
 interquartile range), the median over batches of its time divided by
-per-layer's time on the same batch (paired, so robust to slow load drift) and
-sampled edges per second per core (total edges over total time, divided by
-the threads the kernels use).
+per-layer's time on the same batch (paired, so robust to slow load drift),
+sampled edges per second (edges per batch over the median time: the
+sampler's throughput on all its threads), the same per core (total edges
+over total time, divided by the threads the kernels use) and the process CPU
+time per batch (median; on a loaded machine it moves less than the wall
+time, which also counts the time the threads wait for a core).
 """
 
 from __future__ import annotations
@@ -77,15 +80,17 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     """The rows of :func:`bench_sampling` as a Markdown table."""
     lines = [
         "| fanouts | sampler | nodes / batch | edges / batch | ms / batch (median) "
-        "| ms IQR | time / per-layer | sampled edges/s per core |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| ms IQR | time / per-layer | sampled edges/s | sampled edges/s per core "
+        "| CPU ms / batch |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {','.join(map(str, r['fanouts']))} | {r['sampler']} "
             f"| {r['nodes_per_batch']:,.0f} | {r['edges_per_batch']:,.0f} "
             f"| {r['ms_per_batch']:.1f} | {r['ms_q1']:.1f}–{r['ms_q3']:.1f} "
-            f"| {r['time_vs_per_layer']:.2f} | {r['edges_per_s_per_core']:,.0f} |"
+            f"| {r['time_vs_per_layer']:.2f} | {r['edges_per_s']:,.0f} "
+            f"| {r['edges_per_s_per_core']:,.0f} | {r['cpu_ms_per_batch']:.1f} |"
         )
     return "\n".join(lines)
 
@@ -136,14 +141,15 @@ def bench_sampling(
         for sample in samplers.values():
             sample(seed_batches[0])  # warm-up: page in the graph
         stats: dict[str, dict[str, list[float]]] = {
-            name: {"nodes": [], "edges": [], "seconds": []} for name in names
+            name: {"nodes": [], "edges": [], "seconds": [], "cpu": []} for name in names
         }
         load_before = os.getloadavg()[0]
         for b, seeds in enumerate(seed_batches[1:]):
             for name in names[b % len(names) :] + names[: b % len(names)]:
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 n, e = samplers[name](seeds)
                 stats[name]["seconds"].append(time.perf_counter() - start)
+                stats[name]["cpu"].append(time.process_time() - cpu)
                 stats[name]["nodes"].append(n)
                 stats[name]["edges"].append(e)
         load.append({"fanouts": fanouts, "before": load_before, "after": os.getloadavg()[0]})
@@ -161,7 +167,10 @@ def bench_sampling(
                     "ms_per_batch": 1000.0 * statistics.median(seconds),
                     "ms_q1": 1000.0 * q1,
                     "ms_q3": 1000.0 * q3,
+                    "edges_per_s": float(np.mean(stats[name]["edges"]))
+                    / statistics.median(seconds),
                     "edges_per_s_per_core": sum(stats[name]["edges"]) / sum(seconds) / threads,
+                    "cpu_ms_per_batch": 1000.0 * statistics.median(stats[name]["cpu"]),
                     "time_vs_per_layer": statistics.median(paired),
                 }
             )

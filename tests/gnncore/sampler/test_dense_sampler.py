@@ -241,6 +241,10 @@ def test_bench_sampling_writes_a_table(tmp_path) -> None:
         # hop 0 draws alike; later hops of per-layer also re-sample the seeds
         assert per_layer["edges_per_batch"] >= dense["edges_per_batch"]
         assert dense["ms_q1"] <= dense["ms_per_batch"] <= dense["ms_q3"]
+        assert dense["edges_per_s"] == pytest.approx(
+            dense["edges_per_batch"] / dense["ms_per_batch"] * 1000.0
+        )
+        assert dense["cpu_ms_per_batch"] > 0
         assert per_layer["time_vs_per_layer"] == 1.0 and dense["time_vs_per_layer"] > 0
     assert rows[(4, 3), "per-layer"]["edges_per_batch"] > rows[(4, 3), "dense"]["edges_per_batch"]
     assert [x["fanouts"] for x in result["load_average_1min"]] == [[4, 3], [-1]]
