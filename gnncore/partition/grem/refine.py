@@ -30,8 +30,9 @@ Memory: the labels (8 B/node, the partitioner's own), the part sizes, one
 block of ``indptr`` rows and one block of ``indices`` (the chunk's memory:
 :func:`block_entries_for` gives ``2 · chunk`` neighbour ids, as many as a
 GREM chunk's adjacency); the coarse level adds the cluster of every node, its
-weight and a counting scratch (24 B/node) and the cluster graph (about 40 B
-per pair of adjacent clusters).
+weight and a counting scratch (24 B/node) and the cluster graph (up to ~100
+B per pair of adjacent clusters while its CSR is built), so it runs only on
+graphs of at most :data:`COARSE_MAX_EDGES` edges.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ CLUSTER_WEIGHT = 100
 """Nodes a cluster of the coarse level holds at most."""
 CLUSTER_SWEEPS = 2
 """Clustering sweeps of the coarse level."""
+COARSE_MAX_EDGES = 1 << 22
+"""Largest graph (undirected edges) whose refinement runs the coarse level:
+its cluster graph is held in memory (up to ~100 B per pair of adjacent
+clusters, +118 MiB on the 1.97M-edge bipartite graph), which bigger graphs,
+partitioned in a chunk's memory, cannot afford; they get the node passes."""
 
 
 @dataclass
@@ -232,7 +238,8 @@ def refine_kway(
         block_entries: Neighbour ids read per block at most.
         min_gain: A round stops after a pass that removes fewer cut edges than
             this fraction of the graph's undirected edges.
-        coarse: Run the coarse level and the node passes after it.
+        coarse: Run the coarse level and the node passes after it (on graphs
+            of at most :data:`COARSE_MAX_EDGES` undirected edges).
 
     Returns:
         The :class:`RefineRecord` of the passes.
@@ -243,10 +250,11 @@ def refine_kway(
     started = time.perf_counter()
     record = RefineRecord(block_entries=int(block_entries))
     if max_passes > 0:
-        least = min_gain * (inspect_npy(path / "indices.npy").shape[0] // 2)
+        edges = inspect_npy(path / "indices.npy").shape[0] // 2
+        least = min_gain * edges
         sizes = np.bincount(labels, minlength=parts).astype(np.int64)
         _node_passes(path, labels, sizes, cap, max_passes, block_entries, least, record)
-        if coarse:
+        if coarse and edges <= COARSE_MAX_EDGES:
             _coarse_level(path, labels, parts, cap, max_passes, block_entries, least, record)
             sizes = np.bincount(labels, minlength=parts).astype(np.int64)
             _node_passes(path, labels, sizes, cap, max_passes, block_entries, least, record)

@@ -158,6 +158,15 @@ def test_blocks_cover_the_csr_and_any_blocking_gives_the_same_labels(bipartite):
     assert np.bincount(small, minlength=4).max() <= cap
 
 
+def test_bigger_graphs_get_the_node_passes_only(bipartite, monkeypatch):
+    from gnncore.partition.grem import refine as grem_refine
+
+    monkeypatch.setattr(grem_refine, "COARSE_MAX_EDGES", 1000)
+    labels = np.random.default_rng(1).integers(0, 4, bipartite.num_nodes).astype(np.int64)
+    record = refine_kway(bipartite.path, labels, 4, max_part_size(bipartite.num_nodes, 4, 0.03))
+    assert record.clusters == 0 and not record.coarse_moves and sum(record.gains) > 0
+
+
 @pytest.mark.parametrize("parts", [4, 8])
 def test_grem_refined_cuts_less_within_the_cap(bipartite, parts):
     options = PartitionOptions(parts=parts)
