@@ -57,13 +57,14 @@ def to_markdown(report: dict[str, Any]) -> str:
             f"| {size_text(stage.get('peak_disk_bytes'))} |"
         )
     process = report.get("dagster_process")
+    checks = ", ".join(f"{k} {v}" for k, v in report.get("checks", {}).items())
     if process:
         lines += [
             "",
             f"The Dagster process: {process['seconds']:.0f} s, cgroup peak "
             f"{size_text(process['cgroup_peak_bytes'])}, exit {process['exit_code']}"
             + (", killed for memory" if process["killed_for_memory"] else "")
-            + f"; checks: {', '.join(f'{k} {v}' for k, v in report.get('checks', {}).items())}.",
+            + f"; checks: {checks or 'none ran'}.",
         ]
     pred = report.get("predictions") or {}
     if pred.get("rows") is not None:
