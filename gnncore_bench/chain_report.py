@@ -18,7 +18,8 @@ def to_markdown(report: dict[str, Any]) -> str:
     machine, limit = report["machine"], report.get("limit_bytes")
     enforced = report.get("limited", False)
     limit_text = (
-        f"every stage in one cgroup v1 memory limit of {format_size(limit)} (page cache charged)"
+        f"the Dagster run (every asset) in one cgroup v1 memory limit of {format_size(limit)} "
+        "(page cache charged; the input files made without it)"
         if limit is not None and enforced
         else (
             "no memory limit"
