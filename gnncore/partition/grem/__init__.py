@@ -33,11 +33,17 @@ docs/BENCHMARKS.md, "GREM's memory per chunk edge"):
     from gnncore.partition.grem import GremPartitioner
     labels = GremPartitioner(chunk=0.1, passes=3).assign(graph, PartitionOptions(parts=8))
 
+After the recursion, :mod:`.refine` runs the final k-way refinement over the
+whole partition (``final_passes``; size-constrained label propagation
+streamed over the CSR, then one coarse level of clusters on graphs of at most
+2^22 edges; none on directed graphs).
+
 The package, one module per step (lower ones first): :mod:`.chunk` (a chunk's
 rows, renumbering, components), :mod:`.plan` (the clusters plan), :mod:`.seed`
 (the seed of a bisection), :mod:`.bisect` (one bisection, C++),
-:mod:`.recursion` (the recursive bisection over the edge file) and
-:mod:`.partitioner` (:class:`GremPartitioner` on a graph directory).
+:mod:`.recursion` (the recursive bisection over the edge file), :mod:`.refine`
+(the final k-way refinement) and :mod:`.partitioner` (:class:`GremPartitioner`
+on a graph directory).
 """
 
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
@@ -66,6 +72,7 @@ from gnncore.partition.grem.plan import (
     trim_cluster_graph,
 )
 from gnncore.partition.grem.recursion import grem_partition_file, helper_peak_rss, widest_level
+from gnncore.partition.grem.refine import RefineRecord, refine_kway
 from gnncore.partition.grem.seed import SEED_METHODS, default_seed_method, seed_sides
 
 __all__ = [
@@ -74,6 +81,7 @@ __all__ = [
     "EdgeFile",
     "GreedyPartitioner",
     "GremPartitioner",
+    "RefineRecord",
     "SEED_METHODS",
     "chunk_components",
     "chunk_rows",
@@ -91,6 +99,7 @@ __all__ = [
     "part_label_dtype",
     "plan_applies",
     "plan_sides",
+    "refine_kway",
     "seed_sides",
     "side_capacity",
     "tree_roots",
