@@ -21,6 +21,8 @@ namespace {
 // starts block_start (k + 2 entries); the neighbours of the expanded nodes
 // node[0 : block_start[k]] form a CSR (off, pos, nbr, local). `off` and
 // `nbr` are the calling thread's scratch buffers (valid until its next call).
+// With `with_col`, col[t] is the hop-order id of the node edge t was drawn
+// for (the PyG layout's col), written by the drawing threads.
 struct HopOrder {
   std::vector<NodeId> node;
   std::vector<int64_t> block_start;
@@ -28,6 +30,8 @@ struct HopOrder {
   std::vector<int64_t> pos;
   std::vector<int64_t>& nbr = sampling::thread_scratch().nbr;
   std::vector<int64_t> local;
+  bool with_col = false;
+  std::vector<int64_t> col;
 };
 
 // An upper bound on the edges a DENSE sample of `num_targets` targets draws,
@@ -47,8 +51,8 @@ inline size_t reserved_edges(size_t num_targets, const std::vector<int64_t>& fan
   return total > kMaxReserve ? 0 : static_cast<size_t>(total);
 }
 
-// One hop's draws, sized by sampling::size_hop: `n` frontier nodes whose
-// blocks start at offset[i] in HopOrder::pos.
+// One hop's draws, sized by sampling::size_hop: `n` frontier nodes (hop-order
+// ids first, first + 1, ...) whose blocks start at offset[i] in HopOrder::pos.
 template <typename IndexT>
 struct HopDraw {
   Span<int64_t> indptr;
@@ -59,10 +63,16 @@ struct HopDraw {
   uint64_t seed;
   size_t hop;
   const int64_t* offset;
+  int64_t first;
 
   void nodes(size_t i0, size_t i1, HopOrder& h, std::vector<int64_t>& scratch) const {
-    sampling::draw_nodes(indptr, indices, frontier, n, i0, std::min(n, i1), fanout, false, seed,
-                         hop, offset, h.pos.data(), h.nbr.data(), scratch);
+    i1 = std::min(n, i1);
+    sampling::draw_nodes(indptr, indices, frontier, n, i0, i1, fanout, false, seed, hop, offset,
+                         h.pos.data(), h.nbr.data(), scratch);
+    if (!h.with_col) return;
+    for (size_t i = i0; i < i1; ++i)
+      std::fill(h.col.data() + offset[i], h.col.data() + offset[i + 1],
+                first + static_cast<int64_t>(i));
   }
 };
 
@@ -141,11 +151,12 @@ void draw_and_dedup(const HopDraw<IndexT>& draw, HopOrder& h, sampling::LocalIds
 
 template <typename IndexT>
 HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeId> targets,
-                          const std::vector<int64_t>& fanouts, uint64_t seed,
-                          [[maybe_unused]] int threads) {
+                          const std::vector<int64_t>& fanouts, uint64_t seed, int threads,
+                          bool with_col) {
   const int64_t num_nodes = sampling::validate_csr_and_seeds(indptr, indices.size, targets);
   sampling::validate_fanouts(fanouts);
   HopOrder h;
+  h.with_col = with_col;
   std::vector<NodeId>& node = h.node;
   std::vector<int64_t>& block_start = h.block_start;
   block_start.push_back(0);
@@ -166,6 +177,7 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
     pos.reserve(bound);
     local.reserve(bound);
     nbr.reserve(bound);
+    if (with_col) h.col.reserve(bound);
     node.reserve(node.size() + bound);
     local_of.reserve(node.capacity());
   }
@@ -178,12 +190,13 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
                        off.data() + begin, pos, nbr);
     const size_t total = pos.size();
     local.resize(total);
+    if (with_col) h.col.resize(total);
     // At most one new node per sampled edge: no reallocation during the hop
     // (draw_and_dedup reads the frontier through a pointer into `node`).
     node.reserve(node.size() + (total - base));
     local_of.reserve(node.capacity());
-    HopDraw<IndexT> draw{indptr, indices, node.data() + begin, delta, fanouts[hop], seed, hop,
-                 off.data() + begin};
+    const HopDraw<IndexT> draw{indptr, indices, node.data() + begin, delta, fanouts[hop], seed,
+                               hop, off.data() + begin, static_cast<int64_t>(begin)};
     draw_and_dedup(draw, h, local_of, num_nodes, threads);
     block_start.push_back(static_cast<int64_t>(node.size()));
   }
@@ -198,7 +211,7 @@ DenseSample sample_dense(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeId
                          int num_threads) {
   [[maybe_unused]] const int threads = resolve_threads(num_threads);
   const HopOrder h =
-      sample_hop_order(indptr, indices, targets, fanouts, seed, threads);
+      sample_hop_order(indptr, indices, targets, fanouts, seed, threads, false);
   const std::vector<NodeId>& node = h.node;
   const std::vector<int64_t>& block_start = h.block_start;
   const std::vector<int64_t>& off = h.off;
@@ -250,18 +263,9 @@ NeighborSample sample_dense_pyg(Span<int64_t> indptr, Span<IndexT> indices,
                                 Span<NodeId> targets, const std::vector<int64_t>& fanouts,
                                 uint64_t seed, int num_threads) {
   [[maybe_unused]] const int threads = resolve_threads(num_threads);
-  HopOrder h = sample_hop_order(indptr, indices, targets, fanouts, seed, threads);
+  HopOrder h = sample_hop_order(indptr, indices, targets, fanouts, seed, threads, true);
   const size_t k = fanouts.size();
   NeighborSample out;
-  const int64_t num_expanded = h.block_start[k];
-  out.col.resize(h.pos.size());
-#ifdef GNNCORE_WITH_OPENMP
-#pragma omp parallel for num_threads(threads) if (threads > 1 && num_expanded >= 1024) \
-    schedule(static)
-#endif
-  for (int64_t i = 0; i < num_expanded; ++i)
-    std::fill(out.col.begin() + h.off[static_cast<size_t>(i)],
-              out.col.begin() + h.off[static_cast<size_t>(i) + 1], i);
   for (size_t b = 0; b <= k; ++b)
     out.num_sampled_nodes.push_back(h.block_start[b + 1] - h.block_start[b]);
   for (size_t b = 0; b < k; ++b)
@@ -270,6 +274,7 @@ NeighborSample sample_dense_pyg(Span<int64_t> indptr, Span<IndexT> indices,
   out.node = std::move(h.node);
   out.row = std::move(h.local);
   out.edge = std::move(h.pos);
+  out.col = std::move(h.col);
   return out;
 }
 
