@@ -94,6 +94,8 @@ def test_chain_materializes_with_useful_metadata(pipeline):
     assert model_meta["test_accuracy"] > 0.5  # 4 balanced classes: chance is 0.25
     assert str(model_meta["mlflow_run"]).endswith(model_meta["mlflow_run_id"])
     assert model_meta["resumed_from_epoch"] == 0
+    assert 0 <= model_meta["stall_fraction"] < 1 and model_meta["stall_s"] >= 0
+    assert "| stall s |" in str(model_meta["epoch_timing"])  # one row per epoch
     checkpoints = sorted(p.name for p in Path(str(model_meta["checkpoint_dir"])).iterdir())
     assert checkpoints and all(name.startswith("epoch-") for name in checkpoints)
     assert result.run_id in str(model_meta["checkpoint_dir"])
