@@ -26,7 +26,8 @@ struct KwayBlockStats {
 // or as many and q is at least two weights lighter (a free move that evens the
 // sizes out). `labels` (every node's part, in [0, sizes.size)) and `sizes` are
 // updated in place. A node never moves into a part it would overfill, so a
-// partition within the cap stays within it. O(parts) scratch.
+// partition within the cap stays within it, nor out of a part it would leave
+// empty. O(parts) scratch.
 //
 // `edge_weight` (one per entry of `indices`) and `node_weight` (one per node)
 // weigh the counts and the sizes; empty: all 1 (the graph's own CSR). The
@@ -70,6 +71,11 @@ KwayBlockStats kway_lp_sweep(Span<int64_t> indptr, Span<Id> indices, Span<int64_
     const int64_t own = labels[v];
     if (own < 0 || own >= parts) throw std::out_of_range("label outside [0, parts)");
     const int64_t w = node_weight.size ? node_weight[v] : 1;
+    if (sizes[own] <= w) {  // the last of its part: moving would empty the part
+      for (int64_t q : touched) count[q] = 0;
+      touched.clear();
+      continue;
+    }
     int64_t best = own;
     for (int64_t q : touched) {
       if (q == own || sizes[q] + w > cap) continue;

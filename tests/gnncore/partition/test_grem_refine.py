@@ -25,6 +25,8 @@ def lp_reference(indptr, indices, labels, sizes, cap):
             if u != v:
                 count[int(labels[u])] = count.get(int(labels[u]), 0) + 1
         own = int(labels[v])
+        if sizes[own] <= 1:  # the last node of its part stays
+            continue
         room = [q for q in count if q != own and sizes[q] < cap]
         if not room:
             continue
@@ -65,6 +67,12 @@ def test_a_misplaced_node_moves_unless_its_part_is_full():
     full_sizes = np.array([2, 4], dtype=np.int64)  # cap 2: part 0 has no room
     assert _C.grem_kway_lp_block(indptr, indices, 0, full, full_sizes, 2) == (0, 0)
     assert full.tolist() == [0, 0, 1, 1, 1, 1]
+    # node 0 alone in part 0, all its neighbours in part 1: it stays (moving would
+    # empty part 0), and its triangle then joins it by ties towards the lighter part
+    last = np.array([0, 1, 1, 1, 1, 1], dtype=np.int64)
+    last_sizes = np.array([1, 5], dtype=np.int64)
+    _C.grem_kway_lp_block(indptr, indices, 0, last, last_sizes, 6)
+    assert last.tolist() == [0, 0, 0, 1, 1, 1] and last_sizes.tolist() == [3, 3]
 
 
 @pytest.mark.parametrize("trial", range(4))
