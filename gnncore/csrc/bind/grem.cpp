@@ -444,6 +444,22 @@ weighed by ``edge_weight`` (one per index), the sizes by ``node_weight`` (one pe
 node); a node moves only where ``sizes[q] + node_weight[v] <= cap``. The coarse
 level of GREM's final refinement (clusters and the edges between them). Returns
 ``(moves, gain)``. Releases the GIL.)doc");
+  m.def(
+      "grem_coarse_csr",
+      [](InArray<int64_t> keys, InArray<int64_t> counts, int64_t k) {
+        CoarseCsr c;
+        {
+          nb::gil_scoped_release release;
+          c = coarse_csr(span_of(keys), span_of(counts), k);
+        }
+        return std::make_tuple(to_numpy(std::move(c.indptr)), to_numpy(std::move(c.heads)),
+                               to_numpy(std::move(c.weights)));
+      },
+      nb::arg("keys"), nb::arg("counts"), nb::arg("k"),
+      R"doc(The symmetric weighted CSR ``(indptr, heads, weights)`` (int64) of a
+cluster graph given as pair keys ``a · k + b`` (``a < b``) and their counts:
+row ``a`` holds ``b`` and row ``b`` holds ``a``, each with the pair's count. A
+counting sort (32 B per pair out). Releases the GIL.)doc");
   m.def("grem_kway_cluster_block", &kway_cluster_block_numpy<int32_t>, nb::arg("indptr"),
         nb::arg("indices"), nb::arg("first_row"), nb::arg("labels"),
         nb::arg("cluster").noconvert(), nb::arg("weight").noconvert(), nb::arg("max_weight"),

@@ -165,4 +165,37 @@ int64_t kway_cluster_block(Span<int64_t> indptr, Span<Id> indices, int64_t first
   return moves;
 }
 
+// The symmetric weighted CSR of a cluster graph given as pair keys a * k + b
+// (a < b, as cluster_edges returns them) with their counts: row a holds b and
+// row b holds a, each with the pair's count. A counting sort in two passes:
+// the result (k + 1 offsets, 2 entries per pair) and a cursor per row.
+struct CoarseCsr {
+  std::vector<int64_t> indptr, heads, weights;
+};
+inline CoarseCsr coarse_csr(Span<int64_t> keys, Span<int64_t> counts, int64_t k) {
+  if (keys.size != counts.size) throw std::invalid_argument("keys and counts differ in length");
+  if (k < 1) throw std::invalid_argument("k must be >= 1");
+  CoarseCsr out;
+  out.indptr.assign(static_cast<size_t>(k) + 1, 0);
+  for (const int64_t key : keys) {
+    const int64_t a = key / k, b = key % k;
+    if (key < 0 || a >= k) throw std::out_of_range("pair key outside [0, k * k)");
+    ++out.indptr[static_cast<size_t>(a) + 1];
+    ++out.indptr[static_cast<size_t>(b) + 1];
+  }
+  for (size_t i = 1; i < out.indptr.size(); ++i) out.indptr[i] += out.indptr[i - 1];
+  std::vector<int64_t> cursor(out.indptr.begin(), out.indptr.end() - 1);
+  out.heads.resize(2 * keys.size);
+  out.weights.resize(2 * keys.size);
+  for (size_t i = 0; i < keys.size; ++i) {
+    const int64_t a = keys[i] / k, b = keys[i] % k;
+    const size_t pa = static_cast<size_t>(cursor[a]++), pb = static_cast<size_t>(cursor[b]++);
+    out.heads[pa] = b;
+    out.weights[pa] = counts[i];
+    out.heads[pb] = a;
+    out.weights[pb] = counts[i];
+  }
+  return out;
+}
+
 }  // namespace gnncore

@@ -30,9 +30,9 @@ Memory: the labels (8 B/node, the partitioner's own), the part sizes, one
 block of ``indptr`` rows and one block of ``indices`` (the chunk's memory:
 :func:`block_entries_for` gives ``2 · chunk`` neighbour ids, as many as a
 GREM chunk's adjacency); the coarse level adds the cluster of every node, its
-weight and a counting scratch (24 B/node) and the cluster graph (up to ~100
-B per pair of adjacent clusters while its CSR is built), so it runs only on
-graphs of at most :data:`COARSE_MAX_EDGES` edges.
+weight and a counting scratch (24 B/node) and the cluster graph (48 B per
+pair of adjacent clusters while its CSR is built, 32 B after), so it runs
+only on graphs of at most :data:`COARSE_MAX_EDGES` edges.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ CLUSTER_SWEEPS = 2
 """Clustering sweeps of the coarse level."""
 COARSE_MAX_EDGES = 1 << 22
 """Largest graph (undirected edges) whose refinement runs the coarse level:
-its cluster graph is held in memory (up to ~100 B per pair of adjacent
-clusters, +118 MiB on the 1.97M-edge bipartite graph), which bigger graphs,
+its cluster graph is held in memory (48 B per pair of adjacent clusters
+while its CSR is built), which bigger graphs,
 partitioned in a chunk's memory, cannot afford; they get the node passes."""
 
 
@@ -193,17 +193,8 @@ def _coarse_level(
     weight = np.bincount(cluster, minlength=k).astype(np.int64)
     part = np.empty(k, dtype=np.int64)
     part[cluster] = labels  # clusters never straddle two parts
-    src = keys // k
-    dst = keys - src * k
+    indptr, heads, counts = _C.grem_coarse_csr(keys, counts.astype(np.int64, copy=False), k)
     del keys
-    tails, heads = np.concatenate([src, dst]), np.concatenate([dst, src])  # both directions
-    del src, dst
-    order = np.argsort(tails)
-    heads = heads[order]
-    counts = np.concatenate([counts, counts])[order].astype(np.int64)
-    indptr = np.zeros(k + 1, dtype=np.int64)
-    np.cumsum(np.bincount(tails, minlength=k), out=indptr[1:])
-    del order, tails
     sizes = np.bincount(part, weights=weight, minlength=parts).astype(np.int64)
     for _ in range(max_passes):
         m, g = _C.grem_kway_lp_weighted(indptr, heads, counts, weight, part, sizes, int(cap))

@@ -126,6 +126,19 @@ def test_weighted_sweep_moves_a_heavy_node_only_where_it_fits():
         assert got == ((1, 4) if cap == 4 else (0, 0)) and sizes.sum() == 5
 
 
+def test_coarse_csr_holds_each_pair_in_both_rows():
+    k = 5
+    keys = np.array([0 * k + 1, 0 * k + 4, 2 * k + 3, 3 * k + 4], dtype=np.int64)
+    counts = np.array([7, 1, 2, 3], dtype=np.int64)
+    indptr, heads, weights = _C.grem_coarse_csr(keys, counts, k)
+    spans = [slice(indptr[a], indptr[a + 1]) for a in range(k)]
+    rows = {a: sorted(zip(heads[s].tolist(), weights[s].tolist())) for a, s in enumerate(spans)}
+    assert rows == {0: [(1, 7), (4, 1)], 1: [(0, 7)], 2: [(3, 2)], 3: [(2, 2), (4, 3)],
+                    4: [(0, 1), (3, 3)]}  # fmt: skip
+    with pytest.raises(IndexError):
+        _C.grem_coarse_csr(np.array([k * k], dtype=np.int64), counts[:1], k)
+
+
 def test_bad_blocks_are_refused():
     indptr, indices = symmetric_csr(3, np.array([[0, 1], [1, 2]]))
     labels, sizes = np.zeros(3, dtype=np.int64), np.array([3, 0], dtype=np.int64)
