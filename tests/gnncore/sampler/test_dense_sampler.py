@@ -182,6 +182,24 @@ def test_a_neighbour_outside_the_graph_raises_from_the_pipelined_hop(threads: in
         _C.sample_dense_pyg(indptr, indices, seeds, [-1], 0, num_threads=threads)
 
 
+def test_pipelined_hops_agree_across_id_maps_and_thread_counts() -> None:
+    # 1,000 targets: every hop is pipelined (draws on one thread, id mapping on
+    # another) with 2 threads, through the direct array and the hash map alike.
+    indptr, indices = random_csr(4000, 48000, seed=10)
+    seeds = np.random.default_rng(1).choice(4000, 1000, replace=False)
+    runs = [_C.sample_dense_pyg(indptr, indices, seeds, [8, 4], 5, num_threads=1)]
+    previous = _C.set_sampler_direct_map_limit(0)  # the hash map
+    try:
+        runs.append(_C.sample_dense_pyg(indptr, indices, seeds, [8, 4], 5, num_threads=2))
+    finally:
+        _C.set_sampler_direct_map_limit(previous)
+    runs.append(_C.sample_dense_pyg(indptr, indices, seeds, [8, 4], 5, num_threads=2))
+    for run in runs[1:]:
+        for got, want in zip(run, runs[0]):
+            np.testing.assert_array_equal(got, want)
+    assert sum(runs[0][5]) > 8000  # the hops drew many chunks' worth of edges
+
+
 @pytest.mark.parametrize("num_layers", [2, 3])
 def test_graphsage_trimmed_forward_matches_untrimmed(tmp_path, num_layers: int) -> None:
     graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=300, features=6))
