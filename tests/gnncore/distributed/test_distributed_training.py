@@ -119,34 +119,35 @@ def test_every_rank_runs_the_same_batches_and_gets_the_same_metrics(runs, graph)
     ]
 
 
-def test_exchanges_ahead_of_compute_train_the_same_model(runs, graph) -> None:
-    # CONFIG samples and exchanges in a thread ahead of compute (prefetch_workers 1,
-    # over a process group of its own); prefetch_workers 0 does it in the loop.
-    assert CONFIG.prefetch_workers == 1
-    g, part = graph
-    inline = NodeTrainConfig(**{**CONFIG.to_dict(), "epochs": 2, "prefetch_workers": 0})
-    sync = train_distributed(g, part, inline, DistributedConfig(nproc=2, run_timeout=120))
-    ahead = runs["dist"]
-    assert sync.train_loss == ahead.train_loss[:2]
-    assert sync.val_accuracy == ahead.val_accuracy[:2]
-    for mine, theirs in zip(sync.throughput, ahead.throughput, strict=False):
-        for key in ("rank0_remote_rows", "rank1_remote_bytes", "rank1_seeds"):
-            assert mine[key] == theirs[key], key
-
-
 def test_resume_loads_the_checkpoint_in_every_rank(runs, graph, tmp_path) -> None:
     g, part = graph
-    more = NodeTrainConfig(**{**CONFIG.to_dict(), "epochs": CONFIG.epochs + 1, "fanouts": (5, 5)})
+    # Resume from epoch E - 1 with the exchanges in the loop (prefetch_workers 0):
+    # epoch E, which the fixture trained with them in a thread ahead of compute
+    # (CONFIG's prefetch_workers 1, on a process group of their own), comes out the same.
+    assert CONFIG.prefetch_workers == 1
+    (runs["ckpt"] / f"epoch-{CONFIG.epochs}.pt").unlink()
+    more = NodeTrainConfig(
+        **{**CONFIG.to_dict(), "epochs": CONFIG.epochs + 1, "prefetch_workers": 0}
+    )
     resumed = train_distributed(
         g,
         part,
         more,
         DistributedConfig(nproc=2, checkpoint_dir=runs["ckpt"], resume=True, run_timeout=120),
     )
-    assert resumed.resumed_from_epoch == CONFIG.epochs
+    assert resumed.resumed_from_epoch == CONFIG.epochs - 1
     assert resumed.stopped_epoch == CONFIG.epochs + 1
     assert resumed.val_accuracy[: CONFIG.epochs] == runs["dist"].val_accuracy
-    assert [r["fields"]["resumed_from_epoch"] for r in resumed.per_rank] == [CONFIG.epochs] * 2
+    # Epoch E's loss after a restart differs in the last digits whatever the
+    # prefetch setting (0.790967051188151 resumed with 0 and with 1 threads against
+    # 0.7909539540608724 uninterrupted), so it is compared to 1e-4.
+    assert resumed.train_loss[: CONFIG.epochs - 1] == runs["dist"].train_loss[:-1]
+    assert resumed.train_loss[CONFIG.epochs - 1] == pytest.approx(
+        runs["dist"].train_loss[-1], rel=1e-4
+    )
+    ahead, inline = runs["dist"].throughput[-1], resumed.throughput[CONFIG.epochs - 1]
+    assert inline["rank1_remote_bytes"] == ahead["rank1_remote_bytes"]
+    assert [r["fields"]["resumed_from_epoch"] for r in resumed.per_rank] == [CONFIG.epochs - 1] * 2
 
 
 def _die_in_rank_1(rank: int, epoch: int) -> None:
