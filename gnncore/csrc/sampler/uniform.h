@@ -145,9 +145,9 @@ inline std::atomic<int64_t>& direct_map_max_nodes() {
 }
 
 // A thread's direct id map: one int32 per graph node, -1 when unset. Its
-// look-ups hit random places of the whole table, so it lives in 2 MiB-aligned
-// memory advised for transparent huge pages: with 4 KiB pages nearly every
-// look-up of a multi-MiB table also misses the TLB.
+// look-ups hit random places of the whole table, so a table of 4 MiB or more
+// lives in 2 MiB-aligned memory advised for transparent huge pages: with
+// 4 KiB pages nearly every look-up of a multi-MiB table also misses the TLB.
 class DirectTable {
  public:
   DirectTable() = default;
@@ -157,12 +157,16 @@ class DirectTable {
   // The table, with at least `n` entries (all -1 outside a batch).
   int32_t* at_least(size_t n) {
     if (n <= size_) return data_;
+    // Huge pages for tables of two or more of them (1M nodes and up); a small
+    // graph's table stays small (there is one per sampling thread).
     constexpr size_t kHuge = size_t{2} << 20;
-    const size_t bytes = (n * sizeof(int32_t) + kHuge - 1) / kHuge * kHuge;
-    void* p = std::aligned_alloc(kHuge, bytes);
+    const bool huge = n * sizeof(int32_t) >= 2 * kHuge;
+    const size_t align = huge ? kHuge : 64;
+    const size_t bytes = (n * sizeof(int32_t) + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, bytes);
     if (p == nullptr) throw std::bad_alloc();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    madvise(p, bytes, MADV_HUGEPAGE);  // advisory: the table works without it
+    if (huge) madvise(p, bytes, MADV_HUGEPAGE);  // advisory: the table works without it
 #endif
     int32_t* table = static_cast<int32_t*>(p);
     std::fill(table, table + bytes / sizeof(int32_t), -1);
