@@ -5,6 +5,7 @@ from typing import Any
 import dagster as dg
 
 from assets import ALL_ASSETS, ALL_CHECKS
+from pipelines.executor import executor
 from pipelines.jobs import distributed_train_job, partition_comparison_job, train_job
 from pipelines.schedules import nightly_retraining
 from pipelines.sensors import inbox
@@ -32,4 +33,6 @@ defs = dg.Definitions(
     schedules=[nightly_retraining],
     sensors=[inbox],
     resources=build_resources(),
+    # Steps forked from a forkserver (run config can still pick spawn or in_process).
+    executor=executor,
 )

@@ -182,3 +182,19 @@ def test_retraining_repeats_each_dataset_s_source_and_task(tmp_path):
     assert request.run_config["ops"]["trained_model"] == {"config": {"task": "link"}}
     assert request.run_config["ops"]["graph_partition"] == {}  # the schedule's own config
     assert dg.validate_run_config(defs.resolve_job_def("train_job"), request.run_config)
+
+
+def test_steps_fork_from_a_forkserver_unless_run_config_picks_another_start():
+    """A spawned step re-imports Python, Dagster and the code location (about 12 s
+    per step on a loaded 2-core machine, against about 2 s forked: docs/TESTING.md);
+    users keep Dagster's usual choices through run config."""
+    job = defs.resolve_job_def("train_job")
+
+    def execution(config: dict) -> dict:
+        return dg.validate_run_config(job, config)["execution"][job.executor_def.name]
+
+    assert execution({})["multiprocess"]["start_method"] == {"forkserver": {}}
+    assert "in_process" in execution({"execution": {"config": {"in_process": {}}}})
+    spawn = {"multiprocess": {"start_method": {"spawn": {}}}}
+    chosen = execution({"execution": {"config": spawn}})
+    assert chosen["multiprocess"]["start_method"] == {"spawn": {}}
