@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 from torch_geometric.data import FeatureStore, TensorAttr
 
-from gnncore.distributed.collectives import all_gather_fields
+from gnncore.distributed.collectives import all_gather_fields, comm_device
 from gnncore.distributed.rank_data import NODE_ATTRS, RankData
 
 #: The fixed order of attributes in a packed row and in the request mask.
@@ -171,20 +171,20 @@ class DistFeatureStore(FeatureStore):
         self._arrays = {
             attr: data.array(stem) for attr, stem in NODE_ATTRS.items() if data.has(stem)
         }
-        self._device = torch.device("cpu")
-        if dist.get_backend(group) == "nccl":
-            self._device = torch.device("cuda", torch.cuda.current_device())
+        self._device = comm_device(group)
         if replica is not None:
             _check_replica(replica)
         self.replica = replica
 
     def on_group(self, group: Any) -> DistFeatureStore:
-        """This store exchanging over ``group`` (same ranks and backend): a view
+        """This store exchanging over ``group`` (same ranks; its collectives on the
+        device ``group``'s backend needs): a view
         sharing its arrays, replica and :class:`ExchangeStats`, for the
         collectives of another thread
         (:class:`~gnncore.distributed.source.ahead.AheadBatches`)."""
         view = copy.copy(self)
         view.group = group
+        view._device = comm_device(group)
         return view
 
     @property

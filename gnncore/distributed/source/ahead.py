@@ -29,11 +29,17 @@ _END = object()
 
 
 def side_group(group: Any = None) -> Any:
-    """A new process group of ``group``'s ranks and backend, for the collectives
-    a second thread makes. Every rank of the default group must call it, in the
-    same order (it is a collective)."""
+    """A new gloo process group of ``group``'s ranks, for the collectives a second
+    thread makes. Every rank of the default group must call it, in the same order
+    (it is a collective).
+
+    Always gloo, whatever the training's backend: a second NCCL communicator
+    used while the first runs DDP's all-reduce can deadlock (NCCL's guide,
+    "Using multiple NCCL communicators concurrently", asks that operations on
+    different communicators never overlap), and the exchanged rows are host
+    rows that the loop copies to the device anyway."""
     ranks = None if group is None else dist.get_process_group_ranks(group)
-    return dist.new_group(ranks=ranks, backend=dist.get_backend(group))
+    return dist.new_group(ranks=ranks, backend="gloo")
 
 
 class AheadBatches(Iterator[Any]):
