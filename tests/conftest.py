@@ -28,6 +28,7 @@ LONGEST_FILES = (
     "tests/gnncore_bench/test_bench_outofcore.py",
     "tests/assets/test_distributed_pipes.py",
     "tests/gnncore/distributed/test_distributed_training.py",
+    "tests/gnncore_bench/test_chain_bench.py",
     "tests/gnncore/train/test_link_training.py",
     # New this session (seconds under load 14-18, not yet in a serial --durations run).
     "tests/assets/test_memory_budget_assets.py",
