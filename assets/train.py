@@ -5,6 +5,7 @@ from typing import Any
 
 import dagster as dg
 
+from assets.costs import budget_metadata
 from assets.graph import graph
 from assets.outofcore import partitioned_store
 from assets.partition import graph_partition
@@ -94,8 +95,12 @@ def train_in_process(
     """Train in this process (``nproc`` 1), in the mode :func:`choose_mode_for`
     resolves; the run's metadata."""
     from gnncore.modes import train_graph_dir
+    from gnncore.usage import peak_rss_bytes
 
     checkpoints = checkpoint_dir(context, config, storage, upstream)
+    # The whole process's budget as the stage starts (what the peak is reported against).
+    setting = memory.setting(train_config.memory_budget)
+    budget = memory.budget_bytes(train_config.memory_budget)
     choice = choose_mode_for(context, config.task, train_config, upstream, memory, checkpoints)
     resolved = choice.apply(train_config)
     plans = plans_for(context, config.task, resolved, str(upstream["path"]))
@@ -118,6 +123,7 @@ def train_in_process(
     metadata = run_metadata(result, config.task, str(checkpoints), run_url, tracker.tracking_uri)
     return {
         **to_dagster(metadata),
+        **budget_metadata(setting, budget, peak_rss_bytes()),
         **({"store": dg.MetadataValue.path(store)} if store else {}),
         **{f"{kind}_plan": dg.MetadataValue.path(path) for kind, path in plans.items()},
     }

@@ -61,6 +61,8 @@ def run_metadata(
             "test_macro_f1": meta(result.test_macro_f1, "float"),
         }
         curves = {"train loss": result.train_loss, "val accuracy": result.val_accuracy}
+        # How validation and test were evaluated (layer-wise or sampled, and why).
+        scores.update({f"evaluation_{k}": meta(v, "text") for k, v in result.evaluation.items()})
     chart = line_chart_png(curves, "training", "epoch")
     return {
         "task": meta(task, "text"),

@@ -180,7 +180,10 @@ def log_outcome(
     figure and the model (with ``input_example``, and the spec that rebuilds
     it for layer-wise prediction and serving: :mod:`gnncore.train.spec`);
     sets ``result.model_uri`` and ``result.run_id``."""
-    logger.set_tags({"device": result.device})
+    evaluation = getattr(result, "evaluation", {})  # node runs: how val and test were evaluated
+    logger.set_tags(
+        {"device": result.device, **{f"evaluation_{k}": v for k, v in evaluation.items()}}
+    )
     logger.log_figure(curves, "curves.png")
     model = copy_to_cpu(result.model)
     metrics = (

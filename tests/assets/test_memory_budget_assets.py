@@ -23,6 +23,7 @@ STAGES = (
     "replication_plan",
     "placement_plan",
     "partitioned_store",
+    "trained_model",
     "predictions",
 )
 BUDGET = 6 << 30

@@ -42,6 +42,7 @@ from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnncore.memory import memory_available
+from gnncore.sizes import format_size
 from gnncore.train.core.layerwise import (
     Adjacency,
     in_edge_entries,
@@ -79,6 +80,19 @@ class EvaluationCost:
     def use_layerwise(self) -> bool:
         """Layer-wise when it costs no more than sampling and its layers fit."""
         return self.fits and self.layerwise <= self.sampled
+
+    def describe(self) -> str:
+        """The way chosen and why, in one line (the run's JSON and its log)."""
+        costs = f"cost layer-wise {self.layerwise:,}, sampled ~{self.sampled:,} rows+messages"
+        if self.use_layerwise:
+            return f"layer-wise ({costs})"
+        if not self.fits:
+            half = format_size((self.memory or 0) // 2)
+            return (
+                f"sampled: the layer-wise hidden rows ({format_size(self.layer_bytes)}) exceed "
+                f"half of the memory available ({half}); {costs}"
+            )
+        return f"sampled: cheaper ({costs})"
 
 
 def supports_layerwise(model: torch.nn.Module) -> bool:
@@ -223,17 +237,7 @@ def choose(
     held = min(max(layers - 1, 0), 2)
     layer_bytes = held * adjacency.num_nodes * int(model.hidden_channels) * 4
     cost = EvaluationCost(layerwise, sampled, layer_bytes, memory_available())
-    way = "layer-wise" if cost.use_layerwise else "sampled"
-    LOG.info(
-        "%s evaluation of %d nodes: %s (cost layer-wise %d, sampled ~%d rows+messages; "
-        "layer rows %d bytes)",
-        name,
-        len(split),
-        way,
-        cost.layerwise,
-        cost.sampled,
-        cost.layer_bytes,
-    )
+    LOG.info("%s evaluation of %d nodes: %s", name, len(split), cost.describe())
     if not cost.use_layerwise:
         return None, cost
     batch_size = max(config.eval_batch_size, MIN_BATCH_SIZE)

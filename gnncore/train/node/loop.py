@@ -45,7 +45,9 @@ class NodeTrainResult(TrainResult):
     :class:`~gnncore.train.core.session.TrainResult` fields (``model`` holds the
     weights of the highest validation accuracy), plus ``val_accuracy[e - 1]``
     and ``val_macro_f1[e - 1]`` of epoch ``e``, the best epoch's validation
-    figures and the test accuracy and macro-F1."""
+    figures and the test accuracy and macro-F1; ``evaluation``: how validation
+    and test were evaluated (``"val"``/``"test"`` -> layer-wise or sampled, and
+    why; empty when no evaluation was set up here, e.g. a resumed-to-the-end run)."""
 
     config: NodeTrainConfig
     val_accuracy: list[float]
@@ -54,6 +56,7 @@ class NodeTrainResult(TrainResult):
     val_macro_f1: list[float] = field(default_factory=list)
     best_val_macro_f1: float = 0.0
     test_macro_f1: float = 0.0
+    evaluation: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly scalars (no model); ``throughput`` is the mean per epoch."""
@@ -67,6 +70,7 @@ class NodeTrainResult(TrainResult):
             "val_macro_f1": self.best_val_macro_f1,
             "test_accuracy": self.test_accuracy,
             "test_macro_f1": self.test_macro_f1,
+            "evaluation": dict(self.evaluation),
             **run_summary(self),
         }
 

@@ -217,26 +217,34 @@ class NodeTask(Task[NodeTrainResult]):
         evaluation (no ``eval_fanouts``) with the evaluation sampler built
         here over the graph store, and no evaluation hooks of a training
         source (``eval_model``, ``reduce_sum``)."""
-        self.evaluation_ways = {"val": "sampled", "test": "sampled"}
         indptr = getattr(eval_sampler, "indptr", None)
         indices = getattr(eval_sampler, "indices", None)
-        if (
-            self.eval_batches is not None
-            or self.eval_sampler is not None
-            or config.eval_fanouts is not None
-            or indptr is None
-            or indices is None
-            or getattr(eval_sampler, "carries_edge_weight", False)
-            or source_hook(source, "eval_model") is not None
-            or source_hook(source, "reduce_sum") is not None
-        ):
+        sampled_because = [
+            reason
+            for reason, on in (
+                ("the caller's evaluation batches", self.eval_batches is not None),
+                ("the caller's evaluation sampler", self.eval_sampler is not None),
+                (f"eval_fanouts {config.eval_fanouts}", config.eval_fanouts is not None),
+                ("no CSR to run layer-wise over", indptr is None or indices is None),
+                ("weighted edges", getattr(eval_sampler, "carries_edge_weight", False)),
+                ("the training source's own evaluation", source_hook(source, "eval_model")),
+                ("the training source's reduction", source_hook(source, "reduce_sum")),
+            )
+            if on
+        ]
+        way = f"sampled: {', '.join(sampled_because)}" if sampled_because else "sampled"
+        self.evaluation_ways = {"val": way, "test": way}
+        if sampled_because or indptr is None or indices is None:
             return None, None
         adjacency = Adjacency(indptr, indices)
-        val, _ = choose("validation", model, adjacency, splits[1], config)
-        test, _ = choose("test", model, adjacency, splits[2], config)
-        for name, chosen in (("val", val), ("test", test)):
-            if chosen is not None:
-                self.evaluation_ways[name] = "layer-wise"
+        val, val_cost = choose("validation", model, adjacency, splits[1], config)
+        test, test_cost = choose("test", model, adjacency, splits[2], config)
+        for name, cost in (("val", val_cost), ("test", test_cost)):
+            self.evaluation_ways[name] = (
+                cost.describe()
+                if cost is not None
+                else "sampled: a model layer-wise inference does not compute"
+            )
         return val, test
 
     def _evaluation_loaders(
@@ -355,6 +363,7 @@ class NodeTask(Task[NodeTrainResult]):
             val_macro_f1=state.val_macro_f1,
             best_val_macro_f1=state.best_val_macro_f1,
             test_macro_f1=outcome.test.macro_f1,
+            evaluation=dict(self.evaluation_ways),
         )
 
 

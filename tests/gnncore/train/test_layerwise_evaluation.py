@@ -100,8 +100,12 @@ def test_training_with_layerwise_evaluation_equals_sampled(synth: GraphDir, name
     config = dataclasses.replace(CONFIG, model=name, normalize_features=name == "gin")
     layerwise, task = _train(synth, config, sampled=False)
     sampled, old = _train(synth, config, sampled=True)
-    assert task.evaluation_ways == {"val": "layer-wise", "test": "layer-wise"}
-    assert old.evaluation_ways == {"val": "sampled", "test": "sampled"}
+    assert all(way.startswith("layer-wise (cost") for way in task.evaluation_ways.values())
+    assert old.evaluation_ways == {"val": "sampled: the caller's evaluation sampler"} | {
+        "test": "sampled: the caller's evaluation sampler"
+    }
+    # The run's result (its JSON summary, MLflow tags, Dagster metadata) says so too.
+    assert layerwise.evaluation == task.evaluation_ways  # type: ignore[attr-defined]
     assert layerwise.val_accuracy == sampled.val_accuracy  # type: ignore[attr-defined]
     assert layerwise.test_accuracy == sampled.test_accuracy  # type: ignore[attr-defined]
     for key, value in layerwise.model.state_dict().items():  # type: ignore[attr-defined]
@@ -115,7 +119,7 @@ def test_gcn_is_exact_full_graph_gcn_within_a_point_of_sampled(synth: GraphDir) 
     model's forward over the whole graph."""
     config = dataclasses.replace(CONFIG, model="gcn")
     result, task = _train(synth, config, sampled=False)
-    assert task.evaluation_ways["test"] == "layer-wise"
+    assert task.evaluation_ways["test"].startswith("layer-wise")
     model = result.model.eval()  # type: ignore[attr-defined]
     sampled, exact = _predictions(synth, model, config)
     assert abs(exact.accuracy - sampled.accuracy) <= 0.02
@@ -145,7 +149,9 @@ def test_cora_layerwise_equals_sampled(cora: GraphDir, name: str) -> None:
 def test_eval_fanouts_still_samples(synth: GraphDir) -> None:
     config = dataclasses.replace(CONFIG, epochs=1, eval_fanouts=(5, 5))
     _, task = _train(synth, config, sampled=False)
-    assert task.evaluation_ways == {"val": "sampled", "test": "sampled"}
+    assert task.evaluation_ways == {"val": "sampled: eval_fanouts (5, 5)"} | {
+        "test": "sampled: eval_fanouts (5, 5)"
+    }
 
 
 def test_block_of_a_range_is_the_range_block(synth: GraphDir) -> None:
@@ -187,6 +193,12 @@ def test_cost_rule_falls_back_when_layers_do_not_fit() -> None:
     assert not cost.fits and not cost.use_layerwise
     assert EvaluationCost(10, 100, 1 << 20, None).use_layerwise
     assert not EvaluationCost(100, 10, 1 << 20, None).use_layerwise
+    # The reason a run reports names the sizes that ruled layer-wise out.
+    assert cost.describe().startswith(
+        "sampled: the layer-wise hidden rows (1.0 GiB) exceed half of the memory available "
+        "(512.0 MiB)"
+    )
+    assert EvaluationCost(100, 10, 1 << 20, None).describe().startswith("sampled: cheaper")
 
 
 def test_train_node_classifier_reports_the_same_test_accuracy(synth: GraphDir) -> None:
