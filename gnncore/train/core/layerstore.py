@@ -43,6 +43,10 @@ BATCH_SHARE = 0.5
 MIN_MEMORY_BUDGET = 16 << 20
 #: In-edges per batch per target node, at most (the in-memory path's ratio).
 EDGES_PER_TARGET = 64
+#: Rows :meth:`DiskLayer.write_at` and :meth:`DiskLayer.fill` write at once.
+ZERO_SPAN = 1 << 14
+#: Bytes a spilled layer writes between flushes that drop them from the page cache.
+SYNC_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,30 @@ class DiskLayer:
         self._unsynced += data.nbytes
         if self._unsynced >= self.sync_bytes:
             self._drop_written()
+
+    def write_at(self, nodes: torch.Tensor, rows: torch.Tensor) -> None:
+        """Write ``rows`` at the ascending node ids ``nodes`` (none before the rows
+        written so far), zeros in the rows between them: the layer of a subset
+        (:func:`~gnncore.train.core.layerwise.layerwise_subset`), whose other rows
+        no later layer reads. Written in spans of at most :data:`ZERO_SPAN` rows."""
+        ids = nodes.numpy()
+        rows = rows.detach().to("cpu", torch.float32)
+        end = int(ids[-1]) + 1 if len(ids) else self._next
+        done = 0
+        while self._next < end:
+            stop = min(self._next + ZERO_SPAN, end)
+            upto = int(np.searchsorted(ids, stop))
+            span = torch.zeros(stop - self._next, self.width, dtype=torch.float32)
+            span[torch.from_numpy(ids[done:upto] - self._next)] = rows[done:upto]
+            self.write(self._next, span)
+            done = upto
+
+    def fill(self) -> DiskLayer:
+        """Zeros in the rows not written yet, then :meth:`finish`."""
+        while self._file is not None and self._next < self.num_nodes:
+            count = min(ZERO_SPAN, self.num_nodes - self._next)
+            self.write(self._next, torch.zeros(count, self.width, dtype=torch.float32))
+        return self.finish()
 
     def _drop_written(self) -> None:
         assert self._file is not None

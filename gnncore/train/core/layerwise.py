@@ -41,7 +41,13 @@ import torch
 from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from gnncore.train.core.layerstore import EDGES_PER_TARGET, DiskLayer, LayerOutput, MemoryLayer
+from gnncore.train.core.layerstore import (
+    EDGES_PER_TARGET,
+    SYNC_BYTES,
+    DiskLayer,
+    LayerOutput,
+    MemoryLayer,
+)
 from gnncore.train.core.steps import autocast
 
 #: ``rows(n_id) -> [len(n_id), C]`` float rows of a layer's input (``n_id`` int64, CPU).
@@ -419,6 +425,7 @@ def layerwise_subset(
     max_edges: int | None = None,
     device: torch.device | str = "cpu",
     amp_dtype: torch.dtype | None = None,
+    layer_dir: str | os.PathLike[str] | None = None,
 ) -> Generator[tuple[torch.Tensor, torch.Tensor], None, None]:
     """Yield ``(nodes, out)``: the model's output rows (float32, on ``device``)
     of ``rows[-1]``'s nodes, batch by batch in node order, computing layer
@@ -426,30 +433,52 @@ def layerwise_subset(
 
     What :func:`layerwise_inference` computes for every node (the same
     per-layer arithmetic, :func:`apply_layer`), restricted to the rows the
-    last layer's nodes depend on; hidden layers are kept in memory as one
-    ``[N, C]`` float32 tensor (rows outside ``rows[l]`` are never written
-    nor read).
+    last layer's nodes depend on. A hidden layer is one ``[N, C]`` float32
+    array (rows outside ``rows[l]`` are never read): a tensor in memory, or,
+    with ``layer_dir``, a ``.npy`` file there written sequentially (zeros
+    between the subset's rows), read memory-mapped by the next layer and
+    deleted once that layer is complete
+    (:class:`~gnncore.train.core.layerstore.DiskLayer`).
     """
     device = torch.device(device)
     max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
     indptr = torch.from_numpy(np.asarray(adjacency.indptr, dtype=np.int64))
     dinv_all = gcn_dinv(model, adjacency)
     slot = np.full(adjacency.num_nodes, -1, dtype=np.int64)
-    previous: torch.Tensor | None = None
+    n = adjacency.num_nodes
+
+    def new_layer(layer: int, width: int) -> LayerOutput:
+        if layer_dir is None:
+            return MemoryLayer(n, width)
+        return DiskLayer(Path(layer_dir) / f"layer-{layer}.npy", n, width, SYNC_BYTES)
+
+    previous: LayerOutput | None = None
+    current: LayerOutput | None = None
     last = model.num_layers - 1
-    for layer in range(model.num_layers):
-        nodes = rows[layer]
-        degree = indptr[nodes + 1] - indptr[nodes]
-        cumulative = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(degree, 0)])
-        current: torch.Tensor | None = None
-        for i, j in node_batches(cumulative.numpy(), batch_size, max_edges):
-            blk = block_of(adjacency, nodes[i:j], slot)
-            h = inputs(blk.n_id) if previous is None else previous[blk.n_id]
-            out = block_output(model, layer, blk, h, dinv_all, device, amp_dtype)
-            if layer == last:
-                yield nodes[i:j], out
-                continue
-            if current is None:
-                current = torch.empty(adjacency.num_nodes, out.size(1), dtype=torch.float32)
-            current[nodes[i:j]] = out.cpu()
-        previous = current
+    try:
+        for layer in range(model.num_layers):
+            nodes = rows[layer]
+            degree = indptr[nodes + 1] - indptr[nodes]
+            cumulative = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(degree, 0)])
+            current = None
+            for i, j in node_batches(cumulative.numpy(), batch_size, max_edges):
+                blk = block_of(adjacency, nodes[i:j], slot)
+                h = inputs(blk.n_id) if previous is None else previous.read(blk.n_id)
+                out = block_output(model, layer, blk, h, dinv_all, device, amp_dtype)
+                if layer == last:
+                    yield nodes[i:j], out
+                    continue
+                if current is None:
+                    current = new_layer(layer, out.size(1))
+                if isinstance(current, DiskLayer):
+                    current.write_at(nodes[i:j], out)
+                else:
+                    current.rows[nodes[i:j]] = out.cpu()
+            if previous is not None:
+                previous.release()
+            previous = current.fill() if isinstance(current, DiskLayer) else current
+            current = None
+    finally:  # also when the consumer stops early or a batch fails
+        for held in (previous, current):
+            if held is not None:
+                held.release()

@@ -24,15 +24,23 @@ layer computes and per edge it aggregates): layer-wise, exactly from
 ``rows_per_layer``; sampled, from up to :data:`SAMPLE_BATCHES` of the
 evaluation loader's own batches (consecutive ``eval_batch_size`` slices of
 the split), expanded hop by hop as the sampler expands them (a node once per
-batch), scaled to all batches. Layer-wise is used when it costs no more, and
-when its hidden rows (one ``[N, hidden]`` float32 array per held layer) fit in
-half of the memory available (:func:`gnncore.memory.memory_available`).
+batch), scaled to all batches. Layer-wise is used when it costs no more.
+Its hidden rows (one ``[N, hidden]`` float32 array per held layer) stay in
+memory when they fit in half of the memory available
+(:func:`gnncore.memory.memory_available`); otherwise each hidden layer goes to
+a ``.npy`` file in a temporary directory (``$TMPDIR``, Python's
+:func:`tempfile.gettempdir`), removed when the evaluation ends, so the
+evaluation holds one batch and not ``N x hidden``
+(:mod:`gnncore.train.core.layerstore`).
 """
 
 from __future__ import annotations
 
 import logging
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -78,21 +86,26 @@ class EvaluationCost:
 
     @property
     def use_layerwise(self) -> bool:
-        """Layer-wise when it costs no more than sampling and its layers fit."""
-        return self.fits and self.layerwise <= self.sampled
+        """Layer-wise when it costs no more than sampling."""
+        return self.layerwise <= self.sampled
+
+    @property
+    def spill(self) -> bool:
+        """Whether the hidden layers go to disk (they do not fit)."""
+        return not self.fits
 
     def describe(self) -> str:
         """The way chosen and why, in one line (the run's JSON and its log)."""
         costs = f"cost layer-wise {self.layerwise:,}, sampled ~{self.sampled:,} rows+messages"
-        if self.use_layerwise:
-            return f"layer-wise ({costs})"
-        if not self.fits:
+        if not self.use_layerwise:
+            return f"sampled: cheaper ({costs})"
+        if self.spill:
             half = format_size((self.memory or 0) // 2)
             return (
-                f"sampled: the layer-wise hidden rows ({format_size(self.layer_bytes)}) exceed "
+                f"layer-wise, hidden layers on disk: {format_size(self.layer_bytes)} exceed "
                 f"half of the memory available ({half}); {costs}"
             )
-        return f"sampled: cheaper ({costs})"
+        return f"layer-wise ({costs})"
 
 
 def supports_layerwise(model: torch.nn.Module) -> bool:
@@ -196,6 +209,20 @@ class LayerwiseEvaluation:
                 x = normalize_rows(x)
             return x
 
+        if not self.cost.spill:
+            return self._evaluate(model, inputs, feature_store, device, amp_dtype, None)
+        with tempfile.TemporaryDirectory(prefix="gnncore-eval-") as scratch:
+            return self._evaluate(model, inputs, feature_store, device, amp_dtype, Path(scratch))
+
+    def _evaluate(
+        self,
+        model: BasicGNN,
+        inputs: Callable[[torch.Tensor], torch.Tensor],
+        feature_store: FeatureStore,
+        device: torch.device,
+        amp_dtype: torch.dtype | None,
+        layer_dir: Path | None,
+    ) -> ClassificationMetrics:
         targets = self.rows[-1]
         predicted = torch.empty(len(targets), dtype=torch.long)
         width = 0
@@ -207,6 +234,7 @@ class LayerwiseEvaluation:
             batch_size=self.batch_size,
             device=device,
             amp_dtype=amp_dtype,
+            layer_dir=layer_dir,
         ):
             start = int(torch.searchsorted(targets, nodes[:1]))
             predicted[start : start + len(nodes)] = out.argmax(dim=-1).cpu()

@@ -4,6 +4,8 @@ today's sampled evaluation with every neighbour, and leaves training unchanged."
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +17,13 @@ from gnncore.sampler import build_sampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.synth import SynthSpec, generate_graph
 from gnncore.train import NodeTrainConfig, build_model
-from gnncore.train.core.layerwise import Adjacency, block, block_of, rows_per_layer
+from gnncore.train.core.layerwise import (
+    Adjacency,
+    block,
+    block_of,
+    layerwise_subset,
+    rows_per_layer,
+)
 from gnncore.train.fitting import RunHooks, fit
 from gnncore.train.node.exact import EvaluationCost, choose, sampled_cost
 from gnncore.train.node.loop import evaluate, make_loader
@@ -188,17 +196,54 @@ def test_cost_rule_picks_layerwise_for_a_large_evaluation_set(synth: GraphDir) -
     assert sampled_cost(adjacency, everything[:0], 2, 64, True) == 0
 
 
-def test_cost_rule_falls_back_when_layers_do_not_fit() -> None:
+def test_cost_rule_spills_the_layers_when_they_do_not_fit() -> None:
     cost = EvaluationCost(layerwise=10, sampled=100, layer_bytes=1 << 30, memory=1 << 30)
-    assert not cost.fits and not cost.use_layerwise
-    assert EvaluationCost(10, 100, 1 << 20, None).use_layerwise
+    assert not cost.fits and cost.spill and cost.use_layerwise
+    assert not EvaluationCost(10, 100, 1 << 20, None).spill
     assert not EvaluationCost(100, 10, 1 << 20, None).use_layerwise
-    # The reason a run reports names the sizes that ruled layer-wise out.
+    # The way a run reports names the sizes that sent the layers to disk.
     assert cost.describe().startswith(
-        "sampled: the layer-wise hidden rows (1.0 GiB) exceed half of the memory available "
-        "(512.0 MiB)"
+        "layer-wise, hidden layers on disk: 1.0 GiB exceed half of the memory available (512.0 MiB)"
     )
     assert EvaluationCost(100, 10, 1 << 20, None).describe().startswith("sampled: cheaper")
+
+
+@pytest.mark.parametrize("name", ["sage", "gcn"])
+def test_layers_on_disk_give_the_in_memory_outputs(
+    synth: GraphDir, name: str, tmp_path: Path
+) -> None:
+    """A subset's hidden layers in files (zeros between its rows) give the same
+    output rows bit for bit, and the files are gone afterwards; an evaluation
+    whose layers do not fit reports the same metrics as one whose layers do."""
+    torch.manual_seed(0)
+    model = build_model(name, 24, 32, synth.manifest.num_classes, 3, 0.0).eval()
+    features, topology = GraphDirFeatureStore(synth), GraphDirGraphStore(synth)
+    sampler = build_sampler("dense", topology, (-1, -1, -1), seed=1)
+    adjacency = Adjacency(sampler.indptr, sampler.indices)
+    test = _splits(synth)[2]
+    rows = rows_per_layer(adjacency, test, 3)
+    assert len(rows[0]) < synth.num_nodes  # a real subset: gaps to fill with zeros
+
+    def inputs(n_id: torch.Tensor) -> torch.Tensor:
+        return features.get_tensor(group_name=None, attr_name="x", index=n_id)
+
+    def outputs(**kwargs: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        with torch.no_grad():
+            return list(layerwise_subset(model, adjacency, inputs, rows, batch_size=37, **kwargs))
+
+    memory, disk = outputs(), outputs(layer_dir=tmp_path)
+    assert len(memory) == len(disk) > 1
+    for (nodes_m, out_m), (nodes_d, out_d) in zip(memory, disk, strict=True):
+        assert torch.equal(nodes_m, nodes_d) and torch.equal(out_m, out_d)
+    assert list(tmp_path.iterdir()) == []
+
+    config = dataclasses.replace(CONFIG, model=name, fanouts=(5, 5, 5))
+    evaluation, cost = choose("test", model, adjacency, test, config)
+    assert evaluation is not None and cost is not None and not cost.spill
+    in_memory = evaluation(model, features, torch.device("cpu"))
+    evaluation.cost = dataclasses.replace(cost, layer_bytes=1 << 40, memory=1 << 30)
+    assert evaluation.cost.spill
+    assert evaluation(model, features, torch.device("cpu")) == in_memory
 
 
 def test_train_node_classifier_reports_the_same_test_accuracy(synth: GraphDir) -> None:
