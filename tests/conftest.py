@@ -74,6 +74,32 @@ def _own_data_root_and_dagster_home(tmp_path_factory: pytest.TempPathFactory):
         yield
 
 
+def _forget_a_dead_dagster_instance_context() -> None:
+    """Forget a Dagster definitions-state storage whose instance is gone.
+
+    Entering a ``DagsterInstance`` sets a context variable that Definitions loading
+    reads (``DefsStateStorage.get()``); one left set after its instance was
+    collected made a later ``dg.materialize`` on the same worker fail with
+    "Attempted to resolve undefined DagsterInstance weakref" (a fresh-clone run at
+    703b16a). Only looked at once something imported dagster."""
+    import sys
+
+    base = sys.modules.get("dagster._core.storage.defs_state.base")
+    current = getattr(base, "_current_storage", None)
+    storage = current.get() if current is not None else None
+    ref = getattr(storage, "_instance_weakref", None)
+    if current is not None and ref is not None and ref() is None:
+        current.set(None)
+
+
+@pytest.fixture(autouse=True)
+def _no_dead_dagster_instance_context():
+    """:func:`_forget_a_dead_dagster_instance_context` before and after each test."""
+    _forget_a_dead_dagster_instance_context()
+    yield
+    _forget_a_dead_dagster_instance_context()
+
+
 def require_dataset(*parts: str) -> Path:
     """Path under ../shared/datasets, or skip the test saying why."""
     path = DATASETS.joinpath(*parts)
