@@ -98,10 +98,14 @@ def train_in_process(
     from gnncore.usage import peak_rss_bytes
 
     checkpoints = checkpoint_dir(context, config, storage, upstream)
-    # The whole process's budget as the stage starts (what the peak is reported against).
+    # The whole process's budget as the stage starts: what auto compares the data
+    # with, and what the peak is reported against.
     setting = memory.setting(train_config.memory_budget)
-    budget = memory.budget_bytes(train_config.memory_budget)
-    choice = choose_mode_for(context, config.task, train_config, upstream, memory, checkpoints)
+    try:
+        budget = memory.budget_bytes(train_config.memory_budget)
+    except ValueError as error:
+        raise dg.Failure(str(error), allow_retries=False) from error
+    choice = choose_mode_for(context, config.task, train_config, upstream, budget, checkpoints)
     resolved = choice.apply(train_config)
     plans = plans_for(context, config.task, resolved, str(upstream["path"]))
     store = store_for(context, config.task, resolved, str(upstream["path"]))
@@ -134,19 +138,18 @@ def choose_mode_for(
     task: str,
     train_config: Any,
     upstream: dict[str, Any],
-    memory: MemoryBudgetResource,
+    budget: int | None,
     checkpoints: Path,
 ) -> Any:
     """The :class:`~gnncore.modes.choose.ModeChoice` of this run: an explicit mode
-    as it is; ``auto`` against the ``memory`` resource's budget (the options' own
-    ``memory_budget`` wins), node training counting on this lineage's
+    as it is; ``auto`` against ``budget`` (the ``memory`` resource's, in bytes; the
+    options' own ``memory_budget`` wins), node training counting on this lineage's
     ``partitioned_store``, a retry keeping its checkpoint's mode."""
     from gnncore.errors import ConfigError
     from gnncore.modes import resolve_mode
     from gnncore.store import GraphDir
 
     try:
-        budget = memory.budget_bytes(train_config.memory_budget)
         choice = resolve_mode(
             GraphDir.open(str(upstream["path"])),
             train_config,
