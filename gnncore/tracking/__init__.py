@@ -6,6 +6,7 @@
 importing :mod:`gnncore.tracking` stays cheap.
 """
 
+from gnncore.lazy import lazy_attributes
 from gnncore.tracking.base import (
     FAILED,
     FINISHED,
@@ -29,12 +30,10 @@ __all__ = [
     "default_tracking_uri",
 ]
 
-_LAZY = {"MlflowRunLogger", "MlflowTracker", "default_tracking_uri"}
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        from gnncore.tracking import mlflow as _mlflow
-
-        return getattr(_mlflow, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        name: "gnncore.tracking.mlflow"
+        for name in ("MlflowRunLogger", "MlflowTracker", "default_tracking_uri")
+    },
+)

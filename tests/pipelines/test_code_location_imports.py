@@ -47,9 +47,11 @@ def test_no_lazy_name_is_shadowed_by_a_submodule() -> None:
     import gnncore.distributed
     import gnncore.sampler
     import gnncore.store
+    import gnncore.tracking
     import gnncore.train
 
-    for package in (gnncore.distributed, gnncore.sampler, gnncore.store, gnncore.train):
+    packages = (gnncore.distributed, gnncore.sampler, gnncore.store, gnncore.tracking)
+    for package in (*packages, gnncore.train):
         submodules = {info.name for info in pkgutil.iter_modules(package.__path__)}
         clashes = sorted(submodules & set(package.__all__))
         assert not clashes, f"{package.__name__}: names shadowed by submodules: {clashes}"
