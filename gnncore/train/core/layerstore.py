@@ -144,7 +144,15 @@ class MemoryLayer:
     def write(self, start: int, rows: torch.Tensor) -> None:
         self.rows[start : start + len(rows)] = rows.cpu()
 
+    def write_at(self, nodes: torch.Tensor, rows: torch.Tensor) -> None:
+        """Rows of the node ids ``nodes`` (the other rows are left unset)."""
+        self.rows[nodes] = rows.cpu()
+
     def finish(self) -> MemoryLayer:
+        return self
+
+    def fill(self) -> MemoryLayer:
+        """Nothing to complete: rows never written are never read."""
         return self
 
     def read(self, n_id: torch.Tensor) -> torch.Tensor:
@@ -242,3 +250,17 @@ class DiskLayer:
 
 
 LayerOutput = MemoryLayer | DiskLayer
+
+
+def new_layer_output(
+    layer_dir: str | os.PathLike[str] | None,
+    num_nodes: int,
+    layer: int,
+    width: int,
+    sync_bytes: int = SYNC_BYTES,
+) -> LayerOutput:
+    """Layer ``layer``'s output: a :class:`MemoryLayer` without ``layer_dir``, else
+    a :class:`DiskLayer` ``layer-<layer>.npy`` there."""
+    if layer_dir is None:
+        return MemoryLayer(num_nodes, width)
+    return DiskLayer(Path(layer_dir) / f"layer-{layer}.npy", num_nodes, width, sync_bytes)

@@ -34,7 +34,6 @@ import os
 import warnings
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -44,9 +43,8 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from gnncore.train.core.layerstore import (
     EDGES_PER_TARGET,
     SYNC_BYTES,
-    DiskLayer,
     LayerOutput,
-    MemoryLayer,
+    new_layer_output,
 )
 from gnncore.train.core.steps import autocast
 
@@ -255,7 +253,7 @@ def layerwise_inference(
     amp_dtype: torch.dtype | None = None,
     on_batch: Callable[[], None] | None = None,
     layer_dir: str | os.PathLike[str] | None = None,
-    sync_bytes: int = 64 << 20,
+    sync_bytes: int = SYNC_BYTES,
 ) -> Generator[tuple[int, int, torch.Tensor], None, None]:
     """Yield ``(a, b, out)``: the model's output rows (float32, on ``device``) of
     nodes ``a .. b-1``, in node order, computed layer by layer.
@@ -286,12 +284,6 @@ def layerwise_inference(
     max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
     n = adjacency.num_nodes
     dinv_all = gcn_dinv(model, adjacency)
-
-    def new_layer(layer: int, width: int) -> LayerOutput:
-        if layer_dir is None:
-            return MemoryLayer(n, width)
-        return DiskLayer(Path(layer_dir) / f"layer-{layer}.npy", n, width, sync_bytes)
-
     previous: LayerOutput | None = None
     current: LayerOutput | None = None
     last = model.num_layers - 1
@@ -308,7 +300,7 @@ def layerwise_inference(
                     yield a, b, out
                     continue
                 if current is None:
-                    current = new_layer(layer, out.size(1))
+                    current = new_layer_output(layer_dir, n, layer, out.size(1), sync_bytes)
                 current.write(a, out)
             if previous is not None:
                 previous.release()
@@ -445,13 +437,6 @@ def layerwise_subset(
     indptr = torch.from_numpy(np.asarray(adjacency.indptr, dtype=np.int64))
     dinv_all = gcn_dinv(model, adjacency)
     slot = np.full(adjacency.num_nodes, -1, dtype=np.int64)
-    n = adjacency.num_nodes
-
-    def new_layer(layer: int, width: int) -> LayerOutput:
-        if layer_dir is None:
-            return MemoryLayer(n, width)
-        return DiskLayer(Path(layer_dir) / f"layer-{layer}.npy", n, width, SYNC_BYTES)
-
     previous: LayerOutput | None = None
     current: LayerOutput | None = None
     last = model.num_layers - 1
@@ -460,7 +445,6 @@ def layerwise_subset(
             nodes = rows[layer]
             degree = indptr[nodes + 1] - indptr[nodes]
             cumulative = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(degree, 0)])
-            current = None
             for i, j in node_batches(cumulative.numpy(), batch_size, max_edges):
                 blk = block_of(adjacency, nodes[i:j], slot)
                 h = inputs(blk.n_id) if previous is None else previous.read(blk.n_id)
@@ -469,15 +453,12 @@ def layerwise_subset(
                     yield nodes[i:j], out
                     continue
                 if current is None:
-                    current = new_layer(layer, out.size(1))
-                if isinstance(current, DiskLayer):
-                    current.write_at(nodes[i:j], out)
-                else:
-                    current.rows[nodes[i:j]] = out.cpu()
+                    width = out.size(1)
+                    current = new_layer_output(layer_dir, adjacency.num_nodes, layer, width)
+                current.write_at(nodes[i:j], out)
             if previous is not None:
                 previous.release()
-            previous = current.fill() if isinstance(current, DiskLayer) else current
-            current = None
+            previous, current = (current.fill() if current is not None else None), None
     finally:  # also when the consumer stops early or a batch fails
         for held in (previous, current):
             if held is not None:
