@@ -10,6 +10,11 @@ import warnings
 from pathlib import Path
 
 from gnncore.errors import InputError
+from gnncore.io.bounded.node_table import (
+    NodeTableStringIds,
+    bounded_node_table_refusal,
+    read_streamed_node_table,
+)
 from gnncore.io.bounded.text_ingest import ingest_edgelist_external
 from gnncore.io.detect import FORMATS, detect_format
 from gnncore.io.readers.edgelist import ingest_edgelist
@@ -97,23 +102,22 @@ def ingest(
         sources = [Path(source)] + ([Path(nodes)] if nodes is not None else [])
         check_output_dir(out_dir, sources, FORMAT_NAME, "graph directory")
         budget = resolve_memory_budget(memory_budget)
-        if memory_budget == "auto" and budget is not None and not _bounded_applies(fmt, nodes):
-            estimate = in_memory_peak_estimate(source, fmt)
-            if estimate > budget:
-                warnings.warn(
-                    f"{source}: in-memory ingestion may take about {format_size(estimate)}, "
-                    f"more than the default budget of {format_size(budget)} (half the "
-                    "available memory), and the bounded-memory path takes text edge lists "
-                    "without a node table only: ingesting in memory",
-                    ResourceWarning,
-                    stacklevel=2,
-                )
+        auto = memory_budget == "auto"
+        if auto and budget is not None and not _bounded_applies(fmt, nodes, standardize_features):
+            _warn_in_memory(source, fmt, budget)
             budget = None
+        report = None
         if budget is not None:
-            report = _ingest_bounded(
-                source, out_dir, fmt, directed, name, id_type, seed, header, nodes, budget
-            )
-        else:
+            try:
+                report = _ingest_bounded(
+                    source, out_dir, fmt, directed, name, id_type, seed, header, nodes,
+                    standardize_features, budget,
+                )  # fmt: skip
+            except NodeTableStringIds:
+                if not auto:
+                    raise
+                _warn_in_memory(source, fmt, budget, "string ids")
+        if report is None:
             report = _ingest(
                 source,
                 out_dir,
@@ -153,18 +157,44 @@ def takes_memory_budget(
     source: str | os.PathLike[str],
     format: str = "auto",  # noqa: A002 - the public name
     nodes: str | os.PathLike[str] | None = None,
+    standardize_features: bool = False,
 ) -> bool:
-    """Whether bounded-memory ingestion takes ``source`` (a text edge list
-    without a node table): an explicit budget with any other input is refused,
-    and a deployment's budget (the Dagster ``memory`` resource) can only be
-    reported against, as ingestion runs in memory."""
+    """Whether bounded-memory ingestion takes ``source``: a text edge list,
+    without a node table or with a Parquet one and no ``standardize_features``
+    (its ids must be integers: string ids are refused under an explicit budget
+    and ingested in memory under ``"auto"``). An explicit budget with any other
+    input is refused, and a deployment's budget (the Dagster ``memory``
+    resource) can only be reported against, as ingestion runs in memory."""
     fmt = detect_format(source) if format == "auto" else format
-    return _bounded_applies(fmt, nodes)
+    return _bounded_applies(fmt, nodes, standardize_features)
 
 
-def _bounded_applies(fmt: str, nodes: str | os.PathLike[str] | None) -> bool:
+def _bounded_applies(
+    fmt: str, nodes: str | os.PathLike[str] | None, standardize_features: bool = False
+) -> bool:
     """Whether bounded-memory ingestion takes this input (see :func:`_ingest_bounded`)."""
-    return fmt == "edgelist" and nodes is None
+    if fmt != "edgelist":
+        return False
+    return nodes is None or bounded_node_table_refusal(nodes, standardize_features) is None
+
+
+def _warn_in_memory(
+    source: str | os.PathLike[str], fmt: str, budget: int, why: str | None = None
+) -> None:
+    """Warn when in-memory ingestion, taken where the bounded path does not apply
+    (``why``: what it does not take), may pass the default budget."""
+    estimate = in_memory_peak_estimate(source, fmt)
+    if estimate > budget:
+        warnings.warn(
+            f"{source}: in-memory ingestion may take about {format_size(estimate)}, "
+            f"more than the default budget of {format_size(budget)} (half the "
+            "available memory), and the bounded-memory path takes text edge lists "
+            "(with Parquet node tables, integer ids and no feature standardisation) only"
+            + (f", not {why}" if why else "")
+            + ": ingesting in memory",
+            ResourceWarning,
+            stacklevel=3,
+        )
 
 
 def _checked_format(
@@ -203,19 +233,21 @@ def _ingest_bounded(
     seed: int,
     header: bool | None,
     nodes: str | os.PathLike[str] | None,
+    standardize_features: bool,
     budget: int,
 ) -> IngestReport:
-
     if fmt != "edgelist":
         raise ValueError(
             f"memory_budget applies to text edge lists (format edgelist) for now, not to {fmt}: "
             "ingest it without a memory budget"
         )
+    table = None
     if nodes is not None:
-        raise ValueError(
-            "memory_budget does not take a node table (nodes=) yet: ingest it without a "
-            "memory budget"
-        )
+        refusal = bounded_node_table_refusal(nodes, standardize_features)
+        if refusal is not None:
+            raise ValueError(f"memory_budget with a node table: {refusal}: ingest it without one")
+        stage("reading the node table")
+        table = read_streamed_node_table(nodes)
     return ingest_edgelist_external(
         source,
         out_dir,
@@ -225,6 +257,7 @@ def _ingest_bounded(
         id_type=id_type,
         seed=seed,
         header=header,
+        nodes=table,
     )
 
 

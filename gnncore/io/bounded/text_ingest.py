@@ -12,6 +12,7 @@ from typing import Any
 
 from gnncore.errors import InputError
 from gnncore.io.bounded.budget import MIN_MEMORY_BUDGET, batch_rows
+from gnncore.io.bounded.node_table import NodeTableStringIds, StreamedNodeTable
 from gnncore.io.bounded.parse import KeySink, StringIds, WideIds, key_remap, mapped_chunks, parse
 from gnncore.io.bounded.phases import Phases
 from gnncore.io.bounded.scratch import clear_scratch, scratch_directory
@@ -39,6 +40,7 @@ def ingest_edgelist_external(
     seed: int = 0,
     header: bool | None = None,
     max_fan_in: int = 64,
+    nodes: StreamedNodeTable | None = None,
 ) -> IngestReport:
     """Ingest a text edge list in bounded memory (module docstring).
 
@@ -53,6 +55,9 @@ def ingest_edgelist_external(
             path, ``"auto"`` reads integers when Polars can, else strings
             (:mod:`gnncore.io.bounded.string_ids`).
         max_fan_in (int): Most runs merged at once.
+        nodes (StreamedNodeTable, optional): A Parquet node table
+            (:mod:`gnncore.io.bounded.node_table`); integer ids only (string
+            ids raise :class:`~gnncore.io.bounded.node_table.NodeTableStringIds`).
 
     Returns:
         IngestReport: With ``phases`` (seconds per phase), ``peak_rss_bytes``
@@ -82,11 +87,15 @@ def ingest_edgelist_external(
             try:
                 return _ingest_int_ids(
                     source, Path(out_dir), scratch, phases, started, budget, directed, name,
-                    id_type, seed, header, max_fan_in,
+                    id_type, seed, header, max_fan_in, nodes,
                 )  # fmt: skip
             except StringIds:
                 clear_scratch(scratch)
                 fallback = True
+        if nodes is not None:
+            raise NodeTableStringIds(
+                "memory_budget with a node table takes integer node ids only for now"
+            )
         return ingest_string_ids(
             source, Path(out_dir), scratch, phases, started, budget, directed=directed,
             name=name, seed=seed, header=header, max_fan_in=max_fan_in, fallback=fallback,
@@ -106,6 +115,7 @@ def _ingest_int_ids(
     seed: int,
     header: bool | None,
     max_fan_in: int,
+    nodes: StreamedNodeTable | None = None,
 ) -> IngestReport:
     """Ingest integer ids (module docstring of :mod:`gnncore.io.bounded`); raises
     :class:`StringIds` when ``id_type="auto"`` and Polars reads them as strings."""
@@ -145,9 +155,14 @@ def _ingest_int_ids(
         "ignored_weight_column": layout.ncols == 3,
         "id_type": "int",
     }
+    if nodes is not None:
+        raw_ids, lut = nodes.attach(raw_ids, lut, seed, scratch, budget)
+        details.update(nodes.details)
 
     def before(writer: GraphDirWriter) -> None:
         writer.write_table("node_ids", node_id_table(raw_ids))
+        if nodes is not None:
+            nodes.write(writer)
 
     common: dict[str, Any] = {
         "num_nodes": len(raw_ids), "directed": directed, "name": name or default_name(source),

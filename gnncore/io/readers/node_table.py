@@ -27,8 +27,10 @@ an isolated node. Errors name the table, the row (0-based for Parquet; the
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -131,10 +133,28 @@ def read_node_table(path: str | os.PathLike[str], standardize: bool = False) -> 
     if not path.is_file():
         raise InputError("no such node table", path)
     df, text = _read_frame(path)
-    if ID_COLUMN not in df.columns:
+    check_id_column(df.columns, path)
+    ids, labels, classes, split = node_columns(df, path, text)
+    features, columns = _features(df, path, text)
+    if standardize and features is None:
+        raise InputError("has no feature columns to standardise", path)
+    return NodeTable(path, ids, features, labels, classes, split, columns, text, standardize)
+
+
+def check_id_column(columns: list[str], path: Path) -> None:
+    """Refuse a table without the ``node_id`` column (naming the ``columns`` it has)."""
+    if ID_COLUMN not in columns:
         raise InputError(
-            f"a node table needs a '{ID_COLUMN}' column; it has {', '.join(df.columns)}", path
+            f"a node table needs a '{ID_COLUMN}' column; it has {', '.join(columns)}", path
         )
+
+
+def node_columns(
+    df: pl.DataFrame, path: Path, text: bool
+) -> tuple[pl.Series, np.ndarray | None, list[str] | None, np.ndarray | None]:
+    """The checked ``node_id``, ``label`` and ``split`` columns of a whole table
+    (``df`` may hold only those): ``(ids, labels, classes, split)`` as in
+    :class:`NodeTable`."""
     ids = df[ID_COLUMN]
     if ids.null_count():
         raise _error(path, f"'{ID_COLUMN}' is empty", _first(ids.is_null()), text)
@@ -150,10 +170,7 @@ def read_node_table(path: str | os.PathLike[str], standardize: bool = False) -> 
         raise _error(path, f"node id {ids[row]!r} appears twice", row, text)
     labels, classes = _labels(df, path, text)
     split = _split(df, path, text, labels)
-    features, columns = _features(df, path, text)
-    if standardize and features is None:
-        raise InputError("has no feature columns to standardise", path)
-    return NodeTable(path, ids, features, labels, classes, split, columns, text, standardize)
+    return ids, labels, classes, split
 
 
 def _labels(df: pl.DataFrame, path: Path, text: bool) -> tuple[np.ndarray | None, list[str] | None]:
@@ -205,53 +222,94 @@ def _split(
     return split
 
 
+def feature_columns(columns: list[str]) -> list[str]:
+    """The columns a table with these ``columns`` takes its features from: the
+    list column ``features``, else every column but ``node_id``, ``label`` and
+    ``split`` (none: no features)."""
+    if FEATURES_COLUMN in columns:
+        return [FEATURES_COLUMN]
+    return [c for c in columns if c not in (ID_COLUMN, LABEL_COLUMN, SPLIT_COLUMN)]
+
+
+def check_feature_schema(schema: Mapping[str, Any], path: Path) -> None:
+    """Refuse feature columns of the wrong type, from the table's schema alone
+    (what :func:`feature_rows` checks of each column's type, before any value)."""
+    for name in feature_columns(list(schema)):
+        _check_feature_dtype(name, schema[name], path)
+
+
+def _check_feature_dtype(name: str, dtype: Any, path: Path) -> None:
+    if name == FEATURES_COLUMN:
+        if not isinstance(dtype, (pl.List, pl.Array)):
+            raise InputError(
+                f"'{FEATURES_COLUMN}' must be a list of numbers per node, not {dtype}", path
+            )
+        if not dtype.inner.is_numeric():
+            raise InputError(f"'{FEATURES_COLUMN}' must hold numbers, not {dtype.inner}", path)
+    elif not (dtype.is_numeric() or dtype == pl.Boolean):
+        raise InputError(
+            f"column '{name}' is {dtype}: feature columns must be numeric "
+            f"(or name the columns {ID_COLUMN}, {LABEL_COLUMN}, {SPLIT_COLUMN})",
+            path,
+        )
+
+
 def _features(df: pl.DataFrame, path: Path, text: bool) -> tuple[np.ndarray | None, list[str]]:
+    columns = feature_columns(df.columns)
+    if not columns:
+        return None, []
+    return feature_rows(df, path, text), columns
+
+
+def feature_rows(
+    df: pl.DataFrame, path: Path, text: bool, offset: int = 0, first_length: int | None = None
+) -> np.ndarray:
+    """The checked features of ``df`` (rows ``offset..`` of the table; errors
+    name rows counting from there) as float32 ``[rows, F]``, C-ordered.
+    ``first_length``: the length of the table's first feature list when ``df``
+    does not start the table."""
     if FEATURES_COLUMN in df.columns:
         column = df[FEATURES_COLUMN]
         if not isinstance(column.dtype, (pl.List, pl.Array)):
-            raise InputError(
-                f"'{FEATURES_COLUMN}' must be a list of numbers per node, not {column.dtype}", path
-            )
+            _check_feature_dtype(FEATURES_COLUMN, column.dtype, path)
         lengths = column.list.len() if isinstance(column.dtype, pl.List) else None
         if column.null_count():
-            raise _error(path, "features are empty", _first(column.is_null()), text)
-        if lengths is not None and lengths.n_unique() > 1:
-            row = _first(lengths != lengths[0])
-            raise _error(
-                path, f"has {lengths[row]} features; the first row has {lengths[0]}", row, text
-            )
+            raise _error(path, "features are empty", offset + _first(column.is_null()), text)
+        if lengths is not None and len(lengths):
+            first = lengths[0] if first_length is None else first_length
+            if (lengths != first).any():
+                row = _first(lengths != first)
+                raise _error(
+                    path, f"has {lengths[row]} features; the first row has {first}",
+                    offset + row, text,
+                )  # fmt: skip
         rows = column if lengths is not None else column.arr.to_list()
         if rows.list.eval(pl.element().is_null()).list.any().any():
             row = _first(rows.list.eval(pl.element().is_null()).list.any())
-            raise _error(path, "a feature value is empty", row, text)
+            raise _error(path, "a feature value is empty", offset + row, text)
         flat = rows.explode()
         if not flat.dtype.is_numeric():
             raise InputError(f"'{FEATURES_COLUMN}' must hold numbers, not {flat.dtype}", path)
         x = flat.cast(pl.Float32).to_numpy().reshape(df.height, -1)
-        return _finite(x, path, text, [FEATURES_COLUMN]), [FEATURES_COLUMN]
-    columns = [c for c in df.columns if c not in (ID_COLUMN, LABEL_COLUMN, SPLIT_COLUMN)]
-    if not columns:
-        return None, []
+        return _finite(x, path, text, [FEATURES_COLUMN], offset)
+    columns = feature_columns(df.columns)
     for name in columns:
         column = df[name]
-        if not (column.dtype.is_numeric() or column.dtype == pl.Boolean):
-            raise InputError(
-                f"column '{name}' is {column.dtype}: feature columns must be numeric "
-                f"(or name the columns {ID_COLUMN}, {LABEL_COLUMN}, {SPLIT_COLUMN})",
-                path,
-            )
+        _check_feature_dtype(name, column.dtype, path)
         if column.null_count():
-            raise _error(path, f"'{name}' is empty", _first(column.is_null()), text)
+            raise _error(path, f"'{name}' is empty", offset + _first(column.is_null()), text)
     x = df.select(pl.col(columns).cast(pl.Float32)).to_numpy().astype(np.float32, copy=False)
-    return _finite(np.ascontiguousarray(x), path, text, columns), columns
+    return _finite(np.ascontiguousarray(x), path, text, columns, offset)
 
 
-def _finite(x: np.ndarray, path: Path, text: bool, columns: list[str]) -> np.ndarray:
+def _finite(
+    x: np.ndarray, path: Path, text: bool, columns: list[str], offset: int = 0
+) -> np.ndarray:
     finite = np.isfinite(x)
     if not finite.all():
         row, col = (int(v[0]) for v in np.nonzero(~finite))
         name = columns[col] if len(columns) == x.shape[1] else f"{columns[0]}[{col}]"
-        raise _error(path, f"'{name}' is NaN or infinite", row, text)
+        raise _error(path, f"'{name}' is NaN or infinite", offset + row, text)
     return x
 
 
