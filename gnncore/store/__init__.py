@@ -6,7 +6,7 @@ from gnncore.lazy import lazy_attributes
 from gnncore.store.atomic import atomic_directory
 from gnncore.store.graph_dir import GraphDir, open_graph
 from gnncore.store.manifest import FORMAT_VERSION, Manifest
-from gnncore.store.writer import GraphDirWriter, create_graph_dir, index_dtype
+from gnncore.store.npy import index_dtype
 
 __all__ = [
     "FORMAT_VERSION",
@@ -31,10 +31,14 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
         TensorFeatureStore,
     )
     from gnncore.store.graph_store import CSCGraphStore, GraphDirGraphStore
+    from gnncore.store.writer import GraphDirWriter, create_graph_dir
 
-# The PyG storage views import torch and torch_geometric (seconds); load them on
-# first use so `gnncore validate` and other torch-free users stay fast.
+# The PyG storage views import torch and torch_geometric (seconds), the writer
+# Polars and PyArrow (60 MiB of RSS); load them on first use so `gnncore validate`,
+# `gnncore partition` and other readers stay fast and small.
 _LAZY = {
+    "GraphDirWriter": "gnncore.store.writer",
+    "create_graph_dir": "gnncore.store.writer",
     "CSCGraphStore": "gnncore.store.graph_store",
     "EmptyFeatureStore": "gnncore.store.feature_store",
     "GraphDirFeatureStore": "gnncore.store.feature_store",
