@@ -20,7 +20,8 @@ class IngestConfig(dg.Config):
         "wherever that path takes the input, else in memory, reported against it; when set, "
         "it wins: auto (what the process may take), in bounded memory wherever that path takes "
         "the input (it is faster), else in memory; a size (4GiB, 512MiB): bounded-memory "
-        "ingestion (text edge lists, integer or string ids); none: in memory.",
+        "ingestion (text edge lists, integer or string ids; with a node table: Parquet, "
+        "integer ids); none: in memory.",
     )
 
 
@@ -124,12 +125,14 @@ def _ingest_budget(
     if budget is None or setting == "auto" or config.memory_budget:
         return budget, None if budget is None else setting
     nodes = str(raw["nodes"]) if raw.get("nodes") else None
-    if takes_memory_budget(str(raw["path"]), str(raw["format"]), nodes):
+    standardize = bool(raw.get("standardize_features", False))
+    if takes_memory_budget(str(raw["path"]), str(raw["format"]), nodes, standardize):
         # the process's budget: its buffers get what the process does not hold already
         share = data_share(budget, MIN_MEMORY_BUDGET, "bounded-memory ingestion")
         return budget, share.data_bytes
     context.log.info(
         f"ingest: {raw['format']} input is ingested in memory (the bounded path takes text "
-        f"edge lists); its peak is reported against the budget of {budget:,} bytes"
+        "edge lists, with a Parquet node table or none, without standardize_features); its "
+        f"peak is reported against the budget of {budget:,} bytes"
     )
     return budget, "auto"

@@ -71,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "the memory ingestion may take: ingest in bounded memory, parsing in batches "
         "and building the CSR from sorted runs on disk beside OUT_DIR; same graph "
-        "directory. Text edge lists, integer or string ids (--nodes and other formats "
+        "directory. Text edge lists, integer or string ids; with --nodes a Parquet "
+        "table and integer ids (CSV/TSV tables, --standardize-features and other formats "
         "are ingested in memory for now). auto: half the available memory, in bounded "
         "memory wherever that path takes the input (it is faster), else in memory; "
         "none: in memory",
@@ -103,7 +104,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"--memory-budget SIZE applies to text edge lists for now, not to {fmt} input"
             )
         if args.nodes is not None:
-            raise GnnCoreError("--memory-budget SIZE does not take --nodes yet")
+            from gnncore.io.bounded.node_table import bounded_node_table_refusal
+
+            refusal = bounded_node_table_refusal(args.nodes, args.standardize_features)
+            if refusal is not None:
+                raise GnnCoreError(f"--memory-budget SIZE with --nodes: {refusal}")
     from gnncore.progress import StageBar
 
     with StageBar("ingest", enabled=None if not args.no_progress else False) as bar:
