@@ -9,30 +9,32 @@ reorders it, about 3.5 times the feature bytes at its peak. Here:
    only the ``node_id``, ``label`` and ``split`` columns (O(|V|), outside the budget,
    like the id map), checked exactly as in memory (same errors, same rows); the
    feature columns' types are checked from the schema.
-2. **attach** (:meth:`StreamedNodeTable.attach`, once the edges' distinct ids are
-   known): the table's ids join the edges' ones (a row without edges is an isolated
-   node, as in memory), and the edges' nodes without a row are the in-memory
-   path's error; labels and splits are laid out as in memory (O(|V|)).
-3. **features** (:meth:`StreamedNodeTable.write`, into the graph directory being
-   written): the feature columns are read in batches of
-   :func:`feature_batch_rows` (``ParquetFile.iter_batches``), each checked and
-   converted exactly as in memory (errors name the table's row). A table in
-   node-id order (the rows' node ids ``0..N-1`` in order) is appended to
-   ``features.npy`` as read. Any other order goes through bucket files in the
-   scratch directory: each batch's rows are sorted into ranges of node ids of
-   a quarter of the budget, then each range is filled in memory and appended.
+2. **features** (:meth:`StreamedNodeTable.prepare`, still before the edges, so the
+   budget is the features' alone): every node of the edge list needs a row, so the
+   node ids are the ranks of the table's ids (a row without edges is an isolated
+   node, as in memory), and ``features.npy`` is laid out in the scratch directory.
+   The feature columns are read in batches of :func:`feature_batch_rows`
+   (``ParquetFile.iter_batches``, column chunks read in buffered pages), each
+   checked and converted exactly as in memory (errors name the table's row). A
+   table in node-id order is appended to the file as read; any other order goes
+   through bucket files: each batch's rows are sorted into ranges of node ids of a
+   quarter of the budget, then each range is filled in memory and appended.
    Written bytes are synced and dropped from the page cache every
    :data:`SYNC_BYTES` (:func:`drop_written`), so the cache of a cgroup does not
    fill with dirty pages.
+3. **attach** (:meth:`StreamedNodeTable.attach`, once the edges' distinct ids are
+   known): the table's ids join the edges' ones, the edges' nodes without a row
+   are the in-memory path's error, and labels and splits are laid out as in
+   memory (O(|V|)); :meth:`StreamedNodeTable.write` then moves ``features.npy``
+   into the graph directory being written.
 
 The graph directory is the in-memory path's, byte for byte. Not taken here (the
 dispatch ingests them in memory, or refuses an explicit budget:
 :func:`bounded_node_table_refusal`): CSV/TSV tables, ``standardize_features``
 (its statistics run over the training nodes in graph order, a second pass not
-written yet) and string node ids (:class:`NodeTableStringIds`). Errors in the
-feature values of a table whose ids, labels and splits are fine are found after
-the edges are read (in memory: before); a table with several kinds of bad values
-may be reported at another one first.
+written yet) and string node ids (:class:`NodeTableStringIds`). A table with several kinds of
+bad feature values may be reported at another one first than in memory (the
+batches are checked in turn).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from gnncore.errors import InputError
 from gnncore.io.bounded.ids import dense_lookup
 from gnncore.io.bounded.npy_stream import npy_writer
 from gnncore.io.readers.node_table import (
+    FEATURES_COLUMN,
     ID_COLUMN,
     LABEL_COLUMN,
     SPLIT_COLUMN,
@@ -132,7 +135,7 @@ def read_streamed_node_table(path: str | os.PathLike[str]) -> StreamedNodeTable:
 
 @dataclass
 class StreamedNodeTable:
-    """A node table whose features are read in batches when written (module docstring).
+    """A node table whose features are read in batches (module docstring).
 
     Attributes:
         table (NodeTable): The ids, labels and splits (``features`` is ``None``).
@@ -141,42 +144,67 @@ class StreamedNodeTable:
 
     table: NodeTable
     rows: int
+    ids: np.ndarray | None = None
     node_of_row: np.ndarray | None = None
+    features: Path | None = None
+    num_features: int = 0
     data: NodeData | None = None
-    scratch: Path | None = None
-    budget: int = 0
     details: dict[str, Any] = field(default_factory=dict)
 
+    def prepare(self, scratch: Path, budget: int, id_type: str) -> None:
+        """Lay the features out by node id into ``scratch/features.npy`` (module
+        docstring, step 2), before the edges are read: every node of the edge
+        list needs a row, so the node ids are the ranks of the table's ids
+        (checked in :meth:`attach`). ``id_type``: the edge list's, as asked;
+        ids that are not integers raise :class:`NodeTableStringIds` unless it is
+        ``"int"`` (then the in-memory path's error)."""
+        if id_type == "string":
+            raise NodeTableStringIds("memory_budget with a node table takes integer node ids only")
+        try:
+            ids = table_ids_as(self.table, "int")
+        except InputError:
+            if id_type == "int":
+                raise
+            raise NodeTableStringIds(
+                "memory_budget with a node table takes integer node ids only"
+            ) from None
+        assert isinstance(ids, np.ndarray)
+        self.ids = ids
+        order = np.argsort(ids, kind="stable")
+        node_of_row = np.empty(len(ids), dtype=np.int64)
+        node_of_row[order] = np.arange(len(ids))
+        del order
+        self.node_of_row = node_of_row
+        if self.table.feature_columns:
+            stage("node features")
+            self.features = scratch / "features.npy"
+            self.num_features = _write_features(
+                self.features, self.table, node_of_row, scratch, budget
+            )
+
     def attach(
-        self,
-        raw_ids: np.ndarray,
-        lut: np.ndarray | None,
-        seed: int,
-        scratch: Path,
-        budget: int,
+        self, raw_ids: np.ndarray, lut: np.ndarray | None, seed: int
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Join the table's ids to the edges' sorted distinct ``raw_ids`` (with
-        their lookup table ``lut`` or ``None``) and lay out labels and splits
-        (module docstring, step 2); returns the joined ``(raw_ids, lut)``."""
-        ids = table_ids_as(self.table, "int")
-        assert isinstance(ids, np.ndarray)
-        joined = np.union1d(raw_ids, ids) if len(ids) else raw_ids
-        if len(joined) != len(raw_ids):
+        their lookup table ``lut`` or ``None``), check that every node has a
+        row and lay out labels and splits (module docstring, step 3); returns
+        the joined ``(raw_ids, lut)``. :meth:`prepare` first."""
+        assert self.ids is not None and self.node_of_row is not None
+        joined = np.union1d(raw_ids, self.ids) if len(self.ids) else raw_ids
+        node_of_row = self.node_of_row
+        if len(joined) != len(self.ids):  # edge nodes without a row: the in-memory error
+            node_of_row = np.searchsorted(joined, self.ids)
+        elif len(joined) != len(raw_ids):
             lut = _joined_lookup(joined, lut)
-        node_of_row = lut[ids].astype(np.int64) if lut is not None else None
-        if node_of_row is None:
-            node_of_row = np.searchsorted(joined, ids)
-        del ids
         self.data = align_node_table(self.table, node_of_row, joined, seed)
-        self.node_of_row = node_of_row
-        self.scratch, self.budget = scratch, budget
         self.details = node_table_details(self.table, self.data)
+        self.ids = self.node_of_row = None
         return joined, lut
 
     def write(self, writer: GraphDirWriter) -> None:
         """Write labels, splits, classes and ``features.npy`` into ``writer``'s
-        directory (module docstring, step 3); :meth:`attach` first."""
-        assert self.data is not None and self.node_of_row is not None
+        directory; :meth:`attach` first."""
+        assert self.data is not None
         write_node_data(writer, self.data)
         if self.data.classes is not None:
             writer.write_table(
@@ -186,31 +214,35 @@ class StreamedNodeTable:
                     schema={"class_id": pl.Int64, "name": pl.String},
                 ),
             )
-        if self.table.feature_columns:
-            stage("node features")
-            self._write_features(writer)
+        if self.features is not None:
+            os.replace(self.features, writer.file_path("features.npy", "npy"))
+            writer.num_features = self.num_features
 
-    def _write_features(self, writer: GraphDirWriter) -> None:
-        assert self.node_of_row is not None and self.scratch is not None
-        path = writer.file_path("features.npy", "npy")
-        batches = _FeatureBatches(self.table, self.budget)
-        first = batches.first()
-        num_features = 0 if first is None else first.shape[1]
-        in_order = bool(np.array_equal(self.node_of_row, np.arange(self.rows)))
-        with npy_writer(path, np.float32, (self.rows, num_features)) as out:
-            if in_order:
-                _append_all(out, batches.all(first))
-            else:
-                rows = feature_batch_rows(self.budget * BATCH_SHARE // 4, num_features)
-                with _Buckets(self.scratch, self.rows, num_features, rows) as buckets:
-                    at = 0
-                    for x in batches.all(first):
-                        buckets.add(self.node_of_row[at : at + len(x)], x)
-                        at += len(x)
-                    _append_all(out, buckets.blocks())
-            out.flush()
-            drop_written(out.fileno())
-        writer.num_features = num_features
+
+def _write_features(
+    path: Path, table: NodeTable, node_of_row: np.ndarray, scratch: Path, budget: int
+) -> int:
+    """Write ``features.npy`` at ``path``: row ``node_of_row[r]`` is the table's row
+    ``r``; returns the number of features."""
+    batches = _FeatureBatches(table, budget)
+    first = batches.first()
+    num_features = 0 if first is None else first.shape[1]
+    rows = len(node_of_row)
+    in_order = bool(np.array_equal(node_of_row, np.arange(rows)))
+    with npy_writer(path, np.float32, (rows, num_features)) as out:
+        if in_order:
+            _append_all(out, batches.all(first))
+        else:
+            range_rows = feature_batch_rows(budget * BATCH_SHARE // 4, num_features)
+            with _Buckets(scratch, rows, num_features, range_rows) as buckets:
+                at = 0
+                for x in batches.all(first):
+                    buckets.add(node_of_row[at : at + len(x)], x)
+                    at += len(x)
+                _append_all(out, buckets.blocks())
+        out.flush()
+        drop_written(out.fileno())
+    return num_features
 
 
 def _joined_lookup(joined: np.ndarray, lut: np.ndarray | None) -> np.ndarray | None:
@@ -248,8 +280,12 @@ class _FeatureBatches:
 
     def __init__(self, table: NodeTable, budget: int) -> None:
         self.table = table
-        self.file = pq.ParquetFile(table.path)
-        self.rows = feature_batch_rows(budget, max(len(table.feature_columns), 1))
+        columns = max(len(table.feature_columns), 1)
+        # buffered pages, not whole column chunks (a row group of 2**18 rows and 128
+        # float32 columns is 128 MiB)
+        buffer = min(max(budget // BATCH_SHARE // columns, 64 << 10), 4 << 20)
+        self.file = pq.ParquetFile(table.path, buffer_size=buffer)
+        self.rows = feature_batch_rows(budget, _row_width(self.file, table))
         self._iter = self._read()
         self.first_length: int | None = None
 
@@ -280,6 +316,22 @@ class _FeatureBatches:
         yield from self._iter
 
 
+def _row_width(file: pq.ParquetFile, table: NodeTable) -> int:
+    """Features per row: the feature columns, or a list column's values per row
+    in the first row group."""
+    if table.feature_columns != [FEATURES_COLUMN]:
+        return max(len(table.feature_columns), 1)
+    meta = file.metadata
+    if meta.num_row_groups == 0 or meta.row_group(0).num_rows == 0:
+        return 1
+    group = meta.row_group(0)
+    leaf = next(
+        i for i in range(group.num_columns)
+        if group.column(i).path_in_schema.split(".")[0] == FEATURES_COLUMN
+    )  # fmt: skip
+    return max(1, -(-group.column(leaf).num_values // group.num_rows))
+
+
 class _Buckets:
     """Feature rows sorted by node id into ranges of ``rows`` nodes, one pair of
     scratch files per range (node ids, rows), read back range by range."""
@@ -287,7 +339,7 @@ class _Buckets:
     def __init__(self, scratch: Path, num_nodes: int, num_features: int, rows: int) -> None:
         self.num_nodes, self.num_features, self.rows = num_nodes, num_features, rows
         count = max(1, -(-num_nodes // rows))
-        self.paths = [(scratch / f"features-{b}.i64", scratch / f"features-{b}.f32")
+        self.paths = [(scratch / f"features-{b}.nodes", scratch / f"features-{b}.rows")
                       for b in range(count)]  # fmt: skip
         self.files: list[tuple[BinaryIO, BinaryIO]] = []
         self.pending = 0

@@ -57,7 +57,8 @@ def ingest_edgelist_external(
         max_fan_in (int): Most runs merged at once.
         nodes (StreamedNodeTable, optional): A Parquet node table
             (:mod:`gnncore.io.bounded.node_table`); integer ids only (string
-            ids raise :class:`~gnncore.io.bounded.node_table.NodeTableStringIds`).
+            ids raise :class:`~gnncore.io.bounded.node_table.NodeTableStringIds`);
+            its features are laid out in the scratch directory first.
 
     Returns:
         IngestReport: With ``phases`` (seconds per phase), ``peak_rss_bytes``
@@ -82,6 +83,8 @@ def ingest_edgelist_external(
         raise InputError("no such file", source)
     check_gzip_name(source)
     with scratch_directory(Path(out_dir), "ingest") as scratch:
+        if nodes is not None:
+            nodes.prepare(scratch, budget, id_type)
         fallback = False
         if id_type != "string":
             try:
@@ -156,7 +159,7 @@ def _ingest_int_ids(
         "id_type": "int",
     }
     if nodes is not None:
-        raw_ids, lut = nodes.attach(raw_ids, lut, seed, scratch, budget)
+        raw_ids, lut = nodes.attach(raw_ids, lut, seed)
         details.update(nodes.details)
 
     def before(writer: GraphDirWriter) -> None:
