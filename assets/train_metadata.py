@@ -114,7 +114,8 @@ def mode_metadata(choice: dict[str, Any] | None) -> dict[str, Meta]:
     """The training mode and how it was chosen (``choice``: a result's
     ``mode_choice``, :meth:`gnncore.modes.choose.ModeChoice.to_dict`): ``mode``,
     ``mode_requested``, ``mode_reason``, ``mode_training_bytes`` (the in-memory
-    estimate) and ``mode_budget_bytes`` (when a budget was known); nothing
+    estimate), ``mode_working_bytes`` (training's working set besides the data)
+    and ``mode_budget_bytes`` (when a budget was known); nothing
     without a choice (a distributed run's ranks report their own)."""
     if not choice:
         return {}
@@ -123,6 +124,7 @@ def mode_metadata(choice: dict[str, Any] | None) -> dict[str, Meta]:
         "mode_requested": meta(str(choice["requested"]), "text"),
         "mode_reason": meta(str(choice["reason"]), "text"),
         "mode_training_bytes": meta(int(choice["training_bytes"]), "int"),
+        "mode_working_bytes": meta(int(choice.get("working_bytes", 0)), "int"),
     }
     if choice.get("budget_bytes") is not None:
         out["mode_budget_bytes"] = meta(int(choice["budget_bytes"]), "int")

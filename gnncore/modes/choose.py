@@ -7,17 +7,25 @@ before anything is built, and says why (:class:`ModeChoice`):
 * ``auto`` resuming from a checkpoint keeps the checkpoint's mode (and, for
   node classification, the budget its mega-batches were sized from);
 * otherwise :func:`choose_mode`: ``in_memory`` when the in-memory training data
-  (:func:`training_bytes`) fits :data:`DATA_SHARE` of the budget, else the task's
+  (:func:`training_bytes`) and training's working set (:func:`working_set`: the
+  model and its optimizer state, the sampled batches in flight, exact
+  evaluation's batch and, when they stay in memory, its hidden layers) fit what
+  the budget leaves after the process's fixed overhead, else the task's
   out-of-core mode: ``hierbatching`` for node classification (it reads a
   partitioned store; without one the choice is refused, naming the budget, the
   estimate and how to build the store), ``partition_buffer`` for link
   prediction with encoder ``none`` (learned embeddings on disk), ``mmap`` where
   the out-of-core mode does not apply (the reason says which option stops it).
 
-The budget is the config's own ``memory_budget`` when set, else the caller's
-(``budget_bytes``: Dagster's ``memory`` resource, ``gnncore train
---memory-budget``), else the memory this process may still take
-(:func:`gnncore.memory.memory_available`, cgroup-aware).
+The budget bounds the whole process: the config's own ``memory_budget`` (``gnncore
+train --memory-budget``) when set, else the caller's (``budget_bytes``: Dagster's
+``memory`` resource); what the process holds when the choice is made (the
+interpreter, torch, MLflow: :class:`gnncore.usage.StageBudget`) and a margin come
+off it first. Without either, the memory this process may still take
+(:func:`gnncore.memory.memory_available`, cgroup-aware) less the margin. The
+resolved config carries the whole-process budget in ``memory_budget``, so
+HierBatching's mega-batches and exact evaluation's hidden layers are sized from
+it (:mod:`gnncore.outofcore.training`, :mod:`gnncore.train.node.exact`).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -36,22 +45,10 @@ from gnncore.sizes import format_size
 from gnncore.store import GraphDir
 from gnncore.train.core.checkpoint import CheckpointDir
 from gnncore.train.core.config import RANK_MODE, rank_mode
+from gnncore.train.core.workingset import WorkingSet, link_working_set, node_working_set
 from gnncore.train.link.config import LinkTrainConfig
 from gnncore.train.node.config import NodeTrainConfig
-from gnncore.usage import StageBudget
-
-#: The share of the budget the in-memory training data may take; the rest is left
-#: for the model, its optimizer state, the mini-batches being sampled and their
-#: activations, and the interpreter and torch themselves.
-DATA_SHARE = 0.75
-
-#: The share of a caller's budget (a whole process's) the out-of-core mode's
-#: mega-batches are sized from when the config sets no ``memory_budget``: their
-#: bound counts feature and edge payload only, while loading one makes transient
-#: copies and the interpreter, torch, the model and the batches take the rest.
-#: Under a 1 GiB cgroup with 1.1 GiB of features, 3/4 of the room (6 of 32
-#: partitions per mega-batch) was killed and 1/3 trained (docs/BENCHMARKS.md).
-OUT_OF_CORE_SHARE = 1 / 3
+from gnncore.usage import STAGE_MARGIN, StageBudget, current_rss_bytes
 
 #: The mode ``auto`` resolves to in a distributed run (ranks read their rank data):
 #: the distributed entry's own rule (:func:`gnncore.train.core.config.rank_mode`).
@@ -73,9 +70,14 @@ class ModeChoice:
         training_bytes: The estimate of what the in-memory mode holds
             (:func:`training_bytes`).
         budget_bytes: The budget it was compared with (``None``: none known).
-        memory_budget: The ``memory_budget`` the resolved node config gets when
-            it had none (sizes the out-of-core mode's mega-batches); ``""`` keeps
-            the config's.
+        memory_budget: The ``memory_budget`` the resolved config gets when it had
+            none: the whole-process budget (sizes HierBatching's mega-batches and
+            exact evaluation's hidden layers); ``""`` keeps the config's.
+        working_bytes: The estimate of training's working set besides the data
+            (:func:`working_set`; without the evaluation's hidden layers when
+            they would spill to disk); 0 for a choice that did not compare.
+        overhead_bytes: What the process held when the choice was made (the
+            fixed overhead taken off a whole-process budget); 0 when unknown.
     """
 
     mode: str
@@ -84,6 +86,8 @@ class ModeChoice:
     training_bytes: int
     budget_bytes: int | None
     memory_budget: str = ""
+    working_bytes: int = 0
+    overhead_bytes: int = 0
 
     def apply(self, config: Config) -> Config:
         """``config`` in the resolved mode (validated)."""
@@ -96,11 +100,14 @@ class ModeChoice:
 
     def params(self) -> dict[str, Any]:
         """Run parameters beside ``mode``: ``mode_requested``, ``mode_reason``,
-        ``mode_training_bytes`` and ``mode_budget_bytes`` (``"none"``)."""
+        ``mode_training_bytes``, ``mode_working_bytes``, ``mode_overhead_bytes``
+        and ``mode_budget_bytes`` (``"none"``)."""
         return {
             "mode_requested": self.requested,
             "mode_reason": self.reason,
             "mode_training_bytes": self.training_bytes,
+            "mode_working_bytes": self.working_bytes,
+            "mode_overhead_bytes": self.overhead_bytes,
             "mode_budget_bytes": "none" if self.budget_bytes is None else self.budget_bytes,
         }
 
@@ -128,9 +135,8 @@ def training_bytes(graph: GraphDir, config: NodeTrainConfig | LinkTrainConfig) -
     relation, tail of every split); ``topology`` ``8·(N + 1) + 16·T`` for a GNN
     encoder (the message-passing CSR, both directions).
 
-    Not counted (the rest of the budget, :data:`DATA_SHARE`, is left for them):
-    model weights besides the embedding table, the sampled mini-batches, and
-    the evaluation's filter of known triples.
+    Training's working set besides the data (model, batches, evaluation) is
+    :func:`working_set`; the evaluation's filter of known triples is not counted.
     """
     m = graph.manifest
     n = int(m.num_nodes)
@@ -161,27 +167,53 @@ def training_bytes(graph: GraphDir, config: NodeTrainConfig | LinkTrainConfig) -
     }
 
 
-def _budget(
-    config: NodeTrainConfig | LinkTrainConfig, budget_bytes: int | None
-) -> tuple[int | None, int | None, str]:
-    """``(data, given, source)``: the bytes the training data may take, the budget
-    as given, and where it came from. The config's own ``memory_budget`` is the
-    data's already; a caller's budget bounds the whole process, so what the
-    process holds now and a margin come off it (:class:`gnncore.usage.StageBudget`);
-    without either, the memory this process may still take."""
+def working_set(graph: GraphDir, config: NodeTrainConfig | LinkTrainConfig) -> WorkingSet:
+    """Training's working set besides the data for ``graph`` and ``config``'s task
+    (:mod:`gnncore.train.core.workingset`), from the graph's sizes."""
+    m = graph.manifest
+    edges = int(np.asarray(graph.indices).size)
+    if isinstance(config, NodeTrainConfig):
+        return node_working_set(m.num_nodes, edges, m.num_features, m.num_classes, config)
+    return link_working_set(m.num_nodes, edges, m.num_features, config)
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """A budget as :func:`choose_mode` compares with it: ``room`` for the data and
+    the working set (``None``: none known), the budget ``given`` (recorded),
+    ``total`` the whole process's (handed on to the resolved config; ``""`` for
+    the memory available), the ``overhead`` taken off, and where it came from."""
+
+    room: int | None
+    given: int | None
+    total: str
+    overhead: int
+    source: str
+
+
+def _budget(config: NodeTrainConfig | LinkTrainConfig, budget_bytes: int | None) -> _Budget:
+    """The budget of the choice: the config's own ``memory_budget`` when set, else
+    the caller's, each bounding the whole process, so what the process holds now
+    and a margin come off it (:class:`gnncore.usage.StageBudget`); without either,
+    the memory this process may still take less the margin."""
     own = config.memory_budget_bytes
-    if own is not None:
-        return own, own, f"memory_budget {config.memory_budget}"
-    if budget_bytes is not None:
-        stage = StageBudget.start(int(budget_bytes))
+    given = own if own is not None else budget_bytes
+    if given is not None:
+        stage = StageBudget.start(int(given))
+        name = f"memory_budget {config.memory_budget}" if own is not None else "the memory budget"
         source = (
-            f"the memory budget's data share ({format_size(int(budget_bytes))} less "
-            f"{format_size(stage.overhead)} this process holds and a "
-            f"{format_size(stage.margin)} margin)"
+            f"{name} ({format_size(int(given))}) less {format_size(stage.overhead)} this "
+            f"process holds and a {format_size(stage.margin)} margin"
         )
-        return stage.data_bytes, int(budget_bytes), source
+        return _Budget(stage.data_bytes, int(given), str(int(given)), stage.overhead, source)
     available = memory_available()
-    return available, available, "the memory available"
+    if available is None:
+        return _Budget(None, None, "", 0, "no memory figure readable")
+    room = max(available - STAGE_MARGIN, 0)
+    source = (
+        f"the memory available ({format_size(available)}) less a {format_size(STAGE_MARGIN)} margin"
+    )
+    return _Budget(room, available, "", current_rss_bytes(), source)
 
 
 def choose_mode(
@@ -193,12 +225,17 @@ def choose_mode(
 ) -> ModeChoice:
     """What mode ``auto`` trains ``config``'s task on ``graph`` in (see the module).
 
+    ``in_memory`` when the data (:func:`training_bytes`) plus the working set
+    (:func:`working_set`) fit the room the budget leaves: first with exact
+    evaluation's hidden layers in memory, else with them spilled to disk (then
+    they are not counted, and the evaluation spills them).
+
     Args:
         graph (GraphDir): The graph to train on.
         config (NodeTrainConfig or LinkTrainConfig): The run's options; its own
             ``memory_budget``, when set, wins over ``budget_bytes``.
-        budget_bytes (int, optional): The caller's budget; ``None``: the memory
-            this process may still take. (default: :obj:`None`)
+        budget_bytes (int, optional): The caller's budget for the whole process;
+            ``None``: the memory this process may still take. (default: :obj:`None`)
         store_available (bool, optional): A partitioned store of ``graph`` will
             be passed (node ``hierbatching`` reads one). (default: :obj:`False`)
         plans (bool, optional): Placement or replication plans will be passed
@@ -212,10 +249,19 @@ def choose_mode(
     """
     parts = training_bytes(graph, config)
     estimate = sum(parts.values())
-    budget, given, source = _budget(config, budget_bytes)
+    work = working_set(graph, config)
+    budget = _budget(config, budget_bytes)
+    room = budget.room
+    in_memory_layers = room is None or estimate + work.total(True) <= room
+    working = work.total(in_memory_layers)
 
     def chose(mode: str, reason: str, memory_budget: str = "") -> ModeChoice:
-        return ModeChoice(mode, "auto", reason, estimate, given, memory_budget)
+        # Only node training reads the whole-process budget from its config.
+        node = isinstance(config, NodeTrainConfig)
+        handed = memory_budget if node else ""
+        return ModeChoice(
+            mode, "auto", reason, estimate, budget.given, handed, working, budget.overhead
+        )
 
     if isinstance(config, NodeTrainConfig):
         needs_mmap = [
@@ -228,29 +274,32 @@ def choose_mode(
             if on
         ]
         if needs_mmap:
-            return chose("mmap", f"{' and '.join(needs_mmap)} read memory-mapped features")
+            return chose(
+                "mmap", f"{' and '.join(needs_mmap)} read memory-mapped features", budget.total
+            )
     sizes = _describe(parts)
-    if budget is None:
+    if room is None:
         return chose("in_memory", f"no budget given and no memory figure readable; {sizes}")
-    allowed = int(budget * DATA_SHARE)
-    compared = f"{format_size(estimate)} ({sizes}) against {DATA_SHARE:.0%} of {source}, " + (
-        f"{format_size(budget)}"
+    layers = "" if in_memory_layers or not work.eval_layers else ", evaluation layers on disk"
+    compared = (
+        f"{format_size(estimate)} ({sizes}) + working set {format_size(working)} "
+        f"({_describe(work.parts(in_memory_layers))}{layers}) against {format_size(room)}: "
+        f"{budget.source}"
     )
-    if estimate <= allowed:
-        return chose("in_memory", f"the training data fits: {compared}")
+    if estimate + working <= room:
+        return chose("in_memory", f"the training data fits: {compared}", budget.total)
     if isinstance(config, NodeTrainConfig):
-        return _out_of_core_node(graph, config, compared, estimate, budget, given, store_available)
-    return _out_of_core_link(config, compared, estimate, given)
+        return _out_of_core_node(graph, config, compared, budget, store_available, chose)
+    return _out_of_core_link(config, compared, chose)
 
 
 def _out_of_core_node(
     graph: GraphDir,
-    config: Any,
+    config: NodeTrainConfig,
     compared: str,
-    estimate: int,
-    budget: int,
-    given: int | None,
+    budget: _Budget,
     store_available: bool,
+    chose: Callable[..., ModeChoice],
 ) -> ModeChoice:
     """Node classification that does not fit: ``hierbatching``, or why not."""
     if config.num_workers > 0:
@@ -259,7 +308,7 @@ def _out_of_core_node(
             f"loader worker processes (num_workers={config.num_workers}): features "
             "memory-mapped instead"
         )
-        return ModeChoice("mmap", "auto", reason, estimate, given)
+        return chose("mmap", reason, budget.total)
     if not store_available:
         raise ConfigError(
             f"mode auto: the in-memory training data of {graph.manifest.name} is about "
@@ -269,20 +318,20 @@ def _out_of_core_node(
             "pass it (--store), raise the budget (memory_budget), or choose a mode "
             "(mode mmap reads the features memory-mapped, slower once they exceed memory)"
         )
-    if budget <= 0:
+    if not budget.room and config.mega_batch_parts == 0:
         raise ConfigError(
             f"mode auto: the training data is about {compared}: the budget leaves nothing "
             "for the data, not even HierBatching's mega-batches; raise the budget"
         )
-    # A budget of the caller's (the process's) leaves the model its share; the
-    # config's own memory_budget is the graph data's already (as for explicit modes).
-    sized = "" if config.memory_budget else str(int(budget * OUT_OF_CORE_SHARE))
+    # The mega-batches are sized from the whole-process budget, less what the
+    # process holds when they are built and the working set (outofcore.training).
+    total = budget.total or str(int(budget.given or 0) + budget.overhead)
     reason = f"the training data does not fit ({compared}): out of core from the partitioned store"
-    return ModeChoice("hierbatching", "auto", reason, estimate, given, sized)
+    return chose("hierbatching", reason, total)
 
 
 def _out_of_core_link(
-    config: LinkTrainConfig, compared: str, estimate: int, budget: int | None
+    config: LinkTrainConfig, compared: str, chose: Callable[..., ModeChoice]
 ) -> ModeChoice:
     """Link prediction that does not fit: ``partition_buffer``, or why not."""
     blockers = [
@@ -302,13 +351,13 @@ def _out_of_core_link(
             f"the training data does not fit ({compared}), but the partition buffer does not "
             f"apply to {', '.join(blockers)}: features memory-mapped, embeddings in memory"
         )
-        return ModeChoice("mmap", "auto", reason, estimate, budget)
+        return chose("mmap", reason)
     reason = (
         f"the training data does not fit ({compared}): learned embeddings and their Adagrad "
         f"sums on disk, {config.buffer_capacity} of {config.buffer_partitions} partitions "
         "in memory"
     )
-    return ModeChoice("partition_buffer", "auto", reason, estimate, budget)
+    return chose("partition_buffer", reason)
 
 
 def _describe(parts: dict[str, int]) -> str:
@@ -336,11 +385,11 @@ def resolve_mode(
     """
     if config.mode != "auto":
         parts = training_bytes(graph, config)
-        _, budget, _ = _budget(config, budget_bytes)
+        budget = _budget(config, budget_bytes).given
         return ModeChoice(config.mode, config.mode, "explicit mode", sum(parts.values()), budget)
     previous = _checkpoint_config(checkpoint_dir) if resume else None
     if previous is not None and previous.get("mode", "auto") != "auto":
-        _, budget, _ = _budget(config, budget_bytes)
+        budget = _budget(config, budget_bytes).given
         mode = str(previous["mode"])
         sized = (
             str(previous.get("memory_budget") or "") if isinstance(config, NodeTrainConfig) else ""

@@ -4,6 +4,16 @@
 with ``mode="hierbatching"`` into the training source and the evaluation
 batches a :class:`~gnncore.train.NodeTask` trains on
 (:func:`~gnncore.train.fitting.fit`'s ``source``, the task's ``eval_batches``).
+
+:func:`sized_parts` sizes the mega-batches from ``config.memory_budget``, the
+budget of the whole process: what the process holds when the source is built
+(the interpreter, torch, MLflow: :class:`gnncore.usage.StageBudget`), a margin,
+and training's working set (the model, the batches in flight, an evaluation
+batch: :func:`gnncore.train.core.workingset.node_working_set`, its neighbourhoods
+bounded by the nodes a mega-batch holds) come off it; the two mega-batches'
+payload bound ``2·(r_s + N_d/N_p)·data`` may take :data:`LOAD_SHARE` of the
+rest. A budget that leaves no room for one partition is refused before
+training, naming the minimum.
 """
 
 from __future__ import annotations
@@ -20,8 +30,17 @@ from gnncore.outofcore.hierbatching import EvalBatches, HierBatchSource
 from gnncore.outofcore.megabatch import data_bytes, mega_batch_parts
 from gnncore.outofcore.store import PartitionedStore
 from gnncore.sampler import build_sampler
+from gnncore.sizes import format_size
 from gnncore.train.core.device import resolve_device
+from gnncore.train.core.workingset import node_working_set
 from gnncore.train.node.config import NodeTrainConfig
+from gnncore.usage import MemoryBudgetError, StageBudget
+
+#: The share of the room (the budget less the process's overhead, the margin and
+#: the working set) the two mega-batches' payload bound may take: loading one
+#: makes transient copies (the read buffers, ``G_cache``'s sort and concatenation)
+#: and the allocator does not hand freed pages back at once.
+LOAD_SHARE = 0.5
 
 
 def _sampler_factory(
@@ -49,6 +68,68 @@ def direct_reads(store: PartitionedStore, budget_bytes: int | None) -> bool:
     return available is None or data_bytes(store) > available // 2
 
 
+def working_bytes(store: PartitionedStore, config: NodeTrainConfig, n_d: int) -> int:
+    """Training's working set besides the mega-batches with ``n_d`` partitions
+    per mega-batch: the model, the batches in flight and an evaluation batch
+    (sampled, all neighbours unless ``eval_fanouts``), their neighbourhoods at
+    most the nodes a mega-batch holds (static set included)."""
+    info = store.info
+    held = store.num_static + n_d * store.num_nodes // max(store.parts, 1)
+    edges = int(info.get("num_edges", 0)) * held // max(store.num_nodes, 1)
+    eval_fanouts = config.eval_fanouts or (-1,) * config.num_layers
+    sampled = dataclasses.replace(config, eval_fanouts=eval_fanouts)
+    work = node_working_set(
+        min(held, store.num_nodes),
+        edges,
+        int(info.get("num_features", 0)),
+        int(info.get("num_classes", 1)),
+        sampled,
+    )
+    return work.total(False)
+
+
+def sized_parts(store: PartitionedStore, config: NodeTrainConfig) -> int:
+    """``N_d``, the partitions per mega-batch: ``config.mega_batch_parts`` when
+    set; without ``config.memory_budget`` an eighth of the partitions
+    (:func:`~gnncore.outofcore.megabatch.mega_batch_parts`); else the most whose
+    two mega-batches (their payload bound over :data:`LOAD_SHARE`) and the
+    working set (:func:`working_bytes`) fit the budget less what this process
+    holds now and the margin.
+
+    Raises:
+        MemoryBudgetError: The budget leaves no room for one partition; the
+            message names the budget, the overhead, the working set and the
+            minimum the whole process needs.
+    """
+    total = config.memory_budget_bytes
+    if config.mega_batch_parts > 0 or total is None:
+        return mega_batch_parts(store, None, config.mega_batch_parts)
+    stage = StageBudget.start(total)
+    room = stage.data_bytes or 0
+    data = data_bytes(store)
+    r_s = store.num_static / max(store.num_nodes, 1)
+
+    def need(n_d: int) -> tuple[int, int]:
+        payload = int(2 * (r_s + n_d / store.parts) * data / LOAD_SHARE)
+        return payload, working_bytes(store, config, n_d)
+
+    for n_d in range(store.parts, 0, -1):
+        if sum(need(n_d)) <= room:
+            return n_d
+    payload, work = need(1)
+    minimum = stage.overhead + stage.margin + payload + work
+    raise MemoryBudgetError(
+        f"memory budget of {format_size(total)} is below the {format_size(minimum)} "
+        f"hierbatching needs for {store.path}: {format_size(stage.overhead)} this process "
+        f"holds already, {format_size(stage.margin)} of margin, {format_size(work)} of "
+        "working set (model, batches in flight, an evaluation batch) and "
+        f"{format_size(payload)} for the static cache and one of {store.parts} partitions "
+        "twice while loading; raise the budget to at least "
+        f"{format_size(minimum)} ({minimum} bytes), or write the store with more "
+        "partitions or a smaller static fraction"
+    )
+
+
 def hierbatching_batches(
     store: PartitionedStore,
     config: NodeTrainConfig,
@@ -56,9 +137,9 @@ def hierbatching_batches(
 ) -> tuple[HierBatchSource, tuple[EvalBatches, EvalBatches]]:
     """The out-of-core source of ``config`` over ``store`` (mega-batch groups for
     ``mode="hierbatching"``, a swapping buffer for ``"partition_buffer"``; ``N_d`` from
-    ``config.mega_batch_parts`` or ``config.memory_budget``) and its validation
+    ``config.mega_batch_parts`` or ``config.memory_budget``: :func:`sized_parts`) and its validation
     and test batches (``config.eval_fanouts``, all neighbours when unset)."""
-    n_d = mega_batch_parts(store, config.memory_budget_bytes, config.mega_batch_parts)
+    n_d = sized_parts(store, config)
     store = dataclasses.replace(store, direct_reads=direct_reads(store, config.memory_budget_bytes))
     source = HierBatchSource(
         store,

@@ -95,7 +95,8 @@ class LinkTrainConfig(SharedTrainOptions):
     mode: TrainMode = option(
         "auto",
         "Where data lives: auto (in_memory when the training data, the embedding table and "
-        "its Adagrad sums included, fits three quarters of the memory budget, else "
+        "its Adagrad sums included, and training's working set fit what the memory budget "
+        "leaves after the process's own memory, else "
         "partition_buffer for encoder none and mmap otherwise; the choice and why are "
         "logged), mmap (features memory-mapped, embeddings in memory), in_memory "
         "(features read into RAM), partition_buffer (learned embeddings and their Adagrad "
@@ -104,9 +105,10 @@ class LinkTrainConfig(SharedTrainOptions):
     )
     memory_budget: str = option(
         "",
-        "Mode auto: bytes the training data may take in memory (4GiB, 512MiB); it wins "
-        "over the caller's budget. Empty: the caller's budget (Dagster's memory resource), "
-        "else the memory this process may still take.",
+        "Mode auto: bytes the whole training process may take (4GiB, 512MiB); it wins "
+        "over the caller's budget, and the training data plus training's working set must "
+        "fit what it leaves after the process's own memory. Empty: the caller's budget "
+        "(Dagster's memory resource), else the memory this process may still take.",
         resumable=True,
     )
     buffer_partitions: int = option(

@@ -137,8 +137,9 @@ class NodeTrainConfig(SharedTrainOptions):
 
     mode: TrainMode = option(
         "auto",
-        "Where batches come from: auto (in_memory when the graph's training data fits "
-        "three quarters of the memory budget, else hierbatching; mmap with placement or "
+        "Where batches come from: auto (in_memory when the graph's training data and "
+        "training's working set fit what the memory budget leaves after the process's "
+        "own memory, else hierbatching; mmap with placement or "
         "replication plans; the choice and why are logged), mmap (features and graph "
         "memory-mapped, the page cache decides what stays in memory), in_memory (read "
         "into RAM first), hierbatching (out of core: mega-batches of partitions of a "
@@ -162,11 +163,13 @@ class NodeTrainConfig(SharedTrainOptions):
     )
     memory_budget: str = option(
         "",
-        "Bytes the graph data may take in memory (4GiB, 512MiB). Mode auto compares the "
-        "in-memory training data with it (it wins over the caller's budget); out-of-core "
-        "modes hold the static cache and two mega-batches or buffer states in it, which "
-        "sets mega_batch_parts. Empty: the caller's budget (Dagster's memory resource), "
-        "else see mega_batch_parts.",
+        "Bytes the whole training process may take (4GiB, 512MiB); it wins over the "
+        "caller's budget. What the process holds when training starts and a 64 MiB margin "
+        "come off it; mode auto compares the in-memory training data plus training's "
+        "working set with the rest, out-of-core modes size their two mega-batches or "
+        "buffer states from it (mega_batch_parts), exact evaluation spills its hidden "
+        "layers to disk when they do not fit. Empty: the caller's budget (Dagster's "
+        "memory resource), else see mega_batch_parts.",
     )
     mega_batch_parts: int = option(
         0,

@@ -12,7 +12,7 @@ from conftest import planted_graph, tiny_kg
 from gnncore.errors import ConfigError
 from gnncore.memory import memory_available
 from gnncore.modes import choose_mode, resolve_mode, train_graph_dir, training_bytes
-from gnncore.modes.choose import DATA_SHARE, OUT_OF_CORE_SHARE, distributed_config
+from gnncore.modes.choose import distributed_config, working_set
 from gnncore.outofcore.store import write_partitioned_store
 from gnncore.partition import partition_graph
 from gnncore.sizes import format_size
@@ -87,8 +87,11 @@ def test_an_explicit_mode_wins_over_the_budget(small):
 
 
 def test_a_callers_budget_bounds_the_whole_process(small):
+    # Room for the data and the working set (model, batches, evaluation), 1 MiB spare.
+    need = sum(training_bytes(small, NodeTrainConfig()).values())
+    need += working_set(small, NodeTrainConfig()).total()
     held = current_rss_bytes()
-    choice = choose_mode(small, NodeTrainConfig(), held + STAGE_MARGIN + (1 << 20))
+    choice = choose_mode(small, NodeTrainConfig(), held + STAGE_MARGIN + need + (1 << 20))
     assert choice.mode == "in_memory" and choice.budget_bytes > held
     assert "this process holds" in choice.reason
     with pytest.raises(ConfigError, match="leaves nothing"):
@@ -153,11 +156,12 @@ def test_a_resumed_auto_run_keeps_its_checkpoints_mode(small, tmp_path):
 
 def test_features_over_the_budget_train_out_of_core(wide):
     graph, store = wide
-    # A whole-process budget: what this process holds, the margin, and 32 MiB for data.
+    # A whole-process budget: what this process holds, the margin, the working set
+    # (model, batches in flight, evaluation) and 32 MiB for data.
     data = 32 << 20
-    budget = current_rss_bytes() + STAGE_MARGIN + data
-    assert graph.manifest.num_nodes * graph.manifest.num_features * 4 > data
     config = NodeTrainConfig(epochs=1, hidden=16, fanouts=(5,), batch_size=512, device="cpu")
+    budget = current_rss_bytes() + STAGE_MARGIN + working_set(graph, config).total() + data
+    assert graph.manifest.num_nodes * graph.manifest.num_features * 4 > data
     with pytest.raises(ConfigError, match="partitioned store"):
         train_graph_dir(graph, config, progress=False, memory_budget=budget)
     lines: list[str] = []
@@ -165,8 +169,8 @@ def test_features_over_the_budget_train_out_of_core(wide):
         graph, config, store=store.path, progress=lines.append, memory_budget=budget
     )
     assert result.config.mode == "hierbatching"
-    # Mega-batches are sized from their share of what the budget leaves the data.
-    assert 0 < int(result.config.memory_budget) <= budget * OUT_OF_CORE_SHARE
+    # Mega-batches are sized from the whole-process budget, handed on as it is.
+    assert int(result.config.memory_budget) == budget
     assert result.mode_choice["training_bytes"] > data
     assert result.mode_choice["budget_bytes"] == budget
     assert lines[0].startswith("mode auto -> hierbatching: the training data does not fit")
@@ -182,7 +186,8 @@ def test_link_with_learned_embeddings_over_the_budget_uses_the_partition_buffer(
     )
     parts = training_bytes(graph, config)
     assert parts["embeddings"] == 8 * graph.manifest.num_nodes * 16
-    budget = int(sum(parts.values()) / DATA_SHARE) - 1  # just too small for the data
+    # A whole-process budget the size of the data: what the process holds leaves it nothing.
+    budget = sum(parts.values())
     config = dataclasses.replace(config, memory_budget=str(budget))
     result = train_graph_dir(graph, config, progress=False)
     assert result.config.mode == "partition_buffer"
