@@ -14,7 +14,9 @@ artifact location). Nothing is written to ``./mlruns``. Processes that open a
 new SQLite store at once (two Dagster runs started by one sensor tick) would
 race to create its tables, so the first use of a store and the lookup or
 creation of an experiment happen under an inter-process lock beside the
-database (:func:`store_lock`, :func:`open_client`).
+database (:func:`store_lock`, :func:`open_client`). A new database is a copy of
+a migrated, empty template (:mod:`gnncore.tracking.template`): MLflow's
+migrations run once per MLflow version and user, not once per store.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from mlflow.entities import Metric, Param, RunTag
 
 from gnncore.tracking import flavor
 from gnncore.tracking.base import FINISHED, BaseRunLogger
+from gnncore.tracking.template import seed_database
 
 DEFAULT_UI_URL = "http://127.0.0.1:5000"
 MAX_PARAM_LENGTH = 6000
@@ -59,7 +62,11 @@ def default_artifact_root(tracking_uri: str) -> Path | None:
 def store_lock(tracking_uri: str) -> Iterator[None]:
     """Hold, across processes, the lock of a local SQLite store
     (``<database>.lock`` beside it, ``flock``); other stores: no lock. Not
-    reentrant: a process that holds it must not take it again."""
+    reentrant: a process that holds it must not take it again.
+
+    A database that does not exist yet is created, under the lock, from the
+    migrated template (:func:`gnncore.tracking.template.seed_database`), so the
+    store MLflow opens next needs no migrations."""
     prefix = "sqlite:///"
     if not tracking_uri.startswith(prefix):
         yield
@@ -69,6 +76,7 @@ def store_lock(tracking_uri: str) -> Iterator[None]:
     with open(database.with_name(database.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            seed_database(database)
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
