@@ -26,8 +26,12 @@ evaluation loader's own batches (consecutive ``eval_batch_size`` slices of
 the split), expanded hop by hop as the sampler expands them (a node once per
 batch), scaled to all batches. Layer-wise is used when it costs no more.
 Its hidden rows (one ``[N, hidden]`` float32 array per held layer) stay in
-memory when they fit in half of the memory available
-(:func:`gnncore.memory.memory_available`); otherwise each hidden layer goes to
+memory when they fit in half of the room the training's memory budget leaves
+(:func:`evaluation_room`: ``config.memory_budget``, the whole process's budget
+that ``gnncore train --memory-budget`` or the Dagster ``memory`` resource gave
+training, less what the process holds when the evaluation is set up and a
+margin; without a budget the memory available,
+:func:`gnncore.memory.memory_available`); otherwise each hidden layer goes to
 a ``.npy`` file in a temporary directory (``$TMPDIR``, Python's
 :func:`tempfile.gettempdir`), removed when the evaluation ends, so the
 evaluation holds one batch and not ``N x hidden``
@@ -61,6 +65,7 @@ from gnncore.train.core.layerwise import (
 from gnncore.train.core.models import supports_trimming
 from gnncore.train.core.steps import normalize_rows
 from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
+from gnncore.usage import StageBudget
 
 LOG = logging.getLogger(__name__)
 
@@ -73,12 +78,14 @@ MIN_BATCH_SIZE = 4096
 @dataclass(frozen=True)
 class EvaluationCost:
     """Both ways of one evaluation set, in rows plus messages, and the bytes of
-    the layer-wise way's hidden rows against the memory it may take."""
+    the layer-wise way's hidden rows against the memory it may take (``memory``,
+    from ``source``: :func:`evaluation_room`)."""
 
     layerwise: int
     sampled: int
     layer_bytes: int
     memory: int | None
+    source: str = "the memory available"
 
     @property
     def fits(self) -> bool:
@@ -103,7 +110,7 @@ class EvaluationCost:
             half = format_size((self.memory or 0) // 2)
             return (
                 f"layer-wise, hidden layers on disk: {format_size(self.layer_bytes)} exceed "
-                f"half of the memory available ({half}); {costs}"
+                f"half of {self.source} ({half}); {costs}"
             )
         return f"layer-wise ({costs})"
 
@@ -246,6 +253,23 @@ class LayerwiseEvaluation:
         return ClassificationMetrics.from_confusion(confusion_matrix(pred, labels, width))
 
 
+def evaluation_room(config: Any) -> tuple[int | None, str]:
+    """``(bytes, source)``: the memory exact evaluation's hidden layers are set
+    against. With ``config.memory_budget`` (the whole process's budget) what it
+    leaves after this process's RSS now and the margin
+    (:class:`gnncore.usage.StageBudget`); without, the memory available."""
+    total = getattr(config, "memory_budget_bytes", None)
+    if total is None:
+        return memory_available(), "the memory available"
+    stage = StageBudget.start(int(total))
+    source = (
+        f"what the memory budget leaves ({format_size(int(total))} less "
+        f"{format_size(stage.overhead)} this process holds and a {format_size(stage.margin)} "
+        "margin)"
+    )
+    return stage.data_bytes, source
+
+
 def choose(
     name: str, model: torch.nn.Module, adjacency: Adjacency, split: torch.Tensor, config: Any
 ) -> tuple[LayerwiseEvaluation | None, EvaluationCost | None]:
@@ -264,7 +288,7 @@ def choose(
     )
     held = min(max(layers - 1, 0), 2)
     layer_bytes = held * adjacency.num_nodes * int(model.hidden_channels) * 4
-    cost = EvaluationCost(layerwise, sampled, layer_bytes, memory_available())
+    cost = EvaluationCost(layerwise, sampled, layer_bytes, *evaluation_room(config))
     LOG.info("%s evaluation of %d nodes: %s", name, len(split), cost.describe())
     if not cost.use_layerwise:
         return None, cost

@@ -1,0 +1,60 @@
+"""Exact evaluation is sized from the budget training got (issue 27, the chain beyond
+memory): ``memory_budget``, the whole process's, decides whether the layer-wise
+evaluation's hidden layers stay in memory or spill to disk, not the memory available."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gnncore.modes import train_graph_dir
+from gnncore.store import GraphDir
+from gnncore.synth import SynthSpec, generate_graph
+from gnncore.train import NodeTrainConfig
+from gnncore.train.node.exact import evaluation_room
+from gnncore.usage import STAGE_MARGIN, current_rss_bytes
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*torch.jit.script.* is deprecated:DeprecationWarning"
+)
+
+HIDDEN = 256
+CONFIG = NodeTrainConfig(
+    hidden=HIDDEN, fanouts=(5, 5), epochs=1, batch_size=256, device="cpu", seed=2, mode="in_memory"
+)
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> GraphDir:
+    """3,000 generated nodes: the held hidden layer is 3,000 x 256 float32 (2.9 MiB)."""
+    out = tmp_path_factory.mktemp("eval-budget") / "g"
+    spec = SynthSpec(num_nodes=3000, avg_degree=8, num_classes=5, num_features=24, seed=5)
+    generate_graph(out, spec, memory_budget=None)
+    return GraphDir.open(out)
+
+
+def test_the_room_is_what_the_budget_leaves_the_process():
+    room, source = evaluation_room(CONFIG)
+    assert source == "the memory available" and room is not None
+    budget = current_rss_bytes() + STAGE_MARGIN + (8 << 20)
+    room, source = evaluation_room(dataclasses.replace(CONFIG, memory_budget=str(budget)))
+    assert room is not None and 0 < room <= 8 << 20
+    assert "what the memory budget leaves" in source and "this process holds" in source
+
+
+def test_a_budget_too_small_for_the_hidden_layer_spills_with_identical_results(graph):
+    layer_bytes = graph.manifest.num_nodes * HIDDEN * 4
+    roomy = train_graph_dir(graph, dataclasses.replace(CONFIG, memory_budget="64GiB"))
+    assert all(way.startswith("layer-wise (cost") for way in roomy.evaluation.values())
+    # What this process holds, the margin and the layer itself: under half of the room
+    # left when the evaluation is set up is less than the layer, so it goes to disk.
+    tight = current_rss_bytes() + STAGE_MARGIN + layer_bytes
+    spilled = train_graph_dir(graph, dataclasses.replace(CONFIG, memory_budget=str(tight)))
+    assert spilled.evaluation and all(
+        way.startswith("layer-wise, hidden layers on disk") and "memory budget leaves" in way
+        for way in spilled.evaluation.values()
+    )
+    assert spilled.train_loss == roomy.train_loss
+    assert spilled.val_accuracy == roomy.val_accuracy
+    assert spilled.test_accuracy == roomy.test_accuracy
