@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         "--hierbatching-budget",
         type=parse_size,
         default=None,
-        help="hierbatching's --memory-budget (default: half of --budget)",
+        help="hierbatching's --memory-budget, the whole process's (default: --budget)",
     )
     parser.add_argument(
         "--in-memory-budget",

@@ -411,10 +411,10 @@ def bench_out_of_core(
             (default ``out_dir/work``); a matching store there is reused.
         partition_method: ``metis`` or ``grem``; default
             :func:`choose_partitioner`.
-        hierbatching_budget_bytes: ``--memory-budget`` of ``hierbatching``
-            (its static cache plus two mega-batches); default half of
-            ``budget_bytes``, the rest being left to the interpreter, torch,
-            the model and the mini-batches, which the cgroup also counts.
+        hierbatching_budget_bytes: ``--memory-budget`` of ``hierbatching``, a
+            whole-process budget (its mega-batches are sized from it less what
+            the process holds, a margin and the working set); default
+            ``budget_bytes``, the cgroup's own limit.
         in_memory_budget_bytes: The limit of the ``in_memory`` run instead of
             ``budget_bytes``: everything in RAM needs more than an out-of-core
             budget, and this makes it the accuracy reference in the same run
@@ -438,7 +438,7 @@ def bench_out_of_core(
     runs_dir = out_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     threads = threads or len(os.sched_getaffinity(0))
-    hb_budget = hierbatching_budget_bytes or budget_bytes // 2
+    hb_budget = hierbatching_budget_bytes or budget_bytes
 
     store_info = None
     if "hierbatching" in modes:

@@ -296,8 +296,8 @@ def add_out_of_core_arguments(parser: argparse.ArgumentParser) -> None:
         type=parse_size,
         default=None,
         metavar="SIZE",
-        help="hierbatching's --memory-budget (static cache + two mega-batches; "
-        "default half of --budget)",
+        help="hierbatching's --memory-budget, the whole process's (its mega-batches are "
+        "sized from it less what the process holds; default --budget)",
     )
     parser.add_argument(
         "--in-memory-budget",
