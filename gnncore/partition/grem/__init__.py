@@ -28,7 +28,8 @@ docs/BENCHMARKS.md, "GREM's memory per chunk edge"):
 * refinement passes and the split: side and counters (9 B/node), blocks of at
   most 2^20 rows whatever the chunk size;
 * the clusters plan: METIS on a cluster graph of at most ``max(1% of |E|,
-  2^19)`` edges (~240 B per cluster-graph edge), independent of the chunk.
+  2^18)`` edges (~190 B per cluster-graph edge, its CSR built in C++ with
+  nothing beside it), independent of the chunk.
 
     from gnncore.partition.grem import GremPartitioner
     labels = GremPartitioner(chunk=0.1, passes=3).assign(graph, PartitionOptions(parts=8))

@@ -50,7 +50,7 @@ class GremPartitioner(Partitioner):
             see :func:`cluster_plan`), seeds every bisection whose first chunk
             is sparse; a dense or thinly planned one is seeded by ``metis``
             (see :func:`plan_applies`). Memory stays O(|V|) plus one chunk
-            (and a cluster graph of at most ``max(prefix, 2**19)`` edges).
+            (and a cluster graph of at most ``max(prefix, 2**18)`` edges).
         refine (bool): Averaging refinement of earlier labels (default: True;
             False is streaming greedy).
         tmp_dir (str, optional): Parent of the temporary per-side edge files

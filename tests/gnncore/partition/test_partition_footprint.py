@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from gnncore.partition.grem import plan as grem_plan
+from gnncore.partition.grem.plan import cluster_csr
 from tests.conftest import planted_graph
 
 HEAVY = ("polars", "pyarrow", "torch", "torch_geometric", "mlflow", "pandas")
@@ -31,3 +35,38 @@ def test_the_partition_verb_imports_none_of_the_heavy_libraries(tmp_path: Path) 
     assert rc == 0, done.stderr
     assert (tmp_path / "out" / "assignment.npy").exists()
     assert loaded == [], f"the partition verb imported {loaded}"
+
+
+def _lexsort_csr(keys: np.ndarray, counts: np.ndarray, k: int) -> list[np.ndarray]:
+    """The plan's CSR as NumPy built it before (concatenate, lexsort, gathers)."""
+    a, b = keys // k, keys % k
+    src, dst = np.concatenate([a, b]), np.concatenate([b, a])
+    order = np.lexsort((dst, src))
+    xadj = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=k), out=xadj[1:])
+    return [xadj, dst[order], np.concatenate([counts, counts])[order]]
+
+
+def test_the_plans_cluster_csr_is_the_lexsorted_one_metis_got_before() -> None:
+    rng = np.random.default_rng(3)
+    k = 500
+    a, b = rng.integers(0, k, 4000), rng.integers(0, k, 4000)
+    keys = np.unique(np.minimum(a, b)[a != b] * k + np.maximum(a, b)[a != b])
+    counts = rng.integers(1, 50, len(keys))
+    got = cluster_csr(keys, counts, k)
+    for mine, reference in zip(got, _lexsort_csr(keys, counts, k), strict=True):
+        assert mine.dtype == np.int64 and np.array_equal(mine, reference)
+
+
+def test_trimming_in_blocks_keeps_what_one_block_kept(monkeypatch) -> None:
+    rng = np.random.default_rng(5)
+    k = 300
+    a, b = rng.integers(0, k, 6000), rng.integers(0, k, 6000)
+    keys = np.unique(np.minimum(a, b)[a != b] * k + np.maximum(a, b)[a != b])
+    counts, sizes = rng.integers(1, 9, len(keys)), rng.integers(1, 40, k)
+    whole = grem_plan.trim_cluster_graph(keys, counts, sizes, len(keys) // 3)
+    monkeypatch.setattr(grem_plan, "TRIM_BLOCK", 7)
+    blocked = grem_plan.trim_cluster_graph(keys, counts, sizes, len(keys) // 3)
+    assert len(whole[0]) <= len(keys) // 3 < len(keys)
+    for x, y in zip(whole, blocked, strict=True):
+        assert np.array_equal(x, y)
