@@ -19,6 +19,11 @@ beside the output (deleted when done) and batches are sized from the budget;
 the same predictions (within float tolerance). Default ``auto``: what the whole
 process may take (the lower of its cgroup limit and the available memory plus
 what it holds) less what it holds at the start and a margin; ``none``: in memory.
+
+``--store DIR`` (a partitioned store of the graph, ``gnncore store``) runs a node
+model's layers in the store's node order, part by part: each part's feature and
+hidden rows are read once, sequentially, and only the sources of cut edges row
+by row; the rows are written in the graph's order, with the same values.
 """
 
 from __future__ import annotations
@@ -61,6 +66,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "to a file on disk beside OUT_DIR, same predictions; auto: what the whole process "
         "may take (the lower of the cgroup limit and the available memory plus what it "
         "holds) less what it holds at the start and a 64 MiB margin; none: in memory",
+    )
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a partitioned store of the graph (gnncore store): a node model's layers run in "
+        "its node order, part by part, each part's rows read once; same predictions, rows in "
+        "the graph's order",
     )
     parser.add_argument(
         "--device", default="auto", metavar="D", help="auto, cpu, cuda or cuda:N (default: auto)"
@@ -137,6 +151,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         device=args.device,
         progress=not args.no_progress,
         memory_budget=args.memory_budget,
+        store=args.store,
     )
     summary = report.summary()
     return with_memory_figures({"out_dir": str(args.out_dir), **summary}, summary["memory_budget"])

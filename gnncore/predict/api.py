@@ -31,6 +31,7 @@ from gnncore.predict.engine import (
     passes,
     uses_graph,
 )
+from gnncore.predict.ordered import StoreOrder, store_outputs, store_plan
 from gnncore.predict.source import TrainedModel, load_trained_model
 from gnncore.store import GraphDir
 from gnncore.store.atomic import atomic_directory, check_output_dir
@@ -282,6 +283,7 @@ def predict_graph_dir(
     device: str = "auto",
     progress: bool = True,
     memory_budget: int | str | None = "auto",
+    store: str | os.PathLike[str] | None = None,
 ) -> PredictionReport:
     r"""Write a trained model's prediction for every node of a graph directory.
 
@@ -316,6 +318,13 @@ def predict_graph_dir(
             less what it holds when the call starts and a margin
             (:class:`~gnncore.usage.StageBudget`), refused below the layer store's
             minimum; ``None``: keep the layers in memory. (default: ``"auto"``)
+        store (path, optional): A partitioned store of this graph (``gnncore
+            store``): a node model's layers run in its node order, part by part
+            (:mod:`gnncore.predict.ordered`), each part's rows read once when
+            they fit in a quarter of the budget (batches then sized from half
+            of it); rows written in the graph's order, the same values.
+            Ignored by a model without message passing; refused for a link
+            model (it passes messages over its training triples).
 
     Returns:
         PredictionReport: rows, accuracy per split (node task) and the summary.
@@ -338,29 +347,33 @@ def predict_graph_dir(
     n = graph.num_nodes
     widths = layer_widths(spec, module)
     plan = plan_inference(n, widths, len(widths) - 1, batch_size, budget, len(graph.indices))
+    order = _store_order(store, spec, module, graph)
+    plan, cache_bytes = store_plan(plan, n, widths, batch_size, budget, len(graph.indices), order)
     adjacency = _adjacency(spec, graph) if uses_graph(spec, module) else None
     bar = _progress_bar(
         progress, passes(spec, module, adjacency, n, plan.batch_size, plan.max_edges)
     )
     with atomic_directory(out_dir) as tmp:
         rows = PredictionRows(spec, graph, tmp / PREDICTIONS_FILE)
-        layer_dir = tmp / LAYER_DIR if plan.spill else None
+        layer_dir = tmp / LAYER_DIR if plan.spill or order is not None else None
         if layer_dir is not None:
             layer_dir.mkdir()
         complete = False
         try:
-            for a, b, out in model_outputs(
-                spec,
-                module,
-                adjacency,
-                _feature_rows(graph, scattered=plan.spill),
-                n,
-                batch_size=plan.batch_size,
-                max_edges=plan.max_edges,
-                device=torch_device,
-                on_batch=bar.update if bar is not None else None,
-                layer_dir=layer_dir,
-            ):
+            on_batch = bar.update if bar is not None else None
+            if order is None:
+                outputs = model_outputs(
+                    spec, module, adjacency, _feature_rows(graph, scattered=plan.spill), n,
+                    batch_size=plan.batch_size, max_edges=plan.max_edges, device=torch_device,
+                    on_batch=on_batch, layer_dir=layer_dir,
+                )  # fmt: skip
+            else:  # the graph's adjacency above counted the batches (about as many)
+                assert layer_dir is not None
+                outputs = store_outputs(
+                    spec, module, graph, order, plan, cache_bytes, budget, layer_dir,
+                    torch_device, on_batch, ROW_GROUP_ROWS,
+                )  # fmt: skip
+            for a, b, out in outputs:
                 rows.add(a, b, out)
             complete = True
         finally:
@@ -376,8 +389,26 @@ def predict_graph_dir(
         accuracy = rows.accuracy()
         seconds = time.perf_counter() - started
         info = _summary(spec, trained, graph, rows, plan, budget, torch_device, seconds)
+        info["order"] = "graph" if order is None else "partitioned store"
+        info["store"] = order.describe(cache_bytes) if order is not None else None
         (tmp / "manifest.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     return PredictionReport(Path(out_dir), rows.rows, accuracy, info)
+
+
+def _store_order(
+    store: str | os.PathLike[str] | None, spec: ModelSpec, module: torch.nn.Module, graph: GraphDir
+) -> StoreOrder | None:
+    """The store to run in (checked against ``graph``), or ``None``: none given,
+    or a model without message passing (its rows need no neighbours)."""
+    if store is None or not uses_graph(spec, module):
+        return None
+    if spec.task != "node":
+        raise InputError(
+            "a partitioned store serves node models; a link model passes messages over its "
+            "training triples, not the store's edges",
+            Path(store),
+        )
+    return StoreOrder.open(store, graph)
 
 
 def link_latest(out_dir: str | os.PathLike[str], name: str) -> Path:

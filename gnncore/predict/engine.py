@@ -13,12 +13,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import torch
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnncore.train.core.layerstore import EDGES_PER_TARGET
 from gnncore.train.core.layerwise import (
     Adjacency,
+    RangeSource,
     RowSource,
     count_batches,
     layerwise_inference,
@@ -45,6 +47,20 @@ def normalized_rows(spec: ModelSpec, rows: RowSource) -> RowSource:
 
     def read(n_id: torch.Tensor) -> torch.Tensor:
         x = rows(n_id).float()
+        if spec.normalize_features:
+            x = normalize_rows(x)
+        return x
+
+    return read
+
+
+def normalized_range(spec: ModelSpec, rows: RangeSource | None) -> RangeSource | None:
+    """:func:`normalized_rows` of a row range reader."""
+    if rows is None:
+        return None
+
+    def read(lo: int, hi: int) -> torch.Tensor:
+        x = rows(lo, hi).float()
         if spec.normalize_features:
             x = normalize_rows(x)
         return x
@@ -94,6 +110,7 @@ def passes(
     num_nodes: int,
     batch_size: int,
     max_edges: int | None = None,
+    bounds: np.ndarray | None = None,
 ) -> int:
     """Batches :func:`model_outputs` runs (for a progress bar's total)."""
     gnn = message_passing(spec, module)
@@ -101,7 +118,7 @@ def passes(
         return -(-num_nodes // batch_size)
     layers = int(getattr(gnn, "num_layers", 1))
     edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
-    return layers * count_batches(adjacency.indptr, batch_size, edges)
+    return layers * count_batches(adjacency.indptr, batch_size, edges, bounds)
 
 
 def model_outputs(
@@ -116,6 +133,9 @@ def model_outputs(
     device: torch.device | str = "cpu",
     on_batch: Callable[[], None] | None = None,
     layer_dir: str | os.PathLike[str] | None = None,
+    bounds: np.ndarray | None = None,
+    cache_bytes: int = 0,
+    row_range: RangeSource | None = None,
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
     """Yield ``(a, b, out)`` for nodes ``a .. b-1`` in order: class logits (node
     task) or representations (link task), float32 on ``device``.
@@ -127,9 +147,12 @@ def model_outputs(
         rows (callable, optional): Raw feature rows of a batch's node ids
             (not needed by a link model over learned embeddings).
         num_nodes (int): Nodes to cover.
-        max_edges, layer_dir: Of
+        max_edges, layer_dir, bounds, cache_bytes: Of
             :func:`~gnncore.train.core.layerwise.layerwise_inference` (batch
-            limits; layer outputs on disk instead of in memory).
+            limits; layer outputs on disk instead of in memory; batches inside
+            parts, each part's rows read once).
+        row_range (callable, optional): Raw feature rows ``lo .. hi - 1`` in
+            one read (node task, with ``bounds``).
     """
     device = torch.device(device)
     amp = amp_dtype_of(spec, device)
@@ -177,4 +200,7 @@ def model_outputs(
         amp_dtype=amp,
         on_batch=on_batch,
         layer_dir=layer_dir,
+        bounds=bounds,
+        cache_bytes=cache_bytes,
+        input_range=normalized_range(spec, row_range) if spec.task == "node" else None,
     )

@@ -43,6 +43,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from gnncore.train.core.layerstore import (
     EDGES_PER_TARGET,
     SYNC_BYTES,
+    DiskLayer,
     LayerOutput,
     new_layer_output,
 )
@@ -97,8 +98,98 @@ def node_batches(indptr: np.ndarray, batch_size: int, max_edges: int) -> Iterato
         a = b
 
 
-def count_batches(indptr: np.ndarray, batch_size: int, max_edges: int) -> int:
-    return sum(1 for _ in node_batches(indptr, batch_size, max_edges))
+def count_batches(
+    indptr: np.ndarray, batch_size: int, max_edges: int, bounds: np.ndarray | None = None
+) -> int:
+    return sum(1 for _ in part_batches(indptr, bounds, batch_size, max_edges))
+
+
+def part_batches(
+    indptr: np.ndarray, bounds: np.ndarray | None, batch_size: int, max_edges: int
+) -> Iterator[tuple[int, int]]:
+    """:func:`node_batches`, none straddling a bound: with ``bounds`` (``p + 1``
+    ascending node ids from 0 to ``N``, a partitioned store's partition offsets)
+    each batch lies inside one part ``[bounds[k], bounds[k + 1])``."""
+    if bounds is None:
+        yield from node_batches(indptr, batch_size, max_edges)
+        return
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        for a, b in node_batches(indptr[lo : hi + 1], batch_size, max_edges):
+            yield lo + a, lo + b
+
+
+#: ``read_range(lo, hi) -> [hi - lo, C]``: rows ``lo .. hi - 1`` of a layer's input
+#: in one sequential read (what ``RowSource`` gives for ``arange(lo, hi)``).
+RangeSource = Callable[[int, int], torch.Tensor]
+
+
+def read_npy_range(path: str | os.PathLike[str], lo: int, hi: int) -> torch.Tensor:
+    """Rows ``lo .. hi - 1`` of a C-order float32 ``.npy`` file in one sequential
+    read, then dropped from the page cache (they are held in memory now)."""
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        row = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        start = f.tell() + lo * row
+        f.seek(start)
+        data = np.fromfile(f, dtype=dtype, count=(hi - lo) * row // dtype.itemsize)
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(f.fileno(), start, (hi - lo) * row, os.POSIX_FADV_DONTNEED)
+    return torch.from_numpy(data.reshape(hi - lo, *shape[1:]))
+
+
+class PartRows:
+    """A layer's input rows for batches that each lie inside one part of
+    ``bounds`` (:func:`part_batches`, parts in order): when a batch enters a
+    part whose rows take at most ``cache_bytes``, they are read once
+    (``read_range``: one sequential read) and held until the next part; a
+    block's rows inside the part come from them, the others (sources of the
+    edges cut by the partition) from ``read``. A part too large, or no
+    ``read_range``: every row from ``read``."""
+
+    def __init__(
+        self,
+        read: RowSource,
+        read_range: RangeSource | None,
+        bounds: np.ndarray,
+        cache_bytes: int,
+        width: int,
+    ) -> None:
+        self.read, self.read_range, self.bounds = read, read_range, np.asarray(bounds)
+        self.cache_bytes, self.width = cache_bytes, width
+        self.part, self.lo, self.hi = -1, 0, 0
+        self.rows: torch.Tensor | None = None
+
+    def __call__(self, blk: Block) -> torch.Tensor:
+        part = int(np.searchsorted(self.bounds, blk.start, side="right")) - 1
+        if part != self.part:
+            self.part, self.rows = part, None
+            lo, hi = int(self.bounds[part]), int(self.bounds[part + 1])
+            if self.read_range is not None and (hi - lo) * self.width * 4 <= self.cache_bytes:
+                self.rows, self.lo, self.hi = self.read_range(lo, hi), lo, hi
+        if self.rows is None:
+            return self.read(blk.n_id)
+        n_id = blk.n_id
+        inside = (n_id >= self.lo) & (n_id < self.hi)
+        if bool(inside.all()):
+            return self.rows[n_id - self.lo]
+        out = torch.empty(len(n_id), self.rows.size(1), dtype=self.rows.dtype)
+        out[inside] = self.rows[n_id[inside] - self.lo]
+        out[~inside] = self.read(n_id[~inside]).to(self.rows.dtype)
+        return out
+
+    def release(self) -> None:
+        self.rows = None
+
+
+def _layer_range(layer: LayerOutput) -> RangeSource | None:
+    """Sequential row ranges of a layer on disk; ``None`` for one in memory."""
+    if not isinstance(layer, DiskLayer):
+        return None
+    return lambda lo, hi: read_npy_range(layer.path, lo, hi)
 
 
 @dataclass(frozen=True)
@@ -254,6 +345,9 @@ def layerwise_inference(
     on_batch: Callable[[], None] | None = None,
     layer_dir: str | os.PathLike[str] | None = None,
     sync_bytes: int = SYNC_BYTES,
+    bounds: np.ndarray | None = None,
+    cache_bytes: int = 0,
+    input_range: RangeSource | None = None,
 ) -> Generator[tuple[int, int, torch.Tensor], None, None]:
     """Yield ``(a, b, out)``: the model's output rows (float32, on ``device``) of
     nodes ``a .. b-1``, in node order, computed layer by layer.
@@ -279,6 +373,15 @@ def layerwise_inference(
             (deleted as soon as the next layer is complete).
         sync_bytes (int): With ``layer_dir``, bytes written between flushes
             that drop the written pages from the page cache.
+        bounds (array, optional): Part bounds (a partitioned store's
+            partition offsets; nodes numbered part by part): batches stay
+            inside one part (:func:`part_batches`), and with ``cache_bytes``
+            each part's input rows on disk are read once, sequentially
+            (:class:`PartRows`: ``input_range`` for layer 0, the layer file
+            after), the other parts' rows one by one.
+        cache_bytes (int): The most a part's input rows may take in memory.
+        input_range (callable, optional): Layer-0 rows ``lo .. hi - 1`` in
+            one read (the same values ``inputs`` gives).
     """
     device = torch.device(device)
     max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
@@ -286,13 +389,20 @@ def layerwise_inference(
     dinv_all = gcn_dinv(model, adjacency)
     previous: LayerOutput | None = None
     current: LayerOutput | None = None
+    previous_width = 0
     last = model.num_layers - 1
     try:
         for layer in range(model.num_layers):
             current = None
-            for a, b in node_batches(adjacency.indptr, batch_size, max_edges):
+            read = inputs if previous is None else previous.read
+            part_rows = None
+            if bounds is not None and cache_bytes > 0:
+                ranged = input_range if previous is None else _layer_range(previous)
+                width = int(model.in_channels) if previous is None else int(previous_width)
+                part_rows = PartRows(read, ranged, bounds, cache_bytes, width)
+            for a, b in part_batches(adjacency.indptr, bounds, batch_size, max_edges):
                 blk = block(adjacency, a, b)
-                h = inputs(blk.n_id) if previous is None else previous.read(blk.n_id)
+                h = part_rows(blk) if part_rows is not None else read(blk.n_id)
                 out = block_output(model, layer, blk, h, dinv_all, device, amp_dtype)
                 if on_batch is not None:
                     on_batch()
@@ -301,7 +411,10 @@ def layerwise_inference(
                     continue
                 if current is None:
                     current = new_layer_output(layer_dir, n, layer, out.size(1), sync_bytes)
+                    previous_width = out.size(1)
                 current.write(a, out)
+            if part_rows is not None:
+                part_rows.release()
             if previous is not None:
                 previous.release()
             previous = current.finish() if current is not None else None

@@ -1,0 +1,143 @@
+"""``predict_graph_dir(store=...)``: layer-wise inference in a partitioned store's
+node order gives the graph-order predictions, rows in the graph's order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from conftest import planted_graph
+from gnncore.cli.main import main
+from gnncore.errors import InputError
+from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
+from gnncore.partition import partition_graph
+from gnncore.predict import TrainedModel, predict_graph_dir
+from gnncore.store import GraphDir
+from gnncore.train import build_model
+from gnncore.train.core.layerwise import Adjacency, PartRows, block, part_batches
+from gnncore.train.spec import ModelSpec
+
+FEATURES, HIDDEN, CLASSES, LAYERS = 16, 8, 4, 3
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[GraphDir, PartitionedStore]:
+    root = tmp_path_factory.mktemp("predict-store")
+    graph = GraphDir.open(planted_graph(root / "g", num_nodes=600, features=FEATURES))
+    partition_graph(graph.path, root / "part", method="metis", parts=4, seed=0)
+    store = write_partitioned_store(graph.path, root / "part", root / "store", static_fraction=0.02)
+    return graph, store
+
+
+def _model(name: str) -> TrainedModel:
+    torch.manual_seed(7)
+    heads = 2 if name == "gat" else None
+    module = build_model(name, FEATURES, HIDDEN, CLASSES, LAYERS, 0.0, heads=heads).eval()
+    architecture = {"model": name, "in_channels": FEATURES, "hidden": HIDDEN,
+                    "out_channels": CLASSES, "num_layers": LAYERS, "dropout": 0.0,
+                    "heads": heads or 1}  # fmt: skip
+    spec = ModelSpec("node", architecture, preprocessing={"normalize_features": True})
+    return TrainedModel(spec, module, uri=f"test:{name}")
+
+
+def test_store_order_is_not_the_graph_order(stored: tuple[GraphDir, PartitionedStore]) -> None:
+    """The premise: the store renumbers the nodes (else the test below proves nothing)."""
+    _, store = stored
+    order = np.asarray(store.array("node_order"))
+    assert not np.array_equal(order, np.arange(len(order)))
+    assert store.parts == 4
+
+
+@pytest.mark.parametrize("name", ["sage", "gcn", "gat"])
+def test_store_order_predictions_equal_the_graph_order_ones(
+    stored: tuple[GraphDir, PartitionedStore],
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three layers, in memory and under budgets that spill the layers (one
+    where each part's input rows are read once, one where the feature rows
+    are too large for that): the same Parquet table as the graph-order run,
+    bit for bit (each node's in-neighbours are summed in the graph's order),
+    rows in the graph's order with its ids; no scratch file left."""
+    monkeypatch.setattr("gnncore.train.core.layerstore.MIN_MEMORY_BUDGET", 1)
+    graph, store = stored
+    model = _model(name)
+    expected = predict_graph_dir(graph, tmp_path / "graph", model, device="cpu",
+                                 memory_budget=None, progress=False)  # fmt: skip
+    assert expected.info["order"] == "graph"
+    table = pq.read_table(tmp_path / "graph" / "predictions.parquet")
+    assert table["node_id"].to_pylist() == list(range(graph.num_nodes))
+    for budget, cached in ((None, True), (60_000, True), (30_000, False)):
+        out = tmp_path / f"store-{budget}"
+        report = predict_graph_dir(graph, out, model, device="cpu", memory_budget=budget,
+                                   store=store.path, progress=False)  # fmt: skip
+        assert report.info["order"] == "partitioned store"
+        assert report.info["layers_on_disk"] is (budget is not None)
+        cache = report.info["store"]["part_cache_bytes"]
+        assert (cache >= 150 * FEATURES * 4) is cached
+        assert report.info["store"]["parts"] == 4
+        assert pq.read_table(out / "predictions.parquet").equals(table), (name, budget)
+        assert report.accuracy == expected.accuracy
+        assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "predictions.parquet"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_batches_stay_inside_their_part_and_read_it_once() -> None:
+    """``part_batches`` splits at the bounds; ``PartRows`` reads a part's rows in
+    one range read and the cut sources one by one, giving the rows ``read``
+    gives."""
+    adjacency = Adjacency.from_edge_index(
+        np.array([[1, 2, 5, 0, 6, 3, 4, 7], [0, 0, 1, 3, 4, 5, 6, 6]]), 8
+    )
+    bounds = np.array([0, 3, 8])
+    batches = list(part_batches(adjacency.indptr, bounds, batch_size=2, max_edges=10))
+    assert batches == [(0, 2), (2, 3), (3, 5), (5, 7), (7, 8)]
+    x = torch.arange(32, dtype=torch.float32).reshape(8, 4)
+    ranges: list[tuple[int, int]] = []
+    single: list[int] = []
+
+    def read(n_id: torch.Tensor) -> torch.Tensor:
+        single.extend(n_id.tolist())
+        return x[n_id]
+
+    def read_range(lo: int, hi: int) -> torch.Tensor:
+        ranges.append((lo, hi))
+        return x[lo:hi].clone()
+
+    rows = PartRows(read, read_range, bounds, cache_bytes=5 * 4 * 4, width=4)
+    for a, b in batches:
+        blk = block(adjacency, a, b)
+        assert torch.equal(rows(blk), x[blk.n_id])
+    assert ranges == [(0, 3), (3, 8)]
+    assert sorted(set(single)) == [0, 5]  # the sources of cut edges only
+    small = PartRows(read, read_range, bounds, cache_bytes=4 * 4 * 4, width=4)
+    single.clear()
+    blk = block(adjacency, 5, 7)
+    assert torch.equal(small(blk), x[blk.n_id]) and single == blk.n_id.tolist()
+    assert ranges == [(0, 3), (3, 8)]  # part 1 (5 rows) exceeds the cache
+
+
+def test_a_store_of_another_graph_is_refused_and_the_cli_takes_store(
+    stored: tuple[GraphDir, PartitionedStore], tmp_path: Path
+) -> None:
+    graph, store = stored
+    other = GraphDir.open(planted_graph(tmp_path / "other", num_nodes=600, seed=1))
+    model = _model("sage")
+    with pytest.raises(InputError, match="not from this graph"):
+        predict_graph_dir(other, tmp_path / "x", model, device="cpu", store=store.path)
+    folder = tmp_path / "model" / "gnncore"  # a local model directory's layout
+    model.spec.save(folder, model.module)
+    summary = tmp_path / "summary.json"
+    code = main(["predict", str(graph.path), str(tmp_path / "out"), "--model", str(folder),
+                 "--store", str(store.path), "--device", "cpu", "--no-progress",
+                 "--json", str(summary)])  # fmt: skip
+    assert code == 0
+    info = json.loads(summary.read_text())
+    assert info["order"] == "partitioned store" and info["rows"] == graph.num_nodes
+    assert info["store"]["path"] == str(store.path.absolute())
