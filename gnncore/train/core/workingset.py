@@ -12,7 +12,9 @@ leaves after it. Estimated from the config and the graph's sizes, nothing built:
   ahead plus the one computing (one only without prefetch threads), each
   ``B·(1 + f_1 + f_1·f_2 + ...)`` nodes (``-1`` counts the average degree; at
   most ``N``) of features, ids and edges, plus the computing one's activations
-  and their gradients (``2·hidden·L`` floats a node);
+  and their gradients: the first layer's gathered messages (``max(F, hidden)``
+  floats a sampled node) and the hidden outputs of the nodes an inner layer
+  computes (``hidden·L`` floats a node of the first ``L - 1`` hops), twice;
 * ``evaluation``: one evaluation batch (layer-wise exact evaluation: at least
   4,096 target rows, their in-neighbours' rows and one message per in-edge;
   sampled evaluation: a batch of ``eval_batch_size`` seeds);
@@ -20,7 +22,9 @@ leaves after it. Estimated from the config and the graph's sizes, nothing built:
   memory: ``N x hidden`` float32 per held layer (at most two); spilled to disk
   they cost nothing here (:mod:`gnncore.train.core.layerstore`).
 
-The figures are upper-bound estimates of steady state, not measurements; the
+Training and evaluation take turns: the total is the model plus the larger of the
+training batches and the evaluation's batch with its layers. The figures are
+upper-bound estimates of steady state, not measurements; the
 interpreter, torch and MLflow are the process's fixed overhead, measured at the
 stage's start (:class:`gnncore.usage.StageBudget`), not estimated here.
 """
@@ -54,10 +58,11 @@ class WorkingSet:
     eval_layers: int
 
     def total(self, layers_in_memory: bool = True) -> int:
-        """Bytes of the whole working set; ``layers_in_memory=False`` leaves out
-        the evaluation's hidden layers (they spill to disk)."""
+        """Bytes of the whole working set: the model and the larger of the training
+        batches and the evaluation (they take turns); ``layers_in_memory=False``
+        leaves out the evaluation's hidden layers (they spill to disk)."""
         layers = self.eval_layers if layers_in_memory else 0
-        return self.model + self.batches + self.evaluation + layers
+        return self.model + max(self.batches, self.evaluation + layers)
 
     def parts(self, layers_in_memory: bool = True) -> dict[str, int]:
         """The parts as ``{"model": ..., "batches": ..., "evaluation": ...,
@@ -123,7 +128,8 @@ def node_working_set(
     widths = [f] + [hidden] * (layers - 1) + [max(int(num_classes), 1)]
     per_node = FLOAT * f + 24  # features, the node id, an int64 edge pair
     train_nodes = sampled_nodes(int(config.batch_size), fanouts, avg, n)
-    activations = train_nodes * 2 * FLOAT * hidden * layers
+    inner = sampled_nodes(int(config.batch_size), fanouts[:-1], avg, n)
+    activations = 2 * FLOAT * (train_nodes * max(f, hidden) + inner * hidden * layers)
     batches = _in_flight(config) * train_nodes * per_node + activations
     layerwise = not mlp and config.eval_fanouts is None and config.model in ("sage", "gat", "gin")
     layerwise = layerwise or (config.model == "gcn" and config.eval_fanouts is None)
@@ -162,7 +168,8 @@ def link_working_set(num_nodes: int, num_edges: int, num_features: int, config: 
     fanouts = tuple(config.fanouts) if gnn else ()
     nodes = sampled_nodes(seeds, fanouts, avg, n)
     scores = int(config.batch_size) * int(config.num_negatives) * FLOAT * 2  # and gradients
-    activations = nodes * 2 * FLOAT * dim * max(len(fanouts), 1)
+    inner = sampled_nodes(seeds, fanouts[:-1], avg, n)
+    activations = 2 * FLOAT * (nodes * width + inner * dim * max(len(fanouts), 1))
     batches = _in_flight(config) * nodes * (FLOAT * width + 24) + activations + scores
     candidates = int(config.eval_negatives) or n
     evaluation = int(config.eval_batch_size) * candidates * FLOAT * 2
