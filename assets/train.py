@@ -94,7 +94,7 @@ def train_in_process(
 ) -> dict[str, Any]:
     """Train in this process (``nproc`` 1), in the mode :func:`choose_mode_for`
     resolves; the run's metadata."""
-    from gnncore.modes import train_graph_dir
+    from gnncore.modes import RunInputs, RunRecording, train_graph_dir
     from gnncore.usage import peak_rss_bytes
 
     checkpoints = checkpoint_dir(context, config, storage, upstream)
@@ -113,15 +113,14 @@ def train_in_process(
     result = train_graph_dir(
         str(upstream["path"]),
         train_config,
-        tracking=tracker,
-        tags=run_tags(context),
-        progress=context.log.info,
-        checkpoint_dir=checkpoints,
-        resume=context.retry_number > 0,
-        placement=plans.get("placement"),
-        replication=plans.get("replication"),
-        store=store,
-        mode_choice=choice,
+        RunInputs(plans.get("placement"), plans.get("replication"), store, mode_choice=choice),
+        RunRecording(
+            tracking=tracker,
+            tags=run_tags(context),
+            progress=context.log.info,
+            checkpoint_dir=checkpoints,
+            resume=context.retry_number > 0,
+        ),
     )
     run_url = tracker.run_url(str(result.run_id))
     metadata = run_metadata(result, config.task, str(checkpoints), run_url, tracker.tracking_uri)

@@ -44,10 +44,14 @@ def cora_graph(data: Path, shared: Path) -> Path:
 
 def plain_accuracy(graph: Path, spec: dict[str, Any]) -> float:
     """Test accuracy of plain single-process training with the benchmark's config."""
-    from gnncore.modes import train_graph_dir
+    from gnncore.modes import RunRecording, train_graph_dir
     from gnncore_bench.distributed_child import node_config
 
-    return float(train_graph_dir(graph, node_config(spec), progress=False).test_accuracy)
+    return float(
+        train_graph_dir(
+            graph, node_config(spec), recording=RunRecording(progress=False)
+        ).test_accuracy
+    )
 
 
 def tabulate(

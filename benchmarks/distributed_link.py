@@ -115,12 +115,15 @@ def _figures(result: Any) -> dict[str, Any]:
 def run_seed(graph: Path, parts: dict[int, Path], args: argparse.Namespace, seed: int) -> dict:
     """One seed: one process, then each world size."""
     from gnncore.distributed.training import DistributedConfig, Launch, train_distributed_link
-    from gnncore.modes import train_graph_dir
+    from gnncore.modes import RunRecording, train_graph_dir
 
     config = config_of(args, seed)
     out: dict[str, Any] = {}
     started = time.perf_counter()
-    out["1"] = {**_figures(train_graph_dir(graph, config, progress=False)), "kind": "plain"}
+    out["1"] = {
+        **_figures(train_graph_dir(graph, config, recording=RunRecording(progress=False))),
+        "kind": "plain",
+    }
     out["1"]["wall_s"] = time.perf_counter() - started
     print(f"seed {seed} one process: {out['1']}", flush=True)
     for world, part in parts.items():

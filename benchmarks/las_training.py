@@ -29,7 +29,7 @@ from typing import Any
 
 from plan_placement import ensure_graph
 
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunInputs, RunRecording, train_graph_dir
 from gnncore.plan import PlacementSettings, plan_placement
 from gnncore.train import NodeTrainConfig
 
@@ -49,7 +49,9 @@ def run(graph: Path, plan: Path, seed: int, epochs: int, scale: float | None) ->
         prefetch_workers=0,
         **las,
     )
-    result = train_graph_dir(graph, config, progress=False, placement=plan)
+    result = train_graph_dir(
+        graph, config, inputs=RunInputs(placement=plan), recording=RunRecording(progress=False)
+    )
     reads = {t: sum(e[f"feature_reads_{t}"] for e in result.throughput) for t in TIERS}
     total = sum(reads.values())
     return {

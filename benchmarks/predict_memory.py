@@ -13,9 +13,12 @@ The model is ``--model`` (a model directory or ``models:/`` URI in
 ``$MLFLOW_TRACKING_URI``), else one trained here for a few batches on a small
 generated graph of the same feature width and classes (``--hidden``,
 ``--layers``; its store is a SQLite file under ``--work``, handed to the
-command through ``$MLFLOW_TRACKING_URI``). When two runs finished without a
-limit and with different modes, their predictions are compared row group by
-row group (predicted classes equal; largest probability difference).
+command through ``$MLFLOW_TRACKING_URI``). ``store`` is ``bounded`` with
+``--store DIR`` (a partitioned store of the graph: layers in its node order,
+part by part; the option ``--store`` names it). When runs finished without a
+limit and with different modes, each one's predictions are compared with the
+first's row group by row group (predicted classes equal; largest probability
+difference).
 
 Prints the results and writes them as JSON (``--out``)::
 
@@ -41,13 +44,13 @@ from gnncore.sizes import parse_size
 from gnncore.store import GraphDir
 from gnncore_bench.limits import gnncore_command, run_limited
 
-MODES = {"memory": "none", "bounded": None}  # None: the --budget given
+MODES = {"memory": "none", "bounded": None, "store": None}  # None: the --budget given
 
 
 def _train_model(graph: GraphDir, work: Path, hidden: int, layers: int) -> tuple[str, str]:
     """A node model of ``graph``'s width and classes trained for one epoch on a
     5,000-node generated graph; returns (``models:/`` URI, tracking URI)."""
-    from gnncore.modes import train_graph_dir
+    from gnncore.modes import RunRecording, train_graph_dir
     from gnncore.synth import SynthSpec, generate_graph  # lazy: only without --model
     from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
     from gnncore.train import NodeTrainConfig
@@ -60,8 +63,8 @@ def _train_model(graph: GraphDir, work: Path, hidden: int, layers: int) -> tuple
     uri = default_tracking_uri(work / "mlflow-root")
     config = NodeTrainConfig(hidden=hidden, fanouts=(10,) * layers, epochs=1, batch_size=500,
                              device="cpu", seed=0)  # fmt: skip
-    result = train_graph_dir(GraphDir.open(small), config, tracking=MlflowTracker(uri),
-                             progress=False)  # fmt: skip
+    recording = RunRecording(tracking=MlflowTracker(uri), progress=False)
+    result = train_graph_dir(GraphDir.open(small), config, recording=recording)
     return str(result.model_uri), uri
 
 
@@ -94,10 +97,15 @@ def _run_one(args: argparse.Namespace, run: str, model: str, env: dict[str, str]
     name = f"{mode}-{limit_text or 'unlimited'}"
     out, summary = args.work / f"pred-{name}", args.work / f"{name}.json"
     summary.unlink(missing_ok=True)
+    store = ["--store", str(args.store)] if mode == "store" else []
+    if store and args.store is None:
+        raise SystemExit(f"--run {run}: the store mode needs --store DIR")
     cmd = gnncore_command("predict", args.graph, out, "--model", model, "--memory-budget", budget,
                           "--batch-size", str(args.batch_size), "--device", "cpu",
-                          "--no-progress", "--overwrite", "--json", summary)  # fmt: skip
-    result = run_limited(cmd, limit, env=env, timeout=args.timeout, evict=[args.graph],
+                          "--no-progress", "--overwrite", "--json", summary, *store)  # fmt: skip
+    evict = [args.graph] + ([args.store] if store else [])
+    load = os.getloadavg()[0]
+    result = run_limited(cmd, limit, env=env, timeout=args.timeout, evict=evict,
                          capture_dir=args.work, capture_name=name)  # fmt: skip
     record: dict[str, Any] = {
         "run": run,
@@ -114,11 +122,12 @@ def _run_one(args: argparse.Namespace, run: str, model: str, env: dict[str, str]
         "read_bytes": result.read_bytes,
         "written_bytes": result.written_bytes,
         "out_dir": str(out),
+        "load_average_1min": [round(load, 2), round(os.getloadavg()[0], 2)],  # start, end
     }
     if result.exit_code == 0 and summary.is_file():
         info = json.loads(summary.read_text())
         keys = ("seconds", "layers_on_disk", "batch_size", "max_edges", "test_accuracy",
-                "in_memory_layer_bytes", "memory_budget")  # fmt: skip
+                "in_memory_layer_bytes", "memory_budget", "order", "store")  # fmt: skip
         record["summary"] = {k: info.get(k) for k in keys}
     elif result.stderr_path:
         record["stderr_tail"] = Path(result.stderr_path).read_text()[-600:]
@@ -134,6 +143,8 @@ def main() -> None:
                         "(repeatable; default: memory, bounded)")  # fmt: skip
     parser.add_argument("--budget", default="auto", help="--memory-budget of bounded runs")
     parser.add_argument("--model", default=None, help="model directory or models:/ URI")
+    parser.add_argument("--store", type=Path, default=None,
+                        help="a partitioned store of the graph, for --run store")  # fmt: skip
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=4096)
@@ -168,8 +179,12 @@ def main() -> None:
         print(json.dumps(report["runs"][-1]), flush=True)
         _write(args.out, report)  # after each run: a long one may be stopped
     done = {r["mode"]: Path(r["out_dir"]) for r in report["runs"] if r["exit_code"] == 0}
-    if len(done) == 2:
-        report["comparison"] = _compare(*(p / "predictions.parquet" for p in done.values()))
+    first = next(iter(done), None)
+    report["comparison"] = {
+        f"{first} vs {mode}": _compare(done[first] / "predictions.parquet",
+                                       path / "predictions.parquet")
+        for mode, path in done.items() if mode != first
+    }  # fmt: skip
     print(json.dumps(report, indent=2))
     _write(args.out, report)
 

@@ -374,7 +374,7 @@ def run(
     """Train as ``args`` say; ``on_epoch_end(epoch, checkpoint_path)`` is passed
     to :func:`gnncore.modes.train_graph_dir` (for tests and embedding)."""
     config = build_config(args)
-    from gnncore.modes import open_store, resolve_mode, train_graph_dir
+    from gnncore.modes import RunInputs, RunRecording, open_store, resolve_mode, train_graph_dir
     from gnncore.modes.choose import distributed_config
     from gnncore.store import GraphDir
     from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
@@ -449,9 +449,8 @@ def run(
                 run_name=args.run_name,
             )
         else:
-            result = train_graph_dir(
-                graph,
-                config,
+            inputs = RunInputs(args.placement, args.replication, args.store, mode_choice=choice)
+            recording = RunRecording(
                 tracking=tracker,
                 progress=not args.no_progress and on_terminal(),
                 run_name=args.run_name,
@@ -459,11 +458,8 @@ def run(
                 resume=args.resume,
                 keep_checkpoints=args.keep_checkpoints,
                 on_epoch_end=on_epoch_end,
-                placement=args.placement,
-                replication=args.replication,
-                store=args.store,
-                mode_choice=choice,
             )
+            result = train_graph_dir(graph, config, inputs, recording)
     if distributed and args.node_rank > 0:  # rank 0 and the MLflow run are on machine 0
         return {
             "task": args.task,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnncore.modes.run import RunOptions, line_logger
+from gnncore.modes.run import RunRecording, line_logger
 from gnncore.outofcore.link_buffer import link_buffer_source
 from gnncore.store import GraphDir, GraphDirFeatureStore
 from gnncore.store.feature_store import TensorFeatureStore
@@ -29,7 +29,7 @@ from gnncore.train.record import fit_recorded, link_run_params
 
 
 def train_link_graph_dir(
-    graph: GraphDir, config: LinkTrainConfig, run: RunOptions
+    graph: GraphDir, config: LinkTrainConfig, run: RunRecording
 ) -> LinkTrainResult:
     """:func:`~gnncore.modes.train_graph_dir` for link prediction."""
     m = graph.manifest
@@ -53,7 +53,7 @@ def train_link_graph_dir(
         config,
         link_batches(splits, config, run.checkpoint_dir, run.progress),
         run.hooks(checkpoints),
-        run.recording(
+        run.record(
             graph,
             link_run_params(config, m, splits, run.checkpoint_dir),
             previous,

@@ -5,7 +5,6 @@ samplers (:mod:`gnncore.modes.plans`), then training and its record."""
 from __future__ import annotations
 
 import contextlib
-import os
 
 import numpy as np
 import torch
@@ -13,7 +12,7 @@ import torch
 from gnncore.errors import InputError
 from gnncore.modes.node_data import node_data
 from gnncore.modes.plans import locality_aware, open_plans
-from gnncore.modes.run import RunOptions, line_logger
+from gnncore.modes.run import RunInputs, RunRecording, line_logger
 from gnncore.plan.feature_store import PlacedFeatureStore
 from gnncore.store import GraphDir
 from gnncore.train.core.checkpoint import data_fingerprint, open_checkpoints
@@ -27,17 +26,15 @@ from gnncore.train.record import fit_recorded, node_run_params
 def train_node_graph_dir(
     graph: GraphDir,
     config: NodeTrainConfig,
-    run: RunOptions,
-    placement: str | os.PathLike[str] | None,
-    replication: str | os.PathLike[str] | None,
-    store: str | os.PathLike[str] | None,
+    inputs: RunInputs,
+    run: RunRecording,
 ) -> NodeTrainResult:
     """:func:`~gnncore.modes.train_graph_dir` for node classification."""
     check_trainable(graph)
     m = graph.manifest
-    data = node_data(graph, config, store, line_logger(run.progress))
+    data = node_data(graph, config, inputs.store, line_logger(run.progress))
     feature_store = data.feature_store
-    plans = open_plans(graph, placement, replication)
+    plans = open_plans(graph, inputs.placement, inputs.replication)
     if plans and config.mode != "mmap":
         raise ConfigError(f"placement and replication plans need mode 'mmap', not {config.mode!r}")
     if "placement" in plans:
@@ -82,7 +79,7 @@ def train_node_graph_dir(
         config,
         contextlib.nullcontext(data.train_batches),
         run.hooks(checkpoints),
-        run.recording(graph, params, previous),
+        run.record(graph, params, previous),
     )
 
 

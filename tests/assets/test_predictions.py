@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from assets import ALL_ASSETS, ALL_CHECKS
 from assets.partitions import PARTITIONS_NAME
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunRecording, train_graph_dir
 from gnncore.store import GraphDir
 from gnncore.tracking.registry import registered_model_name
 from gnncore.train import NodeTrainConfig
@@ -50,7 +50,10 @@ def test_predictions_asset_writes_every_node_with_the_training_accuracy(tmp_path
     # promoted; production_model's materialization names the registered model.
     mlflow = resources["mlflow"]
     config = NodeTrainConfig(hidden=16, epochs=3, batch_size=64, device="cpu")
-    result = train_graph_dir(graph, config, tracking=mlflow.tracker(), progress=False)  # type: ignore[attr-defined]
+    tracker = mlflow.tracker()  # type: ignore[attr-defined]
+    result = train_graph_dir(
+        graph, config, recording=RunRecording(tracking=tracker, progress=False)
+    )
     registry = mlflow.registry()  # type: ignore[attr-defined]
     name = registered_model_name("node", "predtiny")
     version = registry.register(name, str(result.model_uri), str(result.run_id))

@@ -19,7 +19,7 @@ from gnncore.distributed.rank_data import RankData
 from gnncore.distributed.rank_write import write_rank_data
 from gnncore.distributed.source.link import draw_negatives
 from gnncore.distributed.training import DistributedConfig, Launch, train_distributed_link
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunRecording, train_graph_dir
 from gnncore.partition.run import partition_graph
 from gnncore.store import GraphDir, create_graph_dir
 from gnncore.train import LinkTrainConfig
@@ -149,7 +149,7 @@ def runs(graph, tmp_path_factory: pytest.TempPathFactory) -> dict:
             run_timeout=300,
         ),
     )
-    single = train_graph_dir(GraphDir.open(g), CONFIG, progress=False)
+    single = train_graph_dir(GraphDir.open(g), CONFIG, recording=RunRecording(progress=False))
     return {"dist": dist, "single": single, "ckpt": ckpt}
 
 

@@ -15,7 +15,7 @@ from gnncore.distributed.collectives import transfer_plan
 from gnncore.distributed.launch import RankFailed
 from gnncore.distributed.source.base import split_batches
 from gnncore.distributed.training import DistributedConfig, train_distributed
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunRecording, train_graph_dir
 from gnncore.partition.run import partition_graph
 from gnncore.train import NodeTrainConfig
 
@@ -80,7 +80,7 @@ def runs(graph, tmp_path_factory: pytest.TempPathFactory) -> dict:
         g, part, CONFIG, DistributedConfig(nproc=2, checkpoint_dir=ckpt, run_timeout=120)
     )
     seconds = time.perf_counter() - started
-    single = train_graph_dir(g, CONFIG, progress=False)
+    single = train_graph_dir(g, CONFIG, recording=RunRecording(progress=False))
     return {"dist": dist, "single": single, "seconds": seconds, "ckpt": ckpt}
 
 

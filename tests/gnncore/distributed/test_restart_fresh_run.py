@@ -15,7 +15,7 @@ import pytest
 
 from conftest import planted_graph
 from gnncore.cli.main import main
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunRecording, train_graph_dir
 from gnncore.partition.run import partition_graph
 from gnncore.store import GraphDir
 from gnncore.train import CheckpointDir, NodeTrainConfig
@@ -57,7 +57,9 @@ def test_a_restarted_fresh_run_does_not_resume_the_previous_runs_checkpoint(
     ckpt = tmp_path / "ckpt"
     # The previous run: one process, one epoch, other settings.
     config = NodeTrainConfig(epochs=1, batch_size=16, hidden=8, device="cpu", seed=3)
-    train_graph_dir(GraphDir.open(g), config, progress=False, checkpoint_dir=ckpt)
+    train_graph_dir(
+        GraphDir.open(g), config, recording=RunRecording(progress=False, checkpoint_dir=ckpt)
+    )
     previous = CheckpointDir(ckpt).identity()
     assert len(previous) == 1
 

@@ -336,11 +336,11 @@ def test_cli_mode_sancus_with_two_ranks(graph, tmp_path) -> None:
 
 
 def test_single_process_mode_sancus_is_refused(graph) -> None:
-    from gnncore.modes import train_graph_dir
+    from gnncore.modes import RunRecording, train_graph_dir
     from gnncore.train.node.config import ConfigError
 
     with pytest.raises(ConfigError, match="--nproc N --partition DIR"):
-        train_graph_dir(graph[0], CONFIG, progress=False)
+        train_graph_dir(graph[0], CONFIG, recording=RunRecording(progress=False))
 
 
 if __name__ == "__main__":  # pragma: no cover

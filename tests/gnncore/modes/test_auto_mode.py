@@ -11,7 +11,14 @@ import pytest
 from conftest import planted_graph, tiny_kg
 from gnncore.errors import ConfigError
 from gnncore.memory import memory_available
-from gnncore.modes import choose_mode, resolve_mode, train_graph_dir, training_bytes
+from gnncore.modes import (
+    RunInputs,
+    RunRecording,
+    choose_mode,
+    resolve_mode,
+    train_graph_dir,
+    training_bytes,
+)
 from gnncore.modes.choose import distributed_config, working_set
 from gnncore.outofcore.store import write_partitioned_store
 from gnncore.partition import partition_graph
@@ -58,7 +65,10 @@ def test_the_estimate_counts_what_in_memory_holds(small):
 def test_auto_with_room_trains_in_memory_with_the_same_results(small):
     runs = {
         mode: train_graph_dir(
-            small, NodeTrainConfig(mode=mode, **SMALL), progress=False, memory_budget=ROOMY
+            small,
+            NodeTrainConfig(mode=mode, **SMALL),
+            recording=RunRecording(progress=False),
+            budget=ROOMY,
         )
         for mode in ("auto", "in_memory", "mmap")
     }
@@ -119,7 +129,9 @@ def test_the_refusal_names_the_budget_the_estimate_and_the_store(small):
         choose_mode(small, NodeTrainConfig(memory_budget="16KiB"), budget_bytes=GIB)
     # And train_graph_dir refuses before training.
     with pytest.raises(ConfigError, match="gnncore store"):
-        train_graph_dir(small, NodeTrainConfig(**SMALL), progress=False, memory_budget=16 << 10)
+        train_graph_dir(
+            small, NodeTrainConfig(**SMALL), recording=RunRecording(progress=False), budget=16 << 10
+        )
 
 
 def test_plans_and_options_the_out_of_core_mode_lacks_pick_mmap(small):
@@ -135,9 +147,8 @@ def test_a_resumed_auto_run_keeps_its_checkpoints_mode(small, tmp_path):
     first = train_graph_dir(
         small,
         NodeTrainConfig(**{**SMALL, "epochs": 1}),
-        progress=False,
-        memory_budget=ROOMY,
-        checkpoint_dir=tmp_path,
+        recording=RunRecording(progress=False, checkpoint_dir=tmp_path),
+        budget=ROOMY,
     )
     assert first.config.mode == "in_memory"
     # A budget that would now refuse in_memory (and there is no store): resuming
@@ -145,10 +156,8 @@ def test_a_resumed_auto_run_keeps_its_checkpoints_mode(small, tmp_path):
     resumed = train_graph_dir(
         small,
         NodeTrainConfig(**SMALL),
-        progress=False,
-        memory_budget=16 << 10,
-        checkpoint_dir=tmp_path,
-        resume=True,
+        recording=RunRecording(progress=False, checkpoint_dir=tmp_path, resume=True),
+        budget=16 << 10,
     )
     assert resumed.resumed_from_epoch == 1 and resumed.config.mode == "in_memory"
     assert resumed.mode_choice["reason"].startswith("resumed")
@@ -163,10 +172,14 @@ def test_features_over_the_budget_train_out_of_core(wide):
     budget = current_rss_bytes() + STAGE_MARGIN + working_set(graph, config).total() + data
     assert graph.manifest.num_nodes * graph.manifest.num_features * 4 > data
     with pytest.raises(ConfigError, match="partitioned store"):
-        train_graph_dir(graph, config, progress=False, memory_budget=budget)
+        train_graph_dir(graph, config, recording=RunRecording(progress=False), budget=budget)
     lines: list[str] = []
     result = train_graph_dir(
-        graph, config, store=store.path, progress=lines.append, memory_budget=budget
+        graph,
+        config,
+        inputs=RunInputs(store=store.path),
+        recording=RunRecording(progress=lines.append),
+        budget=budget,
     )
     assert result.config.mode == "hierbatching"
     # Mega-batches are sized from the whole-process budget, handed on as it is.
@@ -189,7 +202,7 @@ def test_link_with_learned_embeddings_over_the_budget_uses_the_partition_buffer(
     # A whole-process budget the size of the data: what the process holds leaves it nothing.
     budget = sum(parts.values())
     config = dataclasses.replace(config, memory_budget=str(budget))
-    result = train_graph_dir(graph, config, progress=False)
+    result = train_graph_dir(graph, config, recording=RunRecording(progress=False))
     assert result.config.mode == "partition_buffer"
     assert result.mode_choice["reason"].startswith("the training data does not fit")
     assert 0 < result.test.mrr <= 1

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import planted_graph
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunInputs, RunRecording, train_graph_dir
 from gnncore.outofcore.store import write_partitioned_store
 from gnncore.partition import partition_graph
 from gnncore.store import GraphDir
@@ -33,8 +33,12 @@ def built(tmp_path_factory):
 
 def test_in_memory_trains_exactly_as_memory_mapped(built):
     graph, _ = built
-    mapped = train_graph_dir(graph, NodeTrainConfig(**SMALL, mode="mmap"), progress=False)
-    loaded = train_graph_dir(graph, NodeTrainConfig(**SMALL, mode="in_memory"), progress=False)
+    mapped = train_graph_dir(
+        graph, NodeTrainConfig(**SMALL, mode="mmap"), recording=RunRecording(progress=False)
+    )
+    loaded = train_graph_dir(
+        graph, NodeTrainConfig(**SMALL, mode="in_memory"), recording=RunRecording(progress=False)
+    )
     for a, b in zip(mapped.model.parameters(), loaded.model.parameters(), strict=True):
         assert torch.equal(a, b)
     assert mapped.test_accuracy == loaded.test_accuracy
@@ -44,13 +48,21 @@ def test_hierbatching_needs_a_store_of_this_graph(built, tmp_path):
     graph, store = built
     config = NodeTrainConfig(**SMALL, mode="hierbatching")
     with pytest.raises(ConfigError, match="gnncore store"):
-        train_graph_dir(graph, config, progress=False)
+        train_graph_dir(graph, config, recording=RunRecording(progress=False))
     other = GraphDir.open(planted_graph(tmp_path / "other", num_nodes=500, degree=8, seed=3))
     with pytest.raises(ConfigError, match="another graph"):
-        train_graph_dir(other, config, store=store.path, progress=False)
+        train_graph_dir(
+            other,
+            config,
+            inputs=RunInputs(store=store.path),
+            recording=RunRecording(progress=False),
+        )
     with pytest.raises(ConfigError, match="'partition_buffer', not 'mmap'"):
         train_graph_dir(
-            graph, NodeTrainConfig(**SMALL, mode="mmap"), store=store.path, progress=False
+            graph,
+            NodeTrainConfig(**SMALL, mode="mmap"),
+            inputs=RunInputs(store=store.path),
+            recording=RunRecording(progress=False),
         )
     with pytest.raises(ConfigError, match="memory_budget"):
         NodeTrainConfig(**SMALL, mode="hierbatching", memory_budget="lots").validate()
@@ -60,7 +72,12 @@ def test_hierbatching_logs_one_line_per_mega_batch(built):
     graph, store = built
     lines: list[str] = []
     config = NodeTrainConfig(**SMALL, mode="hierbatching", mega_batch_parts=4)
-    result = train_graph_dir(graph, config, store=store.path, progress=lines.append)
+    result = train_graph_dir(
+        graph,
+        config,
+        inputs=RunInputs(store=store.path),
+        recording=RunRecording(progress=lines.append),
+    )
     assert result.test_accuracy > 0.6  # chance: 0.25
     train_lines = [line for line in lines if line.startswith("train mega-batch")]
     assert len(train_lines) == 3 * 2  # 3 epochs, 8 partitions in groups of 4
@@ -71,7 +88,12 @@ def test_partition_buffer_trains_each_partition_in_once_per_epoch(built):
     graph, store = built
     lines: list[str] = []
     config = NodeTrainConfig(**SMALL, mode="partition_buffer", mega_batch_parts=3)
-    result = train_graph_dir(graph, config, store=store.path, progress=lines.append)
+    result = train_graph_dir(
+        graph,
+        config,
+        inputs=RunInputs(store=store.path),
+        recording=RunRecording(progress=lines.append),
+    )
     assert result.test_accuracy > 0.6  # chance: 0.25
     states = [line for line in lines if line.startswith("train buffer state")]
     assert len(states) == 3 * (store.parts - 3 + 1)  # 3 epochs of p - c + 1 states

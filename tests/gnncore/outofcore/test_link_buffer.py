@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import tiny_kg
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunRecording, train_graph_dir
 from gnncore.outofcore.link_buffer import (
     DiskEmbeddings,
     NodePartitions,
@@ -119,9 +119,11 @@ def test_the_buffer_writes_its_updates_back(kg, tmp_path) -> None:
 
 @pytest.mark.parametrize("ordering", ["beta", "comet"])
 def test_training_through_the_buffer_learns_like_in_memory(kg, ordering) -> None:
-    memory = train_graph_dir(kg, config(mode="mmap"), progress=False)
+    memory = train_graph_dir(kg, config(mode="mmap"), recording=RunRecording(progress=False))
     lines: list[str] = []
-    buffered = train_graph_dir(kg, config(buffer_ordering=ordering), progress=lines.append)
+    buffered = train_graph_dir(
+        kg, config(buffer_ordering=ordering), recording=RunRecording(progress=lines.append)
+    )
     # The tiny KG saturates near 0.25-0.29 (the answer's community); in memory: 0.255.
     assert buffered.test.mrr > 2.5 * RANDOM_MRR
     assert buffered.test.mrr > memory.test.mrr - 0.05
@@ -134,10 +136,14 @@ def test_training_through_the_buffer_learns_like_in_memory(kg, ordering) -> None
 def test_a_buffered_run_resumes_with_more_epochs(kg, tmp_path) -> None:
     """Resume through train_graph_dir (a new work directory for the tables, beside
     the checkpoints): 2 epochs, then 2 more, like 4 in one go."""
-    whole = train_graph_dir(kg, config(epochs=4), progress=False)
-    first = train_graph_dir(kg, config(epochs=2), progress=False, checkpoint_dir=tmp_path / "c")
+    whole = train_graph_dir(kg, config(epochs=4), recording=RunRecording(progress=False))
+    first = train_graph_dir(
+        kg, config(epochs=2), recording=RunRecording(progress=False, checkpoint_dir=tmp_path / "c")
+    )
     second = train_graph_dir(
-        kg, config(epochs=4), progress=False, checkpoint_dir=tmp_path / "c", resume=True
+        kg,
+        config(epochs=4),
+        recording=RunRecording(progress=False, checkpoint_dir=tmp_path / "c", resume=True),
     )
     assert first.val_mrr == whole.val_mrr[:2] and second.resumed_from_epoch == 2
     assert second.val_mrr == whole.val_mrr and second.best_epoch == whole.best_epoch

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import planted_graph
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunInputs, RunRecording, train_graph_dir
 from gnncore.plan import PlacementPlan, PlacementSettings, plan_placement
 from gnncore.plan.sampling import LasScaleAdapter, locality_aware_sampler
 from gnncore.sampler.biased import ScaleController
@@ -42,12 +42,14 @@ def _host_share(result) -> tuple[float, float]:
 
 def test_scale_one_trains_exactly_as_the_plain_sampler(planned):
     graph, plan = planned
-    plain = train_graph_dir(graph, _config(), progress=False, placement=plan)
+    plain = train_graph_dir(
+        graph, _config(), inputs=RunInputs(placement=plan), recording=RunRecording(progress=False)
+    )
     las = train_graph_dir(
         graph,
         _config(locality_aware=True, las_fixed_scale=1.0),
-        progress=False,
-        placement=plan,
+        inputs=RunInputs(placement=plan),
+        recording=RunRecording(progress=False),
     )
     assert las.train_loss == plain.train_loss
     assert las.test_accuracy == plain.test_accuracy
@@ -55,9 +57,14 @@ def test_scale_one_trains_exactly_as_the_plain_sampler(planned):
 
 def test_a_larger_scale_reads_fewer_rows_from_the_host_at_similar_accuracy(planned):
     graph, plan = planned
-    plain = train_graph_dir(graph, _config(), progress=False, placement=plan)
+    plain = train_graph_dir(
+        graph, _config(), inputs=RunInputs(placement=plan), recording=RunRecording(progress=False)
+    )
     las = train_graph_dir(
-        graph, _config(locality_aware=True, las_fixed_scale=8.0), progress=False, placement=plan
+        graph,
+        _config(locality_aware=True, las_fixed_scale=8.0),
+        inputs=RunInputs(placement=plan),
+        recording=RunRecording(progress=False),
     )
     plain_host, plain_share = _host_share(plain)
     las_host, las_share = _host_share(las)
@@ -67,7 +74,12 @@ def test_a_larger_scale_reads_fewer_rows_from_the_host_at_similar_accuracy(plann
 
 def test_adaptive_scale_follows_algorithm_two_and_is_logged(planned):
     graph, plan = planned
-    result = train_graph_dir(graph, _config(locality_aware=True), progress=False, placement=plan)
+    result = train_graph_dir(
+        graph,
+        _config(locality_aware=True),
+        inputs=RunInputs(placement=plan),
+        recording=RunRecording(progress=False),
+    )
     scales = [t["las_scale"] for t in result.throughput]
     assert scales[0] == 1.0 and all(s >= 1.0 for s in scales)
     for t in result.throughput:  # Algorithm 2 is fed this epoch's own figures
@@ -118,7 +130,7 @@ def test_weighted_sage_equals_sage_without_weights():
 def test_locality_aware_needs_a_placement_and_an_edge_weighted_model(planned):
     graph, plan = planned
     with pytest.raises(ConfigError, match="placement"):
-        train_graph_dir(graph, _config(locality_aware=True), progress=False)
+        train_graph_dir(graph, _config(locality_aware=True), recording=RunRecording(progress=False))
     with pytest.raises(ConfigError, match="model 'sage'"):
         _config(locality_aware=True, model="gcn").validate()
     with pytest.raises(ConfigError, match="num_workers 0"):
@@ -147,22 +159,30 @@ def test_hdr_pruning_counts_remote_reads_and_full_replication_reads_none(planned
     graph, _ = planned
     config = _config(hdr_part=1, fanouts=(4, 3), epochs=3)
     pruned = train_graph_dir(
-        graph, config, progress=False, replication=_replication(graph, tmp_path, 0.01)
+        graph,
+        config,
+        inputs=RunInputs(replication=_replication(graph, tmp_path, 0.01)),
+        recording=RunRecording(progress=False),
     )
     remote = [t["hdr_remote_ids"] for t in pruned.throughput]
     assert all(r > 0 for r in remote) and all(t["hdr_remote_lists"] > 0 for t in pruned.throughput)
     everywhere = train_graph_dir(
-        graph, config, progress=False, replication=_replication(graph, tmp_path, 1.0)
+        graph,
+        config,
+        inputs=RunInputs(replication=_replication(graph, tmp_path, 1.0)),
+        recording=RunRecording(progress=False),
     )
     assert [t["hdr_remote_ids"] for t in everywhere.throughput] == [0.0] * 3
-    plain = train_graph_dir(graph, _config(fanouts=(4, 3), epochs=3), progress=False)
+    plain = train_graph_dir(
+        graph, _config(fanouts=(4, 3), epochs=3), recording=RunRecording(progress=False)
+    )
     assert everywhere.train_loss == plain.train_loss  # nothing remote: the plain draws
     with pytest.raises(ConfigError, match="replication plan"):
-        train_graph_dir(graph, config, progress=False)
+        train_graph_dir(graph, config, recording=RunRecording(progress=False))
     with pytest.raises(ValueError, match="hdr_part 9"):
         train_graph_dir(
             graph,
             _config(hdr_part=9),
-            progress=False,
-            replication=_replication(graph, tmp_path, 0.01),
+            inputs=RunInputs(replication=_replication(graph, tmp_path, 0.01)),
+            recording=RunRecording(progress=False),
         )

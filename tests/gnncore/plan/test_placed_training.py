@@ -12,7 +12,7 @@ from torch_geometric.data import TensorAttr
 
 from conftest import planted_graph
 from gnncore.cli.main import main
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunInputs, RunRecording, train_graph_dir
 from gnncore.plan import PlacementPlan, PlacementSettings, plan_placement
 from gnncore.plan.feature_store import PlacedFeatureStore
 from gnncore.store import GraphDir, GraphDirFeatureStore
@@ -62,8 +62,10 @@ def test_a_plan_of_another_graph_is_refused(planned, tmp_path):
 def test_training_with_a_placement_matches_training_without(planned):
     graph, plan_dir = planned
     config = NodeTrainConfig(epochs=3, hidden=16, batch_size=64, seed=3)
-    plain = train_graph_dir(graph, config, progress=False)
-    placed = train_graph_dir(graph, config, progress=False, placement=plan_dir)
+    plain = train_graph_dir(graph, config, recording=RunRecording(progress=False))
+    placed = train_graph_dir(
+        graph, config, inputs=RunInputs(placement=plan_dir), recording=RunRecording(progress=False)
+    )
     assert placed.train_loss == plain.train_loss
     assert placed.test_accuracy == plain.test_accuracy
     for epoch in placed.throughput:

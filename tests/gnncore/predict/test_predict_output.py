@@ -24,7 +24,7 @@ from conftest import planted_graph, tiny_kg
 from gnncore.cli.main import main
 from gnncore.errors import InputError
 from gnncore.io.canonical import node_id_table
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunRecording, train_graph_dir
 from gnncore.predict import (
     ModelNotFoundError,
     load_trained_model,
@@ -55,7 +55,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trained]:
     base = tmp_path_factory.mktemp("predict")
     graph = GraphDir.open(planted_graph(base / "graph", num_nodes=400, features=16))
     uri = default_tracking_uri(base / "root")
-    result = train_graph_dir(graph, CONFIG, tracking=MlflowTracker(uri), progress=False)
+    result = train_graph_dir(
+        graph, CONFIG, recording=RunRecording(tracking=MlflowTracker(uri), progress=False)
+    )
     registry = ModelRegistry(uri)
     name = registered_model_name("node", graph.manifest.name)
     registry.promote(registry.register(name, str(result.model_uri), str(result.run_id)))
@@ -207,7 +209,9 @@ def test_link_embeddings_keyed_by_entity_names(tmp_path: Path) -> None:
     graph = GraphDir.open(tiny_kg(tmp_path / "kg"))
     uri = default_tracking_uri(tmp_path / "root")
     config = LinkTrainConfig(dim=16, epochs=2, batch_size=200, num_negatives=200, device="cpu")
-    result = train_graph_dir(graph, config, tracking=MlflowTracker(uri), progress=False)
+    result = train_graph_dir(
+        graph, config, recording=RunRecording(tracking=MlflowTracker(uri), progress=False)
+    )
     report = predict_graph_dir(graph, tmp_path / "pred", str(result.model_uri), tracking_uri=uri)
     table = pq.read_table(tmp_path / "pred" / "predictions.parquet")
     assert table.column_names == ["node_id", "node_index", "embedding"]

@@ -175,7 +175,7 @@ class Inputs:
 
 @pytest.fixture(scope="module")
 def inputs(clean_graph: Path, tmp_path_factory: pytest.TempPathFactory) -> Inputs:
-    from gnncore.modes import train_graph_dir
+    from gnncore.modes import RunRecording, train_graph_dir
     from gnncore.partition import partition_graph
     from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
     from gnncore.tracking.registry import ModelRegistry, registered_model_name
@@ -185,7 +185,9 @@ def inputs(clean_graph: Path, tmp_path_factory: pytest.TempPathFactory) -> Input
     partition_graph(clean_graph, base / "partition", method="random", parts=2)
     uri = default_tracking_uri(base / "root")
     config = NodeTrainConfig(hidden=8, epochs=1, batch_size=64, device="cpu")
-    result = train_graph_dir(clean_graph, config, tracking=MlflowTracker(uri), progress=False)
+    result = train_graph_dir(
+        clean_graph, config, recording=RunRecording(tracking=MlflowTracker(uri), progress=False)
+    )
     registry = ModelRegistry(uri)
     name = registered_model_name("node", GraphDir.open(clean_graph).manifest.name)
     registry.promote(registry.register(name, str(result.model_uri), str(result.run_id)))

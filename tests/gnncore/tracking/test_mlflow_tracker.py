@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import planted_graph
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunRecording, train_graph_dir
 from gnncore.store import GraphDir
 from gnncore.tracking import FAILED, FINISHED, KILLED, RunLogger
 from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
@@ -39,7 +39,11 @@ def tracked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tracked]:
         patch.chdir(base / "cwd")
         tracker = MlflowTracker(default_tracking_uri(base / "root"), experiment="tests")
         result = train_graph_dir(
-            graph, CONFIG, tracking=tracker, tags={"dagster_run_id": "dagster-123"}, progress=False
+            graph,
+            CONFIG,
+            recording=RunRecording(
+                tracking=tracker, tags={"dagster_run_id": "dagster-123"}, progress=False
+            ),
         )
         yield Tracked(base / "root", graph, tracker, result)
 
@@ -167,7 +171,9 @@ def test_training_that_raises_leaves_a_failed_run(
     monkeypatch.setattr("gnncore.train.record.fit", boom)
     tracker = MlflowTracker(tracked.tracker.tracking_uri, experiment="failing")
     with pytest.raises(RuntimeError, match="boom"):
-        train_graph_dir(tracked.graph, CONFIG, tracking=tracker, progress=False)
+        train_graph_dir(
+            tracked.graph, CONFIG, recording=RunRecording(tracking=tracker, progress=False)
+        )
     (run,) = tracker.client.search_runs([tracker.experiment_id])
     assert run.info.status == FAILED
     assert run.data.tags["error"] == "RuntimeError: boom in epoch 1"
@@ -229,10 +235,9 @@ def test_crash_with_checkpoints_fails_the_run_and_resume_starts_a_new_one(
         train_graph_dir(
             tracked.graph,
             config,
-            tracking=tracker,
-            progress=False,
-            checkpoint_dir=tmp_path,
-            on_epoch_end=crash,
+            recording=RunRecording(
+                tracking=tracker, progress=False, checkpoint_dir=tmp_path, on_epoch_end=crash
+            ),
         )
     (failed,) = tracker.client.search_runs([tracker.experiment_id])
     assert failed.info.status == FAILED
@@ -244,10 +249,9 @@ def test_crash_with_checkpoints_fails_the_run_and_resume_starts_a_new_one(
     result = train_graph_dir(
         tracked.graph,
         config,
-        tracking=tracker,
-        progress=False,
-        checkpoint_dir=tmp_path,
-        resume=True,
+        recording=RunRecording(
+            tracking=tracker, progress=False, checkpoint_dir=tmp_path, resume=True
+        ),
     )
     assert result.resumed_from_epoch == 2 and result.run_id != failed.info.run_id
     new = tracker.client.get_run(str(result.run_id))

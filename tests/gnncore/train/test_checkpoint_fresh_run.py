@@ -13,7 +13,7 @@ import torch
 
 from conftest import planted_graph
 from gnncore.errors import InputError
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunRecording, train_graph_dir
 from gnncore.store import GraphDir
 from gnncore.train import CheckpointDir, NodeTrainConfig, default_checkpoint_dir
 from gnncore.train.core.steps import OptimizerStep
@@ -41,7 +41,7 @@ class BatchZeroFailure(RuntimeError):
 def test_a_fresh_run_failing_at_batch_0_keeps_the_previous_checkpoints(
     graph: GraphDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    train_graph_dir(graph, CONFIG, progress=False, checkpoint_dir=tmp_path)
+    train_graph_dir(graph, CONFIG, recording=RunRecording(progress=False, checkpoint_dir=tmp_path))
     before = snapshot(tmp_path)
     assert sorted(before) == ["epoch-1.pt", "epoch-2.pt"]
     (tmp_path / ".epoch-3.pt.x.tmp").write_bytes(b"half a file")  # a killed write's leftover
@@ -56,7 +56,9 @@ def test_a_fresh_run_failing_at_batch_0_keeps_the_previous_checkpoints(
         patch.setattr(OptimizerStep, "__call__", fail)
         with pytest.raises(BatchZeroFailure):
             train_graph_dir(
-                graph, dataclasses.replace(CONFIG, lr=0.02), progress=False, checkpoint_dir=tmp_path
+                graph,
+                dataclasses.replace(CONFIG, lr=0.02),
+                recording=RunRecording(progress=False, checkpoint_dir=tmp_path),
             )
     assert len(seen) == 1 and seen[0] == before  # untouched while the run trained
     assert snapshot(tmp_path) == before  # and after it failed (the stray temp went)
@@ -65,9 +67,7 @@ def test_a_fresh_run_failing_at_batch_0_keeps_the_previous_checkpoints(
     resumed = train_graph_dir(
         graph,
         dataclasses.replace(CONFIG, epochs=3),
-        progress=False,
-        checkpoint_dir=tmp_path,
-        resume=True,
+        recording=RunRecording(progress=False, checkpoint_dir=tmp_path, resume=True),
     )
     assert resumed.resumed_from_epoch == 2 and resumed.stopped_epoch == 3
 
@@ -78,9 +78,7 @@ def test_a_fresh_run_removes_the_previous_checkpoints_after_its_first(
     train_graph_dir(
         graph,
         dataclasses.replace(CONFIG, epochs=3),
-        progress=False,
-        checkpoint_dir=tmp_path,
-        keep_checkpoints=3,
+        recording=RunRecording(progress=False, checkpoint_dir=tmp_path, keep_checkpoints=3),
     )
     old = snapshot(tmp_path)
     assert sorted(old) == ["epoch-1.pt", "epoch-2.pt", "epoch-3.pt"]
@@ -99,10 +97,9 @@ def test_a_fresh_run_removes_the_previous_checkpoints_after_its_first(
     fresh = train_graph_dir(
         graph,
         dataclasses.replace(CONFIG, lr=0.02),
-        progress=False,
-        checkpoint_dir=tmp_path,
-        keep_checkpoints=3,
-        on_epoch_end=after_epoch,
+        recording=RunRecording(
+            progress=False, checkpoint_dir=tmp_path, keep_checkpoints=3, on_epoch_end=after_epoch
+        ),
     )
     assert fresh.resumed_from_epoch == 0
     # Kept while the first epoch trains; gone right after the first checkpoint.

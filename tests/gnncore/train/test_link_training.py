@@ -212,13 +212,15 @@ def test_tracked_feature_model_is_logged_with_its_features(tmp_path: Path) -> No
     """A GNN over node features exports with an (n_id, edge_index, x) example."""
     import mlflow
 
-    from gnncore.modes import train_graph_dir
+    from gnncore.modes import RunRecording, train_graph_dir
     from gnncore.tracking.mlflow import MlflowTracker
 
     graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=200))
     tracker = MlflowTracker(f"sqlite:///{tmp_path}/mlflow.db", "links")
     result = train_graph_dir(
-        graph, fast(model="sage", fanouts=(3,), epochs=1), tracking=tracker, progress=False
+        graph,
+        fast(model="sage", fanouts=(3,), epochs=1),
+        recording=RunRecording(tracking=tracker, progress=False),
     )
     assert result.model_uri and result.run_id
     run = mlflow.MlflowClient(tracker.tracking_uri).get_run(result.run_id)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import planted_graph
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunRecording, train_graph_dir
 from gnncore.sampler import NeighborSampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.train import (
@@ -78,7 +78,9 @@ def test_same_seed_gives_the_same_parameters(graph: GraphDir) -> None:
     config = dataclasses.replace(FAST, epochs=2)
 
     def params(seed: int) -> list[torch.Tensor]:
-        result = train_graph_dir(graph, dataclasses.replace(config, seed=seed), progress=False)
+        result = train_graph_dir(
+            graph, dataclasses.replace(config, seed=seed), recording=RunRecording(progress=False)
+        )
         return [p.detach().clone() for p in result.model.parameters()]
 
     first, again, other = params(3), params(3), params(4)
@@ -91,7 +93,11 @@ def test_prefetch_threads_do_not_change_the_parameters(graph: GraphDir) -> None:
     accuracies and trained parameters (CPU)."""
     config = dataclasses.replace(FAST, epochs=2, prefetch_depth=2)
     results = [
-        train_graph_dir(graph, dataclasses.replace(config, prefetch_workers=w), progress=False)
+        train_graph_dir(
+            graph,
+            dataclasses.replace(config, prefetch_workers=w),
+            recording=RunRecording(progress=False),
+        )
         for w in (0, 1, 2)
     ]
     reference = results[0]
@@ -205,7 +211,7 @@ def test_models_registry() -> None:
 @pytest.mark.parametrize("model", ["sage", "gcn", "gat", "gin", "none"])
 def test_every_model_learns_the_planted_graph(graph: GraphDir, model: str) -> None:
     config = dataclasses.replace(FAST, model=model, heads=2 if model == "gat" else 1)
-    result = train_graph_dir(graph, config, progress=False)
+    result = train_graph_dir(graph, config, recording=RunRecording(progress=False))
     assert result.test_accuracy >= (0.35 if model == "none" else 0.85), model  # chance: 0.25
     assert 0 < result.test_macro_f1 <= 1 and len(result.val_macro_f1) == FAST.epochs
 
@@ -217,7 +223,7 @@ def test_graph_without_labels_is_refused(tmp_path: Path) -> None:
     with create_graph_dir(tmp_path / "bare", name="bare") as w:
         w.write_topology(3, np.array([0, 1]), np.array([1, 2]), directed=False)
     with pytest.raises(InputError, match="labels"):
-        train_graph_dir(tmp_path / "bare", FAST, progress=False)
+        train_graph_dir(tmp_path / "bare", FAST, recording=RunRecording(progress=False))
 
 
 def test_cli_train_writes_the_summary(
@@ -466,7 +472,9 @@ def test_progress_as_log_lines_reports_every_epoch(graph: GraphDir, capsys) -> N
     """A callable ``progress`` (what the Dagster asset passes: its logger) gets one
     line per epoch with the epoch bar's labels, and no bar is drawn."""
     lines: list[str] = []
-    result = train_graph_dir(graph, dataclasses.replace(FAST, epochs=3), progress=lines.append)
+    result = train_graph_dir(
+        graph, dataclasses.replace(FAST, epochs=3), recording=RunRecording(progress=lines.append)
+    )
     mode, *lines = lines  # first, the line saying which mode auto chose and why
     assert mode.startswith(f"mode auto -> {result.config.mode}: ")
     assert [line.split(":")[0] for line in lines] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]

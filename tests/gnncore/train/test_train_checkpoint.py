@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from conftest import planted_graph
-from gnncore.modes import train_graph_dir
+from gnncore.modes import RunRecording, train_graph_dir
 from gnncore.store import GraphDir
 from gnncore.train import (
     CheckpointDir,
@@ -86,9 +86,7 @@ def test_latest_skips_unreadable_files_and_refuses_pickled_objects(
     train_graph_dir(
         graph,
         dataclasses.replace(CONFIG, epochs=3),
-        progress=False,
-        checkpoint_dir=tmp_path,
-        keep_checkpoints=3,
+        recording=RunRecording(progress=False, checkpoint_dir=tmp_path, keep_checkpoints=3),
     )
     store = CheckpointDir(tmp_path)
     assert store.latest() is not None and store.latest().epoch == 3  # type: ignore[union-attr]
@@ -132,19 +130,23 @@ def test_default_checkpoint_dir() -> None:
 
 
 def test_resume_after_a_crash_equals_an_uninterrupted_run(graph: GraphDir, tmp_path: Path) -> None:
-    whole = train_graph_dir(graph, CONFIG, progress=False, checkpoint_dir=tmp_path / "a")
+    whole = train_graph_dir(
+        graph, CONFIG, recording=RunRecording(progress=False, checkpoint_dir=tmp_path / "a")
+    )
     assert whole.resumed_from_epoch == 0 and whole.checkpoint_dir == str(tmp_path / "a")
     with pytest.raises(Crash):
         train_graph_dir(
             graph,
             CONFIG,
-            progress=False,
-            checkpoint_dir=tmp_path / "b",
-            on_epoch_end=crash_after(2),
+            recording=RunRecording(
+                progress=False, checkpoint_dir=tmp_path / "b", on_epoch_end=crash_after(2)
+            ),
         )
     assert CheckpointDir(tmp_path / "b").epochs() == [1, 2]
     resumed = train_graph_dir(
-        graph, CONFIG, progress=False, checkpoint_dir=tmp_path / "b", resume=True
+        graph,
+        CONFIG,
+        recording=RunRecording(progress=False, checkpoint_dir=tmp_path / "b", resume=True),
     )
     assert resumed.resumed_from_epoch == 2 and resumed.stopped_epoch == CONFIG.epochs
     assert resumed.train_loss == whole.train_loss
@@ -162,38 +164,44 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(graph: GraphDir, tmp_p
 
 
 def test_resume_checks_settings_and_data(graph: GraphDir, tmp_path: Path) -> None:
-    fresh = train_graph_dir(graph, CONFIG, progress=False, checkpoint_dir=tmp_path, resume=True)
+    fresh = train_graph_dir(
+        graph, CONFIG, recording=RunRecording(progress=False, checkpoint_dir=tmp_path, resume=True)
+    )
     assert fresh.resumed_from_epoch == 0  # nothing to resume: a fresh start
     with pytest.raises(CheckpointError, match=r"lr: 0\.01 \(checkpoint\) != 0\.02"):
         train_graph_dir(
             graph,
             dataclasses.replace(CONFIG, lr=0.02),
-            progress=False,
-            checkpoint_dir=tmp_path,
-            resume=True,
+            recording=RunRecording(progress=False, checkpoint_dir=tmp_path, resume=True),
         )
     other = GraphDir.open(planted_graph(tmp_path / "other", num_nodes=200, features=8, seed=1))
     with pytest.raises(CheckpointError, match="train_crc32"):
-        train_graph_dir(other, CONFIG, progress=False, checkpoint_dir=tmp_path, resume=True)
+        train_graph_dir(
+            other,
+            CONFIG,
+            recording=RunRecording(progress=False, checkpoint_dir=tmp_path, resume=True),
+        )
     longer = train_graph_dir(
         graph,
         dataclasses.replace(CONFIG, epochs=6),
-        progress=False,
-        checkpoint_dir=tmp_path,
-        resume=True,
+        recording=RunRecording(progress=False, checkpoint_dir=tmp_path, resume=True),
     )
     assert longer.resumed_from_epoch == 4 and len(longer.train_loss) == 6
     assert longer.train_loss[:4] == fresh.train_loss
     with pytest.raises(ValueError, match="checkpoint directory"):
-        train_graph_dir(graph, CONFIG, progress=False, resume=True)
+        train_graph_dir(graph, CONFIG, recording=RunRecording(progress=False, resume=True))
 
 
 def test_a_fresh_run_replaces_old_checkpoints(graph: GraphDir, tmp_path: Path) -> None:
     train_graph_dir(
-        graph, dataclasses.replace(CONFIG, epochs=5), progress=False, checkpoint_dir=tmp_path
+        graph,
+        dataclasses.replace(CONFIG, epochs=5),
+        recording=RunRecording(progress=False, checkpoint_dir=tmp_path),
     )
     train_graph_dir(
-        graph, dataclasses.replace(CONFIG, epochs=2), progress=False, checkpoint_dir=tmp_path
+        graph,
+        dataclasses.replace(CONFIG, epochs=2),
+        recording=RunRecording(progress=False, checkpoint_dir=tmp_path),
     )
     assert CheckpointDir(tmp_path).epochs() == [1, 2]
 
@@ -201,19 +209,29 @@ def test_a_fresh_run_replaces_old_checkpoints(graph: GraphDir, tmp_path: Path) -
 def test_early_stopping_and_resuming_a_stopped_run(graph: GraphDir, tmp_path: Path) -> None:
     # A vanishing learning rate leaves the validation accuracy flat after epoch 1.
     config = dataclasses.replace(CONFIG, epochs=10, lr=1e-12, patience=2)
-    result = train_graph_dir(graph, config, progress=False, checkpoint_dir=tmp_path)
+    result = train_graph_dir(
+        graph, config, recording=RunRecording(progress=False, checkpoint_dir=tmp_path)
+    )
     assert result.early_stopped and result.stopped_epoch == 3 and result.best_epoch == 1
     assert len(result.train_loss) == len(result.val_accuracy) == 3
     assert result.summary()["stopped_epoch"] == 3
-    again = train_graph_dir(graph, config, progress=False, checkpoint_dir=tmp_path, resume=True)
+    again = train_graph_dir(
+        graph, config, recording=RunRecording(progress=False, checkpoint_dir=tmp_path, resume=True)
+    )
     assert again.resumed_from_epoch == 3 and again.stopped_epoch == 3
     assert again.test_accuracy == result.test_accuracy
-    off = train_graph_dir(graph, dataclasses.replace(config, patience=0, epochs=4), progress=False)
+    off = train_graph_dir(
+        graph,
+        dataclasses.replace(config, patience=0, epochs=4),
+        recording=RunRecording(progress=False),
+    )
     assert not off.early_stopped and off.stopped_epoch == 4
 
 
 def test_throughput_is_measured_per_epoch(graph: GraphDir) -> None:
-    result = train_graph_dir(graph, dataclasses.replace(CONFIG, epochs=2), progress=False)
+    result = train_graph_dir(
+        graph, dataclasses.replace(CONFIG, epochs=2), recording=RunRecording(progress=False)
+    )
     assert len(result.throughput) == 2
     for epoch in result.throughput:
         assert epoch["batches"] == 2  # 40 training nodes, 32 per batch
@@ -244,9 +262,11 @@ def test_throughput_is_measured_per_epoch(graph: GraphDir) -> None:
 
 def test_amp_on_a_cpu_warns_and_trains_in_float32(graph: GraphDir) -> None:
     config = dataclasses.replace(CONFIG, epochs=1)
-    plain = train_graph_dir(graph, config, progress=False)
+    plain = train_graph_dir(graph, config, recording=RunRecording(progress=False))
     with pytest.warns(RuntimeWarning, match="needs a CUDA device"):
-        amp = train_graph_dir(graph, dataclasses.replace(config, amp="bf16"), progress=False)
+        amp = train_graph_dir(
+            graph, dataclasses.replace(config, amp="bf16"), recording=RunRecording(progress=False)
+        )
     assert_same_state(final_state(amp), final_state(plain))
 
 
@@ -259,16 +279,16 @@ def test_cuda_training_with_mixed_precision(graph: GraphDir, tmp_path: Path, amp
     test asks for learning (falling loss, accuracy clearly above the 0.25 of
     chance), not for a converged accuracy."""
     config = dataclasses.replace(CONFIG, epochs=3, device="cuda", amp=amp)
-    result = train_graph_dir(graph, config, progress=False, checkpoint_dir=tmp_path)
+    result = train_graph_dir(
+        graph, config, recording=RunRecording(progress=False, checkpoint_dir=tmp_path)
+    )
     assert result.device.startswith("cuda") and result.test_accuracy > 0.35
     assert result.train_loss[-1] < result.train_loss[0]
     assert all(e["transfer_s"] > 0 and e["compute_s"] > 0 for e in result.throughput)
     resumed = train_graph_dir(
         graph,
         dataclasses.replace(config, epochs=4),
-        progress=False,
-        checkpoint_dir=tmp_path,
-        resume=True,
+        recording=RunRecording(progress=False, checkpoint_dir=tmp_path, resume=True),
     )
     assert resumed.resumed_from_epoch == 3 and resumed.stopped_epoch == 4
 
