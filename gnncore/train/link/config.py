@@ -26,7 +26,7 @@ ENCODER_DEFAULTS: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class LinkTrainConfig(SharedTrainOptions):
-    r"""Configuration of :func:`gnncore.train.train_link_predictor`.
+    r"""Configuration of link prediction (:class:`~gnncore.train.LinkTask`).
 
     An epoch runs over the training triples and, when ``reciprocal``, their
     reciprocal forms ``(t, r + R, h)`` (shuffled together) in mini-batches of

@@ -69,7 +69,7 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class NodeTrainConfig(SharedTrainOptions):
-    r"""Configuration of :func:`gnncore.train.train_node_classifier`.
+    r"""Configuration of node classification (:class:`~gnncore.train.NodeTask`).
 
     With the defaults, every architecture clears its usual accuracy on
     Planetoid Cora (public split) in seconds on a CPU: GraphSAGE and GAT
