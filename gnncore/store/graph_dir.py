@@ -430,18 +430,24 @@ class GraphDir:
         return limit if limit < num_nodes else -1
 
     def _validate_features(self) -> None:
-        x = self.features()
-        if x is None:
+        if not self.has("features"):
             return
-        for start in range(0, len(x), ROW_CHUNK):
-            block = np.asarray(x[start : start + ROW_CHUNK])
-            finite = np.isfinite(block).all(axis=1)
-            if not finite.all():
-                raise InputError(
-                    "feature row holds NaN or inf",
-                    self.path / "features.npy",
-                    row=start + int(np.flatnonzero(~finite)[0]),
-                )
+        # read in blocks, not mapped (as the indices): a bounded-memory ingestion
+        # of 2 GiB of features held them all as mapped pages here
+        file = self.path / "features.npy"
+        with open(file, "rb") as fh:
+            shape, _, dtype = read_npy_header(fh, file)
+            width = int(np.prod(shape[1:], dtype=np.int64))
+            step = max(1, min(ROW_CHUNK, (32 << 20) // max(width * dtype.itemsize, 1)))
+            for start in range(0, shape[0], step):
+                rows = min(step, shape[0] - start)
+                block = np.fromfile(fh, dtype=dtype, count=rows * width).reshape(-1, width)
+                finite = np.isfinite(block).all(axis=1)
+                if not finite.all():
+                    raise InputError(
+                        "feature row holds NaN or inf", file,
+                        row=start + int(np.flatnonzero(~finite)[0]),
+                    )  # fmt: skip
 
 
 def open_graph(path: str | os.PathLike[str], validate: bool = False) -> GraphDir:
