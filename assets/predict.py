@@ -1,9 +1,12 @@
 """Every node's prediction by the production model, as Parquet under the data root."""
 
+import os
+
 import dagster as dg
 
 from assets.costs import budget_metadata, data_share, stage_budget
 from assets.graph import graph
+from assets.outofcore import partitioned_store
 from assets.partitions import DATASET_PARTITIONS
 from assets.train import production_model
 from assets.upstream import upstream_metadata
@@ -12,8 +15,22 @@ from resources import ComputeResource, DataRootResource, MemoryBudgetResource, M
 PREVIEW_ROWS = 5
 
 
+def lineage_store(context: dg.AssetExecutionContext, graph_path: str, task: str) -> str | None:
+    """This lineage's ``partitioned_store`` when a node model predicts and the store
+    was written from ``graph_path`` and is still there (predictions then run in
+    its node order, part by part); else ``None`` (the graph's own order)."""
+    if task != "node":
+        return None
+    try:
+        store = upstream_metadata(context, partitioned_store.key)
+    except dg.Failure:  # never materialized for this dataset
+        return None
+    path = str(store["path"])
+    return path if str(store["graph_path"]) == graph_path and os.path.isdir(path) else None
+
+
 @dg.asset(
-    deps=[production_model, graph],
+    deps=[production_model, graph, partitioned_store],
     kinds={"pytorch", "parquet"},
     group_name="gnn",
     partitions_def=DATASET_PARTITIONS,
@@ -35,7 +52,9 @@ def predictions(
     budget (the ``memory`` resource) leaves once the process's own memory at
     the start (the model loaded, torch and MLflow) and a margin are taken off,
     else go to disk in batches sized from it; the peak RSS is reported against
-    the budget."""
+    the budget. With this lineage's ``partitioned_store`` (of this graph; a node
+    model) the layers run in its node order, part by part, each part's rows read
+    once (``gnncore predict --store``): the same rows and values."""
     from pathlib import Path
 
     from gnncore.predict import load_trained_model, predict_graph_dir
@@ -51,6 +70,7 @@ def predictions(
     out = storage.stage_dir("predictions", f"{graph_path.name}-{model.spec.task}-v{model.version}")
     budget = stage_budget(memory)
     share = data_share(budget, MIN_MEMORY_BUDGET, "layer-wise prediction")
+    store = lineage_store(context, str(graph_path), model.spec.task)
     report = predict_graph_dir(
         graph_path,
         out,
@@ -58,6 +78,7 @@ def predictions(
         device=compute.resolve(),
         progress=False,
         memory_budget=share.data_bytes,
+        store=store,
     )
     latest = link_latest(out, f"{graph_path.name}-{model.spec.task}-latest")
     summary = report.summary()
@@ -84,6 +105,8 @@ def predictions(
             "mlflow_run_id": str(model.run_id),
             "mlflow_tracking_uri": mlflow.resolved_tracking_uri(),
             "graph_path": dg.MetadataValue.path(str(graph_path)),
+            "order": str(summary["order"]),
+            **({"store_path": dg.MetadataValue.path(store)} if store is not None else {}),
             "seconds": dg.MetadataValue.float(float(summary["seconds"])),
             **budget_metadata(memory.setting(), budget, peak_rss_bytes()),
             "overhead_bytes": share.overhead,

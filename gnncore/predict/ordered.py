@@ -105,7 +105,7 @@ class StoreOrder:
                 ordered = src[np.lexsort((self.node_order[src], dst))]
                 f.write(np.ascontiguousarray(ordered, dtype="<i8").data)
                 del edges, src, dst, ordered
-        return Adjacency(indptr, np.load(path, mmap_mode="r"))
+        return Adjacency(indptr, np.load(path, mmap_mode="c"))  # "c": writable, never written
 
     def feature_rows(self, scattered: bool) -> RowSource:
         """The store's feature rows by new id (mapped; ``scattered``: without

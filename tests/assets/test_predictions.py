@@ -92,3 +92,13 @@ def test_predictions_asset_writes_every_node_with_the_training_accuracy(tmp_path
     assert str(mat.metadata["path"].value) == str(out)
     assert sorted(p.name for p in out.parent.iterdir()) == sorted([out.name, latest.name])
     assert latest.resolve() == out.resolve()
+
+    # With this lineage's partitioned store, the layers run in its node order:
+    # the same table (rows in the graph's order, the same values).
+    assert meta["order"] == "graph" and "store_path" not in meta
+    materialize("graph_partition", "partitioned_store")
+    stored = materialize("predictions")
+    (mat,) = stored.asset_materializations_for_node("predictions")
+    assert mat.metadata["order"].value == "partitioned store"
+    assert Path(str(mat.metadata["store_path"].value)).is_dir()
+    assert pq.read_table(out / "predictions.parquet").equals(table)
