@@ -132,9 +132,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from gnncore.errors import InputError
     from gnncore.partition import partition_graph
+    from gnncore.partition.heap import fix_mmap_threshold
 
     def say(message: str) -> None:
         print(f"[partition] {message}", file=sys.stderr, flush=True)
+
+    # this process only partitions: blocks of 1 MiB and more go back to the system
+    # when freed, not into a heap under every later phase's peak (issue 28, item 2)
+    fix_mmap_threshold()
 
     try:
         report = partition_graph(

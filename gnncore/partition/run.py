@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gnncore.partition.base import Partitioner, PartitionOptions
+from gnncore.partition.heap import trim_heap
 from gnncore.partition.methods import METHODS, MethodSettings, make_partitioner, method_params
 from gnncore.partition.postprocess import balance_splits
 from gnncore.partition.postprocess_stream import (
@@ -101,6 +102,7 @@ def partition_graph(
     buffers = StreamBuffers.of(postprocess_budget(memory_budget))
     graph = GraphDir.open(graph_dir)
     graph.check_structure()
+    trim_heap()  # the check's freed blocks (a 4M-entry block of each array)
     settings = settings or MethodSettings()
     options = PartitionOptions(
         parts=parts,
@@ -213,6 +215,7 @@ def compute_assignment(job: _Job, buffers: StreamBuffers) -> _Assignment:
     start = time.perf_counter()
     labels = np.asarray(job.partitioner.assign(graph, options), dtype=np.int64)
     seconds = time.perf_counter() - start
+    trim_heap()  # what the method freed stays out of the post-processing's peak
     # the method's own peak (with its worker processes'), before post-processing
     rss = peak_rss_bytes() + job.partitioner.helper_peak_rss_bytes
     job.say(f"{method}: assigned in {seconds:.2f} s, peak RSS {rss / 2**20:,.0f} MiB")
@@ -233,6 +236,7 @@ def compute_assignment(job: _Job, buffers: StreamBuffers) -> _Assignment:
         tmp_dir=job.out_dir.absolute().parent,
         sort_budget=buffers.sort_budget,
     )
+    trim_heap()
     balancing = {
         "tolerance": options.split_tolerance,
         "moved": balanced.moved,

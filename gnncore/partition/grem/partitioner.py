@@ -24,6 +24,7 @@ from gnncore.partition.grem.recursion import (
 )
 from gnncore.partition.grem.refine import RefineRecord, block_entries_for, refine_kway
 from gnncore.partition.grem.seed import default_seed_method
+from gnncore.partition.heap import trim_heap
 from gnncore.partition.metrics import max_part_size
 from gnncore.partition.task_tree import check_workers
 from gnncore.store import GraphDir
@@ -158,6 +159,7 @@ class GremPartitioner(Partitioner):
         self.last_refine = None
         if self.final_passes and options.parts > 1 and not graph.manifest.directed:
             labels = np.ascontiguousarray(labels, dtype=np.int64)
+            trim_heap()
             cap = max_part_size(graph.num_nodes, options.parts, options.imbalance)
             self.last_refine = refine_kway(
                 graph.path,

@@ -23,6 +23,7 @@ from gnncore.partition.grem.chunk import (
     repair_capacity,
     rows_of,
 )
+from gnncore.partition.heap import trim_heap
 
 MAX_CLUSTERS = 1 << 16
 #: METIS refinement iterations when clustering the first chunk (``niter``; METIS's
@@ -266,6 +267,7 @@ def cluster_plan(
     cluster = np.full(num_nodes, -1, dtype=np.int32)
     cluster[nodes] = member
     del nodes, member
+    trim_heap()  # METIS's and the prefix's freed blocks, before the counting pass
     times["cluster"] = time.perf_counter() - start
     start = time.perf_counter()
     keys, counts, internal = cluster_graph_edges(edges, cluster, k, chunk_edges)
@@ -280,7 +282,10 @@ def cluster_plan(
     cluster_edges = int(counts.sum())
     csr = cluster_csr(keys, counts, k) if k > parts else None
     del keys, counts  # METIS gets the CSR alone
+    trim_heap()
     part = _plan_parts(k, sizes, csr, parts, seed, imbalance)
+    del csr
+    trim_heap()
     times["plan"] = time.perf_counter() - start
     sizes = np.asarray(sizes, dtype=np.int64)
     support = np.bincount(part, weights=sizes, minlength=parts).astype(np.int64)

@@ -27,6 +27,7 @@ from gnncore.partition.grem.bisect import (
 from gnncore.partition.grem.chunk import ChunkRows
 from gnncore.partition.grem.plan import MAX_CLUSTERS, ClusterPlan, cluster_plan, plan_applies
 from gnncore.partition.grem.seed import SEED_METHODS, seed_sides
+from gnncore.partition.heap import trim_heap
 from gnncore.partition.task_tree import check_workers, run_task_tree
 from gnncore.typing import require_csrc
 from gnncore.usage import peak_rss_bytes
@@ -106,6 +107,7 @@ def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
         str(Path(run.work) / f"p{first_part}-q{share}.bin") if share > 1 else ""
         for share, first_part in ((q0, lo), (q1, lo + q0))
     ]
+    trim_heap()  # the seed's freed temporaries, before the C++ pass allocates
     result = grem_bisect(
         sub.source,
         run.num_nodes,
@@ -150,6 +152,8 @@ def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
         pid=os.getpid(),
         process_peak_rss_bytes=peak_rss_bytes(),
     )
+    del result
+    trim_heap()
     return _Bisected(side, children, record)  # type: ignore[arg-type]
 
 
@@ -203,7 +207,7 @@ def grem_partition_file(
             others while this one waits (see
             :func:`~gnncore.partition.task_tree.run_task_tree`). The labels are
             the same for any ``workers``; time drops and memory grows: each
-            worker holds its own interpreter (~90 MiB), O(|V|) arrays and chunk.
+            worker holds its own interpreter (~40 MiB), O(|V|) arrays and chunk.
         on_bisection (callable, optional): ``f(record, done)`` as each
             bisection ends (in completion order; ``done`` of ``parts - 1``).
 

@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from gnncore.partition.grem import plan as grem_plan
 from gnncore.partition.grem.plan import cluster_csr
+from gnncore.partition.heap import fix_mmap_threshold, trim_heap
 from tests.conftest import planted_graph
 
 HEAVY = ("polars", "pyarrow", "torch", "torch_geometric", "mlflow", "pandas")
@@ -70,3 +72,50 @@ def test_trimming_in_blocks_keeps_what_one_block_kept(monkeypatch) -> None:
     assert len(whole[0]) <= len(keys) // 3 < len(keys)
     for x, y in zip(whole, blocked, strict=True):
         assert np.array_equal(x, y)
+
+
+_HEAP_PROBE = """
+import json
+import numpy as np
+from gnncore.partition.heap import fix_mmap_threshold
+
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) << 10 for l in f if l.startswith("VmRSS:"))
+
+def held_after_frees():
+    big = np.ones(16 << 17)  # 16 MiB: freeing it raises glibc's own threshold to 16 MiB
+    del big
+    base = rss()
+    blocks = [np.ones(3 << 17) for _ in range(40)]  # 40 blocks of 3 MiB
+    last = blocks[-1]  # all but the last freed
+    del blocks
+    held = rss() - base
+    del last
+    return held
+
+default = held_after_frees()
+fixed = fix_mmap_threshold()
+print(json.dumps([default, fixed, held_after_frees()]))
+"""
+
+
+def test_a_fixed_mmap_threshold_returns_freed_blocks_to_the_system() -> None:
+    if not sys.platform.startswith("linux") or not trim_heap():
+        pytest.skip("glibc's malloc_trim/mallopt are absent here")
+    done = subprocess.run(
+        [sys.executable, "-c", _HEAP_PROBE], capture_output=True, text=True, check=True
+    )
+    held_default, fixed, held_fixed = json.loads(done.stdout)
+    assert fixed is True
+    # glibc's raised threshold kept the 39 freed 3 MiB blocks in the heap (117 MiB);
+    # mapped one by one, they went back: the last block alone is held
+    assert held_default > 64 << 20
+    assert held_fixed < 16 << 20
+
+
+def test_fix_mmap_threshold_refuses_a_threshold_glibc_would_not_take() -> None:
+    with pytest.raises(ValueError):
+        fix_mmap_threshold(0)
+    with pytest.raises(ValueError):
+        fix_mmap_threshold(64 << 20)
