@@ -6,10 +6,12 @@ DIR CHECKOUT``), each run in its own process (the other build's process drops
 this checkout's editable-install finder and imports from DIR), alternated with
 Polars' parse of the same file so the load hits all three alike. Prints, per
 build, the median seconds of the whole ingestion and of each phase, and the
-rounds' 1-minute load averages.
+rounds' 1-minute load averages. ``cpu`` is the process's CPU seconds (user +
+system, all threads): on a shared machine the steadier figure. ``--this-site``
+runs a second installed folder in place of this checkout (two scratch builds).
 
     .venv/bin/python benchmarks/ingest_ab.py CSV --other-site /tmp/wt-site \\
-        [--budget 1GiB] [--rounds 3] [--out /tmp/ingest-ab]
+        [--this-site /tmp/new-site] [--budget 1GiB] [--rounds 3] [--out /tmp/ingest-ab]
 
 Not part of the test suite.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -48,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", type=Path)
     parser.add_argument("--other-site", type=Path, required=True)
+    parser.add_argument("--this-site", type=Path, default=None)
     parser.add_argument("--budget", default="1GiB")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("/tmp/ingest-ab"))
@@ -57,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         "this checkout": [sys.executable, "-m", "gnncore.cli.main"],
         str(args.other_site): [sys.executable, "-c", OTHER, str(args.other_site)],
     }
+    if args.this_site is not None:
+        del builds["this checkout"]
+        builds = {str(args.this_site): [sys.executable, "-c", OTHER, str(args.this_site)], **builds}
     runs: dict[str, list[dict]] = {name: [] for name in builds}
     polars: list[float] = []
     for _ in range(args.rounds):
@@ -67,13 +74,15 @@ def main(argv: list[str] | None = None) -> int:
         for name, command in builds.items():
             graph, summary = args.out / "graph", args.out / "summary.json"
             shutil.rmtree(graph, ignore_errors=True)
-            t0 = time.perf_counter()
+            t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
             subprocess.run(command + ["ingest", str(args.csv), str(graph), "--format",
                                       "edgelist", "--no-progress", "--memory-budget",
                                       args.budget, "--json", str(summary)],
                            check=True, capture_output=True)  # fmt: skip
+            elapsed, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
             report = json.loads(summary.read_text())
-            runs[name].append({"process": time.perf_counter() - t0, "load": load,
+            runs[name].append({"process": elapsed, "cpu": cpu, "load": load,
                                "seconds": report["seconds"], **report["phases"]})  # fmt: skip
         shutil.rmtree(args.out / "graph", ignore_errors=True)
     each = ", ".join(f"{p:.2f}" for p in polars)

@@ -18,9 +18,9 @@ MutSpan<T> mut_span_of(MutArray<T>& a) {
 }
 
 template <typename Lut>
-void remap_with(MutArray<uint64_t> keys, InArray<Lut> lut) {
+void remap_with(MutArray<uint64_t> keys, InArray<Lut> lut, int num_threads) {
   nb::gil_scoped_release release;
-  io::remap_keys<Lut>(mut_span_of(keys), span_of(lut));
+  io::remap_keys<Lut>(mut_span_of(keys), span_of(lut), num_threads);
 }
 
 template <typename Index>
@@ -54,8 +54,9 @@ exactly the range's entries. Releases the GIL. Raises ``ValueError`` otherwise.)
 
 constexpr const char* kRemapDoc = R"doc(Map the ids of packed keys ``a << 32 | b`` (uint64) through ``lut``
 (int32 or int64, nondecreasing so sorted keys stay sorted), in place:
-``lut[a] << 32 | lut[b]``. Releases the GIL. Raises ``ValueError`` for an id
-outside the lut or a mapped id outside ``[0, 2**32)``.)doc";
+``lut[a] << 32 | lut[b]``, on up to ``num_threads`` threads. Releases the GIL.
+Raises ``ValueError`` for the first id outside the lut or mapped id outside
+``[0, 2**32)`` (the keys are then left partly mapped).)doc";
 
 constexpr const char* kFillDoc = R"doc(Fill rows ``[row_begin, row_begin + len(cursor))`` of the in-neighbour CSR
 from a block of sorted distinct canonical keys (uint64 ``u << 32 | v``) whose
@@ -117,9 +118,9 @@ returns the count of distinct keys, which fill ``keys[:count]``. With
 transpose of sorted keys): only the high bits are sorted, stably. Releases the
 GIL.)doc");
   m.def("remap_keys", &remap_with<int32_t>, nb::arg("keys").noconvert(), nb::arg("lut"),
-        kRemapDoc);
+        nb::arg("num_threads") = 1, kRemapDoc);
   m.def("remap_keys", &remap_with<int64_t>, nb::arg("keys").noconvert(), nb::arg("lut"),
-        kRemapDoc);
+        nb::arg("num_threads") = 1, kRemapDoc);
   m.def(
       "count_key_degrees",
       [](InArray<uint64_t> keys, bool directed, MutArray<int64_t> counts) {
@@ -151,6 +152,16 @@ one to ``counts[a]``. Releases the GIL. Raises ``ValueError`` for an id outside
 the row count + 1). Releases the GIL. Raises ``ValueError`` for unsorted keys
 or a major id past the rows.)doc");
   m.def(
+      "mark_present",
+      [](MutArray<bool> presence, InArray<int64_t> ids) {
+        nb::gil_scoped_release release;
+        io::mark_present(mut_span_of(presence), span_of(ids));
+      },
+      nb::arg("presence").noconvert(), nb::arg("ids"),
+      "``presence[ids] = True`` (bool ``presence``, int64 ``ids``), without numpy's "
+      "fancy indexing. Releases the GIL. Raises ``ValueError`` for an id outside "
+      "``[0, len(presence))``.");
+  m.def(
       "transpose_keys",
       [](InArray<uint64_t> keys, MutArray<uint64_t> out) {
         nb::gil_scoped_release release;
@@ -159,6 +170,23 @@ or a major id past the rows.)doc");
       nb::arg("keys"), nb::arg("out").noconvert(),
       "``out[i]`` = ``keys[i]`` (uint64 ``a << 32 | b``) rotated to ``b << 32 | a``. "
       "Releases the GIL.");
+  m.def(
+      "transpose_sorted_keys",
+      [](InArray<uint64_t> keys, MutArray<uint64_t> out, MutArray<int64_t> offsets,
+         int num_threads) {
+        nb::gil_scoped_release release;
+        io::transpose_sorted_keys(span_of(keys), mut_span_of(out), mut_span_of(offsets),
+                                  num_threads);
+      },
+      nb::arg("keys"), nb::arg("out").noconvert(), nb::arg("offsets").noconvert(),
+      nb::arg("num_threads") = 1,
+      R"doc(The transpose of sorted distinct uint64 keys ``a << 32 | b``, sorted, by
+one counting scatter: ``out`` (at least ``len(keys)``) gets each key as
+``b << 32 | a`` in order of ``b``, then ``a``; ``offsets`` (int64, the row count
++ 1) gets ``key_offsets`` of ``out``: ``offsets[v]`` = the keys whose minor id
+is below ``v``. ``num_threads`` split the keys (each with a count per row).
+Releases the GIL. Raises ``ValueError`` for keys not strictly increasing or a
+minor id past the rows.)doc");
   m.def("merge_csr_rows", &merge_rows<int32_t>, nb::arg("forward"), nb::arg("transposed"),
         nb::arg("directed"), nb::arg("row_begin"), nb::arg("row_end"),
         nb::arg("cursor").noconvert(), nb::arg("next_rank").noconvert(),

@@ -13,10 +13,15 @@ namespace gnncore::io {
 
 namespace {
 
+// The threads parallel_pieces runs for n items: at most `threads`, one per 65536 items.
+int piece_threads(int threads, size_t n) {
+  return std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n / 65536, 1))));
+}
+
 // Runs fn(t, begin, end) on `threads` threads over [0, n) cut into contiguous pieces.
 template <typename Fn>
 void parallel_pieces(int threads, size_t n, Fn&& fn) {
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n / 65536, 1))));
+  threads = piece_threads(threads, n);
   if (threads == 1) {
     fn(0, size_t{0}, n);
     return;
@@ -139,21 +144,37 @@ size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_t
 }
 
 template <typename Lut>
-void remap_keys(MutSpan<uint64_t> keys, Span<Lut> lut) {
+void remap_keys(MutSpan<uint64_t> keys, Span<Lut> lut, int num_threads) {
   const uint64_t size = lut.size;
-  for (size_t i = 0; i < keys.size; ++i) {
-    const uint64_t a = keys[i] >> kKeyShift, b = keys[i] & kKeyMinorMask;
-    if (a >= size || b >= size)
-      throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
-                                  " has an id outside the lookup table of " +
-                                  std::to_string(size) + " ids");
+  auto mapped = [&](uint64_t key, uint64_t& out) {
+    const uint64_t a = key >> kKeyShift, b = key & kKeyMinorMask;
+    if (a >= size || b >= size) return false;
     const int64_t ma = static_cast<int64_t>(lut[a]), mb = static_cast<int64_t>(lut[b]);
-    if (ma < 0 || mb < 0 || ma > kMaxKeyId || mb > kMaxKeyId)
-      throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
-                                  " maps to (" + std::to_string(ma) + ", " + std::to_string(mb) +
-                                  "), outside [0, 2^32)");
-    keys[i] = static_cast<uint64_t>(ma) << kKeyShift | static_cast<uint64_t>(mb);
-  }
+    if (ma < 0 || mb < 0 || ma > kMaxKeyId || mb > kMaxKeyId) return false;
+    out = static_cast<uint64_t>(ma) << kKeyShift | static_cast<uint64_t>(mb);
+    return true;
+  };
+  const size_t n = keys.size;
+  const int threads = piece_threads(std::min(kMaxThreads, resolve_threads(num_threads)), n);
+  std::vector<size_t> bad(static_cast<size_t>(threads), n);  // first bad key of a piece
+  parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i)
+      if (!mapped(keys[i], keys[i])) {
+        bad[static_cast<size_t>(t)] = i;
+        return;
+      }
+  });
+  const size_t i = *std::min_element(bad.begin(), bad.end());
+  if (i == n) return;
+  const uint64_t a = keys[i] >> kKeyShift, b = keys[i] & kKeyMinorMask;
+  if (a >= size || b >= size)
+    throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
+                                " has an id outside the lookup table of " +
+                                std::to_string(size) + " ids");
+  throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
+                              " maps to (" + std::to_string(static_cast<int64_t>(lut[a])) +
+                              ", " + std::to_string(static_cast<int64_t>(lut[b])) +
+                              "), outside [0, 2^32)");
 }
 
 void count_key_degrees(Span<uint64_t> keys, bool directed, MutSpan<int64_t> counts) {
@@ -219,10 +240,77 @@ void key_offsets(Span<uint64_t> keys, MutSpan<int64_t> offsets) {
   for (; next < offsets.size; ++next) offsets[next] = static_cast<int64_t>(keys.size);
 }
 
+void mark_present(MutSpan<bool> presence, Span<int64_t> ids) {
+  const uint64_t size = presence.size;
+  for (size_t i = 0; i < ids.size; ++i) {
+    const uint64_t id = static_cast<uint64_t>(ids[i]);  // a negative id wraps past size
+    if (id >= size)
+      throw std::invalid_argument("id " + std::to_string(ids[i]) + " at position " +
+                                  std::to_string(i) + " is outside [0, " +
+                                  std::to_string(size) + ")");
+    presence[id] = true;
+  }
+}
+
 void transpose_keys(Span<uint64_t> keys, MutSpan<uint64_t> out) {
   if (out.size < keys.size)
     throw std::invalid_argument("out holds fewer keys than the input");
   for (size_t i = 0; i < keys.size; ++i) out[i] = keys[i] << kKeyShift | keys[i] >> kKeyShift;
+}
+
+void transpose_sorted_keys(Span<uint64_t> keys, MutSpan<uint64_t> out, MutSpan<int64_t> offsets,
+                           int num_threads) {
+  if (out.size < keys.size) throw std::invalid_argument("out holds fewer keys than the input");
+  if (offsets.size == 0) throw std::invalid_argument("offsets must hold at least one entry");
+  const size_t n = keys.size;
+  const size_t rows = offsets.size - 1;
+  const int threads = piece_threads(std::min(kMaxThreads, resolve_threads(num_threads)), n);
+  constexpr size_t kAhead = 16;  // prefetch distance of the random accesses
+  // next[t][b]: piece t's count of minor id b, then its next slot for b (the
+  // pieces are consecutive in (a, b) order: piece t's keys of one b go after
+  // those of the pieces before it, so each b's keys land in increasing a)
+  std::vector<std::vector<int64_t>> next(static_cast<size_t>(threads),
+                                         std::vector<int64_t>(rows, 0));
+  std::vector<size_t> bad(static_cast<size_t>(threads), n);  // first bad key of a piece
+  parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
+    int64_t* count = next[static_cast<size_t>(t)].data();
+    for (size_t i = begin; i < end; ++i) {
+      const uint64_t b = keys[i] & kKeyMinorMask;
+      if ((i > 0 && keys[i] <= keys[i - 1]) || b >= rows) {
+        bad[static_cast<size_t>(t)] = i;
+        return;
+      }
+      if (i + kAhead < end) __builtin_prefetch(count + (keys[i + kAhead] & kKeyMinorMask), 1);
+      ++count[b];
+    }
+  });
+  for (const size_t i : bad) {
+    if (i == n) continue;
+    if ((keys[i] & kKeyMinorMask) >= rows)
+      throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
+                                  " has a minor id outside [0, " + std::to_string(rows) + ")");
+    throw std::invalid_argument("keys are not sorted and distinct at position " +
+                                std::to_string(i));
+  }
+  int64_t start = 0;
+  for (size_t b = 0; b < rows; ++b) {
+    offsets[b] = start;
+    for (auto& piece : next) {
+      const int64_t c = piece[b];
+      piece[b] = start;
+      start += c;
+    }
+  }
+  offsets[rows] = start;
+  parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
+    int64_t* slot = next[static_cast<size_t>(t)].data();
+    for (size_t i = begin; i < end; ++i) {
+      if (i + 2 * kAhead < end) __builtin_prefetch(slot + (keys[i + 2 * kAhead] & kKeyMinorMask), 1);
+      if (i + kAhead < end) __builtin_prefetch(out.data + slot[keys[i + kAhead] & kKeyMinorMask], 1);
+      const uint64_t key = keys[i];
+      out[static_cast<size_t>(slot[key & kKeyMinorMask]++)] = key << kKeyShift | key >> kKeyShift;
+    }
+  });
 }
 
 template <typename Index>
@@ -370,8 +458,8 @@ template int64_t find_invalid_csr_block<int32_t>(Span<int64_t>, Span<int32_t>, i
                                                 bool);
 template int64_t find_invalid_csr_block<int64_t>(Span<int64_t>, Span<int64_t>, int64_t, int64_t,
                                                 bool);
-template void remap_keys<int32_t>(MutSpan<uint64_t>, Span<int32_t>);
-template void remap_keys<int64_t>(MutSpan<uint64_t>, Span<int64_t>);
+template void remap_keys<int32_t>(MutSpan<uint64_t>, Span<int32_t>, int);
+template void remap_keys<int64_t>(MutSpan<uint64_t>, Span<int64_t>, int);
 template void fill_csr_rows<int32_t>(Span<uint64_t>, int64_t, bool, int64_t, int64_t,
                                      MutSpan<int64_t>, MutSpan<int32_t>, MutSpan<int64_t>);
 template void fill_csr_rows<int64_t>(Span<uint64_t>, int64_t, bool, int64_t, int64_t,

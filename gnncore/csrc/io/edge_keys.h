@@ -36,9 +36,10 @@ size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_t
 
 // key = lut[key >> 32] << 32 | lut[key & mask], in place. The lut must be
 // nondecreasing for the keys to stay sorted. Throws std::invalid_argument for an
-// id outside the lut or a mapped id outside [0, 2^32).
+// id outside the lut or a mapped id outside [0, 2^32) (the first such key; keys
+// are left partly mapped). Runs on up to num_threads threads.
 template <typename Lut>
-void remap_keys(MutSpan<uint64_t> keys, Span<Lut> lut);
+void remap_keys(MutSpan<uint64_t> keys, Span<Lut> lut, int num_threads = 1);
 
 // Adds, for every key (a, b), one to counts[b] and, unless `directed`, one to
 // counts[a]: the row lengths of the in-neighbour CSR. Throws
@@ -65,8 +66,22 @@ void fill_csr_rows(Span<uint64_t> keys, int64_t first_rank, bool directed, int64
 // offsets.size - 2.
 void key_offsets(Span<uint64_t> keys, MutSpan<int64_t> offsets);
 
+// presence[id] = true for every id of `ids`. Throws std::invalid_argument for an
+// id outside [0, presence.size) (presence unchanged from that id on).
+void mark_present(MutSpan<bool> presence, Span<int64_t> ids);
+
 // out[i] = keys[i] rotated by 32 bits: (a, b) becomes (b, a).
 void transpose_keys(Span<uint64_t> keys, MutSpan<uint64_t> out);
+
+// The transpose of sorted distinct keys, sorted, by one counting scatter (no
+// comparison sort): out gets every key (a, b) as (b, a), ordered by b and, for
+// one b, by a (the order of `keys`, sorted by (a, b), is kept); offsets[v] (as
+// key_offsets of out) = the number of keys whose minor id is below v, for v in
+// [0, offsets.size). out must hold keys.size keys. Throws std::invalid_argument
+// for keys not strictly increasing or a minor id past offsets.size - 2. Runs
+// on up to num_threads threads (each with a count per row).
+void transpose_sorted_keys(Span<uint64_t> keys, MutSpan<uint64_t> out, MutSpan<int64_t> offsets,
+                           int num_threads);
 
 // Fills rows [row_begin, row_end) of the in-neighbour CSR by merging two sorted
 // streams of distinct canonical keys: `transposed` (the keys (b, a) of the

@@ -21,6 +21,11 @@ from gnncore.io.bounded.npy_stream import npy_writer
 from gnncore.store.edge_keys import KEY_RUN_BUFFER, SORT_THREADS, KeySorter
 from gnncore.store.writer import GraphDirWriter, index_dtype
 
+MERGE_BUFFER_BYTES = 32 << 20
+"""The output buffer of the in-memory CSR merge (``indices`` and ``eid`` of a row
+range; a longer row gets its own): row ranges of this size are written one
+after another through it, so its pages are touched once and stay warm."""
+
 KeyEnds = tuple[np.ndarray, np.ndarray]
 """Per node, one entry up (``[0]`` is 0): its count as the major and as the minor
 id of a key (:func:`map_key_run`)."""
@@ -165,21 +170,19 @@ def _write_key_csr_merged(
     int_dtype: np.dtype,
 ) -> int:  # fmt: skip
     """The CSR of sorted canonical keys held in memory, merged with their sorted
-    transpose (``gnncore._C.merge_csr_rows``). The transpose goes into the
-    key sort's scratch and is sorted with one more buffer of as many keys, which
-    then holds the output row ranges (fresh pages are costly: nothing else is
-    allocated)."""
+    transpose (``gnncore._C.merge_csr_rows``). The transpose goes into the key
+    sort's scratch, sorted by one counting scatter of the keys (which are in
+    order: ``gnncore._C.transpose_sorted_keys``, no sort scratch); the output
+    row ranges go through one buffer of at most :data:`MERGE_BUFFER_BYTES`,
+    reused (fresh pages are costly)."""
     from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
 
     keys = canon.keys
     assert keys is not None
     n = len(keys)
     transposed = canon.scratch[:n] if canon.scratch is not None else np.empty_like(keys)
-    _C.transpose_keys(keys, transposed)
-    scratch = np.empty(max(n, 1), dtype=np.uint64)
-    _C.sort_unique_keys(transposed, scratch[:n], SORT_THREADS, minor_sorted=True)
     indptr = np.empty(num_nodes + 1, dtype=np.int64)
-    _C.key_offsets(transposed, indptr)
+    _C.transpose_sorted_keys(keys, transposed, indptr, SORT_THREADS)
     next_rank = np.empty(num_nodes + 1, dtype=np.int64)
     _C.key_offsets(keys, next_rank)
     if not directed:
@@ -188,16 +191,14 @@ def _write_key_csr_merged(
     num_edges = int(indptr[-1])
     _write_indptr(writer, indptr)
     cursor = np.zeros(2, dtype=np.int64)
-    per_range = max(scratch.nbytes // (int_dtype.itemsize + 8), 1)
+    entry_bytes = int_dtype.itemsize + 8
+    per_range = max(min(MERGE_BUFFER_BYTES, 8 * n) // entry_bytes, 1)
     indices_fh = npy_writer(writer.file_path("indices.npy", "npy"), int_dtype, (num_edges,))
     eid_fh = npy_writer(writer.file_path("eid.npy", "npy"), np.int64, (num_edges,))
     ranges = list(_row_ranges(indptr, per_range))
     largest = max((int(indptr[end] - indptr[row]) for row, end in ranges), default=0)
-    if largest * (int_dtype.itemsize + 8) > scratch.nbytes:  # a row longer than that
-        scratch = np.empty(largest * (int_dtype.itemsize + 8), dtype=np.uint8)
-    raw = scratch.view(np.uint8)
-    eid_buffer = raw[: 8 * largest].view(np.int64)
-    indices_buffer = raw[8 * largest : (8 + int_dtype.itemsize) * largest].view(int_dtype)
+    eid_buffer = np.empty(largest, dtype=np.int64)
+    indices_buffer = np.empty(largest, dtype=int_dtype)
     with indices_fh, eid_fh:
         for row, end in ranges:
             size = int(indptr[end] - indptr[row])

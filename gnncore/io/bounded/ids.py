@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.io.bounded.budget import MAX_BATCH_ROWS
 from gnncore.io.bounded.pair_runs import RunSorter
 from gnncore.io.canonical import sorted_unique
@@ -46,8 +47,8 @@ class IdCollector:
                 grown = np.zeros(size, dtype=bool)
                 grown[: len(self.presence)] = self.presence
                 self.presence = grown
-            self.presence[src] = True
-            self.presence[dst] = True
+            _C.mark_present(self.presence, src)  # numpy's fancy indexing: 5x slower
+            _C.mark_present(self.presence, dst)
             return
         self._keep(sorted_unique(np.concatenate([src, dst])))
 

@@ -20,7 +20,7 @@ from gnncore.io.bounded.text import PolarsFailed, polars_batches
 from gnncore.io.readers.edge_layout import Layout
 from gnncore.io.readers.edge_problems import locate_problem
 from gnncore.io.readers.edge_text import Declined, read_int_edge_blocks
-from gnncore.store.edge_keys import MAX_KEY_ID, KeySorter, pack_keys, split_keys
+from gnncore.store.edge_keys import MAX_KEY_ID, SORT_THREADS, KeySorter, pack_keys, split_keys
 
 
 class StringIds(Exception):
@@ -161,7 +161,7 @@ def key_remap(raw_ids: np.ndarray, lut: np.ndarray | None) -> Callable[[np.ndarr
 
     def remap(keys: np.ndarray) -> None:
         if lut is not None:
-            _C.remap_keys(keys, lut)
+            _C.remap_keys(keys, lut, SORT_THREADS)
             return
         a, b = split_keys(keys)
         keys[:] = pack_keys(np.searchsorted(raw_ids, a), np.searchsorted(raw_ids, b))

@@ -73,6 +73,19 @@ def test_remap_keys_maps_both_ids(dtype: type) -> None:
         _C.remap_keys(keys_of(np.array([1000]), np.array([0])), lut)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_remap_keys_on_threads_maps_all_and_names_the_first_bad_key(threads: int) -> None:
+    lut = np.cumsum(np.random.default_rng(5).integers(0, 3, 1000)).astype(np.int32)
+    rng = np.random.default_rng(6)
+    a, b = rng.integers(0, 1000, 200_000), rng.integers(0, 1000, 200_000)
+    keys = keys_of(a, b)
+    _C.remap_keys(keys, lut, threads)
+    np.testing.assert_array_equal(keys, keys_of(lut[a].astype(np.int64), lut[b].astype(np.int64)))
+    a[[150_000, 70_000, 190_000]] = 1000  # the first bad key is in the middle piece of 3
+    with pytest.raises(ValueError, match=r"^key 70000 \(1000, "):
+        _C.remap_keys(keys_of(a, b), lut, threads)
+
+
 def random_canonical(num_nodes: int, m: int, directed: bool, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     a, b = rng.integers(0, num_nodes, m), rng.integers(0, num_nodes, m)
@@ -202,6 +215,47 @@ def test_sort_by_major_of_the_transpose_of_sorted_keys(threads: int) -> None:
     expected = np.sort(transposed)
     count = _C.sort_unique_keys(transposed, np.empty_like(keys), threads, minor_sorted=True)
     np.testing.assert_array_equal(transposed[:count], expected)
+
+
+@pytest.mark.parametrize(("threads", "directed"), [(1, True), (2, True), (2, False), (3, False)])
+def test_transpose_sorted_keys_is_the_sorted_transpose_and_its_offsets(
+    threads: int, directed: bool
+) -> None:
+    num_nodes = 5000
+    keys = random_canonical(num_nodes, 300_000, directed, seed=threads)
+    src, dst = split(keys)
+    out = np.zeros(len(keys) + 3, dtype=np.uint64)  # longer than needed: the tail is kept
+    offsets = np.full(num_nodes + 1, -7, dtype=np.int64)
+    _C.transpose_sorted_keys(keys, out, offsets, threads)
+    np.testing.assert_array_equal(out[: len(keys)], np.sort(keys_of(dst, src)))
+    np.testing.assert_array_equal(out[len(keys) :], 0)
+    np.testing.assert_array_equal(offsets[1:], np.cumsum(np.bincount(dst, minlength=num_nodes)))
+    assert offsets[0] == 0
+
+
+def test_transpose_sorted_keys_refuses_unsorted_repeated_or_outside_keys() -> None:
+    out, offsets = np.empty(3, dtype=np.uint64), np.empty(4, dtype=np.int64)
+    with pytest.raises(ValueError, match="not sorted and distinct at position 2"):
+        _C.transpose_sorted_keys(keys_of(np.array([0, 1, 1]), np.array([1, 2, 2])), out, offsets)
+    with pytest.raises(ValueError, match="not sorted and distinct at position 1"):
+        _C.transpose_sorted_keys(keys_of(np.array([1, 0]), np.array([2, 1])), out, offsets)
+    with pytest.raises(ValueError, match=r"minor id outside \[0, 3\)"):
+        _C.transpose_sorted_keys(keys_of(np.array([0, 1]), np.array([1, 3])), out, offsets)
+    with pytest.raises(ValueError, match="fewer keys"):
+        _C.transpose_sorted_keys(keys_of(np.arange(4), np.ones(4, int)), out, offsets)
+
+
+def test_mark_present_sets_the_ids_and_refuses_ids_outside() -> None:
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 1000, 5000)
+    presence = np.zeros(1200, dtype=bool)
+    _C.mark_present(presence, ids)
+    expected = np.zeros(1200, dtype=bool)
+    expected[ids] = True
+    np.testing.assert_array_equal(presence, expected)
+    for bad in (1200, -1):
+        with pytest.raises(ValueError, match=r"outside \[0, 1200\)"):
+            _C.mark_present(presence, np.array([5, bad]))
 
 
 # Key runs (delta-coded sorted keys) and the bounded bucket shuffle ------------------------
