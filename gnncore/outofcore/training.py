@@ -7,10 +7,10 @@ batches a :class:`~gnncore.train.NodeTask` trains on
 
 :func:`sized_parts` sizes the mega-batches from ``config.memory_budget``, the
 budget of the whole process: what the process holds when the source is built
-(the interpreter, torch, MLflow: :class:`gnncore.usage.StageBudget`), a margin,
+(its anonymous memory: the interpreter, torch, MLflow; :func:`held_bytes`), a margin,
 and training's working set (the model, the batches in flight, an evaluation
 batch: :func:`gnncore.train.core.workingset.node_working_set`, its neighbourhoods
-bounded by the nodes a mega-batch holds) come off it; the two mega-batches'
+kept to the sources a mega-batch holds) come off it; the two mega-batches'
 payload bound ``2·(r_s + N_d/N_p)·data`` may take :data:`LOAD_SHARE` of the
 rest. A budget that leaves no room for one partition is refused before
 training, naming the minimum.
@@ -34,7 +34,7 @@ from gnncore.sizes import format_size
 from gnncore.train.core.device import resolve_device
 from gnncore.train.core.workingset import node_working_set
 from gnncore.train.node.config import NodeTrainConfig
-from gnncore.usage import MemoryBudgetError, StageBudget
+from gnncore.usage import MemoryBudgetError, StageBudget, current_rss_bytes
 
 #: The share of the room (the budget less the process's overhead, the margin and
 #: the working set) the two mega-batches' payload bound may take: loading one
@@ -68,11 +68,26 @@ def direct_reads(store: PartitionedStore, budget_bytes: int | None) -> bool:
     return available is None or data_bytes(store) > available // 2
 
 
+def reach(store: PartitionedStore, n_d: int) -> float:
+    """The share of a node's in-edges whose source a mega-batch of ``n_d``
+    partitions holds: the edges inside a partition (the diagonal buckets), and
+    of the others the share ``(n_d - 1) / (N_p - 1)`` a random group brings
+    in, plus the static set's share of the nodes (at most 1)."""
+    sizes = np.diff(np.asarray(store.array("bucket_offsets"), dtype=np.int64))
+    total = int(sizes.sum())
+    if total == 0 or store.parts <= 1:
+        return 1.0
+    inside = int(np.trace(sizes.reshape(store.parts, store.parts))) / total
+    others = (1 - inside) * (n_d - 1) / (store.parts - 1)
+    return min(1.0, inside + others + store.num_static / max(store.num_nodes, 1))
+
+
 def working_bytes(store: PartitionedStore, config: NodeTrainConfig, n_d: int) -> int:
     """Training's working set besides the mega-batches with ``n_d`` partitions
     per mega-batch: the model, the batches in flight and an evaluation batch
-    (sampled, all neighbours unless ``eval_fanouts``), their neighbourhoods at
-    most the nodes a mega-batch holds (static set included)."""
+    (sampled, all neighbours unless ``eval_fanouts``), their neighbourhoods
+    kept to the sources the mega-batch holds (:func:`reach`) and at most its
+    nodes (static set included)."""
     info = store.info
     held = store.num_static + n_d * store.num_nodes // max(store.parts, 1)
     edges = int(info.get("num_edges", 0)) * held // max(store.num_nodes, 1)
@@ -84,8 +99,24 @@ def working_bytes(store: PartitionedStore, config: NodeTrainConfig, n_d: int) ->
         int(info.get("num_features", 0)),
         int(info.get("num_classes", 1)),
         sampled,
+        reach(store, n_d),
     )
     return work.total(False)
+
+
+def held_bytes() -> int:
+    """What this process holds that the kernel cannot reclaim: its anonymous
+    resident memory (``RssAnon``; the mapped files of torch's libraries and of
+    the graph are page cache, dropped under a limit before anything is
+    killed), or its whole RSS where ``/proc`` does not say."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return current_rss_bytes()
 
 
 def sized_parts(store: PartitionedStore, config: NodeTrainConfig) -> int:
@@ -104,7 +135,7 @@ def sized_parts(store: PartitionedStore, config: NodeTrainConfig) -> int:
     total = config.memory_budget_bytes
     if config.mega_batch_parts > 0 or total is None:
         return mega_batch_parts(store, None, config.mega_batch_parts)
-    stage = StageBudget.start(total)
+    stage = StageBudget(total, held_bytes())
     room = stage.data_bytes or 0
     data = data_bytes(store)
     r_s = store.num_static / max(store.num_nodes, 1)
@@ -119,15 +150,19 @@ def sized_parts(store: PartitionedStore, config: NodeTrainConfig) -> int:
     payload, work = need(1)
     minimum = stage.overhead + stage.margin + payload + work
     raise MemoryBudgetError(
-        f"memory budget of {format_size(total)} is below the {format_size(minimum)} "
-        f"hierbatching needs for {store.path}: {format_size(stage.overhead)} this process "
-        f"holds already, {format_size(stage.margin)} of margin, {format_size(work)} of "
-        "working set (model, batches in flight, an evaluation batch) and "
-        f"{format_size(payload)} for the static cache and one of {store.parts} partitions "
-        "twice while loading; raise the budget to at least "
+        f"memory budget of {_mib(total)} is below the {_mib(minimum)} hierbatching needs "
+        f"for {store.path}: {_mib(stage.overhead)} this process holds already, "
+        f"{_mib(stage.margin)} of margin, {_mib(work)} of working set (model, batches in "
+        f"flight, an evaluation batch) and {_mib(payload)} for the static cache and one of "
+        f"{store.parts} partitions twice while loading; raise the budget to at least "
         f"{format_size(minimum)} ({minimum} bytes), or write the store with more "
         "partitions or a smaller static fraction"
     )
+
+
+def _mib(size: int) -> str:
+    """``size`` in MiB with one decimal (budgets a few MiB apart stay apart)."""
+    return f"{size / (1 << 20):,.1f} MiB"
 
 
 def hierbatching_batches(

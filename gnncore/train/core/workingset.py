@@ -99,12 +99,16 @@ def model_bytes(model: str, widths: list[int], heads: int = 1) -> int:
     return PARAM_STATE_BYTES * params
 
 
-def sampled_nodes(seeds: int, fanouts: tuple[int, ...], avg_degree: float, num_nodes: int) -> int:
+def sampled_nodes(
+    seeds: int, fanouts: tuple[int, ...], avg_degree: float, num_nodes: int, reach: float = 1.0
+) -> int:
     """Nodes of one sampled mini-batch of ``seeds`` seeds: ``seeds`` times
-    ``1 + f_1 + f_1·f_2 + ...`` (``-1``: the average degree), at most ``num_nodes``."""
+    ``1 + f_1·r + f_1·f_2·r^2 + ...`` (``-1``: the average degree; ``r``,
+    ``reach``: the share of sampled neighbours kept, below 1 where only the
+    neighbours in memory are, as in a HierBatching mega-batch), at most ``num_nodes``."""
     total, frontier = float(seeds), float(seeds)
     for fanout in fanouts:
-        frontier *= avg_degree if fanout < 0 else fanout
+        frontier *= (avg_degree if fanout < 0 else fanout) * reach
         total += frontier
     return int(min(math.ceil(total), max(num_nodes, seeds)))
 
@@ -115,11 +119,17 @@ def _in_flight(config: Any) -> int:
 
 
 def node_working_set(
-    num_nodes: int, num_edges: int, num_features: int, num_classes: int, config: Any
+    num_nodes: int,
+    num_edges: int,
+    num_features: int,
+    num_classes: int,
+    config: Any,
+    reach: float = 1.0,
 ) -> WorkingSet:
     """The working set of node classification with ``config`` (a
     :class:`~gnncore.train.NodeTrainConfig`) on a graph of these sizes
-    (``num_edges``: stored directed edges)."""
+    (``num_edges``: stored directed edges; ``reach``: the share of sampled
+    neighbours kept, :func:`sampled_nodes`)."""
     n, f, hidden = int(num_nodes), int(num_features), int(config.hidden)
     layers = int(config.num_layers)
     avg = num_edges / max(n, 1)
@@ -127,8 +137,8 @@ def node_working_set(
     fanouts = (0,) * layers if mlp else tuple(config.fanouts)
     widths = [f] + [hidden] * (layers - 1) + [max(int(num_classes), 1)]
     per_node = FLOAT * f + 24  # features, the node id, an int64 edge pair
-    train_nodes = sampled_nodes(int(config.batch_size), fanouts, avg, n)
-    inner = sampled_nodes(int(config.batch_size), fanouts[:-1], avg, n)
+    train_nodes = sampled_nodes(int(config.batch_size), fanouts, avg, n, reach)
+    inner = sampled_nodes(int(config.batch_size), fanouts[:-1], avg, n, reach)
     activations = 2 * FLOAT * (train_nodes * max(f, hidden) + inner * hidden * layers)
     batches = _in_flight(config) * train_nodes * per_node + activations
     layerwise = not mlp and config.eval_fanouts is None and config.model in ("sage", "gat", "gin")
@@ -143,7 +153,7 @@ def node_working_set(
         eval_layers = held * n * hidden * FLOAT
     else:
         eval_fanouts = (0,) * layers if mlp else tuple(config.eval_fanouts or (-1,) * layers)
-        eval_nodes = sampled_nodes(int(config.eval_batch_size), eval_fanouts, avg, n)
+        eval_nodes = sampled_nodes(int(config.eval_batch_size), eval_fanouts, avg, n, reach)
         evaluation = eval_nodes * (per_node + FLOAT * hidden)
         eval_layers = 0
     model = model_bytes(config.model, widths, int(config.heads))
