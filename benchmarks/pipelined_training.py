@@ -40,7 +40,7 @@ import gnncore  # noqa: F401 - before torch, so the library's OpenMP default (pa
 import torch
 
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
-from gnncore.train import NodeTrainConfig, train_node_classifier
+from gnncore.train import NodeTask, NodeTrainConfig, RunHooks, fit
 
 
 def synth_graph(out: Path, nodes: int, seed: int) -> Path:
@@ -72,13 +72,15 @@ def run_once(
         torch.from_numpy(graph.split(s)[:n].copy())
         for s, n in (("train", train_nodes), ("val", eval_nodes), ("test", eval_nodes))
     ]
-    result = train_node_classifier(
-        GraphDirFeatureStore(graph),
-        GraphDirGraphStore(graph),
-        *splits,
-        graph.manifest.num_classes,
+    result = fit(
+        NodeTask(
+            GraphDirFeatureStore(graph),
+            GraphDirGraphStore(graph),
+            splits,
+            graph.manifest.num_classes,
+        ),
         config,
-        progress=False,
+        hooks=RunHooks(progress=False),
     )
     params = torch.cat([p.detach().reshape(-1).double() for p in result.model.parameters()])
     return {

@@ -33,10 +33,11 @@ from gnncore.distributed.source.node import DistBatchSource
 from gnncore.distributed.source.sancus import SancusSource
 from gnncore.train.core.checkpoint import CheckpointDir
 from gnncore.train.core.session import Progress
+from gnncore.train.fitting import RunHooks, fit
 from gnncore.train.link.config import LinkTrainConfig
-from gnncore.train.link.task import train_link_predictor
+from gnncore.train.link.task import LinkTask
 from gnncore.train.node.config import NodeTrainConfig
-from gnncore.train.node.task import train_node_classifier
+from gnncore.train.node.task import NodeTask
 
 #: ``f(rank, epoch)``: called in every rank after each epoch is logged and checkpointed.
 RankEpochHook = Callable[[int, int], None]
@@ -103,8 +104,8 @@ def rank_logger(run: RankRun) -> Any | None:
     return MlflowRunLogger(MlflowClient(tracking_uri=uri), run_id, experiment_id, uri)
 
 
-def loop_options(rank: int, run: RankRun) -> dict[str, Any]:
-    """The keywords both loops take from ``run``: ``logger`` and ``progress``
+def rank_hooks(rank: int, run: RankRun) -> RunHooks:
+    """The hooks both tasks train with, from ``run``: ``logger`` and ``progress``
     (rank 0 only), ``checkpoints``, ``resume`` and ``on_epoch_end`` (``run``'s
     hook called with this rank)."""
     checkpoints = (
@@ -118,13 +119,13 @@ def loop_options(rank: int, run: RankRun) -> dict[str, Any]:
         if hook is not None:
             hook(rank, epoch)
 
-    return {
-        "logger": rank_logger(run),
-        "progress": run.progress if rank == 0 else False,
-        "checkpoints": checkpoints,
-        "resume": run.resume,
-        "on_epoch_end": on_epoch_end,
-    }
+    return RunHooks(
+        logger=rank_logger(run),
+        progress=run.progress if rank == 0 else False,
+        checkpoints=checkpoints,
+        resume=run.resume,
+        on_epoch_end=on_epoch_end,
+    )
 
 
 def rank_report(rank: int, result: Any, source: Any, **figures: Any) -> dict[str, Any]:
@@ -162,19 +163,15 @@ def run_node_rank(rank: int, world: int, run: RankRun) -> dict[str, Any]:
     else:
         source = DistBatchSource(data, config, device)
     train, val, test = (split_summary(data.split_ids(s)) for s in ("train", "val", "test"))
-    result = train_node_classifier(
+    task = NodeTask(
         source.feature_store,
         None,
-        train,
-        val,
-        test,
+        (train, val, test),
         data.num_classes,
-        config,
         in_channels=data.num_features,
-        train_batches=source,
         eval_batches=(source.eval_batches("val"), source.eval_batches("test")),
-        **loop_options(rank, run),
     )
+    result = fit(task, config, source, rank_hooks(rank, run))
     return rank_report(
         rank,
         result,
@@ -195,15 +192,13 @@ def run_link_rank(rank: int, world: int, run: RankRun) -> dict[str, Any]:
     source = DistLinkSource(data, config, device)
     # The same on every rank: what each rank owns of each split (count and crc).
     owned = [split_summary(np.asarray(data.array(f"link_{s}"))) for s in LINK_SPLITS]
-    result = train_link_predictor(
+    task = LinkTask(
         source.splits,
-        config,
-        feature_store=source.feature_store,
-        train_batches=source,
+        source.feature_store,
         eval_ranks=(source.ranker("val"), source.ranker("test")),
         fingerprint_data=owned,
-        **loop_options(rank, run),
     )
+    result = fit(task, config, source, rank_hooks(rank, run))
     return rank_report(
         rank,
         result,
@@ -217,8 +212,8 @@ def run_link_rank(rank: int, world: int, run: RankRun) -> dict[str, Any]:
 __all__ = [
     "RankEpochHook",
     "RankRun",
-    "loop_options",
     "rank_device",
+    "rank_hooks",
     "rank_logger",
     "rank_report",
     "run_link_rank",

@@ -37,7 +37,7 @@ peer is never needed, so only these rows travel and are counted).
   (``eval_bytes``).
 
 :class:`~gnncore.distributed.source.sancus.SancusSource` is the batch source
-of the shared training loop (:func:`~gnncore.train.train_node_classifier`): one
+of the shared training loop (:func:`~gnncore.train.fit` of a :class:`~gnncore.train.NodeTask`): one
 batch per epoch, the whole core, with the loop's checkpoints, early stopping
 and logging; the model is the loop's PyG :class:`~torch_geometric.nn.models.GCN`,
 whose layers :class:`SancusGCN` applies to the distributed rows. Byte counts

@@ -190,7 +190,8 @@ def slots_needed(ordering: str, parts: int, capacity: int) -> int:
 class LinkBufferSource:
     """Link-prediction batches through a partition buffer, as a
     :class:`~gnncore.train.core.batches.BatchSource` for
-    :func:`~gnncore.train.train_link_predictor` (learned embeddings, ``model="none"``).
+    :func:`~gnncore.train.fit` of a :class:`~gnncore.train.LinkTask` (learned
+    embeddings, ``model="none"``).
 
     Args:
         heads, tails: The training edges as the loop indexes them (``input_id``

@@ -2,6 +2,11 @@
 :mod:`gnncore.tracking`); the entry point that picks a training mode and runs it
 on a graph directory is :func:`gnncore.modes.train_graph_dir`.
 
+One call trains on stores the caller built: ``fit(task, config, source=None,
+hooks=None)`` of a :class:`NodeTask` or :class:`LinkTask` (the data and the
+model-side options), with an optional batch ``source`` and :class:`RunHooks`
+(logger, progress, checkpoints, resume, per-epoch callback).
+
 The configurations load eagerly (they are plain dataclasses, and Dagster's code
 location builds its config schemas from them); everything that imports torch or
 PyG loads on first use (:mod:`gnncore.lazy`).
@@ -25,10 +30,10 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from gnncore.train.link.data import LinkSplits, link_splits
     from gnncore.train.link.loop import LinkTrainResult
     from gnncore.train.link.models import DECODERS, LinkModel
-    from gnncore.train.link.task import LinkTask, train_link_predictor
+    from gnncore.train.link.task import LinkTask
     from gnncore.train.node.loop import NodeTrainResult, evaluate
     from gnncore.train.node.metrics import ClassificationMetrics
-    from gnncore.train.node.task import NodeTask, train_node_classifier
+    from gnncore.train.node.task import NodeTask
     from gnncore.train.record import example_input, training_curves
 
 __getattr__ = lazy_attributes(
@@ -49,12 +54,10 @@ __getattr__ = lazy_attributes(
         "DECODERS": "gnncore.train.link.models",
         "LinkModel": "gnncore.train.link.models",
         "LinkTask": "gnncore.train.link.task",
-        "train_link_predictor": "gnncore.train.link.task",
         "NodeTrainResult": "gnncore.train.node.loop",
         "evaluate": "gnncore.train.node.loop",
         "ClassificationMetrics": "gnncore.train.node.metrics",
         "NodeTask": "gnncore.train.node.task",
-        "train_node_classifier": "gnncore.train.node.task",
         "example_input": "gnncore.train.record",
         "training_curves": "gnncore.train.record",
     },
@@ -93,7 +96,5 @@ __all__ = [
     "RunHooks",
     "Task",
     "fit",
-    "train_link_predictor",
-    "train_node_classifier",
     "training_curves",
 ]

@@ -28,10 +28,11 @@ def test_the_code_location_imports_no_torch_pyg_or_mlflow() -> None:
 
 def test_the_lazy_names_still_resolve_to_the_heavy_modules() -> None:
     loaded = _modules_after(
-        "from gnncore.train import NodeTrainConfig, train_node_classifier\n"
+        "from gnncore.train import NodeTask, NodeTrainConfig, fit\n"
         "from gnncore.sampler import SAMPLER_MODES, build_sampler\n"
         "assert SAMPLER_MODES == ('dense', 'per-layer')\n"
-        "assert train_node_classifier.__module__ == 'gnncore.train.node.task'\n"
+        "assert NodeTask.__module__ == 'gnncore.train.node.task'\n"
+        "assert fit.__module__ == 'gnncore.train.fitting'\n"
         "assert build_sampler.__module__ == 'gnncore.sampler.factory'"
     )
     assert "torch" in loaded and "torch_geometric" in loaded

@@ -1,7 +1,7 @@
 r"""Distributed link prediction: one rank's training batches and its share of evaluation.
 
 :class:`DistLinkSource` is a batch source of the single-process link loop
-(:func:`~gnncore.train.link.loop.train_link_predictor`), as
+(:func:`~gnncore.train.fit` of a :class:`~gnncore.train.LinkTask`), as
 :class:`~gnncore.distributed.source.node.DistBatchSource` is of node
 classification, with the same hooks (``main_process``, ``wrap_model``: DDP,
 ``reduce_sum``: ``all_reduce``) and the same per-rank figures

@@ -2,7 +2,7 @@ r"""Node classification's batch source: one rank's sampled batches of its nodes.
 
 DistDGL's trainer (ALGORITHMS.md §2, §8) as one more
 :class:`~gnncore.train.core.batches.BatchSource` of
-:func:`~gnncore.train.train_node_classifier`; the loop, the session and the
+:func:`~gnncore.train.fit` of a :class:`~gnncore.train.NodeTask`; the loop, the session and the
 checkpoints are the single-process ones.
 
 * **Training ids.** Rank ``r`` trains on the training nodes it owns. When the
@@ -58,7 +58,7 @@ from gnncore.train.node.config import ConfigError, NodeTrainConfig
 
 
 class DistBatchSource(RankSource):
-    r"""This rank's training batches for :func:`~gnncore.train.train_node_classifier`
+    r"""This rank's training batches for :func:`~gnncore.train.fit`
     (see the module docstring); also its evaluation batches (:meth:`eval_batches`).
 
     Args:

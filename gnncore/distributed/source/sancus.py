@@ -1,7 +1,7 @@
 r"""The ``sancus`` mode's batch source: one rank's full-graph batches.
 
 :class:`SancusSource` is the batch source of the shared training loop
-(:func:`~gnncore.train.train_node_classifier`) for ``--mode sancus``: one
+(:func:`~gnncore.train.fit` of a :class:`~gnncore.train.NodeTask`) for ``--mode sancus``: one
 training batch per epoch (the whole core of the rank), one evaluation batch
 per split, the halo rows exchanged layer by layer under a staleness bound by
 :class:`~gnncore.distributed.sancus.HaloExchange` inside

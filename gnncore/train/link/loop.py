@@ -41,8 +41,8 @@ from gnncore.train.link.ranking import RankingMetrics, filtered_ranks, known_edg
 
 @dataclass(kw_only=True)
 class LinkTrainResult(TrainResult):
-    """What :func:`~gnncore.train.link.task.train_link_predictor` returns: the shared
-    :class:`~gnncore.train.core.session.TrainResult` fields (``model`` holds the
+    """What :func:`~gnncore.train.fit` of a :class:`~gnncore.train.LinkTask` returns:
+    the shared :class:`~gnncore.train.core.session.TrainResult` fields (``model`` holds the
     weights of the highest validation MRR), plus ``val_mrr[e - 1]`` and
     ``val_hits10[e - 1]`` of epoch ``e``, the best validation MRR, and ``test``,
     the filtered test metrics (both directions, ranked against all entities

@@ -12,7 +12,6 @@ Evaluation ranks each validation/test answer with the filtered protocol of
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -25,18 +24,14 @@ from gnncore.sampler import build_sampler
 from gnncore.sampler.negative import degree_weights
 from gnncore.store import CSCGraphStore, EmptyFeatureStore
 from gnncore.train.core.batches import BatchSource, LoaderBatchSource
-from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
-from gnncore.train.core.session import Outcome, Progress
+from gnncore.train.core.checkpoint import data_fingerprint
+from gnncore.train.core.session import Outcome
 from gnncore.train.core.steps import OptimizerStep
 from gnncore.train.core.throughput import EpochTimer
 from gnncore.train.fitting import (
     Built,
-    EpochCallback,
     Measures,
-    MetricLogger,
-    RunHooks,
     Task,
-    fit,
     source_hook,
 )
 from gnncore.train.link.config import LinkTrainConfig
@@ -319,42 +314,3 @@ class LinkTask(Task[LinkTrainResult]):
             test=outcome.test,
             val_hits10=state.val_hits10,
         )
-
-
-def train_link_predictor(
-    splits: LinkSplits,
-    config: LinkTrainConfig,
-    feature_store: FeatureStore | None = None,
-    graph_store: GraphStore | None = None,
-    logger: MetricLogger | None = None,
-    sampler: BaseSampler | None = None,
-    eval_sampler: BaseSampler | None = None,
-    progress: Progress = True,
-    checkpoints: CheckpointDir | str | os.PathLike[str] | None = None,
-    resume: bool = False,
-    on_epoch_end: EpochCallback | None = None,
-    train_batches: BatchSource | None = None,
-    eval_ranks: tuple[RankFn, RankFn] | None = None,
-    fingerprint_data: Sequence[torch.Tensor] | None = None,
-) -> LinkTrainResult:
-    r"""Train a link predictor: :func:`~gnncore.train.fitting.fit` of a
-    :class:`LinkTask` (its arguments of the same names) with ``train_batches``
-    as the source and :class:`~gnncore.train.fitting.RunHooks` of ``logger``,
-    ``progress``, ``checkpoints``, ``resume`` and ``on_epoch_end``.
-
-    The logger receives per epoch ``train_loss``, ``val_mrr``,
-    ``val_hits_at_k``, ``val_mean_rank`` and the throughput figures; at the
-    end ``test_mrr``, ``test_hits_at_k``, ``test_mean_rank`` and
-    ``best_val_mrr`` with the run's bookkeeping.
-    """
-    task = LinkTask(
-        splits,
-        feature_store,
-        graph_store,
-        sampler=sampler,
-        eval_sampler=eval_sampler,
-        eval_ranks=eval_ranks,
-        fingerprint_data=fingerprint_data,
-    )
-    hooks = RunHooks(logger, progress, checkpoints, resume, on_epoch_end)
-    return fit(task, config, train_batches, hooks)

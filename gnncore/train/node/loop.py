@@ -41,8 +41,8 @@ Index = torch.Tensor
 
 @dataclass(kw_only=True)
 class NodeTrainResult(TrainResult):
-    """What :func:`~gnncore.train.node.task.train_node_classifier` returns: the shared
-    :class:`~gnncore.train.core.session.TrainResult` fields (``model`` holds the
+    """What :func:`~gnncore.train.fit` of a :class:`~gnncore.train.NodeTask` returns:
+    the shared :class:`~gnncore.train.core.session.TrainResult` fields (``model`` holds the
     weights of the highest validation accuracy), plus ``val_accuracy[e - 1]``
     and ``val_macro_f1[e - 1]`` of epoch ``e``, the best epoch's validation
     figures and the test accuracy and macro-F1; ``evaluation``: how validation

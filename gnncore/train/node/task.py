@@ -11,7 +11,6 @@ directories, or from a placed / remote store.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -22,20 +21,16 @@ from torch_geometric.sampler import BaseSampler
 
 from gnncore.sampler import build_sampler
 from gnncore.train.core.batches import BatchSource, LoaderBatchSource
-from gnncore.train.core.checkpoint import CheckpointDir, data_fingerprint
+from gnncore.train.core.checkpoint import data_fingerprint
 from gnncore.train.core.layerwise import Adjacency
 from gnncore.train.core.models import build_model, uses_edges
-from gnncore.train.core.session import Outcome, Progress
+from gnncore.train.core.session import Outcome
 from gnncore.train.core.steps import OptimizerStep
 from gnncore.train.core.throughput import EpochTimer
 from gnncore.train.fitting import (
     Built,
-    EpochCallback,
     Measures,
-    MetricLogger,
-    RunHooks,
     Task,
-    fit,
     source_hook,
 )
 from gnncore.train.node.config import NodeTrainConfig
@@ -365,49 +360,3 @@ class NodeTask(Task[NodeTrainResult]):
             test_macro_f1=outcome.test.macro_f1,
             evaluation=dict(self.evaluation_ways),
         )
-
-
-def train_node_classifier(
-    feature_store: FeatureStore,
-    graph_store: GraphStore | None,
-    train_idx: Any,
-    val_idx: Any,
-    test_idx: Any,
-    num_classes: int,
-    config: NodeTrainConfig,
-    logger: MetricLogger | None = None,
-    sampler: BaseSampler | None = None,
-    progress: Progress = True,
-    eval_sampler: BaseSampler | None = None,
-    in_channels: int | None = None,
-    checkpoints: CheckpointDir | str | os.PathLike[str] | None = None,
-    resume: bool = False,
-    on_epoch_end: EpochCallback | None = None,
-    train_batches: BatchSource | None = None,
-    epoch_adapters: Sequence[Any] = (),
-    eval_batches: tuple[Iterable[Any], Iterable[Any]] | None = None,
-) -> NodeTrainResult:
-    r"""Train a node classifier: :func:`~gnncore.train.fitting.fit` of a
-    :class:`NodeTask` (its arguments of the same names; ``train_idx``,
-    ``val_idx``, ``test_idx`` are its ``splits``) with ``train_batches`` as
-    the source and :class:`~gnncore.train.fitting.RunHooks` of ``logger``,
-    ``progress``, ``checkpoints``, ``resume`` and ``on_epoch_end``.
-
-    The logger receives per epoch ``train_loss``, ``val_accuracy``,
-    ``val_macro_f1`` and the throughput figures; at the end ``test_accuracy``,
-    ``test_macro_f1``, ``best_val_accuracy`` and ``best_val_macro_f1`` with
-    the run's bookkeeping.
-    """
-    task = NodeTask(
-        feature_store,
-        graph_store,
-        (train_idx, val_idx, test_idx),
-        num_classes,
-        in_channels=in_channels,
-        sampler=sampler,
-        eval_sampler=eval_sampler,
-        epoch_adapters=epoch_adapters,
-        eval_batches=eval_batches,
-    )
-    hooks = RunHooks(logger, progress, checkpoints, resume, on_epoch_end)
-    return fit(task, config, train_batches, hooks)

@@ -20,7 +20,7 @@ from gnncore.outofcore.training import hierbatching_batches
 from gnncore.partition import partition_graph
 from gnncore.sampler import build_sampler
 from gnncore.store import GraphDir
-from gnncore.train import NodeTrainConfig, train_node_classifier
+from gnncore.train import NodeTask, NodeTrainConfig, RunHooks, fit
 
 
 @pytest.fixture(scope="module")
@@ -225,19 +225,17 @@ def test_training_through_mega_batches_learns_and_resumes_exactly(built, tmp_pat
     def run(checkpoints=None, resume=False, epochs=4):
         c = NodeTrainConfig(**{**config.to_dict(), "epochs": epochs})
         source, evals = hierbatching_batches(store, c, log=lines.append)
-        return train_node_classifier(
-            source.feature_store,
-            None,
-            store.array("train_idx"),
-            store.array("val_idx"),
-            store.array("test_idx"),
-            int(store.info["num_classes"]),
+        return fit(
+            NodeTask(
+                source.feature_store,
+                None,
+                (store.array("train_idx"), store.array("val_idx"), store.array("test_idx")),
+                int(store.info["num_classes"]),
+                eval_batches=evals,
+            ),
             c,
-            progress=False,
-            train_batches=source,
-            eval_batches=evals,
-            checkpoints=checkpoints,
-            resume=resume,
+            source=source,
+            hooks=RunHooks(progress=False, checkpoints=checkpoints, resume=resume),
         )
 
     full = run()

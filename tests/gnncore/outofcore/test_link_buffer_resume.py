@@ -16,7 +16,7 @@ import torch
 from conftest import tiny_kg
 from gnncore.outofcore.link_buffer import NodePartitions, link_buffer_source
 from gnncore.store import GraphDir
-from gnncore.train import LinkTrainConfig, link_splits, train_link_predictor
+from gnncore.train import LinkTask, LinkTrainConfig, RunHooks, fit, link_splits
 from gnncore.train.core.checkpoint import CheckpointDir, CheckpointError
 from gnncore.train.link.data import LinkSplits
 
@@ -60,14 +60,16 @@ def train(
     """Train through a buffer in ``work``; the result and the final tables on disk.
     A crash leaves ``work`` as a killed process would (not closed)."""
     source = link_buffer_source(splits, cfg, work, log)
-    result = train_link_predictor(
-        splits,
+    result = fit(
+        LinkTask(splits),
         cfg,
-        train_batches=source,
-        progress=False,
-        checkpoints=CheckpointDir(checkpoints, keep=2),
-        resume=resume,
-        on_epoch_end=on_epoch_end,
+        source=source,
+        hooks=RunHooks(
+            progress=False,
+            checkpoints=CheckpointDir(checkpoints, keep=2),
+            resume=resume,
+            on_epoch_end=on_epoch_end,
+        ),
     )
     out = {
         "result": result,

@@ -16,7 +16,7 @@ from torch_geometric.loader import NodeLoader
 from conftest import planted_graph
 from gnncore.sampler import build_sampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
-from gnncore.train import NodeTrainConfig, train_node_classifier
+from gnncore.train import NodeTask, NodeTrainConfig, RunHooks, fit
 from gnncore.train.core.batches import BatchSource, LoaderBatchSource
 
 CONFIG = NodeTrainConfig(hidden=16, epochs=3, batch_size=32, lr=0.01, device="cpu", patience=0)
@@ -101,11 +101,16 @@ def _default_like_source(graph: GraphDir, config: NodeTrainConfig) -> LoaderBatc
 def test_a_plugged_in_source_trains_exactly_like_the_default(graph: GraphDir) -> None:
     stores = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
     classes = graph.manifest.num_classes
-    default = train_node_classifier(*stores, *_splits(graph), classes, CONFIG, progress=False)
+    default = fit(
+        NodeTask(*stores, _splits(graph), classes), CONFIG, hooks=RunHooks(progress=False)
+    )
     source = RecordingSource(_default_like_source(graph, CONFIG))
     assert isinstance(source, BatchSource)
-    plugged = train_node_classifier(
-        *stores, *_splits(graph), classes, CONFIG, progress=False, train_batches=source
+    plugged = fit(
+        NodeTask(*stores, _splits(graph), classes),
+        CONFIG,
+        source=source,
+        hooks=RunHooks(progress=False),
     )
     assert source.calls == [
         ("start", 1),
@@ -128,33 +133,24 @@ def test_a_plugged_in_source_resumes_from_its_checkpointed_random_state(
 ) -> None:
     stores = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
     classes = graph.manifest.num_classes
-    whole = train_node_classifier(
-        *stores,
-        *_splits(graph),
-        classes,
+    whole = fit(
+        NodeTask(*stores, _splits(graph), classes),
         CONFIG,
-        progress=False,
-        train_batches=_default_like_source(graph, CONFIG),
+        source=_default_like_source(graph, CONFIG),
+        hooks=RunHooks(progress=False),
     )
     first = dataclasses.replace(CONFIG, epochs=1)
-    train_node_classifier(
-        *stores,
-        *_splits(graph),
-        classes,
+    fit(
+        NodeTask(*stores, _splits(graph), classes),
         first,
-        progress=False,
-        checkpoints=tmp_path,
-        train_batches=_default_like_source(graph, first),
+        source=_default_like_source(graph, first),
+        hooks=RunHooks(progress=False, checkpoints=tmp_path),
     )
-    resumed = train_node_classifier(
-        *stores,
-        *_splits(graph),
-        classes,
+    resumed = fit(
+        NodeTask(*stores, _splits(graph), classes),
         CONFIG,
-        progress=False,
-        checkpoints=tmp_path,
-        resume=True,
-        train_batches=_default_like_source(graph, CONFIG),
+        source=_default_like_source(graph, CONFIG),
+        hooks=RunHooks(progress=False, checkpoints=tmp_path, resume=True),
     )
     assert resumed.resumed_from_epoch == 1
     assert resumed.train_loss == whole.train_loss

@@ -27,7 +27,7 @@ from gnncore.train.core.layerwise import (
 from gnncore.train.fitting import RunHooks, fit
 from gnncore.train.node.exact import EvaluationCost, choose, sampled_cost
 from gnncore.train.node.loop import evaluate, make_loader
-from gnncore.train.node.task import NodeTask, train_node_classifier
+from gnncore.train.node.task import NodeTask
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*torch.jit.script.* is deprecated:DeprecationWarning"
@@ -246,12 +246,14 @@ def test_layers_on_disk_give_the_in_memory_outputs(
     assert evaluation(model, features, torch.device("cpu")) == in_memory
 
 
-def test_train_node_classifier_reports_the_same_test_accuracy(synth: GraphDir) -> None:
-    """The public entry point goes layer-wise by itself."""
+def test_fit_of_a_plain_node_task_reports_the_same_test_accuracy(synth: GraphDir) -> None:
+    """fit of a NodeTask without an evaluation sampler goes layer-wise by itself."""
     features, topology = GraphDirFeatureStore(synth), GraphDirGraphStore(synth)
     config = dataclasses.replace(CONFIG, epochs=1)
-    result = train_node_classifier(
-        features, topology, *_splits(synth), synth.manifest.num_classes, config, progress=False
+    result = fit(
+        NodeTask(features, topology, _splits(synth), synth.manifest.num_classes),
+        config,
+        hooks=RunHooks(progress=False),
     )
     sampled, _ = _train(synth, config, sampled=True)
     assert result.test_accuracy == sampled.test_accuracy  # type: ignore[attr-defined]

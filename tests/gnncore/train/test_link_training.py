@@ -15,7 +15,7 @@ import torch
 
 from conftest import planted_graph, tiny_kg
 from gnncore.store import GraphDir, GraphDirFeatureStore
-from gnncore.train import LinkTrainConfig, link_splits, train_link_predictor
+from gnncore.train import LinkTask, LinkTrainConfig, RunHooks, fit, link_splits
 from gnncore.train.core.checkpoint import CheckpointDir
 from gnncore.train.link.data import message_passing_csc
 from gnncore.train.node.config import ConfigError
@@ -42,7 +42,7 @@ def fast(**kw) -> LinkTrainConfig:
 
 
 def test_distmult_learns_the_planted_relations(kg: GraphDir) -> None:
-    result = train_link_predictor(link_splits(kg), fast(), progress=False)
+    result = fit(LinkTask(link_splits(kg)), fast(), hooks=RunHooks(progress=False))
     summary = result.summary()
     assert summary["test_mrr"] > 3 * RANDOM_MRR
     assert summary["test_hits@10"] > 0.5
@@ -54,8 +54,8 @@ def test_distmult_learns_the_planted_relations(kg: GraphDir) -> None:
 @pytest.mark.parametrize("negatives", ["uniform", "degree"])
 def test_sage_encoder_learns_and_is_deterministic(kg: GraphDir, negatives: str) -> None:
     config = fast(model="sage", fanouts=(5,), epochs=4, negative_sampling=negatives)
-    first = train_link_predictor(link_splits(kg), config, progress=False)
-    second = train_link_predictor(link_splits(kg), config, progress=False)
+    first = fit(LinkTask(link_splits(kg)), config, hooks=RunHooks(progress=False))
+    second = fit(LinkTask(link_splits(kg)), config, hooks=RunHooks(progress=False))
     assert first.test.mrr > 2 * RANDOM_MRR
     for (name, a), b in zip(first.model.state_dict().items(), second.model.state_dict().values()):
         assert torch.equal(a, b), name
@@ -66,10 +66,10 @@ def test_resume_after_a_crash_matches_an_uninterrupted_run(kg: GraphDir, tmp_pat
     """Crash after epoch 2, resume with other prefetch threads: same parameters as an
     uninterrupted run without prefetching."""
     config = fast(model="sage", fanouts=(4,), epochs=4, dropout=0.2)
-    full = train_link_predictor(
-        link_splits(kg),
+    full = fit(
+        LinkTask(link_splits(kg)),
         fast(model="sage", fanouts=(4,), epochs=4, dropout=0.2, prefetch_workers=0),
-        progress=False,
+        hooks=RunHooks(progress=False),
     )
 
     def crash(epoch: int, path: Path | None) -> None:
@@ -77,19 +77,15 @@ def test_resume_after_a_crash_matches_an_uninterrupted_run(kg: GraphDir, tmp_pat
             raise RuntimeError("simulated crash")
 
     with pytest.raises(RuntimeError, match="simulated crash"):
-        train_link_predictor(
-            link_splits(kg),
+        fit(
+            LinkTask(link_splits(kg)),
             config,
-            progress=False,
-            checkpoints=tmp_path / "ckpt",
-            on_epoch_end=crash,
+            hooks=RunHooks(progress=False, checkpoints=tmp_path / "ckpt", on_epoch_end=crash),
         )
-    resumed = train_link_predictor(
-        link_splits(kg),
+    resumed = fit(
+        LinkTask(link_splits(kg)),
         fast(model="sage", fanouts=(4,), epochs=4, dropout=0.2, prefetch_workers=2),
-        progress=False,
-        checkpoints=tmp_path / "ckpt",
-        resume=True,
+        hooks=RunHooks(progress=False, checkpoints=tmp_path / "ckpt", resume=True),
     )
     assert resumed.resumed_from_epoch == 2
     assert resumed.val_mrr == full.val_mrr
@@ -201,8 +197,10 @@ def test_plain_graphs_are_split_without_leaking_into_message_passing(tmp_path: P
 def test_gnn_encoder_reads_features_when_the_graph_has_them(tmp_path: Path) -> None:
     graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=300))
     config = fast(model="sage", fanouts=(5,), decoder="dot", epochs=3, lr=0.05)
-    result = train_link_predictor(
-        link_splits(graph), config, feature_store=GraphDirFeatureStore(graph), progress=False
+    result = fit(
+        LinkTask(link_splits(graph), feature_store=GraphDirFeatureStore(graph)),
+        config,
+        hooks=RunHooks(progress=False),
     )
     assert result.model.embedding is None  # features in, no embedding table
     assert result.test.mrr > 0.05  # 300 candidates: random is about 0.02
@@ -230,19 +228,21 @@ def test_tracked_feature_model_is_logged_with_its_features(tmp_path: Path) -> No
 
 def test_edge_splits_train_both_orientations_without_reciprocal_relations(tmp_path: Path) -> None:
     graph = GraphDir.open(planted_graph(tmp_path / "g", num_nodes=200))
-    result = train_link_predictor(link_splits(graph), fast(epochs=1), progress=False)
+    result = fit(LinkTask(link_splits(graph)), fast(epochs=1), hooks=RunHooks(progress=False))
     # one relation, no reciprocal copy: the decoder knows relation 0 only
     assert result.model.decoder.relations.num_embeddings == 1
 
 
 def test_sampled_evaluation_negatives_and_a_validation_subset(kg: GraphDir) -> None:
     splits = link_splits(kg)
-    result = train_link_predictor(
-        splits, fast(epochs=2, eval_negatives=30, max_eval_triples=20), progress=False
+    result = fit(
+        LinkTask(splits),
+        fast(epochs=2, eval_negatives=30, max_eval_triples=20),
+        hooks=RunHooks(progress=False),
     )
     assert result.test.count == 2 * len(splits.test)  # the test split is always whole
     assert 0 < result.test.mrr <= 1 and result.test.mean_rank <= 31
-    full = train_link_predictor(splits, fast(epochs=2), progress=False)
+    full = fit(LinkTask(splits), fast(epochs=2), hooks=RunHooks(progress=False))
     # fewer candidates than all 80 entities: the sampled protocol ranks higher
     assert result.test.mean_rank < full.test.mean_rank
 

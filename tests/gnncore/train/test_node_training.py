@@ -19,10 +19,12 @@ from gnncore.train import (
     MODEL_DEFAULTS,
     MODELS,
     ConfigError,
+    NodeTask,
     NodeTrainConfig,
+    RunHooks,
     build_model,
+    fit,
     resolve_device,
-    train_node_classifier,
 )
 from gnncore.train.core.models import supports_trimming
 
@@ -49,14 +51,15 @@ class RecordingLogger:
 
 def test_planted_graph_trains_to_high_accuracy(graph: GraphDir) -> None:
     logger = RecordingLogger()
-    result = train_node_classifier(
-        GraphDirFeatureStore(graph),
-        GraphDirGraphStore(graph),
-        *splits(graph),
-        graph.manifest.num_classes,
+    result = fit(
+        NodeTask(
+            GraphDirFeatureStore(graph),
+            GraphDirGraphStore(graph),
+            splits(graph),
+            graph.manifest.num_classes,
+        ),
         FAST,
-        logger=logger,
-        progress=False,
+        hooks=RunHooks(logger=logger, progress=False),
     )
     assert result.test_accuracy >= 0.9
     assert result.best_val_accuracy == max(result.val_accuracy)
@@ -124,14 +127,16 @@ def test_injected_sampler_is_used(graph: GraphDir) -> None:
 
     topology = GraphDirGraphStore(graph)
     config = dataclasses.replace(FAST, epochs=1, batch_size=40)
-    train_node_classifier(
-        GraphDirFeatureStore(graph),
-        topology,
-        *splits(graph),
-        graph.manifest.num_classes,
+    fit(
+        NodeTask(
+            GraphDirFeatureStore(graph),
+            topology,
+            splits(graph),
+            graph.manifest.num_classes,
+            sampler=CountingSampler(topology, [2, 2]),
+        ),
         config,
-        sampler=CountingSampler(topology, [2, 2]),
-        progress=False,
+        hooks=RunHooks(progress=False),
     )
     assert CountingSampler.calls == 2  # 80 training nodes / 40 per batch, one epoch
 
@@ -293,12 +298,10 @@ def test_cli_train_writes_the_summary(
 def test_per_layer_sampler_mode_trains_and_samples_more_edges(graph: GraphDir) -> None:
     stores = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
     runs = {
-        mode: train_node_classifier(
-            *stores,
-            *splits(graph),
-            graph.manifest.num_classes,
+        mode: fit(
+            NodeTask(*stores, splits(graph), graph.manifest.num_classes),
             dataclasses.replace(FAST, sampler=mode),
-            progress=False,
+            hooks=RunHooks(progress=False),
         )
         for mode in ("dense", "per-layer")
     }
@@ -453,12 +456,10 @@ def test_gradient_clipping_reaches_the_optimiser_step(graph: GraphDir) -> None:
     stores = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
     one_epoch = dataclasses.replace(FAST, epochs=1)
     runs = {
-        norm: train_node_classifier(
-            *stores,
-            *splits(graph),
-            graph.manifest.num_classes,
+        norm: fit(
+            NodeTask(*stores, splits(graph), graph.manifest.num_classes),
             dataclasses.replace(one_epoch, max_grad_norm=norm),
-            progress=False,
+            hooks=RunHooks(progress=False),
         )
         for norm in (0.0, 1e-3)
     }
