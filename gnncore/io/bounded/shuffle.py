@@ -43,17 +43,16 @@ class Shuffle:
 
 def shuffle_pairs(
     canon: KeySorter, scratch: Path, directed: bool, seed: int, budget: int, rows: int,
-    max_fan_in: int, use_scratch: bool = True,
+    max_fan_in: int,
 ) -> Shuffle:  # fmt: skip
     """The order of ``edges_shuffled.npy``. Numpy's permutation of ``seed``
     (:func:`shuffle_keys`, the in-memory path's order) when the pairs are in
     memory or fit half the budget (or :data:`EXACT_SHUFFLE_BYTES`): shuffled in
     a copy (edges.parquet may still be reading the canonical keys; the copy goes
-    into the sort's scratch, free once the CSR is built, unless ``use_scratch``
-    is false: then into a fresh array, so that this runs beside the CSR).
-    Otherwise the bounded scatter shuffle of :func:`bucket_shuffle`, whose
-    buckets are written here (the pairs read once, sequentially) and read back
-    as the arrays are taken. ``canon`` is left as it is."""
+    into the sort's scratch, free once the CSR is built). Otherwise the bounded
+    scatter shuffle of :func:`bucket_shuffle`, whose buckets are written here
+    (the pairs read once, sequentially) and read back as the arrays are taken.
+    ``canon`` is left as it is."""
     if directed:
         pairs = KeySorter(scratch, "pairs", budget // 4, max_fan_in)
         for block in canon.blocks(rows):
@@ -71,7 +70,7 @@ def shuffle_pairs(
     if pairs.keys is not None and own is not None:  # the directed pairs: in place
         keys = pairs.keys
     else:
-        spare = canon.scratch if use_scratch else None
+        spare = canon.scratch
         if spare is not None and len(spare) >= num_pairs:
             keys = spare[:num_pairs]
         else:
@@ -82,16 +81,6 @@ def shuffle_pairs(
             at += len(block)
     shuffle_keys(keys, seed)
     return Shuffle(num_pairs, iter([keys]), 0, own)
-
-
-def shuffles_beside_csr(canon: KeySorter, directed: bool) -> bool:
-    """Whether :func:`shuffle_pairs` can run on a thread while the CSR is built:
-    undirected keys held in memory (their shuffle is numpy's permutation of a
-    copy; the copy, a fresh array, takes 8 bytes a key on top of the keys and the
-    CSR's transpose, 24 in all, within the 1.5 times :data:`BYTES_PER_KEY` the
-    in-memory CSR used to take). The shuffle (one thread, random swaps) then
-    overlaps the merge and the Parquet writing instead of following them."""
-    return canon.keys is not None and not directed
 
 
 def write_shuffled(writer: GraphDirWriter, shuffle: Shuffle, num_nodes: int, rows: int) -> int:

@@ -18,7 +18,7 @@ from gnncore.io.bounded.edges_parquet import write_edges_parquet
 from gnncore.io.bounded.graph_job import EdgeCounts, StreamJob, write_graph_dir
 from gnncore.io.bounded.pair_graph import write_pair_edges
 from gnncore.io.bounded.phases import Phases
-from gnncore.io.bounded.shuffle import shuffle_pairs, shuffles_beside_csr, write_shuffled
+from gnncore.io.bounded.shuffle import shuffle_pairs, write_shuffled
 from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 from gnncore.store.edge_keys import MAX_KEY_ID, KeySorter
@@ -139,28 +139,24 @@ def _write_key_edges(
 
     # edges.parquet (Polars, GIL mostly released) is written on a thread while
     # the CSR and the shuffled stream are built: they only read the sorted keys
-    # (the shuffle works on a copy); keys in memory are shuffled on a second
-    # thread beside the CSR (shuffles_beside_csr)
+    # (the shuffle works on a copy)
     stage("writing edges and CSR")
     phases.start("csr")
-    shuffle_args = (canon, job.scratch, job.directed, job.seed, job.budget, rows, job.max_fan_in)
-    beside = shuffles_beside_csr(canon, job.directed)
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="gnncore-edges") as pool:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-parquet") as pool:
         edges_path = writer.file_path("edges.parquet", "parquet")
         edges = pool.submit(write_edges_parquet, edges_path, num_canonical, canon.blocks(rows))
-        early = pool.submit(shuffle_pairs, *shuffle_args, use_scratch=False) if beside else None
         try:
             num_edges = write_key_csr(
                 canon, writer, num_nodes, job.directed, job.budget, rows, ends
             )
             stage("shuffled edge stream")
             phases.start("shuffle")
-            shuffle = early.result() if early is not None else shuffle_pairs(*shuffle_args)
+            shuffle = shuffle_pairs(
+                canon, job.scratch, job.directed, job.seed, job.budget, rows, job.max_fan_in
+            )
         finally:
             phases.start("write")  # what is left of the Parquet writing
             edges.result()
-            if early is not None:
-                early.result()
     canon.release()  # the keys, or their run on disk: the shuffle holds its own copy
     writer.hash_in_background("edges.parquet")
     phases.start("shuffle")
