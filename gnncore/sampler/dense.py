@@ -46,8 +46,8 @@ class DenseSampler(NeighborSampler):
         seed (int, optional): Base seed of the random choices. (default: :obj:`0`)
         num_threads (int, optional): OpenMP threads of the kernel; ``0`` uses
             the OpenMP default. Results do not depend on it. (default: :obj:`0`)
-        **view: ``direction``, ``edge_type``, ``edge_types`` as in
-            :class:`~gnncore.sampler.NeighborSampler`.
+        **view: ``direction``, ``edge_type``, ``edge_types``, ``huge_pages``
+            as in :class:`~gnncore.sampler.NeighborSampler`.
     """
 
     def __init__(

@@ -3,6 +3,7 @@
 
 #include "bind/common.h"
 #include "bind/neighbor_sample.h"
+#include "sampler/buffer_pool.h"
 #include "sampler/dense.h"
 
 namespace gnncore::bind {
@@ -27,6 +28,18 @@ static DenseTuple sample_dense_as(InArray<int64_t> indptr, InArray<IndexT> indic
                     to_numpy(std::move(s.repr)), to_numpy(std::move(s.nbr_edges)));
 }
 
+// `v` as a numpy array that gives its buffer back to the sampler's buffer
+// pool (sampling::BufferPool) when it is freed, for the next batch's outputs.
+static OutArray<int64_t> pooled_numpy(std::vector<int64_t>&& v) {
+  auto* owned = new std::vector<int64_t>(std::move(v));
+  nb::capsule owner(owned, [](void* p) noexcept {
+    auto* buffer = static_cast<std::vector<int64_t>*>(p);
+    sampling::BufferPool::instance().give(std::move(*buffer));
+    delete buffer;
+  });
+  return OutArray<int64_t>(owned->data(), {owned->size()}, owner);
+}
+
 template <typename IndexT>
 static SampleTuple sample_dense_pyg_as(InArray<int64_t> indptr, InArray<IndexT> indices,
                                      InArray<NodeId> targets, const std::vector<int64_t>& fanouts,
@@ -38,7 +51,9 @@ static SampleTuple sample_dense_pyg_as(InArray<int64_t> indptr, InArray<IndexT> 
     s = sample_dense_pyg<IndexT>(span_of(indptr), span_of(indices), span_of(targets), fanouts,
                                  seed64, num_threads);
   }
-  return sample_tuple(std::move(s));
+  return SampleTuple(pooled_numpy(std::move(s.node)), pooled_numpy(std::move(s.row)),
+                     pooled_numpy(std::move(s.col)), pooled_numpy(std::move(s.edge)),
+                     std::move(s.num_sampled_nodes), std::move(s.num_sampled_edges));
 }
 
 static std::vector<int64_t> copy_of(const InArray<int64_t>& a) {

@@ -7,7 +7,39 @@
 #include "sampler/per_layer.h"
 #include "sampler/uniform.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace gnncore::bind {
+
+// A copy of `a` in 2 MiB-aligned memory advised for transparent huge pages
+// (MADV_HUGEPAGE, before the copy touches it, so the kernel backs it with
+// huge pages where it can): the samplers' random reads of a CSR of many MiB
+// then rarely miss the TLB, which a memory-mapped file's 4 KiB pages do
+// (this kernel has no huge pages for file mappings).
+template <typename T>
+static OutArray<T> huge_page_copy(InArray<T> a) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t n = a.shape(0);
+  const size_t bytes = std::max<size_t>((n * sizeof(T) + kHuge - 1) / kHuge * kHuge, kHuge);
+  void* p = std::aligned_alloc(kHuge, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  {
+    nb::gil_scoped_release release;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(p, bytes, MADV_HUGEPAGE);  // advisory: the copy works without it
+#endif
+    if (n > 0) std::memcpy(p, a.data(), n * sizeof(T));
+  }
+  nb::capsule owner(p, [](void* q) noexcept { std::free(q); });
+  return OutArray<T>(static_cast<T*>(p), {n}, owner);
+}
 
 // One sampling kernel (sample_neighbors or sample_per_layer), run without the GIL.
 template <typename IndexT,
@@ -52,6 +84,14 @@ per hop). Deterministic given ``seed`` (any int) and independent of
 or neighbour outside ``[0, N)`` and ``ValueError`` for a malformed ``indptr``
 or a fanout below -1.)doc");
 
+  m.def("huge_page_copy", &huge_page_copy<int64_t>, nb::arg("array"));
+  m.def("huge_page_copy", &huge_page_copy<int32_t>, nb::arg("array"),
+        R"doc(A copy of a 1-d int32/int64 array in memory backed by transparent huge pages.
+
+The copy is 2 MiB-aligned and advised ``MADV_HUGEPAGE`` before it is
+written, so the kernel backs it with 2 MiB pages where it can (THP mode
+``always`` or ``madvise``); a sampler's random reads of a large CSR then
+rarely miss the TLB. Costs one copy of the array in memory.)doc");
   m.def(
       "set_sampler_direct_map_limit",
       [](int64_t max_nodes) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "parallel.h"
+#include "sampler/buffer_pool.h"
 #include "sampler/uniform.h"
 
 namespace gnncore {
@@ -51,7 +52,7 @@ inline size_t reserved_edges(size_t num_targets, const std::vector<int64_t>& fan
   return total > kMaxReserve ? 0 : static_cast<size_t>(total);
 }
 
-// One hop's draws, sized by sampling::size_hop: `n` frontier nodes (hop-order
+// One hop's draws, sized by size_hop (hop 0) or dedup_edges: `n` frontier nodes (hop-order
 // ids first, first + 1, ...) whose blocks start at offset[i] in HopOrder::pos.
 template <typename IndexT>
 struct HopDraw {
@@ -76,15 +77,47 @@ struct HopDraw {
   }
 };
 
+// The next hop's draws of frontier node u (the sizing of size_hop, one
+// node): up to `fanout`, all when fanout = -1 or the degree is smaller, none
+// for an empty row. Throws std::invalid_argument for a malformed indptr row.
+inline int64_t draws_of(Span<int64_t> indptr, int64_t num_edges, NodeId u, int64_t fanout) {
+  const int64_t lo = indptr[static_cast<size_t>(u)], hi = indptr[static_cast<size_t>(u) + 1];
+  if (lo < 0 || hi < lo || hi > num_edges)
+    throw std::invalid_argument("indptr is not non-decreasing within [0, " +
+                                std::to_string(num_edges) + "] at row " + std::to_string(u));
+  const int64_t deg = hi - lo;
+  return fanout < 0 ? deg : std::min(deg, fanout);
+}
+
 // Local ids of the sampled edges [t0, t1) in order, appending the nodes
-// first seen to h.node (the next delta, in first-seen order).
+// first seen to h.node (the next delta, in first-seen order). With
+// `next_fanout` >= -1 (the next delta will be expanded) it also sizes the
+// next hop: h.off[m + 1] = h.off[m] + the draws of new node m (draws_of),
+// so no separate pass reads `indptr` at the nodes of the next delta.
 inline void dedup_edges(HopOrder& h, sampling::LocalIds& local_of, int64_t num_nodes, size_t t0,
-                        size_t t1) {
+                        size_t t1, Span<int64_t> indptr, int64_t next_fanout) {
   constexpr size_t kAhead = 16;  // the look-ups are random: fetch them ahead
-  for (size_t t = t0; t < std::min(t0 + kAhead, t1); ++t) local_of.prefetch(h.nbr[t]);
+  const int64_t* nbr = h.nbr.data();
+  if (next_fanout < -1) {
+    for (size_t t = t0; t < std::min(t0 + kAhead, t1); ++t) local_of.prefetch(nbr[t]);
+    for (size_t t = t0; t < t1; ++t) {
+      if (t + kAhead < t1) local_of.prefetch(nbr[t + kAhead]);
+      h.local[t] = sampling::neighbor_local_id(local_of, h.node, nbr[t], h.pos[t], num_nodes);
+    }
+    return;
+  }
+  const int64_t num_edges = indptr[indptr.size - 1];  // validated: len(indices)
+  int64_t* off = h.off.data();
+  auto ahead = [&](size_t t) {
+    local_of.prefetch(nbr[t]);
+    __builtin_prefetch(indptr.data + nbr[t]);  // read if nbr[t] is new
+  };
+  for (size_t t = t0; t < std::min(t0 + kAhead, t1); ++t) ahead(t);
   for (size_t t = t0; t < t1; ++t) {
-    if (t + kAhead < t1) local_of.prefetch(h.nbr[t + kAhead]);
-    h.local[t] = sampling::neighbor_local_id(local_of, h.node, h.nbr[t], h.pos[t], num_nodes);
+    if (t + kAhead < t1) ahead(t + kAhead);
+    const size_t m = h.node.size();
+    h.local[t] = sampling::neighbor_local_id(local_of, h.node, nbr[t], h.pos[t], num_nodes);
+    if (h.node.size() != m) off[m + 1] = off[m] + draws_of(indptr, num_edges, nbr[t], next_fanout);
   }
 }
 
@@ -98,7 +131,7 @@ constexpr size_t kPipeChunk = 4 * sampling::kDrawGroup;
 // ready; the other threads only draw. Same result for any thread count.
 template <typename IndexT>
 void draw_and_dedup(const HopDraw<IndexT>& draw, HopOrder& h, sampling::LocalIds& local_of,
-                    int64_t num_nodes, [[maybe_unused]] int threads) {
+                    int64_t num_nodes, int64_t next_fanout, [[maybe_unused]] int threads) {
   const size_t base = static_cast<size_t>(draw.offset[0]);
   std::vector<int64_t> scratch;
 #ifdef GNNCORE_WITH_OPENMP
@@ -132,7 +165,7 @@ void draw_and_dedup(const HopDraw<IndexT>& draw, HopOrder& h, sampling::LocalIds
             if (!drawn[c].load(std::memory_order_acquire)) break;
             const size_t i1 = std::min(draw.n, (c + 1) * kPipeChunk);
             dedup_edges(h, local_of, num_nodes, static_cast<size_t>(draw.offset[c * kPipeChunk]),
-                        static_cast<size_t>(draw.offset[i1]));
+                        static_cast<size_t>(draw.offset[i1]), draw.indptr, next_fanout);
           }
         }
       } catch (...) {
@@ -146,7 +179,7 @@ void draw_and_dedup(const HopDraw<IndexT>& draw, HopOrder& h, sampling::LocalIds
   }
 #endif
   draw.nodes(0, draw.n, h, scratch);
-  dedup_edges(h, local_of, num_nodes, base, h.pos.size());
+  dedup_edges(h, local_of, num_nodes, base, h.pos.size(), draw.indptr, next_fanout);
 }
 
 template <typename IndexT>
@@ -159,45 +192,56 @@ HopOrder sample_hop_order(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeI
   h.with_col = with_col;
   std::vector<NodeId>& node = h.node;
   std::vector<int64_t>& block_start = h.block_start;
-  block_start.push_back(0);
-  sampling::LocalIds local_of(num_nodes, targets.size * 4);
-  sampling::add_seed_nodes(targets, local_of, node);
-  block_start.push_back(static_cast<int64_t>(node.size()));
-
   std::vector<int64_t>& off = h.off;  // per expanded node: start in pos
   std::vector<int64_t>& pos = h.pos;  // sampled CSR positions
   std::vector<int64_t>& nbr = h.nbr;  // indices[pos]
   std::vector<int64_t>& local = h.local;  // hop-order id of nbr
-  off.assign(1, 0);
-  nbr.clear();
   // Reserve for the worst case once (untouched pages cost nothing) rather
-  // than growing, and copying, the outputs at every hop.
+  // than growing, and copying, the outputs at every hop; the outputs come
+  // from the buffer pool, whose pages earlier batches already mapped.
   const size_t bound = reserved_edges(targets.size, fanouts, indices.size);
   if (bound > 0) {
-    pos.reserve(bound);
-    local.reserve(bound);
+    sampling::BufferPool& pool = sampling::BufferPool::instance();
+    pos = pool.take(bound);
+    local = pool.take(bound);
     nbr.reserve(bound);
-    if (with_col) h.col.reserve(bound);
-    node.reserve(node.size() + bound);
-    local_of.reserve(node.capacity());
+    if (with_col) h.col = pool.take(bound);
+    node = pool.take(targets.size + bound);
   }
+  block_start.push_back(0);
+  sampling::LocalIds local_of(num_nodes, targets.size * 4);
+  local_of.reserve(node.capacity());
+  sampling::add_seed_nodes(targets, local_of, node);
+  block_start.push_back(static_cast<int64_t>(node.size()));
+
+  // off is indexed by hop-order id: hop 0 sizes the targets here, and the
+  // mapping of hop h sizes the delta it finds (dedup_edges), so it must hold
+  // an entry past every node `node` can hold. It only grows (thread scratch).
+  off.resize(std::max(off.size(), node.size() + 1));
+  off[0] = 0;
+  nbr.clear();
+  if (!fanouts.empty())
+    sampling::size_hop(indptr, indices, node.data(), node.size(), fanouts[0], false, off.data(),
+                       pos, nbr);
   for (size_t hop = 0; hop < fanouts.size(); ++hop) {
     const size_t begin = static_cast<size_t>(block_start[hop]);
     const size_t delta = node.size() - begin;
-    const size_t base = pos.size();
-    off.resize(begin + delta + 1);
-    sampling::size_hop(indptr, indices, node.data() + begin, delta, fanouts[hop], false,
-                       off.data() + begin, pos, nbr);
-    const size_t total = pos.size();
+    const size_t base = static_cast<size_t>(off[begin]);  // the hop's first edge
+    const size_t total = static_cast<size_t>(off[begin + delta]);
+    pos.resize(total);
+    nbr.resize(total);
     local.resize(total);
     if (with_col) h.col.resize(total);
     // At most one new node per sampled edge: no reallocation during the hop
     // (draw_and_dedup reads the frontier through a pointer into `node`).
     node.reserve(node.size() + (total - base));
     local_of.reserve(node.capacity());
+    if (off.size() < node.capacity() + 1) off.resize(node.capacity() + 1);
     const HopDraw<IndexT> draw{indptr, indices, node.data() + begin, delta, fanouts[hop], seed,
                                hop, off.data() + begin, static_cast<int64_t>(begin)};
-    draw_and_dedup(draw, h, local_of, num_nodes, threads);
+    // -2: the next delta is the last one, never expanded, so not sized
+    const int64_t next_fanout = hop + 1 < fanouts.size() ? fanouts[hop + 1] : -2;
+    draw_and_dedup(draw, h, local_of, num_nodes, next_fanout, threads);
     block_start.push_back(static_cast<int64_t>(node.size()));
   }
   return h;
@@ -210,8 +254,7 @@ DenseSample sample_dense(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeId
                          const std::vector<int64_t>& fanouts, uint64_t seed,
                          int num_threads) {
   [[maybe_unused]] const int threads = resolve_threads(num_threads);
-  const HopOrder h =
-      sample_hop_order(indptr, indices, targets, fanouts, seed, threads, false);
+  HopOrder h = sample_hop_order(indptr, indices, targets, fanouts, seed, threads, false);
   const std::vector<NodeId>& node = h.node;
   const std::vector<int64_t>& block_start = h.block_start;
   const std::vector<int64_t>& off = h.off;
@@ -255,6 +298,10 @@ DenseSample sample_dense(Span<int64_t> indptr, Span<IndexT> indices, Span<NodeId
     }
     written += static_cast<size_t>(count);
   }
+  sampling::BufferPool& pool = sampling::BufferPool::instance();
+  pool.give(std::move(h.node));
+  pool.give(std::move(h.pos));
+  pool.give(std::move(h.local));
   return out;
 }
 

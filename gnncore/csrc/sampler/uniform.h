@@ -144,17 +144,26 @@ inline std::atomic<int64_t>& direct_map_max_nodes() {
   return limit;
 }
 
-// A thread's direct id map: one int32 per graph node, -1 when unset. Its
-// look-ups hit random places of the whole table, so a table of 4 MiB or more
-// lives in 2 MiB-aligned memory advised for transparent huge pages: with
-// 4 KiB pages nearly every look-up of a multi-MiB table also misses the TLB.
+// A thread's direct id map: one int32 per graph node. Its look-ups hit
+// random places of the whole table, so a table of 4 MiB or more lives in
+// 2 MiB-aligned memory advised for transparent huge pages: with 4 KiB pages
+// nearly every look-up of a multi-MiB table also misses the TLB.
+//
+// An entry holds a batch stamp in its high bits and a local id in its low
+// `id_bits()` bits (enough for any id below the table's size); an entry is
+// set in the current batch only when its stamp is the current one. A new
+// batch takes the next stamp (next_stamp) instead of resetting the entries
+// it set, and the whole table is cleared only when the stamps run out (once
+// every 1,023 batches for a 2M-node graph). Tables too large to leave room
+// for 7 stamps (over 2^28 entries) have none: their users reset the entries
+// they set (next_stamp returns 0, and entries are -1 when unset).
 class DirectTable {
  public:
   DirectTable() = default;
   DirectTable(const DirectTable&) = delete;
   DirectTable& operator=(const DirectTable&) = delete;
   ~DirectTable() { std::free(data_); }
-  // The table, with at least `n` entries (all -1 outside a batch).
+  // The table, with at least `n` entries.
   int32_t* at_least(size_t n) {
     if (n <= size_) return data_;
     // Huge pages for tables of two or more of them (1M nodes and up); a small
@@ -168,36 +177,60 @@ class DirectTable {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (huge) madvise(p, bytes, MADV_HUGEPAGE);  // advisory: the table works without it
 #endif
-    int32_t* table = static_cast<int32_t*>(p);
-    std::fill(table, table + bytes / sizeof(int32_t), -1);
-    std::free(data_);  // every entry of the old table is -1: nothing to copy
-    data_ = table;
+    std::free(data_);  // nothing of the old table is needed
+    data_ = static_cast<int32_t*>(p);
     size_ = bytes / sizeof(int32_t);
+    bits_ = 0;
+    while ((size_t{1} << bits_) < size_) ++bits_;
+    max_stamp_ = bits_ <= 31 - kMinStampBits ? (uint32_t{1} << (31 - bits_)) - 1 : 0;
+    stamp_ = 0;
+    clear();
     return data_;
+  }
+  // Low bits of an entry that hold the local id.
+  unsigned id_bits() const { return bits_; }
+  // The stamp of a new batch (already shifted into the high bits), or 0 when
+  // the table has no stamps.
+  int32_t next_stamp() {
+    if (max_stamp_ == 0) return 0;
+    if (stamp_ == max_stamp_) {  // the stamps ran out: forget every batch
+      stamp_ = 0;
+      clear();
+    }
+    ++stamp_;
+    return static_cast<int32_t>(stamp_ << bits_);
   }
 
  private:
+  static constexpr unsigned kMinStampBits = 3;
+  // Every entry unset: stamp 0 (never a batch's) or -1 without stamps.
+  void clear() { std::fill(data_, data_ + size_, max_stamp_ == 0 ? -1 : 0); }
   int32_t* data_ = nullptr;
   size_t size_ = 0;
+  unsigned bits_ = 0;
+  uint32_t max_stamp_ = 0, stamp_ = 0;
 };
 
 // Global id -> local id of one batch. On graphs of at most
 // direct_map_max_nodes() nodes it is an array indexed by global id: one per
-// calling thread, kept between calls (4 bytes per graph node) with only the
-// entries a batch set reset when the map is destroyed, so a batch pays
-// neither hashing, probing, growing nor clearing. Larger graphs use an IdMap.
-// Values must be below 2^31.
+// calling thread, kept between calls (4 bytes per graph node), each batch
+// with its own stamp (DirectTable), so a batch pays neither hashing,
+// probing, growing nor clearing. Larger graphs use an IdMap. Values must be
+// below the number of graph nodes (and 2^31).
 class LocalIds {
  public:
   LocalIds(int64_t num_nodes, size_t expected)
       : direct_(num_nodes <= direct_map_max_nodes().load(std::memory_order_relaxed)),
         map_(direct_ ? 0 : expected) {
     if (!direct_) return;
-    table_ = table_of_thread().at_least(static_cast<size_t>(num_nodes));
-    touched_.reserve(expected);
+    DirectTable& table = table_of_thread();
+    table_ = table.at_least(static_cast<size_t>(num_nodes));
+    stamp_ = table.next_stamp();
+    id_mask_ = static_cast<int32_t>((uint32_t{1} << table.id_bits()) - 1);
+    if (stamp_ == 0) touched_.reserve(expected);
   }
   ~LocalIds() {
-    if (!direct_) return;
+    if (!direct_ || stamp_ != 0) return;
     const size_t n = touched_.size();
     for (size_t i = 0; i < n; ++i) {  // random writes: fetch their lines ahead
       if (i + kResetAhead < n) __builtin_prefetch(table_ + touched_[i + kResetAhead], 1);
@@ -209,7 +242,7 @@ class LocalIds {
 
   // Room for `n` keys in all, so that inserting them does not reallocate.
   void reserve(size_t n) {
-    if (direct_) touched_.reserve(n);
+    if (direct_ && stamp_ == 0) touched_.reserve(n);
   }
   void prefetch(int64_t key) const {
     if (direct_) __builtin_prefetch(table_ + key);
@@ -220,6 +253,15 @@ class LocalIds {
   int64_t get_or_insert(int64_t key, int64_t value, bool* inserted) {
     if (!direct_) return map_.get_or_insert(key, value, inserted);
     int32_t& slot = table_[key];
+    if (stamp_ != 0) {
+      if ((slot & ~id_mask_) == stamp_) {
+        *inserted = false;
+        return slot & id_mask_;
+      }
+      slot = stamp_ | static_cast<int32_t>(value);
+      *inserted = true;
+      return value;
+    }
     if (slot >= 0) {
       *inserted = false;
       return slot;
@@ -239,7 +281,8 @@ class LocalIds {
   bool direct_;
   IdMap map_;
   int32_t* table_ = nullptr;
-  std::vector<int64_t> touched_;
+  int32_t stamp_ = 0, id_mask_ = 0;
+  std::vector<int64_t> touched_;  // only without stamps
 };
 
 // Local id of neighbour `u`, read from indices[j]: appended to `node` (and
