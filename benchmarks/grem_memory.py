@@ -8,9 +8,11 @@ For each chunk fraction, two child processes run on the same graph:
 * this script's ``--profile`` mode: ``GremPartitioner.assign`` in process while a
   thread samples ``VmRSS`` every 2 ms; each sample is attributed to the phase
   running then: ``plan`` (the clusters plan), ``seed`` (the first chunk read and
-  labelled, per bisection), and inside each C++ bisection call, from its own
-  phase timers, ``grem`` (the streaming pass), ``passes`` (refinement) and
-  ``split`` (the per-side edge files).
+  labelled, per bisection), ``refine`` (the final k-way refinement), and inside
+  each C++ bisection call, from its own phase timers, ``grem`` (the streaming
+  pass), ``passes`` (refinement) and ``split`` (the per-side edge files). The
+  process fixes glibc's mmap threshold first, as the verb does
+  (:func:`gnncore.partition.heap.fix_mmap_threshold`).
 
 The slope of the peaks against the chunk's edges (least squares over the
 fractions) is the memory per chunk edge; what is left at zero chunk edges is
@@ -63,7 +65,7 @@ def _reset_hwm() -> None:
 def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
     """Run GREM in this process and return the peak RSS of each phase.
 
-    ``plan``, ``seed``, ``bisect`` (the C++ call) and ``python`` (the rest):
+    ``plan``, ``seed``, ``bisect`` (the C++ call), ``refine`` and ``python`` (the rest):
     exact, the process's VmHWM reset at each phase's start and read at its end.
     ``grem``, ``passes``, ``split`` inside the C++ call: VmRSS sampled every
     2 ms, attributed by the call's own phase timers (a lower bound).
@@ -73,8 +75,10 @@ def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
     from gnncore.partition.base import PartitionOptions
     from gnncore.partition.grem import partitioner as grem_partitioner
     from gnncore.partition.grem import recursion as grem_recursion
+    from gnncore.partition.heap import fix_mmap_threshold
     from gnncore.store import GraphDir
 
+    fix_mmap_threshold()  # as gnncore partition does
     graph = GraphDir.open(graph_dir)
     exact: dict[str, int] = {}
     samples: list[tuple[float, int]] = []
@@ -114,6 +118,7 @@ def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
     grem_recursion.cluster_plan = marked("plan", grem_recursion.cluster_plan)
     grem_recursion.grem_bisect = marked("bisect", grem_recursion.grem_bisect)
     grem_recursion.seed_sides = marked("seed", grem_recursion.seed_sides)
+    grem_partitioner.refine_kway = marked("refine", grem_partitioner.refine_kway)
     real_read = grem_recursion.EdgeFile.read
     grem_recursion.EdgeFile.read = marked("seed", real_read)  # type: ignore[method-assign]
     thread = threading.Thread(target=sample, daemon=True)
