@@ -82,9 +82,12 @@ def ingest(
             merge buffers within the budget, spilling to disk beside
             ``out_dir``). ``None``: in memory. Both paths write the same graph
             directory, byte for byte. The bounded path takes text edge lists
-            (integer ids, and string ids: :mod:`gnncore.io.bounded.string_ids`); node
-            tables and other formats are ingested in memory for now (an
-            explicit budget with them is a ``ValueError``).
+            (integer ids, and string ids: :mod:`gnncore.io.bounded.string_ids`),
+            with a Parquet node table and integer ids
+            (:mod:`gnncore.io.bounded.node_table`); CSV/TSV node tables,
+            ``standardize_features``, string ids with a node table and other
+            formats are ingested in memory for now (an explicit budget with
+            them is a ``ValueError``; ``"auto"`` ingests them in memory).
         progress (callable, optional): Called with the name of each stage
             (reading, remapping, canonical edges, writing, ...); e.g. a
             :class:`gnncore.progress.StageBar` or a logger's ``info``.

@@ -86,6 +86,8 @@ still maps its pair runs). String ids
 (``id_type="string"``, or ``"auto"`` when Polars reads no layout's ids as
 integers, as the in-memory path decides) go to
 :func:`gnncore.io.bounded.string_ids.ingest_string_ids` in the same scratch directory;
-node tables and Parquet inputs are ingested in memory for now (asking for a
+a Parquet node table with integer ids is read by
+:mod:`gnncore.io.bounded.node_table` (its features laid out before the parse);
+other node tables and Parquet inputs are ingested in memory for now (asking for a
 budget with them is an error).
 """
