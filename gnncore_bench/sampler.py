@@ -42,7 +42,12 @@ SAMPLERS = ("dense", "per-layer", "dense, Alg. 1 layout")
 
 
 def _samplers(
-    indptr: np.ndarray, indices: np.ndarray, fanouts: list[int], seed: int, threads: int
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    fanouts: list[int],
+    seed: int,
+    threads: int,
+    huge_pages: bool = False,
 ) -> dict[str, Callable[[np.ndarray], tuple[int, int]]]:
     """One ``seeds -> (nodes, edges)`` callable per entry of :data:`SAMPLERS`."""
     import torch
@@ -54,7 +59,9 @@ def _samplers(
         return NodeSamplerInput(input_id=None, node=torch.from_numpy(seeds))
 
     def through(mode: str) -> Callable[[np.ndarray], tuple[int, int]]:
-        sampler = build_sampler(mode, (indptr, indices), fanouts, seed=seed, num_threads=threads)
+        sampler = build_sampler(
+            mode, (indptr, indices), fanouts, seed=seed, num_threads=threads, huge_pages=huge_pages
+        )
 
         def sample(seeds: np.ndarray) -> tuple[int, int]:
             out = sampler.sample_from_nodes(node_input(seeds))
@@ -63,7 +70,9 @@ def _samplers(
         return sample
 
     # same seed and batch counter as "dense": the same draws, another layout
-    layout_sampler = DenseSampler((indptr, indices), fanouts, seed=seed, num_threads=threads)
+    layout_sampler = DenseSampler(
+        (indptr, indices), fanouts, seed=seed, num_threads=threads, huge_pages=huge_pages
+    )
 
     def dense_layout(seeds: np.ndarray) -> tuple[int, int]:
         layout = layout_sampler.sample_dense(node_input(seeds))
@@ -103,14 +112,17 @@ def bench_sampling(
     out_dir: str | os.PathLike[str],
     seed: int = 0,
     num_threads: int = 0,
+    huge_pages: bool = False,
 ) -> dict[str, Any]:
     """Time every sampler of :data:`SAMPLERS` on ``batches`` random seed batches per fanout list.
 
     The samplers run interleaved on the same batches; one warm-up batch per
     sampler is not timed. ``num_threads`` <= 0 uses every CPU this process may
-    run on. The 1-minute load average before and after each fanout list is
-    recorded. Writes ``sampling.json`` and ``sampling.md`` under ``out_dir``;
-    returns the JSON object plus ``markdown``.
+    run on. With ``huge_pages`` every sampler reads its own copy of the CSR in
+    transparent huge pages (``NeighborSampler(huge_pages=True)``). The 1-minute
+    load average before and after each fanout list is recorded. Writes
+    ``sampling.json`` and ``sampling.md`` under ``out_dir``; returns the JSON
+    object plus ``markdown``.
 
     Raises:
         ValueError: For a batch larger than the graph, or no batches.
@@ -136,7 +148,7 @@ def bench_sampling(
     load: list[dict[str, Any]] = []
     for fanouts in fanouts_list:
         fanouts = [int(f) for f in fanouts]
-        samplers = _samplers(indptr, indices, fanouts, seed, threads)
+        samplers = _samplers(indptr, indices, fanouts, seed, threads, huge_pages)
         names = list(samplers)
         for sample in samplers.values():
             sample(seed_batches[0])  # warm-up: page in the graph
@@ -182,6 +194,7 @@ def bench_sampling(
         "batches": batches,
         "seed": seed,
         "threads": threads,
+        "huge_pages": huge_pages,
         "load_average_1min": load,
         "rows": rows,
     }
@@ -194,7 +207,8 @@ def bench_sampling(
     )
     (out / "sampling.md").write_text(
         f"Sampling on {graph_dir}: {num_nodes:,} nodes, {len(indices):,} adjacency entries, "
-        f"{batches} batches of {batch_size} seeds, {threads} threads, samplers interleaved; "
+        f"{batches} batches of {batch_size} seeds, {threads} threads, samplers interleaved"
+        f"{', CSR in huge pages' if huge_pages else ''}; "
         f"1-min load average {loads}.\n\n{table}\n"
     )
     result["markdown"] = table
