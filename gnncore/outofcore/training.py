@@ -7,7 +7,8 @@ batches a :class:`~gnncore.train.NodeTask` trains on
 
 :func:`sized_parts` sizes the mega-batches from ``config.memory_budget``, the
 budget of the whole process: what the process holds when the source is built
-(its anonymous memory: the interpreter, torch, MLflow; :func:`held_bytes`), a margin,
+(its RSS: the interpreter, torch, MLflow, their mapped libraries, which a
+memory cgroup charges too; :class:`gnncore.usage.StageBudget`), a margin,
 and training's working set (the model, the batches in flight, an evaluation
 batch: :func:`gnncore.train.core.workingset.node_working_set`, its neighbourhoods
 kept to the sources a mega-batch holds) come off it; the two mega-batches'
@@ -19,6 +20,7 @@ training, naming the minimum.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -34,13 +36,15 @@ from gnncore.sizes import format_size
 from gnncore.train.core.device import resolve_device
 from gnncore.train.core.workingset import node_working_set
 from gnncore.train.node.config import NodeTrainConfig
-from gnncore.usage import MemoryBudgetError, StageBudget, current_rss_bytes
+from gnncore.usage import MemoryBudgetError, StageBudget
 
 #: The share of the room (the budget less the process's overhead, the margin and
 #: the working set) the two mega-batches' payload bound may take: loading one
 #: makes transient copies (the read buffers, ``G_cache``'s sort and concatenation)
 #: and the allocator does not hand freed pages back at once.
 LOAD_SHARE = 0.5
+
+_log = logging.getLogger(__name__)
 
 
 def _sampler_factory(
@@ -104,21 +108,6 @@ def working_bytes(store: PartitionedStore, config: NodeTrainConfig, n_d: int) ->
     return work.total(False)
 
 
-def held_bytes() -> int:
-    """What this process holds that the kernel cannot reclaim: its anonymous
-    resident memory (``RssAnon``; the mapped files of torch's libraries and of
-    the graph are page cache, dropped under a limit before anything is
-    killed), or its whole RSS where ``/proc`` does not say."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return current_rss_bytes()
-
-
 def sized_parts(store: PartitionedStore, config: NodeTrainConfig) -> int:
     """``N_d``, the partitions per mega-batch: ``config.mega_batch_parts`` when
     set; without ``config.memory_budget`` an eighth of the partitions
@@ -135,7 +124,7 @@ def sized_parts(store: PartitionedStore, config: NodeTrainConfig) -> int:
     total = config.memory_budget_bytes
     if config.mega_batch_parts > 0 or total is None:
         return mega_batch_parts(store, None, config.mega_batch_parts)
-    stage = StageBudget(total, held_bytes())
+    stage = StageBudget.start(total)
     room = stage.data_bytes or 0
     data = data_bytes(store)
     r_s = store.num_static / max(store.num_nodes, 1)
@@ -145,7 +134,19 @@ def sized_parts(store: PartitionedStore, config: NodeTrainConfig) -> int:
         return payload, working_bytes(store, config, n_d)
 
     for n_d in range(store.parts, 0, -1):
-        if sum(need(n_d)) <= room:
+        payload, work = need(n_d)
+        if payload + work <= room:
+            _log.info(
+                "hierbatching: %d of %d partitions per mega-batch from a memory budget of %s: "
+                "%s held, %s margin, %s working set, %s for two mega-batches while loading",
+                n_d,
+                store.parts,
+                _mib(total),
+                _mib(stage.overhead),
+                _mib(stage.margin),
+                _mib(work),
+                _mib(payload),
+            )
             return n_d
     payload, work = need(1)
     minimum = stage.overhead + stage.margin + payload + work
