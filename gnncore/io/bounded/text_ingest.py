@@ -84,6 +84,7 @@ def ingest_edgelist_external(
     check_gzip_name(source)
     with scratch_directory(Path(out_dir), "ingest") as scratch:
         if nodes is not None:
+            phases.start("write")  # the node table's features: node data, as in "write"
             nodes.prepare(scratch, budget, id_type)
         fallback = False
         if id_type != "string":
