@@ -12,7 +12,8 @@ import pytest
 
 from gnncore.errors import InputError
 from gnncore.io import ingest
-from gnncore.io.bounded.node_table import NodeTableStringIds
+from gnncore.io.bounded import node_table as bounded_node_table
+from gnncore.io.bounded.node_table import NodeTableStringIds, batch_bounds
 from gnncore.io.dispatch import takes_memory_budget
 from gnncore.store import GraphDir
 
@@ -51,7 +52,8 @@ def both(tmp_path: Path, edges: Path, nodes: Path, budget: int = TINY, **kwargs)
     return mem, ext
 
 
-def test_shuffled_table_with_isolated_nodes_and_a_split_column(tmp_path):
+def test_shuffled_table_with_isolated_nodes_and_a_split_column(tmp_path, monkeypatch):
+    monkeypatch.setattr(bounded_node_table, "SYNC_BYTES", 4096)  # sync after every batch
     edges, ids, x, labels, rng = write_graph(tmp_path)
     split = rng.choice(["train", "val", "test", ""], len(ids))
     order = rng.permutation(len(ids))  # rows in another order than the ids
@@ -126,6 +128,24 @@ def test_errors_are_the_in_memory_ones(tmp_path):
 
     pl.DataFrame({"node_id": np.r_[ids[:-1], ids[0]], "f0": x[:, 0]}).write_parquet(nodes)
     assert f"row 1999: node id {ids[0]} appears twice" in same("twice")
+
+    named = [str(i) for i in ids]
+    named[7] = "b2"
+    pl.DataFrame({"node_id": named, "f0": x[:, 0]}).write_parquet(nodes)
+    mem = error(lambda: ingest(edges, tmp_path / "m", nodes=nodes, memory_budget=None,
+                               id_type="int"))  # fmt: skip
+    ext = error(lambda: ingest(edges, tmp_path / "e", nodes=nodes, memory_budget=TINY,
+                               id_type="int"))  # fmt: skip
+    assert mem == ext and "row 7: node id 'b2' is not an integer" in ext
+
+
+def test_batches_keep_to_row_groups():
+    # a group larger than a batch is cut in equal parts; smaller ones are joined
+    assert list(batch_bounds([10, 10, 3], 4)) == [
+        (0, 4), (4, 8), (8, 10), (10, 14), (14, 18), (18, 20), (20, 23)
+    ]  # fmt: skip
+    assert list(batch_bounds([2, 2, 2, 9, 1], 5)) == [(0, 4), (4, 6), (6, 11), (11, 15), (15, 16)]
+    assert list(batch_bounds([], 5)) == []
 
 
 def test_what_the_bounded_path_does_not_take(tmp_path, monkeypatch):
