@@ -41,8 +41,13 @@ from gnncore.usage import MemoryBudgetError, StageBudget
 #: The share of the room (the budget less the process's overhead, the margin and
 #: the working set) the two mega-batches' payload bound may take: loading one
 #: makes transient copies (the read buffers, ``G_cache``'s sort and concatenation)
-#: and the allocator does not hand freed pages back at once.
-LOAD_SHARE = 0.5
+#: and the allocator does not hand freed pages back at once. Calibrated on a
+#: 2M-node, 1.9 GiB-feature store of 64 partitions (docs/BENCHMARKS.md, "Training
+#: within a whole-process budget"): at 0.5, 2 partitions under a 1 GiB cgroup
+#: finished once and were OOM-killed once (anonymous memory grew 600 MiB past the
+#: sizing for 431 MiB estimated); at 0.4 that budget takes 1 partition, which
+#: trains to the end.
+LOAD_SHARE = 0.4
 
 _log = logging.getLogger(__name__)
 
