@@ -226,8 +226,8 @@ class LocalIds {
     DirectTable& table = table_of_thread();
     table_ = table.at_least(static_cast<size_t>(num_nodes));
     stamp_ = table.next_stamp();
-    id_mask_ = static_cast<int32_t>((uint32_t{1} << table.id_bits()) - 1);
-    if (stamp_ == 0) touched_.reserve(expected);
+    if (stamp_ != 0) id_mask_ = static_cast<int32_t>((uint32_t{1} << table.id_bits()) - 1);
+    else touched_.reserve(expected);  // no stamps: id_bits() may exceed 31
   }
   ~LocalIds() {
     if (!direct_ || stamp_ != 0) return;
