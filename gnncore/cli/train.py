@@ -15,12 +15,13 @@ continues a killed run from its newest checkpoint. The training flags are
 derived from the fields of :class:`~gnncore.train.NodeTrainConfig` and
 :class:`~gnncore.train.LinkTrainConfig` (:mod:`gnncore.options`); unset
 ones take the chosen task's (and model's) defaults. ``--mode auto`` (the
-default) picks ``in_memory`` when the graph's training data fits three quarters
-of ``--memory-budget`` (default: the memory this process may still take), else
+default) picks ``in_memory`` when the graph's training data and training's
+working set fit what ``--memory-budget`` (the whole process's; default: the
+memory this process may still take) leaves after the process's own memory, else
 ``hierbatching`` from ``--store`` (node) or ``partition_buffer`` (link, encoder
 ``none``), and says why (:mod:`gnncore.modes.choose`); the summary gets
-``mode_requested``, ``mode_reason``, ``mode_training_bytes`` and
-``mode_budget_bytes``.
+``mode_requested``, ``mode_reason``, ``mode_training_bytes``,
+``mode_working_bytes`` and ``mode_budget_bytes``.
 ``SIGTERM`` (a cancelled Dagster run, ``kill``) ends the MLflow run ``KILLED``.
 """
 
