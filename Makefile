@@ -83,7 +83,8 @@ sysdeps:
 
 # The whole suite, `slow` included, on 2 workers (pytest-xdist): each test file stays on one
 # worker (module fixtures, browser tests in file order); line coverage of the packages the
-# pytest processes import (not of the CLI, torchrun or dagster subprocesses). docs/TESTING.md.
+# pytest processes import, and of the Python subprocesses (torchrun ranks, bench children) of
+# the files in tests/conftest.py's SUBPROCESS_COVERAGE_FILES. docs/TESTING.md.
 PYTEST_WORKERS ?= 2
 PYTEST_COV := --cov=gnncore --cov=gnncore_bench --cov=assets --cov=resources --cov=pipelines
 

@@ -74,6 +74,68 @@ def _own_data_root_and_dagster_home(tmp_path_factory: pytest.TempPathFactory):
         yield
 
 
+#: Test files whose Python subprocesses run code that runs nowhere else (torchrun ranks:
+#: gnncore.distributed's sources, samplers, feature store; the bench harness's Dagster and
+#: distributed children). Under pytest-cov their subprocesses are measured too
+#: (:func:`_measure_python_subprocesses`; test_distributed_training.py alone: 635 more
+#: lines measured, pytest's CPU with its children 80 -> 100 s); elsewhere a measured
+#: child costs about 50% more CPU (a ``gnncore synth`` of 20k nodes: 0.9 -> 1.3 s) for
+#: lines the tests measure in-process anyway. ``GNNCORE_COVER_SUBPROCESSES=all``
+#: measures every file's children, ``=none`` none.
+SUBPROCESS_COVERAGE_FILES = (
+    "tests/gnncore/distributed/test_distributed_launch.py",
+    "tests/gnncore/distributed/test_distributed_training.py",
+    "tests/gnncore/distributed/test_distributed_feature_store.py",
+    "tests/gnncore_bench/test_distributed_bench.py",
+    "tests/gnncore_bench/test_chain_bench.py",
+)
+
+
+@pytest.fixture(scope="session")
+def _subprocess_coverage_config() -> str | None:
+    """The coverage settings a measured child starts with (``COVERAGE_PROCESS_CONFIG``),
+    or ``None`` when this process is not measured by pytest-cov.
+
+    This is coverage's ``patch = subprocess`` done by hand, in the pytest process that
+    measures (each xdist worker, or a plain run), not in xdist's controller: the patch
+    set there reaches the workers, which then start a second, discarded measurement at
+    start-up (user CPU 51 -> 71 s on a ``-n 2`` run of four files). A child started with
+    it starts coverage from coverage's ``.pth`` file with this process's settings
+    (``source``, the absolute data file) and writes a parallel data file of its own
+    beside it, which pytest-cov combines at the end. A child that ends with ``os._exit``
+    or a signal (killed ranks, servers) writes none."""
+    try:
+        from coverage import Coverage
+    except ImportError:  # pragma: no cover - coverage is a test dependency
+        return None
+    current = Coverage.current()
+    if current is None:
+        return None
+    import copy
+
+    config = copy.copy(current.config)
+    config.parallel = True  # a data file per child, never the one the run combines into
+    return str(config.serialize())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _measure_python_subprocesses(
+    request: pytest.FixtureRequest, _subprocess_coverage_config: str | None
+):
+    """Measure the Python subprocesses of the test files in ``SUBPROCESS_COVERAGE_FILES``
+    (see ``GNNCORE_COVER_SUBPROCESSES``) when pytest-cov measures this process. Module
+    scope, so that the file's module fixtures (ranks started once per file) see it."""
+    choice = os.environ.get("GNNCORE_COVER_SUBPROCESSES", "listed")
+    listed = request.node.nodeid.split("::")[0] in SUBPROCESS_COVERAGE_FILES
+    wanted = choice == "all" or (choice == "listed" and listed)
+    if _subprocess_coverage_config is None or not wanted or "COVERAGE_PROCESS_CONFIG" in os.environ:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COVERAGE_PROCESS_CONFIG", _subprocess_coverage_config)
+        yield
+
+
 def _forget_a_dead_dagster_instance_context() -> None:
     """Forget a Dagster definitions-state storage whose instance is gone.
 
