@@ -6,12 +6,14 @@ DIR CHECKOUT``), each run in its own process (the other build's process drops
 this checkout's editable-install finder and imports from DIR), alternated with
 Polars' parse of the same file so the load hits all three alike. Prints, per
 build, the median seconds of the whole ingestion and of each phase, and the
-rounds' 1-minute load averages. ``cpu`` is the process's CPU seconds (user +
+rounds' 1-minute load averages. The builds take turns going first (the
+second of a round ran faster at load ~10, whichever build it was): use an even
+number of rounds. ``cpu`` is the process's CPU seconds (user +
 system, all threads): on a shared machine the steadier figure. ``--this-site``
 runs a second installed folder in place of this checkout (two scratch builds).
 
     .venv/bin/python benchmarks/ingest_ab.py CSV --other-site /tmp/wt-site \\
-        [--this-site /tmp/new-site] [--budget 1GiB] [--rounds 3] [--out /tmp/ingest-ab]
+        [--this-site /tmp/new-site] [--budget 1GiB] [--rounds 4] [--out /tmp/ingest-ab]
 
 Not part of the test suite.
 """
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--other-site", type=Path, required=True)
     parser.add_argument("--this-site", type=Path, default=None)
     parser.add_argument("--budget", default="1GiB")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--out", type=Path, default=Path("/tmp/ingest-ab"))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -66,12 +68,13 @@ def main(argv: list[str] | None = None) -> int:
         builds = {str(args.this_site): [sys.executable, "-c", OTHER, str(args.this_site)], **builds}
     runs: dict[str, list[dict]] = {name: [] for name in builds}
     polars: list[float] = []
-    for _ in range(args.rounds):
+    for turn in range(args.rounds):
         load = os.getloadavg()[0]
         out = subprocess.run([sys.executable, "-c", PARSE, str(args.csv)], check=True,
                              capture_output=True, text=True).stdout  # fmt: skip
         polars.append(float(out.split()[0]))
-        for name, command in builds.items():
+        order = list(builds.items())  # each build goes first every other round:
+        for name, command in order if turn % 2 == 0 else order[::-1]:  # the second gains
             graph, summary = args.out / "graph", args.out / "summary.json"
             shutil.rmtree(graph, ignore_errors=True)
             t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
