@@ -147,6 +147,7 @@ def materialize_partition(
         tags=run_tags(context),
         progress=context.log.info,
         memory_budget=buffers,
+        reported_budget=(setting, budget),
     )
     m = report.metrics
     context.log.info(

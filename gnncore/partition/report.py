@@ -39,6 +39,32 @@ class PartitionReport:
     storage_written_bytes: int | None = None
     #: size of the partition directory written
     output_bytes: int | None = None
+    #: the memory budget it ran under: the setting (``auto``, ``none`` or a
+    #: size) and its bytes (``None``: not recorded, e.g. a reused partition)
+    memory_budget: str | None = None
+    memory_budget_bytes: int | None = None
+
+    @property
+    def peak_rss_of_budget(self) -> float | None:
+        """The command's peak RSS (the method's when that is all that is known)
+        as a fraction of :attr:`memory_budget_bytes`; above 1 the process went
+        past it. ``None`` without a budget."""
+        if not self.memory_budget_bytes:
+            return None
+        peak = self.command_peak_rss_bytes or self.peak_rss_bytes
+        return peak / self.memory_budget_bytes
+
+    def budget_figures(self) -> dict[str, Any]:
+        """``memory_budget`` (the setting), ``memory_budget_bytes`` and
+        ``peak_rss_of_budget``, the names the training run and the plans use;
+        the last two only with a budget in bytes; empty when none was recorded."""
+        out: dict[str, Any] = {}
+        if self.memory_budget is not None:
+            out["memory_budget"] = self.memory_budget
+        if self.memory_budget_bytes is not None:
+            out["memory_budget_bytes"] = self.memory_budget_bytes
+            out["peak_rss_of_budget"] = self.peak_rss_of_budget
+        return out
 
     @classmethod
     def from_dir(cls, partition: PartitionDir) -> PartitionReport:
@@ -83,6 +109,7 @@ class PartitionReport:
             "split_balancing": self.balancing,
             "stage_key": self.stage_key,
             "reused": self.reused,
+            **self.budget_figures(),
             **({"mlflow_run_id": self.run_id} if self.run_id else {}),
         }
 

@@ -57,6 +57,7 @@ def partition_graph(
     progress: Callable[[str], None] | None = None,
     reuse: bool = False,
     memory_budget: int | str | None = None,
+    reported_budget: tuple[str, int | None] | None = None,
 ) -> PartitionReport:
     """Partition the graph at ``graph_dir`` into ``out_dir`` (written atomically).
 
@@ -94,12 +95,22 @@ def partition_graph(
             Changes no output. ``"auto"``: a quarter of what this process may
             take, between 128 MiB and 1 GiB (:func:`postprocess_budget`).
             (default: 128 MiB)
+        reported_budget (tuple, optional): The budget the report, its JSON and
+            the MLflow run record as the one this ran under: the setting
+            (``auto``, ``none`` or a size) and its bytes (``None``: unbounded).
+            The Dagster asset passes the deployment's stage budget here.
+            (default: ``memory_budget`` as given, ``none`` when omitted, and
+            the post-processing's bytes)
 
     The report's ``peak_rss_bytes`` is the method's peak (before the
     post-processing, recorded in the manifest); ``command_peak_rss_bytes``
     is this process's peak at the end, post-processing included.
     """
-    buffers = StreamBuffers.of(postprocess_budget(memory_budget))
+    buffers_bytes = postprocess_budget(memory_budget)
+    buffers = StreamBuffers.of(buffers_bytes)
+    if reported_budget is None:
+        setting = "none" if memory_budget is None else str(memory_budget)
+        reported_budget = (setting, buffers_bytes)
     graph = GraphDir.open(graph_dir)
     graph.check_structure()
     trim_heap()  # the check's freed blocks (a 4M-entry block of each array)
@@ -125,12 +136,12 @@ def partition_graph(
     partitioner.progress = progress
     job = _Job(graph, Path(out_dir), partitioner, method, options, method_params(method, settings))
     if tracking is None:
-        return _measured(job, key, buffers)
+        return _measured(job, key, buffers, reported_budget)
     name = graph.manifest.name
     run_tags = {"dataset": name, "task": "partition", "method": method, **(tags or {})}
     # the run opens first only for its id, which the partition's manifest records
     with tracking.start_run(f"{name}-{method}-p{parts}", run_tags) as run:
-        report = _measured(job, key, buffers, run.run_id)
+        report = _measured(job, key, buffers, reported_budget, run.run_id)
         record_partition(run, job, report)
     return report
 
@@ -188,10 +199,14 @@ class _Assignment:
 
 
 def _measured(
-    job: _Job, key: str, buffers: StreamBuffers, run_id: str | None = None
+    job: _Job,
+    key: str,
+    buffers: StreamBuffers,
+    budget: tuple[str, int | None],
+    run_id: str | None = None,
 ) -> PartitionReport:
-    """Compute, then store; the report carries the bytes read and written and
-    the output's size."""
+    """Compute, then store; the report carries the bytes read and written, the
+    output's size and the budget (setting, bytes) it ran under."""
     with StageUsage() as usage:
         computed = compute_assignment(job, buffers)
         report = _store(job, computed, key, buffers, run_id)
@@ -199,6 +214,7 @@ def _measured(
     report.storage_read_bytes = usage.storage_read_bytes
     report.storage_written_bytes = usage.storage_written_bytes
     report.output_bytes = usage.output_bytes
+    report.memory_budget, report.memory_budget_bytes = budget
     return report
 
 
@@ -317,7 +333,9 @@ def _store(
 def record_partition(run: Any, job: _Job, report: PartitionReport) -> None:
     """Everything a tracked partitioning logs, in one place: the params (method,
     options, graph size, the method's settings), the metrics (cut, balance,
-    seconds, peak RSS, costs) and the part-size chart."""
+    seconds, peak RSS, costs, ``memory_budget_bytes`` and ``peak_rss_of_budget``
+    when it ran under a budget; the ``memory_budget`` setting as a param) and the
+    part-size chart."""
     graph, options, m = job.graph, job.options, report.metrics
     run.log_params(
         {
@@ -348,6 +366,10 @@ def record_partition(run: Any, job: _Job, report: PartitionReport) -> None:
         metrics["balancing_cut_cost"] = float(report.balancing["cut_cost"])
     if report.command_peak_rss_bytes is not None:
         metrics["command_peak_rss_bytes"] = float(report.command_peak_rss_bytes)
+    budget = report.budget_figures()
+    if "memory_budget" in budget:
+        run.log_params({"memory_budget": budget.pop("memory_budget")})
+    metrics.update({name: float(value) for name, value in budget.items()})
     run.log_metrics(metrics)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "part_sizes.png"
