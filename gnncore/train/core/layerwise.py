@@ -16,7 +16,9 @@ nodes and (beyond the first node) ``max_edges`` in-edges, so a batch's block
 is one slice of the CSR (``indices[indptr[a]:indptr[b]]``, the sources of the
 edges into ``a .. b-1``, docs/FORMAT.md). Targets come first among a block's
 nodes (as in a sampler's output), so a layer's self term is row ``i`` of its
-input.
+input. Over a graph numbered part by part (a partitioned store's order,
+``bounds``), batches stay inside one part (:func:`part_batches`) and a part's
+input rows can be read once, in one sequential read (:class:`PartRows`).
 
 Per layer this computes exactly what the model's ``forward`` computes for a
 node from its complete in-neighbourhood: SAGE, GAT and GIN read only the edges
