@@ -309,12 +309,18 @@ def store_for(
     deps=[trained_model], kinds={"mlflow"}, group_name="gnn", partitions_def=DATASET_PARTITIONS
 )
 def production_model(
-    context: dg.AssetExecutionContext, mlflow: MlflowResource
+    context: dg.AssetExecutionContext, mlflow: MlflowResource, memory: MemoryBudgetResource
 ) -> dg.MaterializeResult:
     """The registered version carrying the ``production`` alias: the new version,
-    promoted only after the blocking ``model_quality`` check passed."""
+    promoted only after the blocking ``model_quality`` check passed. Reports its
+    peak RSS against the ``memory`` resource's budget like every stage."""
     from gnncore.tracking.registry import ModelVersion
+    from gnncore.usage import peak_rss_bytes
 
+    try:
+        budget = memory.budget_bytes()
+    except ValueError as error:
+        raise dg.Failure(str(error), allow_retries=False) from error
     meta = upstream_metadata(context, trained_model.key)
     registry = mlflow.registry(str(meta["validation_metric"]))
     version = ModelVersion(
@@ -330,5 +336,6 @@ def production_model(
             "registered_model": version.name,
             "production_version": version.version,
             str(meta["validation_metric"]): float(meta["validation_score"]),
+            **budget_metadata(memory.setting(), budget, peak_rss_bytes()),
         }
     )
