@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from gnncore.io.bounded.npy_stream import npy_writer
-from gnncore.store.edge_keys import KEY_RUN_BUFFER, SORT_THREADS, KeySorter
+from gnncore.store.edge_keys import KEY_RUN_BUFFER, KeySorter
 from gnncore.store.writer import GraphDirWriter, index_dtype
 
 MERGE_BUFFER_BYTES = 32 << 20
@@ -182,7 +182,7 @@ def _write_key_csr_merged(
     n = len(keys)
     transposed = canon.scratch[:n] if canon.scratch is not None else np.empty_like(keys)
     indptr = np.empty(num_nodes + 1, dtype=np.int64)
-    _C.transpose_sorted_keys(keys, transposed, indptr, SORT_THREADS)
+    _C.transpose_sorted_keys(keys, transposed, indptr)  # 1 thread: Parquet has the other core
     next_rank = np.empty(num_nodes + 1, dtype=np.int64)
     _C.key_offsets(keys, next_rank)
     if not directed:
