@@ -1,6 +1,13 @@
 """``gnncore ranks GRAPH_DIR PARTITION_DIR OUT_DIR [--replication PLAN_DIR]
-[--rewrite]``: per-rank data for distributed training
-(:func:`gnncore.distributed.rank_write.write_rank_data`)."""
+[--rewrite] [--memory-budget {auto,none,SIZE}]``: per-rank data for distributed
+training (:func:`gnncore.distributed.rank_write.write_rank_data`).
+
+The writer holds one rank's slice at a time, its size set by the partition, not
+by a budget: ``--memory-budget`` (the whole process's) is checked at the start
+against :func:`~gnncore.distributed.rank_write.rank_write_bytes` (the largest
+rank's slice, from the graph's and partition's sizes) and the verb is refused,
+naming the minimum, when the slice does not fit; the JSON reports the estimate
+and the peak RSS against the budget."""
 
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gnncore.cli.arg_types import add_overwrite_option
+    from gnncore.cli.arg_types import add_memory_budget_option, add_overwrite_option
 
     parser.add_argument("graph_dir", type=Path, metavar="GRAPH_DIR")
     parser.add_argument(
@@ -39,17 +46,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rewrite OUT_DIR even when it already holds this graph's and partition's rank data",
     )
+    add_memory_budget_option(
+        parser,
+        "memory this whole process may take; the writer holds one rank's slice at a "
+        "time, sized by the partition: refused at start, naming the minimum, when the "
+        "largest rank's estimated slice does not fit (more parts make it smaller). "
+        "auto: the lower of the cgroup limit and the available memory",
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import time
 
     from gnncore.cli.arg_types import with_memory_figures
-    from gnncore.distributed.rank_write import write_rank_data
+    from gnncore.distributed.rank_write import rank_write_bytes, write_rank_data
     from gnncore.store import GraphDir
+    from gnncore.usage import StageBudget, resolve_process_budget
 
     # corrupt arrays: one line naming the file and row, before any rank data is written
     GraphDir.open(args.graph_dir).check_structure()
+    budget = resolve_process_budget(args.memory_budget)
+    needed = rank_write_bytes(args.graph_dir, args.partition_dir, args.replication)
+    share = StageBudget.start(budget)
+    share.require(needed, "gnncore ranks (its largest rank's slice)")
     started = time.perf_counter()
     out = write_rank_data(
         args.graph_dir,
@@ -58,9 +77,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         reuse=not args.rewrite,
         replication=args.replication,
     )
-    summary = _summary(Path(out), started)
-    # no budget: the rank writer holds each rank's slice in memory, unbounded for now
-    return with_memory_figures(summary, None)
+    summary = {**_summary(Path(out), started), **share.to_dict(), "memory_estimate_bytes": needed}
+    figures = with_memory_figures(summary, budget)
+    if budget is not None:
+        figures["peak_rss_of_budget"] = figures["peak_rss_bytes"] / budget
+    return figures
 
 
 def _summary(out: Path, started: float) -> dict[str, Any]:

@@ -166,6 +166,52 @@ def write_rank_data(
     return Path(out_dir)
 
 
+#: Bytes the writer holds per in-edge of the rank it writes: the row, position,
+#: source and edge-id arrays of :func:`_in_edges`, its sort order and the two
+#: sorted copies, all int64 and alive together at its end.
+EDGE_BYTES = 7 * 8
+#: Bytes per core node: its original id, start, length, CSR offset and label
+#: (int64), the split masks and room for the halo check's temporaries.
+NODE_BYTES = 6 * 8
+#: Nodes of the degree sums per read in :func:`rank_write_bytes`.
+_DEGREE_CHUNK = 1 << 22
+
+
+def rank_write_bytes(
+    graph_dir: str | os.PathLike[str],
+    partition_dir: str | os.PathLike[str],
+    replication: str | os.PathLike[str] | None = None,
+) -> int:
+    """Bytes :func:`write_rank_data` holds at its peak beyond the process's own,
+    estimated from sizes alone: its largest rank's in-edges (:data:`EDGE_BYTES`
+    each) and core nodes (:data:`NODE_BYTES` each), one block of feature rows
+    and, with ``replication``, every replicated node's feature row, label and
+    ids. The graph, the maps and the features are memory-mapped and read, not
+    held: their pages are the kernel's to drop under a memory limit, so they
+    are not counted. Reads the CSR offsets and the assignment in chunks of
+    :data:`_DEGREE_CHUNK` nodes (the edges each rank receives); link files
+    (``link=True``) are not counted."""
+    graph = GraphDir.open(graph_dir)
+    partition = PartitionDir.open(partition_dir, graph)
+    parts, n = partition.parts, graph.num_nodes
+    assignment, indptr = partition.assignment(), graph.indptr
+    edges = np.zeros(parts, dtype=np.int64)
+    for lo in range(0, n, _DEGREE_CHUNK):
+        hi = min(lo + _DEGREE_CHUNK, n)
+        degree = np.diff(np.asarray(indptr[lo : hi + 1], dtype=np.int64))
+        edges += np.bincount(np.asarray(assignment[lo:hi]), weights=degree, minlength=parts).astype(
+            np.int64
+        )
+    cores = np.bincount(np.asarray(assignment), minlength=parts)
+    row_bytes = 4 * graph.manifest.num_features
+    needed = int(np.max(EDGE_BYTES * edges + NODE_BYTES * cores, initial=0))
+    needed += min(int(np.max(cores, initial=0)), _ROWS) * (row_bytes + 8)
+    if replication is not None:
+        replicas = len(_open_replication(replication, graph, partition).replicated())
+        needed += replicas * (row_bytes + 4 * 8)
+    return needed
+
+
 def _reusable(out_dir: str | os.PathLike[str], key: str, parts: int) -> bool:
     """Whether ``out_dir`` holds complete rank data with stage key ``key``."""
     try:

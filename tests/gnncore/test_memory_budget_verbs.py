@@ -106,6 +106,7 @@ def test_a_budget_below_the_estimate_is_refused_naming_both(
 
 def test_the_rank_writer_reports_its_peak_unbounded(partitioned, tmp_path) -> None:
     graph, part, _, _ = partitioned
-    ranks = _verb(["ranks", str(graph), str(part), str(tmp_path / "ranks")], tmp_path / "r.json")
+    argv = ["ranks", str(graph), str(part), str(tmp_path / "ranks"), "--memory-budget", "none"]
+    ranks = _verb(argv, tmp_path / "r.json")
     assert ranks["memory_budget_bytes"] is None and ranks["peak_rss_bytes"] > 0
     assert ranks["parts"] == 2
