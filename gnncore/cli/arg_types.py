@@ -68,7 +68,12 @@ def add_memory_budget_option(
 def with_memory_figures(summary: dict[str, Any], budget: int | None) -> dict[str, Any]:
     """``summary`` with the figures every budgeted verb prints: ``memory_budget_bytes``
     (the budget the stage ran under, ``None``: unbounded) and ``peak_rss_bytes``
-    (this process's peak), each kept where the stage's own summary has it."""
+    (this process's peak), each kept where the stage's own summary has it, and
+    ``peak_rss_of_budget`` (the peak as a fraction of the budget; above 1 the
+    process went past it) when there is a budget."""
     from gnncore.usage import peak_rss_bytes
 
-    return {"memory_budget_bytes": budget, "peak_rss_bytes": peak_rss_bytes(), **summary}
+    out = {"memory_budget_bytes": budget, "peak_rss_bytes": peak_rss_bytes(), **summary}
+    if out["memory_budget_bytes"]:
+        out.setdefault("peak_rss_of_budget", out["peak_rss_bytes"] / out["memory_budget_bytes"])
+    return out

@@ -78,10 +78,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         replication=args.replication,
     )
     summary = {**_summary(Path(out), started), **share.to_dict(), "memory_estimate_bytes": needed}
-    figures = with_memory_figures(summary, budget)
-    if budget is not None:
-        figures["peak_rss_of_budget"] = figures["peak_rss_bytes"] / budget
-    return figures
+    return with_memory_figures(summary, budget)
 
 
 def _summary(out: Path, started: float) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gnncore.cli.arg_types import positive_int
+from gnncore.cli.arg_types import positive_int, with_memory_figures
 from gnncore.errors import GnnCoreError
 from gnncore.progress import on_terminal
 
@@ -470,7 +470,9 @@ def run(
             **result.summary(),
         }
     assert result.run_id is not None and tracker is not None
-    return {
+    # the whole process's budget: the one mode auto compared with, else the option's
+    budget = choice.budget_bytes if choice is not None else config.memory_budget_bytes
+    summary = {
         "task": args.task,
         "graph_dir": str(args.graph_dir),
         "dataset": graph.manifest.name,
@@ -482,3 +484,4 @@ def run(
         "mlflow_experiment_id": tracker.experiment_id,
         "mlflow_run_url": tracker.run_url(result.run_id),
     }
+    return with_memory_figures(summary, budget)
