@@ -69,8 +69,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             args.static_fraction,
             memory_budget=args.memory_budget,
         )
+    from gnncore.cli.arg_types import with_memory_figures
+
     info = report.store.info
-    return {
+    # the report's own memory_budget_bytes and peak_rss_bytes win; adds peak_rss_of_budget
+    summary = {
         **report.to_dict(),
         **{
             k: info[k]
@@ -85,3 +88,4 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         },
         "bytes": sum(entry["bytes"] for entry in info["files"].values()),
     }
+    return with_memory_figures(summary, None)
