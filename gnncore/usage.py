@@ -181,22 +181,31 @@ def _status_bytes(field: str) -> int:
 
 
 def tree_bytes(paths: Iterable[str | os.PathLike[str]]) -> int:
-    """Total size of the files at ``paths`` (directories walked; missing paths
-    count 0; symbolic links are not followed)."""
+    """Total size of the files at ``paths`` (directories walked; missing paths,
+    and files removed while the walk runs, count 0; symbolic links are not
+    followed)."""
     total = 0
     for path in paths:
         p = Path(path)
         if p.is_symlink() or not p.exists():
             continue
         if p.is_file():
-            total += p.stat().st_size
+            total += _size(p)
             continue
         for root, _, files in os.walk(p):
             for name in files:
                 file = Path(root, name)
                 if not file.is_symlink():
-                    total += file.stat().st_size
+                    total += _size(file)
     return total
+
+
+def _size(file: Path) -> int:
+    """``file``'s size, 0 when it is gone (a temporary file removed meanwhile)."""
+    try:
+        return file.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _storage_io() -> tuple[int, int] | None:

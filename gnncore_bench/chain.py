@@ -17,7 +17,8 @@ the user's files, which exist before the chain, so it is measured without the
 limit (the bounded CSV writer and the node table's row groups take about
 0.5 GiB on 2M nodes, more than small limits allow). The memory resource is
 ``auto``, so every stage sizes itself from that limit. Per stage: seconds,
-peak RSS (reset at each step's start), storage bytes read and written, and
+peak RSS of the step's own process (each step runs in its own process, one
+at a time, as the UI runs them), storage bytes read and written, and
 the work directory's peak size; beside them the asset's own
 ``peak_rss_bytes`` and ``memory_budget_bytes`` from its materialization
 metadata, which the Dagster run shows (the step figures are also the run's

@@ -4,20 +4,23 @@
 :func:`gnncore_bench.chain.bench_chain` inside the chain's memory cgroup, with
 ``DAGSTER_HOME`` and ``GNNCORE_DATA_ROOT`` under the work directory. It loads
 the user's code location (``pipelines.definitions``: the same assets,
-resources and ``train_job`` that ``make demo`` and the UI run), adds the
-dataset partition and executes ``train_job`` for it in process: one run, one
-partition, every step in this process, one after the other.
+resources, executor and ``train_job`` that ``make demo`` and the UI run), adds
+the dataset partition and executes ``train_job`` for it as the UI does: one
+run, one partition, each step in its own process forked from the code
+location's forkserver (:mod:`pipelines.executor`), one step at a time
+(``max_concurrent`` 1, so the steps never share the cgroup's limit). Every
+step process is in the same cgroup, so a step killed for memory fails its step
+and the run, not the harness.
 
-Each step is measured as it runs, through the instance's event handler
-(:class:`StepMeter`): at ``STEP_START`` the process's peak RSS is reset
-(``/proc/self/clear_refs``), so an asset's own ``peak_rss_bytes`` and the
-figure here are that step's peak, not the run's; at its end the seconds, the
-peak (``VmHWM``), the bytes read and written (``/proc/self/io``) and the
-largest size of the work directory seen while it ran (sampled every
-``disk_interval`` seconds) are kept, with the asset's materialization metadata
-(its own ``peak_rss_bytes``, ``memory_budget_bytes``...). The figures are
-written to ``out`` after every step (so a step killed for memory leaves the
-ones before it and its own start) and added to the Dagster run as tags
+Each step is measured from outside (:class:`ProcessMeter`): every
+``interval`` seconds the meter reads, for every process below this one, its
+peak RSS (``VmHWM``) and its bytes read and written (``/proc/<pid>/io``), and
+the size of the work directory. After the run the event log says which process
+ran which step (the ``pid`` of its ``STEP_START``) and when it started and
+ended: a step's figures are its process's (a step process runs that step only),
+its disk peak the largest size sampled while it ran, with the asset's
+materialization metadata (its own ``peak_rss_bytes``, ``memory_budget_bytes``...).
+The figures are written to ``out`` and added to the Dagster run as tags
 ``chain/<step>/<figure>``, so the run in the UI shows them too.
 
 Dagster is imported here only: the library and the rest of the harness do not
@@ -31,13 +34,13 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from gnncore.usage import peak_rss_bytes, tree_bytes
+from gnncore.usage import tree_bytes
 
 #: Metadata text longer than this (charts as data URLs, tables) is kept by its length only.
 LONGEST_TEXT = 400
@@ -45,48 +48,95 @@ LONGEST_TEXT = 400
 TAGGED = ("seconds", "peak_rss_bytes", "read_bytes", "written_bytes", "peak_disk_bytes")
 
 
-def _io() -> tuple[int, int]:
-    fields = dict(line.split(": ", 1) for line in Path("/proc/self/io").read_text().splitlines())
-    return int(fields["read_bytes"]), int(fields["write_bytes"])
+@dataclass
+class ProcessFigures:
+    """What the meter last saw of one process."""
+
+    peak_rss_bytes: int = 0
+    read_bytes: int = 0
+    written_bytes: int = 0
 
 
-def reset_peak_rss() -> bool:
-    """Reset this process's ``VmHWM`` to its current RSS (Linux ``clear_refs`` 5)."""
+def _children() -> dict[int, list[int]]:
+    """Every process's children, from ``/proc/<pid>/stat``."""
+    out: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        out.setdefault(parent, []).append(int(entry.name))
+    return out
+
+
+def descendants(root: int) -> list[int]:
+    """The processes below ``root`` (children, their children, ...)."""
+    children, found, todo = _children(), [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def process_figures(pid: int) -> ProcessFigures | None:
+    """``pid``'s peak RSS and bytes read and written so far; ``None`` once it is gone."""
     try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
+        status = Path(f"/proc/{pid}/status").read_text()
+        io = Path(f"/proc/{pid}/io").read_text()
     except OSError:
-        return False
+        return None
+    hwm = next((int(line.split()[1]) * 1024 for line in status.splitlines()
+                if line.startswith("VmHWM:")), 0)  # fmt: skip
+    fields = dict(line.split(": ", 1) for line in io.splitlines())
+    return ProcessFigures(hwm, int(fields["read_bytes"]), int(fields["write_bytes"]))
 
 
-class StepMeter:
-    """Per-step figures of an in-process run, from the events the run emits.
+class ProcessMeter:
+    """Samples the processes below this one and the work directory's size.
 
     Args:
         disk_root: The directory whose size is sampled (the work directory).
-        save: Called with :attr:`steps` after each step starts and ends.
-        disk_interval: Seconds between samples of ``disk_root``.
+        interval: Seconds between samples.
     """
 
-    def __init__(
-        self,
-        disk_root: Path,
-        save: Callable[[list[dict[str, Any]]], None],
-        disk_interval: float = 0.5,
-    ) -> None:
+    def __init__(self, disk_root: Path, interval: float = 0.25) -> None:
         self.disk_root = disk_root
-        self.save = save
-        self.steps: list[dict[str, Any]] = []
-        self._open: dict[str, tuple[float, tuple[int, int]]] = {}
-        self._disk_peak = 0
+        self.processes: dict[int, ProcessFigures] = {}
+        self.disk: list[tuple[float, int]] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, args=(disk_interval,), daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
 
-    def _sample(self, interval: float) -> None:
+    def sample(self) -> None:
+        """One sample of every process below this one, and of the disk."""
+        for pid in descendants(os.getpid()):
+            figures = process_figures(pid)
+            if figures is None:
+                continue
+            seen = self.processes.setdefault(pid, ProcessFigures())
+            # Each figure only grows; an exiting process (a zombie) reads as 0.
+            seen.peak_rss_bytes = max(seen.peak_rss_bytes, figures.peak_rss_bytes)
+            seen.read_bytes = max(seen.read_bytes, figures.read_bytes)
+            seen.written_bytes = max(seen.written_bytes, figures.written_bytes)
+        self.disk.append((time.time(), tree_bytes([self.disk_root])))
+
+    def _run(self, interval: float) -> None:
         while not self._stop.wait(interval):
-            self._disk_peak = max(self._disk_peak, tree_bytes([self.disk_root]))
+            try:
+                self.sample()
+            except (OSError, ValueError) as error:  # a process gone mid-read: next sample
+                print(f"chain meter: sample skipped ({error})", file=sys.stderr)
 
-    def __enter__(self) -> StepMeter:
+    def disk_peak(self, start: float, end: float) -> int:
+        """The largest size of the work directory sampled from ``start`` to ``end``."""
+        sizes = [size for at, size in self.disk if start <= at <= end]
+        return max(sizes, default=tree_bytes([self.disk_root]))
+
+    def __enter__(self) -> ProcessMeter:
+        self.sample()
         self._thread.start()
         return self
 
@@ -94,54 +144,42 @@ class StepMeter:
         self._stop.set()
         self._thread.join()
 
-    def wrap(self, instance: dg.DagsterInstance) -> None:
-        """Route ``instance``'s events through :meth:`on_event` first."""
-        handle = instance.handle_new_event
 
-        def handle_new_event(event: Any, **kwargs: Any) -> None:
-            self.on_event(event)
-            handle(event, **kwargs)
-
-        instance.handle_new_event = handle_new_event  # type: ignore[method-assign]
-
-    def on_event(self, entry: Any) -> None:
-        """Start, end or annotate the step ``entry`` belongs to."""
+def step_rows(entries: list[Any], meter: ProcessMeter) -> list[dict[str, Any]]:
+    """One row per step of a finished run's event log ``entries``: status,
+    seconds, the figures of the process that ran it, its disk peak and the
+    asset's metadata."""
+    rows: dict[str, dict[str, Any]] = {}
+    for entry in entries:
         event = entry.dagster_event
         if event is None or event.step_key is None:
-            return
+            continue
         kind, step = event.event_type, event.step_key
         if kind == dg.DagsterEventType.STEP_START:
-            reset_peak_rss()
-            self._disk_peak = tree_bytes([self.disk_root])
-            self._open[step] = (time.perf_counter(), _io())
-            self.steps.append({"step": step, "status": "running"})
-            self.save(self.steps)
+            rows[step] = {"step": step, "status": "running", "_start": entry.timestamp,
+                          "_pid": event.pid}  # fmt: skip
+        elif step not in rows:
+            continue
         elif kind == dg.DagsterEventType.ASSET_MATERIALIZATION:
-            mat = entry.asset_materialization
-            values = {k: _plain(v.value) for k, v in mat.metadata.items()}
-            self._row(step)["metadata"] = values
+            metadata = entry.asset_materialization.metadata
+            rows[step]["metadata"] = {k: _plain(v.value) for k, v in metadata.items()}
         elif kind in (dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE):
-            self._end(step, "ok" if kind == dg.DagsterEventType.STEP_SUCCESS else "failed", event)
-
-    def _row(self, step: str) -> dict[str, Any]:
-        return next(s for s in reversed(self.steps) if s["step"] == step)
-
-    def _end(self, step: str, status: str, event: Any) -> None:
-        started, (read0, written0) = self._open.pop(step)
-        read1, written1 = _io()
-        self._disk_peak = max(self._disk_peak, tree_bytes([self.disk_root]))
-        row = self._row(step)
-        row.update(
-            status=status,
-            seconds=time.perf_counter() - started,
-            peak_rss_bytes=peak_rss_bytes(),
-            read_bytes=read1 - read0,
-            written_bytes=written1 - written0,
-            peak_disk_bytes=self._disk_peak,
-        )
-        if status == "failed":
-            row["error"] = str(event.step_failure_data.error.message)[-2000:]
-        self.save(self.steps)
+            row = rows[step]
+            row["status"] = "ok" if kind == dg.DagsterEventType.STEP_SUCCESS else "failed"
+            row["seconds"] = entry.timestamp - row["_start"]
+            figures = meter.processes.get(row["_pid"], ProcessFigures())
+            row.update(
+                peak_rss_bytes=figures.peak_rss_bytes,
+                read_bytes=figures.read_bytes,
+                written_bytes=figures.written_bytes,
+                peak_disk_bytes=meter.disk_peak(row["_start"], entry.timestamp),
+            )
+            if kind == dg.DagsterEventType.STEP_FAILURE:
+                row["error"] = str(event.step_failure_data.error.message)[-2000:]
+    for row in rows.values():
+        row.pop("_start")
+        row["pid"] = row.pop("_pid")
+    return list(rows.values())
 
 
 def _plain(value: Any) -> Any:
@@ -158,42 +196,49 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def chain_job() -> dg.JobDefinition:
+    """``train_job`` of the user's code location (:func:`dagster.reconstructable`
+    rebuilds it in each step process)."""
+    from pipelines.definitions import defs
+
+    return defs.resolve_job_def("train_job")
+
+
+#: One step at a time, each in its own process forked from the forkserver.
+EXECUTION = {"config": {"multiprocess": {"max_concurrent": 1, "start_method": {"forkserver": {}}}}}
+
+
 def run_chain(settings: dict[str, Any]) -> dict[str, Any]:
     """Execute ``train_job`` for ``settings["partition"]`` with
-    ``settings["run_config"]``, measuring each step; the summary is written to
-    ``settings["out"]`` as it goes and returned."""
+    ``settings["run_config"]``, measuring each step's process; the summary is
+    written to ``settings["out"]`` and returned."""
     from assets.partitions import PARTITIONS_NAME
-    from pipelines.definitions import defs
 
     out, partition = Path(settings["out"]), str(settings["partition"])
     summary: dict[str, Any] = {"finished": False, "steps": []}
-
-    def save(steps: list[dict[str, Any]]) -> None:
-        summary["steps"] = steps
-        _write(out, summary)
-
+    _write(out, summary)
     instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions(PARTITIONS_NAME, [partition])
-    job = defs.resolve_job_def("train_job")
-    with StepMeter(Path(settings["disk_root"]), save) as meter:
-        meter.wrap(instance)
-        result = job.execute_in_process(
-            run_config=settings["run_config"],
-            instance=instance,
-            partition_key=partition,
-            raise_on_error=False,
+    run_config = {**settings["run_config"], "execution": EXECUTION}
+    with ProcessMeter(Path(settings["disk_root"])) as meter:
+        result = dg.execute_job(
+            dg.reconstructable(chain_job),
+            instance,
+            run_config=run_config,
+            tags={"dagster/partition": partition},
         )
-    summary.update(finished=True, success=result.success, run_id=result.run_id)
+    steps = step_rows(list(instance.all_logs(result.run_id)), meter)
+    summary.update(finished=True, success=result.success, run_id=result.run_id, steps=steps)
     instance.add_run_tags(
         result.run_id,
         {
             f"chain/{s['step']}/{k}": f"{s[k]:.3f}" if isinstance(s[k], float) else str(s[k])
-            for s in meter.steps
+            for s in steps
             for k in TAGGED
             if k in s
         },
     )
-    save(meter.steps)
+    _write(out, summary)
     return summary
 
 

@@ -81,9 +81,10 @@ def to_markdown(report: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "peak RSS: the step's peak resident set (the process's high-water mark, reset at the "
-        "step's start; csv: its own process); asset's: the `peak_rss_bytes` and "
-        "`memory_budget_bytes` the asset put in its Dagster metadata; read / written: storage "
-        "bytes (`/proc/self/io` over the step); disk peak: the run folder, sampled every 0.5 s.",
+        "peak RSS: the peak resident set of the step's own process (each step runs in a process "
+        "of its own, one at a time; sampled every 0.25 s; csv: its own process); asset's: the "
+        "`peak_rss_bytes` and `memory_budget_bytes` the asset put in its Dagster metadata; "
+        "read / written: the step process's storage bytes (`/proc/<pid>/io`); disk peak: the "
+        "run folder, sampled every 0.25 s.",
     ]
     return "\n".join(lines)
