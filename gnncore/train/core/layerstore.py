@@ -104,6 +104,15 @@ def plan_inference(
     return InferencePlan(nodes, edges, True, layer_bytes)
 
 
+def read_npy_header(f: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """``(shape, fortran_order, dtype)`` of the ``.npy`` file open at its start;
+    ``f`` is left at the first byte of the data."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    return np.lib.format.read_array_header_2_0(f)
+
+
 def random_access_rows(path: str | os.PathLike[str]) -> np.ndarray:
     """The array of a ``.npy`` file, memory-mapped read-only with
     ``MADV_RANDOM``: a page fault reads that page alone, not the readahead
@@ -111,11 +120,7 @@ def random_access_rows(path: str | os.PathLike[str]) -> np.ndarray:
     under a memory limit keeps the page cache for rows that are read.
     (A C-order, non-object array of any shape.)"""
     with open(path, "rb") as f:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-        else:
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        shape, fortran, dtype = read_npy_header(f)
         offset = f.tell()
         if fortran or dtype.hasobject:
             raise ValueError(f"{path}: not a C-order numeric array")

@@ -48,6 +48,7 @@ from gnncore.train.core.layerstore import (
     DiskLayer,
     LayerOutput,
     new_layer_output,
+    read_npy_header,
 )
 from gnncore.train.core.steps import autocast
 
@@ -129,11 +130,7 @@ def read_npy_range(path: str | os.PathLike[str], lo: int, hi: int) -> torch.Tens
     """Rows ``lo .. hi - 1`` of a C-order float32 ``.npy`` file in one sequential
     read, then dropped from the page cache (they are held in memory now)."""
     with open(path, "rb") as f:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-        else:
-            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        shape, _, dtype = read_npy_header(f)
         row = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
         start = f.tell() + lo * row
         f.seek(start)
