@@ -133,7 +133,9 @@ class ProcessMeter:
     def disk_peak(self, start: float, end: float) -> int:
         """The largest size of the work directory sampled from ``start`` to ``end``."""
         sizes = [size for at, size in self.disk if start <= at <= end]
-        return max(sizes, default=tree_bytes([self.disk_root]))
+        if not sizes:  # a step shorter than the interval: the sample before its end
+            sizes = [size for at, size in self.disk if at <= end][-1:]
+        return max(sizes, default=0)
 
     def __enter__(self) -> ProcessMeter:
         self.sample()

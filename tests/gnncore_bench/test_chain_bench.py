@@ -14,6 +14,7 @@ from gnncore.cli.main import main
 from gnncore.store import GraphDir
 from gnncore.synth import SynthSpec, generate_graph
 from gnncore_bench.chain import ASSETS, bench_chain, disk_estimate
+from gnncore_bench.chain_child import ProcessMeter
 from gnncore_bench.chain_data import write_node_table
 
 FIGURES = ("seconds", "peak_rss_bytes", "read_bytes", "written_bytes", "peak_disk_bytes")
@@ -78,3 +79,13 @@ def test_node_table_holds_the_generators_labels_and_features(tmp_path: Path) -> 
     np.testing.assert_array_equal(x, np.asarray(graph.features()))
     train = np.flatnonzero(table["split"].to_numpy() == "train")
     np.testing.assert_array_equal(train, np.sort(graph.split("train")))
+
+
+def test_a_steps_disk_peak_comes_from_the_samples_taken_while_it_ran(tmp_path: Path) -> None:
+    meter = ProcessMeter(tmp_path)
+    meter.disk = [(1.0, 10), (2.0, 20), (3.0, 30)]
+    assert meter.disk_peak(0.5, 3.0) == 30
+    assert meter.disk_peak(1.5, 2.5) == 20
+    # a step shorter than the interval: the last sample before it ended
+    assert meter.disk_peak(2.1, 2.2) == 20
+    assert meter.disk_peak(0.1, 0.2) == 0
