@@ -29,6 +29,7 @@ from gnncore.train.link.models import LinkModel
 from gnncore.train.node.config import NodeTrainConfig
 from gnncore.train.node.loop import NodeTrainResult, copy_to_cpu
 from gnncore.train.spec import model_spec
+from gnncore.usage import peak_rss_bytes
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -184,6 +185,7 @@ def log_outcome(
     logger.set_tags(
         {"device": result.device, **{f"evaluation_{k}": v for k, v in evaluation.items()}}
     )
+    logger.log_metrics(memory_metrics(result.config))
     logger.log_figure(curves, "curves.png")
     model = copy_to_cpu(result.model)
     metrics = (
@@ -263,3 +265,20 @@ def link_curves(result: LinkTrainResult) -> Figure:
         f"{result.config.model} + {result.config.decoder}: best val MRR "
         f"{result.best_val_mrr:.3f}, test MRR {result.test.mrr:.3f}",
     )
+
+
+def memory_metrics(config: Any) -> dict[str, float]:
+    """The run's peak RSS so far (``peak_rss_bytes``) and, when the config holds a
+    memory budget (the whole process's: ``--memory-budget`` or the one mode auto
+    handed on), ``memory_budget_bytes`` and ``peak_rss_of_budget``, the names
+    every stage's run and metadata use."""
+    peak = peak_rss_bytes()
+    out = {"peak_rss_bytes": float(peak)}
+    try:
+        budget = config.memory_budget_bytes
+    except (AttributeError, ValueError):  # no budget field, or "auto" not resolved
+        budget = None
+    if budget:
+        out["memory_budget_bytes"] = float(budget)
+        out["peak_rss_of_budget"] = peak / budget
+    return out

@@ -17,6 +17,7 @@ from gnncore.store import GraphDir
 from gnncore.tracking import FAILED, FINISHED, KILLED, RunLogger
 from gnncore.tracking.mlflow import MlflowTracker, default_tracking_uri
 from gnncore.train import NodeTrainConfig, NodeTrainResult
+from gnncore.train.record import memory_metrics
 
 CONFIG = NodeTrainConfig(hidden=16, epochs=3, batch_size=40, lr=0.01, device="cpu", seed=2)
 
@@ -266,3 +267,22 @@ def test_crash_with_checkpoints_fails_the_run_and_resume_starts_a_new_one(
     )
     old = tracker.client.get_run(failed.info.run_id)
     assert old.info.status == FAILED and "resumed_in_run_id" not in old.data.tags
+
+
+def test_run_holds_its_peak_against_the_budget(tracked: Tracked) -> None:
+    """Like every stage's run: the peak RSS, and against the budget the run had."""
+    metrics = tracked.tracker.client.get_run(tracked.result.run_id).data.metrics
+    assert metrics["peak_rss_bytes"] > 0
+    budget = tracked.result.config.memory_budget_bytes
+    if budget is None:  # no budget: no ratio
+        assert "peak_rss_of_budget" not in metrics
+    else:
+        assert metrics["memory_budget_bytes"] == budget
+        assert metrics["peak_rss_of_budget"] == pytest.approx(metrics["peak_rss_bytes"] / budget)
+
+
+def test_memory_metrics_put_the_peak_against_the_configs_budget() -> None:
+    with_budget = memory_metrics(NodeTrainConfig(memory_budget="8GiB"))
+    assert with_budget["memory_budget_bytes"] == 8 << 30
+    assert with_budget["peak_rss_of_budget"] == with_budget["peak_rss_bytes"] / (8 << 30) > 0
+    assert set(memory_metrics(NodeTrainConfig())) == {"peak_rss_bytes"}
