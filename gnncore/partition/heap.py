@@ -25,19 +25,11 @@ from typing import Any
 
 
 @cache
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim`` among the symbols this process has loaded, or ``None``."""
+def _libc(name: str) -> Any:
+    """The C library function ``name`` among the symbols this process has loaded
+    (glibc's ``malloc_trim``, ``mallopt``), or ``None`` where it is absent."""
     try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError, TypeError):
-        return None
-
-
-@cache
-def _mallopt() -> Any:
-    """glibc's ``mallopt``, or ``None``."""
-    try:
-        return ctypes.CDLL(None).mallopt
+        return getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError, TypeError):
         return None
 
@@ -60,7 +52,7 @@ def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     """
     if not 0 < threshold <= 1 << 25:  # glibc's own bound: HEAP_MAX / 2 on 64 bits
         raise ValueError(f"threshold must be in (0, 32 MiB], got {threshold}")
-    mallopt = _mallopt()
+    mallopt = _libc("mallopt")
     return mallopt is not None and bool(mallopt(M_MMAP_THRESHOLD, int(threshold)))
 
 
@@ -71,7 +63,7 @@ def trim_heap() -> bool:
         ``True`` when the C library has ``malloc_trim`` (whether or not it
         found memory to release), ``False`` where it is absent.
     """
-    trim = _malloc_trim()
+    trim = _libc("malloc_trim")
     if trim is None:
         return False
     trim(0)
