@@ -25,22 +25,12 @@ import numpy as np
 from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.store.npy import NpyFile, inspect_npy
+from gnncore.store.page_cache import drop_cache, drop_written
 
 #: Gaps between wanted rows read through rather than skipped (bytes), within
 #: the bound of as many extra rows as wanted ones per block.
 _READ_THROUGH = 64 << 10
 _HASH_BLOCK = 8 << 20
-
-
-def drop_cache(fd: int, offset: int = 0, length: int = 0) -> None:
-    """Ask the kernel to drop the cached clean pages of ``fd`` in
-    ``[offset, offset + length)`` (``length`` 0: to the end); a no-op where
-    ``posix_fadvise`` is missing."""
-    if hasattr(os, "posix_fadvise"):
-        try:
-            os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
-        except OSError:
-            pass
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
@@ -91,8 +81,7 @@ class NpyWriter:
 
     def sync(self) -> None:
         """Write the dirty pages back and drop the file's pages from the cache."""
-        os.fdatasync(self.fd)
-        drop_cache(self.fd)
+        drop_written(self.fd)
         self._unsynced = 0
 
     def close(self) -> None:

@@ -20,8 +20,8 @@ reorders it, about 3.5 times the feature bytes at its peak. Here:
    are sorted into ranges of node ids of a quarter of the budget, then each
    range is filled in memory and appended.
    Written bytes are synced and dropped from the page cache every
-   :data:`SYNC_BYTES` (:func:`drop_written`), so the cache of a cgroup does not
-   fill with dirty pages.
+   :data:`SYNC_BYTES` (:func:`~gnncore.store.page_cache.drop_written`), so
+   the cache of a cgroup does not fill with dirty pages.
 3. **attach** (:meth:`StreamedNodeTable.attach`, once the edges' distinct ids are
    known): the table's ids join the edges' ones, the edges' nodes without a row
    are the in-memory path's error, and labels and splits are laid out as in
@@ -73,6 +73,7 @@ from gnncore.io.readers.node_table import (
     write_node_data,
 )
 from gnncore.progress import stage
+from gnncore.store.page_cache import drop_written
 from gnncore.store.writer import GraphDirWriter
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -106,13 +107,6 @@ def bounded_node_table_refusal(
 def feature_batch_rows(budget: int, num_features: int) -> int:
     """Rows of a feature batch under ``budget`` (at least 64)."""
     return max(64, budget // BATCH_SHARE // max(4 * num_features, 1))
-
-
-def drop_written(fd: int) -> None:
-    """Write back ``fd``'s dirty pages and drop its cached ones (where the OS can)."""
-    os.fdatasync(fd)
-    if hasattr(os, "posix_fadvise"):
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def read_streamed_node_table(path: str | os.PathLike[str]) -> StreamedNodeTable:

@@ -31,6 +31,8 @@ from typing import BinaryIO
 import numpy as np
 import torch
 
+from gnncore.store.page_cache import drop_written
+
 #: Bytes of one layer-output entry (float32).
 ENTRY_BYTES = 4
 #: Working memory of one batch per (block node + block edge) per channel, in
@@ -220,10 +222,7 @@ class DiskLayer:
     def _drop_written(self) -> None:
         assert self._file is not None
         self._file.flush()
-        fd = self._file.fileno()
-        os.fdatasync(fd)
-        if hasattr(os, "posix_fadvise"):
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        drop_written(self._file.fileno())
         self._unsynced = 0
 
     def finish(self) -> DiskLayer:

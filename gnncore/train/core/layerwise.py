@@ -42,6 +42,7 @@ import torch
 from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
+from gnncore.store.page_cache import drop_cache
 from gnncore.train.core.layerstore import (
     EDGES_PER_TARGET,
     SYNC_BYTES,
@@ -135,8 +136,7 @@ def read_npy_range(path: str | os.PathLike[str], lo: int, hi: int) -> torch.Tens
         start = f.tell() + lo * row
         f.seek(start)
         data = np.fromfile(f, dtype=dtype, count=(hi - lo) * row // dtype.itemsize)
-        if hasattr(os, "posix_fadvise"):
-            os.posix_fadvise(f.fileno(), start, (hi - lo) * row, os.POSIX_FADV_DONTNEED)
+        drop_cache(f.fileno(), start, (hi - lo) * row)
     return torch.from_numpy(data.reshape(hi - lo, *shape[1:]))
 
 
