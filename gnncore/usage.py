@@ -159,19 +159,20 @@ def peak_rss_bytes() -> int:
     this one, so a benchmark child reports its own peak. Falls back to
     ``ru_maxrss`` where ``/proc`` is unavailable.
     """
-    return _status_bytes("VmHWM") or int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    return status_bytes("VmHWM") or int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def current_rss_bytes() -> int:
     """This process's resident set size now (``VmRSS``), 0 where unknown."""
-    return _status_bytes("VmRSS")
+    return status_bytes("VmRSS")
 
 
-def _status_bytes(field: str) -> int:
-    """The ``field`` line of ``/proc/self/status`` in bytes (its kB times 1024),
-    0 where it cannot be read."""
+def status_bytes(field: str, pid: int | str = "self") -> int:
+    """The ``field`` line (``VmHWM``, ``VmRSS``...) of ``/proc/<pid>/status`` in
+    bytes (its kB times 1024), 0 where it cannot be read (no such process, or
+    one exiting: a zombie has no memory lines)."""
     try:
-        with open("/proc/self/status") as status:
+        with open(f"/proc/{pid}/status") as status:
             for line in status:
                 if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
@@ -214,13 +215,18 @@ def _storage_io() -> tuple[int, int] | None:
     writes later cancelled by deleting the file are excluded by the kernel's
     own accounting of ``read_bytes``; ``cancelled_write_bytes`` is subtracted)."""
     try:
-        fields = dict(
-            line.split(": ", 1) for line in Path("/proc/self/io").read_text().splitlines()
-        )
-        written = int(fields["write_bytes"]) - int(fields.get("cancelled_write_bytes", 0))
-        return int(fields["read_bytes"]), written
+        fields = io_counters()
+        written = fields["write_bytes"] - fields.get("cancelled_write_bytes", 0)
+        return fields["read_bytes"], written
     except (OSError, KeyError, ValueError):
         return None
+
+
+def io_counters(pid: int | str = "self") -> dict[str, int]:
+    """The counters of ``/proc/<pid>/io`` (``read_bytes``, ``write_bytes``,
+    ``cancelled_write_bytes``...). Raises ``OSError`` where it cannot be read."""
+    text = Path(f"/proc/{pid}/io").read_text()
+    return {name: int(value) for name, value in (line.split(": ", 1) for line in text.splitlines())}
 
 
 class PhaseTimer:

@@ -40,7 +40,7 @@ from typing import Any
 
 import dagster as dg
 
-from gnncore.usage import tree_bytes
+from gnncore.usage import io_counters, status_bytes, tree_bytes
 
 #: Metadata text longer than this (charts as data URLs, tables) is kept by its length only.
 LONGEST_TEXT = 400
@@ -85,14 +85,10 @@ def descendants(root: int) -> list[int]:
 def process_figures(pid: int) -> ProcessFigures | None:
     """``pid``'s peak RSS and bytes read and written so far; ``None`` once it is gone."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
-        io = Path(f"/proc/{pid}/io").read_text()
+        io = io_counters(pid)
     except OSError:
         return None
-    hwm = next((int(line.split()[1]) * 1024 for line in status.splitlines()
-                if line.startswith("VmHWM:")), 0)  # fmt: skip
-    fields = dict(line.split(": ", 1) for line in io.splitlines())
-    return ProcessFigures(hwm, int(fields["read_bytes"]), int(fields["write_bytes"]))
+    return ProcessFigures(status_bytes("VmHWM", pid), io["read_bytes"], io["write_bytes"])
 
 
 class ProcessMeter:
