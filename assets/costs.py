@@ -7,7 +7,7 @@ from typing import Any
 
 import dagster as dg
 
-from gnncore.usage import MemoryBudgetError, StageBudget
+from gnncore.usage import MemoryBudgetError, StageBudget, budget_figures
 from resources import MemoryBudgetResource
 
 
@@ -47,22 +47,19 @@ def budget_metadata(setting: str, budget: int | None, peak_rss_bytes: int) -> di
     ``auto``, ``none`` or a size), ``memory_budget_bytes`` (absent for
     ``none``), ``peak_rss_bytes`` and ``peak_rss_of_budget`` (the peak as a
     fraction of the budget; above 1 the process went past it)."""
+    return {"memory_budget": setting, **_against_budget(int(peak_rss_bytes), budget)}
+
+
+def _against_budget(peak_rss_bytes: int | None, budget: int | None) -> dict[str, Any]:
+    """:func:`gnncore.usage.budget_figures` as Dagster metadata: ``peak_rss_bytes``
+    (when known) and ``memory_budget_bytes`` (when there is a budget) as ints,
+    ``peak_rss_of_budget`` (when both are) as a float."""
     return {
-        "memory_budget": setting,
-        "peak_rss_bytes": dg.MetadataValue.int(int(peak_rss_bytes)),
-        **_against_budget(budget, peak_rss_bytes),
+        name: dg.MetadataValue.float(float(value))
+        if name == "peak_rss_of_budget"
+        else dg.MetadataValue.int(int(value))
+        for name, value in budget_figures(peak_rss_bytes, budget).items()
     }
-
-
-def _against_budget(budget: int | None, peak_rss_bytes: int | None) -> dict[str, Any]:
-    """``memory_budget_bytes`` (when there is a budget) and ``peak_rss_of_budget``
-    (when the peak is known too)."""
-    if budget is None:
-        return {}
-    out: dict[str, Any] = {"memory_budget_bytes": dg.MetadataValue.int(int(budget))}
-    if peak_rss_bytes is not None:
-        out["peak_rss_of_budget"] = dg.MetadataValue.float(peak_rss_bytes / budget)
-    return out
 
 
 def cost_metadata(
@@ -81,8 +78,6 @@ def cost_metadata(
     if phases:
         out["phases"] = dg.MetadataValue.md(phases_table(phases))
         out.update({f"phase_seconds/{k}": dg.MetadataValue.float(v) for k, v in phases.items()})
-    if peak_rss_bytes is not None:
-        out["peak_rss_bytes"] = dg.MetadataValue.int(int(peak_rss_bytes))
-    out.update(_against_budget(memory_budget, peak_rss_bytes))
+    out.update(_against_budget(peak_rss_bytes, memory_budget))
     out.update({k: dg.MetadataValue.int(int(v)) for k, v in byte_figures.items() if v is not None})
     return out

@@ -21,7 +21,11 @@ CLI, Dagster metadata, MLflow metrics), measured here once:
 * :class:`StageBudget` -- a whole-process budget split at a stage's start into
   its fixed overhead (the process's RSS then: interpreter, torch, MLflow), a
   margin, and the data share the stage sizes its buffers from, with a refusal
-  naming the budget and the minimum.
+  naming the budget and the minimum;
+* :func:`budget_figures` -- a stage's peak RSS against its budget
+  (``peak_rss_bytes``, ``memory_budget_bytes``, ``peak_rss_of_budget``), the
+  one computation behind the verbs' JSON, the training run's metrics, the
+  partition report and the assets' metadata.
 """
 
 from __future__ import annotations
@@ -160,6 +164,28 @@ def peak_rss_bytes() -> int:
     ``ru_maxrss`` where ``/proc`` is unavailable.
     """
     return status_bytes("VmHWM") or int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def budget_figures(
+    peak_rss_bytes: int | None, memory_budget_bytes: int | None
+) -> dict[str, int | float]:
+    """A stage's peak RSS against its memory budget, the figures every report
+    uses (the CLI's JSON, MLflow metrics, Dagster metadata): ``peak_rss_bytes``
+    when the peak is known, ``memory_budget_bytes`` when there is a budget, and
+    ``peak_rss_of_budget`` (the peak as a fraction of the budget; above 1 the
+    process went past it) when both are. A budget of 0 or less counts as no
+    budget (no ratio against it means anything; :func:`resolve_memory_budget`
+    refuses one). The callers choose which peak and which budget (a summary's
+    own figures, the command's peak before the method's) and how to spell the
+    values."""
+    out: dict[str, int | float] = {}
+    if peak_rss_bytes is not None:
+        out["peak_rss_bytes"] = peak_rss_bytes
+    if memory_budget_bytes is not None and memory_budget_bytes > 0:
+        out["memory_budget_bytes"] = memory_budget_bytes
+        if peak_rss_bytes is not None:
+            out["peak_rss_of_budget"] = peak_rss_bytes / memory_budget_bytes
+    return out
 
 
 def current_rss_bytes() -> int:

@@ -70,10 +70,12 @@ def with_memory_figures(summary: dict[str, Any], budget: int | None) -> dict[str
     (the budget the stage ran under, ``None``: unbounded) and ``peak_rss_bytes``
     (this process's peak), each kept where the stage's own summary has it, and
     ``peak_rss_of_budget`` (the peak as a fraction of the budget; above 1 the
-    process went past it) when there is a budget."""
-    from gnncore.usage import peak_rss_bytes
+    process went past it) when there is a budget (:func:`gnncore.usage.budget_figures`
+    of the two kept; the summary's own ratio wins too)."""
+    from gnncore.usage import budget_figures, peak_rss_bytes
 
     out = {"memory_budget_bytes": budget, "peak_rss_bytes": peak_rss_bytes(), **summary}
-    if out["memory_budget_bytes"]:
-        out.setdefault("peak_rss_of_budget", out["peak_rss_bytes"] / out["memory_budget_bytes"])
+    figures = budget_figures(out["peak_rss_bytes"], out["memory_budget_bytes"])
+    if "peak_rss_of_budget" in figures:
+        out.setdefault("peak_rss_of_budget", figures["peak_rss_of_budget"])
     return out

@@ -10,6 +10,7 @@ from gnncore.partition.methods import registered_settings
 from gnncore.partition.metrics import PartitionMetrics
 from gnncore.partition.store import PartitionDir
 from gnncore.plots import bar_chart_png
+from gnncore.usage import budget_figures
 
 
 @dataclass
@@ -48,11 +49,9 @@ class PartitionReport:
     def peak_rss_of_budget(self) -> float | None:
         """The command's peak RSS (the method's when that is all that is known)
         as a fraction of :attr:`memory_budget_bytes`; above 1 the process went
-        past it. ``None`` without a budget."""
-        if not self.memory_budget_bytes:
-            return None
+        past it (:func:`gnncore.usage.budget_figures`). ``None`` without a budget."""
         peak = self.command_peak_rss_bytes or self.peak_rss_bytes
-        return peak / self.memory_budget_bytes
+        return budget_figures(peak, self.memory_budget_bytes).get("peak_rss_of_budget")
 
     def budget_figures(self) -> dict[str, Any]:
         """``memory_budget`` (the setting), ``memory_budget_bytes`` and

@@ -29,7 +29,7 @@ from gnncore.train.link.models import LinkModel
 from gnncore.train.node.config import NodeTrainConfig
 from gnncore.train.node.loop import NodeTrainResult, copy_to_cpu
 from gnncore.train.spec import model_spec
-from gnncore.usage import peak_rss_bytes
+from gnncore.usage import budget_figures, peak_rss_bytes
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -271,14 +271,10 @@ def memory_metrics(config: Any) -> dict[str, float]:
     """The run's peak RSS so far (``peak_rss_bytes``) and, when the config holds a
     memory budget (the whole process's: ``--memory-budget`` or the one mode auto
     handed on), ``memory_budget_bytes`` and ``peak_rss_of_budget``, the names
-    every stage's run and metadata use."""
-    peak = peak_rss_bytes()
-    out = {"peak_rss_bytes": float(peak)}
+    every stage's run and metadata use (:func:`gnncore.usage.budget_figures`), as
+    floats."""
     try:
         budget = config.memory_budget_bytes
     except (AttributeError, ValueError):  # no budget field, or "auto" not resolved
         budget = None
-    if budget:
-        out["memory_budget_bytes"] = float(budget)
-        out["peak_rss_of_budget"] = peak / budget
-    return out
+    return {name: float(value) for name, value in budget_figures(peak_rss_bytes(), budget).items()}
