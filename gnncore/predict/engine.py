@@ -21,6 +21,7 @@ from gnncore.train.core.layerstore import EDGES_PER_TARGET
 from gnncore.train.core.layerwise import (
     Adjacency,
     RangeSource,
+    RangesSource,
     RowSource,
     count_batches,
     layerwise_inference,
@@ -63,6 +64,21 @@ def normalized_range(spec: ModelSpec, rows: RangeSource | None) -> RangeSource |
     def read(lo: int, hi: int) -> torch.Tensor:
         x = rows(lo, hi).float()
         if spec.normalize_features:  # normalize_rows in place: a part's rows held once
+            x = x.div_(x.sum(dim=-1, keepdim=True).clamp(min=1.0))
+        return x
+
+    return read
+
+
+def normalized_ranges(spec: ModelSpec, rows: RangesSource | None) -> RangesSource | None:
+    """:func:`normalized_range` of a ranges reader (each row normalised alone,
+    so the rows of a range are those of any other read of them)."""
+    if rows is None:
+        return None
+
+    def read(ranges: np.ndarray) -> torch.Tensor:
+        x = rows(ranges).float()
+        if spec.normalize_features:
             x = x.div_(x.sum(dim=-1, keepdim=True).clamp(min=1.0))
         return x
 
@@ -137,6 +153,7 @@ def model_outputs(
     bounds: np.ndarray | None = None,
     cache_bytes: int = 0,
     row_range: RangeSource | None = None,
+    row_ranges: RangesSource | None = None,
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
     """Yield ``(a, b, out)`` for nodes ``a .. b-1`` in order: class logits (node
     task) or representations (link task), float32 on ``device``.
@@ -154,6 +171,8 @@ def model_outputs(
             parts, each part's rows read once).
         row_range (callable, optional): Raw feature rows ``lo .. hi - 1`` in
             one read (node task, with ``bounds``).
+        row_ranges (callable, optional): Raw feature rows of several ranges
+            in one call (node task, with ``bounds``: the sources of cut edges).
     """
     device = torch.device(device)
     amp = amp_dtype_of(spec, device)
@@ -204,4 +223,5 @@ def model_outputs(
         bounds=bounds,
         cache_bytes=cache_bytes,
         input_range=normalized_range(spec, row_range) if spec.task == "node" else None,
+        input_ranges=normalized_ranges(spec, row_ranges) if spec.task == "node" else None,
     )

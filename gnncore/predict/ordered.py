@@ -6,10 +6,11 @@ features one contiguous block of the store's ``features.npy`` and its in-edges
 one contiguous range of ``edges.npy``. Layer-wise inference over those ids
 runs part by part (:func:`~gnncore.train.core.layerwise.part_batches`): a
 part's input rows are read once, sequentially
-(:class:`~gnncore.train.core.layerwise.PartRows`), and only the sources of cut
-edges are read row by row. The graph's own order is random for a generated or
-ingested graph, so there every batch reads its in-neighbours from anywhere in
-the feature and layer files.
+(:class:`~gnncore.train.core.layerwise.PartRows`), and the sources of cut
+edges in sorted passes of coalesced reads, several in flight
+(:mod:`gnncore.train.core.partrows`). The graph's own order is random for a
+generated or ingested graph, so there every batch reads its in-neighbours
+from anywhere in the feature and layer files.
 
 :class:`StoreOrder` builds what that needs: the in-neighbour lists in new ids
 (read part by part from ``edges.npy``, each node's sources in the graph's own
@@ -43,7 +44,8 @@ from gnncore.train.core.layerstore import (
     plan_inference,
     random_access_rows,
 )
-from gnncore.train.core.layerwise import Adjacency, RowSource
+from gnncore.train.core.layerwise import Adjacency, RangesSource, RowSource
+from gnncore.train.core.partrows import npy_ranges
 from gnncore.train.spec import ModelSpec
 
 #: The scratch file of the in-neighbour lists in store order.
@@ -124,6 +126,13 @@ class StoreOrder:
         (:meth:`~gnncore.outofcore.store.PartitionedStore.read_rows`)."""
         rows = self.store.read_rows("features", [(lo, hi)])
         return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32))
+
+    def feature_ranges(self) -> RangesSource:
+        """Feature rows of several ranges (new ids) in one call of sorted reads,
+        past the page cache where the file system allows
+        (:func:`~gnncore.train.core.partrows.npy_ranges`): the sources of cut
+        edges."""
+        return npy_ranges(self.store.path / "features.npy", direct=self.store.direct_reads)
 
     def describe(self, cache_bytes: int) -> dict[str, Any]:
         """What the prediction manifest records of the order."""
@@ -206,6 +215,7 @@ def store_outputs(
             bounds=order.bounds,
             cache_bytes=cache_bytes,
             row_range=order.feature_range,
+            row_ranges=order.feature_ranges(),
         ):
             if final is None:
                 width = out.size(1)

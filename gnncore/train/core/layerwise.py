@@ -51,10 +51,14 @@ from gnncore.train.core.layerstore import (
     new_layer_output,
     read_npy_header,
 )
+from gnncore.train.core.partrows import (
+    PartRows,
+    RangeSource,
+    RangesSource,
+    RowSource,
+    npy_ranges,
+)
 from gnncore.train.core.steps import autocast
-
-#: ``rows(n_id) -> [len(n_id), C]`` float rows of a layer's input (``n_id`` int64, CPU).
-RowSource = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -122,11 +126,6 @@ def part_batches(
             yield lo + a, lo + b
 
 
-#: ``read_range(lo, hi) -> [hi - lo, C]``: rows ``lo .. hi - 1`` of a layer's input
-#: in one sequential read (what ``RowSource`` gives for ``arange(lo, hi)``).
-RangeSource = Callable[[int, int], torch.Tensor]
-
-
 def read_npy_range(path: str | os.PathLike[str], lo: int, hi: int) -> torch.Tensor:
     """Rows ``lo .. hi - 1`` of a C-order float32 ``.npy`` file in one sequential
     read, then dropped from the page cache (they are held in memory now)."""
@@ -140,55 +139,38 @@ def read_npy_range(path: str | os.PathLike[str], lo: int, hi: int) -> torch.Tens
     return torch.from_numpy(data.reshape(hi - lo, *shape[1:]))
 
 
-class PartRows:
-    """A layer's input rows for batches that each lie inside one part of
-    ``bounds`` (:func:`part_batches`, parts in order): when a batch enters a
-    part whose rows take at most ``cache_bytes``, they are read once
-    (``read_range``: one sequential read) and held until the next part; a
-    block's rows inside the part come from them, the others (sources of the
-    edges cut by the partition) from ``read``. A part too large, or no
-    ``read_range``: every row from ``read``."""
-
-    def __init__(
-        self,
-        read: RowSource,
-        read_range: RangeSource | None,
-        bounds: np.ndarray,
-        cache_bytes: int,
-        width: int,
-    ) -> None:
-        self.read, self.read_range, self.bounds = read, read_range, np.asarray(bounds)
-        self.cache_bytes, self.width = cache_bytes, width
-        self.part, self.lo, self.hi = -1, 0, 0
-        self.rows: torch.Tensor | None = None
-
-    def __call__(self, blk: Block) -> torch.Tensor:
-        part = int(np.searchsorted(self.bounds, blk.start, side="right")) - 1
-        if part != self.part:
-            self.part, self.rows = part, None
-            lo, hi = int(self.bounds[part]), int(self.bounds[part + 1])
-            if self.read_range is not None and (hi - lo) * self.width * 4 <= self.cache_bytes:
-                self.rows, self.lo, self.hi = self.read_range(lo, hi), lo, hi
-        if self.rows is None:
-            return self.read(blk.n_id)
-        n_id = blk.n_id
-        inside = (n_id >= self.lo) & (n_id < self.hi)
-        if bool(inside.all()):
-            return self.rows[n_id - self.lo]
-        out = torch.empty(len(n_id), self.rows.size(1), dtype=self.rows.dtype)
-        out[inside] = self.rows[n_id[inside] - self.lo]
-        out[~inside] = self.read(n_id[~inside]).to(self.rows.dtype)
-        return out
-
-    def release(self) -> None:
-        self.rows = None
-
-
 def _layer_range(layer: LayerOutput) -> RangeSource | None:
     """Sequential row ranges of a layer on disk; ``None`` for one in memory."""
     if not isinstance(layer, DiskLayer):
         return None
     return lambda lo, hi: read_npy_range(layer.path, lo, hi)
+
+
+def _part_rows(
+    adjacency: Adjacency,
+    previous: LayerOutput | None,
+    inputs: tuple[RowSource, RangeSource | None, RangesSource | None],
+    width: int,
+    bounds: np.ndarray,
+    cache_bytes: int,
+) -> PartRows:
+    """The :class:`PartRows` of a layer's input (``width`` wide): layer 0's
+    (``inputs``: its rows, range and ranges readers) or the previous layer's
+    (ranges read from its file when it is on disk)."""
+    if previous is None:
+        read, ranged, ranges = inputs
+    else:
+        read, ranged = previous.read, _layer_range(previous)
+        ranges = npy_ranges(previous.path) if isinstance(previous, DiskLayer) else None
+    return PartRows(
+        read,
+        ranged,
+        bounds,
+        cache_bytes,
+        width,
+        read_ranges=ranges,
+        adjacency=(adjacency.indptr, adjacency.indices),
+    )
 
 
 @dataclass(frozen=True)
@@ -347,6 +329,7 @@ def layerwise_inference(
     bounds: np.ndarray | None = None,
     cache_bytes: int = 0,
     input_range: RangeSource | None = None,
+    input_ranges: RangesSource | None = None,
 ) -> Generator[tuple[int, int, torch.Tensor], None, None]:
     """Yield ``(a, b, out)``: the model's output rows (float32, on ``device``) of
     nodes ``a .. b-1``, in node order, computed layer by layer.
@@ -377,10 +360,16 @@ def layerwise_inference(
             inside one part (:func:`part_batches`), and with ``cache_bytes``
             each part's input rows on disk are read once, sequentially
             (:class:`PartRows`: ``input_range`` for layer 0, the layer file
-            after), the other parts' rows one by one.
+            after), the other parts' rows (sources of cut edges) in sorted
+            passes of coalesced reads when they can be read by ranges
+            (``input_ranges`` for layer 0, the layer file after), else one
+            batch at a time.
         cache_bytes (int): The most a part's input rows may take in memory.
         input_range (callable, optional): Layer-0 rows ``lo .. hi - 1`` in
             one read (the same values ``inputs`` gives).
+        input_ranges (callable, optional): Layer-0 rows of several ranges in
+            one call (:data:`~gnncore.train.core.partrows.RangesSource`; the
+            same values ``inputs`` gives).
     """
     device = torch.device(device)
     max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
@@ -396,9 +385,9 @@ def layerwise_inference(
             read = inputs if previous is None else previous.read
             part_rows = None
             if bounds is not None and cache_bytes > 0:
-                ranged = input_range if previous is None else _layer_range(previous)
                 width = int(model.in_channels) if previous is None else int(previous_width)
-                part_rows = PartRows(read, ranged, bounds, cache_bytes, width)
+                layer_input = (inputs, input_range, input_ranges)
+                part_rows = _part_rows(adjacency, previous, layer_input, width, bounds, cache_bytes)
             for a, b in part_batches(adjacency.indptr, bounds, batch_size, max_edges):
                 blk = block(adjacency, a, b)
                 h = part_rows(blk) if part_rows is not None else read(blk.n_id)

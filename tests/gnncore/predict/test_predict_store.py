@@ -17,9 +17,11 @@ from gnncore.errors import InputError
 from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
 from gnncore.partition import partition_graph
 from gnncore.predict import TrainedModel, predict_graph_dir
+from gnncore.predict.ordered import StoreOrder
 from gnncore.store import GraphDir
 from gnncore.train import build_model
 from gnncore.train.core.layerwise import Adjacency, PartRows, block, part_batches
+from gnncore.train.core.partrows import coalesce, gather_rows
 from gnncore.train.spec import ModelSpec
 
 FEATURES, HIDDEN, CLASSES, LAYERS = 16, 8, 4, 3
@@ -141,3 +143,61 @@ def test_a_store_of_another_graph_is_refused_and_the_cli_takes_store(
     info = json.loads(summary.read_text())
     assert info["order"] == "partitioned store" and info["rows"] == graph.num_nodes
     assert info["store"]["path"] == str(store.path.absolute())
+
+
+def test_coalesce_joins_rows_closer_than_the_gap() -> None:
+    ids = np.array([1, 2, 3, 7, 13, 50])
+    assert coalesce(ids, row_bytes=4096, gap_bytes=16 << 10).tolist() == [
+        [1, 8],
+        [13, 14],
+        [50, 51],
+    ]
+    assert coalesce(ids, row_bytes=4096, gap_bytes=0).tolist() == [
+        [1, 4], [7, 8], [13, 14], [50, 51]]  # fmt: skip
+    assert coalesce(np.zeros(0, dtype=np.int64), 4096).shape == (0, 2)
+
+
+def test_cut_rows_are_read_ahead_in_sorted_windows(
+    stored: tuple[GraphDir, PartitionedStore], tmp_path: Path
+) -> None:
+    """With a ranges reader, ``PartRows`` reads the sources of a part's cut edges
+    ahead, window by window (at most half its cache of rows), each call asking
+    for ascending, disjoint ranges of the store's feature file (threads, small
+    groups): every block gets the rows a row-by-row read gives, bit for bit,
+    and no row is read one at a time. With a cache that holds a part's cut rows,
+    each is read once per part."""
+    graph, store = stored
+    order = StoreOrder.open(store.path, graph)
+    adjacency = order.adjacency(graph, tmp_path)
+    x = torch.from_numpy(np.load(store.path / "features.npy")).float()
+    reader = order.feature_ranges()
+    calls: list[np.ndarray] = []
+
+    def read_ranges(ranges: np.ndarray) -> torch.Tensor:
+        calls.append(ranges.copy())
+        return gather_rows(reader, ranges_rows(ranges), FEATURES, FEATURES * 4, group_bytes=256)
+
+    def ranges_rows(ranges: np.ndarray) -> np.ndarray:  # through gather_rows: threads, groups
+        return np.concatenate([np.arange(a, b) for a, b in ranges])
+
+    def read(n_id: torch.Tensor) -> torch.Tensor:
+        raise AssertionError(f"{len(n_id)} rows read one by one")
+
+    bounds = order.bounds
+    largest = int(np.diff(bounds).max())
+    indptr, indices = adjacency.indptr, np.asarray(adjacency.indices)
+    halo = [np.unique(s[(s < lo) | (s >= hi)])
+            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+            for s in [indices[indptr[lo] : indptr[hi]]]]  # fmt: skip
+    for cache, windowed in ((largest * FEATURES * 4, True), (1 << 30, False)):
+        calls.clear()
+        rows = PartRows(read, order.feature_range, bounds, cache, FEATURES,
+                        read_ranges=read_ranges, adjacency=(indptr, indices))  # fmt: skip
+        for a, b in part_batches(indptr, bounds, batch_size=16, max_edges=1000):
+            blk = block(adjacency, a, b)
+            assert torch.equal(rows(blk), x[blk.n_id])
+            assert len(rows.cut_ids) <= cache // 2 // (FEATURES * 4) or rows.cut_end == b
+        for ranges in calls:
+            assert (ranges[:, 0] < ranges[:, 1]).all() and (ranges[1:, 0] >= ranges[:-1, 1]).all()
+        assert (rows.cut_rows_read > sum(map(len, halo))) is windowed
+        assert rows.cut_rows_read >= sum(map(len, halo))
