@@ -12,7 +12,7 @@ For each chunk fraction, two child processes run on the same graph:
   each C++ bisection call, from its own phase timers, ``grem`` (the streaming
   pass), ``passes`` (refinement) and ``split`` (the per-side edge files). The
   process fixes glibc's mmap threshold first, as the verb does
-  (:func:`gnncore.partition.heap.fix_mmap_threshold`).
+  (:func:`gnncore.heap.fix_mmap_threshold`).
 
 The slope of the peaks against the chunk's edges (least squares over the
 fractions) is the memory per chunk edge; what is left at zero chunk edges is
@@ -72,10 +72,10 @@ def profile(graph_dir: Path, chunk: float, parts: int) -> dict[str, Any]:
     """
     import numpy as np
 
+    from gnncore.heap import fix_mmap_threshold
     from gnncore.partition.base import PartitionOptions
     from gnncore.partition.grem import partitioner as grem_partitioner
     from gnncore.partition.grem import recursion as grem_recursion
-    from gnncore.partition.heap import fix_mmap_threshold
     from gnncore.store import GraphDir
 
     fix_mmap_threshold()  # as gnncore partition does

@@ -40,6 +40,7 @@ from types import TracebackType
 from typing import Any
 
 from gnncore.errors import GnnCoreError
+from gnncore.heap import fix_mmap_threshold
 from gnncore.memory import cgroup_limit, mem_available, memory_available
 from gnncore.progress import StageFn
 from gnncore.sizes import format_size, parse_size
@@ -121,7 +122,14 @@ class StageBudget:
 
     @classmethod
     def start(cls, total: int | None, margin: int = STAGE_MARGIN) -> StageBudget:
-        """Measure the overhead now (call it once the stage's imports are done)."""
+        """Measure the overhead now (call it once the stage's imports are done).
+
+        Under a budget (``total`` set) this also keeps every later block of at
+        least 1 MiB out of glibc's heap (:func:`gnncore.heap.fix_mmap_threshold`,
+        process-wide), so the buffers a stage frees go back to the system instead
+        of staying in the heap under its next peak."""
+        if total is not None:
+            fix_mmap_threshold()
         return cls(total, current_rss_bytes(), margin)
 
     @property

@@ -131,8 +131,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from gnncore.errors import InputError
+    from gnncore.heap import fix_mmap_threshold
     from gnncore.partition import partition_graph
-    from gnncore.partition.heap import fix_mmap_threshold
 
     def say(message: str) -> None:
         print(f"[partition] {message}", file=sys.stderr, flush=True)

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from gnncore.heap import trim_heap
 from gnncore.partition.base import Partitioner, PartitionOptions
-from gnncore.partition.heap import trim_heap
 from gnncore.partition.methods import METHODS, MethodSettings, make_partitioner, method_params
 from gnncore.partition.postprocess import balance_splits
 from gnncore.partition.postprocess_stream import (

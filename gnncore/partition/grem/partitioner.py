@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from gnncore.heap import trim_heap
 from gnncore.partition.base import Partitioner, PartitionOptions
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
 from gnncore.partition.grem.bisect import BisectionRecord
@@ -24,7 +25,6 @@ from gnncore.partition.grem.recursion import (
 )
 from gnncore.partition.grem.refine import RefineRecord, block_entries_for, refine_kway
 from gnncore.partition.grem.seed import default_seed_method
-from gnncore.partition.heap import trim_heap
 from gnncore.partition.metrics import max_part_size
 from gnncore.partition.task_tree import check_workers
 from gnncore.store import GraphDir

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gnncore import _C
+from gnncore.heap import trim_heap
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
 from gnncore.partition.grem.chunk import (
     ChunkRows,
@@ -23,7 +24,6 @@ from gnncore.partition.grem.chunk import (
     repair_capacity,
     rows_of,
 )
-from gnncore.partition.heap import trim_heap
 
 MAX_CLUSTERS = 1 << 16
 #: METIS refinement iterations when clustering the first chunk (``niter``; METIS's

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from gnncore.heap import trim_heap
 from gnncore.partition.edge_stream import EdgeFile
 from gnncore.partition.grem.bisect import (
     BisectionRecord,
@@ -27,7 +28,6 @@ from gnncore.partition.grem.bisect import (
 from gnncore.partition.grem.chunk import ChunkRows
 from gnncore.partition.grem.plan import MAX_CLUSTERS, ClusterPlan, cluster_plan, plan_applies
 from gnncore.partition.grem.seed import SEED_METHODS, seed_sides
-from gnncore.partition.heap import trim_heap
 from gnncore.partition.task_tree import check_workers, run_task_tree
 from gnncore.typing import require_csrc
 from gnncore.usage import peak_rss_bytes

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gnncore.heap import fix_mmap_threshold, trim_heap
 from gnncore.partition.grem import plan as grem_plan
 from gnncore.partition.grem.plan import cluster_csr
-from gnncore.partition.heap import fix_mmap_threshold, trim_heap
 from tests.conftest import planted_graph
 
 HEAVY = ("polars", "pyarrow", "torch", "torch_geometric", "mlflow", "pandas")
@@ -77,7 +77,7 @@ def test_trimming_in_blocks_keeps_what_one_block_kept(monkeypatch) -> None:
 _HEAP_PROBE = """
 import json
 import numpy as np
-from gnncore.partition.heap import fix_mmap_threshold
+from gnncore.heap import fix_mmap_threshold
 
 def rss():
     with open("/proc/self/status") as f:
