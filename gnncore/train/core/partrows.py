@@ -66,17 +66,29 @@ class HasNodes(Protocol):
     def n_id(self) -> torch.Tensor: ...
 
 
-def coalesce(ids: np.ndarray, row_bytes: int, gap_bytes: int = MERGE_GAP_BYTES) -> np.ndarray:
+def coalesce(
+    ids: np.ndarray,
+    row_bytes: int,
+    gap_bytes: int = MERGE_GAP_BYTES,
+    max_bytes: int = GROUP_BYTES,
+) -> np.ndarray:
     """The int64 ``[k, 2]`` row ranges ``(lo, hi)`` covering the ascending, unique
-    row ids ``ids``: consecutive ids less than ``gap_bytes`` apart (counting the
-    rows between them) share one range, so one read returns both."""
+    row ids ``ids``, each from one id to another: consecutive ids less than
+    ``gap_bytes`` apart (counting the rows between them) share one range, so
+    one read returns both, and no range spans more than ``max_bytes`` (or one
+    row), so reading one takes bounded memory."""
     ids = np.asarray(ids, dtype=np.int64)
-    if len(ids) == 0:
+    n = len(ids)
+    if n == 0:
         return np.zeros((0, 2), dtype=np.int64)
     gap_rows = max(gap_bytes // max(row_bytes, 1), 0)
-    breaks = np.flatnonzero(np.diff(ids) - 1 > gap_rows) + 1
-    starts = np.concatenate([[0], breaks])
-    stops = np.concatenate([breaks, [len(ids)]])
+    span = max(max_bytes // max(row_bytes, 1), 1)
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = np.diff(ids) - 1 > gap_rows
+    run_first = ids[np.maximum.accumulate(np.where(new_run, np.arange(n), 0))]
+    piece = (ids - run_first) // span  # a long run is cut every ``span`` rows
+    starts = np.flatnonzero(new_run | np.concatenate([[True], np.diff(piece) != 0]))
+    stops = np.append(starts[1:], n)
     return np.stack([ids[starts], ids[stops - 1] + 1], axis=1)
 
 
@@ -110,7 +122,7 @@ def gather_rows(
     ``group_bytes`` that ``threads`` threads read at once (memory beyond the
     result: ``threads`` groups)."""
     ids = np.asarray(ids, dtype=np.int64)
-    ranges = coalesce(ids, row_bytes, gap_bytes)
+    ranges = coalesce(ids, row_bytes, gap_bytes, group_bytes)
     groups = _groups(ranges, row_bytes, group_bytes)
     out: torch.Tensor | None = None
     firsts = np.searchsorted(ids, ranges[:, 0])  # the first id of each range

@@ -154,6 +154,10 @@ def test_coalesce_joins_rows_closer_than_the_gap() -> None:
     ]
     assert coalesce(ids, row_bytes=4096, gap_bytes=0).tolist() == [
         [1, 4], [7, 8], [13, 14], [50, 51]]  # fmt: skip
+    assert coalesce(ids, row_bytes=4096, gap_bytes=16 << 10, max_bytes=4 * 4096).tolist() == [
+        [1, 4], [7, 8], [13, 14], [50, 51]]  # fmt: skip  # a range spans at most 4 rows
+    assert coalesce(np.arange(10), row_bytes=4, max_bytes=12).tolist() == [
+        [0, 3], [3, 6], [6, 9], [9, 10]]  # fmt: skip
     assert coalesce(np.zeros(0, dtype=np.int64), 4096).shape == (0, 2)
 
 
