@@ -15,8 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-
-from tqdm.auto import tqdm
+from typing import Any
 
 StageFn = Callable[[str], None]
 
@@ -55,20 +54,28 @@ class StageBar:
 
     def __init__(self, desc: str, enabled: bool | None = None) -> None:
         self.enabled = on_terminal() if enabled is None else enabled
-        self.bar = tqdm(desc=desc, unit="stage", disable=not self.enabled, leave=True)
+        self.bar: Any = None
+        if self.enabled:  # tqdm (with asyncio, multiprocessing) only for a shown bar
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(desc=desc, unit="stage", leave=True)
         self.stages: list[str] = []
 
     def __call__(self, name: str) -> None:
-        if self.stages:
-            self.bar.update(1)
+        if self.bar is not None:
+            if self.stages:
+                self.bar.update(1)
+            self.bar.set_postfix_str(name)
         self.stages.append(name)
-        self.bar.set_postfix_str(name)
 
     def close(self) -> None:
+        if self.bar is None:
+            return
         if self.stages:
             self.bar.update(1)
         self.bar.set_postfix_str("done")
         self.bar.close()
+        self.bar = None
 
     def __enter__(self) -> StageBar:
         return self
