@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow.parquet as pq
 
 from gnncore import _C
 from gnncore.names import safe_name
@@ -30,6 +29,7 @@ from gnncore.store.edge_keys import MAX_KEY_ID, pack_keys, shuffle_keys
 from gnncore.store.graph_dir import GraphDir
 from gnncore.store.manifest import FileEntry, Manifest, check_plain_name, sha256_of
 from gnncore.store.npy import index_dtype
+from gnncore.store.parquet_footer import parquet_num_rows
 from gnncore.typing import require_csrc
 
 INT32_MAX = np.iinfo(np.int32).max
@@ -309,7 +309,7 @@ class GraphDirWriter:
                 dtype, shape = arr.dtype.str, tuple(arr.shape)
                 del arr
             else:
-                rows = pq.ParquetFile(path).metadata.num_rows
+                rows = parquet_num_rows(path)
             entries[file] = FileEntry(
                 file,
                 kind,

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow.parquet as pq
 from polars.io.plugins import register_io_source
 
 from gnncore.store.edge_keys import split_keys
+from gnncore.store.parquet_footer import row_group_rows
 from gnncore.store.writer import PARQUET_OPTIONS
 
 
@@ -25,9 +25,7 @@ def parquet_row_groups(num_rows: int) -> list[int]:
     buffer = io.BytesIO()
     frame = pl.DataFrame({"x": pl.repeat(None, num_rows, eager=True)})
     frame.write_parquet(buffer, **PARQUET_OPTIONS)
-    buffer.seek(0)
-    meta = pq.ParquetFile(buffer).metadata
-    return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    return row_group_rows(buffer.getvalue())
 
 
 def key_columns(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 from polars.io.plugins import register_io_source
 
 from gnncore.io.bounded.edges_parquet import parquet_row_groups
@@ -19,7 +18,6 @@ from gnncore.io.canonical import node_id_table
 from gnncore.store.writer import PARQUET_OPTIONS
 
 NAME_COLUMN = "name"
-RUN_SCHEMA = pa.schema([(NAME_COLUMN, pa.large_string())])
 ENTRY_OVERHEAD = 40
 """Bytes per name of a range on top of Polars' size estimate: its int64 code and
 the join's hash-table entry."""
@@ -32,14 +30,17 @@ MIN_RUN_BATCH_BYTES = 4096
 def write_name_run(path: Path, chunks: Iterable[pl.Series]) -> list[tuple[int, int]]:
     """Write sorted chunks of names as one run file (written to a ``.partial``
     sibling, renamed at the end); returns ``(rows, bytes)`` of each record batch."""
+    import pyarrow as pa  # lazy: only string ids need it (start-up of every ingest)
+
+    schema = pa.schema([(NAME_COLUMN, pa.large_string())])
     tmp = path.with_name(path.name + ".partial")
     batches: list[tuple[int, int]] = []
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, RUN_SCHEMA) as writer:
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
         for chunk in chunks:
             if len(chunk) == 0:
                 continue
             column = chunk.to_arrow().cast(pa.large_string())
-            writer.write_batch(pa.record_batch([column], schema=RUN_SCHEMA))
+            writer.write_batch(pa.record_batch([column], schema=schema))
             batches.append((len(chunk), int(chunk.estimated_size())))
     tmp.replace(path)
     return batches
@@ -47,6 +48,8 @@ def write_name_run(path: Path, chunks: Iterable[pl.Series]) -> list[tuple[int, i
 
 def read_name_run(path: Path, first: int = 0, end: int | None = None) -> Iterator[pl.Series]:
     """The record batches ``first..end-1`` of a run file, as Polars string Series."""
+    import pyarrow as pa  # lazy: only string ids need it
+
     with pa.OSFile(str(path), "rb") as source:
         reader = pa.ipc.open_file(source)
         stop = reader.num_record_batches if end is None else end

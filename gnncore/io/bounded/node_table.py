@@ -47,8 +47,6 @@ from typing import Any, BinaryIO
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from gnncore.errors import InputError
 from gnncore.io.bounded.ids import dense_lookup
@@ -112,6 +110,9 @@ def feature_batch_rows(budget: int, num_features: int) -> int:
 def read_streamed_node_table(path: str | os.PathLike[str]) -> StreamedNodeTable:
     """Read and check a Parquet node table's ids, labels and splits, and its
     feature columns' types (module docstring, step 1)."""
+    import pyarrow as pa  # lazy: only node tables need it (start-up of every ingest)
+    import pyarrow.parquet as pq
+
     path = Path(path)
     if not path.is_file():
         raise InputError("no such node table", path)
@@ -321,6 +322,8 @@ class _FeatureBatches:
     def _read(self) -> Any:
         path = self.table.path
         # low_memory: 154 MiB against 337 MiB of peak RSS for 22 MiB batches of 128 columns
+        import pyarrow.parquet as pq  # lazy: only node tables need it
+
         scan = pl.scan_parquet(path, low_memory=True).select(self.table.feature_columns)
         meta = pq.ParquetFile(path).metadata
         groups = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
@@ -372,6 +375,8 @@ def batch_bounds(group_rows: list[int], rows: int) -> Iterator[tuple[int, int]]:
 def _row_width(table: NodeTable) -> int:
     """Features per row: the feature columns, or a list column's values per row
     in the first row group."""
+    import pyarrow.parquet as pq  # lazy: only node tables need it
+
     if table.feature_columns != [FEATURES_COLUMN]:
         return max(len(table.feature_columns), 1)
     meta = pq.ParquetFile(table.path).metadata
