@@ -153,6 +153,14 @@ class GraphDirWriter:
             self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-sha256")
         self._digests[file] = self._hasher.submit(sha256_of, self.root / file)
 
+    def set_digest(self, file: str, digest: Future[str]) -> None:
+        """Take the sha256 of ``file``, registered, from its writer, which hashed
+        the bytes as it wrote them (``digest``: the hex digest, when done);
+        :meth:`finish` uses it instead of reading the file again."""
+        if file not in self._files:
+            raise ValueError(f"{file} is not a registered file of {self.root}")
+        self._digests[file] = digest
+
     @property
     def files(self) -> list[str]:
         """The registered files so far."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gnncore.io.bounded.npy_stream import npy_writer
+from gnncore.io.bounded.npy_stream import HashedNpyWriter
 from gnncore.store.edge_keys import (
     KEY_SHIFT,
     MINOR_MASK,
@@ -90,20 +90,23 @@ def write_shuffled(writer: GraphDirWriter, shuffle: Shuffle, num_nodes: int, row
 
     int_dtype = index_dtype(num_nodes)
     path = writer.file_path("edges_shuffled.npy", "npy")
-    with npy_writer(path, int_dtype, (shuffle.count, 2)) as out_fh:
+    # hashed from the blocks as they are written (each is left as it is): the
+    # file is not read back for its checksum after the last one
+    with HashedNpyWriter(path, int_dtype, (shuffle.count, 2)) as out:
         for keys in shuffle.arrays:
             for start in range(0, len(keys), rows):
                 block = keys[start : start + rows]
                 if int_dtype == np.int32 and np.little_endian:
                     # b << 32 | a is the int32 pair (a, b) in memory: rotated in place
                     _C.transpose_keys(block, block)
-                    block.view(np.int32).tofile(out_fh)
+                    out.write(block.view(np.int32))
                     continue
-                out = np.empty((len(block), 2), dtype=int_dtype)
-                out[:, 0] = block >> KEY_SHIFT
-                out[:, 1] = block & MINOR_MASK
-                out.tofile(out_fh)
+                pairs = np.empty((len(block), 2), dtype=int_dtype)
+                pairs[:, 0] = block >> KEY_SHIFT
+                pairs[:, 1] = block & MINOR_MASK
+                out.write(pairs)
             del keys
+        writer.set_digest("edges_shuffled.npy", out.close())
     if shuffle.pairs is not None:
         shuffle.pairs.release()
     return shuffle.count
