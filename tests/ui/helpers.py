@@ -67,6 +67,9 @@ CHROMIUM_ARGS = [
 # hang; the run must still succeed with every check passed.
 RUN_TIMEOUT_S = 900.0
 SERVER_TIMEOUT_S = 180.0
+#: How often a wait for a run asks the webserver (one small GraphQL query): a run's end
+#: is seen within a second, not up to three (each file waits for 2 to 3 runs).
+RUN_POLL_S = 1.0
 
 
 def wait_until(what: str, probe: Callable[[], Any], timeout: float, every: float = 1.0) -> Any:
@@ -390,7 +393,7 @@ def wait_for_run(servers: Servers, run_id: str, expected: str = "SUCCESS") -> No
         status = run_status(servers, run_id)
         return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
 
-    status = wait_until(f"run {run_id} to finish", done, RUN_TIMEOUT_S, every=3.0)
+    status = wait_until(f"run {run_id} to finish", done, RUN_TIMEOUT_S, every=RUN_POLL_S)
     assert status == expected, f"run {run_id} ended {status}; see {servers.artifacts}/dagster.log"
 
 
@@ -415,6 +418,35 @@ def settle(page: Any) -> None:
     """Wait for the page's running CSS animations and transitions (a dialog fading in);
     one cancelled on the way (a menu closing) counts as finished."""
     page.evaluate("Promise.all(document.getAnimations().map(a => a.finished.catch(() => null)))")
+
+
+def pick_partition(page: Any, scope: Any, key: str, tries: int = 3) -> None:
+    """Pick the dataset partition ``key`` in the launchpad's Partition field (in
+    ``scope``: the launchpad page, or its dialog).
+
+    The field's menu lists the partitions once Dagster has loaded them; on a
+    loaded machine the first opening can come up empty (two fresh-clone runs of the
+    tutorial, and one of ``test_ui_browser.py`` at load 20, saw no item within 30 s).
+    Typing the key filters the menu to it, and an empty menu is closed and opened
+    again, up to ``tries`` times.
+    """
+    field = scope.get_by_placeholder("Partition")
+    # The item's accessible name can repeat the key (label, and the tooltip when the
+    # pointer rests on it): match the key, not the whole name.
+    item = page.get_by_role("menuitem", name=key).first
+    for attempt in range(tries):
+        field.click()
+        field.fill(key)
+        try:
+            item.wait_for(state="visible", timeout=15_000)
+        except PlaywrightTimeoutError:
+            if attempt == tries - 1:
+                raise
+            page.keyboard.press("Escape")
+            settle(page)
+            continue
+        item.click()
+        return
 
 
 def open_asset(ui: Ui, servers: Servers, name: str) -> Any:

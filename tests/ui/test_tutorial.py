@@ -46,15 +46,16 @@ from tests.ui.helpers import (  # noqa: E402  (skips the module without Chromium
     ARTIFACTS_ROOT,
     BIN,
     REPO,
+    RUN_POLL_S,
     RUN_TIMEOUT_S,
     Findings,
-    PlaywrightTimeoutError,
     Servers,
     Ui,
     close_mlflow_assistant,
     expect,
     metadata_value,
     open_browser,
+    pick_partition,
     run_ids,
     run_servers,
     run_status,
@@ -228,33 +229,6 @@ def nav(page: Any, label: str) -> None:
     page.get_by_role("link").filter(has_text=re.compile(f"^{label}$")).first.click()
 
 
-def pick_partition(page: Any, dialog: Any, tries: int = 3) -> None:
-    """Pick the partition ``accounts`` in the launchpad's Partition field.
-
-    The field's menu lists the partitions once Dagster has loaded them; on a
-    loaded machine the first opening can come up empty (two fresh-clone runs
-    saw no item within 30 s). Typing the key filters the menu to it, and an
-    empty menu is closed and opened again, up to ``tries`` times.
-    """
-    field = dialog.get_by_placeholder("Partition")
-    # The item's accessible name can repeat the key (label, and the tooltip when the
-    # pointer rests on it): match the key, not the whole name.
-    item = page.get_by_role("menuitem", name=DATASET).first
-    for attempt in range(tries):
-        field.click()
-        field.fill(DATASET)
-        try:
-            item.wait_for(state="visible", timeout=15_000)
-        except PlaywrightTimeoutError:
-            if attempt == tries - 1:
-                raise
-            page.keyboard.press("Escape")
-            settle(page)
-            continue
-        item.click()
-        return
-
-
 def launch_from_launchpad(
     tutorial: Tutorial, ui: Ui, config_step: str, shot: str, add_partition: bool
 ) -> str:
@@ -281,7 +255,7 @@ def launch_from_launchpad(
         add.get_by_role("button", name="Save").click()
         expect(add).to_have_count(0)
     else:
-        pick_partition(page, dialog)
+        pick_partition(page, dialog, DATASET)
     expect(dialog.get_by_placeholder("Partition")).to_have_value(DATASET)
     # Picking a partition reloads the editor with that partition's config: edit after it.
     page.wait_for_load_state("networkidle")
@@ -433,7 +407,7 @@ def test_3_inbox_starts_a_run(tutorial: Tutorial, ui: Ui) -> None:
         new = {r["runId"] for r in data["runsOrError"]["results"]} - before
         return next(iter(new), None)
 
-    run_id = wait_until("the inbox sensor's run", sensor_run, SENSOR_TIMEOUT_S, every=3.0)
+    run_id = wait_until("the inbox sensor's run", sensor_run, SENSOR_TIMEOUT_S, every=RUN_POLL_S)
     assert run_tags(servers, run_id).get("dagster/partition") == DATASET
     FOUND["inbox_run"] = run_id
     page = ui.page
@@ -460,7 +434,7 @@ def test_4_second_run_and_mlflow_comparison(tutorial: Tutorial, ui: Ui) -> None:
         status = run_status(servers, run_id)
         return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
 
-    status = wait_until(f"run {run_id} to finish", finished, RUN_TIMEOUT_S, every=3.0)
+    status = wait_until(f"run {run_id} to finish", finished, RUN_TIMEOUT_S, every=RUN_POLL_S)
     second = mlflow_training_run(servers, run_id)
     assert params_of(second).get("model") == "gat", params_of(second)
     # The gate compares with the production version at launch: the first run's, or the
