@@ -71,6 +71,13 @@ class HashedNpyWriter:
         self._pending_bytes += data.nbytes
         data.tofile(self._fh)
 
+    def drain(self) -> None:
+        """Wait until every array written so far is hashed (the caller may then
+        drop or reuse them)."""
+        while self._pending:
+            self._pending.popleft()[0].result()
+        self._pending_bytes = 0
+
     def close(self) -> Future[str]:
         """Close the file; the future of the hex sha256 of all it holds."""
         self._fh.close()

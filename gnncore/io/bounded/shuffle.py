@@ -105,6 +105,7 @@ def write_shuffled(writer: GraphDirWriter, shuffle: Shuffle, num_nodes: int, row
                 pairs[:, 0] = block >> KEY_SHIFT
                 pairs[:, 1] = block & MINOR_MASK
                 out.write(pairs)
+            out.drain()  # a bucket's keys are dropped before the next is read
             del keys
         writer.set_digest("edges_shuffled.npy", out.close())
     if shuffle.pairs is not None:
