@@ -147,7 +147,9 @@ def _native_pass(
     """Parse ``text`` in blocks with the C++ reader into ``ids`` and ``sink``;
     raises :class:`Declined` at a line it leaves to Polars (all of the file then)."""
     try:
-        for src, dst, top in read_int_edge_blocks(text, layout, rows):
+        # the next block is parsed (two threads, GIL released) while this one's
+        # ids are marked and keys packed: 32 * rows bytes of buffers, not 16
+        for src, dst, top in read_int_edge_blocks(text, layout, rows, ahead=True):
             ids.add(src, dst, top)
             sink.add(src, dst, top)
     finally:

@@ -19,8 +19,11 @@ errors it got before.
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,12 +63,15 @@ def read_int_edge_blocks(
     *,
     threads: int = PARSE_THREADS,
     block_size: int | None = None,
+    ahead: bool = False,
 ) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
     """The edges of the text edge list ``path`` laid out as ``layout``, parsed in C++.
 
     Yields ``(src, dst, max_id)``: int64 views of at most ``rows`` edges, in file
     order, and their largest id. The views share two buffers reused for the next
-    block: consume (copy) them before asking for it.
+    block: consume (copy) them before asking for it. With ``ahead`` the next
+    block is parsed on a thread while the caller works on this one (two pairs
+    of buffers: ``32 * rows`` bytes instead of ``16 * rows``).
 
     Args:
         path: A plain (not gzipped) text file.
@@ -90,6 +96,9 @@ def read_int_edge_blocks(
         block_bytes=block_bytes(rows) if block_size is None else int(block_size),
         num_threads=threads,
     )
+    if ahead:
+        yield from _read_ahead(reader, path, max(int(rows), 1))
+        return
     src = np.empty(max(int(rows), 1), dtype=np.int64)
     dst = np.empty_like(src)
     while True:
@@ -99,6 +108,52 @@ def read_int_edge_blocks(
         if count < 0:
             raise Declined(path, reader.decline_line, reader.decline_reason)
         yield src[:count], dst[:count], reader.last_max_id
+
+
+def _read_ahead(reader: Any, path: Path, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+    """The blocks of ``reader`` (a ``_C.EdgeTextReader``), each read on a thread
+    into one of two pairs of buffers while the caller holds the other: a pair
+    goes back to the thread when the caller asks for the next block. The reads
+    release the GIL, so the parse of block ``k + 1`` overlaps the caller's work
+    on block ``k``. Leaving early (an error, ``close``) stops the thread."""
+    free: queue.Queue[int | None] = queue.Queue()
+    done: queue.Queue[tuple[int, int, int] | BaseException] = queue.Queue()
+    buffers = [(np.empty(rows, dtype=np.int64), np.empty(rows, dtype=np.int64)) for _ in range(2)]
+
+    def produce() -> None:
+        try:
+            while (slot := free.get()) is not None:
+                src, dst = buffers[slot]
+                count = reader.read(src, dst)
+                done.put((slot, count, reader.last_max_id if count > 0 else -1))
+                if count <= 0:
+                    return
+        except BaseException as exc:  # handed to the caller, raised there
+            done.put(exc)
+
+    free.put(0)
+    free.put(1)
+    thread = threading.Thread(target=produce, name="gnncore-edge-text", daemon=True)
+    thread.start()
+    held: int | None = None
+    try:
+        while True:
+            item = done.get()
+            if isinstance(item, BaseException):
+                raise item
+            slot, count, top = item
+            if held is not None:
+                free.put(held)  # the caller has asked for this block: done with the last
+            if count == 0:
+                return
+            if count < 0:
+                raise Declined(path, reader.decline_line, reader.decline_reason)
+            held = slot
+            src, dst = buffers[slot]
+            yield src[:count], dst[:count], top
+    finally:
+        free.put(None)
+        thread.join()
 
 
 def read_int_edges(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -250,3 +251,38 @@ def test_decline_reasons(tmp_path, line, reason):
         list(read_int_edge_blocks(path, Layout(",", False, 2, 0), 16))
     assert info.value.line == 3 and reason in info.value.reason
     assert str(info.value) == f"{path}: line 3: {info.value.reason}"
+
+
+def test_reading_ahead_gives_the_same_blocks_and_declines_alike(tmp_path):
+    """``ahead=True`` (the next block parsed on a thread) yields the blocks, ids and
+    largest ids of the plain reader, declines at the same line, and stops its
+    thread when the caller leaves early."""
+    layout = Layout(",", False, 2, 0)
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 10**9, 5000), rng.integers(0, 10**9, 5000)
+    path = tmp_path / "g.csv"
+    path.write_text("".join(f"{a},{b}\n" for a, b in zip(src, dst, strict=True)))
+    for rows, block in ((64, 200), (1000, None), (10_000, None)):
+        plain = [
+            (s.copy(), d.copy(), top)
+            for s, d, top in read_int_edge_blocks(path, layout, rows, block_size=block)
+        ]
+        ahead = [
+            (s.copy(), d.copy(), top)
+            for s, d, top in read_int_edge_blocks(path, layout, rows, block_size=block, ahead=True)
+        ]
+        assert len(ahead) == len(plain) >= 1
+        for (s1, d1, t1), (s2, d2, t2) in zip(plain, ahead, strict=True):
+            assert t1 == t2
+            np.testing.assert_array_equal(s1, s2)
+            np.testing.assert_array_equal(d1, d2)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("".join(f"{a},{b}\n" for a, b in zip(src, dst, strict=True)) + "1,x\n")
+    with pytest.raises(Declined) as info:
+        for _ in read_int_edge_blocks(bad, layout, 64, block_size=200, ahead=True):
+            pass
+    assert info.value.line == 5001
+    blocks = read_int_edge_blocks(path, layout, 64, block_size=200, ahead=True)
+    next(blocks)
+    blocks.close()  # the reading thread ends
+    assert not [t for t in threading.enumerate() if t.name == "gnncore-edge-text"]
