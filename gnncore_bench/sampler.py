@@ -22,6 +22,13 @@ sampler's throughput on all its threads), the same per core (total edges
 over total time, divided by the threads the kernels use) and the process CPU
 time per batch (median; on a loaded machine it moves less than the wall
 time, which also counts the time the threads wait for a core).
+
+By default the samplers read one copy of the CSR in 2 MiB transparent huge
+pages (``_C.huge_page_copy``, as ``NeighborSampler(huge_pages=True)``
+does): a graph directory's arrays are file mappings, which get 4 KiB pages
+only, and the draws' random reads of ``indices`` then miss the TLB. On the
+2M-node graph of docs/BENCHMARKS.md that copy took 13-25% off the DENSE
+kernel's CPU time per batch. ``huge_pages=False`` measures the file mapping.
 """
 
 from __future__ import annotations
@@ -47,7 +54,6 @@ def _samplers(
     fanouts: list[int],
     seed: int,
     threads: int,
-    huge_pages: bool = False,
 ) -> dict[str, Callable[[np.ndarray], tuple[int, int]]]:
     """One ``seeds -> (nodes, edges)`` callable per entry of :data:`SAMPLERS`."""
     import torch
@@ -59,9 +65,7 @@ def _samplers(
         return NodeSamplerInput(input_id=None, node=torch.from_numpy(seeds))
 
     def through(mode: str) -> Callable[[np.ndarray], tuple[int, int]]:
-        sampler = build_sampler(
-            mode, (indptr, indices), fanouts, seed=seed, num_threads=threads, huge_pages=huge_pages
-        )
+        sampler = build_sampler(mode, (indptr, indices), fanouts, seed=seed, num_threads=threads)
 
         def sample(seeds: np.ndarray) -> tuple[int, int]:
             out = sampler.sample_from_nodes(node_input(seeds))
@@ -70,9 +74,7 @@ def _samplers(
         return sample
 
     # same seed and batch counter as "dense": the same draws, another layout
-    layout_sampler = DenseSampler(
-        (indptr, indices), fanouts, seed=seed, num_threads=threads, huge_pages=huge_pages
-    )
+    layout_sampler = DenseSampler((indptr, indices), fanouts, seed=seed, num_threads=threads)
 
     def dense_layout(seeds: np.ndarray) -> tuple[int, int]:
         layout = layout_sampler.sample_dense(node_input(seeds))
@@ -112,14 +114,15 @@ def bench_sampling(
     out_dir: str | os.PathLike[str],
     seed: int = 0,
     num_threads: int = 0,
-    huge_pages: bool = False,
+    huge_pages: bool = True,
 ) -> dict[str, Any]:
     """Time every sampler of :data:`SAMPLERS` on ``batches`` random seed batches per fanout list.
 
     The samplers run interleaved on the same batches; one warm-up batch per
     sampler is not timed. ``num_threads`` <= 0 uses every CPU this process may
-    run on. With ``huge_pages`` every sampler reads its own copy of the CSR in
-    transparent huge pages (``NeighborSampler(huge_pages=True)``). The 1-minute
+    run on. With ``huge_pages`` (the default) the samplers share one copy of
+    the CSR in transparent huge pages (``_C.huge_page_copy``); without it they
+    read the graph directory's arrays (file mappings). The 1-minute
     load average before and after each fanout list is recorded. Writes
     ``sampling.json`` and ``sampling.md`` under ``out_dir``; returns the JSON
     object plus ``markdown``.
@@ -138,6 +141,10 @@ def bench_sampling(
             f"need batches >= 1 and 0 < batch_size <= {num_nodes}; got "
             f"batches={batches}, batch_size={batch_size}"
         )
+    if huge_pages:  # one copy for every sampler (each would copy its own)
+        from gnncore import _C
+
+        indptr, indices = _C.huge_page_copy(indptr), _C.huge_page_copy(indices)
     threads = num_threads if num_threads > 0 else len(os.sched_getaffinity(0))
     rng = np.random.default_rng(seed)
     seed_batches = [
@@ -148,7 +155,7 @@ def bench_sampling(
     load: list[dict[str, Any]] = []
     for fanouts in fanouts_list:
         fanouts = [int(f) for f in fanouts]
-        samplers = _samplers(indptr, indices, fanouts, seed, threads, huge_pages)
+        samplers = _samplers(indptr, indices, fanouts, seed, threads)
         names = list(samplers)
         for sample in samplers.values():
             sample(seed_batches[0])  # warm-up: page in the graph

@@ -249,6 +249,19 @@ def test_bench_sampling_writes_a_table(tmp_path) -> None:
     )
     rows = {(tuple(r["fanouts"]), r["sampler"]): r for r in result["rows"]}
     assert len(rows) == 6 and result["threads"] == 2
+    assert result["huge_pages"]  # the default: one huge-page copy of the CSR
+    assert "CSR in huge pages" in (tmp_path / "out" / "sampling.md").read_text()
+    # the file mapping draws the same samples
+    mapped = bench_sampling(
+        graph_dir, [[4, 3]], 20, 3, tmp_path / "mapped", seed=1, num_threads=2, huge_pages=False
+    )
+    assert not mapped["huge_pages"]
+    for r in mapped["rows"]:
+        twin = rows[tuple(r["fanouts"]), r["sampler"]]
+        assert (r["nodes_per_batch"], r["edges_per_batch"]) == (
+            twin["nodes_per_batch"],
+            twin["edges_per_batch"],
+        )
     for fanouts in ((4, 3), (-1,)):
         dense, per_layer = rows[fanouts, "dense"], rows[fanouts, "per-layer"]
         layout = rows[fanouts, "dense, Alg. 1 layout"]  # same draws as dense
