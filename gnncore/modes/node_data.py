@@ -34,6 +34,7 @@ from gnncore.outofcore.training import hierbatching_batches
 from gnncore.store import CSCGraphStore, GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.store.feature_store import TensorFeatureStore
 from gnncore.store.manifest import MANIFEST_FILE, sha256_of
+from gnncore.train.core.workingset import neighbour_degree
 from gnncore.train.node.config import OUT_OF_CORE_MODES, ConfigError, NodeTrainConfig
 
 
@@ -118,7 +119,8 @@ def _out_of_core(
     log: Callable[[str], None] | None,
 ) -> NodeData:
     store = open_store(graph, config, store_path)
-    source, evals = hierbatching_batches(store, config, log)
+    degree = neighbour_degree(graph.indptr) if config.memory_budget_bytes else None
+    source, evals = hierbatching_batches(store, config, log, degree)
     return NodeData(
         source.feature_store,
         None,

@@ -166,6 +166,11 @@ class HierBatchSource:
         self.log = log
         self.schedule = schedule
         self.batch_prefetch = _BatchPrefetch(batch_workers, batch_depth, device)
+        #: Evaluation batches are prepared one ahead at most: with every
+        #: neighbour (exact evaluation) one batch of 1,024 seeds can hold most of
+        #: a mega-batch's nodes (hubs), so ``batch_depth`` of them would not fit
+        #: the budget the mega-batches were sized from.
+        self.eval_prefetch = _BatchPrefetch(batch_workers, min(batch_depth, 1), device)
         self.static = StaticCache.read(store)
         self.labels = torch.from_numpy(np.array(store.array("labels"))).long()
         self.splits = {
@@ -230,6 +235,7 @@ class HierBatchSource:
         shuffle: bool,
         batch_size: int | None = None,
         make_sampler: SamplerFactory | None = None,
+        batch_prefetch: _BatchPrefetch | None = None,
     ) -> Iterator[Iterator[Any]]:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-megabatch")
         batches = _EpochBatches()
@@ -242,6 +248,7 @@ class HierBatchSource:
                 shuffle,
                 batch_size or self.batch_size,
                 make_sampler or self.make_sampler,
+                batch_prefetch or self.batch_prefetch,
                 batches,
             )
             yield batches
@@ -264,6 +271,7 @@ class HierBatchSource:
         shuffle: bool,
         batch_size: int,
         make_sampler: SamplerFactory,
+        batch_prefetch: _BatchPrefetch,
         batches: _EpochBatches,
     ) -> Iterator[Any]:
         nodes = self.splits.get(split, np.zeros(0, dtype=np.int64))
@@ -288,7 +296,7 @@ class HierBatchSource:
                     shuffle,
                     batch_size,
                     make_sampler,
-                    self.batch_prefetch,
+                    batch_prefetch,
                     batches,
                 )
             if k + 1 < len(plan) and not self.prefetch:
@@ -419,7 +427,13 @@ class EvalBatches(Iterable[Any]):
         self.source.stats = StepStats()
         try:
             with self.source._iterate(
-                self.plan, self.split, 1, False, self.batch_size, self.make_sampler
+                self.plan,
+                self.split,
+                1,
+                False,
+                self.batch_size,
+                self.make_sampler,
+                self.source.eval_prefetch,
             ) as batches:
                 yield from batches
         finally:

@@ -91,12 +91,20 @@ def reach(store: PartitionedStore, n_d: int) -> float:
     return min(1.0, inside + others + store.num_static / max(store.num_nodes, 1))
 
 
-def working_bytes(store: PartitionedStore, config: NodeTrainConfig, n_d: int) -> int:
+def working_bytes(
+    store: PartitionedStore,
+    config: NodeTrainConfig,
+    n_d: int,
+    neighbour_degree: float | None = None,
+) -> int:
     """Training's working set besides the mega-batches with ``n_d`` partitions
-    per mega-batch: the model, the batches in flight and an evaluation batch
-    (sampled, all neighbours unless ``eval_fanouts``), their neighbourhoods
-    kept to the sources the mega-batch holds (:func:`reach`) and at most its
-    nodes (static set included)."""
+    per mega-batch: the model, the batches in flight and the evaluation's
+    (sampled, all neighbours unless ``eval_fanouts``; prepared one ahead at
+    most), their neighbourhoods kept to the sources the mega-batch holds
+    (:func:`reach`) and at most its nodes (static set included);
+    ``neighbour_degree``: the graph's ``sum(d^2) / sum(d)``
+    (:func:`~gnncore.train.core.workingset.neighbour_degree`), which sizes
+    every-neighbour hops past the first."""
     info = store.info
     held = store.num_static + n_d * store.num_nodes // max(store.parts, 1)
     edges = int(info.get("num_edges", 0)) * held // max(store.num_nodes, 1)
@@ -109,11 +117,15 @@ def working_bytes(store: PartitionedStore, config: NodeTrainConfig, n_d: int) ->
         int(info.get("num_classes", 1)),
         sampled,
         reach(store, n_d),
+        neighbour_degree,
+        eval_in_flight=1 + (1 if config.prefetch_workers > 0 else 0),
     )
     return work.total(False)
 
 
-def sized_parts(store: PartitionedStore, config: NodeTrainConfig) -> int:
+def sized_parts(
+    store: PartitionedStore, config: NodeTrainConfig, neighbour_degree: float | None = None
+) -> int:
     """``N_d``, the partitions per mega-batch: ``config.mega_batch_parts`` when
     set; without ``config.memory_budget`` an eighth of the partitions
     (:func:`~gnncore.outofcore.megabatch.mega_batch_parts`); else the most whose
@@ -136,7 +148,7 @@ def sized_parts(store: PartitionedStore, config: NodeTrainConfig) -> int:
 
     def need(n_d: int) -> tuple[int, int]:
         payload = int(2 * (r_s + n_d / store.parts) * data / LOAD_SHARE)
-        return payload, working_bytes(store, config, n_d)
+        return payload, working_bytes(store, config, n_d, neighbour_degree)
 
     for n_d in range(store.parts, 0, -1):
         payload, work = need(n_d)
@@ -175,12 +187,13 @@ def hierbatching_batches(
     store: PartitionedStore,
     config: NodeTrainConfig,
     log: Callable[[str], None] | None = None,
+    neighbour_degree: float | None = None,
 ) -> tuple[HierBatchSource, tuple[EvalBatches, EvalBatches]]:
     """The out-of-core source of ``config`` over ``store`` (mega-batch groups for
     ``mode="hierbatching"``, a swapping buffer for ``"partition_buffer"``; ``N_d`` from
     ``config.mega_batch_parts`` or ``config.memory_budget``: :func:`sized_parts`) and its validation
     and test batches (``config.eval_fanouts``, all neighbours when unset)."""
-    n_d = sized_parts(store, config)
+    n_d = sized_parts(store, config, neighbour_degree)
     store = dataclasses.replace(store, direct_reads=direct_reads(store, config.memory_budget_bytes))
     source = HierBatchSource(
         store,

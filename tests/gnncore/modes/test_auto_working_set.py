@@ -123,3 +123,25 @@ def test_link_prediction_counts_its_batches_and_scores(graph):
     assert work.batches >= 256 * 64 * 4 * 2
     gnn = working_set(graph, LinkTrainConfig(model="sage", dim=32, fanouts=(5,)))
     assert gnn.model == model_bytes("sage", [graph.manifest.num_features, 32])
+
+
+def test_every_neighbour_hops_are_sized_by_the_degree_a_neighbour_has(graph):
+    """A neighbour is reached through its in-edges, so hubs dominate a second
+    every-neighbour hop: the mean degree underestimates a real batch, the
+    neighbour degree ``sum(d^2) / sum(d)`` does not (HierBatching's exact
+    evaluation was sized from the mean and went past its budget)."""
+    from gnncore.train.core.workingset import neighbour_degree
+
+    indptr, indices = np.asarray(graph.indptr), np.asarray(graph.indices)
+    degrees = np.diff(indptr)
+    expected = float((degrees.astype(np.float64) ** 2).sum() / degrees.sum())
+    assert neighbour_degree(indptr, block=999) == pytest.approx(expected)
+    assert expected > 2 * degrees.mean()  # the generator's degrees are heavy-tailed
+    seeds = np.random.default_rng(0).choice(len(degrees), 64, replace=False)
+    first = np.concatenate([indices[indptr[v] : indptr[v + 1]] for v in seeds])
+    hop1 = np.union1d(seeds, first)
+    second = np.concatenate([indices[indptr[v] : indptr[v + 1]] for v in hop1])
+    real = len(np.union1d(hop1, second))
+    n, avg = len(degrees), degrees.mean()
+    assert sampled_nodes(64, (-1, -1), avg, n) < real
+    assert sampled_nodes(64, (-1, -1), avg, n, neighbour_degree=expected) >= real
