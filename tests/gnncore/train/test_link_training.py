@@ -19,6 +19,7 @@ from gnncore.train import LinkTask, LinkTrainConfig, RunHooks, fit, link_splits
 from gnncore.train.core.checkpoint import CheckpointDir
 from gnncore.train.link.data import message_passing_csc
 from gnncore.train.node.config import ConfigError
+from tests.gnncore.train.kill_after_checkpoint import run_in_process
 from tests.state import assert_same_state
 
 #: Expected filtered MRR of random scores over the tiny KG's 80 entities: about
@@ -114,23 +115,20 @@ def test_cli_partition_buffer_run_killed_after_a_checkpoint_resumes_exactly(
             *("--device", "cpu", "--no-progress", "--data-root", str(tmp_path / root)),
         ]
 
-    def train(kill_after: int, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        command = [
-            sys.executable,
-            str(HERE / "kill_after_checkpoint.py"),
-            str(kill_after),
-            *common("root"),
-            *("--checkpoint-dir", str(tmp_path / name), "--json", str(tmp_path / f"{name}.json")),
-            *extra,
-        ]
+    def argv(kill_after: int, name: str, *extra: str) -> list[str]:
+        out = ("--checkpoint-dir", str(tmp_path / name), "--json", str(tmp_path / f"{name}.json"))
+        return [str(kill_after), *common("root"), *out, *extra]
+
+    def killed_run(kill_after: int, name: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, str(HERE / "kill_after_checkpoint.py"), *argv(kill_after, name)]
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         return subprocess.run(
             command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
         )
 
-    whole = train(0, "whole")
-    assert whole.returncode == 0, whole.stderr[-3000:]
-    killed = train(2, "killed")
+    # The runs that are not killed go in this process (the same arithmetic: one thread).
+    assert run_in_process(argv(0, "whole")) == 0
+    killed = killed_run(2, "killed")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert not (tmp_path / "killed.json").exists()
     assert CheckpointDir(tmp_path / "killed").epochs() == [1, 2]
@@ -150,8 +148,7 @@ def test_cli_partition_buffer_run_killed_after_a_checkpoint_resumes_exactly(
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith(f"gnncore train: error: {snapshot}: damaged"), error
 
-    resumed = train(0, "killed", "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert run_in_process(argv(0, "killed", "--resume")) == 0
     # The resumed run worked in the same place and removed it when it ended.
     assert not live.exists() and not list(tmp_path.glob("*partition-buffer*"))
     summary = json.loads((tmp_path / "killed.json").read_text())

@@ -28,6 +28,7 @@ from gnncore.train import (
     default_checkpoint_dir,
 )
 from gnncore.train.core.checkpoint import capture_rng, restore_rng
+from tests.gnncore.train.kill_after_checkpoint import run_in_process
 from tests.state import assert_same_state
 
 HERE = Path(__file__).resolve().parent
@@ -334,26 +335,25 @@ def test_cli_run_killed_after_its_second_checkpoint_resumes_exactly(
         str(root),
     ]
 
-    def train(kill_after: int, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        command = [
-            sys.executable,
-            str(HERE / "kill_after_checkpoint.py"),
-            str(kill_after),
-            *common,
-            "--checkpoint-dir",
-            str(tmp_path / name),
-            "--json",
-            str(tmp_path / f"{name}.json"),
-            *extra,
-        ]
+    def argv(kill_after: int, name: str, *extra: str) -> list[str]:
+        out = ["--checkpoint-dir", str(tmp_path / name), "--json", str(tmp_path / f"{name}.json")]
+        return [str(kill_after), *common, *out, *extra]
+
+    def killed_run(kill_after: int, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, str(HERE / "kill_after_checkpoint.py")]
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         return subprocess.run(
-            command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+            command + argv(kill_after, name, *extra),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=tmp_path,
         )
 
-    whole = train(0, "whole")
-    assert whole.returncode == 0, whole.stderr[-3000:]
-    killed = train(2, "killed", "--prefetch-workers", "0")
+    # The runs that are not killed go in this process (the same arithmetic: one thread).
+    assert run_in_process(argv(0, "whole")) == 0
+    killed = killed_run(2, "killed", "--prefetch-workers", "0")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert not (tmp_path / "killed.json").exists()
     assert CheckpointDir(tmp_path / "killed").epochs() == [1, 2]
@@ -363,8 +363,7 @@ def test_cli_run_killed_after_its_second_checkpoint_resumes_exactly(
         r for r in tracker.client.search_runs([tracker.experiment_id]) if r.info.status == RUNNING
     ]
 
-    resumed = train(0, "killed", "--resume", "--prefetch-workers", "2")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert run_in_process(argv(0, "killed", "--resume", "--prefetch-workers", "2")) == 0
     summary = json.loads((tmp_path / "killed.json").read_text())
     reference = json.loads((tmp_path / "whole.json").read_text())
     assert summary["resumed_from_epoch"] == 2 and reference["resumed_from_epoch"] == 0
