@@ -4,19 +4,14 @@ partitioned_store when the memory resource's budget is below the training data."
 
 from __future__ import annotations
 
-import dagster as dg
 import pytest
 from mlflow import MlflowClient
 
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
-from assets.partitions import PARTITIONS_NAME
-from pipelines.definitions import build_resources
-from resources import MemoryBudgetResource
+from tests.assets.helpers import Materializer, generated, metadata
 
 DATASET = {
-    "raw_dataset": {
-        "config": {"num_nodes": 800, "avg_degree": 6, "num_classes": 3, "num_features": 8}
-    },
+    **generated(num_nodes=800, avg_degree=6, num_classes=3, num_features=8),
     "graph_partition": {"config": {"parts": 16}},
 }
 TRAIN = {"trained_model": {"config": {"node": {"epochs": 2, "hidden": 16, "batch_size": 128}}}}
@@ -27,33 +22,13 @@ CHAIN = ("raw_dataset", "graph", "graph_partition", "partitioned_store")
 SMALL_BUDGET = "96KiB"
 
 
-def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
-    (mat,) = result.asset_materializations_for_node(asset)
-    return {k: v.value for k, v in mat.metadata.items()}
-
-
 @pytest.fixture(scope="module")
 def lineage(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, ["auto"])
-    resources = build_resources(str(root))
-
-    def materialize(
-        *assets: str, config: dict, budget: str = "", raise_on_error: bool = True
-    ) -> dg.ExecuteInProcessResult:
-        return dg.materialize(
-            PIPELINE_ASSETS + PIPELINE_CHECKS,
-            instance=instance,
-            resources={**resources, "memory": MemoryBudgetResource(budget=budget)},
-            selection=dg.AssetSelection.assets(*assets),
-            partition_key="auto",
-            run_config={"ops": config},
-            raise_on_error=raise_on_error,
-        )
-
+    materialize = Materializer(
+        tmp_path_factory.mktemp("data"), "auto", assets=PIPELINE_ASSETS + PIPELINE_CHECKS
+    )
     materialize(*CHAIN, config=DATASET)
-    return materialize, resources
+    return materialize, materialize.resources
 
 
 def test_auto_trains_in_memory_when_the_graph_fits(lineage):

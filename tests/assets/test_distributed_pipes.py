@@ -16,16 +16,13 @@ import pytest
 from mlflow import MlflowClient
 
 from assets import graph, graph_partition, rank_data, raw_dataset, trained_model
-from assets.partitions import PARTITIONS_NAME
 from assets.pipes_train import LineFollower, distributed_metadata
 from gnncore.progress import LineFile
-from pipelines.definitions import build_resources
+from tests.assets.helpers import Materializer, generated, metadata
 
 DATASET = "tiny"
 GRAPH_CONFIG = {
-    "raw_dataset": {
-        "config": {"num_nodes": 1200, "avg_degree": 8, "num_classes": 4, "num_features": 16}
-    },
+    **generated(num_nodes=1200, avg_degree=8, num_classes=4, num_features=16),
     "graph_partition": {"config": {"parts": 2}},
 }
 TRAIN = {"epochs": 5, "hidden": 32, "batch_size": 64, "fanouts": [5, 5]}
@@ -35,35 +32,15 @@ TRAIN = {"epochs": 5, "hidden": 32, "batch_size": 64, "fanouts": [5, 5]}
 def setup(tmp_path_factory):
     """A graph partitioned in 2, materialized once (no rank_data: training writes it)."""
     root = tmp_path_factory.mktemp("data")
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, [DATASET])
-    resources = build_resources(str(root))
-    result = dg.materialize(
-        [raw_dataset, graph, graph_partition],
-        instance=instance,
-        resources=resources,
-        partition_key=DATASET,
-        run_config={"ops": GRAPH_CONFIG},
-    )
-    assert result.success
-    return instance, resources, root
+    materialize = Materializer(root, DATASET, assets=[raw_dataset, graph, graph_partition])
+    assert materialize(config=GRAPH_CONFIG).success
+    return materialize.instance, materialize.resources, root
 
 
 def train(setup, raise_on_error: bool = True, **config) -> dg.ExecuteInProcessResult:
-    instance, resources, _ = setup
-    return dg.materialize(
-        [trained_model],
-        instance=instance,
-        resources=resources,
-        partition_key=DATASET,
-        run_config={"ops": {"trained_model": {"config": config}}},
-        raise_on_error=raise_on_error,
-    )
-
-
-def metadata(result, asset: str) -> dict:
-    (mat,) = result.asset_materializations_for_node(asset)
-    return {k: v.value for k, v in mat.metadata.items()}
+    instance, _, root = setup
+    materialize = Materializer(root, DATASET, assets=[trained_model], instance=instance)
+    return materialize(config={"trained_model": {"config": config}}, raise_on_error=raise_on_error)
 
 
 def log_messages(instance, run_id: str) -> list[str]:

@@ -4,16 +4,13 @@ deployment's budget (issue 27): the ``memory`` resource's size reaches
 
 from __future__ import annotations
 
-import dagster as dg
 import numpy as np
 import polars as pl
 
 from assets import PIPELINE_ASSETS
-from assets.partitions import PARTITIONS_NAME
 from gnncore.store import GraphDir
 from gnncore.usage import current_rss_bytes
-from pipelines.definitions import build_resources
-from resources import MemoryBudgetResource
+from tests.assets.helpers import Materializer, metadata
 
 
 def test_graph_takes_the_bounded_path_with_a_parquet_node_table(tmp_path) -> None:
@@ -31,24 +28,15 @@ def test_graph_takes_the_bounded_path_with_a_parquet_node_table(tmp_path) -> Non
             **{f"f{i}": x[:, i] for i in range(8)},
         }
     ).write_parquet(nodes)
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, ["table"])
+    materialize = Materializer(tmp_path / "root", "table", assets=PIPELINE_ASSETS)
     total_mib = (current_rss_bytes() >> 20) + 1024  # 1 GiB above what the process holds
-    result = dg.materialize(
-        PIPELINE_ASSETS,
-        instance=instance,
-        resources={
-            **build_resources(str(tmp_path / "root")),
-            "memory": MemoryBudgetResource(budget=f"{total_mib}MiB"),
-        },
-        selection=dg.AssetSelection.assets("raw_dataset", "graph"),
-        partition_key="table",
-        run_config={
-            "ops": {"raw_dataset": {"config": {"source": str(edges), "nodes": str(nodes)}}}
-        },
+    result = materialize(
+        "raw_dataset",
+        "graph",
+        config={"raw_dataset": {"config": {"source": str(edges), "nodes": str(nodes)}}},
+        budget=f"{total_mib}MiB",
     )
-    (mat,) = result.asset_materializations_for_node("graph")
-    meta = {k: v.value for k, v in mat.metadata.items()}
+    meta = metadata(result, "graph")
     assert meta["memory_budget_bytes"] == total_mib << 20
     assert "| sort/dedup |" in meta["phases"]  # the bounded path took edges and table
     assert meta["num_features"] == 8 and meta["num_nodes"] == len(ids)

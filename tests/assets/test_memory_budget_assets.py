@@ -8,14 +8,13 @@ import dagster as dg
 import pytest
 
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
-from assets.partitions import PARTITIONS_NAME
 from gnncore.partition.run import postprocess_share
 from gnncore.usage import STAGE_MARGIN, current_rss_bytes, peak_rss_bytes
-from pipelines.definitions import build_resources
-from resources import MemoryBudgetResource
+from tests.assets.helpers import Materializer, generated
+from tests.assets.helpers import metadata as _metadata
 
 DATASET = "budgeted"
-GENERATED = {"num_nodes": 1500, "avg_degree": 8, "num_classes": 4, "num_features": 16}
+GENERATED = generated(num_nodes=1500, avg_degree=8, num_classes=4, num_features=16)
 #: Stages that size themselves from the budget (``trained_model`` is wired elsewhere).
 STAGES = (
     "graph",
@@ -29,36 +28,23 @@ STAGES = (
 BUDGET = 6 << 30
 
 
-def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
-    (mat,) = result.asset_materializations_for_node(asset)
-    return {k: v.value for k, v in mat.metadata.items()}
-
-
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
     """A materializer of the pipeline on a small generated graph under a chosen
     ``memory`` resource (``ops``: the run config of a selection), and the whole
     pipeline materialized under 6 GiB; the data root and instance are shared:
     later runs reuse the earlier outputs and report against their own budget."""
-    root = tmp_path_factory.mktemp("data")
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, [DATASET])
+    pipeline = Materializer(
+        tmp_path_factory.mktemp("data"), DATASET, assets=PIPELINE_ASSETS + PIPELINE_CHECKS
+    )
 
     def materialize(budget: str, ops: dict | None = None, **kwargs) -> dg.ExecuteInProcessResult:
-        resources = {**build_resources(str(root)), "memory": MemoryBudgetResource(budget=budget)}
         config = ops or {
-            "raw_dataset": {"config": GENERATED},
+            **GENERATED,
             "graph_partition": {"config": {"parts": 2}},
             "trained_model": {"config": {"node": {"epochs": 2, "hidden": 16, "batch_size": 256}}},
         }
-        return dg.materialize(
-            PIPELINE_ASSETS + PIPELINE_CHECKS,
-            instance=instance,
-            resources=resources,
-            partition_key=DATASET,
-            run_config={"ops": config},
-            **kwargs,
-        )
+        return pipeline(config=config, budget=budget, **kwargs)
 
     return materialize, materialize("6GiB")
 
@@ -128,19 +114,13 @@ def test_ingestion_sizes_its_buffers_from_what_the_process_does_not_hold(tmp_pat
         SynthSpec(num_nodes=800, avg_degree=6, num_classes=4, num_features=8, seed=2),
         progress=False,
     )
-    resources = build_resources(str(tmp_path / "root"))
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, ["csv"])
+    materialize = Materializer(tmp_path / "root", "csv", assets=PIPELINE_ASSETS)
+    resources = materialize.resources
 
     def ingest(budget: str) -> dg.ExecuteInProcessResult:
-        return dg.materialize(
-            PIPELINE_ASSETS,
-            instance=instance,
-            resources={**resources, "memory": MemoryBudgetResource(budget=budget)},
-            selection=dg.AssetSelection.assets("raw_dataset", "graph"),
-            partition_key="csv",
-            run_config={"ops": {"raw_dataset": {"config": {"source": str(source)}}}},
-            raise_on_error=False,
+        config = {"raw_dataset": {"config": {"source": str(source)}}}
+        return materialize(
+            "raw_dataset", "graph", config=config, budget=budget, raise_on_error=False
         )
 
     # Below what the process holds already: refused, naming the budget and the need.

@@ -5,24 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import dagster as dg
 import pytest
 from mlflow import MlflowClient
 
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
-from assets.partitions import PARTITIONS_NAME
 from gnncore.outofcore.store import PartitionedStore
-from pipelines.definitions import build_resources
+from tests.assets.helpers import Materializer, generated, metadata
 
 DATASET = {
-    "raw_dataset": {
-        "config": {
-            "num_nodes": 800,
-            "avg_degree": 6,
-            "num_classes": 3,
-            "num_features": 8,
-        }
-    },
+    **generated(num_nodes=800, avg_degree=6, num_classes=3, num_features=8),
     "graph_partition": {"config": {"parts": 4}},
 }
 HIERBATCHING = {
@@ -41,11 +32,6 @@ HIERBATCHING = {
 STORE_CHAIN = ("raw_dataset", "graph", "graph_partition", "partitioned_store")
 
 
-def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
-    (mat,) = result.asset_materializations_for_node(asset)
-    return {k: v.value for k, v in mat.metadata.items()}
-
-
 def mtimes(directory: Path) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in directory.iterdir()}
 
@@ -53,25 +39,9 @@ def mtimes(directory: Path) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def lineage(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, ["ooc"])
-    resources = build_resources(str(root))
-
-    def materialize(
-        *assets: str, config: dict | None = None, raise_on_error: bool = True
-    ) -> dg.ExecuteInProcessResult:
-        return dg.materialize(
-            PIPELINE_ASSETS + PIPELINE_CHECKS,
-            instance=instance,
-            resources=resources,
-            selection=dg.AssetSelection.assets(*assets),
-            partition_key="ooc",
-            run_config={"ops": config or {}},
-            raise_on_error=raise_on_error,
-        )
-
+    materialize = Materializer(root, "ooc", assets=PIPELINE_ASSETS + PIPELINE_CHECKS)
     first = materialize(*STORE_CHAIN, config=DATASET)
-    return materialize, first, resources, root
+    return materialize, first, materialize.resources, root
 
 
 def test_store_metadata_and_reuse(lineage):

@@ -6,42 +6,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
-from assets.partitions import PARTITIONS_NAME
-from pipelines.definitions import build_resources
-from resources import MemoryBudgetResource
+from tests.assets.helpers import Materializer, generated, metadata
 
 DATASET = "partbudget"
-GENERATED = {"num_nodes": 400, "avg_degree": 6, "num_classes": 3, "num_features": 8}
+GENERATED = generated(num_nodes=400, avg_degree=6, num_classes=3, num_features=8)
 
 
 def test_the_partition_run_records_the_stage_budget(tmp_path: Path) -> None:
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, [DATASET])
-    resources = {
-        **build_resources(str(tmp_path / "data")),
-        "memory": MemoryBudgetResource(budget="3GiB"),
-    }
-    result = dg.materialize(
-        PIPELINE_ASSETS + PIPELINE_CHECKS,
-        instance=instance,
-        resources=resources,
-        partition_key=DATASET,
-        selection=dg.AssetSelection.assets("raw_dataset", "graph", "graph_partition"),
-        run_config={
-            "ops": {
-                "raw_dataset": {"config": GENERATED},
-                "graph_partition": {"config": {"parts": 2}},
-            }
-        },
+    materialize = Materializer(tmp_path / "data", DATASET, assets=PIPELINE_ASSETS + PIPELINE_CHECKS)
+    result = materialize(
+        *("raw_dataset", "graph", "graph_partition"),
+        config={**GENERATED, "graph_partition": {"config": {"parts": 2}}},
+        budget="3GiB",
     )
     assert result.success
-    (mat,) = result.asset_materializations_for_node("graph_partition")
-    meta = {k: v.value for k, v in mat.metadata.items()}
-    tracker = resources["mlflow"].tracker()  # type: ignore[attr-defined]
+    meta = metadata(result, "graph_partition")
+    tracker = materialize.resources["mlflow"].tracker()  # type: ignore[attr-defined]
     (run,) = [
         r
         for r in tracker.client.search_runs([tracker.experiment_id])

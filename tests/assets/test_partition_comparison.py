@@ -5,46 +5,27 @@ from __future__ import annotations
 import dagster as dg
 from mlflow import MlflowClient
 
-from assets import ALL_ASSETS, ALL_CHECKS
 from assets.partition import COMPARED_METHODS
-from assets.partitions import PARTITIONS_NAME
-from pipelines.definitions import build_resources
+from tests.assets.helpers import Materializer, generated
 
-RUN_CONFIG = {
-    "ops": {
-        "raw_dataset": {
-            "config": {
-                "num_nodes": 1200,
-                "avg_degree": 8,
-                "num_classes": 4,
-                "num_features": 8,
-            }
-        },
-        **{
-            f"partition_{m.replace('-', '_')}": {"config": {"parts": 4, "chunk": 0.2}}
-            for m in COMPARED_METHODS
-        },
-        # GREM's sibling bisections in two spawned processes, from a Dagster step
-        "partition_grem": {"config": {"parts": 4, "chunk": 0.2, "workers": 2}},
-    }
+OPS = {
+    **generated(num_nodes=1200, avg_degree=8, num_classes=4, num_features=8),
+    **{
+        f"partition_{m.replace('-', '_')}": {"config": {"parts": 4, "chunk": 0.2}}
+        for m in COMPARED_METHODS
+    },
+    # GREM's sibling bisections in two spawned processes, from a Dagster step
+    "partition_grem": {"config": {"parts": 4, "chunk": 0.2, "workers": 2}},
 }
 
 
 def test_comparison_job_partitions_with_every_method(tmp_path):
-    resources = build_resources(str(tmp_path))
+    materialize = Materializer(tmp_path, "cmp")
+    resources = materialize.resources
     selection = dg.AssetSelection.groups("partitioning") | dg.AssetSelection.assets(
         "raw_dataset", "graph"
     )
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, ["cmp"])
-    result = dg.materialize(
-        ALL_ASSETS + ALL_CHECKS,
-        resources=resources,
-        run_config=RUN_CONFIG,
-        selection=selection,
-        instance=instance,
-        partition_key="cmp",
-    )
+    result = materialize(config=OPS, selection=selection)
     assert result.success
     checks = {
         (e.asset_key.to_user_string(), e.passed) for e in result.get_asset_check_evaluations()

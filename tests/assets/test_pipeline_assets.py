@@ -10,29 +10,19 @@ import pytest
 from mlflow import MlflowClient
 
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS, graph_integrity, partition_balance
-from assets.partitions import PARTITIONS_NAME
 from gnncore.partition.store import PartitionDir, write_partition_dir
 from gnncore.store import GraphDir
-from pipelines.definitions import build_resources
+from tests.assets.helpers import Materializer, generated, metadata
 
 DATASET = "tiny"
-RUN_CONFIG = {
-    "ops": {
-        "raw_dataset": {
-            "config": {
-                "num_nodes": 1500,
-                "avg_degree": 8,
-                "num_classes": 4,
-                "num_features": 16,
-            }
-        },
-        "graph_partition": {"config": {"parts": 3}},
-        # Mode mmap: the plans serve memory-mapped features, and this file checks that
-        # training reads them (auto would pick in_memory here: test_auto_mode_asset.py).
-        "trained_model": {
-            "config": {"node": {"epochs": 3, "hidden": 32, "batch_size": 128, "mode": "mmap"}}
-        },
-    }
+OPS = {
+    **generated(num_nodes=1500, avg_degree=8, num_classes=4, num_features=16),
+    "graph_partition": {"config": {"parts": 3}},
+    # Mode mmap: the plans serve memory-mapped features, and this file checks that
+    # training reads them (auto would pick in_memory here: test_auto_mode_asset.py).
+    "trained_model": {
+        "config": {"node": {"epochs": 3, "hidden": 32, "batch_size": 128, "mode": "mmap"}}
+    },
 }
 
 
@@ -40,32 +30,18 @@ RUN_CONFIG = {
 def pipeline(tmp_path_factory):
     """Materialize everything once; tests then inspect or tamper with the outputs."""
     root = tmp_path_factory.mktemp("data")
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, [DATASET])
-    resources = build_resources(str(root))
-    result = dg.materialize(
-        PIPELINE_ASSETS + PIPELINE_CHECKS,
-        instance=instance,
-        resources=resources,
-        partition_key=DATASET,
-        run_config=RUN_CONFIG,
-    )
-    return result, instance, resources, root
+    materialize = Materializer(root, DATASET, assets=PIPELINE_ASSETS + PIPELINE_CHECKS)
+    result = materialize(config=OPS)
+    return result, materialize
 
 
-def metadata(result, asset: str) -> dict:
-    mats = result.asset_materializations_for_node(asset)
-    assert len(mats) == 1
-    return {k: v.value for k, v in mats[0].metadata.items()}
-
-
-def run_check(check, instance, resources) -> dg.AssetCheckEvaluation:
+def run_check(check, materialize: Materializer) -> dg.AssetCheckEvaluation:
     """Run one check alone on the dataset's partition. (``partition_key=`` wants a
     selected asset to take the partitions from; the run's partition tag is what it sets.)"""
     result = dg.materialize(
-        PIPELINE_ASSETS + PIPELINE_CHECKS,
-        instance=instance,
-        resources=resources,
+        materialize.assets,
+        instance=materialize.instance,
+        resources=materialize.resources,
         selection=dg.AssetSelection.checks(check),
         tags={"dagster/partition": DATASET},
         raise_on_error=False,
@@ -75,7 +51,8 @@ def run_check(check, instance, resources) -> dg.AssetCheckEvaluation:
 
 
 def test_chain_materializes_with_useful_metadata(pipeline):
-    result, _, _, root = pipeline
+    result, materialize = pipeline
+    root = materialize.root
     assert result.success
     graph_meta = metadata(result, "graph")
     assert graph_meta["num_nodes"] == 1500
@@ -110,7 +87,8 @@ def test_chain_materializes_with_useful_metadata(pipeline):
 
 
 def test_plans_sit_between_the_partition_and_the_model(pipeline):
-    result, _, resources, root = pipeline
+    result, materialize = pipeline
+    resources, root = materialize.resources, materialize.root
     part, rep, place = (
         metadata(result, a) for a in ("graph_partition", "replication_plan", "placement_plan")
     )
@@ -141,7 +119,8 @@ def test_plans_sit_between_the_partition_and_the_model(pipeline):
 
 
 def test_mlflow_run_is_tagged_with_the_dagster_run(pipeline):
-    result, _, resources, _ = pipeline
+    result, materialize = pipeline
+    resources = materialize.resources
     run_id = metadata(result, "trained_model")["mlflow_run_id"]
     client = MlflowClient(resources["mlflow"].resolved_tracking_uri())
     run = client.get_run(run_id)
@@ -157,15 +136,15 @@ def test_mlflow_run_is_tagged_with_the_dagster_run(pipeline):
 
 
 def test_graph_integrity_fails_on_a_corrupted_file(pipeline):
-    result, instance, resources, _ = pipeline
-    assert run_check(graph_integrity, instance, resources).passed
+    result, materialize = pipeline
+    assert run_check(graph_integrity, materialize).passed
     path = GraphDir.open(metadata(result, "graph")["path"]).path / "labels.npy"
     original = path.read_bytes()
     labels = np.load(path)
     labels[:10] = (labels[:10] + 1) % 4  # same size, other bytes
     np.save(path, labels)
     try:
-        evaluation = run_check(graph_integrity, instance, resources)
+        evaluation = run_check(graph_integrity, materialize)
         assert not evaluation.passed
         assert "sha256 does not match" in evaluation.metadata["error"].value
     finally:
@@ -173,7 +152,7 @@ def test_graph_integrity_fails_on_a_corrupted_file(pipeline):
 
 
 def test_partition_balance_fails_on_a_skewed_partition(pipeline):
-    result, instance, resources, _ = pipeline
+    result, materialize = pipeline
     path = metadata(result, "graph_partition")["path"]
     graph = GraphDir.open(metadata(result, "graph")["path"])
     good = PartitionDir.open(path, graph)
@@ -182,16 +161,17 @@ def test_partition_balance_fails_on_a_skewed_partition(pipeline):
     skewed[: graph.num_nodes // 2] = 0
     write_partition_dir(path, graph, skewed, dict(good.info))
     try:
-        evaluation = run_check(partition_balance, instance, resources)
+        evaluation = run_check(partition_balance, materialize)
         assert not evaluation.passed
         assert "part 0 holds" in evaluation.metadata["problems"].value
     finally:
         write_partition_dir(path, graph, original, dict(good.info))
-    assert run_check(partition_balance, instance, resources).passed
+    assert run_check(partition_balance, materialize).passed
 
 
 def test_partitioning_is_an_mlflow_run(pipeline):
-    result, _, resources, _ = pipeline
+    result, materialize = pipeline
+    resources = materialize.resources
     meta = metadata(result, "graph_partition")
     run_id = str(meta["mlflow_run"]).rsplit("/", 1)[-1]
     run = MlflowClient(resources["mlflow"].resolved_tracking_uri()).get_run(run_id)
@@ -203,30 +183,21 @@ def test_partitioning_is_an_mlflow_run(pipeline):
 
 
 def test_quality_gate_promotes_a_good_model_and_blocks_a_worse_one(pipeline):
-    result, instance, resources, _ = pipeline
+    result, materialize = pipeline
     # First run: no production version yet, so the gate passed and v1 was promoted.
     gate = {e.check_name: e for e in result.get_asset_check_evaluations()}["model_quality"]
     assert gate.passed and gate.metadata["production_version"].value == "none"
     first = metadata(result, "trained_model")
     assert metadata(result, "production_model")["production_version"] == first["model_version"]
-    registry = resources["mlflow"].registry()
+    registry = materialize.resources["mlflow"].registry()
     assert registry.production(first["registered_model"]).version == first["model_version"]
 
     # A features-only model for one epoch is far worse: the gate fails, nothing is promoted.
-    worse_config = {
-        "ops": {
-            "trained_model": {
-                "config": {"node": {"model": "none", "epochs": 1, "hidden": 8, "lr": 0.001}}
-            }
-        }
-    }
-    second = dg.materialize(
-        PIPELINE_ASSETS + PIPELINE_CHECKS,
-        instance=instance,
-        resources=resources,
-        run_config=worse_config,
-        partition_key=DATASET,
-        selection=dg.AssetSelection.assets("trained_model", "production_model"),
+    worse = {"node": {"model": "none", "epochs": 1, "hidden": 8, "lr": 0.001}}
+    second = materialize(
+        "trained_model",
+        "production_model",
+        config={"trained_model": {"config": worse}},
         raise_on_error=False,
     )
     (evaluation,) = second.get_asset_check_evaluations()
@@ -239,31 +210,10 @@ def test_quality_gate_promotes_a_good_model_and_blocks_a_worse_one(pipeline):
 
 
 def test_link_task_is_trained_registered_and_gated_on_mrr(pipeline):
-    _, instance, resources, _ = pipeline
-    link_config = {
-        "ops": {
-            "trained_model": {
-                "config": {
-                    "task": "link",
-                    "link": {
-                        "model": "none",
-                        "epochs": 2,
-                        "dim": 16,
-                        "batch_size": 256,
-                        "num_negatives": 256,
-                    },
-                }
-            }
-        }
-    }
-    result = dg.materialize(
-        PIPELINE_ASSETS + PIPELINE_CHECKS,
-        instance=instance,
-        resources=resources,
-        run_config=link_config,
-        partition_key=DATASET,
-        selection=dg.AssetSelection.assets("trained_model", "production_model"),
-    )
+    _, materialize = pipeline
+    link = {"model": "none", "epochs": 2, "dim": 16, "batch_size": 256, "num_negatives": 256}
+    config = {"trained_model": {"config": {"task": "link", "link": link}}}
+    result = materialize("trained_model", "production_model", config=config)
     trained = metadata(result, "trained_model")
     assert trained["task"] == "link" and trained["registered_model"] == "gnncore-link-tiny"
     assert trained["validation_metric"] == "best_val_mrr"
@@ -271,7 +221,7 @@ def test_link_task_is_trained_registered_and_gated_on_mrr(pipeline):
     assert 0 < trained["test_mrr"] <= trained["test_hits@10"] <= 1
     (gate,) = result.get_asset_check_evaluations()
     assert gate.passed and gate.metadata["metric"].value == "best_val_mrr"
-    registry = resources["mlflow"].registry("best_val_mrr")
+    registry = materialize.resources["mlflow"].registry("best_val_mrr")
     production = registry.production("gnncore-link-tiny")
     assert production.version == trained["model_version"]
     assert production.metric == pytest.approx(trained["val_mrr"])

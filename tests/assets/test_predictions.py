@@ -8,44 +8,21 @@ from pathlib import Path
 import dagster as dg
 import pyarrow.parquet as pq
 
-from assets import ALL_ASSETS, ALL_CHECKS
-from assets.partitions import PARTITIONS_NAME
 from gnncore.modes import RunRecording, train_graph_dir
 from gnncore.store import GraphDir
 from gnncore.tracking.registry import registered_model_name
 from gnncore.train import NodeTrainConfig
-from pipelines.definitions import build_resources
+from tests.assets.helpers import Materializer, generated, metadata
 
-DATASET = {
-    "raw_dataset": {
-        "config": {
-            "num_nodes": 600,
-            "avg_degree": 6,
-            "num_classes": 3,
-            "num_features": 8,
-        }
-    }
-}
+DATASET = generated(num_nodes=600, avg_degree=6, num_classes=3, num_features=8)
 
 
 def test_predictions_asset_writes_every_node_with_the_training_accuracy(tmp_path: Path) -> None:
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, ["predtiny"])
-    resources = build_resources(str(tmp_path / "data"))
-
-    def materialize(*assets: str, config: dict | None = None) -> dg.ExecuteInProcessResult:
-        return dg.materialize(
-            ALL_ASSETS + ALL_CHECKS,
-            instance=instance,
-            resources=resources,
-            selection=dg.AssetSelection.assets(*assets),
-            partition_key="predtiny",
-            run_config={"ops": config or {}},
-        )
+    materialize = Materializer(tmp_path / "data", "predtiny")
+    instance, resources = materialize.instance, materialize.resources
 
     graph_run = materialize("raw_dataset", "graph", config=DATASET)
-    (graph_mat,) = graph_run.asset_materializations_for_node("graph")
-    graph = GraphDir.open(str(graph_mat.metadata["path"].value))
+    graph = GraphDir.open(str(metadata(graph_run, "graph")["path"]))
     # The model: trained (library call, as trained_model makes it), registered and
     # promoted; production_model's materialization names the registered model.
     mlflow = resources["mlflow"]
@@ -68,8 +45,7 @@ def test_predictions_asset_writes_every_node_with_the_training_accuracy(tmp_path
 
     run = materialize("predictions")
     assert run.success
-    (mat,) = run.asset_materializations_for_node("predictions")
-    meta = {k: v.value for k, v in mat.metadata.items()}
+    meta = metadata(run, "predictions")
     assert meta["rows"] == graph.num_nodes == 600
     assert meta["test_accuracy"] == result.test_accuracy == meta["training_test_accuracy"]
     assert meta["registered_model"] == name and meta["model_version"] == version.version

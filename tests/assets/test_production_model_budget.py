@@ -9,12 +9,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets import ALL_ASSETS, ALL_CHECKS
-from assets.partitions import PARTITIONS_NAME
 from gnncore.tracking.registry import registered_model_name
 from gnncore.usage import peak_rss_bytes
-from pipelines.definitions import build_resources
-from resources import MemoryBudgetResource
+from tests.assets.helpers import Materializer, metadata
 
 DATASET = "prodbudget"
 
@@ -23,19 +20,14 @@ def _promote(tmp_path: Path, budget: str) -> dict:
     """Register a version of a real (tiny) MLflow run, record the
     ``trained_model`` materialization naming it, then materialize
     ``production_model`` under ``budget``; its metadata values."""
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, [DATASET])
-    resources = {
-        **build_resources(str(tmp_path / "data")),
-        "memory": MemoryBudgetResource(budget=budget),
-    }
-    mlflow = resources["mlflow"]
+    materialize = Materializer(tmp_path / "data", DATASET)
+    mlflow = materialize.resources["mlflow"]
     with mlflow.tracker().start_run("prod-budget", {}) as run:  # type: ignore[attr-defined]
         run.log_metrics({"best_val_accuracy": 0.75})
         run_id = str(run.run_id)
     name = registered_model_name("node", DATASET)
     version = mlflow.registry().register(name, f"runs:/{run_id}/model", run_id)  # type: ignore[attr-defined]
-    instance.report_runless_asset_event(
+    materialize.instance.report_runless_asset_event(
         dg.AssetMaterialization(
             asset_key="trained_model",
             partition=DATASET,
@@ -48,17 +40,10 @@ def _promote(tmp_path: Path, budget: str) -> dict:
             },
         )
     )
-    result = dg.materialize(
-        ALL_ASSETS + ALL_CHECKS,
-        instance=instance,
-        resources=resources,
-        selection=dg.AssetSelection.assets("production_model"),
-        partition_key=DATASET,
-    )
+    result = materialize("production_model", budget=budget)
     assert result.success
-    (mat,) = result.asset_materializations_for_node("production_model")
     assert mlflow.registry().production(name).version == version.version  # type: ignore[attr-defined]
-    return {k: v.value for k, v in mat.metadata.items()}
+    return metadata(result, "production_model")
 
 
 def test_production_model_reports_its_peak_against_the_budget(tmp_path: Path) -> None:

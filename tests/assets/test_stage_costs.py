@@ -8,14 +8,8 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 
-from assets import ALL_ASSETS, ALL_CHECKS
-from assets.partitions import PARTITIONS_NAME
-from pipelines.definitions import build_resources
-
-
-def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
-    (mat,) = result.asset_materializations_for_node(asset)
-    return {k: v.value for k, v in mat.metadata.items()}
+from tests.assets.helpers import Materializer
+from tests.assets.helpers import metadata as _metadata
 
 
 def test_ingestion_budget_and_costs_reach_dagster_and_mlflow(tmp_path: Path) -> None:
@@ -23,23 +17,16 @@ def test_ingestion_budget_and_costs_reach_dagster_and_mlflow(tmp_path: Path) -> 
     source = tmp_path / "edges.csv"
     pairs = rng.integers(0, 500, (4000, 2))
     source.write_text("src,dst\n" + "".join(f"{a},{b}\n" for a, b in pairs))
-    resources = build_resources(str(tmp_path / "root"))
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, ["costs"])
+    chain = Materializer(tmp_path / "root", "costs")
+    resources = chain.resources
 
     def materialize(budget: str) -> dg.ExecuteInProcessResult:
-        return dg.materialize(
-            ALL_ASSETS + ALL_CHECKS,
-            instance=instance,
-            resources=resources,
-            selection=dg.AssetSelection.assets("raw_dataset", "graph", "graph_partition"),
-            partition_key="costs",
-            run_config={
-                "ops": {
-                    "raw_dataset": {"config": {"source": str(source)}},
-                    "graph": {"config": {"memory_budget": budget}},
-                    "graph_partition": {"config": {"memory_budget": "1MiB", "parts": 2}},
-                }
+        return chain(
+            *("raw_dataset", "graph", "graph_partition"),
+            config={
+                "raw_dataset": {"config": {"source": str(source)}},
+                "graph": {"config": {"memory_budget": budget}},
+                "graph_partition": {"config": {"memory_budget": "1MiB", "parts": 2}},
             },
         )
 

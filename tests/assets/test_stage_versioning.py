@@ -8,50 +8,24 @@ from pathlib import Path
 import dagster as dg
 
 from assets import ALL_ASSETS, ALL_CHECKS
-from assets.partitions import PARTITIONS_NAME
 from pipelines.definitions import build_resources
+from tests.assets.helpers import Materializer, generated, metadata, partitioned_instance
 
-DATASET = {
-    "raw_dataset": {
-        "config": {
-            "num_nodes": 600,
-            "avg_degree": 6,
-            "num_classes": 3,
-            "num_features": 4,
-        }
-    }
-}
-
-
-def _partition(result: dg.ExecuteInProcessResult, asset: str) -> dict:
-    (mat,) = result.asset_materializations_for_node(asset)
-    return {k: v.value for k, v in mat.metadata.items()}
+DATASET = generated(num_nodes=600, avg_degree=6, num_classes=3, num_features=4)
 
 
 def test_partitions_with_other_settings_keep_both_outputs_and_reruns_reuse(tmp_path: Path) -> None:
-    resources = build_resources(str(tmp_path))
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, ["ver"])
-
-    def materialize(assets: tuple[str, ...], config: dict) -> dg.ExecuteInProcessResult:
-        return dg.materialize(
-            ALL_ASSETS + ALL_CHECKS,
-            instance=instance,
-            resources=resources,
-            selection=dg.AssetSelection.assets(*assets),
-            partition_key="ver",
-            run_config={"ops": config},
-        )
+    materialize = Materializer(tmp_path, "ver")
 
     first = materialize(
-        ("raw_dataset", "graph", "graph_partition", "partition_metis"),
-        {
+        *("raw_dataset", "graph", "graph_partition", "partition_metis"),
+        config={
             **DATASET,
             "graph_partition": {"config": {"method": "metis", "parts": 3, "seed": 1}},
             "partition_metis": {"config": {"parts": 3, "seed": 2}},
         },
     )
-    chosen, compared = _partition(first, "graph_partition"), _partition(first, "partition_metis")
+    chosen, compared = metadata(first, "graph_partition"), metadata(first, "partition_metis")
     assert chosen["path"] != compared["path"] and chosen["stage_key"] != compared["stage_key"]
     for meta in (chosen, compared):
         assert Path(meta["path"]).name.startswith("ver-metis-p3-")
@@ -61,19 +35,21 @@ def test_partitions_with_other_settings_keep_both_outputs_and_reruns_reuse(tmp_p
 
     # graph_partition again with partition_metis's settings: its own output, untouched.
     again = materialize(
-        ("graph_partition",),
-        {"graph_partition": {"config": {"method": "metis", "parts": 3, "seed": 2}}},
+        "graph_partition",
+        config={"graph_partition": {"config": {"method": "metis", "parts": 3, "seed": 2}}},
     )
-    same_as_compared = _partition(again, "graph_partition")
+    same_as_compared = metadata(again, "graph_partition")
     assert same_as_compared["path"] == compared["path"] and same_as_compared["reused"]
     assert (Path(chosen["path"]) / "assignment.npy").stat().st_mtime_ns == written
 
     # The first settings again (more workers change speed, not labels): reused, not rewritten.
     rerun = materialize(
-        ("graph_partition",),
-        {"graph_partition": {"config": {"method": "metis", "parts": 3, "seed": 1, "workers": 2}}},
+        "graph_partition",
+        config={
+            "graph_partition": {"config": {"method": "metis", "parts": 3, "seed": 1, "workers": 2}}
+        },
     )
-    reused = _partition(rerun, "graph_partition")
+    reused = metadata(rerun, "graph_partition")
     assert reused["path"] == chosen["path"] and reused["reused"]
     assert reused["edge_cut_fraction"] == chosen["edge_cut_fraction"]
     assert (Path(chosen["path"]) / "assignment.npy").stat().st_mtime_ns == written
@@ -86,24 +62,15 @@ def _dataset(seed: int) -> dict:
 def test_graph_is_reused_and_a_new_input_gives_new_graph_and_partition_dirs(
     tmp_path: Path,
 ) -> None:
-    resources = build_resources(str(tmp_path))
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, ["ver"])
-    chain = dg.AssetSelection.assets("raw_dataset", "graph", "graph_partition")
+    materialize = Materializer(tmp_path, "ver")
+    chain = ("raw_dataset", "graph", "graph_partition")
     partition = {"graph_partition": {"config": {"method": "metis", "parts": 2}}}
 
     def run(seed: int) -> dg.ExecuteInProcessResult:
-        return dg.materialize(
-            ALL_ASSETS + ALL_CHECKS,
-            instance=instance,
-            resources=resources,
-            selection=chain,
-            partition_key="ver",
-            run_config={"ops": {**_dataset(seed), **partition}},
-        )
+        return materialize(*chain, config={**_dataset(seed), **partition})
 
     first = run(0)
-    raw, graph, part = (_partition(first, a) for a in ("raw_dataset", "graph", "graph_partition"))
+    raw, graph, part = (metadata(first, a) for a in ("raw_dataset", "graph", "graph_partition"))
     assert not raw["reused"] and not graph["reused"] and not part["reused"]
     assert Path(graph["path"]).name == f"ver-{graph['stage_key']}"
     assert Path(raw["path"]).name == f"ver-{raw['stage_key']}"
@@ -113,12 +80,12 @@ def test_graph_is_reused_and_a_new_input_gives_new_graph_and_partition_dirs(
 
     again = run(0)  # the whole chain again: every stage reuses its output
     for asset, before in (("raw_dataset", raw), ("graph", graph), ("graph_partition", part)):
-        meta = _partition(again, asset)
+        meta = metadata(again, asset)
         assert meta["reused"] and meta["path"] == before["path"], asset
     assert mtimes(Path(graph["path"])) == graph_files
 
     other = run(1)  # another raw input: a new graph, so a new partition
-    new_graph, new_part = _partition(other, "graph"), _partition(other, "graph_partition")
+    new_graph, new_part = metadata(other, "graph"), metadata(other, "graph_partition")
     assert not new_graph["reused"] and new_graph["input_sha256"] != graph["input_sha256"]
     assert new_graph["path"] != graph["path"] and new_part["path"] != part["path"]
     assert new_part["graph_path"] == new_graph["path"]
@@ -158,8 +125,7 @@ def test_partition_reads_the_graph_of_its_own_run_not_a_later_one(tmp_path: Path
         jobs=[job],
         resources=build_resources(str(tmp_path)),
     )
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(PARTITIONS_NAME, ["ver"])
+    instance = partitioned_instance("ver")
     result = defs.resolve_job_def("lineage_job").execute_in_process(
         instance=instance,
         partition_key="ver",
@@ -168,6 +134,4 @@ def test_partition_reads_the_graph_of_its_own_run_not_a_later_one(tmp_path: Path
     latest = instance.get_latest_materialization_event(graph_asset.key)
     assert latest is not None and latest.asset_materialization is not None
     assert latest.asset_materialization.metadata["name"].value == "x"  # the interloper is latest
-    assert (
-        _partition(result, "graph_partition")["graph_path"] == _partition(result, "graph")["path"]
-    )
+    assert metadata(result, "graph_partition")["graph_path"] == metadata(result, "graph")["path"]

@@ -11,29 +11,18 @@ import dagster as dg
 import pytest
 from mlflow import MlflowClient
 
-from assets import ALL_ASSETS, ALL_CHECKS
 from assets.graph import graph
 from assets.partitions import PARTITIONS_NAME
 from assets.upstream import upstream_metadata
-from pipelines.definitions import build_resources
-
-SMALL = {"num_nodes": 300, "avg_degree": 4, "num_classes": 2, "num_features": 4}
+from tests.assets.helpers import Materializer, generated, metadata
 
 
 def _graph_run(
     instance: dg.DagsterInstance, root: Path, name: str, num_nodes: int = 300
 ) -> dg.ExecuteInProcessResult:
     instance.add_dynamic_partitions(PARTITIONS_NAME, [name])
-    return dg.materialize(
-        ALL_ASSETS + ALL_CHECKS,
-        instance=instance,
-        resources=build_resources(str(root)),
-        selection=dg.AssetSelection.assets("raw_dataset", "graph"),
-        partition_key=name,
-        run_config={
-            "ops": {"raw_dataset": {"config": {**SMALL, "num_nodes": num_nodes, "seed": 3}}}
-        },
-    )
+    config = generated(num_nodes=num_nodes, avg_degree=4, num_classes=2, num_features=4, seed=3)
+    return Materializer(root, name, instance=instance)("raw_dataset", "graph", config=config)
 
 
 def in_run(instance: dg.DagsterInstance, run_id: str, partition: str) -> SimpleNamespace:
@@ -65,27 +54,17 @@ def test_two_datasets_keep_separate_lineage(tmp_path: Path) -> None:
     """The model of dataset A trains on A's graph, although B's graph was
     materialized after it; a dataset with no graph fails, naming it."""
     instance = dg.DagsterInstance.ephemeral()
-    resources = build_resources(str(tmp_path))
     a = _graph_run(instance, tmp_path, "alpha", num_nodes=300)
     _graph_run(instance, tmp_path, "beta", num_nodes=500)  # B runs last
     a_graph = a.asset_materializations_for_node("graph")[0].metadata["path"].value
 
-    train = {
-        "ops": {
-            "trained_model": {"config": {"node": {"mode": "in_memory", "epochs": 1, "hidden": 8}}}
-        }
-    }
-    result = dg.materialize(
-        ALL_ASSETS + ALL_CHECKS,
-        instance=instance,
-        resources=resources,
-        selection=dg.AssetSelection.assets("trained_model"),
-        partition_key="alpha",
-        run_config=train,
-    )
+    train = {"trained_model": {"config": {"node": {"mode": "in_memory", "epochs": 1, "hidden": 8}}}}
+    alpha = Materializer(tmp_path, "alpha", instance=instance)
+    resources = alpha.resources
+    result = alpha("trained_model", config=train)
     (mat,) = result.asset_materializations_for_node("trained_model")
     assert mat.partition == "alpha"
-    meta = {k: v.value for k, v in mat.metadata.items()}
+    meta = metadata(result, "trained_model")
     assert meta["registered_model"] == "gnncore-node-alpha"
     assert Path(str(meta["checkpoint_dir"])).name.startswith("alpha-node-")
     run = MlflowClient(resources["mlflow"].resolved_tracking_uri()).get_run(meta["mlflow_run_id"])
@@ -104,15 +83,8 @@ def test_two_datasets_keep_separate_lineage(tmp_path: Path) -> None:
     assert latest["beta"].asset_materialization.metadata["num_nodes"].value == 500
 
     instance.add_dynamic_partitions(PARTITIONS_NAME, ["gamma"])
-    failed = dg.materialize(
-        ALL_ASSETS + ALL_CHECKS,
-        instance=instance,
-        resources=resources,
-        selection=dg.AssetSelection.assets("trained_model"),
-        partition_key="gamma",
-        run_config=train,
-        raise_on_error=False,
-    )
+    gamma = Materializer(tmp_path, "gamma", instance=instance)
+    failed = gamma("trained_model", config=train, raise_on_error=False)
     assert not failed.success
     (failure,) = [e for e in failed.all_events if e.is_step_failure]
     message = str(failure.step_failure_data.error)
