@@ -40,8 +40,10 @@ class BufferPool {
     return *current();
   }
 
-  // An empty vector with capacity for at least `n` entries: the smallest kept
-  // buffer that is large enough, else a new one.
+  // A vector with capacity for at least `n` entries: the smallest kept
+  // buffer that is large enough, with the size and contents of its last use
+  // (so that growing it again within that size writes no zeros), else a new,
+  // empty one. Callers set the size and every entry they use.
   std::vector<int64_t> take(size_t n) {
     std::vector<int64_t> out;
     {
@@ -62,8 +64,8 @@ class BufferPool {
     return out;
   }
 
-  // Keeps `v`'s memory for a later take() when it is large enough and there is
-  // room; frees it otherwise. Never throws.
+  // Keeps `v` (its memory and its size) for a later take() when it is large
+  // enough and there is room; frees it otherwise. Never throws.
   void give(std::vector<int64_t>&& v) noexcept {
     const size_t bytes = v.capacity() * sizeof(int64_t);
     if (bytes < kMinBytes) return;
@@ -71,7 +73,6 @@ class BufferPool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (free_.size() < kMaxBuffers && bytes_ + bytes <= kMaxBytes) {
-        v.clear();
         free_.push_back(std::move(v));  // no allocation: reserved to kMaxBuffers
         bytes_ += bytes;
         return;

@@ -453,7 +453,12 @@ inline void draw_positions(int64_t lo, int64_t deg, int64_t count, bool all, boo
 template <typename IndexT>
 void size_hop(Span<int64_t> indptr, Span<IndexT> indices, const NodeId* frontier, size_t n,
               int64_t fanout, bool replace, int64_t* offset, std::vector<int64_t>& pos,
-              std::vector<int64_t>& nbr) {
+              std::vector<int64_t>& nbr);
+
+// size_hop without resizing `pos` and `nbr`.
+template <typename IndexT>
+void size_rows(Span<int64_t> indptr, Span<IndexT> indices, const NodeId* frontier, size_t n,
+               int64_t fanout, bool replace, int64_t* offset) {
   const int64_t num_edges = static_cast<int64_t>(indices.size);
   for (size_t i = 0; i < n; ++i) {
     if (i + kPtrAhead < n)
@@ -473,6 +478,13 @@ void size_hop(Span<int64_t> indptr, Span<IndexT> indices, const NodeId* frontier
     }
     offset[i + 1] = offset[i] + count;
   }
+}
+
+template <typename IndexT>
+void size_hop(Span<int64_t> indptr, Span<IndexT> indices, const NodeId* frontier, size_t n,
+              int64_t fanout, bool replace, int64_t* offset, std::vector<int64_t>& pos,
+              std::vector<int64_t>& nbr) {
+  size_rows(indptr, indices, frontier, n, fanout, replace, offset);
   pos.resize(static_cast<size_t>(offset[n]));
   nbr.resize(pos.size());
 }

@@ -55,6 +55,29 @@ def test_recycled_output_buffers_leave_live_batches_intact() -> None:
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_recycled_buffer_of_a_larger_batch_is_cut_to_the_sample() -> None:
+    # A recycled buffer keeps the size of its last batch (so the hops grow it
+    # without writing zeros); a smaller batch must still get exactly its edges.
+    indptr, indices = random_csr(20000, 200000, seed=14)
+    rng = np.random.default_rng(15)
+    small = np.sort(rng.choice(20000, 400, replace=False))
+    large = np.sort(rng.choice(20000, 2000, replace=False))
+    for threads in (1, 2):
+        first = [
+            np.array(a, copy=True)
+            for a in _C.sample_dense_pyg(
+                indptr, indices, small, [15, 10, 5], 7, num_threads=threads
+            )
+        ]
+        big = _C.sample_dense_pyg(indptr, indices, large, [15, 10, 5], 8, num_threads=threads)
+        assert len(big[1]) > len(first[1])
+        del big  # its buffers, larger than the small batch's, go back to the pool
+        again = _C.sample_dense_pyg(indptr, indices, small, [15, 10, 5], 7, num_threads=threads)
+        assert len(again[1]) == len(again[2]) == len(again[3]) == sum(again[5])
+        for got, want in zip(again, first):
+            np.testing.assert_array_equal(got, want)
+
+
 def test_huge_page_copy_is_an_equal_array() -> None:
     for dtype in (np.int32, np.int64):
         a = np.arange(-5, 1_000_003, dtype=dtype)
