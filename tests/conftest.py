@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -160,6 +162,22 @@ def _no_dead_dagster_instance_context():
     _forget_a_dead_dagster_instance_context()
     yield
     _forget_a_dead_dagster_instance_context()
+
+
+@contextlib.contextmanager
+def one_intra_op_thread() -> Iterator[None]:
+    """Torch at one intra-op thread inside the block, as the subprocesses the tests
+    start run (``OMP_NUM_THREADS=1``): a run that compares exactly against one of
+    them can go in the test's own process, without an interpreter that imports
+    torch, PyG and MLflow again (about 9 s CPU)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def require_dataset(*parts: str) -> Path:

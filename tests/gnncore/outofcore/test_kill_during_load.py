@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import planted_graph
+from conftest import one_intra_op_thread, planted_graph
 from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
 from gnncore.partition import partition_graph
 from gnncore.store import GraphDir
@@ -115,33 +115,30 @@ def test_hierbatching_run_killed_mid_load_resumes_exactly_and_leaves_the_store_i
         _, err = process.communicate(timeout=300)
         return process.returncode, err[-3000:]
 
-    # The uninterrupted reference runs beside the killed and resumed runs (its own
-    # data root, so its own MLflow database).
-    whole = train(0, "whole", tmp_path / "whole-root")
-    try:
-        root = tmp_path / "root"
-        code, err = finish(train(2, "killed", root))
-        assert code == -signal.SIGKILL, err
-        where = json.loads(marker.read_text())
-        assert where["thread"].startswith("gnncore-megabatch")  # the loader, not the trainer
-        assert where["epoch"] == 2 and where["load"] == 2 and len(where["parts"]) == 4
-        lo, half, hi = where["rows"]
-        assert lo < half < hi  # mid-read
-        assert not (tmp_path / "killed.json").exists()
-        assert CheckpointDir(tmp_path / "killed").epochs() == [1]
+    def in_process(name: str, root: Path, *extra: str) -> int:
+        """A run that is not killed, in this process (no kill hooks: they would stay)."""
+        out = ["--checkpoint-dir", str(tmp_path / name), "--json", str(tmp_path / f"{name}.json")]
+        with one_intra_op_thread():
+            return gnncore(["train", *common, "--data-root", str(root), *out, *extra])
 
-        tracker = MlflowTracker(default_tracking_uri(root))
-        (killed_run,) = tracker.client.search_runs([tracker.experiment_id])
-        assert killed_run.info.status == RUNNING
+    # The uninterrupted reference (its own data root, so its own MLflow database).
+    assert in_process("whole", tmp_path / "whole-root") == 0
+    root = tmp_path / "root"
+    code, err = finish(train(2, "killed", root))
+    assert code == -signal.SIGKILL, err
+    where = json.loads(marker.read_text())
+    assert where["thread"].startswith("gnncore-megabatch")  # the loader, not the trainer
+    assert where["epoch"] == 2 and where["load"] == 2 and len(where["parts"]) == 4
+    lo, half, hi = where["rows"]
+    assert lo < half < hi  # mid-read
+    assert not (tmp_path / "killed.json").exists()
+    assert CheckpointDir(tmp_path / "killed").epochs() == [1]
 
-        code, err = finish(train(0, "killed", root, "--resume"))
-        assert code == 0, err
-        code, err = finish(whole)
-        assert code == 0, err
-    finally:
-        if whole.poll() is None:  # a failed assertion above: do not leave it running
-            whole.kill()
-            whole.wait()
+    tracker = MlflowTracker(default_tracking_uri(root))
+    (killed_run,) = tracker.client.search_runs([tracker.experiment_id])
+    assert killed_run.info.status == RUNNING
+
+    assert in_process("killed", root, "--resume") == 0
 
     summary = json.loads((tmp_path / "killed.json").read_text())
     reference = json.loads((tmp_path / "whole.json").read_text())

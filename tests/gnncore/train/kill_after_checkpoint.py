@@ -35,19 +35,14 @@ def main(argv: list[str]) -> int:
 
 
 def run_in_process(argv: list[str]) -> int:
-    """``main(argv)`` with ``N = 0`` in the calling (test) process, with one intra-op
-    thread as the subprocesses run (``OMP_NUM_THREADS=1``), so the arithmetic is the
-    same: a run that is not killed needs no interpreter of its own, which would
-    import torch, PyG and MLflow again (about 9 s CPU)."""
-    import torch
+    """``main(argv)`` with ``N = 0`` in the calling (test) process, at one intra-op
+    thread as the subprocesses run, so the arithmetic is the same
+    (:func:`conftest.one_intra_op_thread`)."""
+    from conftest import one_intra_op_thread
 
     assert argv[0] == "0", "a run killed with SIGKILL needs a process of its own"
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_intra_op_thread():
         return main(argv)
-    finally:
-        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":
