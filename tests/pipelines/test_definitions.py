@@ -193,7 +193,10 @@ def test_steps_fork_from_a_forkserver_unless_run_config_picks_another_start():
     def execution(config: dict) -> dict:
         return dg.validate_run_config(job, config)["execution"][job.executor_def.name]
 
-    assert execution({})["multiprocess"]["start_method"] == {"forkserver": {}}
+    forkserver = execution({})["multiprocess"]["start_method"]["forkserver"]
+    # the code location, as Dagster preloads it, and the libraries every step imports
+    assert forkserver["preload_modules"][0] == "pipelines.definitions"
+    assert {"torch_geometric", "mlflow"} <= set(forkserver["preload_modules"])
     assert "in_process" in execution({"execution": {"config": {"in_process": {}}}})
     spawn = {"multiprocess": {"start_method": {"spawn": {}}}}
     chosen = execution({"execution": {"config": spawn}})
