@@ -99,27 +99,31 @@ def working_bytes(
 ) -> int:
     """Training's working set besides the mega-batches with ``n_d`` partitions
     per mega-batch: the model, the batches in flight and the evaluation's
-    (sampled, all neighbours unless ``eval_fanouts``; prepared one ahead at
-    most), their neighbourhoods kept to the sources the mega-batch holds
+    (sampled inside the mega-batches with ``eval_fanouts``, prepared one ahead
+    at most; without, a layer-wise batch over the whole graph, its layers on
+    disk), the sampled neighbourhoods kept to the sources the mega-batch holds
     (:func:`reach`) and at most its nodes (static set included);
     ``neighbour_degree``: the graph's ``sum(d^2) / sum(d)``
     (:func:`~gnncore.train.core.workingset.neighbour_degree`), which sizes
     every-neighbour hops past the first."""
     info = store.info
     held = store.num_static + n_d * store.num_nodes // max(store.parts, 1)
-    edges = int(info.get("num_edges", 0)) * held // max(store.num_nodes, 1)
-    eval_fanouts = config.eval_fanouts or (-1,) * config.num_layers
-    sampled = dataclasses.replace(config, eval_fanouts=eval_fanouts)
+    num_edges = int(info.get("num_edges", 0))
+    edges = num_edges * held // max(store.num_nodes, 1)
+    width, classes = int(info.get("num_features", 0)), int(info.get("num_classes", 1))
     work = node_working_set(
         min(held, store.num_nodes),
         edges,
-        int(info.get("num_features", 0)),
-        int(info.get("num_classes", 1)),
-        sampled,
+        width,
+        classes,
+        config,
         reach(store, n_d),
         neighbour_degree,
         eval_in_flight=1 + (1 if config.prefetch_workers > 0 else 0),
     )
+    if config.eval_fanouts is None:  # layer-wise over the whole graph, its layers spilled
+        whole = node_working_set(store.num_nodes, num_edges, width, classes, config)
+        work = dataclasses.replace(work, evaluation=whole.evaluation)
     return work.total(False)
 
 

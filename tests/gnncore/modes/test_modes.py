@@ -139,3 +139,42 @@ def test_cli_hierbatching_run_records_mode_budget_and_bytes_read(built, tmp_path
     assert params["mega_batch_parts_used"] == str(store.parts)  # 4 GiB holds it all
     history = tracker.client.get_metric_history(run.info.run_id, "hb_bytes_read")
     assert [m.value for m in history] == [float(data_bytes(store))] * 2
+
+
+def test_hierbatching_evaluates_exactly_on_the_whole_graph(built):
+    """Exact evaluation (no ``eval_fanouts``) of an out-of-core run is layer-wise
+    over the whole graph, as predictions are: its test accuracy is the final
+    model's on every neighbour, not on the neighbours a mega-batch holds. With
+    ``eval_fanouts`` it still samples inside the mega-batches."""
+    graph, store = built
+    lines: list[str] = []
+    config = NodeTrainConfig(**SMALL, mode="hierbatching", mega_batch_parts=2)
+    result = train_graph_dir(
+        graph,
+        config,
+        inputs=RunInputs(store=store.path),
+        recording=RunRecording(progress=lines.append),
+    )
+    assert result.evaluation["test"].startswith("layer-wise")
+    assert not any("val mega-batch" in line or "test mega-batch" in line for line in lines)
+    x = torch.from_numpy(graph.array("features").copy())
+    indptr = torch.from_numpy(graph.indptr.astype("int64"))
+    sources = torch.from_numpy(graph.indices.astype("int64"))
+    targets = torch.repeat_interleave(torch.arange(len(indptr) - 1), indptr.diff())
+    model = result.model.eval()
+    with torch.no_grad():
+        predicted = model(x, torch.stack([sources, targets])).argmax(dim=-1)
+    test = torch.from_numpy(graph.split("test").astype("int64"))
+    labels = torch.from_numpy(graph.array("labels").astype("int64"))
+    exact = (predicted[test] == labels[test]).double().mean().item()
+    assert result.test_accuracy == pytest.approx(exact, abs=1e-9)
+
+    lines.clear()
+    sampled = NodeTrainConfig(**SMALL, mode="hierbatching", mega_batch_parts=2, eval_fanouts=(5, 5))
+    train_graph_dir(
+        graph,
+        sampled,
+        inputs=RunInputs(store=store.path),
+        recording=RunRecording(progress=lines.append),
+    )
+    assert any(line.startswith("test mega-batch") for line in lines)
