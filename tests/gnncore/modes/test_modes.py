@@ -29,6 +29,16 @@ def built(tmp_path_factory):
     return graph, store
 
 
+def _run_logged(graph: GraphDir, store, config: NodeTrainConfig, lines: list[str]):
+    """``train_graph_dir`` over ``store`` with its progress lines appended to ``lines``."""
+    return train_graph_dir(
+        graph,
+        config,
+        inputs=RunInputs(store=store.path),
+        recording=RunRecording(progress=lines.append),
+    )
+
+
 def test_in_memory_trains_exactly_as_memory_mapped(built):
     graph, _ = built
     mapped = train_graph_dir(
@@ -70,12 +80,7 @@ def test_hierbatching_logs_one_line_per_mega_batch(built):
     graph, store = built
     lines: list[str] = []
     config = NodeTrainConfig(**SMALL, mode="hierbatching", mega_batch_parts=4)
-    result = train_graph_dir(
-        graph,
-        config,
-        inputs=RunInputs(store=store.path),
-        recording=RunRecording(progress=lines.append),
-    )
+    result = _run_logged(graph, store, config, lines)
     assert result.test_accuracy > 0.6  # chance: 0.25
     train_lines = [line for line in lines if line.startswith("train mega-batch")]
     assert len(train_lines) == 3 * 2  # 3 epochs, 8 partitions in groups of 4
@@ -86,12 +91,7 @@ def test_partition_buffer_trains_each_partition_in_once_per_epoch(built):
     graph, store = built
     lines: list[str] = []
     config = NodeTrainConfig(**SMALL, mode="partition_buffer", mega_batch_parts=3)
-    result = train_graph_dir(
-        graph,
-        config,
-        inputs=RunInputs(store=store.path),
-        recording=RunRecording(progress=lines.append),
-    )
+    result = _run_logged(graph, store, config, lines)
     assert result.test_accuracy > 0.6  # chance: 0.25
     states = [line for line in lines if line.startswith("train buffer state")]
     assert len(states) == 3 * (store.parts - 3 + 1)  # 3 epochs of p - c + 1 states
@@ -149,12 +149,7 @@ def test_hierbatching_evaluates_exactly_on_the_whole_graph(built):
     graph, store = built
     lines: list[str] = []
     config = NodeTrainConfig(**SMALL, mode="hierbatching", mega_batch_parts=2)
-    result = train_graph_dir(
-        graph,
-        config,
-        inputs=RunInputs(store=store.path),
-        recording=RunRecording(progress=lines.append),
-    )
+    result = _run_logged(graph, store, config, lines)
     assert result.evaluation["test"].startswith("layer-wise")
     assert not any("val mega-batch" in line or "test mega-batch" in line for line in lines)
     x = torch.from_numpy(graph.array("features").copy())
@@ -171,10 +166,5 @@ def test_hierbatching_evaluates_exactly_on_the_whole_graph(built):
 
     lines.clear()
     sampled = NodeTrainConfig(**SMALL, mode="hierbatching", mega_batch_parts=2, eval_fanouts=(5, 5))
-    train_graph_dir(
-        graph,
-        sampled,
-        inputs=RunInputs(store=store.path),
-        recording=RunRecording(progress=lines.append),
-    )
+    _run_logged(graph, store, sampled, lines)
     assert any(line.startswith("test mega-batch") for line in lines)
