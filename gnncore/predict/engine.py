@@ -55,6 +55,14 @@ def normalized_rows(spec: ModelSpec, rows: RowSource) -> RowSource:
     return read
 
 
+def _normalized_in_place(spec: ModelSpec, x: torch.Tensor) -> torch.Tensor:
+    """``x`` divided by its row sums in place (:func:`normalize_rows` without a
+    second copy: a part's rows are held once) when training did so."""
+    if spec.normalize_features:
+        x = x.div_(x.sum(dim=-1, keepdim=True).clamp(min=1.0))
+    return x
+
+
 def normalized_range(spec: ModelSpec, rows: RangeSource | None) -> RangeSource | None:
     """:func:`normalized_rows` of a row range reader (the rows it returns are
     normalised in place: the same values, no second copy)."""
@@ -62,10 +70,7 @@ def normalized_range(spec: ModelSpec, rows: RangeSource | None) -> RangeSource |
         return None
 
     def read(lo: int, hi: int) -> torch.Tensor:
-        x = rows(lo, hi).float()
-        if spec.normalize_features:  # normalize_rows in place: a part's rows held once
-            x = x.div_(x.sum(dim=-1, keepdim=True).clamp(min=1.0))
-        return x
+        return _normalized_in_place(spec, rows(lo, hi).float())
 
     return read
 
@@ -77,10 +82,7 @@ def normalized_ranges(spec: ModelSpec, rows: RangesSource | None) -> RangesSourc
         return None
 
     def read(ranges: np.ndarray) -> torch.Tensor:
-        x = rows(ranges).float()
-        if spec.normalize_features:
-            x = x.div_(x.sum(dim=-1, keepdim=True).clamp(min=1.0))
-        return x
+        return _normalized_in_place(spec, rows(ranges).float())
 
     return read
 
