@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from gnncore.sizes import format_size, parse_size
+from gnncore.synth import SynthSpec
 from gnncore_bench.chain_data import EDGES_NAME, NODES_NAME
 from gnncore_bench.limits import LimitedRun, cgroup_available, run_limited
 from gnncore_bench.scale import _machine, _write_atomic, peak_disk
@@ -141,6 +142,8 @@ def bench_chain(
     keep: bool = False,
     timeout: float | None = None,
     seed: int = 0,
+    communities_per_class: int = 1,
+    intra_fraction: float | None = None,
 ) -> dict[str, Any]:
     """Run the chain (module docstring); write ``chain.json`` and ``chain.md`` in ``work``.
 
@@ -156,6 +159,12 @@ def bench_chain(
         keep: Keep the inputs, the Dagster home and the data root.
         timeout: Seconds per process (then killed).
         seed: The generator's seed.
+        communities_per_class: Planted communities per class
+            (:class:`~gnncore.synth.SynthSpec`): more, smaller communities make
+            a graph local at a finer grain than its labels, so a min-cut
+            partition cuts fewer edges.
+        intra_fraction: The expected fraction of edges inside a community;
+            ``None``: the generator's default.
 
     Returns:
         dict: What ``chain.json`` holds, plus ``markdown``.
@@ -165,6 +174,17 @@ def bench_chain(
     """
     if nodes < 100 or avg_degree <= 0 or features < 1:
         raise ValueError("the chain needs at least 100 nodes, a positive degree and features")
+    spec: dict[str, Any] = {
+        "num_nodes": nodes,
+        "avg_degree": avg_degree,
+        "num_classes": classes,
+        "num_features": features,
+        "seed": seed,
+        "communities_per_class": communities_per_class,
+    }
+    if intra_fraction is not None:
+        spec["intra_fraction"] = intra_fraction
+    generator = SynthSpec(**spec)  # refuses bad settings (ValueError) before anything is written
     work = Path(work).absolute()
     work.mkdir(parents=True, exist_ok=True)
     needed = disk_estimate(nodes, avg_degree, features)
@@ -193,6 +213,8 @@ def bench_chain(
         "avg_degree": avg_degree,
         "features": features,
         "classes": classes,
+        "communities_per_class": communities_per_class,
+        "intra_fraction": generator.intra_fraction,
         "feature_bytes": nodes * features * 4,
         "limit_bytes": limit_bytes,
         "disk_needed_estimate_bytes": needed,
@@ -209,13 +231,6 @@ def bench_chain(
     )
     started = time.perf_counter()
     try:
-        spec = {
-            "num_nodes": nodes,
-            "avg_degree": avg_degree,
-            "num_classes": classes,
-            "num_features": features,
-            "seed": seed,
-        }
         _run_chain(report, root, env, spec, limit_bytes, parts, batch_size, timeout, work)
     finally:
         report["seconds"] = time.perf_counter() - started
@@ -344,6 +359,20 @@ def add_chain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--features", type=int, default=64, help="float32 features per node")
     parser.add_argument("--classes", type=int, default=8)
     parser.add_argument(
+        "--communities-per-class",
+        type=int,
+        default=1,
+        metavar="K",
+        help="planted communities per class: more make the graph local at a finer grain",
+    )
+    parser.add_argument(
+        "--intra-fraction",
+        type=float,
+        default=None,
+        metavar="F",
+        help="expected fraction of edges inside a community (default: the generator's, 0.8)",
+    )
+    parser.add_argument(
         "--limit",
         type=limit,
         required=True,
@@ -376,4 +405,6 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
         keep=args.keep,
         timeout=args.timeout,
         seed=args.seed,
+        communities_per_class=args.communities_per_class,
+        intra_fraction=args.intra_fraction,
     )

@@ -13,6 +13,14 @@ def _seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
+def _communities(report: dict[str, Any]) -> str:
+    """The planted communities, when the run set them (older reports did not)."""
+    per_class, intra = report.get("communities_per_class"), report.get("intra_fraction")
+    if per_class is None:
+        return ""
+    return f", {per_class} communities per class, {intra:.0%} of edges inside one"
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     """The run as a Markdown table with its settings above and its outcome below."""
     machine, limit = report["machine"], report.get("limit_bytes")
@@ -33,6 +41,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"{report['nodes']:,} nodes, average degree {report['avg_degree']:g}"
         + (f" ({edges:,} generated undirected edges)" if edges else "")
+        + _communities(report)
         + f", {report['features']} float32 features ({format_size(report['feature_bytes'])}); "
         f"{limit_text}. Machine: {machine['cpus']} CPUs, {size_text(machine['memory_bytes'])} "
         f"memory; load average {load:.1f} before, {after:.1f} after; disk estimated "
