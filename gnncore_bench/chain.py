@@ -44,6 +44,7 @@ from typing import Any
 
 from gnncore.sizes import format_size, parse_size
 from gnncore.synth import SynthSpec
+from gnncore.train.node.config import MODEL_DEFAULTS
 from gnncore_bench.chain_data import EDGES_NAME, NODES_NAME
 from gnncore_bench.limits import LimitedRun, cgroup_available, run_limited
 from gnncore_bench.scale import _machine, _write_atomic, peak_disk
@@ -82,18 +83,23 @@ def disk_estimate(nodes: int, avg_degree: float, features: int, hidden: int = 25
     return int(data * 1.25) + FIXED_DISK
 
 
-def run_config(partition_method: str = "grem", parts: int = 4, batch_size: int = 1024) -> dict:
+def run_config(
+    partition_method: str = "grem",
+    parts: int = 4,
+    batch_size: int = 1024,
+    hidden: int | None = None,
+) -> dict:
     """The Dagster run config: the dataset from the harness's files, GREM, and
-    1 epoch of GraphSAGE in mode auto."""
+    1 epoch of GraphSAGE in mode auto (``hidden`` channels; ``None``: the model's
+    default)."""
+    node: dict[str, Any] = {"model": "sage", "epochs": 1, "mode": "auto", "batch_size": batch_size}
+    if hidden is not None:
+        node["hidden"] = hidden
     return {
         "ops": {
             "raw_dataset": {"config": {"format": "edgelist"}},
             "graph_partition": {"config": {"method": partition_method, "parts": parts}},
-            "trained_model": {
-                "config": {
-                    "node": {"model": "sage", "epochs": 1, "mode": "auto", "batch_size": batch_size}
-                }
-            },
+            "trained_model": {"config": {"node": node}},
         }
     }
 
@@ -139,6 +145,7 @@ def bench_chain(
     classes: int = 8,
     parts: int = 4,
     batch_size: int = 1024,
+    hidden: int | None = None,
     keep: bool = False,
     timeout: float | None = None,
     seed: int = 0,
@@ -156,6 +163,8 @@ def bench_chain(
             available memory).
         parts: GREM's parts (and the store's).
         batch_size: Training seeds per mini-batch.
+        hidden: GraphSAGE's hidden channels (``None``: the model's default);
+            the layer files of evaluation and predictions are ``nodes x hidden``.
         keep: Keep the inputs, the Dagster home and the data root.
         timeout: Seconds per process (then killed).
         seed: The generator's seed.
@@ -187,7 +196,7 @@ def bench_chain(
     generator = SynthSpec(**spec)  # refuses bad settings (ValueError) before anything is written
     work = Path(work).absolute()
     work.mkdir(parents=True, exist_ok=True)
-    needed = disk_estimate(nodes, avg_degree, features)
+    needed = disk_estimate(nodes, avg_degree, features, hidden or MODEL_DEFAULTS["sage"]["hidden"])
     machine = _machine(work)
     if needed > machine["disk_free_bytes"]:
         raise ValueError(
@@ -213,6 +222,7 @@ def bench_chain(
         "avg_degree": avg_degree,
         "features": features,
         "classes": classes,
+        "hidden": hidden or MODEL_DEFAULTS["sage"]["hidden"],
         "communities_per_class": communities_per_class,
         "intra_fraction": generator.intra_fraction,
         "feature_bytes": nodes * features * 4,
@@ -231,7 +241,8 @@ def bench_chain(
     )
     started = time.perf_counter()
     try:
-        _run_chain(report, root, env, spec, limit_bytes, parts, batch_size, timeout, work)
+        config = run_config("grem", parts, batch_size, hidden)
+        _run_chain(report, root, env, spec, limit_bytes, config, timeout, work)
     finally:
         report["seconds"] = time.perf_counter() - started
         report["load_average_after"] = os.getloadavg()
@@ -256,8 +267,7 @@ def _run_chain(
     env: dict[str, str],
     spec: dict[str, Any],
     limit_bytes: int | None,
-    parts: int,
-    batch_size: int,
+    config: dict[str, Any],
     timeout: float | None,
     work: Path,
 ) -> None:
@@ -278,7 +288,6 @@ def _run_chain(
     if row["status"] != "ok":
         return
     report["input"] = json.loads(summary.read_text())
-    config = run_config("grem", parts, batch_size)
     config["ops"]["raw_dataset"]["config"].update(
         source=str(inputs / EDGES_NAME), nodes=str(inputs / NODES_NAME)
     )
@@ -381,6 +390,9 @@ def add_chain_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--parts", type=int, default=4, help="GREM's parts")
     parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument(
+        "--hidden", type=int, default=None, help="GraphSAGE's hidden channels (default: 256)"
+    )
     parser.add_argument("--timeout", type=float, default=None, help="seconds per process")
     parser.add_argument(
         "--keep", action="store_true", help="keep the inputs, data root, Dagster home"
@@ -402,6 +414,7 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
         classes=args.classes,
         parts=args.parts,
         batch_size=args.batch_size,
+        hidden=args.hidden,
         keep=args.keep,
         timeout=args.timeout,
         seed=args.seed,

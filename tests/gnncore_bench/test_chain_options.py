@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gnncore.cli.main import main
-from gnncore_bench.chain import bench_chain
+from gnncore_bench.chain import bench_chain, run_config
 from gnncore_bench.chain_report import to_markdown
 
 
@@ -41,3 +41,19 @@ def test_the_table_states_the_planted_communities() -> None:
         "stages": [],
     }
     assert "64 communities per class, 95% of edges inside one" in to_markdown(report)
+
+
+def test_the_run_config_is_valid_for_the_train_job_and_carries_the_hidden_width() -> None:
+    """The config the harness hands Dagster passes the real job's schema, with the
+    hidden width set only when given."""
+    import dagster as dg
+
+    from pipelines.definitions import defs
+
+    job = defs.resolve_job_def("train_job")
+    for hidden in (None, 64):
+        config = run_config("grem", 8, 512, hidden)
+        config["ops"]["raw_dataset"]["config"].update(source="edges.csv", nodes="nodes.parquet")
+        assert dg.validate_run_config(job, config)
+        node = config["ops"]["trained_model"]["config"]["node"]
+        assert node.get("hidden") == hidden and node["batch_size"] == 512
