@@ -67,6 +67,7 @@ def train_node_graph_dir(
         sampler=sampler,
         epoch_adapters=adapters,
         eval_batches=data.eval_batches,
+        eval_order=data.eval_order,
     )
     params = {
         **node_run_params(config, m, run.checkpoint_dir),

@@ -36,12 +36,28 @@ a ``.npy`` file in a temporary directory (``$TMPDIR``, Python's
 :func:`tempfile.gettempdir`), removed when the evaluation ends, so the
 evaluation holds one batch and not ``N x hidden``
 (:mod:`gnncore.train.core.layerstore`).
+
+With an evaluation order (:class:`~gnncore.train.core.evalorder.EvaluationOrder`:
+an out-of-core run's partitioned store, handed to the task by
+:mod:`gnncore.modes.node_data`) the layer-wise evaluation reads the graph as
+``gnncore predict --store`` does: every layer for every node, in the store's
+numbering, part by part; a part's input rows (features, then the hidden
+layer) read once, sequentially, the sources of cut edges in sorted,
+coalesced reads (``O_DIRECT`` where training reads so), at most a quarter of
+the evaluation's room holding them. The metrics are the graph order's (float
+tolerance); on a graph whose features exceed the memory, memory-mapped
+reads of scattered rows made the page cache reread the feature file many
+times over.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import shutil
 import tempfile
+import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,10 +71,12 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnncore.memory import memory_available
 from gnncore.sizes import format_size
+from gnncore.train.core.evalorder import EvaluationOrder
 from gnncore.train.core.layerwise import (
     Adjacency,
     in_edge_entries,
     in_edges,
+    layerwise_inference,
     layerwise_subset,
     rows_per_layer,
 )
@@ -181,19 +199,43 @@ def sampled_cost(
 
 
 class LayerwiseEvaluation:
-    """The exact evaluation of one split through layer-wise inference: the rows
-    each layer computes (:func:`rows_per_layer`) and the cost that chose it."""
+    """The exact evaluation of one split, or of several in one pass, through
+    layer-wise inference: the rows each layer computes (:func:`rows_per_layer`
+    of the splits' nodes together) and the cost that chose it.
+
+    With an ``order`` (:class:`~gnncore.train.core.evalorder.EvaluationOrder`,
+    a partitioned store's numbering) every layer runs for every node in that
+    order, part by part (:func:`~gnncore.train.core.layerwise.layerwise_inference`
+    with its bounds: a part's input rows read once, sequentially, the sources
+    of cut edges in sorted coalesced reads, at most a quarter of the
+    evaluation's room held for them), as ``gnncore predict --store`` computes;
+    the in-neighbour lists in that order are written once, to a scratch
+    directory removed by :meth:`close`. ``passes`` counts the passes over the
+    graph (calls of :meth:`measure`)."""
 
     def __init__(
         self,
         adjacency: Adjacency,
-        split: torch.Tensor,
+        split: torch.Tensor | dict[str, torch.Tensor],
         rows: list[torch.Tensor],
         batch_size: int,
         cost: EvaluationCost,
+        order: EvaluationOrder | None = None,
     ) -> None:
-        self.adjacency, self.split, self.rows, self.batch_size = adjacency, split, rows, batch_size
-        self.cost = cost
+        self.splits = split if isinstance(split, dict) else {"split": split}
+        self.split = next(iter(self.splits.values()))
+        self.adjacency, self.rows, self.batch_size = adjacency, rows, batch_size
+        self.cost, self.order = cost, order
+        self.passes = 0
+        self._ordered: Adjacency | None = None
+        self._scratch: str | None = None
+
+    @property
+    def way(self) -> str:
+        """How it reads the graph, for the run's record."""
+        if self.order is None:
+            return ""
+        return f"; in the {self.order.name}'s order, part by part"
 
     @torch.no_grad()
     def __call__(
@@ -205,10 +247,32 @@ class LayerwiseEvaluation:
         normalize_features: bool = False,
         amp_dtype: torch.dtype | None = None,
     ) -> ClassificationMetrics:
-        """Accuracy and macro-F1 of ``model`` on the split, as
+        """Accuracy and macro-F1 of ``model`` on the (first) split, as
         :func:`~gnncore.train.node.loop.evaluate` computes them (features
         normalised the same way, autocast with ``amp_dtype``)."""
+        metrics = self.measure(
+            model,
+            feature_store,
+            device,
+            normalize_features=normalize_features,
+            amp_dtype=amp_dtype,
+        )
+        return next(iter(metrics.values()))
+
+    @torch.no_grad()
+    def measure(
+        self,
+        model: BasicGNN,
+        feature_store: FeatureStore,
+        device: torch.device,
+        *,
+        normalize_features: bool = False,
+        amp_dtype: torch.dtype | None = None,
+    ) -> dict[str, ClassificationMetrics]:
+        """Every split's metrics (by name) from one layer-wise pass."""
         model.eval()
+        self.passes += 1
+        started = time.perf_counter()
 
         def inputs(n_id: torch.Tensor) -> torch.Tensor:
             x = feature_store.get_tensor(group_name=None, attr_name="x", index=n_id)
@@ -216,20 +280,52 @@ class LayerwiseEvaluation:
                 x = normalize_rows(x)
             return x
 
-        if not self.cost.spill:
-            return self._evaluate(model, inputs, feature_store, device, amp_dtype, None)
-        with tempfile.TemporaryDirectory(prefix="gnncore-eval-") as scratch:
-            return self._evaluate(model, inputs, feature_store, device, amp_dtype, Path(scratch))
+        order = self.order
+        if order is not None and normalize_features:
+            order = order.normalized()
+        with contextlib.ExitStack() as stack:
+            layer_dir = None
+            if self.cost.spill:
+                layer_dir = Path(
+                    stack.enter_context(tempfile.TemporaryDirectory(prefix="gnncore-eval-"))
+                )
+            if order is None:
+                predicted, width = self._predict(model, inputs, device, amp_dtype, layer_dir)
+            else:
+                predicted, width = self._predict_ordered(model, order, device, amp_dtype, layer_dir)
+        metrics = {
+            name: self._metrics(feature_store, split, predicted(split), width)
+            for name, split in self.splits.items()
+        }
+        LOG.info(
+            "layer-wise evaluation pass %d (%s)%s: %.1f s",
+            self.passes,
+            ", ".join(self.splits),
+            self.way,
+            time.perf_counter() - started,
+        )
+        return metrics
 
-    def _evaluate(
+    @staticmethod
+    def _metrics(
+        feature_store: FeatureStore, split: torch.Tensor, pred: torch.Tensor, width: int
+    ) -> ClassificationMetrics:
+        if len(split) == 0:
+            return ClassificationMetrics(0.0, 0.0, 0)
+        labels = feature_store.get_tensor(group_name=None, attr_name="y", index=split)
+        return ClassificationMetrics.from_confusion(confusion_matrix(pred, labels, width))
+
+    def _predict(
         self,
         model: BasicGNN,
         inputs: Callable[[torch.Tensor], torch.Tensor],
-        feature_store: FeatureStore,
         device: torch.device,
         amp_dtype: torch.dtype | None,
         layer_dir: Path | None,
-    ) -> ClassificationMetrics:
+    ) -> tuple[Callable[[torch.Tensor], torch.Tensor], int]:
+        """``(predicted, classes)``: ``predicted(nodes)`` gives the predicted
+        classes of the graph's nodes ``nodes`` (ascending, among the last
+        layer's rows), computed in the graph's order for the rows needed."""
         targets = self.rows[-1]
         predicted = torch.empty(len(targets), dtype=torch.long)
         width = 0
@@ -246,11 +342,68 @@ class LayerwiseEvaluation:
             start = int(torch.searchsorted(targets, nodes[:1]))
             predicted[start : start + len(nodes)] = out.argmax(dim=-1).cpu()
             width = out.size(-1)
-        if len(self.split) == 0:
-            return ClassificationMetrics(0.0, 0.0, 0)
-        labels = feature_store.get_tensor(group_name=None, attr_name="y", index=self.split)
-        pred = predicted[torch.searchsorted(targets, self.split)]
-        return ClassificationMetrics.from_confusion(confusion_matrix(pred, labels, width))
+        return lambda split: predicted[torch.searchsorted(targets, split)], width
+
+    def _predict_ordered(
+        self,
+        model: BasicGNN,
+        order: EvaluationOrder,
+        device: torch.device,
+        amp_dtype: torch.dtype | None,
+        layer_dir: Path | None,
+    ) -> tuple[Callable[[torch.Tensor], torch.Tensor], int]:
+        """:meth:`_predict` over every node in ``order``'s numbering."""
+        adjacency = self._order_adjacency(order)
+        predicted = torch.zeros(order.num_nodes, dtype=torch.long)
+        width = 0
+        memory = self.cost.memory
+        for a, b, out in layerwise_inference(
+            model,
+            adjacency,
+            order.rows(self.cost.spill),
+            batch_size=self.batch_size,
+            device=device,
+            amp_dtype=amp_dtype,
+            layer_dir=layer_dir,
+            bounds=order.bounds,
+            cache_bytes=memory // 4 if memory is not None else 1 << 62,
+            input_range=order.read_range,
+            input_ranges=order.read_ranges(),
+        ):
+            predicted[a:b] = out.argmax(dim=-1).cpu()
+            width = out.size(-1)
+        return lambda split: predicted[order.new_ids(split)], width
+
+    def _order_adjacency(self, order: EvaluationOrder) -> Adjacency:
+        """The in-neighbour lists in ``order``'s numbering, built on the first
+        pass into a scratch directory (``$TMPDIR``) kept until :meth:`close`."""
+        if self._ordered is None:
+            self._scratch = tempfile.mkdtemp(prefix="gnncore-eval-order-")
+            weakref.finalize(self, shutil.rmtree, self._scratch, True)
+            self._ordered = order.adjacency(Path(self._scratch))
+        return self._ordered
+
+    def close(self) -> None:
+        """Remove the order's scratch directory (a later pass builds it again)."""
+        self._ordered = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def joined(self, other: LayerwiseEvaluation, names: tuple[str, str]) -> LayerwiseEvaluation:
+        """One evaluation of this split and ``other``'s (named ``names``) in one
+        pass: each layer's rows the union of both's (a node's rows are the
+        same whichever split needs them)."""
+        rows = [torch.unique(torch.cat([a, b])) for a, b in zip(self.rows, other.rows, strict=True)]
+        splits = {names[0]: self.split, names[1]: other.split}
+        return LayerwiseEvaluation(
+            self.adjacency,
+            splits,
+            rows,
+            max(self.batch_size, other.batch_size),
+            self.cost,
+            self.order,
+        )
 
 
 def evaluation_room(config: Any) -> tuple[int | None, str]:
@@ -271,12 +424,18 @@ def evaluation_room(config: Any) -> tuple[int | None, str]:
 
 
 def choose(
-    name: str, model: torch.nn.Module, adjacency: Adjacency, split: torch.Tensor, config: Any
+    name: str,
+    model: torch.nn.Module,
+    adjacency: Adjacency,
+    split: torch.Tensor,
+    config: Any,
+    order: EvaluationOrder | None = None,
 ) -> tuple[LayerwiseEvaluation | None, EvaluationCost | None]:
     """The layer-wise evaluation of ``split`` when :class:`EvaluationCost` says
     it is the cheaper way (logged either way under ``name``), else ``None``
     (evaluate with the sampled loader); and the cost (``None`` for a model
-    layer-wise inference does not compute)."""
+    layer-wise inference does not compute). With ``order`` the layer-wise
+    evaluation runs in that order (:class:`LayerwiseEvaluation`)."""
     if not supports_layerwise(model):
         return None, None
     assert isinstance(model, BasicGNN)
@@ -293,4 +452,4 @@ def choose(
     if not cost.use_layerwise:
         return None, cost
     batch_size = max(config.eval_batch_size, MIN_BATCH_SIZE)
-    return LayerwiseEvaluation(adjacency, split, rows, batch_size, cost), cost
+    return LayerwiseEvaluation(adjacency, split, rows, batch_size, cost, order), cost

@@ -22,6 +22,7 @@ from torch_geometric.sampler import BaseSampler
 from gnncore.sampler import build_sampler
 from gnncore.train.core.batches import BatchSource, LoaderBatchSource
 from gnncore.train.core.checkpoint import data_fingerprint
+from gnncore.train.core.evalorder import EvaluationOrder
 from gnncore.train.core.layerwise import Adjacency
 from gnncore.train.core.models import build_model, uses_edges
 from gnncore.train.core.session import Outcome
@@ -75,6 +76,10 @@ class NodeTask(Task[NodeTrainResult]):
             (each iterated once per evaluation, e.g.
             :meth:`~gnncore.outofcore.hierbatching.HierBatchSource.eval_batches`)
             instead of loaders over the stores; ``eval_sampler`` is then unused.
+        eval_order (EvaluationOrder, optional): A numbering of the nodes in parts
+            (a partitioned store's, :mod:`gnncore.train.core.evalorder`) that
+            layer-wise exact evaluation runs in, reading each part's rows once,
+            sequentially (:class:`~gnncore.train.node.exact.LayerwiseEvaluation`).
 
     A training source (:func:`~gnncore.train.fitting.fit`'s ``source``) yields
     :class:`~torch_geometric.loader.NodeLoader`-style batches (``x``, ``y``,
@@ -98,6 +103,7 @@ class NodeTask(Task[NodeTrainResult]):
         eval_sampler: BaseSampler | None = None,
         epoch_adapters: Sequence[Any] = (),
         eval_batches: tuple[Iterable[Any], Iterable[Any]] | None = None,
+        eval_order: EvaluationOrder | None = None,
     ) -> None:
         self.feature_store = feature_store
         self.graph_store = graph_store
@@ -108,6 +114,7 @@ class NodeTask(Task[NodeTrainResult]):
         self.eval_sampler = eval_sampler
         self.epoch_adapters = epoch_adapters
         self.eval_batches = eval_batches
+        self.eval_order = eval_order
         self._eval_loaders: tuple[Iterable[Any], Iterable[Any]] = ((), ())
         self._exact: tuple[LayerwiseEvaluation | None, LayerwiseEvaluation | None] = (None, None)
         #: How validation and test ran: ``"layer-wise"`` or ``"sampled"`` (set by build).
@@ -232,14 +239,17 @@ class NodeTask(Task[NodeTrainResult]):
         if sampled_because or indptr is None or indices is None:
             return None, None
         adjacency = Adjacency(indptr, indices)
-        val, val_cost = choose("validation", model, adjacency, splits[1], config)
-        test, test_cost = choose("test", model, adjacency, splits[2], config)
+        order = self.eval_order
+        val, val_cost = choose("validation", model, adjacency, splits[1], config, order)
+        test, test_cost = choose("test", model, adjacency, splits[2], config, order)
         for name, cost in (("val", val_cost), ("test", test_cost)):
             self.evaluation_ways[name] = (
                 cost.describe()
                 if cost is not None
                 else "sampled: a model layer-wise inference does not compute"
             )
+            if cost is not None and cost.use_layerwise and order is not None:
+                self.evaluation_ways[name] += f"; in the {order.name}'s order"
         return val, test
 
     def _evaluation_loaders(
