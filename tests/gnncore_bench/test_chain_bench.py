@@ -60,11 +60,13 @@ def test_every_stage_runs_and_predicts_every_node(
 
 
 def test_refuses_a_run_the_disk_cannot_hold(tmp_path: Path) -> None:
-    nodes = 10**12  # petabytes of features
+    # The generator's largest graph (SynthSpec takes under 2**31 nodes) with 65,536
+    # features: petabytes of features.
+    nodes, features = 2**31 - 1, 2**16
     with pytest.raises(ValueError, match="of disk"):
-        bench_chain(tmp_path, nodes, 10, 64, None)
+        bench_chain(tmp_path, nodes, 10, features, None)
     assert not list(tmp_path.iterdir())  # refused before anything was written
-    assert disk_estimate(nodes, 10, 64) > nodes * 64 * 4
+    assert disk_estimate(nodes, 10, features) > nodes * features * 4
 
 
 def test_node_table_holds_the_generators_labels_and_features(tmp_path: Path) -> None:
