@@ -48,6 +48,13 @@ the evaluation's room holding them. The metrics are the graph order's (float
 tolerance); on a graph whose features exceed the memory, memory-mapped
 reads of scattered rows made the page cache reread the feature file many
 times over.
+
+Validation and test, when both are layer-wise, are one evaluation
+(:meth:`LayerwiseEvaluation.joined`: each layer's rows the union of both
+splits'), measured once per epoch: the inner layers are computed for nearly
+every node either way. :class:`KeptTest` keeps the test metrics of the epoch
+whose weights the run restores before measuring the test (the best
+validation epoch), so the test needs no pass of its own.
 """
 
 from __future__ import annotations
@@ -404,6 +411,40 @@ class LayerwiseEvaluation:
             self.cost,
             self.order,
         )
+
+
+class KeptTest:
+    """The test metrics computed beside validation (one pass of a joined
+    :class:`LayerwiseEvaluation`) for the weights they were measured on: kept
+    when validation improves on the best of this process (the epoch whose
+    weights the run restores before it measures the test), and given back only
+    for a model with exactly those weights."""
+
+    def __init__(self) -> None:
+        self.best = -1.0
+        self.weights: dict[str, torch.Tensor] | None = None
+        self.metrics: ClassificationMetrics | None = None
+
+    def offer(
+        self, model: torch.nn.Module, val: ClassificationMetrics, test: ClassificationMetrics
+    ) -> None:
+        """Keep ``test`` and ``model``'s weights when ``val`` is the best yet."""
+        if val.accuracy > self.best:
+            self.best = val.accuracy
+            self.weights = {
+                k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()
+            }
+            self.metrics = test
+
+    def take(self, model: torch.nn.Module) -> ClassificationMetrics | None:
+        """The kept test metrics when ``model`` holds the kept weights, else ``None``."""
+        if self.weights is None or self.metrics is None:
+            return None
+        state = model.state_dict()
+        if state.keys() != self.weights.keys():
+            return None
+        same = all(torch.equal(state[k].detach().cpu(), v) for k, v in self.weights.items())
+        return self.metrics if same else None
 
 
 def evaluation_room(config: Any) -> tuple[int | None, str]:

@@ -35,7 +35,7 @@ from gnncore.train.fitting import (
     source_hook,
 )
 from gnncore.train.node.config import NodeTrainConfig
-from gnncore.train.node.exact import LayerwiseEvaluation, choose
+from gnncore.train.node.exact import KeptTest, LayerwiseEvaluation, choose
 from gnncore.train.node.loop import (
     NodeProgress,
     NodeTrainResult,
@@ -81,6 +81,12 @@ class NodeTask(Task[NodeTrainResult]):
             layer-wise exact evaluation runs in, reading each part's rows once,
             sequentially (:class:`~gnncore.train.node.exact.LayerwiseEvaluation`).
 
+    When validation and test are both evaluated layer-wise they are computed in
+    one pass per epoch (the inner layers are shared); the test metrics of the
+    epoch whose weights the run restores (the best validation epoch) are kept
+    and reported, so the test costs no pass of its own
+    (:class:`~gnncore.train.node.exact.KeptTest`).
+
     A training source (:func:`~gnncore.train.fitting.fit`'s ``source``) yields
     :class:`~torch_geometric.loader.NodeLoader`-style batches (``x``, ``y``,
     ``edge_index``, ``batch_size``, hop counts); besides ``wrap_model`` and
@@ -117,6 +123,8 @@ class NodeTask(Task[NodeTrainResult]):
         self.eval_order = eval_order
         self._eval_loaders: tuple[Iterable[Any], Iterable[Any]] = ((), ())
         self._exact: tuple[LayerwiseEvaluation | None, LayerwiseEvaluation | None] = (None, None)
+        #: Validation and test in one layer-wise pass (set by build when both are layer-wise).
+        self.joint_evaluation: LayerwiseEvaluation | None = None
         #: How validation and test ran: ``"layer-wise"`` or ``"sampled"`` (set by build).
         self.evaluation_ways: dict[str, str] = {}
 
@@ -242,6 +250,7 @@ class NodeTask(Task[NodeTrainResult]):
         order = self.eval_order
         val, val_cost = choose("validation", model, adjacency, splits[1], config, order)
         test, test_cost = choose("test", model, adjacency, splits[2], config, order)
+        self.joint_evaluation = val.joined(test, ("val", "test")) if val and test else None
         for name, cost in (("val", val_cost), ("test", test_cost)):
             self.evaluation_ways[name] = (
                 cost.describe()
@@ -250,6 +259,8 @@ class NodeTask(Task[NodeTrainResult]):
             )
             if cost is not None and cost.use_layerwise and order is not None:
                 self.evaluation_ways[name] += f"; in the {order.name}'s order"
+            if self.joint_evaluation is not None:
+                self.evaluation_ways[name] += "; validation and test in one pass"
         return val, test
 
     def _evaluation_loaders(
@@ -335,7 +346,40 @@ class NodeTask(Task[NodeTrainResult]):
             return lambda: exact(evaluation)
 
         (val, test), (exact_val, exact_test) = self._eval_loaders, self._exact
-        return Measures(step, way(val, exact_val), way(test, exact_test))
+        joint = self.joint_evaluation
+        if joint is None:
+            return Measures(step, way(val, exact_val), way(test, exact_test))
+        kept = KeptTest()
+
+        def both() -> dict[str, ClassificationMetrics]:
+            if config.num_workers == 0 or passes[0] == 0:  # as exact() draws
+                torch.empty((), dtype=torch.int64).random_()
+            passes[0] += 1
+            assert isinstance(eval_model, BasicGNN)
+            return joint.measure(
+                eval_model,
+                self.feature_store,
+                device,
+                normalize_features=config.normalize_features,
+                amp_dtype=amp_dtype,
+            )
+
+        def validate() -> ClassificationMetrics:
+            metrics = both()
+            kept.offer(eval_model, metrics["val"], metrics["test"])
+            return metrics["val"]
+
+        def test_of_kept() -> ClassificationMetrics:
+            # The weights restored are those of the best validation epoch: its test
+            # metrics were computed in that epoch's pass (a resumed run's best epoch
+            # may predate this process; then the test gets a pass of its own).
+            metrics = kept.take(eval_model)
+            if metrics is None:
+                metrics = both()["test"]
+            joint.close()
+            return metrics
+
+        return Measures(step, validate, test_of_kept)
 
     def describe(
         self, loss: float, val: ClassificationMetrics, state: NodeProgress

@@ -1,23 +1,29 @@
 """Exact evaluation of out-of-core runs in a partitioned store's order (issue 27,
-"the whole chain beyond memory"): the same metrics as the graph's order."""
+"the whole chain beyond memory"): the same metrics as the graph's order,
+and validation and test in one layer-wise pass per epoch."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import numpy as np
 import pytest
 import torch
 
 from conftest import planted_graph
+from gnncore.modes import RunInputs, RunRecording, train_graph_dir
 from gnncore.outofcore.order import StoreOrder
 from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
 from gnncore.partition import partition_graph
-from gnncore.store import GraphDir, GraphDirFeatureStore
+from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.train import NodeTrainConfig, build_model
 from gnncore.train.core.evalorder import EvaluationOrder
 from gnncore.train.core.layerwise import Adjacency
-from gnncore.train.node.exact import EvaluationCost, LayerwiseEvaluation, choose
+from gnncore.train.fitting import RunHooks, fit
+from gnncore.train.node.exact import EvaluationCost, KeptTest, LayerwiseEvaluation, choose
+from gnncore.train.node.metrics import ClassificationMetrics
+from gnncore.train.node.task import NodeTask
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*torch.jit.script.* is deprecated:DeprecationWarning",
@@ -91,3 +97,89 @@ def test_store_order_metrics_equal_the_graph_order_ones(
             assert got[split].macro_f1 == pytest.approx(expected[split].macro_f1, abs=1e-9)
         bounds = order.bounds.tolist()
         assert ranges == (list(zip(bounds[:-1], bounds[1:], strict=True)) if whole_parts else [])
+
+
+def _fit(graph: GraphDir, config: NodeTrainConfig) -> tuple[object, NodeTask]:
+    task = NodeTask(
+        GraphDirFeatureStore(graph),
+        GraphDirGraphStore(graph),
+        [_split(graph, name) for name in ("train", "val", "test")],
+        graph.manifest.num_classes,
+    )
+    return fit(task, config, None, RunHooks(None, False, None, False, None)), task
+
+
+def test_validation_and_test_take_one_pass_per_epoch(
+    stored: tuple[GraphDir, PartitionedStore],
+) -> None:
+    """Three epochs: three layer-wise passes, each of validation and test; the
+    reported test figures are those of the restored (best validation) model
+    measured on its own, as a separate test pass measured them."""
+    graph, _ = stored
+    config = NodeTrainConfig(**{**SMALL, "epochs": 3}, model="sage", lr=0.02)
+    result, task = _fit(graph, config)
+    joint = task.joint_evaluation
+    assert joint is not None and joint.passes == 3
+    assert list(joint.splits) == ["val", "test"]
+    assert task.evaluation_ways["test"].endswith("validation and test in one pass")
+    model = result.model.eval()  # type: ignore[attr-defined]
+    adjacency = Adjacency(np.asarray(graph.indptr), np.asarray(graph.indices))
+    alone, _ = choose("test", model, adjacency, _split(graph, "test"), config)
+    assert alone is not None
+    separate = alone(model, GraphDirFeatureStore(graph), torch.device("cpu"))
+    assert result.test_accuracy == separate.accuracy  # type: ignore[attr-defined]
+    assert result.test_macro_f1 == pytest.approx(separate.macro_f1, abs=1e-12)  # type: ignore[attr-defined]
+    best = result.best_epoch - 1  # type: ignore[attr-defined]
+    assert result.val_accuracy[best] == result.best_val_accuracy  # type: ignore[attr-defined]
+
+
+def test_an_out_of_core_run_evaluates_in_store_order_in_one_pass(
+    stored: tuple[GraphDir, PartitionedStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``gnncore train --mode hierbatching`` with exact evaluation: one pass of
+    validation and test in the store's order for one epoch (its log line), the
+    test accuracy the final model's over every neighbour."""
+    graph, store = stored
+    config = NodeTrainConfig(**SMALL, mode="hierbatching", mega_batch_parts=2)
+    with caplog.at_level(logging.INFO, logger="gnncore.train.node.exact"):
+        result = train_graph_dir(
+            graph,
+            config,
+            inputs=RunInputs(store=store.path),
+            recording=RunRecording(progress=False),
+        )
+    passes = [
+        r.getMessage() for r in caplog.records if "layer-wise evaluation pass" in r.getMessage()
+    ]
+    assert len(passes) == 1
+    assert passes[0].startswith(
+        "layer-wise evaluation pass 1 (val, test); in the partitioned store"
+    )
+    assert "partitioned store (4 parts)'s order" in result.evaluation["test"]
+    model = result.model.eval()
+    x = torch.from_numpy(graph.array("features").copy())
+    indptr = torch.from_numpy(graph.indptr.astype("int64"))
+    sources = torch.from_numpy(graph.indices.astype("int64"))
+    targets = torch.repeat_interleave(torch.arange(len(indptr) - 1), indptr.diff())
+    with torch.no_grad():
+        predicted = model(x, torch.stack([sources, targets])).argmax(dim=-1)
+    test = _split(graph, "test")
+    labels = torch.from_numpy(graph.array("labels").astype("int64"))
+    exact = (predicted[test] == labels[test]).double().mean().item()
+    assert result.test_accuracy == pytest.approx(exact, abs=1e-9)
+
+
+def test_kept_test_metrics_only_for_the_weights_they_were_measured_on() -> None:
+    """A later, worse epoch does not replace the kept figures; a model whose
+    weights differ from the kept ones (a resumed run's older best) gets none."""
+    model = torch.nn.Linear(3, 2)
+    kept = KeptTest()
+    first, second = ClassificationMetrics(0.5, 0.4, 10), ClassificationMetrics(0.7, 0.6, 10)
+    kept.offer(model, ClassificationMetrics(0.8, 0.8, 10), first)
+    best = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    kept.offer(model, ClassificationMetrics(0.6, 0.6, 10), second)  # worse: not kept
+    assert kept.take(model) is None
+    model.load_state_dict(best)
+    assert kept.take(model) is first
