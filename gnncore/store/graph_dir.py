@@ -14,6 +14,7 @@ labels, splits): every verb runs it before its work starts.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.store.manifest import Manifest, sha256_of
 from gnncore.store.npy import inspect_npy, load_npy, npy_blocks, read_npy_header
+from gnncore.store.write_checks import WrittenCheck
 from gnncore.typing import require_csrc
 
 if TYPE_CHECKING:  # Polars (33 MiB of RSS) is imported by the two readers that use it
@@ -204,11 +206,17 @@ class GraphDir:
         Raises:
             InputError: Naming the file, the row and the problem.
         """
+        self._check_structure(frozenset())
+
+    def _check_structure(self, done: frozenset[str]) -> None:
+        """:meth:`check_structure`, but for the files in ``done``, whose checks
+        their writer made (:meth:`_written`)."""
         if self._structure_checked:
             return
         m = self.manifest
-        self._check_indptr()
-        bad = self._first_outside("indices", 0, m.num_nodes)
+        if "indptr.npy" not in done:
+            self._check_indptr()
+        bad = None if "indices.npy" in done else self._first_outside("indices", 0, m.num_nodes)
         if bad is not None:
             entry, value = bad
             row = int(np.searchsorted(self.indptr, entry, side="right")) - 1
@@ -217,7 +225,7 @@ class GraphDir:
                 self.path / "indices.npy",
                 row=row,
             )
-        bad = self._first_outside("eid", 0, m.num_canonical_edges)
+        bad = None if "eid.npy" in done else self._first_outside("eid", 0, m.num_canonical_edges)
         if bad is not None:
             raise InputError(
                 f"edge id {bad[1]} is outside [0, {m.num_canonical_edges}) "
@@ -225,7 +233,8 @@ class GraphDir:
                 self.path / "eid.npy",
                 row=bad[0],
             )
-        self._check_pairs()
+        if "edges_shuffled.npy" not in done:
+            self._check_pairs()
         if self.has("labels"):
             bad = self._first_outside("labels", -1, m.num_classes)
             if bad is not None:
@@ -372,14 +381,21 @@ class GraphDir:
 
     # Deep validation -----------------------------------------------------------
 
-    def validate(self, checksums: bool = False) -> None:
+    def validate(self, checksums: bool = False, written: Iterable[WrittenCheck] = ()) -> None:
         """Check contents; raise :class:`InputError` naming file, row and problem.
 
         First :meth:`check_structure`, then (what it leaves out) every adjacency
         row sorted and, outside knowledge graphs, without repeats, and features
         finite; with ``checksums``, first every file's sha256 (the deep check).
+
+        Args:
+            checksums (bool): Check every file's sha256 first.
+            written: Checks the directory's writer made on every entry it wrote
+                (:mod:`gnncore.store.write_checks`): a file whose check's counts
+                and bounds match the manifest is not read again.
         """
         require_csrc()
+        done = self._written(written)
 
         m = self.manifest
         if checksums:
@@ -389,18 +405,40 @@ class GraphDir:
                         "sha256 does not match the manifest (file changed or corrupt)",
                         self.path / name,
                     )
-        self.check_structure()
-        # indptr (O(|V|)) in memory; indices read in blocks, not mapped: mapped
-        # pages stay in the process's memory, and graphs may exceed it
-        indptr = load_npy(self.path / "indptr.npy", mmap_mode=None)
-        bad = self._first_invalid_row(indptr, m.num_nodes, m.num_relations == 0)
-        if bad >= 0:
-            raise InputError(
-                "adjacency row is unsorted or repeats a neighbour",
-                self.path / "indices.npy",
-                row=int(bad),
-            )
+        self._check_structure(done)
+        if "indices.npy" not in done:
+            # indptr (O(|V|)) in memory; indices read in blocks, not mapped: mapped
+            # pages stay in the process's memory, and graphs may exceed it
+            indptr = load_npy(self.path / "indptr.npy", mmap_mode=None)
+            bad = self._first_invalid_row(indptr, m.num_nodes, m.num_relations == 0)
+            if bad >= 0:
+                raise InputError(
+                    "adjacency row is unsorted or repeats a neighbour",
+                    self.path / "indices.npy",
+                    row=int(bad),
+                )
         self._validate_features()
+
+    def _written(self, written: Iterable[WrittenCheck]) -> frozenset[str]:
+        """The files of ``written`` whose checks cover what validation checks of
+        them against this manifest: every entry, the manifest's bounds."""
+        m = self.manifest
+        expected = {
+            "indptr.npy": (m.num_nodes + 1, m.num_edges),
+            "indices.npy": (m.num_edges, m.num_nodes),
+            "eid.npy": (m.num_edges, m.num_canonical_edges),
+            "edges_shuffled.npy": (m.num_undirected_edges, m.num_nodes),
+        }
+        done = set()
+        for check in written:
+            if expected.get(check.file) != (check.count, check.bound):
+                continue
+            if check.file == "indices.npy" and not (check.strict or m.num_relations):
+                continue
+            done.add(check.file)
+        if "indptr.npy" not in done:  # indices' rows were checked against its offsets
+            done.discard("indices.npy")
+        return frozenset(done)
 
     def _first_invalid_row(self, indptr: np.ndarray, num_nodes: int, strict: bool) -> int:
         """The first invalid adjacency row (``gnncore._C.find_invalid_csr_block``

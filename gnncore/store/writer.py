@@ -30,6 +30,7 @@ from gnncore.store.graph_dir import GraphDir
 from gnncore.store.manifest import FileEntry, Manifest, check_plain_name, sha256_of
 from gnncore.store.npy import index_dtype
 from gnncore.store.parquet_footer import parquet_num_rows
+from gnncore.store.write_checks import WrittenCheck
 from gnncore.typing import require_csrc
 
 INT32_MAX = np.iinfo(np.int32).max
@@ -104,6 +105,7 @@ class GraphDirWriter:
         self._files: dict[str, str] = {}  # file name -> kind
         self._digests: dict[str, Future[str]] = {}
         self._hasher: ThreadPoolExecutor | None = None
+        self._checks: dict[str, WrittenCheck] = {}
 
     # Arrays and tables -------------------------------------------------------
 
@@ -130,6 +132,7 @@ class GraphDirWriter:
     def _register(self, file: str, kind: str) -> str:
         check_plain_name(file, self.root)
         self._files[file] = kind
+        self._checks.pop(file, None)  # written again: its check no longer holds
         return file
 
     def file_path(self, file: str, kind: str) -> Path:
@@ -160,6 +163,20 @@ class GraphDirWriter:
         if file not in self._files:
             raise ValueError(f"{file} is not a registered file of {self.root}")
         self._digests[file] = digest
+
+    def record_check(self, check: WrittenCheck) -> None:
+        """Record that ``check.file``, registered and complete, passed its content
+        check as it was written (:mod:`gnncore.store.write_checks`): the
+        validation of :func:`create_graph_dir` then does not read it again when
+        the check's counts and bounds match the manifest."""
+        if check.file not in self._files:
+            raise ValueError(f"{check.file} is not a registered file of {self.root}")
+        self._checks[check.file] = check
+
+    @property
+    def written_checks(self) -> list[WrittenCheck]:
+        """The checks recorded by :meth:`record_check`."""
+        return list(self._checks.values())
 
     @property
     def files(self) -> list[str]:
@@ -346,7 +363,9 @@ class GraphDirWriter:
 
 @contextmanager
 def create_graph_dir(out: str | os.PathLike[str], name: str) -> Iterator[GraphDirWriter]:
-    """Write a graph directory atomically; it is validated before it appears.
+    """Write a graph directory atomically; it is validated before it appears
+    (the files whose content checks the writer recorded, :meth:`GraphDirWriter.record_check`,
+    are not read again).
 
     Args:
         out (str or PathLike): The graph directory to create or replace.
@@ -362,4 +381,5 @@ def create_graph_dir(out: str | os.PathLike[str], name: str) -> Iterator[GraphDi
             writer.finish()
         finally:
             writer.close()
-        GraphDir.open(tmp).validate()
+        # files checked as they were written are not read again
+        GraphDir.open(tmp).validate(written=writer.written_checks)

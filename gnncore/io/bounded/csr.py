@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 
 import numpy as np
 
-from gnncore.io.bounded.npy_stream import npy_writer
+from gnncore.io.bounded.csr_sink import CsrSink
 from gnncore.store.edge_keys import KEY_RUN_BUFFER, KeySorter
 from gnncore.store.writer import GraphDirWriter, index_dtype
 
 MERGE_BUFFER_BYTES = 32 << 20
-"""The output buffer of the in-memory CSR merge (``indices`` and ``eid`` of a row
-range; a longer row gets its own): row ranges of this size are written one
-after another through it, so its pages are touched once and stay warm."""
+"""The output buffers of the in-memory CSR merge (``indices`` and ``eid`` of a row
+range; a longer row gets its own): two of half this size take turns, one
+merged while the other is checked, written and hashed on the
+:class:`~gnncore.io.bounded.csr_sink.CsrSink`'s thread; reused, so their pages
+are touched once and stay warm."""
 
 KeyEnds = tuple[np.ndarray, np.ndarray]
 """Per node, one entry up (``[0]`` is 0): its count as the major and as the minor
@@ -90,11 +93,8 @@ def write_key_csr(
     np.cumsum(counts, out=indptr[1:])
     del counts
     num_edges = int(indptr[-1])
-    _write_indptr(writer, indptr)
     per_pass = max(budget // 2 // (int_dtype.itemsize + 8), 1)
-    indices_fh = npy_writer(writer.file_path("indices.npy", "npy"), int_dtype, (num_edges,))
-    eid_fh = npy_writer(writer.file_path("eid.npy", "npy"), np.int64, (num_edges,))
-    with indices_fh, eid_fh:
+    with CsrSink(writer, indptr, int_dtype, canon.count) as sink:
         for row, end in _row_ranges(indptr, per_pass):
             base = int(indptr[row])
             cursor = indptr[row:end] - base
@@ -104,11 +104,8 @@ def write_key_csr(
             for block in canon.blocks(rows):
                 _C.fill_csr_rows(block, rank, directed, num_nodes, row, cursor, indices, eid)
                 rank += len(block)
-            indices.tofile(indices_fh)
-            eid.tofile(eid_fh)
+            sink.put(row, end, indices, eid).result()  # one range's arrays at a time
             del indices, eid
-    writer.hash_in_background("indices.npy")
-    writer.hash_in_background("eid.npy")
     return num_edges
 
 
@@ -132,8 +129,6 @@ def _write_run_csr(
     np.cumsum(indptr, out=indptr)
     next_rank = np.cumsum(major, out=major)[:-1]  # each node's first rank as a major id
     num_nodes = len(next_rank)
-    num_edges = int(indptr[-1])
-    _write_indptr(writer, indptr)
     per_range = max(budget // 2 // (int_dtype.itemsize + 8), 1)
     ranges = list(_row_ranges(indptr, per_range))
     if len(ranges) <= 1:  # one range: the run is its own sub-run
@@ -148,9 +143,7 @@ def _write_run_csr(
     eid_buffer = np.empty(largest, dtype=np.int64)
     cursor = np.empty(max((end - row for row, end in ranges), default=0), dtype=np.int64)
     forward = None if directed else _C.KeyRunReader(str(run), KEY_RUN_BUFFER)
-    indices_fh = npy_writer(writer.file_path("indices.npy", "npy"), int_dtype, (num_edges,))
-    eid_fh = npy_writer(writer.file_path("eid.npy", "npy"), np.int64, (num_edges,))
-    with indices_fh, eid_fh:
+    with CsrSink(writer, indptr, int_dtype, canon.count) as sink:
         for (row, end), bucket in zip(ranges, buckets, strict=True):
             size = int(indptr[end] - indptr[row])
             indices, eid = indices_buffer[:size], eid_buffer[:size]
@@ -158,11 +151,8 @@ def _write_run_csr(
                               indices, eid, KEY_RUN_BUFFER)  # fmt: skip
             if bucket != run:
                 bucket.unlink()
-            indices.tofile(indices_fh)
-            eid.tofile(eid_fh)
-    writer.hash_in_background("indices.npy")
-    writer.hash_in_background("eid.npy")
-    return num_edges
+            sink.put(row, end, indices, eid).result()  # the buffers are reused
+    return int(indptr[-1])
 
 
 def _write_key_csr_merged(
@@ -173,8 +163,8 @@ def _write_key_csr_merged(
     transpose (``gnncore._C.merge_csr_rows``). The transpose goes into the key
     sort's scratch, sorted by one counting scatter of the keys (which are in
     order: ``gnncore._C.transpose_sorted_keys``, no sort scratch); the output
-    row ranges go through one buffer of at most :data:`MERGE_BUFFER_BYTES`,
-    reused (fresh pages are costly)."""
+    row ranges go through two buffers of :data:`MERGE_BUFFER_BYTES` in all,
+    reused (fresh pages are costly), to the :class:`CsrSink`'s thread."""
     from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
 
     keys = canon.keys
@@ -188,33 +178,27 @@ def _write_key_csr_merged(
     if not directed:
         indptr += next_rank
     next_rank = next_rank[:-1]
-    num_edges = int(indptr[-1])
-    _write_indptr(writer, indptr)
     cursor = np.zeros(2, dtype=np.int64)
     entry_bytes = int_dtype.itemsize + 8
-    per_range = max(min(MERGE_BUFFER_BYTES, 8 * n) // entry_bytes, 1)
-    indices_fh = npy_writer(writer.file_path("indices.npy", "npy"), int_dtype, (num_edges,))
-    eid_fh = npy_writer(writer.file_path("eid.npy", "npy"), np.int64, (num_edges,))
+    per_range = max(min(MERGE_BUFFER_BYTES // 2, 8 * n) // entry_bytes, 1)
     ranges = list(_row_ranges(indptr, per_range))
     largest = max((int(indptr[end] - indptr[row]) for row, end in ranges), default=0)
-    eid_buffer = np.empty(largest, dtype=np.int64)
-    indices_buffer = np.empty(largest, dtype=int_dtype)
-    with indices_fh, eid_fh:
-        for row, end in ranges:
+    # two buffers taking turns: a range is merged while the one before is written;
+    # one when a row is longer than a range (its buffer is that row's size)
+    buffers = [(np.empty(largest, dtype=int_dtype), np.empty(largest, dtype=np.int64))
+               for _ in range(2 if largest <= per_range else 1)]  # fmt: skip
+    written: list[Future[None] | None] = [None] * len(buffers)
+    with CsrSink(writer, indptr, int_dtype, n) as sink:
+        for i, (row, end) in enumerate(ranges):
+            turn = i % len(buffers)
+            pending = written[turn]
+            if pending is not None:
+                pending.result()  # its last range is written: the buffer is free
             size = int(indptr[end] - indptr[row])
-            indices, eid = indices_buffer[:size], eid_buffer[:size]
+            indices, eid = buffers[turn][0][:size], buffers[turn][1][:size]
             _C.merge_csr_rows(keys, transposed, directed, row, end, cursor, next_rank, indices, eid)
-            indices.tofile(indices_fh)
-            eid.tofile(eid_fh)
-    writer.hash_in_background("indices.npy")
-    writer.hash_in_background("eid.npy")
-    return num_edges
-
-
-def _write_indptr(writer: GraphDirWriter, indptr: np.ndarray) -> None:
-    with npy_writer(writer.file_path("indptr.npy", "npy"), np.int64, indptr.shape) as fh:
-        indptr.tofile(fh)
-    writer.hash_in_background("indptr.npy")
+            written[turn] = sink.put(row, end, indices, eid)
+    return int(indptr[-1])
 
 
 def _row_ranges(indptr: np.ndarray, entries: int) -> Iterator[tuple[int, int]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -41,12 +42,18 @@ class HashedNpyWriter:
 
     Each array given to :meth:`write` is hashed after the call returns: it must
     not change until :meth:`close`, which returns the hex digest's future.
+    ``check``, when given, is called on each array on the same thread before it
+    is hashed (a content check: :meth:`checked` says whether every array passed).
     """
 
     def __init__(
-        self, path: Path, dtype: Any, shape: tuple[int, ...], lag_bytes: int = 64 << 20
-    ) -> None:
+        self, path: Path, dtype: Any, shape: tuple[int, ...], lag_bytes: int = 64 << 20,
+        check: Callable[[np.ndarray], bool] | None = None,
+    ) -> None:  # fmt: skip
         header = npy_header(dtype, shape)
+        self._check = check
+        self._checked = 0
+        self._failed = False
         self._fh = open(path, "wb")
         self._fh.write(header)
         self._sha = hashlib.sha256(header)
@@ -66,10 +73,24 @@ class HashedNpyWriter:
             done, size = self._pending.popleft()
             done.result()
             self._pending_bytes -= size
-        update = self._pool.submit(self._sha.update, data.data.cast("B"))
+        update = self._pool.submit(self._update, data)
         self._pending.append((update, data.nbytes))
         self._pending_bytes += data.nbytes
         data.tofile(self._fh)
+
+    def _update(self, data: np.ndarray) -> None:
+        if self._check is not None and not self._failed:
+            if self._check(data):
+                self._checked += data.size
+            else:
+                self._failed = True
+        self._sha.update(data.data.cast("B"))
+
+    def checked(self) -> int | None:
+        """After :meth:`close`: the elements that passed ``check`` (all written), or
+        :obj:`None` when one array failed it or there was none (waits for the hashing)."""
+        self._pool.shutdown(wait=True)
+        return None if self._failed or self._check is None else self._checked
 
     def drain(self) -> None:
         """Wait until every array written so far is hashed (the caller may then

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from gnncore.store.edge_keys import (
     shuffle_keys,
     split_keys,
 )
+from gnncore.store.write_checks import WrittenCheck, pairs_ok
 from gnncore.store.writer import GraphDirWriter, index_dtype
 
 EXACT_SHUFFLE_BYTES = 32 << 20
@@ -92,7 +94,10 @@ def write_shuffled(writer: GraphDirWriter, shuffle: Shuffle, num_nodes: int, row
     path = writer.file_path("edges_shuffled.npy", "npy")
     # hashed from the blocks as they are written (each is left as it is): the
     # file is not read back for its checksum after the last one
-    with HashedNpyWriter(path, int_dtype, (shuffle.count, 2)) as out:
+    # and checked as they are hashed (pairs u < v of node ids): the validation
+    # does not read the file back either
+    check = partial(pairs_ok, num_nodes=num_nodes)
+    with HashedNpyWriter(path, int_dtype, (shuffle.count, 2), check=check) as out:
         for keys in shuffle.arrays:
             for start in range(0, len(keys), rows):
                 block = keys[start : start + rows]
@@ -108,6 +113,9 @@ def write_shuffled(writer: GraphDirWriter, shuffle: Shuffle, num_nodes: int, row
             out.drain()  # a bucket's keys are dropped before the next is read
             del keys
         writer.set_digest("edges_shuffled.npy", out.close())
+        checked = out.checked()
+        if checked is not None and checked == 2 * shuffle.count:
+            writer.record_check(WrittenCheck("edges_shuffled.npy", shuffle.count, num_nodes))
     if shuffle.pairs is not None:
         shuffle.pairs.release()
     return shuffle.count
