@@ -125,7 +125,7 @@ def _out_of_core(
     store = open_store(graph, config, store_path)
     degree = neighbour_degree(graph.indptr) if config.memory_budget_bytes else None
     exact = config.eval_fanouts is None
-    source, evals = hierbatching_batches(store, config, log, degree)
+    source, evals = hierbatching_batches(store, config, log, degree, eval_batches=not exact)
     order = None
     if exact:
         # Exact evaluation (every neighbour) of the whole graph, layer by layer
@@ -145,7 +145,7 @@ def _out_of_core(
     return NodeData(
         *stores,
         train_batches=source,
-        eval_batches=None if exact else evals,
+        eval_batches=evals,
         eval_order=order,
         params={
             "mode": config.mode,

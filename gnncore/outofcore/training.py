@@ -192,11 +192,14 @@ def hierbatching_batches(
     config: NodeTrainConfig,
     log: Callable[[str], None] | None = None,
     neighbour_degree: float | None = None,
-) -> tuple[HierBatchSource, tuple[EvalBatches, EvalBatches]]:
+    eval_batches: bool = True,
+) -> tuple[HierBatchSource, tuple[EvalBatches, EvalBatches] | None]:
     """The out-of-core source of ``config`` over ``store`` (mega-batch groups for
     ``mode="hierbatching"``, a swapping buffer for ``"partition_buffer"``; ``N_d`` from
     ``config.mega_batch_parts`` or ``config.memory_budget``: :func:`sized_parts`) and its validation
-    and test batches (``config.eval_fanouts``, all neighbours when unset)."""
+    and test batches (``config.eval_fanouts``, all neighbours when unset); ``None``
+    for those with ``eval_batches=False`` (a run that evaluates otherwise, e.g.
+    layer-wise over the whole graph)."""
     n_d = sized_parts(store, config, neighbour_degree)
     store = dataclasses.replace(store, direct_reads=direct_reads(store, config.memory_budget_bytes))
     source = HierBatchSource(
@@ -213,6 +216,8 @@ def hierbatching_batches(
         batch_depth=config.prefetch_depth,
         device=resolve_device(config.device),
     )
+    if not eval_batches:
+        return source, None
     eval_fanouts = config.eval_fanouts or (-1,) * config.num_layers
     make_eval = _sampler_factory(config, eval_fanouts, config.seed + 1)
     evals = (

@@ -1,6 +1,7 @@
 """Exact evaluation of out-of-core runs in a partitioned store's order (issue 27,
 "the whole chain beyond memory"): the same metrics as the graph's order,
-and validation and test in one layer-wise pass per epoch."""
+validation and test in one layer-wise pass per epoch, and no mega-batch
+evaluation batches built for a run that evaluates layer-wise."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pytest
 import torch
 
 from conftest import planted_graph
-from gnncore.modes import RunInputs, RunRecording, train_graph_dir
+from gnncore.modes import RunInputs, RunRecording, node_data, train_graph_dir
 from gnncore.outofcore.order import StoreOrder
 from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
+from gnncore.outofcore.training import hierbatching_batches
 from gnncore.partition import partition_graph
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.train import NodeTrainConfig, build_model
@@ -183,3 +185,21 @@ def test_kept_test_metrics_only_for_the_weights_they_were_measured_on() -> None:
     assert kept.take(model) is None
     model.load_state_dict(best)
     assert kept.take(model) is first
+
+
+def test_layerwise_runs_build_no_mega_batch_evaluation(
+    stored: tuple[GraphDir, PartitionedStore],
+) -> None:
+    """Exact evaluation: no evaluation batches, the store's order instead; with
+    ``eval_fanouts`` the mega-batch batches as before, and no order."""
+    graph, store = stored
+    exact = NodeTrainConfig(**SMALL, mode="hierbatching", mega_batch_parts=2)
+    _, evals = hierbatching_batches(store, exact, eval_batches=False)
+    assert evals is None
+    data = node_data(graph, exact, store.path)
+    assert data.eval_batches is None and data.eval_order is not None
+    assert np.array_equal(data.eval_order.node_map, np.asarray(store.array("node_map")))
+    sampled = dataclasses.replace(exact, eval_fanouts=(5, 5))
+    data = node_data(graph, sampled, store.path)
+    assert data.eval_order is None and data.eval_batches is not None
+    assert [len(batches) > 0 for batches in data.eval_batches] == [True, True]
