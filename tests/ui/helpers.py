@@ -183,9 +183,9 @@ def http_ok(url: str) -> bool:
 def run_servers(
     base: Path, artifacts: Path, link_mlflow: bool = False, cwd: Path = REPO
 ) -> Iterator[Servers]:
-    """``make ui`` and ``make mlflow-ui`` on a temporary DAGSTER_HOME and data root
-    (``base/dagster_home``, ``base/data``), logs into ``artifacts``, started in ``cwd``
-    (which must hold ``workspace.yaml``). With ``link_mlflow``,
+    """``make ui`` and ``make mlflow-ui`` (with one worker) on a temporary DAGSTER_HOME
+    and data root (``base/dagster_home``, ``base/data``), logs into ``artifacts``,
+    started in ``cwd`` (which must hold ``workspace.yaml``). With ``link_mlflow``,
     ``GNNCORE_MLFLOW_UI_URL`` points the assets' run links at this MLflow UI, as
     ``make ui`` points them at ``make mlflow-ui``'s."""
     home, data = base / "dagster_home", base / "data"
@@ -226,7 +226,10 @@ def run_servers(
             "mlflow",
             [str(BIN / "mlflow"), "ui", "--backend-store-uri", f"sqlite:///{data}/mlflow/mlflow.db"]
             + ["--default-artifact-root", f"{data}/mlflow/artifacts"]
-            + ["--host", "127.0.0.1", "--port", str(mlflow_port)],
+            + ["--host", "127.0.0.1", "--port", str(mlflow_port)]
+            # One worker serves the one browser: the default 4 cost about 1 GiB and
+            # 15 to 20 s CPU more to start (measured in docs/TESTING.md).
+            + ["--workers", "1"],
             env,
             artifacts,
             cwd,
