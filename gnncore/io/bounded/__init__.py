@@ -48,9 +48,12 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
    the manifest then records ``stats.shuffle_buckets``. The buckets are
    written before the canonical keys' run is removed, and each bucket file is
    removed once read.
-6. **checksums**: every file is hashed on a background thread once finished;
-   the rest, the manifest and validation (which reads the arrays in blocks)
-   come last.
+6. **checksums**: every file is hashed on a background thread once finished
+   (``edges_shuffled.npy`` from its blocks as they are written); the manifest
+   and the validation come last. The CSR's row ranges and the shuffled pairs
+   are checked as they are written (:mod:`gnncore.store.write_checks`, on the
+   writing threads: ``gnncore.io.bounded.csr_sink``), so the validation reads
+   none of these arrays back (only the node data, the manifest and the headers).
 
 Ids of ``2**32`` and more do not fit a key: the file is then parsed again
 into two raw id files, mapped chunk by chunk and sorted as int64 pair runs (the

@@ -1,12 +1,18 @@
 """``indptr.npy``, ``indices.npy`` and ``eid.npy`` written on a background thread,
 row range after row range, each range checked
-(:class:`~gnncore.store.write_checks.CsrChecks`: what the final validation would
-read the files back for) and hashed from the buffers as it is written, instead
-of reading the files back for their sha256 and their validation."""
+(:class:`~gnncore.store.write_checks.CsrChecks`) from the buffers as it is
+written, instead of the final validation reading the files back.
+
+Their sha256s are not taken from the buffers but from the files once they are
+complete, on the writer's hashing thread
+(:meth:`~gnncore.store.writer.GraphDirWriter.hash_in_background`): during the CSR
+both cores are busy (the merge, this thread and Polars' ``edges.parquet``),
+while the shuffle that follows is one thread; hashed there, the 480 MB of the
+20M-edge graph's ``indices``/``eid`` cost a read from the page cache but no
+time on the critical path (docs/BENCHMARKS.md, session 17)."""
 
 from __future__ import annotations
 
-import hashlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, BinaryIO
@@ -17,16 +23,13 @@ from gnncore.io.bounded.npy_stream import npy_header
 from gnncore.store.write_checks import CsrChecks
 from gnncore.store.writer import GraphDirWriter
 
-WRITE_CHUNK = 1 << 19
-"""Bytes written then hashed at a time (they are still in the cache for the hash)."""
-
 
 class CsrSink:
     """The CSR's files of ``writer``, written in order by one background thread.
 
     ``indptr`` (the offsets, in memory) is written at once; :meth:`put` queues
-    a row range's ``indices`` and ``eid``; :meth:`close` waits for them, hands
-    the sha256s to ``writer`` (:meth:`GraphDirWriter.set_digest`) and records
+    a row range's ``indices`` and ``eid``; :meth:`close` waits for them, starts
+    the files' sha256 (:meth:`GraphDirWriter.hash_in_background`) and records
     the passed checks (:meth:`GraphDirWriter.record_check`)."""
 
     def __init__(
@@ -35,24 +38,22 @@ class CsrSink:
         self._writer = writer
         num_edges = int(indptr[-1])
         self._checks = CsrChecks(indptr, len(indptr) - 1, num_canonical)
-        self._files: list[tuple[str, BinaryIO, Any]] = []
+        self._files: list[tuple[str, BinaryIO]] = []
         for name, dtype, shape in (
             ("indptr.npy", np.int64, indptr.shape),
             ("indices.npy", int_dtype, (num_edges,)),
             ("eid.npy", np.int64, (num_edges,)),
         ):
-            header = npy_header(dtype, shape)
             fh = open(writer.file_path(name, "npy"), "wb")
-            self._files.append((name, fh, hashlib.sha256()))
-            fh.write(header)
-            self._files[-1][2].update(header)
+            self._files.append((name, fh))
+            fh.write(npy_header(dtype, shape))
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-csr-write")
         self._queued: list[Future[None]] = [self._pool.submit(self._write, 0, indptr)]
 
     def put(self, row: int, end: int, indices: np.ndarray, eid: np.ndarray) -> Future[None]:
         """Queue rows ``[row, end)`` (the ranges in order), whose entries are the
         C-contiguous ``indices`` and ``eid``: checked, then appended to their
-        files and hashes. The arrays must not change until the future is done."""
+        files. The arrays must not change until the future is done."""
         done = self._pool.submit(self._range, row, end, indices, eid)
         self._queued.append(done)
         return done
@@ -63,32 +64,26 @@ class CsrSink:
         self._write(2, eid)
 
     def _write(self, which: int, array: np.ndarray) -> None:
-        _, fh, sha = self._files[which]
-        data = np.ascontiguousarray(array).data.cast("B")
-        for at in range(0, len(data), WRITE_CHUNK):
-            part = data[at : at + WRITE_CHUNK]
-            fh.write(part)
-            sha.update(part)
+        self._files[which][1].write(np.ascontiguousarray(array).data.cast("B"))
 
     def close(self) -> None:
         """Wait for every queued range (raising the first error), close the files,
-        give ``writer`` their sha256s and record the checks that passed."""
+        start their sha256 on ``writer``'s hashing thread and record the checks
+        that passed."""
         for done in self._queued:
             done.result()
         self._queued.clear()
         self._pool.shutdown(wait=True)
-        for name, fh, sha in self._files:
+        for name, fh in self._files:
             fh.close()
-            digest: Future[str] = Future()
-            digest.set_result(sha.hexdigest())
-            self._writer.set_digest(name, digest)
+            self._writer.hash_in_background(name)
         for check in self._checks.results():
             self._writer.record_check(check)
 
     def abort(self) -> None:
         """Drop what is queued and close the files (on an error)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
-        for _, fh, _ in self._files:
+        for _, fh in self._files:
             fh.close()
 
     def __enter__(self) -> CsrSink:
