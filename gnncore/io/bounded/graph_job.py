@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ class StreamJob:
     started: float = field(default_factory=time.perf_counter)
     max_fan_in: int = 64
     before_phase: str = "write"
+    before_beside: bool = False
+    """Run ``before`` on a thread beside the edges (small node data, such as
+    ``node_ids.parquet``, that would otherwise hold one core idle), not first."""
 
     def __post_init__(self) -> None:
         self.num_nodes = int(self.num_nodes)
@@ -74,13 +78,13 @@ def write_graph_dir(
     edge files of ``write_edges(writer)``, the topology, ``stats`` and the manifest."""
     phases = job.phases
     with create_graph_dir(Path(job.out_dir).absolute(), job.name) as writer:
-        if job.before is not None:
+        if job.before is not None and not job.before_beside:
             stage("node data")
             phases.start(job.before_phase)
             job.before(writer)
             for file in writer.files:
                 writer.hash_in_background(file)
-        counts = write_edges(writer)
+        counts = _edges_beside(job, writer, write_edges)
         if counts.shuffle_buckets:
             writer.stats["shuffle_buckets"] = counts.shuffle_buckets
         writer.set_topology(
@@ -114,6 +118,25 @@ def write_graph_dir(
         peak_rss_bytes=peak_rss_bytes(),
         memory_budget=job.budget,
     )
+
+
+def _edges_beside(
+    job: StreamJob, writer: GraphDirWriter, write_edges: Callable[[GraphDirWriter], EdgeCounts]
+) -> EdgeCounts:
+    """``write_edges(writer)``, with ``job.before`` on a thread beside it when
+    ``job.before_beside`` (its files are hashed by :meth:`GraphDirWriter.finish`);
+    an error of either is raised once both are done."""
+    if job.before is None or not job.before_beside:
+        return write_edges(writer)
+    stage("node data")  # started here (its time counts in the phases beside it)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-node-data") as pool:
+        node_data = pool.submit(job.before, writer)
+        try:
+            counts = write_edges(writer)
+        finally:
+            wait([node_data])  # nothing is written into the directory once it is removed
+        node_data.result()
+    return counts
 
 
 def _record_stats(writer: GraphDirWriter, job: StreamJob, counts: EdgeCounts) -> dict[str, Any]:

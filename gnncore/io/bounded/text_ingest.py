@@ -176,7 +176,9 @@ def _ingest_int_ids(
     if isinstance(parsed, KeySink):
         phases.start("sort/dedup")
         parsed.keys.finish()
-        job = StreamJob(out, scratch, phases, **common)
+        # node_ids.parquet is written beside the remap and the CSR (a node table's
+        # data, larger, still first)
+        job = StreamJob(out, scratch, phases, before_beside=nodes is None, **common)
         return write_key_graph(
             parsed.keys,
             job,
