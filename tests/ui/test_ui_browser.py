@@ -252,10 +252,13 @@ def test_launchpad_run_with_another_partitioner(servers: Servers, ui: Ui) -> Non
     # in MLflow, not judged on accuracy: the default 20 epochs on the 20,000-node graph
     # were most of this test's time); run links point at this test's MLflow UI; steps
     # run in one process (the default forks a Python per step: seconds each under load).
+    # The editor's expanded defaults hold the multiprocess executor: replace it (placed
+    # before them, the editor's own execution key won and the steps still forked).
+    assert "multiprocess" in config["execution"]["config"], config["execution"]
     partition.update(method="ldg", parts=2)
     config["ops"]["trained_model"]["config"]["node"]["epochs"] = 1
     config["resources"]["mlflow"]["config"]["ui_url"] = servers.mlflow_url
-    edited = {"execution": {"config": {"in_process": {}}}, **config}
+    edited = {**config, "execution": {"config": {"in_process": {}}}}
     text = yaml.safe_dump(edited, sort_keys=False)
     editor.click()
     page.keyboard.press("Control+A")
@@ -271,6 +274,11 @@ def test_launchpad_run_with_another_partitioner(servers: Servers, ui: Ui) -> Non
     run_id = page.url.rstrip("/").split("/")[-1].split("?")[0]
     assert run_id not in before
     assert run_tags(servers, run_id).get("dagster/partition") == DATASET
+    launched = servers.graphql(
+        "query ($id: ID!) { runOrError(runId: $id) { ... on Run { runConfigYaml } } }",
+        {"id": run_id},
+    )["runOrError"]["runConfigYaml"]
+    assert yaml.safe_load(launched)["execution"] == edited["execution"], launched
     wait_for_run(servers, run_id)
     expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=60_000)
     ui.shot("07-launchpad-run-succeeded.png")
