@@ -324,7 +324,7 @@ class NodeTask(Task[NodeTrainResult]):
 
         passes = [0]
 
-        def exact(evaluation: LayerwiseEvaluation) -> ClassificationMetrics:
+        def exact_pass(evaluation: LayerwiseEvaluation) -> dict[str, ClassificationMetrics]:
             # A loader's iterator draws its base seed from the global generator
             # (each pass with num_workers 0, the first with persistent workers):
             # draw it too, so training's random stream does not depend on the way.
@@ -332,13 +332,16 @@ class NodeTask(Task[NodeTrainResult]):
                 torch.empty((), dtype=torch.int64).random_()
             passes[0] += 1
             assert isinstance(eval_model, BasicGNN)
-            return evaluation(
+            return evaluation.measure(
                 eval_model,
                 self.feature_store,
                 device,
                 normalize_features=config.normalize_features,
                 amp_dtype=amp_dtype,
             )
+
+        def exact(evaluation: LayerwiseEvaluation) -> ClassificationMetrics:
+            return next(iter(exact_pass(evaluation).values()))
 
         def way(loader: Iterable[Any], evaluation: LayerwiseEvaluation | None) -> Any:
             if evaluation is None:
@@ -351,21 +354,8 @@ class NodeTask(Task[NodeTrainResult]):
             return Measures(step, way(val, exact_val), way(test, exact_test))
         kept = KeptTest()
 
-        def both() -> dict[str, ClassificationMetrics]:
-            if config.num_workers == 0 or passes[0] == 0:  # as exact() draws
-                torch.empty((), dtype=torch.int64).random_()
-            passes[0] += 1
-            assert isinstance(eval_model, BasicGNN)
-            return joint.measure(
-                eval_model,
-                self.feature_store,
-                device,
-                normalize_features=config.normalize_features,
-                amp_dtype=amp_dtype,
-            )
-
         def validate() -> ClassificationMetrics:
-            metrics = both()
+            metrics = exact_pass(joint)
             kept.offer(eval_model, metrics["val"], metrics["test"])
             return metrics["val"]
 
@@ -375,7 +365,7 @@ class NodeTask(Task[NodeTrainResult]):
             # may predate this process; then the test gets a pass of its own).
             metrics = kept.take(eval_model)
             if metrics is None:
-                metrics = both()["test"]
+                metrics = exact_pass(joint)["test"]
             joint.close()
             return metrics
 
