@@ -25,7 +25,7 @@ from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.store.manifest import Manifest, sha256_of
 from gnncore.store.npy import inspect_npy, load_npy, npy_blocks, read_npy_header
-from gnncore.store.write_checks import WrittenCheck
+from gnncore.store.write_checks import WrittenCheck, pairs_ok
 from gnncore.typing import require_csrc
 
 if TYPE_CHECKING:  # Polars (33 MiB of RSS) is imported by the two readers that use it
@@ -293,8 +293,8 @@ class GraphDir:
         n = self.manifest.num_nodes
         row = 0
         for block in npy_blocks(file, CHECK_ENTRIES // 2):
-            u, v = block[:, 0], block[:, 1]
-            if len(block) and not (block.min() >= 0 and block.max() < n and np.all(u < v)):
+            if not pairs_ok(block, n):  # the writer's check (write_checks); then find the row
+                u, v = block[:, 0], block[:, 1]
                 bad = np.flatnonzero((u < 0) | (u >= v) | (v >= n))
                 if len(bad):
                     i = int(bad[0])

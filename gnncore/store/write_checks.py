@@ -21,9 +21,6 @@ import numpy as np
 
 from gnncore import _C
 
-CHECKED_FILES = ("indptr.npy", "indices.npy", "eid.npy", "edges_shuffled.npy")
-"""The files a writer may check while writing them."""
-
 
 @dataclass(frozen=True)
 class WrittenCheck:
