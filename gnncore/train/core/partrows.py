@@ -41,9 +41,12 @@ RangeSource = Callable[[int, int], torch.Tensor]
 RangesSource = Callable[[np.ndarray], torch.Tensor]
 
 #: Rows closer than this many bytes are read in one request with the rows
-#: between them (about what the device transfers in one request's latency:
-#: 0.18 ms per 4 KiB direct read at 87 MB/s sequential on the 2-core VM).
-MERGE_GAP_BYTES = 16 << 10
+#: between them: one page, what an ``O_DIRECT`` read of either row transfers
+#: anyway. Wider gaps save requests but read through the file where cut rows
+#: are dense: on 1 KiB rows with one row in 15 needed, a 16 KiB gap read 36.1 GB
+#: of ranges for 8.0 GB of rows, 4 KiB 12.3 GB; on 2 KiB rows with 16 threads
+#: the 16 KiB gap gained 6% in rows/s for 2.1x the bytes (docs/BENCHMARKS.md).
+MERGE_GAP_BYTES = 4 << 10
 #: Bytes of coalesced ranges one reading thread takes at a time.
 GROUP_BYTES = 4 << 20
 #: Reading threads: requests in flight at once (4 KiB direct reads of sorted
