@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -56,6 +56,7 @@ from gnncore.train.core.partrows import (
     RangeSource,
     RangesSource,
     RowSource,
+    in_edge_entries,
     npy_ranges,
 )
 from gnncore.train.core.steps import autocast
@@ -126,6 +127,25 @@ def part_batches(
             yield lo + a, lo + b
 
 
+def _layer_batches(
+    adjacency: Adjacency,
+    nodes: torch.Tensor | None,
+    bounds: np.ndarray | None,
+    batch_size: int,
+    max_edges: int,
+) -> Iterator[tuple[int, int]]:
+    """A layer's batches: :func:`part_batches` of every node, or with ``nodes``
+    (ascending) of those nodes, ``[a, b)`` positions in ``nodes``."""
+    if nodes is None:
+        yield from part_batches(adjacency.indptr, bounds, batch_size, max_edges)
+        return
+    ids = nodes.numpy()
+    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
+    cumulative = np.concatenate([[0], np.cumsum(indptr[ids + 1] - indptr[ids])])
+    positions = np.searchsorted(ids, bounds) if bounds is not None else None
+    yield from part_batches(cumulative, positions, batch_size, max_edges)
+
+
 def read_npy_range(path: str | os.PathLike[str], lo: int, hi: int) -> torch.Tensor:
     """Rows ``lo .. hi - 1`` of a C-order float32 ``.npy`` file in one sequential
     read, then dropped from the page cache (they are held in memory now)."""
@@ -153,6 +173,7 @@ def _part_rows(
     width: int,
     bounds: np.ndarray,
     cache_bytes: int,
+    targets: torch.Tensor | None = None,
 ) -> PartRows:
     """The :class:`PartRows` of a layer's input (``width`` wide): layer 0's
     (``inputs``: its rows, range and ranges readers) or the previous layer's
@@ -170,6 +191,7 @@ def _part_rows(
         width,
         read_ranges=ranges,
         adjacency=(adjacency.indptr, adjacency.indices),
+        targets=targets.numpy() if targets is not None else None,
     )
 
 
@@ -330,9 +352,11 @@ def layerwise_inference(
     cache_bytes: int = 0,
     input_range: RangeSource | None = None,
     input_ranges: RangesSource | None = None,
+    rows: list[torch.Tensor] | None = None,
 ) -> Generator[tuple[int, int, torch.Tensor], None, None]:
     """Yield ``(a, b, out)``: the model's output rows (float32, on ``device``) of
-    nodes ``a .. b-1``, in node order, computed layer by layer.
+    nodes ``a .. b-1``, in node order, computed layer by layer; with ``rows``
+    those of ``rows[-1][a:b]``.
 
     Layers before the last keep their output in one ``[N, C]`` float32 CPU
     tensor, or with ``layer_dir`` in one ``.npy`` file per layer there
@@ -370,11 +394,16 @@ def layerwise_inference(
         input_ranges (callable, optional): Layer-0 rows of several ranges in
             one call (:data:`~gnncore.train.core.partrows.RangesSource`; the
             same values ``inputs`` gives).
+        rows (list, optional): Layer ``l`` computes only the nodes
+            ``rows[l]`` (:func:`rows_per_layer`), in node order, batches
+            inside one part with ``bounds``; a hidden layer's other rows are
+            zeros on disk and never read.
     """
     device = torch.device(device)
     max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
     n = adjacency.num_nodes
     dinv_all = gcn_dinv(model, adjacency)
+    slot = np.full(n, -1, dtype=np.int64) if rows is not None else None
     previous: LayerOutput | None = None
     current: LayerOutput | None = None
     previous_width = 0
@@ -384,12 +413,18 @@ def layerwise_inference(
             current = None
             read = inputs if previous is None else previous.read
             part_rows = None
+            nodes = rows[layer] if rows is not None else None
             if bounds is not None and cache_bytes > 0:
                 width = int(model.in_channels) if previous is None else int(previous_width)
                 layer_input = (inputs, input_range, input_ranges)
-                part_rows = _part_rows(adjacency, previous, layer_input, width, bounds, cache_bytes)
-            for a, b in part_batches(adjacency.indptr, bounds, batch_size, max_edges):
-                blk = block(adjacency, a, b)
+                part_rows = _part_rows(
+                    adjacency, previous, layer_input, width, bounds, cache_bytes, nodes
+                )
+            for a, b in _layer_batches(adjacency, nodes, bounds, batch_size, max_edges):
+                if nodes is None:
+                    blk = block(adjacency, a, b)
+                else:
+                    blk = replace(block_of(adjacency, nodes[a:b], slot), start=a, stop=b)
                 h = part_rows(blk) if part_rows is not None else read(blk.n_id)
                 out = block_output(model, layer, blk, h, dinv_all, device, amp_dtype)
                 if on_batch is not None:
@@ -400,12 +435,17 @@ def layerwise_inference(
                 if current is None:
                     current = new_layer_output(layer_dir, n, layer, out.size(1), sync_bytes)
                     previous_width = out.size(1)
-                current.write(a, out)
+                if nodes is None:
+                    current.write(a, out)
+                else:
+                    current.write_at(nodes[a:b], out)
             if part_rows is not None:
                 part_rows.release()
             if previous is not None:
                 previous.release()
-            previous = current.finish() if current is not None else None
+            previous = None
+            if current is not None:
+                previous = current.finish() if nodes is None else current.fill()
     finally:  # also when the consumer stops early or a batch fails
         for held in (previous, current):
             if held is not None:
@@ -437,15 +477,6 @@ def rowwise_inference(
 
 
 # Some nodes only ---------------------------------------------------------------
-
-
-def in_edge_entries(indptr: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The CSR positions of the edges into ``nodes`` (int64, node by node, each
-    node's in their stored order) and each node's in-degree."""
-    degree = indptr[nodes + 1] - indptr[nodes]
-    offsets = np.cumsum(degree) - degree
-    entries = np.repeat(indptr[nodes] - offsets, degree) + np.arange(int(degree.sum()))
-    return entries, degree
 
 
 def block_of(adjacency: Adjacency, targets: torch.Tensor, slot: np.ndarray | None = None) -> Block:

@@ -185,6 +185,15 @@ def npy_ranges(path: str | os.PathLike[str], direct: bool = True) -> RangesSourc
     return read
 
 
+def in_edge_entries(indptr: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR positions of the edges into ``nodes`` (int64, node by node, each
+    node's in their stored order) and each node's in-degree."""
+    degree = indptr[nodes + 1] - indptr[nodes]
+    offsets = np.cumsum(degree) - degree
+    entries = np.repeat(indptr[nodes] - offsets, degree) + np.arange(int(degree.sum()))
+    return entries, degree
+
+
 def cut_window(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -192,22 +201,30 @@ def cut_window(
     stop: int,
     part: tuple[int, int],
     max_rows: int,
+    nodes: np.ndarray | None = None,
 ) -> tuple[int, np.ndarray]:
     """``(end, ids)``: the longest run of targets ``start .. end - 1`` (``end`` at
     most ``stop``, at least ``start + 1``) whose in-edges from outside the part
     ``[lo, hi)`` have at most ``max_rows`` distinct sources (a single target's
-    may have more), and those sources, ascending."""
+    may have more), and those sources, ascending. With ``nodes`` (ascending node
+    ids) targets are positions in ``nodes``, else node ids."""
     lo, hi = part
-    e0, e1 = int(indptr[start]), int(indptr[stop])
-    src = np.asarray(indices[e0:e1], dtype=np.int64)
+    if nodes is None:
+        e0 = int(indptr[start])
+        ptr = np.asarray(indptr[start : stop + 1], dtype=np.int64) - e0
+        src = np.asarray(indices[e0 : e0 + int(ptr[-1])], dtype=np.int64)
+    else:
+        entries, degree = in_edge_entries(np.asarray(indptr, dtype=np.int64), nodes[start:stop])
+        ptr = np.concatenate([[0], np.cumsum(degree)])
+        src = np.asarray(indices[entries], dtype=np.int64)
     outside = np.flatnonzero((src < lo) | (src >= hi))
     ids, first = np.unique(src[outside], return_index=True)
     if len(ids) <= max_rows:
         return stop, ids
     # the edge whose source is the (max_rows + 1)-th distinct one ends the window
-    over = e0 + int(outside[np.sort(first)[max_rows]])
-    end = max(int(np.searchsorted(indptr, over, side="right")) - 1, start + 1)
-    keep = outside[outside < int(indptr[end]) - e0]
+    over = int(outside[np.sort(first)[max_rows]])
+    end = start + max(int(np.searchsorted(ptr, over, side="right")) - 1, 1)
+    keep = outside[outside < int(ptr[end - start])]
     return end, np.unique(src[keep])
 
 
@@ -222,7 +239,11 @@ class PartRows:
     (``(indptr, indices)``), for a window of the part's targets at once
     (:func:`cut_window`, at most ``cache_bytes // 2`` of rows;
     :func:`gather_rows`). A part too large, or no ``read_range``: every row
-    from ``read``."""
+    from ``read``.
+
+    With ``targets`` (ascending node ids: the nodes a layer computes when it
+    computes some only) a block's ``start`` and ``stop`` are positions in
+    ``targets``, not node ids."""
 
     def __init__(
         self,
@@ -235,12 +256,14 @@ class PartRows:
         read_ranges: RangesSource | None = None,
         adjacency: tuple[np.ndarray, np.ndarray] | None = None,
         row_bytes: int | None = None,
+        targets: np.ndarray | None = None,
     ) -> None:
         self.read, self.read_range, self.bounds = read, read_range, np.asarray(bounds)
         self.cache_bytes, self.width = cache_bytes, width
         self.read_ranges, self.adjacency = read_ranges, adjacency
         self.row_bytes = row_bytes if row_bytes is not None else width * 4
-        self.part, self.lo, self.hi = -1, 0, 0
+        self.targets = targets
+        self.part, self.lo, self.hi, self.part_stop = -1, 0, 0, 0
         self.rows: torch.Tensor | None = None
         self.cut_end = 0  # targets before it have their cut rows in ``cut``
         self.cut_ids = np.zeros(0, dtype=np.int64)
@@ -250,6 +273,8 @@ class PartRows:
     def _enter(self, part: int) -> None:
         self.part, self.rows, self.cut, self.cut_end = part, None, None, 0
         lo, hi = int(self.bounds[part]), int(self.bounds[part + 1])
+        targets = self.targets
+        self.part_stop = hi if targets is None else int(np.searchsorted(targets, hi))
         if self.read_range is not None and (hi - lo) * self.width * 4 <= self.cache_bytes:
             self.rows, self.lo, self.hi = self.read_range(lo, hi), lo, hi
 
@@ -262,15 +287,17 @@ class PartRows:
         indptr, indices = self.adjacency
         max_rows = max(self.cache_bytes // 2 // max(self.width * 4, 1), 1)
         part = (self.lo, self.hi)
-        end, ids = cut_window(indptr, indices, blk.start, self.hi, part, max_rows)
+        targets, stop = self.targets, self.part_stop
+        end, ids = cut_window(indptr, indices, blk.start, stop, part, max_rows, targets)
         if end < blk.stop:  # one batch's cut rows exceed the window: that batch's alone
-            end, ids = cut_window(indptr, indices, blk.start, blk.stop, part, len(indices))
+            end, ids = cut_window(indptr, indices, blk.start, blk.stop, part, len(indices), targets)
         self.cut_ids, self.cut_end = ids, end
         self.cut = gather_rows(self.read_ranges, self.cut_ids, self.width, self.row_bytes)
         self.cut_rows_read += len(self.cut_ids)
 
     def __call__(self, blk: HasNodes) -> torch.Tensor:
-        part = int(np.searchsorted(self.bounds, blk.start, side="right")) - 1
+        first = blk.start if self.targets is None else int(self.targets[blk.start])
+        part = int(np.searchsorted(self.bounds, first, side="right")) - 1
         if part != self.part:
             self._enter(part)
         if self.rows is None:

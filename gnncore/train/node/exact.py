@@ -40,10 +40,10 @@ evaluation holds one batch and not ``N x hidden``
 With an evaluation order (:class:`~gnncore.train.core.evalorder.EvaluationOrder`:
 an out-of-core run's partitioned store, handed to the task by
 :mod:`gnncore.modes.node_data`) the layer-wise evaluation reads the graph as
-``gnncore predict --store`` does: every layer for every node, in the store's
-numbering, part by part; a part's input rows (features, then the hidden
-layer) read once, sequentially, the sources of cut edges in sorted,
-coalesced reads (``O_DIRECT`` where training reads so), at most a quarter of
+``gnncore predict --store`` does, for the rows the evaluation needs
+(``rows_per_layer``, in the store's numbering), part by part; a part's input
+rows (features, then the hidden layer) read once, sequentially, the sources
+of the needed rows' cut edges in sorted, coalesced reads (``O_DIRECT`` where training reads so), at most a quarter of
 the evaluation's room holding them. The metrics are the graph order's (float
 tolerance); on a graph whose features exceed the memory, memory-mapped
 reads of scattered rows made the page cache reread the feature file many
@@ -211,7 +211,7 @@ class LayerwiseEvaluation:
     of the splits' nodes together) and the cost that chose it.
 
     With an ``order`` (:class:`~gnncore.train.core.evalorder.EvaluationOrder`,
-    a partitioned store's numbering) every layer runs for every node in that
+    a partitioned store's numbering) each layer runs for its rows in that
     order, part by part (:func:`~gnncore.train.core.layerwise.layerwise_inference`
     with its bounds: a part's input rows read once, sequentially, the sources
     of cut edges in sorted coalesced reads, at most a quarter of the
@@ -359,9 +359,12 @@ class LayerwiseEvaluation:
         amp_dtype: torch.dtype | None,
         layer_dir: Path | None,
     ) -> tuple[Callable[[torch.Tensor], torch.Tensor], int]:
-        """:meth:`_predict` over every node in ``order``'s numbering."""
+        """:meth:`_predict` in ``order``'s numbering: each layer's rows in new ids,
+        part by part."""
         adjacency = self._order_adjacency(order)
-        predicted = torch.zeros(order.num_nodes, dtype=torch.long)
+        rows = [torch.sort(order.new_ids(r)).values for r in self.rows]
+        targets = rows[-1]
+        predicted = torch.zeros(len(targets), dtype=torch.long)
         width = 0
         memory = self.cost.memory
         for a, b, out in layerwise_inference(
@@ -376,10 +379,11 @@ class LayerwiseEvaluation:
             cache_bytes=memory // 4 if memory is not None else 1 << 62,
             input_range=order.read_range,
             input_ranges=order.read_ranges(),
+            rows=rows,
         ):
             predicted[a:b] = out.argmax(dim=-1).cpu()
             width = out.size(-1)
-        return lambda split: predicted[order.new_ids(split)], width
+        return lambda split: predicted[torch.searchsorted(targets, order.new_ids(split))], width
 
     def _order_adjacency(self, order: EvaluationOrder) -> Adjacency:
         """The in-neighbour lists in ``order``'s numbering, built on the first

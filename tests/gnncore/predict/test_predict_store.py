@@ -20,8 +20,15 @@ from gnncore.predict import TrainedModel, predict_graph_dir
 from gnncore.predict.ordered import StoreOrder
 from gnncore.store import GraphDir
 from gnncore.train import build_model
-from gnncore.train.core.layerwise import Adjacency, PartRows, block, part_batches
-from gnncore.train.core.partrows import coalesce, gather_rows
+from gnncore.train.core.layerwise import (
+    Adjacency,
+    PartRows,
+    block,
+    layerwise_inference,
+    part_batches,
+    rows_per_layer,
+)
+from gnncore.train.core.partrows import coalesce, cut_window, gather_rows
 from gnncore.train.spec import ModelSpec
 
 FEATURES, HIDDEN, CLASSES, LAYERS = 16, 8, 4, 3
@@ -205,3 +212,70 @@ def test_cut_rows_are_read_ahead_in_sorted_windows(
             assert (ranges[:, 0] < ranges[:, 1]).all() and (ranges[1:, 0] >= ranges[:-1, 1]).all()
         assert (rows.cut_rows_read > sum(map(len, halo))) is windowed
         assert rows.cut_rows_read >= sum(map(len, halo))
+
+
+@pytest.mark.parametrize("name", ["sage", "gcn"])
+def test_store_order_subset_gives_the_full_pass_rows(
+    stored: tuple[GraphDir, PartitionedStore], name: str, tmp_path: Path
+) -> None:
+    """``layerwise_inference(rows=...)`` in a store's order (what exact evaluation
+    of an out-of-core run computes: only the rows the evaluation nodes depend
+    on) gives those nodes' rows of the full pass (float tolerance: the
+    batches' matrix products are cut differently), with the hidden
+    layers on disk, cut rows read ahead in windows smaller than a part's (so
+    windows split inside a part's subset), and no row read one at a time."""
+    graph, store = stored
+    order = StoreOrder.open(store.path, graph)
+    adjacency = order.adjacency(graph, tmp_path)
+    module = _model(name).module
+    reader = order.feature_ranges()
+
+    def read(n_id: torch.Tensor) -> torch.Tensor:
+        raise AssertionError(f"{len(n_id)} rows read one by one")
+
+    def run(rows: list[torch.Tensor] | None, folder: str) -> list[tuple[int, int, torch.Tensor]]:
+        (tmp_path / folder).mkdir()
+        largest = int(np.diff(order.bounds).max())
+        return list(layerwise_inference(
+            module, adjacency, read, batch_size=16, layer_dir=tmp_path / folder,
+            bounds=order.bounds, cache_bytes=largest * FEATURES * 4,
+            input_range=order.feature_range, input_ranges=reader, rows=rows))  # fmt: skip
+
+    full = torch.cat([out for _, _, out in run(None, "full")])
+    targets = torch.from_numpy(
+        np.sort(np.random.default_rng(3).choice(graph.num_nodes, 40, replace=False))
+    )
+    rows = rows_per_layer(adjacency, targets, LAYERS)
+    assert len(rows[0]) < graph.num_nodes  # the premise: a subset at every layer
+    subset = run(rows, "subset")
+    assert [(a, b) for a, b, _ in subset][0][0] == 0 and subset[-1][1] == len(targets)
+    got = torch.cat([out for _, _, out in subset])
+    torch.testing.assert_close(got, full[targets], rtol=1e-5, atol=1e-6)  # batches differ
+    assert torch.equal(got.argmax(-1), full[targets].argmax(-1))
+
+
+def test_cut_window_over_some_targets() -> None:
+    """``cut_window`` over positions in a node list: over every node it is the
+    contiguous window; over some nodes, their cut sources only, the window
+    ending where the distinct sources would exceed ``max_rows``."""
+    rng = np.random.default_rng(0)
+    adjacency = Adjacency.from_edge_index(rng.integers(0, 50, size=(2, 400)), 50)
+    indptr, indices = adjacency.indptr, np.asarray(adjacency.indices)
+    everyone = np.arange(50)
+    for max_rows in (1, 5, 20, 1000):
+        end, ids = cut_window(indptr, indices, 10, 20, (10, 20), max_rows)
+        end_all, ids_all = cut_window(indptr, indices, 10, 20, (10, 20), max_rows, everyone)
+        assert end == end_all and np.array_equal(ids, ids_all)
+    some = np.array([11, 13, 17, 19])
+    end, ids = cut_window(indptr, indices, 0, 4, (10, 20), 1000, some)
+    src = np.concatenate([indices[indptr[v] : indptr[v + 1]] for v in some])
+    assert end == 4 and np.array_equal(ids, np.unique(src[(src < 10) | (src >= 20)]))
+
+    def cut_sources(k: int) -> np.ndarray:  # distinct cut sources of some[:k]
+        src = np.concatenate([indices[indptr[v] : indptr[v + 1]] for v in some[:k]])
+        return np.unique(src[(src < 10) | (src >= 20)])
+
+    for max_rows in range(len(cut_sources(4)) + 1):
+        expected = max([k for k in range(1, 5) if len(cut_sources(k)) <= max_rows], default=1)
+        end, ids = cut_window(indptr, indices, 0, 4, (10, 20), max_rows, some)
+        assert end == expected and np.array_equal(ids, cut_sources(end)), max_rows
