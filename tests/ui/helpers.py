@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.processes import free_port
 
@@ -390,6 +391,15 @@ def run_status(servers: Servers, run_id: str) -> str:
     return str(data["runOrError"]["status"])
 
 
+def run_config(servers: Servers, run_id: str) -> dict[str, Any]:
+    """The run config a run was launched with (as the UI submitted it)."""
+    data = servers.graphql(
+        "query ($id: ID!) { runOrError(runId: $id) { ... on Run { runConfigYaml } } }",
+        {"id": run_id},
+    )
+    return dict(yaml.safe_load(data["runOrError"]["runConfigYaml"]) or {})
+
+
 def wait_for_run(servers: Servers, run_id: str, expected: str = "SUCCESS") -> None:
     def done() -> str | None:
         servers.check_alive()
@@ -467,3 +477,27 @@ def close_mlflow_assistant(mlflow: Any) -> None:
         close.click()
     except AssertionError:
         pass
+
+
+def open_launchpad(page: Any, materialize: Any) -> Any:
+    """The menu beside a *Materialize all* button (``materialize``) → *Open launchpad*:
+    returns the launchpad dialog, its config editor shown."""
+    # The menu button drawn beside Materialize all (it has no text of its own).
+    materialize.locator("xpath=../..").get_by_role("button").nth(1).click()
+    page.get_by_role("menuitem", name="Open launchpad").click()
+    dialog = page.get_by_role("dialog").filter(has_text="Launchpad")
+    expect(dialog.locator(".CodeMirror")).to_be_visible()
+    return dialog
+
+
+def replace_config(page: Any, scope: Any, text: str) -> None:
+    """Select all of the launchpad editor's text (in ``scope``: the launchpad page or
+    its dialog) and type ``text`` instead; the editor then holds it and says *No errors*."""
+    editor = scope.locator(".CodeMirror")
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(text)
+    page.keyboard.press("Control+Home")
+    assert yaml.safe_load(editor.evaluate("e => e.CodeMirror.getValue()")) == yaml.safe_load(text)
+    expect(scope.get_by_text("No errors")).to_be_visible()
+    settle(page)

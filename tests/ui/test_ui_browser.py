@@ -6,8 +6,11 @@ The module starts the servers the README's way, once: ``dagster dev -w workspace
 SQLite store, both on free ports of 127.0.0.1. The tests then run in file order, as
 a user would: open the ``gnn`` asset graph (``train_job``'s assets), click
 *Materialize all*, add the dataset partition ``synthetic`` in its dialog (*Add a
-partition*), pick it and launch the run, wait until every asset of the group is
-materialized for it and every check passed, read the trained model's metadata
+partition*) and see it picked, then launch the same Materialize all from its
+launchpad (the menu beside the button) for that partition on a small generated
+graph (``SMALL_RUN``: 2,000 nodes, 3 epochs, in one process; the dialog itself would
+run the library's defaults, 20,000 nodes and 20 epochs), wait until every asset of
+the group is materialized for it and every check passed, read the trained model's metadata
 (accuracy, MLflow link, the embedded training curves) and the partition's edge
 cut, launch ``train_job`` for ``synthetic`` from the launchpad with edited config
 (LDG into 2 parts instead of METIS into 4), and compare the two training runs in the MLflow UI.
@@ -51,7 +54,10 @@ from tests.ui.helpers import (  # noqa: E402  (skips the module without Chromium
     metadata_value,
     open_asset,
     open_browser,
+    open_launchpad,
     pick_partition,
+    replace_config,
+    run_config,
     run_ids,
     run_servers,
     run_tags,
@@ -65,6 +71,19 @@ ARTIFACTS = ARTIFACTS_ROOT / "ui"
 #: The dataset partition the tests add and materialize (the generated graph's).
 DATASET = "synthetic"
 #: The README's screenshots: artifact name -> docs/img name.
+#: The config of the file's first run, typed into the launchpad of Materialize all: every
+#: asset and check of the group on a 2,000-node graph (the default 20,000 nodes, 8
+#: classes, 64 features), 3 epochs (0.80 test accuracy; the default 20 took 84 s of
+#: training at load 15), all steps in one process (each forked step imports torch and
+#: the code location again: 4 to 56 s a step at load 15). The launchpad run trains 6.
+NUM_NODES = 2000
+SMALL_RUN = {
+    "ops": {
+        "raw_dataset": {"config": {"num_nodes": NUM_NODES}},
+        "trained_model": {"config": {"node": {"epochs": 3}}},
+    },
+    "execution": {"config": {"in_process": {}}},
+}
 DOCS_SHOTS = {
     "02-asset-graph-materialized.png": "dagster-asset-graph.png",
     "09-mlflow-compare.png": "mlflow-compare.png",
@@ -116,7 +135,8 @@ def test_materialize_all_materializes_every_asset_and_passes_every_check(
     need("assets")
     page = ui.graph_page
     before = run_ids(servers)
-    page.get_by_role("button", name="Materialize all").click()
+    materialize = page.get_by_role("button", name="Materialize all")
+    materialize.click()
     # Every asset is partitioned by dataset: the dialog asks for a partition. A new user
     # adds one (Add a partition), then picks it in the partition selector.
     dialog = page.get_by_role("dialog").filter(has_text="Launch runs to materialize")
@@ -137,18 +157,32 @@ def test_materialize_all_materializes_every_asset_and_passes_every_check(
         page.get_by_role("menuitem", name=DATASET).first.click()
         page.keyboard.press("Escape")  # closes the selector's menu, not the dialog
     expect(selected).to_be_visible()
-    dialog.get_by_role("button", name="Launch 1 run").click()
-    # The dialog shows "Launching..." until the run is submitted, then closes and a
-    # "Launched run" toast shows for a few seconds. Under load (the other test worker
-    # shares the two cores) submitting took over 5 s in CI, so wait for the dialog to
-    # close rather than for the short-lived toast.
-    expect(dialog).to_have_count(0, timeout=180_000)
-    ui.shot("01b-materialize-all-launched.png", page)
+    expect(dialog.get_by_role("button", name="Launch 1 run")).to_be_enabled()
+    ui.shot("01b-materialize-all-partition-picked.png", page)
+    # The dialog would launch the library's defaults (the 20,000-node graph, 20 epochs,
+    # a forked process per step: most of this file's time). The same Materialize all,
+    # opened in the launchpad (the menu beside the button), runs the same selection of
+    # the same partition on the small graph of SMALL_RUN (docs/TESTING.md).
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_have_count(0)
+    launchpad = open_launchpad(page, materialize)
+    pick_partition(page, launchpad, DATASET)
+    expect(launchpad.get_by_placeholder("Partition")).to_have_value(DATASET)
+    # Picking a partition reloads the editor with that partition's config: edit after it.
+    page.wait_for_load_state("networkidle")
+    settle(page)
+    replace_config(page, launchpad, yaml.safe_dump(SMALL_RUN, sort_keys=False))
+    ui.shot("01c-launchpad-small-run.png", page)
+    page.get_by_role("button").filter(has_text=re.compile("^Materialize$")).click()
+    expect(launchpad).to_have_count(0, timeout=180_000)
+    ui.shot("01d-materialize-all-launched.png", page)
     new = wait_until("the launched run", lambda: run_ids(servers) - before, 120)
     assert len(new) == 1, new
     (run_id,) = new
     FOUND["first_run"] = run_id
     assert run_tags(servers, run_id).get("dagster/partition") == DATASET
+    launched = run_config(servers, run_id)
+    assert (launched["ops"], launched["execution"]) == (SMALL_RUN["ops"], SMALL_RUN["execution"])
     wait_for_run(servers, run_id)
 
     nodes = group_state(servers)
@@ -164,8 +198,9 @@ def test_materialize_all_materializes_every_asset_and_passes_every_check(
     assert n_checks >= 4
 
     # What the user sees: every node's one partition drawn as materialized (the
-    # partition bar "100% filled", "1 partition" in green), every check as passed.
-    page.reload()
+    # partition bar "100% filled", "1 partition" in green), every check as passed. (The
+    # launch opened the run's page: back to the group's graph.)
+    page.goto(f"{servers.dagster_url}/locations/{LOCATION}/asset-groups/{GROUP}")
     page.wait_for_load_state("networkidle")
     expect(page.get_by_text("100% filled", exact=True)).to_have_count(len(nodes), timeout=60_000)
     expect(page.get_by_text("1 partition", exact=True)).to_have_count(len(nodes))
@@ -248,15 +283,17 @@ def test_launchpad_run_with_another_partitioner(servers: Servers, ui: Ui) -> Non
     assert (raw["source"], raw["num_nodes"]) == ("", 20000), raw
     partition = config["ops"]["graph_partition"]["config"]
     assert (partition["method"], partition["parts"]) == ("metis", 4), partition
-    # The edit: LDG into 2 parts; one training epoch (this run is compared with the first
-    # in MLflow, not judged on accuracy: the default 20 epochs on the 20,000-node graph
-    # were most of this test's time); run links point at this test's MLflow UI; steps
-    # run in one process (the default forks a Python per step: seconds each under load).
-    # The editor's expanded defaults hold the multiprocess executor: replace it (placed
-    # before them, the editor's own execution key won and the steps still forked).
+    # The edit: LDG into 2 parts; the first run's graph (its ingestion is reused) and 6
+    # epochs (the quality gate compares with the first run's 3-epoch model: 1 epoch on
+    # this graph validated worse, and the run failed at the gate); run links point at
+    # this test's MLflow UI; steps run in one process (the default forks a Python per
+    # step: seconds each under load). The editor's expanded defaults hold the
+    # multiprocess executor: replace it (placed before them, the editor's own execution
+    # key won and the steps still forked).
     assert "multiprocess" in config["execution"]["config"], config["execution"]
     partition.update(method="ldg", parts=2)
-    config["ops"]["trained_model"]["config"]["node"]["epochs"] = 1
+    raw["num_nodes"] = NUM_NODES
+    config["ops"]["trained_model"]["config"]["node"]["epochs"] = 6
     config["resources"]["mlflow"]["config"]["ui_url"] = servers.mlflow_url
     edited = {**config, "execution": {"config": {"in_process": {}}}}
     text = yaml.safe_dump(edited, sort_keys=False)
