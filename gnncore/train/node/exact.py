@@ -43,8 +43,8 @@ an out-of-core run's partitioned store, handed to the task by
 ``gnncore predict --store`` does, for the rows the evaluation needs
 (``rows_per_layer``, in the store's numbering), part by part; a part's input
 rows (features, then the hidden layer) read once, sequentially, the sources
-of the needed rows' cut edges in sorted, coalesced reads (``O_DIRECT`` where training reads so), at most a quarter of
-the evaluation's room holding them. The metrics are the graph order's (float
+of the needed rows' cut edges in sorted, coalesced reads (``O_DIRECT`` where
+training reads so), at most a quarter of the evaluation's room holding them. The metrics are the graph order's (float
 tolerance); on a graph whose features exceed the memory, memory-mapped
 reads of scattered rows made the page cache reread the feature file many
 times over.
