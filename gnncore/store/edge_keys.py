@@ -304,3 +304,4 @@ def _shuffled_buckets(
         path.unlink()
         shuffle_keys(keys, bucket_seed)
         yield keys
+        del keys  # before the next bucket is read: one bucket in memory, not two

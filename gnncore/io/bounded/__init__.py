@@ -77,11 +77,17 @@ process is gone.
 O(|V|) memory, outside the budget: the sorted distinct ids (8 bytes per node;
 plus a 5-byte-per-slot lookup table up to the largest id when ids are dense, or a
 4-byte one when they fill a quarter of ``0..max`` past the presence array's limit:
-:func:`~gnncore.io.bounded.ids.dense_lookup`)
-and the CSR's per-node offsets and edge-rank counters (16 bytes per node; 24
-while the row ranges of keys on disk are filled). Also outside it: the
+:func:`~gnncore.io.bounded.ids.dense_lookup`), until the keys are mapped (keys on
+disk: the ``remap`` pass; :class:`~gnncore.io.bounded.parse.KeyRemap` then drops
+them, and ``node_ids.parquet``'s writer its own reference once written).
+The CSR's per-node offsets and edge-rank counters (16 bytes per node) are
+taken from the budget: the row ranges get half of what they leave (at most
+:data:`~gnncore.io.bounded.csr.MAX_ROW_RANGES` ranges), and they are dropped
+before the shuffle, whose bucket is half the budget. Also outside it: the
 Parquet thread's blocks (a few ``batch_rows`` blocks of keys and their
-columns) and the interpreter. Nothing of ids below ``2**32`` is read through a
+columns) and the interpreter. Freed buffers go back to the system at once
+(:func:`gnncore.heap.fix_mmap_threshold`), not kept in the heap, where the
+budget would still count them. Nothing of ids below ``2**32`` is read through a
 memory map (mapped pages count in the process's memory and its cgroup): runs
 are read in blocks, the shuffle's scratch is bucket files read whole, the
 validation reads the arrays in blocks (the general path past ``2**32`` nodes

@@ -29,6 +29,11 @@ merged while the other is checked, written and hashed on the
 :class:`~gnncore.io.bounded.csr_sink.CsrSink`'s thread; reused, so their pages
 are touched once and stay warm."""
 
+MAX_ROW_RANGES = 256
+"""The most row ranges :func:`_write_run_csr` splits the run into (a file open
+for each while it splits): under a budget that the per-node arrays nearly
+fill, ranges grow past half of what is left rather than multiply."""
+
 KeyEnds = tuple[np.ndarray, np.ndarray]
 """Per node, one entry up (``[0]`` is 0): its count as the major and as the minor
 id of a key (:func:`map_key_run`)."""
@@ -114,7 +119,8 @@ def _write_run_csr(
     ends: KeyEnds,
 ) -> int:  # fmt: skip
     """The CSR of the mapped key run ``canon.run`` whose node ends are ``ends``
-    (module docstring): row ranges of at most half the budget of entries; with
+    (module docstring): row ranges of at most half of what the budget leaves
+    beside the ends (:data:`KeyEnds`, 16 bytes a node) of entries; with
     more than one range, one pass writes each range's sub-run (the keys whose
     minor id is in it) beside the run, then each range is filled from its
     sub-run (removed once read) and, undirected, the next keys of the run."""
@@ -129,7 +135,10 @@ def _write_run_csr(
     np.cumsum(indptr, out=indptr)
     next_rank = np.cumsum(major, out=major)[:-1]  # each node's first rank as a major id
     num_nodes = len(next_rank)
-    per_range = max(budget // 2 // (int_dtype.itemsize + 8), 1)
+    # the ends (16 bytes a node: indptr and each node's first rank) are held
+    # beside the ranges: the ranges take half of what they leave
+    room = max(budget - indptr.nbytes - next_rank.nbytes, 0)
+    per_range = max(room // 2 // (int_dtype.itemsize + 8), -(-int(indptr[-1]) // MAX_ROW_RANGES), 1)
     ranges = list(_row_ranges(indptr, per_range))
     if len(ranges) <= 1:  # one range: the run is its own sub-run
         buckets = [run] * len(ranges)

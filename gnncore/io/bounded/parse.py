@@ -6,7 +6,7 @@ does not fit a key (:class:`RawIdFiles`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -156,19 +156,30 @@ def _native_pass(
         sink.close()
 
 
-def key_remap(raw_ids: np.ndarray, lut: np.ndarray | None) -> Callable[[np.ndarray], None]:
-    """Maps raw-id keys to node-id keys in place: through the lookup table of dense
-    ids, else by binary search of the sorted raw ids."""
-    from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
+class KeyRemap:
+    """Maps raw-id keys to node-id keys in place (a call per block of keys):
+    through the lookup table of dense ids, else by binary search of the sorted
+    raw ids. :meth:`release` drops both arrays (up to 12 bytes a node) once
+    every key is mapped, so they are not held through the CSR and the shuffle."""
 
-    def remap(keys: np.ndarray) -> None:
-        if lut is not None:
-            _C.remap_keys(keys, lut, SORT_THREADS)
+    def __init__(self, raw_ids: np.ndarray, lut: np.ndarray | None) -> None:
+        self.raw_ids: np.ndarray | None = raw_ids
+        self.lut = lut
+
+    def __call__(self, keys: np.ndarray) -> None:
+        from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
+
+        if self.lut is not None:
+            _C.remap_keys(keys, self.lut, SORT_THREADS)
             return
+        if self.raw_ids is None:
+            raise RuntimeError("KeyRemap used after release()")
         a, b = split_keys(keys)
-        keys[:] = pack_keys(np.searchsorted(raw_ids, a), np.searchsorted(raw_ids, b))
+        keys[:] = pack_keys(np.searchsorted(self.raw_ids, a), np.searchsorted(self.raw_ids, b))
 
-    return remap
+    def release(self) -> None:
+        """Drop the arrays (the keys are mapped)."""
+        self.raw_ids = self.lut = None
 
 
 def mapped_chunks(

@@ -88,7 +88,6 @@ def shuffle_pairs(
 def write_shuffled(writer: GraphDirWriter, shuffle: Shuffle, num_nodes: int, rows: int) -> int:
     """Write ``edges_shuffled.npy`` (``[count, 2]`` pairs) from the shuffled keys
     (rotated in place into int32 pairs when the ids fit); returns the pair count."""
-    from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
 
     int_dtype = index_dtype(num_nodes)
     path = writer.file_path("edges_shuffled.npy", "npy")
@@ -99,17 +98,7 @@ def write_shuffled(writer: GraphDirWriter, shuffle: Shuffle, num_nodes: int, row
     check = partial(pairs_ok, num_nodes=num_nodes)
     with HashedNpyWriter(path, int_dtype, (shuffle.count, 2), check=check) as out:
         for keys in shuffle.arrays:
-            for start in range(0, len(keys), rows):
-                block = keys[start : start + rows]
-                if int_dtype == np.int32 and np.little_endian:
-                    # b << 32 | a is the int32 pair (a, b) in memory: rotated in place
-                    _C.transpose_keys(block, block)
-                    out.write(block.view(np.int32))
-                    continue
-                pairs = np.empty((len(block), 2), dtype=int_dtype)
-                pairs[:, 0] = block >> KEY_SHIFT
-                pairs[:, 1] = block & MINOR_MASK
-                out.write(pairs)
+            _write_pairs(out, keys, int_dtype, rows)
             out.drain()  # a bucket's keys are dropped before the next is read
             del keys
         writer.set_digest("edges_shuffled.npy", out.close())
@@ -119,3 +108,23 @@ def write_shuffled(writer: GraphDirWriter, shuffle: Shuffle, num_nodes: int, row
     if shuffle.pairs is not None:
         shuffle.pairs.release()
     return shuffle.count
+
+
+def _write_pairs(out: HashedNpyWriter, keys: np.ndarray, int_dtype: np.dtype, rows: int) -> None:
+    """Queue ``keys`` as ``[len(keys), 2]`` pairs on ``out``, ``rows`` at a time
+    (rotated in place into int32 pairs when the ids fit). A function of its
+    own so that no view of ``keys`` outlives the call: the caller drops the
+    array (a bucket) before the next is read."""
+    from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
+
+    for start in range(0, len(keys), rows):
+        block = keys[start : start + rows]
+        if int_dtype == np.int32 and np.little_endian:
+            # b << 32 | a is the int32 pair (a, b) in memory: rotated in place
+            _C.transpose_keys(block, block)
+            out.write(block.view(np.int32))
+            continue
+        pairs = np.empty((len(block), 2), dtype=int_dtype)
+        pairs[:, 0] = block >> KEY_SHIFT
+        pairs[:, 1] = block & MINOR_MASK
+        out.write(pairs)

@@ -17,6 +17,7 @@ from gnncore.io.bounded.csr import map_key_run, write_key_csr
 from gnncore.io.bounded.edges_parquet import write_edges_parquet
 from gnncore.io.bounded.graph_job import EdgeCounts, StreamJob, write_graph_dir
 from gnncore.io.bounded.pair_graph import write_pair_edges
+from gnncore.io.bounded.parse import KeyRemap
 from gnncore.io.bounded.phases import Phases
 from gnncore.io.bounded.shuffle import shuffle_pairs, write_shuffled
 from gnncore.io.report import IngestReport
@@ -99,7 +100,7 @@ def write_key_graph(
     *,
     num_input: int,
     loops: int,
-    remap: Callable[[np.ndarray], None] | None = None,
+    remap: KeyRemap | None = None,
 ) -> IngestReport:
     """Write a graph directory from the finished canonical keys of ``canon``.
 
@@ -121,7 +122,7 @@ def _write_key_edges(
     job: StreamJob,
     num_input: int,
     loops: int,
-    remap: Callable[[np.ndarray], None] | None,
+    remap: KeyRemap | None,
     writer: GraphDirWriter,
 ) -> EdgeCounts:
     """The edge files of :func:`write_key_graph`."""
@@ -132,6 +133,8 @@ def _write_key_edges(
         stage("remapping ids" if remap is not None else "counting degrees")
         phases.start("remap" if remap is not None else "csr")
         ends = map_key_run(canon, remap, num_nodes, rows)
+        if remap is not None:
+            remap.release()  # the run on disk is mapped: the id arrays are not needed
     elif remap is not None:
         stage("remapping ids")
         phases.start("remap")
@@ -149,6 +152,7 @@ def _write_key_edges(
             num_edges = write_key_csr(
                 canon, writer, num_nodes, job.directed, job.budget, rows, ends
             )
+            ends = None  # 16 bytes a node, written as indptr: not held through the shuffle
             stage("shuffled edge stream")
             phases.start("shuffle")
             shuffle = shuffle_pairs(

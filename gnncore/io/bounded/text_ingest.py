@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from gnncore.errors import InputError
+from gnncore.heap import fix_mmap_threshold
 from gnncore.io.bounded.budget import MIN_MEMORY_BUDGET, batch_rows
 from gnncore.io.bounded.node_table import NodeTableStringIds, StreamedNodeTable
-from gnncore.io.bounded.parse import KeySink, StringIds, WideIds, key_remap, mapped_chunks, parse
+from gnncore.io.bounded.parse import KeyRemap, KeySink, StringIds, WideIds, mapped_chunks, parse
 from gnncore.io.bounded.phases import Phases
 from gnncore.io.bounded.scratch import clear_scratch, scratch_directory
 from gnncore.io.bounded.stream import StreamJob, write_edge_stream, write_key_graph
@@ -65,6 +66,7 @@ def ingest_edgelist_external(
         and ``memory_budget``.
     """
     require_csrc()
+    fix_mmap_threshold()  # the budget counts RSS: freed buffers go back at once
     started = time.perf_counter()
     phases = Phases()
     budget = int(memory_budget)
@@ -163,8 +165,10 @@ def _ingest_int_ids(
         raw_ids, lut = nodes.attach(raw_ids, lut, seed)
         details.update(nodes.details)
 
+    unwritten = [raw_ids]  # taken by ``before``: not held once node_ids.parquet is written
+
     def before(writer: GraphDirWriter) -> None:
-        writer.write_table("node_ids", node_id_table(raw_ids))
+        writer.write_table("node_ids", node_id_table(unwritten.pop()))
         if nodes is not None:
             nodes.write(writer)
 
@@ -179,12 +183,14 @@ def _ingest_int_ids(
         # node_ids.parquet is written beside the remap and the CSR (a node table's
         # data, larger, still first)
         job = StreamJob(out, scratch, phases, before_beside=nodes is None, **common)
+        remap = KeyRemap(raw_ids, lut)
+        del raw_ids, lut  # held by ``remap`` and ``before`` alone, each dropping them when done
         return write_key_graph(
             parsed.keys,
             job,
             num_input=parsed.count,
             loops=parsed.count - parsed.kept,
-            remap=key_remap(raw_ids, lut),
+            remap=remap,
         )
     chunks = mapped_chunks(parsed, rows, raw_ids, lut, phases)
     del lut
