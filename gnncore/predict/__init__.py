@@ -9,7 +9,8 @@ probabilities, or a link model's embedding) keyed by the original node ids;
 
 from gnncore.predict.api import PredictionReport, check_compatible, predict_graph_dir
 from gnncore.predict.source import ModelNotFoundError, TrainedModel, load_trained_model
-from gnncore.train.core.layerwise import Adjacency, layerwise_inference, node_batches
+from gnncore.train.core.layerwise import Adjacency, layerwise_inference
+from gnncore.train.core.nodebatches import node_batches
 from gnncore.train.spec import ModelSpec, ModelSpecError, build_module, model_spec
 
 __all__ = [

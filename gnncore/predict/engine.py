@@ -23,11 +23,11 @@ from gnncore.train.core.layerwise import (
     RangeSource,
     RangesSource,
     RowSource,
-    count_batches,
     layerwise_inference,
     rowwise_inference,
 )
 from gnncore.train.core.models import EdgeFreeMLP
+from gnncore.train.core.nodebatches import count_batches
 from gnncore.train.core.steps import normalize_rows
 from gnncore.train.spec import ModelSpec
 

@@ -4,7 +4,7 @@ A partitioned store (:mod:`gnncore.outofcore.store`) numbers the nodes part by
 part: part ``j`` is the new ids ``offsets[j] .. offsets[j + 1] - 1``, its
 features one contiguous block of the store's ``features.npy`` and its in-edges
 one contiguous range of ``edges.npy``. Layer-wise inference over those ids
-runs part by part (:func:`~gnncore.train.core.layerwise.part_batches`): a
+runs part by part (:func:`~gnncore.train.core.nodebatches.part_batches`): a
 part's input rows are read once, sequentially
 (:class:`~gnncore.train.core.layerwise.PartRows`), and the sources of cut
 edges in sorted passes of coalesced reads, several in flight

@@ -51,6 +51,7 @@ from gnncore.train.core.layerstore import (
     new_layer_output,
     read_npy_header,
 )
+from gnncore.train.core.nodebatches import node_batches, part_batches
 from gnncore.train.core.partrows import (
     PartRows,
     RangeSource,
@@ -89,42 +90,6 @@ class Adjacency:
 
     def in_degree(self) -> np.ndarray:
         return np.diff(np.asarray(self.indptr, dtype=np.int64))
-
-
-def node_batches(indptr: np.ndarray, batch_size: int, max_edges: int) -> Iterator[tuple[int, int]]:
-    """Contiguous ``[a, b)`` covering every node: at most ``batch_size`` nodes and
-    at most ``max_edges`` in-edges, except that a batch always holds one node."""
-    if batch_size < 1 or max_edges < 1:
-        raise ValueError(f"batch_size and max_edges must be >= 1, got {batch_size}, {max_edges}")
-    indptr = np.asarray(indptr)
-    n = len(indptr) - 1
-    a = 0
-    while a < n:
-        by_nodes = min(a + batch_size, n)
-        by_edges = int(np.searchsorted(indptr, indptr[a] + max_edges, side="right")) - 1
-        b = max(a + 1, min(by_nodes, by_edges))
-        yield a, b
-        a = b
-
-
-def count_batches(
-    indptr: np.ndarray, batch_size: int, max_edges: int, bounds: np.ndarray | None = None
-) -> int:
-    return sum(1 for _ in part_batches(indptr, bounds, batch_size, max_edges))
-
-
-def part_batches(
-    indptr: np.ndarray, bounds: np.ndarray | None, batch_size: int, max_edges: int
-) -> Iterator[tuple[int, int]]:
-    """:func:`node_batches`, none straddling a bound: with ``bounds`` (``p + 1``
-    ascending node ids from 0 to ``N``, a partitioned store's partition offsets)
-    each batch lies inside one part ``[bounds[k], bounds[k + 1])``."""
-    if bounds is None:
-        yield from node_batches(indptr, batch_size, max_edges)
-        return
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        for a, b in node_batches(indptr[lo : hi + 1], batch_size, max_edges):
-            yield lo + a, lo + b
 
 
 def _layer_batches(

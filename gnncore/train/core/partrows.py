@@ -3,7 +3,7 @@ sequential read, the sources of its cut edges in one sorted pass.
 
 Over a graph numbered part by part (a partitioned store's order), layer-wise
 inference (:func:`~gnncore.train.core.layerwise.layerwise_inference`) runs its
-batches part by part (:func:`~gnncore.train.core.layerwise.part_batches`).
+batches part by part (:func:`~gnncore.train.core.nodebatches.part_batches`).
 :class:`PartRows` holds the part's input rows (one sequential read) while its
 batches run. The other rows a batch needs are the sources of edges the
 partition cuts; they are spread over the rest of the file. Read one 4 KiB page
@@ -230,7 +230,7 @@ def cut_window(
 
 class PartRows:
     """A layer's input rows for batches that each lie inside one part of
-    ``bounds`` (:func:`~gnncore.train.core.layerwise.part_batches`, parts in
+    ``bounds`` (:func:`~gnncore.train.core.nodebatches.part_batches`, parts in
     order): when a batch enters a part whose rows take at most
     ``cache_bytes``, they are read once (``read_range``: one sequential read)
     and held until the next part; a block's rows inside the part come from

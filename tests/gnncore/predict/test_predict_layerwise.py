@@ -12,7 +12,8 @@ from conftest import planted_graph
 from gnncore.sampler import build_sampler
 from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.train import build_model
-from gnncore.train.core.layerwise import Adjacency, block, layerwise_inference, node_batches
+from gnncore.train.core.layerwise import Adjacency, block, layerwise_inference
+from gnncore.train.core.nodebatches import node_batches
 
 
 @pytest.fixture(scope="module")

@@ -25,9 +25,9 @@ from gnncore.train.core.layerwise import (
     PartRows,
     block,
     layerwise_inference,
-    part_batches,
     rows_per_layer,
 )
+from gnncore.train.core.nodebatches import part_batches
 from gnncore.train.core.partrows import coalesce, cut_window, gather_rows
 from gnncore.train.spec import ModelSpec
 
