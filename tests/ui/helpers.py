@@ -231,7 +231,9 @@ def run_servers(
             # One worker serves the one browser: the default 4 cost about 1 GiB and
             # 15 to 20 s CPU more to start (measured in docs/TESTING.md).
             + ["--workers", "1"],
-            env,
+            # Without MLflow's job runner: 7 huey consumer processes (each importing
+            # mlflow) for server-side jobs (GenAI scorers) the tests never start.
+            {**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
             artifacts,
             cwd,
         )
