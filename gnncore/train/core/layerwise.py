@@ -262,6 +262,12 @@ def apply_layer(
         x = conv((h, h[:num_targets]), edge_index)
     else:  # any layer that reads only the edges into the nodes it updates
         x = conv(h, edge_index)[:num_targets]
+    return finish_layer(model, layer, x)
+
+
+def finish_layer(model: BasicGNN, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """What :class:`BasicGNN` applies after layer ``layer``'s convolution
+    (activation, norm; nothing after the last layer, as ``forward`` returns it)."""
     if layer == model.num_layers - 1:
         return x
     if model.act is not None and model.act_first:
@@ -318,6 +324,7 @@ def layerwise_inference(
     input_range: RangeSource | None = None,
     input_ranges: RangesSource | None = None,
     rows: list[torch.Tensor] | None = None,
+    first: LayerOutput | None = None,
 ) -> Generator[tuple[int, int, torch.Tensor], None, None]:
     """Yield ``(a, b, out)``: the model's output rows (float32, on ``device``) of
     nodes ``a .. b-1``, in node order, computed layer by layer; with ``rows``
@@ -363,6 +370,9 @@ def layerwise_inference(
             ``rows[l]`` (:func:`rows_per_layer`), in node order, batches
             inside one part with ``bounds``; a hidden layer's other rows are
             zeros on disk and never read.
+        first (LayerOutput, optional): Layer 0's output, already computed
+            (:func:`~gnncore.train.core.projected.projected_first_layer`):
+            the inference starts at layer 1 and releases it.
     """
     device = torch.device(device)
     max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
@@ -374,7 +384,9 @@ def layerwise_inference(
     previous_width = 0
     last = model.num_layers - 1
     try:
-        for layer in range(model.num_layers):
+        if first is not None:
+            previous, previous_width = first, int(model.convs[0].out_channels)
+        for layer in range(1 if first is not None else 0, model.num_layers):
             current = None
             read = inputs if previous is None else previous.read
             part_rows = None

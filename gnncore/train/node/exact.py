@@ -81,6 +81,7 @@ from gnncore.sizes import format_size
 from gnncore.train.core.evalorder import EvaluationOrder
 from gnncore.train.core.layerwise import (
     Adjacency,
+    gcn_dinv,
     in_edge_entries,
     in_edges,
     layerwise_inference,
@@ -88,6 +89,7 @@ from gnncore.train.core.layerwise import (
     rows_per_layer,
 )
 from gnncore.train.core.models import supports_trimming
+from gnncore.train.core.projected import projected_first_layer, projects_first
 from gnncore.train.core.steps import normalize_rows
 from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
 from gnncore.usage import StageBudget
@@ -367,6 +369,18 @@ class LayerwiseEvaluation:
         predicted = torch.zeros(len(targets), dtype=torch.long)
         width = 0
         memory = self.cost.memory
+        first = None
+        if projects_first(model, device):
+            first = projected_first_layer(
+                model,
+                adjacency,
+                rows[0],
+                order.read_range,
+                max_bytes=memory // 2 if memory is not None else 1 << 62,
+                dinv=gcn_dinv(model, adjacency),
+                batch_size=self.batch_size,
+                layer_dir=layer_dir,
+            )
         for a, b, out in layerwise_inference(
             model,
             adjacency,
@@ -380,6 +394,7 @@ class LayerwiseEvaluation:
             input_range=order.read_range,
             input_ranges=order.read_ranges(),
             rows=rows,
+            first=first,
         ):
             predicted[a:b] = out.argmax(dim=-1).cpu()
             width = out.size(-1)

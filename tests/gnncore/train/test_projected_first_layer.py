@@ -1,0 +1,125 @@
+"""``projected_first_layer``: the first layer of an evaluation computed by
+projecting the rows it reads before aggregating them, from spans of the
+feature rows read in node order, gives the layer's own rows
+(``apply_layer`` over the whole graph) within float tolerance, and declines
+what it does not compute."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.nn import GraphSAGE
+
+from gnncore.train import build_model
+from gnncore.train.core import projected
+from gnncore.train.core.layerwise import Adjacency, apply_layer, block, gcn_dinv
+from gnncore.train.core.projected import (
+    first_layer_inputs,
+    projected_first_layer,
+    projects_first,
+)
+
+NODES, FEATURES, HIDDEN = 300, 24, 8
+
+
+@pytest.fixture(scope="module")
+def graph() -> tuple[Adjacency, torch.Tensor]:
+    rng = np.random.default_rng(4)
+    edges = rng.integers(0, NODES, size=(2, 2400))
+    edges[:, :40] = [[1] * 40, list(range(2, 42))]  # node 1 is the source of many
+    adjacency = Adjacency.from_edge_index(np.concatenate([edges, edges[::-1]], axis=1), NODES)
+    features = torch.from_numpy(rng.normal(size=(NODES, FEATURES)).astype(np.float32))
+    return adjacency, features
+
+
+def _models() -> dict[str, torch.nn.Module]:
+    torch.manual_seed(3)
+    return {
+        "sage": build_model("sage", FEATURES, HIDDEN, 4, 2, 0.0),
+        "gcn": build_model("gcn", FEATURES, HIDDEN, 4, 2, 0.0),
+        "sage-no-root-normalized": GraphSAGE(
+            FEATURES, HIDDEN, 2, 4, root_weight=False, normalize=True
+        ),
+    }
+
+
+def _reference(model: torch.nn.Module, adjacency: Adjacency, x: torch.Tensor) -> torch.Tensor:
+    """Layer 0 of every node the layer's own way (one block of the whole graph)."""
+    blk = block(adjacency, 0, NODES)
+    dinv = gcn_dinv(model, adjacency)
+    dinv_block = dinv[blk.n_id] if dinv is not None else None
+    return apply_layer(model, 0, x[blk.n_id], blk.edge_index, NODES, dinv_block)
+
+
+@pytest.mark.parametrize("name", ["sage", "gcn", "sage-no-root-normalized"])
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_projected_rows_equal_the_layer_s_own(
+    graph: tuple[Adjacency, torch.Tensor],
+    name: str,
+    on_disk: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Some targets (among them a node with many in-neighbours), read in spans
+    of a few rows (several reads, ascending, each row at most once): their rows
+    equal the layer's own within float tolerance, written at their ids."""
+    adjacency, x = graph
+    model = _models()[name].eval()
+    assert projects_first(model, torch.device("cpu"))
+    monkeypatch.setattr(projected, "SPAN_BYTES", 40 * FEATURES * 4)  # spans of 40 rows
+    reads: list[tuple[int, int]] = []
+
+    def read_range(lo: int, hi: int) -> torch.Tensor:
+        reads.append((lo, hi))
+        return x[lo:hi].clone()
+
+    targets = torch.from_numpy(np.unique(np.r_[np.arange(0, NODES, 7), 3, 5, 11]))
+    out = projected_first_layer(
+        model, adjacency, targets, read_range, max_bytes=1 << 30,
+        dinv=gcn_dinv(model, adjacency), batch_size=16,
+        layer_dir=tmp_path if on_disk else None,
+    )  # fmt: skip
+    assert out is not None
+    expected = _reference(model, adjacency, x)[targets]
+    torch.testing.assert_close(out.read(targets), expected, rtol=1e-5, atol=1e-6)
+    assert len(reads) > 1 and all(lo < hi <= lo + 40 for lo, hi in reads)
+    assert all(hi <= lo for (_, hi), (lo, _) in zip(reads, reads[1:], strict=False))
+    needed = first_layer_inputs(adjacency, targets.numpy())
+    assert sum(hi - lo for lo, hi in reads) >= len(needed) and len(needed) < NODES
+    out.release()
+
+
+def test_inputs_are_the_targets_and_their_in_neighbours(
+    graph: tuple[Adjacency, torch.Tensor],
+) -> None:
+    adjacency, _ = graph
+    targets = np.array([2, 9, 150])
+    expected = set(targets.tolist())
+    for t in targets:
+        expected |= set(adjacency.indices[adjacency.indptr[t] : adjacency.indptr[t + 1]].tolist())
+    assert first_layer_inputs(adjacency, targets).tolist() == sorted(expected)
+
+
+def test_declined_where_it_does_not_apply(graph: tuple[Adjacency, torch.Tensor]) -> None:
+    """GAT, a layer as wide as its input, a one-layer model, another device, or
+    products over the memory given: ``None`` (the caller reads rows as before)."""
+    adjacency, x = graph
+    torch.manual_seed(0)
+    cpu = torch.device("cpu")
+    assert not projects_first(build_model("gat", FEATURES, HIDDEN, 4, 2, 0.0, heads=2), cpu)
+    assert not projects_first(build_model("sage", FEATURES, FEATURES, 4, 2, 0.0), cpu)
+    assert not projects_first(build_model("sage", FEATURES, HIDDEN, 4, 1, 0.0), cpu)
+    sage = build_model("sage", FEATURES, HIDDEN, 4, 2, 0.0).eval()
+    assert not projects_first(sage, torch.device("meta"))
+    targets = torch.arange(0, NODES, 3)
+    needed = len(first_layer_inputs(adjacency, targets.numpy())) + len(targets)
+    read = lambda lo, hi: x[lo:hi]  # noqa: E731
+    assert (
+        projected_first_layer(sage, adjacency, targets, read, max_bytes=needed * HIDDEN * 4 - 1)
+        is None
+    )
+    fits = projected_first_layer(sage, adjacency, targets, read, max_bytes=needed * HIDDEN * 4)
+    assert fits is not None
