@@ -44,10 +44,13 @@ an out-of-core run's partitioned store, handed to the task by
 (``rows_per_layer``, in the store's numbering), part by part; a part's input
 rows (features, then the hidden layer) read once, sequentially, the sources
 of the needed rows' cut edges in sorted, coalesced reads (``O_DIRECT`` where
-training reads so), at most a quarter of the evaluation's room holding them.
-The metrics are the graph order's (float tolerance); on a graph whose
-features exceed the memory, memory-mapped reads of scattered rows made the
-page cache reread the feature file many times over.
+training reads so), at most a quarter of the evaluation's room holding them;
+where the first layer narrows and its products fit half the room, that layer
+projects before aggregating, from one pass over the features in node order
+(:mod:`gnncore.train.core.projected`). The metrics are the graph order's
+(float tolerance); on a graph whose features exceed the memory,
+memory-mapped reads of scattered rows made the page cache reread the
+feature file many times over.
 
 Validation and test, when both are layer-wise, are one evaluation
 (:meth:`LayerwiseEvaluation.joined`: each layer's rows the union of both
