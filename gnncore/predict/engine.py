@@ -4,7 +4,7 @@ One code path serves ``gnncore predict`` over a graph directory and the
 pyfunc's subgraph requests: the input rows (features, normalised exactly as
 training normalised them, or a link model's embedding rows), then
 :func:`~gnncore.train.core.layerwise.layerwise_inference` through the model's
-GNN, or :func:`~gnncore.train.core.layerwise.rowwise_inference` for models
+GNN, or :func:`~gnncore.train.core.nodebatches.rowwise_inference` for models
 without message passing (the ``none`` MLP; plain DistMult's embedding table).
 """
 
@@ -24,10 +24,9 @@ from gnncore.train.core.layerwise import (
     RangesSource,
     RowSource,
     layerwise_inference,
-    rowwise_inference,
 )
 from gnncore.train.core.models import EdgeFreeMLP
-from gnncore.train.core.nodebatches import count_batches
+from gnncore.train.core.nodebatches import count_batches, rowwise_inference
 from gnncore.train.core.steps import normalize_rows
 from gnncore.train.spec import ModelSpec
 

@@ -160,6 +160,14 @@ def _part_rows(
     )
 
 
+#: ``project(layer, previous, nodes)``: layer ``layer``'s output (the rows of
+#: ``nodes``, ascending, or of every node when ``None``) computed from
+#: ``previous`` (the layer before's output; ``None``: the layer-0 input), or
+#: ``None`` where the hook does not compute it (:func:`layerwise_inference`
+#: then does, as usual).
+LayerHook = Callable[[int, "LayerOutput | None", "torch.Tensor | None"], "LayerOutput | None"]
+
+
 @dataclass(frozen=True)
 class Block:
     """The 1-hop block of targets ``[a, b)``: ``n_id`` (targets first, then the
@@ -324,7 +332,7 @@ def layerwise_inference(
     input_range: RangeSource | None = None,
     input_ranges: RangesSource | None = None,
     rows: list[torch.Tensor] | None = None,
-    first: LayerOutput | None = None,
+    project: LayerHook | None = None,
 ) -> Generator[tuple[int, int, torch.Tensor], None, None]:
     """Yield ``(a, b, out)``: the model's output rows (float32, on ``device``) of
     nodes ``a .. b-1``, in node order, computed layer by layer; with ``rows``
@@ -340,7 +348,7 @@ def layerwise_inference(
         model (BasicGNN): In eval mode, on ``device``.
         adjacency (Adjacency): The graph.
         inputs (callable): Layer-0 rows of a batch's ``n_id``.
-        batch_size (int): Target nodes per batch. (default: :obj:`4096`)
+        batch_size (int): Target nodes per batch.
         max_edges (int, optional): In-edges per batch (a high-degree node
             still gets its own batch); default ``64 * batch_size``.
         device: Where the layers run.
@@ -370,9 +378,9 @@ def layerwise_inference(
             ``rows[l]`` (:func:`rows_per_layer`), in node order, batches
             inside one part with ``bounds``; a hidden layer's other rows are
             zeros on disk and never read.
-        first (LayerOutput, optional): Layer 0's output, already computed
-            (:func:`~gnncore.train.core.projected.projected_first_layer`):
-            the inference starts at layer 1 and releases it.
+        project (callable, optional): A :data:`LayerHook` that computes a
+            layer another way where it can
+            (:func:`~gnncore.train.core.projected.projection_hook`).
     """
     device = torch.device(device)
     max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
@@ -384,13 +392,19 @@ def layerwise_inference(
     previous_width = 0
     last = model.num_layers - 1
     try:
-        if first is not None:
-            previous, previous_width = first, int(model.convs[0].out_channels)
-        for layer in range(1 if first is not None else 0, model.num_layers):
+        for layer in range(model.num_layers):
             current = None
             read = inputs if previous is None else previous.read
             part_rows = None
             nodes = rows[layer] if rows is not None else None
+            done = project(layer, previous, nodes) if project is not None else None
+            if done is not None:  # the hook computed the layer
+                if previous is not None:
+                    previous.release()
+                previous, previous_width = done, int(model.convs[layer].out_channels)
+                if layer == last:
+                    yield from _rows_of(done, nodes, n, batch_size, device)
+                continue
             if bounds is not None and cache_bytes > 0:
                 width = int(model.in_channels) if previous is None else int(previous_width)
                 layer_input = (inputs, input_range, input_ranges)
@@ -398,10 +412,7 @@ def layerwise_inference(
                     adjacency, previous, layer_input, width, bounds, cache_bytes, nodes
                 )
             for a, b in _layer_batches(adjacency, nodes, bounds, batch_size, max_edges):
-                if nodes is None:
-                    blk = block(adjacency, a, b)
-                else:
-                    blk = replace(block_of(adjacency, nodes[a:b], slot), start=a, stop=b)
+                blk = _batch_block(adjacency, nodes, a, b, slot)
                 h = part_rows(blk) if part_rows is not None else read(blk.n_id)
                 out = block_output(model, layer, blk, h, dinv_all, device, amp_dtype)
                 if on_batch is not None:
@@ -412,10 +423,7 @@ def layerwise_inference(
                 if current is None:
                     current = new_layer_output(layer_dir, n, layer, out.size(1), sync_bytes)
                     previous_width = out.size(1)
-                if nodes is None:
-                    current.write(a, out)
-                else:
-                    current.write_at(nodes[a:b], out)
+                _write_batch(current, nodes, a, b, out)
             if part_rows is not None:
                 part_rows.release()
             if previous is not None:
@@ -429,28 +437,39 @@ def layerwise_inference(
                 held.release()
 
 
-@torch.no_grad()
-def rowwise_inference(
-    forward: Callable[[torch.Tensor], torch.Tensor],
+def _batch_block(
+    adjacency: Adjacency, nodes: torch.Tensor | None, a: int, b: int, slot: np.ndarray | None
+) -> Block:
+    """The block of batch ``[a, b)``: nodes ``a .. b - 1``, or positions in ``nodes``."""
+    if nodes is None:
+        return block(adjacency, a, b)
+    return replace(block_of(adjacency, nodes[a:b], slot), start=a, stop=b)
+
+
+def _write_batch(
+    layer: LayerOutput, nodes: torch.Tensor | None, a: int, b: int, out: torch.Tensor
+) -> None:
+    """Write a batch's rows (:func:`_batch_block`'s) into ``layer``."""
+    if nodes is None:
+        layer.write(a, out)
+    else:
+        layer.write_at(nodes[a:b], out)
+
+
+def _rows_of(
+    output: LayerOutput,
+    nodes: torch.Tensor | None,
     num_nodes: int,
-    inputs: RowSource,
-    *,
-    batch_size: int = 4096,
-    device: torch.device | str = "cpu",
-    amp_dtype: torch.dtype | None = None,
-    on_batch: Callable[[], None] | None = None,
+    batch_size: int,
+    device: torch.device,
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
-    """:func:`layerwise_inference` for models without message passing (an MLP on
-    the features, a link model's embedding table): ``forward(rows)`` per batch."""
-    device = torch.device(device)
-    for a in range(0, num_nodes, batch_size):
-        b = min(a + batch_size, num_nodes)
-        rows = inputs(torch.arange(a, b)).to(device, non_blocking=True)
-        with autocast(device, amp_dtype):
-            out = forward(rows).float()
-        if on_batch is not None:
-            on_batch()
-        yield a, b, out
+    """``(a, b, out)`` of a computed last layer, ``batch_size`` rows at a time
+    (``a .. b - 1`` positions in ``nodes``, or node ids)."""
+    count = len(nodes) if nodes is not None else num_nodes
+    for a in range(0, count, batch_size):
+        b = min(a + batch_size, count)
+        ids = nodes[a:b] if nodes is not None else torch.arange(a, b)
+        yield a, b, output.read(ids).to(device)
 
 
 # Some nodes only ---------------------------------------------------------------

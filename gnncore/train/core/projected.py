@@ -1,25 +1,29 @@
-r"""The first layer of an evaluation from one sequential pass over the features:
-project before aggregating where the layer narrows.
+r"""Layers that narrow, computed from one sequential pass over their input:
+project before aggregating.
 
 Layer-wise evaluation in a partitioned store's order
 (:func:`~gnncore.train.core.layerwise.layerwise_inference` with ``rows``)
 reads, for each part, the sources of its needed rows' cut edges from
-anywhere in the feature file: one page per row, at random. SAGE's mean and
-GCN's normalised sum are linear in the source rows, so
-``mean_j W x_j = W mean_j x_j``: the layer can multiply every needed row by
+anywhere in the layer's input file: one page per row, at random. SAGE's mean
+and GCN's normalised sum are linear in the source rows, so
+``mean_j W x_j = W mean_j x_j``: a layer can multiply every row it reads by
 ``W`` first (DGL's ``SAGEConv`` does so whenever its input is wider than its
 output) and aggregate the narrow products afterwards. Here the products of
-every row the first layer reads (the rows it computes and their
-in-neighbours) come from one pass over the feature file in node order, in
-spans of consecutive rows, and stay in memory, ``hidden`` wide instead of
-``features`` wide; the aggregation then reads nothing from storage.
+every row a layer reads (the rows it computes and their in-neighbours) come
+from one pass over its input in node order, in spans of consecutive rows
+(the features, or the layer before's file), ``hidden`` wide instead of
+``features`` wide. When they fit the memory given they stay there and the
+aggregation reads nothing from storage; otherwise they go to a file and the
+targets are aggregated in groups whose sums and edges fit, each group's
+edges sorted by source so that it reads the products file once, in order
+(a few sequential passes instead of a random page per cut edge).
 
 The arithmetic is the layer's (:func:`~gnncore.train.core.layerwise.apply_layer`)
-in another order of float additions (the products before the mean), so the
-rows agree within float tolerance. Only when the products fit the memory
-given (else ``None``: the caller reads the rows as before), on the CPU, for
-``SAGEConv`` (mean aggregation, no ``project``) and default ``GCNConv``
-whose output is narrower than their input.
+in another order of float additions (the products before the mean, and on
+disk the edges by source), so the rows agree within float tolerance. On the
+CPU, for ``SAGEConv`` (mean aggregation, no ``project``) and default
+``GCNConv`` whose output is narrower than their input
+(:func:`projects`); other layers are left to the caller (``None``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -34,8 +40,20 @@ import torch.nn.functional as F
 from torch_geometric.nn import GCNConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from gnncore.train.core.layerstore import SYNC_BYTES, LayerOutput, new_layer_output
-from gnncore.train.core.layerwise import Adjacency, finish_layer
+from gnncore.train.core.layerstore import (
+    SYNC_BYTES,
+    DiskLayer,
+    LayerOutput,
+    MemoryLayer,
+    new_layer_output,
+)
+from gnncore.train.core.layerwise import (
+    Adjacency,
+    LayerHook,
+    finish_layer,
+    gcn_dinv,
+    read_npy_range,
+)
 from gnncore.train.core.nodebatches import node_batches
 from gnncore.train.core.partrows import RangeSource, in_edge_entries
 
@@ -43,38 +61,59 @@ LOG = logging.getLogger(__name__)
 
 #: Bytes of feature rows one read of the projection pass spans, at most.
 SPAN_BYTES = 64 << 20
-#: Targets whose in-neighbours are marked at a time (:func:`first_layer_inputs`).
-MARK_TARGETS = 1 << 20
+#: In-edges whose sources are marked at a time (:func:`first_layer_inputs`).
+MARK_EDGES = 1 << 22
 
 
-def projects_first(model: BasicGNN, device: torch.device) -> bool:
-    """Whether :func:`projected_first_layer` computes ``model``'s first layer: on
+def projects(model: BasicGNN, layer: int, device: torch.device) -> bool:
+    """Whether :func:`projected_layer` computes layer ``layer`` of ``model``: on
     the CPU, a ``SAGEConv`` with mean aggregation and no ``project``, or a
-    ``GCNConv`` with its defaults, whose output is narrower than its input,
-    followed by another layer."""
-    if device.type != "cpu" or model.num_layers < 2 or model.jk_mode is not None:
+    ``GCNConv`` with its defaults, whose output is narrower than its input."""
+    if device.type != "cpu" or model.jk_mode is not None:
         return False
-    conv = model.convs[0]
+    conv = model.convs[layer]
     if isinstance(conv, SAGEConv):
         usable = conv.aggr == "mean" and not conv.project
     elif isinstance(conv, GCNConv):
         usable = not conv.improved and conv.add_self_loops and conv.normalize
     else:
         return False
-    return usable and int(conv.out_channels) < int(model.in_channels)
+    return usable and int(conv.out_channels) < int(conv.in_channels)
 
 
 def first_layer_inputs(adjacency: Adjacency, targets: np.ndarray) -> np.ndarray:
-    """The rows the first layer reads to compute ``targets`` (ascending): the
-    targets and their in-neighbours, ascending and unique (marked
-    :data:`MARK_TARGETS` targets at a time)."""
+    """The rows a layer reads to compute ``targets`` (ascending): the targets
+    and their in-neighbours, ascending and unique (marked at most
+    :data:`MARK_EDGES` in-edges at a time)."""
+    if len(targets) == adjacency.num_nodes:
+        return np.arange(adjacency.num_nodes)
     indptr = np.asarray(adjacency.indptr, dtype=np.int64)
     mask = np.zeros(adjacency.num_nodes, dtype=bool)
     mask[targets] = True
-    for at in range(0, len(targets), MARK_TARGETS):
-        entries, _ = in_edge_entries(indptr, targets[at : at + MARK_TARGETS])
+    cumulative = np.concatenate([[0], np.cumsum(indptr[targets + 1] - indptr[targets])])
+    for i, j in node_batches(cumulative, len(targets), MARK_EDGES):
+        entries, _ = in_edge_entries(indptr, targets[i:j])
         mask[np.asarray(adjacency.indices[entries])] = True
     return np.flatnonzero(mask)
+
+
+def _weights(conv: SAGEConv | GCNConv) -> tuple[torch.Tensor, torch.nn.Module | None]:
+    """The weight applied to every row a layer reads (SAGE's neighbour weight,
+    GCN's weight; no bias) and SAGE's root layer (``None`` without one)."""
+    if isinstance(conv, SAGEConv):
+        return conv.lin_l.weight, conv.lin_r if conv.root_weight else None
+    return conv.lin.weight, None
+
+
+def _spans(ids: np.ndarray, width: int) -> Iterator[tuple[int, int]]:
+    """``(a, b)``: runs of ``ids`` (ascending) whose rows ``ids[a] .. ids[b - 1]``
+    span at most :data:`SPAN_BYTES` of ``width``-wide float32 rows."""
+    span = max(SPAN_BYTES // max(width * 4, 1), 1)
+    a = 0
+    while a < len(ids):
+        b = int(np.searchsorted(ids, int(ids[a]) + span))
+        yield a, b
+        a = b
 
 
 def _project(
@@ -83,142 +122,257 @@ def _project(
     sources: np.ndarray,
     targets: np.ndarray,
     width: int,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``(products, roots)``: ``W x`` of every row in ``sources`` (SAGE's
-    neighbour weight, GCN's weight; no bias) and, for SAGE with a root weight,
-    ``lin_r(x)`` of ``targets`` (a subset of ``sources``), from spans of
+    products: LayerOutput,
+    roots: LayerOutput | None,
+) -> None:
+    """Write ``W x`` of every row in ``sources`` (in their order: row ``k`` is
+    ``sources[k]``'s) into ``products`` and, with a root layer, its rows of
+    ``targets`` (a subset of ``sources``) into ``roots``, from spans of
     consecutive rows read in node order."""
-    sage = isinstance(conv, SAGEConv)
-    weight = conv.lin_l.weight if sage else conv.lin.weight
-    hidden = int(weight.size(0))
-    products = torch.empty(len(sources), hidden, dtype=torch.float32)
-    roots = None
-    if sage and conv.root_weight:
-        roots = torch.empty(len(targets), hidden, dtype=torch.float32)
-    span = max(SPAN_BYTES // max(width * 4, 1), 1)
-    a = 0
-    while a < len(sources):
-        first = int(sources[a])
-        b = int(np.searchsorted(sources, first + span))  # rows first .. first + span - 1
-        last = int(sources[b - 1])
+    weight, root = _weights(conv)
+    t0 = 0
+    for a, b in _spans(sources, width):
+        first, last = int(sources[a]), int(sources[b - 1])
         rows = read_range(first, last + 1)
-        products[a:b] = F.linear(rows[torch.from_numpy(sources[a:b] - first)].float(), weight)
-        if roots is not None:
-            t0, t1 = np.searchsorted(targets, [first, last + 1])
-            picked = rows[torch.from_numpy(targets[t0:t1] - first)].float()
-            roots[t0:t1] = conv.lin_r(picked)
-        a = b
-    return products, roots
+        picked = rows[torch.from_numpy(sources[a:b] - first)].float()
+        products.write(a, F.linear(picked, weight))
+        if root is not None and roots is not None:
+            t1 = int(np.searchsorted(targets, last + 1))
+            if t1 > t0:
+                roots.write(t0, root(rows[torch.from_numpy(targets[t0:t1] - first)].float()))
+            t0 = t1
 
 
-def _aggregate(
-    conv: SAGEConv | GCNConv,
-    products: torch.Tensor,
-    roots: torch.Tensor | None,
-    slot: np.ndarray,
-    src: np.ndarray,
-    targets: np.ndarray,
-    degree: np.ndarray,
-    dinv: torch.Tensor | None,
+def _finish(
+    conv: SAGEConv | GCNConv, out: torch.Tensor, degree: np.ndarray, roots: torch.Tensor | None
 ) -> torch.Tensor:
-    """The layer's rows of ``targets`` (before activation) from the products of
-    their in-neighbours ``src`` (grouped by target, ``degree`` each)."""
-    count = len(targets)
-    dst = torch.from_numpy(np.repeat(np.arange(count), degree))
-    messages = products[torch.from_numpy(slot[src])]
-    out = torch.zeros(count, products.size(1), dtype=products.dtype)
+    """The layer's rows from the sums of their (weighted) products: SAGE's mean,
+    bias, root term and normalisation; GCN's bias."""
     if isinstance(conv, SAGEConv):
-        out.index_add_(0, dst, messages)
         out /= torch.from_numpy(np.maximum(degree, 1)).to(out.dtype).unsqueeze(1)
         if conv.lin_l.bias is not None:
             out += conv.lin_l.bias
         if roots is not None:
             out += roots
         return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
-    assert dinv is not None
-    target_dinv = dinv[torch.from_numpy(targets)]
-    weight = dinv[torch.from_numpy(src)] * target_dinv[dst]
-    out.index_add_(0, dst, messages * weight.unsqueeze(1))
-    out += products[torch.from_numpy(slot[targets])] * (target_dinv**2).unsqueeze(1)
     return out + conv.bias if conv.bias is not None else out
 
 
-@torch.no_grad()
-def projected_first_layer(
-    model: BasicGNN,
+def _group_edges(
+    conv: SAGEConv | GCNConv,
     adjacency: Adjacency,
-    targets: torch.Tensor,
+    slot: np.ndarray,
+    targets: np.ndarray,
+    dinv: torch.Tensor | None,
+) -> tuple[np.ndarray, torch.Tensor, torch.Tensor | None, np.ndarray]:
+    """``(rows, dst, weight, degree)`` of the edges into ``targets``: each edge's
+    product row (``slot`` of its source), its target's position, GCN's weight
+    (with a self-loop per target; ``None`` for SAGE) and each target's
+    in-degree; edges by target, each target's in the graph's order."""
+    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
+    entries, degree = in_edge_entries(indptr, targets)
+    src = np.asarray(adjacency.indices[entries], dtype=np.int64)
+    dst = np.repeat(np.arange(len(targets)), degree)
+    if not isinstance(conv, GCNConv):
+        return slot[src], torch.from_numpy(dst), None, degree
+    assert dinv is not None
+    src = np.concatenate([src, targets])  # the self-loops, last
+    dst = np.concatenate([dst, np.arange(len(targets))])
+    weight = dinv[torch.from_numpy(src)] * dinv[torch.from_numpy(targets[dst])]
+    return slot[src], torch.from_numpy(dst), weight, degree
+
+
+def _aggregate_in_memory(
+    conv: SAGEConv | GCNConv,
+    adjacency: Adjacency,
+    products: torch.Tensor,
+    roots: torch.Tensor | None,
+    slot: np.ndarray,
+    targets: np.ndarray,
+    dinv: torch.Tensor | None,
+) -> torch.Tensor:
+    """The layer's rows of ``targets`` (before activation) from ``products`` in memory."""
+    rows, dst, weight, degree = _group_edges(conv, adjacency, slot, targets, dinv)
+    messages = products[torch.from_numpy(rows)]
+    if weight is not None:
+        messages *= weight.unsqueeze(1)
+    out = torch.zeros(len(targets), products.size(1), dtype=products.dtype)
+    out.index_add_(0, dst, messages)
+    return _finish(conv, out, degree, roots)
+
+
+def _aggregate_streamed(
+    conv: SAGEConv | GCNConv,
+    adjacency: Adjacency,
+    products: DiskLayer,
+    roots: torch.Tensor | None,
+    slot: np.ndarray,
+    targets: np.ndarray,
+    dinv: torch.Tensor | None,
+) -> torch.Tensor:
+    """:func:`_aggregate_in_memory` with the products on disk: the group's edges
+    sorted by product row, the products read once in spans, in order."""
+    rows, dst, weight, degree = _group_edges(conv, adjacency, slot, targets, dinv)
+    order = np.argsort(rows, kind="stable")
+    rows, dst = rows[order], dst[torch.from_numpy(order)]
+    if weight is not None:
+        weight = weight[torch.from_numpy(order)]
+    out = torch.zeros(len(targets), products.width, dtype=torch.float32)
+    for a, b in _spans(rows, products.width):
+        first = int(rows[a])
+        block = read_npy_range(products.path, first, int(rows[b - 1]) + 1)
+        messages = block[torch.from_numpy(rows[a:b] - first)]
+        if weight is not None:
+            messages *= weight[a:b].unsqueeze(1)
+        out.index_add_(0, dst[a:b], messages)
+    return _finish(conv, out, degree, roots)
+
+
+@torch.no_grad()
+def projected_layer(
+    model: BasicGNN,
+    layer: int,
+    adjacency: Adjacency,
+    targets: torch.Tensor | None,
     read_range: RangeSource,
     *,
     max_bytes: int,
     dinv: torch.Tensor | None = None,
     batch_size: int = 4096,
-    max_edges: int | None = None,
     layer_dir: str | os.PathLike[str] | None = None,
     sync_bytes: int = SYNC_BYTES,
+    spill: bool = True,
 ) -> LayerOutput | None:
-    """The first layer's output rows of ``targets`` (ascending node ids; the
-    other rows zeros on disk, unset in memory), computed by projecting first
-    (module docstring), or ``None`` where that does not apply
-    (:func:`projects_first`: the caller computes the layer as before) or the
-    products would take more than ``max_bytes``.
+    """Layer ``layer``'s output rows of ``targets`` (ascending node ids, every node
+    when ``None``; the other rows zeros on disk, unset in memory), computed by
+    projecting first (module docstring), or ``None`` where that does not apply
+    (:func:`projects`: the caller computes the layer as before).
+
+    The products of the rows the layer reads stay in memory when they fit
+    ``max_bytes``; otherwise, with ``layer_dir``, they go to a file there and
+    the targets are aggregated in groups whose sums and edges fit
+    ``max_bytes``, each group reading the products once, in order (the file
+    read once per group); without ``layer_dir`` or ``spill``, ``None``.
 
     Args:
         model (BasicGNN): In eval mode, on the CPU.
+        layer (int): The layer to compute.
         adjacency (Adjacency): The graph, in the numbering of ``read_range``.
-        targets (Tensor): The rows to compute (the evaluation's ``rows[0]``).
-        read_range (callable): Layer-0 input rows ``lo .. hi - 1`` in one read.
-        max_bytes (int): The most the products may take in memory.
+        targets (Tensor, optional): The rows to compute (``rows[layer]``).
+        read_range (callable): The layer's input rows ``lo .. hi - 1`` in one read.
+        max_bytes (int): The most the products (or a group's sums and edges)
+            may take in memory.
         dinv (Tensor, optional): ``deg^-1/2`` of every node, for GCN
             (:func:`~gnncore.train.core.layerwise.gcn_dinv`).
-        batch_size (int): Targets aggregated at a time.
-        max_edges (int, optional): In-edges aggregated at a time (default
-            ``64 * batch_size``).
-        layer_dir (path, optional): Where the output goes as a ``.npy`` file
-            (:func:`~gnncore.train.core.layerstore.new_layer_output`).
+        batch_size (int): Targets finished and written at a time (in memory).
+        layer_dir (path, optional): Where the output (and the products, when
+            they do not fit) go as ``.npy`` files.
         sync_bytes (int): With ``layer_dir``, bytes written between flushes.
+        spill (bool): Whether the products may go to disk.
     """
-    if not projects_first(model, torch.device("cpu")):
+    if not projects(model, layer, torch.device("cpu")):
         return None
-    conv = model.convs[0]
+    conv = model.convs[layer]
     assert isinstance(conv, (SAGEConv, GCNConv))
-    hidden = int(conv.out_channels)
-    has_roots = isinstance(conv, SAGEConv) and conv.root_weight
-    ids = targets.numpy()
-    row_bytes = hidden * 4
-    if len(ids) * row_bytes * (2 if has_roots else 1) > max_bytes:  # before marking
-        return None
-    sources = first_layer_inputs(adjacency, ids)
-    if (len(sources) + (len(ids) if has_roots else 0)) * row_bytes > max_bytes:
-        return None
     if isinstance(conv, GCNConv) and dinv is None:
         raise ValueError("GCN needs every node's deg^-1/2 (dinv)")
+    n = adjacency.num_nodes
+    ids = targets.numpy() if targets is not None else np.arange(n)
+    hidden = int(conv.out_channels)
+    has_roots = _weights(conv)[1] is not None
+    sources = first_layer_inputs(adjacency, ids)
+    held = (len(sources) + (len(ids) if has_roots else 0)) * hidden * 4
+    if held > max_bytes and (layer_dir is None or not spill):
+        return None
     started = time.perf_counter()
-    products, roots = _project(conv, read_range, sources, ids, int(model.in_channels))
-    slot = np.full(adjacency.num_nodes, -1, dtype=np.int64)
+    slot = np.full(n, -1, dtype=np.int64)
     slot[sources] = np.arange(len(sources))
-    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
-    degrees = indptr[ids + 1] - indptr[ids]
-    cumulative = np.concatenate([[0], np.cumsum(degrees)])
-    edges = max_edges if max_edges is not None else 64 * batch_size
-    output = new_layer_output(layer_dir, adjacency.num_nodes, 0, hidden, sync_bytes)
+    in_memory = held <= max_bytes
+    scratch = Path(layer_dir) if layer_dir is not None else None
+    made: list[LayerOutput] = []
+
+    def new(name: str, count: int) -> LayerOutput:
+        made.append(
+            MemoryLayer(count, hidden)
+            if in_memory or scratch is None
+            else DiskLayer(scratch / f"{name}.npy", count, hidden, sync_bytes)
+        )
+        return made[-1]
+
+    output = new_layer_output(layer_dir, n, layer, hidden, sync_bytes)
     try:
-        for i, j in node_batches(cumulative, batch_size, edges):
-            entries, degree = in_edge_entries(indptr, ids[i:j])
-            src = np.asarray(adjacency.indices[entries], dtype=np.int64)
-            part = roots[i:j] if roots is not None else None
-            rows = _aggregate(conv, products, part, slot, src, ids[i:j], degree, dinv)
-            output.write_at(targets[i:j], finish_layer(model, 0, rows))
+        products, roots = new("products", len(sources)), None
+        if has_roots:
+            roots = new("roots", len(ids))
+        _project(conv, read_range, sources, ids, int(conv.in_channels), products, roots)
+        products, roots = products.finish(), roots.finish() if roots is not None else None
+        indptr = np.asarray(adjacency.indptr, dtype=np.int64)
+        cumulative = np.concatenate([[0], np.cumsum(indptr[ids + 1] - indptr[ids])])
+        # a group's sums and its edges' rows, targets, order and weights
+        group, edges = batch_size, 64 * batch_size
+        if not in_memory:
+            group = max(max_bytes // 2 // max(hidden * 8, 1), 1)
+            edges = max(max_bytes // 2 // 32, 1)
+        for i, j in node_batches(cumulative, group, edges):
+            root = roots.read(torch.arange(i, j)) if roots is not None else None
+            if isinstance(products, MemoryLayer):
+                x = _aggregate_in_memory(conv, adjacency, products.rows, root, slot, ids[i:j], dinv)
+            else:
+                x = _aggregate_streamed(conv, adjacency, products, root, slot, ids[i:j], dinv)
+            output.write_at(torch.from_numpy(ids[i:j]), finish_layer(model, layer, x))
         output = output.fill()
     except BaseException:
         output.release()
         raise
+    finally:
+        for held_output in made:
+            held_output.release()
     LOG.info(
-        "first layer projected before aggregating: %d rows of %d read in node order, "
-        "%d computed, %.1f s",
+        "layer %d projected before aggregating: %d rows of %d read in node order, "
+        "%d computed, products %s, %.1f s",
+        layer,
         len(sources),
-        adjacency.num_nodes,
+        n,
         len(ids),
+        "in memory" if in_memory else f"on disk, {len(ids)} targets in groups of {group}",
         time.perf_counter() - started,
     )
     return output
+
+
+def projection_hook(
+    model: BasicGNN,
+    adjacency: Adjacency,
+    read_range: RangeSource,
+    *,
+    max_bytes: int,
+    batch_size: int = 4096,
+    layer_dir: str | os.PathLike[str] | None = None,
+    spill: bool = True,
+) -> LayerHook:
+    """A :data:`~gnncore.train.core.layerwise.LayerHook` for
+    :func:`~gnncore.train.core.layerwise.layerwise_inference`: every layer
+    :func:`projects` computes by :func:`projected_layer`, reading layer 0's
+    rows through ``read_range`` and a later layer's from the layer before
+    (its file, or its rows in memory)."""
+    dinv = gcn_dinv(model, adjacency)
+
+    def hook(
+        layer: int, previous: LayerOutput | None, nodes: torch.Tensor | None
+    ) -> LayerOutput | None:
+        if not projects(model, layer, torch.device("cpu")):
+            return None
+        if previous is None:
+            source = read_range
+        elif isinstance(previous, DiskLayer):
+            path = previous.path
+            source = lambda lo, hi: read_npy_range(path, lo, hi)  # noqa: E731
+        else:
+            rows = previous.rows
+            source = lambda lo, hi: rows[lo:hi]  # noqa: E731
+        return projected_layer(
+            model, layer, adjacency, nodes, source, max_bytes=max_bytes, dinv=dinv,
+            batch_size=batch_size, layer_dir=layer_dir, spill=spill,
+        )  # fmt: skip
+
+    return hook

@@ -45,9 +45,9 @@ an out-of-core run's partitioned store, handed to the task by
 rows (features, then the hidden layer) read once, sequentially, the sources
 of the needed rows' cut edges in sorted, coalesced reads (``O_DIRECT`` where
 training reads so), at most a quarter of the evaluation's room holding them;
-where the first layer narrows and its products fit half the room, that layer
-projects before aggregating, from one pass over the features in node order
-(:mod:`gnncore.train.core.projected`). The metrics are the graph order's
+where a layer narrows it projects before aggregating, from one pass over its
+input in node order (:mod:`gnncore.train.core.projected`: the products in
+half the room, or on disk, read once per group of targets). The metrics are the graph order's
 (float tolerance); on a graph whose features exceed the memory,
 memory-mapped reads of scattered rows made the page cache reread the
 feature file many times over.
@@ -84,7 +84,6 @@ from gnncore.sizes import format_size
 from gnncore.train.core.evalorder import EvaluationOrder
 from gnncore.train.core.layerwise import (
     Adjacency,
-    gcn_dinv,
     in_edge_entries,
     in_edges,
     layerwise_inference,
@@ -92,7 +91,7 @@ from gnncore.train.core.layerwise import (
     rows_per_layer,
 )
 from gnncore.train.core.models import supports_trimming
-from gnncore.train.core.projected import projected_first_layer, projects_first
+from gnncore.train.core.projected import projection_hook
 from gnncore.train.core.steps import normalize_rows
 from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
 from gnncore.usage import StageBudget
@@ -372,15 +371,13 @@ class LayerwiseEvaluation:
         predicted = torch.zeros(len(targets), dtype=torch.long)
         width = 0
         memory = self.cost.memory
-        first = None
-        if projects_first(model, device):
-            first = projected_first_layer(
+        project = None
+        if device.type == "cpu":
+            project = projection_hook(
                 model,
                 adjacency,
-                rows[0],
                 order.read_range,
                 max_bytes=memory // 2 if memory is not None else 1 << 62,
-                dinv=gcn_dinv(model, adjacency),
                 batch_size=self.batch_size,
                 layer_dir=layer_dir,
             )
@@ -397,7 +394,7 @@ class LayerwiseEvaluation:
             input_range=order.read_range,
             input_ranges=order.read_ranges(),
             rows=rows,
-            first=first,
+            project=project,
         ):
             predicted[a:b] = out.argmax(dim=-1).cpu()
             width = out.size(-1)

@@ -85,7 +85,7 @@ def test_store_order_metrics_equal_the_graph_order_ones(
     assert joint.passes == 1
     order = StoreOrder.of_store(store, graph).evaluation_order(graph)
     part = int(np.diff(order.bounds).max()) * FEATURES * 4
-    for memory, whole_parts in ((None, True), (8 * part, True), (part, False)):
+    for memory in (None, 8 * part, part):
         ranges: list[tuple[int, int]] = []
         cost = EvaluationCost(1, 2, 1 << 40, memory)  # layers that never fit: spilled
         assert cost.spill is (memory is not None)
@@ -97,11 +97,9 @@ def test_store_order_metrics_equal_the_graph_order_ones(
         for split in ("val", "test"):
             assert got[split].accuracy == pytest.approx(expected[split].accuracy, abs=1e-12)
             assert got[split].macro_f1 == pytest.approx(expected[split].macro_f1, abs=1e-9)
-        if not whole_parts:  # no room for a part: rows read one by one
-            assert ranges == []
-            continue
-        # the features read once, in node order: part by part, or (the first
-        # layer projected before aggregating) in spans of the rows it needs
+        # the features read at most once, in node order: part by part, or (the
+        # first layer narrows: projected before aggregating, its products in
+        # memory or, with no room for a part, on disk) in spans of the rows it needs
         assert ranges and all(lo < hi for lo, hi in ranges)
         assert all(hi <= lo for (_, hi), (lo, _) in zip(ranges, ranges[1:], strict=False))
 

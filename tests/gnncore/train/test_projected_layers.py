@@ -1,4 +1,4 @@
-"""``projected_first_layer``: the first layer of an evaluation computed by
+"""``projected_layer``: a layer of an evaluation computed by
 projecting the rows it reads before aggregating them, from spans of the
 feature rows read in node order, gives the layer's own rows
 (``apply_layer`` over the whole graph) within float tolerance, and declines
@@ -15,11 +15,19 @@ from torch_geometric.nn import GraphSAGE
 
 from gnncore.train import build_model
 from gnncore.train.core import projected
-from gnncore.train.core.layerwise import Adjacency, apply_layer, block, gcn_dinv
+from gnncore.train.core.layerwise import (
+    Adjacency,
+    apply_layer,
+    block,
+    gcn_dinv,
+    layerwise_inference,
+    rows_per_layer,
+)
 from gnncore.train.core.projected import (
     first_layer_inputs,
-    projected_first_layer,
-    projects_first,
+    projected_layer,
+    projection_hook,
+    projects,
 )
 
 NODES, FEATURES, HIDDEN = 300, 24, 8
@@ -55,20 +63,22 @@ def _reference(model: torch.nn.Module, adjacency: Adjacency, x: torch.Tensor) ->
 
 
 @pytest.mark.parametrize("name", ["sage", "gcn", "sage-no-root-normalized"])
-@pytest.mark.parametrize("on_disk", [False, True])
+@pytest.mark.parametrize("mode", ["memory", "output-on-disk", "products-on-disk"])
 def test_projected_rows_equal_the_layer_s_own(
     graph: tuple[Adjacency, torch.Tensor],
     name: str,
-    on_disk: bool,
+    mode: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Some targets (among them a node with many in-neighbours), read in spans
     of a few rows (several reads, ascending, each row at most once): their rows
-    equal the layer's own within float tolerance, written at their ids."""
+    equal the layer's own within float tolerance, written at their ids; with
+    the products on disk too (too little memory for them), aggregated in
+    groups of targets, each reading the products in order."""
     adjacency, x = graph
     model = _models()[name].eval()
-    assert projects_first(model, torch.device("cpu"))
+    assert projects(model, 0, torch.device("cpu"))
     monkeypatch.setattr(projected, "SPAN_BYTES", 40 * FEATURES * 4)  # spans of 40 rows
     reads: list[tuple[int, int]] = []
 
@@ -77,10 +87,11 @@ def test_projected_rows_equal_the_layer_s_own(
         return x[lo:hi].clone()
 
     targets = torch.from_numpy(np.unique(np.r_[np.arange(0, NODES, 7), 3, 5, 11]))
-    out = projected_first_layer(
-        model, adjacency, targets, read_range, max_bytes=1 << 30,
+    memory = 1 << 30 if mode != "products-on-disk" else 4000  # a few groups of targets
+    out = projected_layer(
+        model, 0, adjacency, targets, read_range, max_bytes=memory,
         dinv=gcn_dinv(model, adjacency), batch_size=16,
-        layer_dir=tmp_path if on_disk else None,
+        layer_dir=tmp_path if mode != "memory" else None,
     )  # fmt: skip
     assert out is not None
     expected = _reference(model, adjacency, x)[targets]
@@ -90,6 +101,34 @@ def test_projected_rows_equal_the_layer_s_own(
     needed = first_layer_inputs(adjacency, targets.numpy())
     assert sum(hi - lo for lo, hi in reads) >= len(needed) and len(needed) < NODES
     out.release()
+    assert list(tmp_path.iterdir()) == []  # the products and roots files removed too
+
+
+@pytest.mark.parametrize("name", ["sage", "gcn"])
+@pytest.mark.parametrize("memory", [1 << 30, 3000])
+def test_every_layer_projected_gives_the_inference_s_rows(
+    graph: tuple[Adjacency, torch.Tensor], name: str, memory: int, tmp_path: Path
+) -> None:
+    """Three layers narrowing 24 -> 8 -> 8 -> 4 (the last two projected, the
+    middle one as wide as its input computed as usual), every node and some
+    nodes (``rows``): ``layerwise_inference`` with the hook yields the rows it
+    yields without, within float tolerance; the products in memory, or on disk
+    in groups."""
+    adjacency, x = graph
+    torch.manual_seed(8)
+    model = build_model(name, FEATURES, HIDDEN, 4, 3, 0.0).eval()
+    hook = projection_hook(model, adjacency, lambda lo, hi: x[lo:hi],
+                           max_bytes=memory, batch_size=32, layer_dir=tmp_path)  # fmt: skip
+    plain = torch.cat([o for _, _, o in layerwise_inference(model, adjacency, lambda n: x[n])])
+    hooked = layerwise_inference(model, adjacency, lambda n: x[n], project=hook, layer_dir=tmp_path)
+    torch.testing.assert_close(torch.cat([o for _, _, o in hooked]), plain, rtol=1e-4, atol=1e-5)
+    targets = torch.arange(5, NODES, 11)
+    rows = rows_per_layer(adjacency, targets, 3)
+    some = layerwise_inference(model, adjacency, lambda n: x[n], project=hook, rows=rows)
+    torch.testing.assert_close(
+        torch.cat([o for _, _, o in some]), plain[targets], rtol=1e-4, atol=1e-5
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_inputs_are_the_targets_and_their_in_neighbours(
@@ -104,22 +143,26 @@ def test_inputs_are_the_targets_and_their_in_neighbours(
 
 
 def test_declined_where_it_does_not_apply(graph: tuple[Adjacency, torch.Tensor]) -> None:
-    """GAT, a layer as wide as its input, a one-layer model, another device, or
-    products over the memory given: ``None`` (the caller reads rows as before)."""
+    """GAT, a layer as wide as its input, another device, or products over the
+    memory given with nowhere to spill them: ``None`` (the caller reads rows
+    as before)."""
     adjacency, x = graph
     torch.manual_seed(0)
     cpu = torch.device("cpu")
-    assert not projects_first(build_model("gat", FEATURES, HIDDEN, 4, 2, 0.0, heads=2), cpu)
-    assert not projects_first(build_model("sage", FEATURES, FEATURES, 4, 2, 0.0), cpu)
-    assert not projects_first(build_model("sage", FEATURES, HIDDEN, 4, 1, 0.0), cpu)
+    assert not projects(build_model("gat", FEATURES, HIDDEN, 4, 2, 0.0, heads=2), 0, cpu)
+    assert not projects(build_model("sage", FEATURES, FEATURES, 4, 2, 0.0), 0, cpu)
     sage = build_model("sage", FEATURES, HIDDEN, 4, 2, 0.0).eval()
-    assert not projects_first(sage, torch.device("meta"))
+    assert not projects(sage, 0, torch.device("meta"))
     targets = torch.arange(0, NODES, 3)
     needed = len(first_layer_inputs(adjacency, targets.numpy())) + len(targets)
     read = lambda lo, hi: x[lo:hi]  # noqa: E731
+    too_little = needed * HIDDEN * 4 - 1
+    assert projected_layer(sage, 0, adjacency, targets, read, max_bytes=too_little) is None
     assert (
-        projected_first_layer(sage, adjacency, targets, read, max_bytes=needed * HIDDEN * 4 - 1)
+        projected_layer(
+            sage, 0, adjacency, targets, read, max_bytes=too_little, layer_dir=".", spill=False
+        )
         is None
     )
-    fits = projected_first_layer(sage, adjacency, targets, read, max_bytes=needed * HIDDEN * 4)
+    fits = projected_layer(sage, 0, adjacency, targets, read, max_bytes=needed * HIDDEN * 4)
     assert fits is not None
