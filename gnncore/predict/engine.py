@@ -27,6 +27,7 @@ from gnncore.train.core.layerwise import (
 )
 from gnncore.train.core.models import EdgeFreeMLP
 from gnncore.train.core.nodebatches import count_batches, rowwise_inference
+from gnncore.train.core.projected import projection_hook
 from gnncore.train.core.steps import normalize_rows
 from gnncore.train.spec import ModelSpec
 
@@ -155,6 +156,7 @@ def model_outputs(
     cache_bytes: int = 0,
     row_range: RangeSource | None = None,
     row_ranges: RangesSource | None = None,
+    project_bytes: int = 0,
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
     """Yield ``(a, b, out)`` for nodes ``a .. b-1`` in order: class logits (node
     task) or representations (link task), float32 on ``device``.
@@ -172,6 +174,11 @@ def model_outputs(
             parts, each part's rows read once).
         row_range (callable, optional): Raw feature rows ``lo .. hi - 1`` in
             one read (node task, with ``bounds``).
+        project_bytes (int): With ``row_range`` on the CPU, the layers that
+            narrow project before aggregating
+            (:func:`~gnncore.train.core.projected.projection_hook`), their
+            products in at most this many bytes, else on disk in
+            ``layer_dir``; 0: never.
         row_ranges (callable, optional): Raw feature rows of several ranges
             in one call (node task, with ``bounds``: the sources of cut edges).
     """
@@ -211,6 +218,17 @@ def model_outputs(
         raise ValueError("this model passes messages; it needs the graph's adjacency")
     if not isinstance(gnn, BasicGNN):
         raise NotImplementedError(f"layer-wise inference of {type(gnn).__name__}")
+    project = None
+    feature_range = normalized_range(spec, row_range) if spec.task == "node" else None
+    if project_bytes > 0 and feature_range is not None and device.type == "cpu":
+        project = projection_hook(
+            gnn,
+            adjacency,
+            feature_range,
+            max_bytes=project_bytes,
+            batch_size=batch_size,
+            layer_dir=layer_dir,
+        )
     yield from layerwise_inference(
         gnn,
         adjacency,
@@ -223,6 +241,7 @@ def model_outputs(
         layer_dir=layer_dir,
         bounds=bounds,
         cache_bytes=cache_bytes,
-        input_range=normalized_range(spec, row_range) if spec.task == "node" else None,
+        input_range=feature_range,
         input_ranges=normalized_ranges(spec, row_ranges) if spec.task == "node" else None,
+        project=project,
     )

@@ -116,6 +116,7 @@ def store_outputs(
             cache_bytes=cache_bytes,
             row_range=order.feature_range,
             row_ranges=order.feature_ranges(),
+            project_bytes=budget // 2 if budget is not None else 1 << 62,
         ):
             if final is None:
                 width = out.size(1)

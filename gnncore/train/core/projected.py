@@ -45,7 +45,6 @@ from gnncore.train.core.layerstore import (
     DiskLayer,
     LayerOutput,
     MemoryLayer,
-    new_layer_output,
 )
 from gnncore.train.core.layerwise import (
     Adjacency,
@@ -299,7 +298,9 @@ def projected_layer(
         )
         return made[-1]
 
-    output = new_layer_output(layer_dir, n, layer, hidden, sync_bytes)
+    output: LayerOutput = MemoryLayer(n, hidden)
+    if scratch is not None:  # named apart from the layer files of layerwise_inference's callers
+        output = DiskLayer(scratch / f"projected-{layer}.npy", n, hidden, sync_bytes)
     try:
         products, roots = new("products", len(sources)), None
         if has_roots:
