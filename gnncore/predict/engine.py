@@ -157,6 +157,7 @@ def model_outputs(
     row_range: RangeSource | None = None,
     row_ranges: RangesSource | None = None,
     project_bytes: int = 0,
+    spill_dir: str | os.PathLike[str] | None = None,
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
     """Yield ``(a, b, out)`` for nodes ``a .. b-1`` in order: class logits (node
     task) or representations (link task), float32 on ``device``.
@@ -178,7 +179,7 @@ def model_outputs(
             narrow project before aggregating
             (:func:`~gnncore.train.core.projected.projection_hook`), their
             products in at most this many bytes, else on disk in
-            ``layer_dir``; 0: never.
+            ``spill_dir`` (none: not projected); 0: never.
         row_ranges (callable, optional): Raw feature rows of several ranges
             in one call (node task, with ``bounds``: the sources of cut edges).
     """
@@ -228,6 +229,7 @@ def model_outputs(
             max_bytes=project_bytes,
             batch_size=batch_size,
             layer_dir=layer_dir,
+            spill_dir=spill_dir,
         )
     yield from layerwise_inference(
         gnn,

@@ -117,6 +117,7 @@ def store_outputs(
             row_range=order.feature_range,
             row_ranges=order.feature_ranges(),
             project_bytes=budget // 2 if budget is not None else 1 << 62,
+            spill_dir=scratch,
         ):
             if final is None:
                 width = out.size(1)

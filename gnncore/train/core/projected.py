@@ -240,7 +240,7 @@ def projected_layer(
     batch_size: int = 4096,
     layer_dir: str | os.PathLike[str] | None = None,
     sync_bytes: int = SYNC_BYTES,
-    spill: bool = True,
+    spill_dir: str | os.PathLike[str] | None = None,
 ) -> LayerOutput | None:
     """Layer ``layer``'s output rows of ``targets`` (ascending node ids, every node
     when ``None``; the other rows zeros on disk, unset in memory), computed by
@@ -248,10 +248,10 @@ def projected_layer(
     (:func:`projects`: the caller computes the layer as before).
 
     The products of the rows the layer reads stay in memory when they fit
-    ``max_bytes``; otherwise, with ``layer_dir``, they go to a file there and
+    ``max_bytes``; otherwise, with ``spill_dir``, they go to a file there and
     the targets are aggregated in groups whose sums and edges fit
     ``max_bytes``, each group reading the products once, in order (the file
-    read once per group); without ``layer_dir`` or ``spill``, ``None``.
+    read once per group); without ``spill_dir``, ``None``.
 
     Args:
         model (BasicGNN): In eval mode, on the CPU.
@@ -264,10 +264,11 @@ def projected_layer(
         dinv (Tensor, optional): ``deg^-1/2`` of every node, for GCN
             (:func:`~gnncore.train.core.layerwise.gcn_dinv`).
         batch_size (int): Targets finished and written at a time (in memory).
-        layer_dir (path, optional): Where the output (and the products, when
-            they do not fit) go as ``.npy`` files.
+        layer_dir (path, optional): Where the output goes as a ``.npy`` file
+            (else it stays in memory).
         sync_bytes (int): With ``layer_dir``, bytes written between flushes.
-        spill (bool): Whether the products may go to disk.
+        spill_dir (path, optional): Where the products go when they do not
+            fit ``max_bytes`` (removed before this returns).
     """
     if not projects(model, layer, torch.device("cpu")):
         return None
@@ -281,13 +282,13 @@ def projected_layer(
     has_roots = _weights(conv)[1] is not None
     sources = first_layer_inputs(adjacency, ids)
     held = (len(sources) + (len(ids) if has_roots else 0)) * hidden * 4
-    if held > max_bytes and (layer_dir is None or not spill):
+    if held > max_bytes and spill_dir is None:
         return None
     started = time.perf_counter()
     slot = np.full(n, -1, dtype=np.int64)
     slot[sources] = np.arange(len(sources))
     in_memory = held <= max_bytes
-    scratch = Path(layer_dir) if layer_dir is not None else None
+    scratch = Path(spill_dir) if spill_dir is not None else None
     made: list[LayerOutput] = []
 
     def new(name: str, count: int) -> LayerOutput:
@@ -299,8 +300,8 @@ def projected_layer(
         return made[-1]
 
     output: LayerOutput = MemoryLayer(n, hidden)
-    if scratch is not None:  # named apart from the layer files of layerwise_inference's callers
-        output = DiskLayer(scratch / f"projected-{layer}.npy", n, hidden, sync_bytes)
+    if layer_dir is not None:  # named apart from the layer files of layerwise_inference's callers
+        output = DiskLayer(Path(layer_dir) / f"projected-{layer}.npy", n, hidden, sync_bytes)
     try:
         products, roots = new("products", len(sources)), None
         if has_roots:
@@ -349,7 +350,7 @@ def projection_hook(
     max_bytes: int,
     batch_size: int = 4096,
     layer_dir: str | os.PathLike[str] | None = None,
-    spill: bool = True,
+    spill_dir: str | os.PathLike[str] | None = None,
 ) -> LayerHook:
     """A :data:`~gnncore.train.core.layerwise.LayerHook` for
     :func:`~gnncore.train.core.layerwise.layerwise_inference`: every layer
@@ -373,7 +374,7 @@ def projection_hook(
             source = lambda lo, hi: rows[lo:hi]  # noqa: E731
         return projected_layer(
             model, layer, adjacency, nodes, source, max_bytes=max_bytes, dinv=dinv,
-            batch_size=batch_size, layer_dir=layer_dir, spill=spill,
+            batch_size=batch_size, layer_dir=layer_dir, spill_dir=spill_dir,
         )  # fmt: skip
 
     return hook

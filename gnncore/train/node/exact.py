@@ -380,6 +380,7 @@ class LayerwiseEvaluation:
                 max_bytes=memory // 2 if memory is not None else 1 << 62,
                 batch_size=self.batch_size,
                 layer_dir=layer_dir,
+                spill_dir=self._scratch,  # the order's scratch: removed by close()
             )
         for a, b, out in layerwise_inference(
             model,
