@@ -60,6 +60,9 @@ LOG = logging.getLogger(__name__)
 
 #: Bytes of feature rows one read of the projection pass spans, at most.
 SPAN_BYTES = 64 << 20
+#: Bytes an edge of a group takes while it is aggregated from products on disk
+#: (its CSR entry, source, product row, target, sort order and weight).
+EDGE_BYTES = 48
 #: In-edges whose sources are marked at a time (:func:`first_layer_inputs`).
 MARK_EDGES = 1 << 22
 
@@ -208,9 +211,11 @@ def _aggregate_streamed(
     slot: np.ndarray,
     targets: np.ndarray,
     dinv: torch.Tensor | None,
+    message_rows: int,
 ) -> torch.Tensor:
     """:func:`_aggregate_in_memory` with the products on disk: the group's edges
-    sorted by product row, the products read once in spans, in order."""
+    sorted by product row, the products read once in spans, in order, the
+    messages gathered ``message_rows`` at a time."""
     rows, dst, weight, degree = _group_edges(conv, adjacency, slot, targets, dinv)
     order = np.argsort(rows, kind="stable")
     rows, dst = rows[order], dst[torch.from_numpy(order)]
@@ -220,11 +225,20 @@ def _aggregate_streamed(
     for a, b in _spans(rows, products.width):
         first = int(rows[a])
         block = read_npy_range(products.path, first, int(rows[b - 1]) + 1)
-        messages = block[torch.from_numpy(rows[a:b] - first)]
-        if weight is not None:
-            messages *= weight[a:b].unsqueeze(1)
-        out.index_add_(0, dst[a:b], messages)
+        for c in range(a, b, message_rows):  # a span's edges, message_rows at a time
+            d = min(c + message_rows, b)
+            messages = block[torch.from_numpy(rows[c:d] - first)]
+            if weight is not None:
+                messages *= weight[c:d].unsqueeze(1)
+            out.index_add_(0, dst[c:d], messages)
     return _finish(conv, out, degree, roots)
+
+
+def _rows(layer: LayerOutput, lo: int, hi: int) -> torch.Tensor:
+    """Rows ``lo .. hi - 1`` of a layer: a slice in memory, one sequential read on disk."""
+    if isinstance(layer, MemoryLayer):
+        return layer.rows[lo:hi]
+    return read_npy_range(layer.path, lo, hi)
 
 
 @torch.no_grad()
@@ -312,15 +326,20 @@ def projected_layer(
         cumulative = np.concatenate([[0], np.cumsum(indptr[ids + 1] - indptr[ids])])
         # a group's sums and its edges' rows, targets, order and weights
         group, edges = batch_size, 64 * batch_size
-        if not in_memory:
-            group = max(max_bytes // 2 // max(hidden * 8, 1), 1)
-            edges = max(max_bytes // 2 // 32, 1)
+        if not in_memory:  # a quarter for the sums and roots, a quarter for the edges
+            group = max(max_bytes // 4 // (hidden * 4 * 2), 1)
+            edges = max(max_bytes // 4 // EDGE_BYTES, 1)
+        message_rows = max(max_bytes // 8 // (hidden * 4), 1)
         for i, j in node_batches(cumulative, group, edges):
-            root = roots.read(torch.arange(i, j)) if roots is not None else None
+            root = None
+            if roots is not None:
+                root = _rows(roots, i, j)
             if isinstance(products, MemoryLayer):
                 x = _aggregate_in_memory(conv, adjacency, products.rows, root, slot, ids[i:j], dinv)
             else:
-                x = _aggregate_streamed(conv, adjacency, products, root, slot, ids[i:j], dinv)
+                x = _aggregate_streamed(
+                    conv, adjacency, products, root, slot, ids[i:j], dinv, message_rows
+                )
             output.write_at(torch.from_numpy(ids[i:j]), finish_layer(model, layer, x))
         output = output.fill()
     except BaseException:
