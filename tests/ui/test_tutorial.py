@@ -38,7 +38,6 @@ from typing import Any
 
 import polars as pl
 import pytest
-import yaml
 
 pytestmark = pytest.mark.browser
 
@@ -56,6 +55,7 @@ from tests.ui.helpers import (  # noqa: E402  (skips the module without Chromium
     metadata_value,
     open_browser,
     pick_partition,
+    replace_config,
     run_ids,
     run_servers,
     run_status,
@@ -260,14 +260,7 @@ def launch_from_launchpad(
     # Picking a partition reloads the editor with that partition's config: edit after it.
     page.wait_for_load_state("networkidle")
     settle(page)
-    text = step(config_step, "yaml").text
-    editor.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.insert_text(text)
-    page.keyboard.press("Control+Home")
-    assert yaml.safe_load(editor.evaluate("e => e.CodeMirror.getValue()")) == yaml.safe_load(text)
-    expect(dialog.get_by_text("No errors")).to_be_visible()
-    settle(page)
+    replace_config(page, dialog, step(config_step, "yaml").text)
     ui.shot(shot)
     before = run_ids(servers)
     page.get_by_role("button").filter(has_text=re.compile("^Materialize$")).click()
