@@ -63,7 +63,7 @@ SPAN_BYTES = 64 << 20
 #: Bytes an edge of a group takes while it is aggregated from products on disk
 #: (its CSR entry, source, product row, target, sort order and weight).
 EDGE_BYTES = 48
-#: In-edges whose sources are marked at a time (:func:`first_layer_inputs`).
+#: In-edges whose sources are marked at a time (:func:`layer_inputs`).
 MARK_EDGES = 1 << 22
 
 
@@ -83,7 +83,7 @@ def projects(model: BasicGNN, layer: int, device: torch.device) -> bool:
     return usable and int(conv.out_channels) < int(conv.in_channels)
 
 
-def first_layer_inputs(adjacency: Adjacency, targets: np.ndarray) -> np.ndarray:
+def layer_inputs(adjacency: Adjacency, targets: np.ndarray) -> np.ndarray:
     """The rows a layer reads to compute ``targets`` (ascending): the targets
     and their in-neighbours, ascending and unique (marked at most
     :data:`MARK_EDGES` in-edges at a time)."""
@@ -294,7 +294,7 @@ def projected_layer(
     ids = targets.numpy() if targets is not None else np.arange(n)
     hidden = int(conv.out_channels)
     has_roots = _weights(conv)[1] is not None
-    sources = first_layer_inputs(adjacency, ids)
+    sources = layer_inputs(adjacency, ids)
     held = (len(sources) + (len(ids) if has_roots else 0)) * hidden * 4
     if held > max_bytes and spill_dir is None:
         return None
