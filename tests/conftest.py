@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from gnncore.store import create_graph_dir
@@ -272,3 +273,18 @@ def assert_batch_matches_graph(batch, graph, train) -> None:
     np.testing.assert_array_equal(indices[e_id], n_id[batch.edge_index[0].numpy()])
     dst = n_id[batch.edge_index[1].numpy()]
     assert np.all((indptr[dst] <= e_id) & (e_id < indptr[dst + 1]))
+
+
+def assert_same_predictions(got: pa.Table, expected: pa.Table) -> None:
+    """Two ``predictions.parquet`` tables hold the same predictions: every column
+    equal, the probabilities within float tolerance (a partitioned store's
+    order projects the layers that narrow before aggregating, which sums in
+    another order: ``gnncore.train.core.projected``)."""
+    assert got.column_names == expected.column_names
+    for column in got.column_names:
+        if column == "probabilities":
+            a = np.array(got[column].to_pylist(), dtype=np.float32)
+            b = np.array(expected[column].to_pylist(), dtype=np.float32)
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        else:
+            assert got[column].equals(expected[column]), column

@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 
-from conftest import planted_graph
+from conftest import assert_same_predictions, planted_graph
 from gnncore.cli.main import main
 from gnncore.errors import InputError
 from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
@@ -94,22 +93,10 @@ def test_store_order_predictions_equal_the_graph_order_ones(
         cache = report.info["store"]["part_cache_bytes"]
         assert (cache >= 150 * FEATURES * 4) is cached
         assert report.info["store"]["parts"] == 4
-        _assert_same_predictions(pq.read_table(out / "predictions.parquet"), table)
+        assert_same_predictions(pq.read_table(out / "predictions.parquet"), table)
         assert report.accuracy == expected.accuracy
         assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "predictions.parquet"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
-
-
-def _assert_same_predictions(got: pa.Table, expected: pa.Table) -> None:
-    """Every column equal, the probabilities within float tolerance."""
-    assert got.column_names == expected.column_names
-    for column in got.column_names:
-        if column == "probabilities":
-            a = np.array(got[column].to_pylist(), dtype=np.float32)
-            b = np.array(expected[column].to_pylist(), dtype=np.float32)
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-        else:
-            assert got[column].equals(expected[column]), column
 
 
 def test_batches_stay_inside_their_part_and_read_it_once() -> None:
