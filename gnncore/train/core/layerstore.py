@@ -31,7 +31,7 @@ from typing import BinaryIO
 import numpy as np
 import torch
 
-from gnncore.store.page_cache import drop_written
+from gnncore.store.page_cache import drop_cache, drop_written
 
 #: Bytes of one layer-output entry (float32).
 ENTRY_BYTES = 4
@@ -142,6 +142,19 @@ def check_budget(memory_budget: int | None) -> int | None:
     return memory_budget
 
 
+def read_npy_range(path: str | os.PathLike[str], lo: int, hi: int) -> torch.Tensor:
+    """Rows ``lo .. hi - 1`` of a C-order float32 ``.npy`` file in one sequential
+    read, then dropped from the page cache (they are held in memory now)."""
+    with open(path, "rb") as f:
+        shape, _, dtype = read_npy_header(f)
+        row = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        start = f.tell() + lo * row
+        f.seek(start)
+        data = np.fromfile(f, dtype=dtype, count=(hi - lo) * row // dtype.itemsize)
+        drop_cache(f.fileno(), start, (hi - lo) * row)
+    return torch.from_numpy(data.reshape(hi - lo, *shape[1:]))
+
+
 class MemoryLayer:
     """A layer's output as one ``[N, C]`` float32 CPU tensor."""
 
@@ -164,6 +177,10 @@ class MemoryLayer:
 
     def read(self, n_id: torch.Tensor) -> torch.Tensor:
         return self.rows[n_id]
+
+    def read_range(self, lo: int, hi: int) -> torch.Tensor:
+        """Rows ``lo .. hi - 1`` (a view)."""
+        return self.rows[lo:hi]
 
     def release(self) -> None:
         self.rows = torch.empty(0, 0)
@@ -236,6 +253,10 @@ class DiskLayer:
         self._file = None
         os.replace(self._partial, self.path)
         return self
+
+    def read_range(self, lo: int, hi: int) -> torch.Tensor:
+        """Rows ``lo .. hi - 1`` in one sequential read (:func:`read_npy_range`)."""
+        return read_npy_range(self.path, lo, hi)
 
     def read(self, n_id: torch.Tensor) -> torch.Tensor:
         """Rows ``n_id`` (copied out of the map)."""

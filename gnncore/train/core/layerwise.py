@@ -42,16 +42,14 @@ import torch
 from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from gnncore.store.page_cache import drop_cache
 from gnncore.train.core.layerstore import (
     EDGES_PER_TARGET,
     SYNC_BYTES,
     DiskLayer,
     LayerOutput,
     new_layer_output,
-    read_npy_header,
 )
-from gnncore.train.core.nodebatches import node_batches, part_batches
+from gnncore.train.core.nodebatches import layer_inputs, node_batches, part_batches, subset_indptr
 from gnncore.train.core.partrows import (
     PartRows,
     RangeSource,
@@ -105,30 +103,13 @@ def _layer_batches(
         yield from part_batches(adjacency.indptr, bounds, batch_size, max_edges)
         return
     ids = nodes.numpy()
-    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
-    cumulative = np.concatenate([[0], np.cumsum(indptr[ids + 1] - indptr[ids])])
     positions = np.searchsorted(ids, bounds) if bounds is not None else None
-    yield from part_batches(cumulative, positions, batch_size, max_edges)
-
-
-def read_npy_range(path: str | os.PathLike[str], lo: int, hi: int) -> torch.Tensor:
-    """Rows ``lo .. hi - 1`` of a C-order float32 ``.npy`` file in one sequential
-    read, then dropped from the page cache (they are held in memory now)."""
-    with open(path, "rb") as f:
-        shape, _, dtype = read_npy_header(f)
-        row = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
-        start = f.tell() + lo * row
-        f.seek(start)
-        data = np.fromfile(f, dtype=dtype, count=(hi - lo) * row // dtype.itemsize)
-        drop_cache(f.fileno(), start, (hi - lo) * row)
-    return torch.from_numpy(data.reshape(hi - lo, *shape[1:]))
+    yield from part_batches(subset_indptr(adjacency.indptr, ids), positions, batch_size, max_edges)
 
 
 def _layer_range(layer: LayerOutput) -> RangeSource | None:
     """Sequential row ranges of a layer on disk; ``None`` for one in memory."""
-    if not isinstance(layer, DiskLayer):
-        return None
-    return lambda lo, hi: read_npy_range(layer.path, lo, hi)
+    return layer.read_range if isinstance(layer, DiskLayer) else None
 
 
 def _part_rows(
@@ -511,17 +492,10 @@ def rows_per_layer(
     gives ``targets``' outputs: the last layer computes ``targets`` (unique,
     ascending), layer ``l - 1`` the nodes of layer ``l`` and their
     in-neighbours. Each list is ascending and unique."""
-    n = adjacency.num_nodes
-    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
     rows = [torch.unique(targets)]
     for _ in range(num_layers - 1):
-        current = rows[0].numpy()
-        mask = np.zeros(n, dtype=bool)
-        mask[current] = True
-        if len(current) < n:
-            entries, _ = in_edge_entries(indptr, current)
-            mask[np.asarray(adjacency.indices[entries])] = True
-        rows.insert(0, torch.from_numpy(np.flatnonzero(mask)))
+        inputs = layer_inputs(adjacency.indptr, adjacency.indices, rows[0].numpy())
+        rows.insert(0, torch.from_numpy(inputs))
     return rows
 
 
@@ -562,7 +536,6 @@ def layerwise_subset(
     """
     device = torch.device(device)
     max_edges = max_edges if max_edges is not None else EDGES_PER_TARGET * batch_size
-    indptr = torch.from_numpy(np.asarray(adjacency.indptr, dtype=np.int64))
     dinv_all = gcn_dinv(model, adjacency)
     slot = np.full(adjacency.num_nodes, -1, dtype=np.int64)
     previous: LayerOutput | None = None
@@ -571,9 +544,8 @@ def layerwise_subset(
     try:
         for layer in range(model.num_layers):
             nodes = rows[layer]
-            degree = indptr[nodes + 1] - indptr[nodes]
-            cumulative = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(degree, 0)])
-            for i, j in node_batches(cumulative.numpy(), batch_size, max_edges):
+            cumulative = subset_indptr(adjacency.indptr, nodes.numpy())
+            for i, j in node_batches(cumulative, batch_size, max_edges):
                 blk = block_of(adjacency, nodes[i:j], slot)
                 h = inputs(blk.n_id) if previous is None else previous.read(blk.n_id)
                 out = block_output(model, layer, blk, h, dinv_all, device, amp_dtype)

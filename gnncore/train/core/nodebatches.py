@@ -1,7 +1,8 @@
 """Node batches of layer-wise inference: contiguous ranges of targets bounded in
 nodes and in-edges (:func:`node_batches`), none straddling a part's bounds
-(:func:`part_batches`, a partitioned store's order); and the row batches of
-models without message passing (:func:`rowwise_inference`)."""
+(:func:`part_batches`, a partitioned store's order), over every node or some
+(:func:`subset_indptr`); the rows a layer reads (:func:`layer_inputs`); and
+the row batches of models without message passing (:func:`rowwise_inference`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
-from gnncore.train.core.partrows import RowSource
+from gnncore.train.core.partrows import RowSource, in_edge_entries
 from gnncore.train.core.steps import autocast
 
 
@@ -28,6 +29,33 @@ def node_batches(indptr: np.ndarray, batch_size: int, max_edges: int) -> Iterato
         b = max(a + 1, min(by_nodes, by_edges))
         yield a, b
         a = b
+
+
+def subset_indptr(indptr: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """The CSR offsets of the in-edges of ``nodes`` alone (``len(nodes) + 1``,
+    from 0): what :func:`node_batches` cuts when a layer computes some nodes."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    return np.concatenate([[0], np.cumsum(indptr[nodes + 1] - indptr[nodes])])
+
+
+#: In-edges whose sources are marked at a time (:func:`layer_inputs`).
+MARK_EDGES = 1 << 22
+
+
+def layer_inputs(indptr: np.ndarray, indices: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The rows a layer reads to compute ``targets`` (ascending, unique; the graph
+    has ``len(indptr) - 1`` nodes): the targets and their in-neighbours,
+    ascending and unique (marked at most :data:`MARK_EDGES` in-edges at a time)."""
+    n = len(indptr) - 1
+    if len(targets) == n:
+        return np.arange(n)
+    indptr = np.asarray(indptr, dtype=np.int64)
+    mask = np.zeros(n, dtype=bool)
+    mask[targets] = True
+    for i, j in node_batches(subset_indptr(indptr, targets), len(targets), MARK_EDGES):
+        entries, _ = in_edge_entries(indptr, targets[i:j])
+        mask[np.asarray(indices[entries])] = True
+    return np.flatnonzero(mask)
 
 
 def count_batches(

@@ -51,9 +51,8 @@ from gnncore.train.core.layerwise import (
     LayerHook,
     finish_layer,
     gcn_dinv,
-    read_npy_range,
 )
-from gnncore.train.core.nodebatches import node_batches
+from gnncore.train.core.nodebatches import layer_inputs, node_batches, subset_indptr
 from gnncore.train.core.partrows import RangeSource, in_edge_entries
 
 LOG = logging.getLogger(__name__)
@@ -63,8 +62,6 @@ SPAN_BYTES = 64 << 20
 #: Bytes an edge of a group takes while it is aggregated from products on disk
 #: (its CSR entry, source, product row, target, sort order and weight).
 EDGE_BYTES = 48
-#: In-edges whose sources are marked at a time (:func:`layer_inputs`).
-MARK_EDGES = 1 << 22
 
 
 def projects(model: BasicGNN, layer: int, device: torch.device) -> bool:
@@ -81,22 +78,6 @@ def projects(model: BasicGNN, layer: int, device: torch.device) -> bool:
     else:
         return False
     return usable and int(conv.out_channels) < int(conv.in_channels)
-
-
-def layer_inputs(adjacency: Adjacency, targets: np.ndarray) -> np.ndarray:
-    """The rows a layer reads to compute ``targets`` (ascending): the targets
-    and their in-neighbours, ascending and unique (marked at most
-    :data:`MARK_EDGES` in-edges at a time)."""
-    if len(targets) == adjacency.num_nodes:
-        return np.arange(adjacency.num_nodes)
-    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
-    mask = np.zeros(adjacency.num_nodes, dtype=bool)
-    mask[targets] = True
-    cumulative = np.concatenate([[0], np.cumsum(indptr[targets + 1] - indptr[targets])])
-    for i, j in node_batches(cumulative, len(targets), MARK_EDGES):
-        entries, _ = in_edge_entries(indptr, targets[i:j])
-        mask[np.asarray(adjacency.indices[entries])] = True
-    return np.flatnonzero(mask)
 
 
 def _weights(conv: SAGEConv | GCNConv) -> tuple[torch.Tensor, torch.nn.Module | None]:
@@ -224,7 +205,7 @@ def _aggregate_streamed(
     out = torch.zeros(len(targets), products.width, dtype=torch.float32)
     for a, b in _spans(rows, products.width):
         first = int(rows[a])
-        block = read_npy_range(products.path, first, int(rows[b - 1]) + 1)
+        block = products.read_range(first, int(rows[b - 1]) + 1)
         for c in range(a, b, message_rows):  # a span's edges, message_rows at a time
             d = min(c + message_rows, b)
             messages = block[torch.from_numpy(rows[c:d] - first)]
@@ -232,13 +213,6 @@ def _aggregate_streamed(
                 messages *= weight[c:d].unsqueeze(1)
             out.index_add_(0, dst[c:d], messages)
     return _finish(conv, out, degree, roots)
-
-
-def _rows(layer: LayerOutput, lo: int, hi: int) -> torch.Tensor:
-    """Rows ``lo .. hi - 1`` of a layer: a slice in memory, one sequential read on disk."""
-    if isinstance(layer, MemoryLayer):
-        return layer.rows[lo:hi]
-    return read_npy_range(layer.path, lo, hi)
 
 
 @torch.no_grad()
@@ -294,7 +268,7 @@ def projected_layer(
     ids = targets.numpy() if targets is not None else np.arange(n)
     hidden = int(conv.out_channels)
     has_roots = _weights(conv)[1] is not None
-    sources = layer_inputs(adjacency, ids)
+    sources = layer_inputs(adjacency.indptr, adjacency.indices, ids)
     held = (len(sources) + (len(ids) if has_roots else 0)) * hidden * 4
     if held > max_bytes and spill_dir is None:
         return None
@@ -323,7 +297,7 @@ def projected_layer(
         _project(conv, read_range, sources, ids, int(conv.in_channels), products, roots)
         products, roots = products.finish(), roots.finish() if roots is not None else None
         indptr = np.asarray(adjacency.indptr, dtype=np.int64)
-        cumulative = np.concatenate([[0], np.cumsum(indptr[ids + 1] - indptr[ids])])
+        cumulative = subset_indptr(indptr, ids)
         # a group's sums and its edges' rows, targets, order and weights
         group, edges = batch_size, 64 * batch_size
         if not in_memory:  # a quarter for the sums and roots, a quarter for the edges
@@ -333,7 +307,7 @@ def projected_layer(
         for i, j in node_batches(cumulative, group, edges):
             root = None
             if roots is not None:
-                root = _rows(roots, i, j)
+                root = roots.read_range(i, j)
             if isinstance(products, MemoryLayer):
                 x = _aggregate_in_memory(conv, adjacency, products.rows, root, slot, ids[i:j], dinv)
             else:
@@ -383,14 +357,7 @@ def projection_hook(
     ) -> LayerOutput | None:
         if not projects(model, layer, torch.device("cpu")):
             return None
-        if previous is None:
-            source = read_range
-        elif isinstance(previous, DiskLayer):
-            path = previous.path
-            source = lambda lo, hi: read_npy_range(path, lo, hi)  # noqa: E731
-        else:
-            rows = previous.rows
-            source = lambda lo, hi: rows[lo:hi]  # noqa: E731
+        source = read_range if previous is None else previous.read_range
         return projected_layer(
             model, layer, adjacency, nodes, source, max_bytes=max_bytes, dinv=dinv,
             batch_size=batch_size, layer_dir=layer_dir, spill_dir=spill_dir,

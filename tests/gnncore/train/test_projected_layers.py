@@ -23,8 +23,8 @@ from gnncore.train.core.layerwise import (
     layerwise_inference,
     rows_per_layer,
 )
+from gnncore.train.core.nodebatches import layer_inputs
 from gnncore.train.core.projected import (
-    layer_inputs,
     projected_layer,
     projection_hook,
     projects,
@@ -99,7 +99,7 @@ def test_projected_rows_equal_the_layer_s_own(
     torch.testing.assert_close(out.read(targets), expected, rtol=1e-5, atol=1e-6)
     assert len(reads) > 1 and all(lo < hi <= lo + 40 for lo, hi in reads)
     assert all(hi <= lo for (_, hi), (lo, _) in zip(reads, reads[1:], strict=False))
-    needed = layer_inputs(adjacency, targets.numpy())
+    needed = layer_inputs(adjacency.indptr, adjacency.indices, targets.numpy())
     assert sum(hi - lo for lo, hi in reads) >= len(needed) and len(needed) < NODES
     out.release()
     assert list(tmp_path.iterdir()) == []  # the products and roots files removed too
@@ -141,7 +141,7 @@ def test_inputs_are_the_targets_and_their_in_neighbours(
     expected = set(targets.tolist())
     for t in targets:
         expected |= set(adjacency.indices[adjacency.indptr[t] : adjacency.indptr[t + 1]].tolist())
-    assert layer_inputs(adjacency, targets).tolist() == sorted(expected)
+    assert layer_inputs(adjacency.indptr, adjacency.indices, targets).tolist() == sorted(expected)
 
 
 def test_declined_where_it_does_not_apply(graph: tuple[Adjacency, torch.Tensor]) -> None:
@@ -156,7 +156,7 @@ def test_declined_where_it_does_not_apply(graph: tuple[Adjacency, torch.Tensor])
     sage = build_model("sage", FEATURES, HIDDEN, 4, 2, 0.0).eval()
     assert not projects(sage, 0, torch.device("meta"))
     targets = torch.arange(0, NODES, 3)
-    needed = len(layer_inputs(adjacency, targets.numpy())) + len(targets)
+    needed = len(layer_inputs(adjacency.indptr, adjacency.indices, targets.numpy())) + len(targets)
     read = lambda lo, hi: x[lo:hi]  # noqa: E731
     too_little = needed * HIDDEN * 4 - 1
     assert projected_layer(sage, 0, adjacency, targets, read, max_bytes=too_little) is None
