@@ -166,8 +166,11 @@ def step_rows(entries: list[Any], meter: ProcessMeter) -> list[dict[str, Any]]:
             row["status"] = "ok" if kind == dg.DagsterEventType.STEP_SUCCESS else "failed"
             row["seconds"] = entry.timestamp - row["_start"]
             figures = meter.processes.get(row["_pid"], ProcessFigures())
+            # The meter samples every interval and can miss the growth of a step's
+            # last moments; the asset's own peak (read at its end) is a floor too.
+            own_peak = row.get("metadata", {}).get("peak_rss_bytes")
             row.update(
-                peak_rss_bytes=figures.peak_rss_bytes,
+                peak_rss_bytes=max(figures.peak_rss_bytes, int(own_peak or 0)),
                 read_bytes=figures.read_bytes,
                 written_bytes=figures.written_bytes,
                 peak_disk_bytes=meter.disk_peak(row["_start"], entry.timestamp),

@@ -91,7 +91,8 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += [
         "",
         "peak RSS: the peak resident set of the step's own process (each step runs in a process "
-        "of its own, one at a time; sampled every 0.25 s; csv: its own process); asset's: the "
+        "of its own, one at a time; sampled every 0.25 s, or the asset's own peak where that is "
+        "higher; csv: its own process); asset's: the "
         "`peak_rss_bytes` and `memory_budget_bytes` the asset put in its Dagster metadata; "
         "read / written: the step process's storage bytes (`/proc/<pid>/io`); disk peak: the "
         "run folder, sampled every 0.25 s.",
