@@ -22,7 +22,12 @@ from resources import DataRootResource, MemoryBudgetResource
 class StoreConfig(dg.Config):
     """How to lay out the partitioned store."""
 
-    static_fraction: float = Field(default=0.01, description=STATIC_FRACTION_HELP)
+    static_fraction: float = Field(
+        default=0.01,
+        description=STATIC_FRACTION_HELP + " At most what training under the deployment's memory "
+        "budget holds: the static cache's bound takes an eighth of it at most (a smaller "
+        "fraction is logged and in the metadata).",
+    )
     memory_budget: str = Field(
         default="",
         description="The memory the store writer may take (empty: the deployment's, the memory "
@@ -47,7 +52,8 @@ def partitioned_store(
     """The graph of ``graph_partition`` relabelled partition by partition, its edges
     in destination-major buckets and its static set, for out-of-core training
     (``trained_model`` with mode ``hierbatching``); nodes per partition as a table."""
-    from gnncore.outofcore.store import build_partitioned_store, store_dir
+    from gnncore.outofcore.store import build_partitioned_store, store_data_bytes, store_dir
+    from gnncore.outofcore.training import STATIC_SHARE, budget_static_fraction
     from gnncore.partition import PartitionDir
     from gnncore.progress import reporting
     from gnncore.store import GraphDir
@@ -56,7 +62,15 @@ def partitioned_store(
     partition = upstream_metadata(context, graph_partition.key)
     graph_dir = GraphDir.open(str(partition["graph_path"]))
     part_dir = PartitionDir.open(str(partition["path"]), graph_dir)
-    fraction = config.static_fraction
+    # The static set kept to what training under the deployment's budget can hold.
+    fraction = budget_static_fraction(
+        config.static_fraction, store_data_bytes(graph_dir), stage_budget(memory)
+    )
+    if fraction < config.static_fraction:
+        context.log.info(
+            f"static fraction {fraction:g} instead of {config.static_fraction:g}: the static "
+            f"cache takes at most {STATIC_SHARE:.1%} of the memory budget"
+        )
     out = store_dir(storage.stage_root("stores"), graph_dir, part_dir, fraction)
     timer = PhaseTimer(lambda stage: context.log.info(f"store: {stage}"))
     with reporting(timer):
@@ -83,6 +97,7 @@ def partitioned_store(
             "num_nodes": store.num_nodes,
             "num_static": store.num_static,
             "static_fraction": dg.MetadataValue.float(float(info["static_fraction"])),
+            "static_fraction_wanted": dg.MetadataValue.float(config.static_fraction),
             "bytes": sum(int(entry["bytes"]) for entry in info["files"].values()),
             # The time writing the store took (when reused: the first materialization's).
             "seconds": dg.MetadataValue.float(float(info["seconds"])),

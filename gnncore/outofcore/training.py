@@ -5,7 +5,7 @@ with ``mode="hierbatching"`` into the training source and the evaluation
 batches a :class:`~gnncore.train.NodeTask` trains on
 (:func:`~gnncore.train.fitting.fit`'s ``source``, the task's ``eval_batches``).
 
-:func:`sized_parts` sizes the mega-batches from ``config.memory_budget``, the
+:func:`sized_mega_batches` sizes the mega-batches from ``config.memory_budget``, the
 budget of the whole process: what the process holds when the source is built
 (its RSS: the interpreter, torch, MLflow, their mapped libraries, which a
 memory cgroup charges too; :class:`gnncore.usage.StageBudget`), a margin,
@@ -13,7 +13,9 @@ and training's working set (the model, the batches in flight, an evaluation
 batch: :func:`gnncore.train.core.workingset.node_working_set`, its neighbourhoods
 kept to the sources a mega-batch holds) come off it; the two mega-batches'
 payload bound ``2·(r_s + N_d/N_p)·data`` may take :data:`LOAD_SHARE` of the
-rest. A budget that leaves no room for one partition is refused before
+rest. Where the mini-batches prepared ahead (``prefetch_depth``) leave no
+room for one partition, fewer are prepared ahead (:func:`sized_mega_batches`).
+A budget that leaves no room for one partition even then is refused before
 training, naming the minimum.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +53,25 @@ from gnncore.usage import MemoryBudgetError, StageBudget
 LOAD_SHARE = 0.4
 
 _log = logging.getLogger(__name__)
+
+
+#: The share of a memory budget HierBatching's static cache may take (its bound
+#: in the mega-batches' payload, ``2·r_s·data`` over :data:`LOAD_SHARE`):
+#: :func:`budget_static_fraction` keeps a store's static set to it, so the rest
+#: of the budget holds the process, the working set and one partition at least.
+STATIC_SHARE = 1 / 8
+
+
+def budget_static_fraction(wanted: float, data: int, budget: int | None) -> float:
+    """The static fraction of a store trained under a memory ``budget`` (bytes,
+    ``None``: unbounded) whose features plus edges are ``data`` bytes:
+    ``wanted``, or less where its static cache's bound would take more than
+    :data:`STATIC_SHARE` of the budget (a fraction rounded down to 6 digits, so
+    the same budget names the same store)."""
+    if budget is None or data <= 0:
+        return wanted
+    cap = STATIC_SHARE * budget * LOAD_SHARE / (2 * data)
+    return min(wanted, math.floor(cap * 1e6) / 1e6)
 
 
 def _sampler_factory(
@@ -130,46 +152,61 @@ def working_bytes(
 def sized_parts(
     store: PartitionedStore, config: NodeTrainConfig, neighbour_degree: float | None = None
 ) -> int:
-    """``N_d``, the partitions per mega-batch: ``config.mega_batch_parts`` when
-    set; without ``config.memory_budget`` an eighth of the partitions
+    """``N_d``, the partitions per mega-batch (:func:`sized_mega_batches`)."""
+    return sized_mega_batches(store, config, neighbour_degree)[0]
+
+
+def sized_mega_batches(
+    store: PartitionedStore, config: NodeTrainConfig, neighbour_degree: float | None = None
+) -> tuple[int, int]:
+    """``(N_d, depth)``: the partitions per mega-batch and the mini-batches
+    prepared ahead. ``N_d`` is ``config.mega_batch_parts`` when set; without
+    ``config.memory_budget`` an eighth of the partitions
     (:func:`~gnncore.outofcore.megabatch.mega_batch_parts`); else the most whose
     two mega-batches (their payload bound over :data:`LOAD_SHARE`) and the
     working set (:func:`working_bytes`) fit the budget less what this process
-    holds now and the margin.
+    holds now and the margin. ``depth`` is ``config.prefetch_depth``, or less
+    where the batches prepared ahead leave no room for one partition: the
+    deepest that does (the same batches, fewer of them waiting; logged).
 
     Raises:
-        MemoryBudgetError: The budget leaves no room for one partition; the
-            message names the budget, the overhead, the working set and the
-            minimum the whole process needs.
+        MemoryBudgetError: The budget leaves no room for one partition even
+            with one batch prepared ahead; the message names the budget, the
+            overhead, the working set and the minimum the whole process needs.
     """
     total = config.memory_budget_bytes
+    depth = int(config.prefetch_depth)
     if config.mega_batch_parts > 0 or total is None:
-        return mega_batch_parts(store, None, config.mega_batch_parts)
+        return mega_batch_parts(store, None, config.mega_batch_parts), depth
     stage = StageBudget.start(total)
     room = stage.data_bytes or 0
     data = data_bytes(store)
     r_s = store.num_static / max(store.num_nodes, 1)
 
-    def need(n_d: int) -> tuple[int, int]:
+    def need(n_d: int, ahead: int) -> tuple[int, int]:
         payload = int(2 * (r_s + n_d / store.parts) * data / LOAD_SHARE)
-        return payload, working_bytes(store, config, n_d, neighbour_degree)
+        sized = dataclasses.replace(config, prefetch_depth=ahead)
+        return payload, working_bytes(store, sized, n_d, neighbour_degree)
 
-    for n_d in range(store.parts, 0, -1):
-        payload, work = need(n_d)
-        if payload + work <= room:
+    for ahead in range(depth, 0, -1):
+        for n_d in range(store.parts, 0, -1):
+            payload, work = need(n_d, ahead)
+            if payload + work > room:
+                continue
+            if ahead < depth:
+                _log.info(
+                    "hierbatching: %d mini-batches prepared ahead instead of %d: %d would "
+                    "leave no room for one partition under a memory budget of %s",
+                    ahead, depth, depth, _mib(total),
+                )  # fmt: skip
             _log.info(
                 "hierbatching: %d of %d partitions per mega-batch from a memory budget of %s: "
                 "%s held, %s margin, %s working set, %s for two mega-batches while loading",
-                n_d,
-                store.parts,
-                _mib(total),
-                _mib(stage.overhead),
-                _mib(stage.margin),
-                _mib(work),
-                _mib(payload),
-            )
-            return n_d
-    payload, work = need(1)
+                n_d, store.parts, _mib(total), _mib(stage.overhead), _mib(stage.margin),
+                _mib(work), _mib(payload),
+            )  # fmt: skip
+            return n_d, ahead
+    payload, work = need(1, 1)
     minimum = stage.overhead + stage.margin + payload + work
     raise MemoryBudgetError(
         f"memory budget of {_mib(total)} is below the {_mib(minimum)} hierbatching needs "
@@ -178,7 +215,7 @@ def sized_parts(
         f"flight, an evaluation batch) and {_mib(payload)} for the static cache and one of "
         f"{store.parts} partitions twice while loading; raise the budget to at least "
         f"{format_size(minimum)} ({minimum} bytes), or write the store with more "
-        "partitions or a smaller static fraction"
+        "partitions or a smaller static fraction, or train with a smaller batch_size"
     )
 
 
@@ -196,11 +233,11 @@ def hierbatching_batches(
 ) -> tuple[HierBatchSource, tuple[EvalBatches, EvalBatches] | None]:
     """The out-of-core source of ``config`` over ``store`` (mega-batch groups for
     ``mode="hierbatching"``, a swapping buffer for ``"partition_buffer"``; ``N_d`` from
-    ``config.mega_batch_parts`` or ``config.memory_budget``: :func:`sized_parts`) and its validation
+    ``config.mega_batch_parts`` or ``config.memory_budget``: :func:`sized_mega_batches`) and its validation
     and test batches (``config.eval_fanouts``, all neighbours when unset); ``None``
     for those with ``eval_batches=False`` (a run that evaluates otherwise, e.g.
     layer-wise over the whole graph)."""
-    n_d = sized_parts(store, config, neighbour_degree)
+    n_d, depth = sized_mega_batches(store, config, neighbour_degree)
     store = dataclasses.replace(store, direct_reads=direct_reads(store, config.memory_budget_bytes))
     source = HierBatchSource(
         store,
@@ -213,7 +250,7 @@ def hierbatching_batches(
         log=log,
         schedule="buffer" if config.mode == "partition_buffer" else "groups",
         batch_workers=config.prefetch_workers,
-        batch_depth=config.prefetch_depth,
+        batch_depth=depth,
         device=resolve_device(config.device),
     )
     if not eval_batches:

@@ -9,7 +9,9 @@ import pytest
 from mlflow import MlflowClient
 
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
-from gnncore.outofcore.store import PartitionedStore
+from gnncore.outofcore.store import PartitionedStore, store_data_bytes
+from gnncore.outofcore.training import LOAD_SHARE, STATIC_SHARE, budget_static_fraction
+from gnncore.store import GraphDir
 from tests.assets.helpers import Materializer, generated, metadata
 
 DATASET = {
@@ -78,6 +80,26 @@ def test_store_metadata_and_reuse(lineage):
     assert other["path"] != store["path"] and other["stage_key"] != store["stage_key"]
     assert other["num_static"] == 40 and not other["reused"]
     assert mtimes(path) == written  # the first store is kept
+
+
+def test_the_static_set_is_kept_to_what_the_deployments_budget_holds(lineage):
+    materialize, _, _, _ = lineage
+    graph = GraphDir.open(Path(str(metadata(materialize("graph"), "graph")["path"])))
+    data = store_data_bytes(graph)
+    # A deployment budget of 1 MiB (the writer itself unbounded): half the nodes
+    # wanted static, the cache's bound would take far more than an eighth of it.
+    wanted = {"static_fraction": 0.5, "memory_budget": "none"}
+    store = metadata(
+        materialize("partitioned_store", config={"partitioned_store": {"config": wanted}},
+                    budget="1MiB"),
+        "partitioned_store",
+    )  # fmt: skip
+    fraction = float(store["static_fraction"])
+    assert store["static_fraction_wanted"] == 0.5
+    assert fraction == budget_static_fraction(0.5, data, 1 << 20) < 0.5
+    assert 2 * fraction * data / LOAD_SHARE <= STATIC_SHARE * (1 << 20)
+    assert store["num_static"] == round(fraction * 800) and store["num_static"] > 0
+    assert f"-store-s{fraction:g}-" in Path(str(store["path"])).name
 
 
 def test_hierbatching_training_reads_the_store(lineage):

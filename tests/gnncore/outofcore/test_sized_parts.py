@@ -11,7 +11,15 @@ import pytest
 
 from gnncore.outofcore.megabatch import data_bytes
 from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
-from gnncore.outofcore.training import LOAD_SHARE, reach, sized_parts, working_bytes
+from gnncore.outofcore.training import (
+    LOAD_SHARE,
+    STATIC_SHARE,
+    budget_static_fraction,
+    reach,
+    sized_mega_batches,
+    sized_parts,
+    working_bytes,
+)
 from gnncore.partition import partition_graph
 from gnncore.synth import SynthSpec, generate_graph
 from gnncore.train import NodeTrainConfig
@@ -31,11 +39,13 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> PartitionedStore:
     return write_partitioned_store(root / "g", root / "part", root / "store", static_fraction=0.01)
 
 
-def _need(store: PartitionedStore, n_d: int) -> int:
-    """What ``n_d`` partitions per mega-batch take beyond the process and the margin."""
+def _need(store: PartitionedStore, n_d: int, depth: int = CONFIG.prefetch_depth) -> int:
+    """What ``n_d`` partitions per mega-batch with ``depth`` mini-batches prepared
+    ahead take beyond the process and the margin."""
     r_s = store.num_static / store.num_nodes
     payload = int(2 * (r_s + n_d / store.parts) * data_bytes(store) / LOAD_SHARE)
-    return payload + working_bytes(store, CONFIG, n_d)
+    config = dataclasses.replace(CONFIG, prefetch_depth=depth)
+    return payload + working_bytes(store, config, n_d)
 
 
 def test_without_a_budget_or_with_fixed_parts_nothing_is_sized(store):
@@ -56,15 +66,16 @@ def test_the_parts_are_the_most_whose_mega_batches_and_working_set_fit(store):
 
 def test_a_budget_below_one_partition_is_refused_naming_the_minimum(store):
     held = current_rss_bytes()
-    budget = held + STAGE_MARGIN + _need(store, 1) // 2
+    budget = held + STAGE_MARGIN + _need(store, 1, depth=1) // 2
     with pytest.raises(MemoryBudgetError) as refused:
         sized_parts(store, dataclasses.replace(CONFIG, memory_budget=str(budget)))
     message = str(refused.value)
     assert "hierbatching needs" in message and "this process holds" in message
     assert "working set" in message and "raise the budget to at least" in message
     minimum = int(message.split("raise the budget to at least ")[1].split("(")[1].split()[0])
-    # The minimum is what the process holds, the margin and one partition's need.
-    assert minimum == pytest.approx(held + STAGE_MARGIN + _need(store, 1), abs=2 * MIB)
+    # The minimum is what the process holds, the margin and one partition's need
+    # with one mini-batch prepared ahead.
+    assert minimum == pytest.approx(held + STAGE_MARGIN + _need(store, 1, depth=1), abs=2 * MIB)
     assert minimum > budget
 
 
@@ -73,3 +84,48 @@ def test_reach_and_the_working_set_grow_with_the_mega_batch(store):
     assert shares == sorted(shares) and 0 < shares[0] < 1 and shares[-1] == 1.0
     # Fewer sources held, fewer sampled nodes: the working set grows with N_d.
     assert working_bytes(store, CONFIG, 1) < working_bytes(store, CONFIG, store.parts)
+
+
+@pytest.fixture(scope="module")
+def wide_store(tmp_path_factory: pytest.TempPathFactory) -> PartitionedStore:
+    """16,000 generated nodes x 512 features (31 MiB) in 4 partitions: a
+    mega-batch's mini-batches are several MiB each."""
+    root = tmp_path_factory.mktemp("wide")
+    spec = SynthSpec(num_nodes=16000, avg_degree=4, num_classes=4, num_features=512, seed=3)
+    generate_graph(root / "g", spec, memory_budget=None)
+    partition_graph(root / "g", root / "part", method="metis", parts=4, seed=0)
+    return write_partitioned_store(root / "g", root / "part", root / "store", static_fraction=0.01)
+
+
+def test_fewer_batches_are_prepared_ahead_before_a_tight_budget_is_refused(wide_store):
+    # Room for one partition with 2 batches prepared ahead, not with 3 (the
+    # default is 4): the same training with a shallower prefetch, not a refusal.
+    config = NodeTrainConfig(
+        mode="hierbatching", hidden=32, fanouts=(5, 5), batch_size=1024,
+        eval_fanouts=(2, 2), eval_batch_size=64,
+    )  # fmt: skip
+    assert config.prefetch_depth == 4
+
+    def need(n_d: int, depth: int) -> int:
+        r_s = wide_store.num_static / wide_store.num_nodes
+        payload = int(2 * (r_s + n_d / wide_store.parts) * data_bytes(wide_store) / LOAD_SHARE)
+        sized = dataclasses.replace(config, prefetch_depth=depth)
+        return payload + working_bytes(wide_store, sized, n_d)
+
+    assert need(1, 3) - need(1, 2) > 2 * MIB and need(2, 2) - need(1, 2) > 2 * MIB
+    budget = current_rss_bytes() + STAGE_MARGIN + need(1, 2) + MIB
+    tight = dataclasses.replace(config, memory_budget=str(budget))
+    assert sized_mega_batches(wide_store, tight) == (1, 2)
+    roomy = dataclasses.replace(config, memory_budget="64GiB")
+    assert sized_mega_batches(wide_store, roomy) == (wide_store.parts, 4)
+
+
+def test_a_stores_static_set_takes_an_eighth_of_the_budget_at_most(store):
+    # The showcase's store: 8.7 GB of features and 6.2 GB of edges under 2 GiB.
+    data, budget = 14_900_000_000, 2 << 30
+    fraction = budget_static_fraction(0.01, data, budget)
+    assert 0.003 < fraction < 0.004
+    assert 2 * fraction * data / LOAD_SHARE <= STATIC_SHARE * budget
+    assert budget_static_fraction(0.01, data, 64 << 30) == 0.01  # room: as wanted
+    assert budget_static_fraction(0.01, data, None) == 0.01
+    assert budget_static_fraction(0.01, data_bytes(store), 1 << 30) == 0.01
