@@ -232,9 +232,10 @@ def hierbatching_batches(
     eval_batches: bool = True,
 ) -> tuple[HierBatchSource, tuple[EvalBatches, EvalBatches] | None]:
     """The out-of-core source of ``config`` over ``store`` (mega-batch groups for
-    ``mode="hierbatching"``, a swapping buffer for ``"partition_buffer"``; ``N_d`` from
-    ``config.mega_batch_parts`` or ``config.memory_budget``: :func:`sized_mega_batches`) and its validation
-    and test batches (``config.eval_fanouts``, all neighbours when unset); ``None``
+    ``mode="hierbatching"``, a swapping buffer for ``"partition_buffer"``; ``N_d`` and
+    the prefetch depth from ``config.mega_batch_parts`` or ``config.memory_budget``:
+    :func:`sized_mega_batches`) and its validation and test batches
+    (``config.eval_fanouts``, all neighbours when unset); ``None``
     for those with ``eval_batches=False`` (a run that evaluates otherwise, e.g.
     layer-wise over the whole graph)."""
     n_d, depth = sized_mega_batches(store, config, neighbour_degree)
