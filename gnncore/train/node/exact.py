@@ -164,13 +164,21 @@ def _in_neighbours(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -
 
 
 def sampled_batch_cost(
-    adjacency: Adjacency, seeds: np.ndarray, num_layers: int, trimmed: bool
+    adjacency: Adjacency,
+    seeds: np.ndarray,
+    num_layers: int,
+    trimmed: bool,
+    limit: int | None = None,
 ) -> int:
     """Rows plus messages of one sampled batch with all neighbours: hop ``k``
     expands the nodes first reached at hop ``k - 1`` (each node once per
     batch); layer ``l`` of a trimmed model computes the nodes of hops
     ``< L - l`` from the edges of hops ``<= L - l``, an untrimmed one (GCN)
-    every node from every edge."""
+    every node from every edge. With ``limit``, the count stops once the
+    nodes and edges reached so far (each counted at least once in the cost)
+    exceed it, and that partial count is returned: on a large, well-connected
+    graph two hops of a batch reach most of it, and their exact count
+    (a sort of every source) took 25 s a batch on 386M edges."""
     indptr = np.asarray(adjacency.indptr, dtype=np.int64)
     seen = np.unique(seeds)
     frontier = seen
@@ -178,6 +186,8 @@ def sampled_batch_cost(
     for _ in range(num_layers):
         sources = _in_neighbours(indptr, adjacency.indices, frontier)
         edges.append(len(sources))
+        if limit is not None and sum(nodes) + sum(edges) > limit:
+            return sum(nodes) + sum(edges)
         frontier = np.setdiff1d(np.unique(sources), seen, assume_unique=True)
         seen = np.union1d(seen, frontier)
         nodes.append(len(frontier))
@@ -190,23 +200,35 @@ def sampled_batch_cost(
 
 
 def sampled_cost(
-    adjacency: Adjacency, split: torch.Tensor, num_layers: int, batch_size: int, trimmed: bool
+    adjacency: Adjacency,
+    split: torch.Tensor,
+    num_layers: int,
+    batch_size: int,
+    trimmed: bool,
+    limit: int | None = None,
 ) -> int:
     """Rows plus messages of the sampled evaluation of ``split`` (in batches of
     ``batch_size`` in the split's order), estimated from up to
-    :data:`SAMPLE_BATCHES` evenly spaced batches."""
+    :data:`SAMPLE_BATCHES` evenly spaced batches. With ``limit`` the count
+    stops as soon as the estimate is sure to exceed it (the batches counted
+    so far already cost more than the limit's share of all the picked ones,
+    whatever the others cost); the partial estimate, above ``limit``, is
+    returned."""
     count = -(-len(split) // batch_size)
     if count == 0:
         return 0
     picked = np.unique(np.linspace(0, count - 1, min(count, SAMPLE_BATCHES)).astype(np.int64))
     index = split.numpy()
-    costs = [
-        sampled_batch_cost(
-            adjacency, index[b * batch_size : (b + 1) * batch_size], num_layers, trimmed
+    share = None if limit is None else limit * len(picked) // count
+    total = 0
+    for b in picked:
+        left = None if share is None else share - total
+        total += sampled_batch_cost(
+            adjacency, index[b * batch_size : (b + 1) * batch_size], num_layers, trimmed, left
         )
-        for b in picked
-    ]
-    return int(sum(costs) / len(costs) * count)
+        if share is not None and total > share:
+            break
+    return int(total / len(picked) * count)
 
 
 class LayerwiseEvaluation:
@@ -503,8 +525,8 @@ def choose(
     layers = int(model.num_layers)
     rows = rows_per_layer(adjacency, split, layers)
     layerwise = sum(len(r) + in_edges(adjacency, r) for r in rows)
-    sampled = sampled_cost(
-        adjacency, split, layers, config.eval_batch_size, supports_trimming(model)
+    sampled = sampled_cost(  # counted until it is sure to exceed the layer-wise way
+        adjacency, split, layers, config.eval_batch_size, supports_trimming(model), layerwise
     )
     held = min(max(layers - 1, 0), 2)
     layer_bytes = held * adjacency.num_nodes * int(model.hidden_channels) * 4

@@ -196,6 +196,19 @@ def test_cost_rule_picks_layerwise_for_a_large_evaluation_set(synth: GraphDir) -
     assert sampled_cost(adjacency, everything[:0], 2, 64, True) == 0
 
 
+def test_the_sampled_count_stops_once_it_is_sure_to_exceed_the_limit(synth: GraphDir) -> None:
+    adjacency = Adjacency(np.asarray(synth.indptr), np.asarray(synth.indices))
+    everything = torch.arange(adjacency.num_nodes)
+    full = sampled_cost(adjacency, everything, 2, 64, True)
+    # A limit the estimate exceeds: a partial count, still above the limit.
+    limit = full // 50
+    partial = sampled_cost(adjacency, everything, 2, 64, True, limit)
+    assert limit < partial < full
+    # A limit it does not reach: the same count as without one.
+    assert sampled_cost(adjacency, everything, 2, 64, True, full) == full
+    assert sampled_cost(adjacency, everything, 2, 64, False, None) > full  # untrimmed
+
+
 def test_cost_rule_spills_the_layers_when_they_do_not_fit() -> None:
     cost = EvaluationCost(layerwise=10, sampled=100, layer_bytes=1 << 30, memory=1 << 30)
     assert not cost.fits and cost.spill and cost.use_layerwise
