@@ -261,6 +261,9 @@ class NodeTask(Task[NodeTrainResult]):
                 self.evaluation_ways[name] += f"; in the {order.name}'s order"
             if self.joint_evaluation is not None:
                 self.evaluation_ways[name] += "; validation and test in one pass"
+        if self.joint_evaluation is not None:
+            # The joint pass replaces both: their rows (up to N ids a layer each) go.
+            return None, None
         return val, test
 
     def _evaluation_loaders(

@@ -12,9 +12,11 @@ import pytest
 from gnncore.outofcore.megabatch import data_bytes
 from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
 from gnncore.outofcore.training import (
+    EXACT_ROW_COPIES,
     LOAD_SHARE,
     STATIC_SHARE,
     budget_static_fraction,
+    exact_rows_bytes,
     reach,
     sized_mega_batches,
     sized_parts,
@@ -129,3 +131,14 @@ def test_a_stores_static_set_takes_an_eighth_of_the_budget_at_most(store):
     assert budget_static_fraction(0.01, data, 64 << 30) == 0.01  # room: as wanted
     assert budget_static_fraction(0.01, data, None) == 0.01
     assert budget_static_fraction(0.01, data_bytes(store), 1 << 30) == 0.01
+
+
+def test_exact_evaluation_counts_its_row_lists(store):
+    # Layer-wise over the whole graph: validation's, test's and their union's row
+    # ids, one int64 per node and layer each, beside the mega-batches.
+    assert CONFIG.eval_fanouts is None and CONFIG.num_layers == 2
+    rows = exact_rows_bytes(store.num_nodes, 2)
+    assert rows == EXACT_ROW_COPIES * 8 * store.num_nodes * 2
+    sampled = dataclasses.replace(CONFIG, eval_fanouts=(5, 5))
+    assert working_bytes(store, CONFIG, 1) >= rows
+    assert working_bytes(store, sampled, 1) < working_bytes(store, CONFIG, 1)
