@@ -233,6 +233,17 @@ def sampled_cost(
     return int(total / len(picked) * count)
 
 
+def union_ids(a: torch.Tensor, b: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """The ascending union of node ids ``a`` and ``b`` (each ascending, unique)
+    through a mask of ``num_nodes`` bytes: ``torch.unique`` of their
+    concatenation sorted 17M ids on the showcase's 8.5M nodes and took 0.6 GB
+    beside the first mega-batch."""
+    mask = np.zeros(num_nodes, dtype=bool)
+    mask[a.numpy()] = True
+    mask[b.numpy()] = True
+    return torch.from_numpy(np.flatnonzero(mask))
+
+
 class LayerwiseEvaluation:
     """The exact evaluation of one split, or of several in one pass, through
     layer-wise inference: the rows each layer computes (:func:`rows_per_layer`
@@ -445,7 +456,10 @@ class LayerwiseEvaluation:
         """One evaluation of this split and ``other``'s (named ``names``) in one
         pass: each layer's rows the union of both's (a node's rows are the
         same whichever split needs them)."""
-        rows = [torch.unique(torch.cat([a, b])) for a, b in zip(self.rows, other.rows, strict=True)]
+        rows = [
+            union_ids(a, b, self.adjacency.num_nodes)
+            for a, b in zip(self.rows, other.rows, strict=True)
+        ]
         splits = {names[0]: self.split, names[1]: other.split}
         return LayerwiseEvaluation(
             self.adjacency,

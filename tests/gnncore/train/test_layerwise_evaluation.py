@@ -25,7 +25,7 @@ from gnncore.train.core.layerwise import (
     rows_per_layer,
 )
 from gnncore.train.fitting import RunHooks, fit
-from gnncore.train.node.exact import EvaluationCost, choose, sampled_cost
+from gnncore.train.node.exact import EvaluationCost, choose, sampled_cost, union_ids
 from gnncore.train.node.loop import evaluate, make_loader
 from gnncore.train.node.task import NodeTask
 
@@ -270,3 +270,10 @@ def test_fit_of_a_plain_node_task_reports_the_same_test_accuracy(synth: GraphDir
     )
     sampled, _ = _train(synth, config, sampled=True)
     assert result.test_accuracy == sampled.test_accuracy  # type: ignore[attr-defined]
+
+
+def test_union_ids_is_the_sorted_union() -> None:
+    a, b = torch.tensor([0, 3, 7]), torch.tensor([1, 3, 9])
+    assert union_ids(a, b, 10).tolist() == [0, 1, 3, 7, 9]
+    assert union_ids(a, torch.tensor([], dtype=torch.long), 10).tolist() == [0, 3, 7]
+    assert union_ids(a, b, 10).dtype == torch.int64
