@@ -52,8 +52,8 @@ def partitioned_store(
     """The graph of ``graph_partition`` relabelled partition by partition, its edges
     in destination-major buckets and its static set, for out-of-core training
     (``trained_model`` with mode ``hierbatching``); nodes per partition as a table."""
-    from gnncore.outofcore.store import build_partitioned_store, store_data_bytes, store_dir
-    from gnncore.outofcore.training import STATIC_SHARE, budget_static_fraction
+    from gnncore.outofcore.store import build_partitioned_store, store_dir
+    from gnncore.outofcore.training import STATIC_SHARE, graph_static_fraction
     from gnncore.partition import PartitionDir
     from gnncore.progress import reporting
     from gnncore.store import GraphDir
@@ -63,9 +63,7 @@ def partitioned_store(
     graph_dir = GraphDir.open(str(partition["graph_path"]))
     part_dir = PartitionDir.open(str(partition["path"]), graph_dir)
     # The static set kept to what training under the deployment's budget can hold.
-    fraction = budget_static_fraction(
-        config.static_fraction, store_data_bytes(graph_dir), stage_budget(memory)
-    )
+    fraction = graph_static_fraction(graph_dir, config.static_fraction, stage_budget(memory))
     if fraction < config.static_fraction:
         context.log.info(
             f"static fraction {fraction:g} instead of {config.static_fraction:g}: the static "

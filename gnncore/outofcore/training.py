@@ -11,10 +11,12 @@ budget of the whole process: what the process holds when the source is built
 memory cgroup charges too; :class:`gnncore.usage.StageBudget`), a margin,
 and training's working set (the model, the batches in flight, an evaluation
 batch: :func:`gnncore.train.core.workingset.node_working_set`, its neighbourhoods
-kept to the sources a mega-batch holds) come off it; the two mega-batches'
-payload bound ``2·(r_s + N_d/N_p)·data`` may take :data:`LOAD_SHARE` of the
-rest. Where the mini-batches prepared ahead (``prefetch_depth``) leave no
-room for one partition, fewer are prepared ahead (:func:`sized_mega_batches`).
+kept to the sources a mega-batch holds, the per-node arrays) come off it; the
+static cache (at its real size: on a heavy-tailed graph its in-lists are far
+above ``r_s`` of the edges) and two mega-batches' payload bound over
+:data:`LOAD_SHARE` take the rest (:func:`mega_batch_payload`). Where the
+mini-batches prepared ahead (``prefetch_depth``) leave no room for one
+partition, fewer are prepared ahead (:func:`sized_mega_batches`).
 A budget that leaves no room for one partition even then is refused before
 training, naming the minimum.
 """
@@ -36,6 +38,7 @@ from gnncore.outofcore.megabatch import data_bytes, mega_batch_parts
 from gnncore.outofcore.store import PartitionedStore
 from gnncore.sampler import build_sampler
 from gnncore.sizes import format_size
+from gnncore.store import GraphDir
 from gnncore.train.core.device import resolve_device
 from gnncore.train.core.workingset import node_working_set
 from gnncore.train.node.config import NodeTrainConfig
@@ -55,23 +58,101 @@ LOAD_SHARE = 0.4
 _log = logging.getLogger(__name__)
 
 
-#: The share of a memory budget HierBatching's static cache may take (its bound
-#: in the mega-batches' payload, ``2·r_s·data`` over :data:`LOAD_SHARE`):
+#: The share of a memory budget HierBatching's static cache may take (its
+#: features, in-lists and ids, :func:`static_cache_bytes`):
 #: :func:`budget_static_fraction` keeps a store's static set to it, so the rest
 #: of the budget holds the process, the working set and one partition at least.
 STATIC_SHARE = 1 / 8
 
+#: Bytes per static node besides its feature row and in-list: its id and its
+#: ``indptr`` entry (int64 each).
+STATIC_NODE_BYTES = 16
 
-def budget_static_fraction(wanted: float, data: int, budget: int | None) -> float:
+
+def budget_static_fraction(
+    wanted: float, in_degree: np.ndarray, row_bytes: int, budget: int | None
+) -> float:
     """The static fraction of a store trained under a memory ``budget`` (bytes,
-    ``None``: unbounded) whose features plus edges are ``data`` bytes:
-    ``wanted``, or less where its static cache's bound would take more than
-    :data:`STATIC_SHARE` of the budget (a fraction rounded down to 6 digits, so
-    the same budget names the same store)."""
-    if budget is None or data <= 0:
+    ``None``: unbounded) of a graph with in-degrees ``in_degree`` and
+    ``row_bytes`` of features per node: ``wanted``, or less where the static
+    cache of the ``round(fraction·N)`` nodes of highest in-degree (their feature
+    rows, in-lists of int64 ids and :data:`STATIC_NODE_BYTES`) would take more
+    than :data:`STATIC_SHARE` of the budget. On a heavy-tailed graph the
+    in-lists dominate: the showcase's 0.36% highest-degree nodes hold 13.7%
+    of its edges. The fraction is rounded down to 6 digits, so the same budget
+    names the same store."""
+    count = len(in_degree)
+    if budget is None or count == 0:
         return wanted
-    cap = STATIC_SHARE * budget * LOAD_SHARE / (2 * data)
-    return min(wanted, math.floor(cap * 1e6) / 1e6)
+    wanted_count = int(round(wanted * count))
+    top = -np.sort(-np.asarray(in_degree, dtype=np.int64))[:wanted_count]
+    sizes = np.cumsum(8 * top + row_bytes + STATIC_NODE_BYTES)
+    fits = int(np.searchsorted(sizes, STATIC_SHARE * budget, side="right"))
+    if fits >= wanted_count:
+        return wanted
+    # The largest 6-digit fraction whose round(fraction·N) nodes fit.
+    fraction = math.floor(fits / count * 1e6) / 1e6
+    while fraction > 0 and int(round(fraction * count)) > fits:
+        fraction = round(fraction - 1e-6, 6)
+    return fraction
+
+
+def graph_static_fraction(graph: GraphDir, wanted: float, budget: int | None) -> float:
+    """:func:`budget_static_fraction` of the store of ``graph`` (its in-degrees
+    and feature rows), known before the store is written."""
+    features = graph.features()
+    row_bytes = 0 if features is None else int(features.shape[1]) * features.dtype.itemsize
+    in_degree = np.diff(np.asarray(graph.indptr, dtype=np.int64))
+    return budget_static_fraction(wanted, in_degree, row_bytes, budget)
+
+
+#: The static cache's files (:class:`~gnncore.outofcore.megabatch.StaticCache`).
+STATIC_FILES = ("static_nodes", "static_features", "static_indptr", "static_indices")
+
+
+def _payload_bytes(store: PartitionedStore, name: str) -> int:
+    entry = store.info["files"].get(f"{name}.npy")
+    if entry is None:
+        return 0
+    return int(np.prod(entry["shape"], dtype=np.int64)) * np.dtype(entry["dtype"]).itemsize
+
+
+def static_cache_bytes(store: PartitionedStore) -> int:
+    """Bytes of ``store``'s static cache in memory (its files' payloads)."""
+    return sum(_payload_bytes(store, name) for name in STATIC_FILES)
+
+
+def static_internal_edges(store: PartitionedStore, chunk: int = 1 << 22) -> int:
+    """Entries of the static set's in-lists whose source is static too: the
+    edges among static nodes a mega-batch can hold beside its partitions
+    (read ``chunk`` entries at a time)."""
+    if store.num_static == 0 or not store.has("static_indices"):
+        return 0
+    nodes = np.asarray(store.array("static_nodes"), dtype=np.int64)
+    indices = store.array("static_indices")
+    count = 0
+    for lo in range(0, len(indices), chunk):
+        part = np.asarray(indices[lo : lo + chunk], dtype=np.int64)
+        at = np.minimum(np.searchsorted(nodes, part), len(nodes) - 1)
+        count += int(np.count_nonzero(nodes[at] == part))
+    return count
+
+
+def mega_batch_payload(store: PartitionedStore, n_d: int, internal_edges: int) -> int:
+    """The mega-batches' bound with ``n_d`` partitions each: the static cache
+    (:func:`static_cache_bytes`, held once) and, over :data:`LOAD_SHARE`, two
+    mega-batches (the one in use and the one loading) of ``n_d / N_p`` of the
+    data, the in-edges from their partitions into the static neighbours (the
+    static set's share of the edges, taken of their out-edges), the static
+    neighbours' feature rows and the ``internal_edges`` among static nodes
+    (:func:`static_internal_edges`)."""
+    data, edge_bytes = data_bytes(store), _payload_bytes(store, "edges")
+    static_entries = _payload_bytes(store, "static_indices") // 8
+    edges = max(edge_bytes // 16, 1)
+    r_d = n_d / max(store.parts, 1)
+    mega = r_d * (data + edge_bytes * min(1.0, static_entries / edges))
+    mega += _payload_bytes(store, "static_features") + 16 * internal_edges
+    return static_cache_bytes(store) + int(2 * mega / LOAD_SHARE)
 
 
 def _sampler_factory(
@@ -128,7 +209,8 @@ def working_bytes(
     ``neighbour_degree``: the graph's ``sum(d^2) / sum(d)``
     (:func:`~gnncore.train.core.workingset.neighbour_degree`), which sizes
     every-neighbour hops past the first. Exact evaluation adds its row lists
-    (:func:`exact_rows_bytes`)."""
+    (:func:`exact_rows_bytes`), every run the per-node arrays it holds
+    (:data:`RESIDENT_NODE_BYTES`)."""
     info = store.info
     held = store.num_static + n_d * store.num_nodes // max(store.parts, 1)
     num_edges = int(info.get("num_edges", 0))
@@ -144,27 +226,46 @@ def working_bytes(
         neighbour_degree,
         eval_in_flight=1 + (1 if config.prefetch_workers > 0 else 0),
     )
+    resident = RESIDENT_NODE_BYTES * store.num_nodes
     if config.eval_fanouts is None:  # layer-wise over the whole graph, its layers spilled
         whole = node_working_set(store.num_nodes, num_edges, width, classes, config)
         work = dataclasses.replace(work, evaluation=whole.evaluation)
-        return work.total(False) + exact_rows_bytes(store.num_nodes, config.num_layers)
-    return work.total(False)
+        rows = exact_rows_bytes(store.num_nodes, config.num_layers)
+        return work.total(False) + rows + resident
+    return work.total(False) + resident
+
+
+#: Bytes per node training holds for the whole run whatever the mega-batch:
+#: the labels (int64, the source's), the splits in the store's ids (the
+#: source's) and in the graph's (the task's), int64 each. 204 MB on the
+#: showcase's 8.5M nodes.
+RESIDENT_NODE_BYTES = 24
 
 
 #: Copies of every layer's row list exact evaluation holds at its setup, as
 #: int64 ids: validation's and test's (up to ``N`` a layer each) and their
-#: union for the joint pass, built while the first mega-batch loads.
+#: union for the joint pass. The setup runs before the first mega-batch loads
+#: (the task is built before the epochs), and only the union stays.
 EXACT_ROW_COPIES = 3
 
 
-def exact_rows_bytes(num_nodes: int, num_layers: int) -> int:
-    """Bytes of the row lists exact (layer-wise) evaluation builds beside the
-    mega-batches: :data:`EXACT_ROW_COPIES` int64 ids per node and layer. On
-    the showcase's 8.5M nodes the setup took 0.45 GB (sampled anonymous memory
-    of the step: 1.27 -> 1.72 GB while joining, 1.47 GB after) on top of the
-    first mega-batch, loading in the prefetch thread meanwhile, and the step
-    was killed under its 2 GiB limit when this was not counted."""
-    return EXACT_ROW_COPIES * 8 * int(num_nodes) * max(int(num_layers), 1)
+def exact_rows_bytes(num_nodes: int, num_layers: int, copies: int = 1) -> int:
+    """Bytes of ``copies`` of the row lists exact (layer-wise) evaluation keeps,
+    one int64 id per node and layer each: the joint pass's union (one copy)
+    beside the mega-batches, :data:`EXACT_ROW_COPIES` while it is built. On the
+    showcase's 8.5M nodes the setup took 0.45 GB (sampled anonymous memory
+    of the step: 1.27 -> 1.72 GB while joining, 1.47 GB after)."""
+    return int(copies) * 8 * int(num_nodes) * max(int(num_layers), 1)
+
+
+def setup_bytes(store: PartitionedStore, config: NodeTrainConfig) -> int:
+    """What training holds while it is set up, before any mega-batch: the
+    static cache, the per-node arrays and, with exact evaluation, the
+    :data:`EXACT_ROW_COPIES` row lists its joint pass is built from."""
+    held = static_cache_bytes(store) + RESIDENT_NODE_BYTES * store.num_nodes
+    if config.eval_fanouts is None:
+        held += exact_rows_bytes(store.num_nodes, config.num_layers, EXACT_ROW_COPIES)
+    return held
 
 
 def sized_parts(
@@ -198,18 +299,18 @@ def sized_mega_batches(
         return mega_batch_parts(store, None, config.mega_batch_parts), depth
     stage = StageBudget.start(total)
     room = stage.data_bytes or 0
-    data = data_bytes(store)
-    r_s = store.num_static / max(store.num_nodes, 1)
+    internal = static_internal_edges(store)
 
     def need(n_d: int, ahead: int) -> tuple[int, int]:
-        payload = int(2 * (r_s + n_d / store.parts) * data / LOAD_SHARE)
+        payload = mega_batch_payload(store, n_d, internal)
         sized = dataclasses.replace(config, prefetch_depth=ahead)
         return payload, working_bytes(store, sized, n_d, neighbour_degree)
 
+    setup = setup_bytes(store, config)
     for ahead in range(depth, 0, -1):
         for n_d in range(store.parts, 0, -1):
             payload, work = need(n_d, ahead)
-            if payload + work > room:
+            if max(payload + work, setup) > room:
                 continue
             if ahead < depth:
                 _log.info(
@@ -225,7 +326,7 @@ def sized_mega_batches(
             )  # fmt: skip
             return n_d, ahead
     payload, work = need(1, 1)
-    minimum = stage.overhead + stage.margin + payload + work
+    minimum = stage.overhead + stage.margin + max(payload + work, setup)
     raise MemoryBudgetError(
         f"memory budget of {_mib(total)} is below the {_mib(minimum)} hierbatching needs "
         f"for {store.path}: {_mib(stage.overhead)} this process holds already, "

@@ -9,8 +9,8 @@ import pytest
 from mlflow import MlflowClient
 
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
-from gnncore.outofcore.store import PartitionedStore, store_data_bytes
-from gnncore.outofcore.training import LOAD_SHARE, STATIC_SHARE, budget_static_fraction
+from gnncore.outofcore.store import PartitionedStore
+from gnncore.outofcore.training import STATIC_SHARE, graph_static_fraction, static_cache_bytes
 from gnncore.store import GraphDir
 from tests.assets.helpers import Materializer, generated, metadata
 
@@ -85,21 +85,22 @@ def test_store_metadata_and_reuse(lineage):
 def test_the_static_set_is_kept_to_what_the_deployments_budget_holds(lineage):
     materialize, _, _, _ = lineage
     graph = GraphDir.open(Path(str(metadata(materialize("graph"), "graph")["path"])))
-    data = store_data_bytes(graph)
-    # A deployment budget of 1 MiB (the writer itself unbounded): half the nodes
-    # wanted static, the cache's bound would take far more than an eighth of it.
+    # A deployment budget of 256 KiB (the writer itself unbounded): half the nodes
+    # wanted static, their cache would take far more than an eighth of it.
     wanted = {"static_fraction": 0.5, "memory_budget": "none"}
     store = metadata(
         materialize("partitioned_store", config={"partitioned_store": {"config": wanted}},
-                    budget="1MiB"),
+                    budget="256KiB"),
         "partitioned_store",
     )  # fmt: skip
     fraction = float(store["static_fraction"])
     assert store["static_fraction_wanted"] == 0.5
-    assert fraction == budget_static_fraction(0.5, data, 1 << 20) < 0.5
-    assert 2 * fraction * data / LOAD_SHARE <= STATIC_SHARE * (1 << 20)
+    assert fraction == graph_static_fraction(graph, 0.5, 1 << 18) < 0.5
     assert store["num_static"] == round(fraction * 800) and store["num_static"] > 0
     assert f"-store-s{fraction:g}-" in Path(str(store["path"])).name
+    written = PartitionedStore.open(Path(str(store["path"])))
+    # The cache as written (features, in-lists, ids) fits its share of the budget.
+    assert static_cache_bytes(written) <= STATIC_SHARE * (1 << 18)
 
 
 def test_hierbatching_training_reads_the_store(lineage):

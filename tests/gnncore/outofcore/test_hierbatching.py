@@ -63,6 +63,20 @@ def test_mega_batch_is_the_subgraph_induced_on_t_and_its_static_neighbours(built
     assert mega.local_ids(mega.nodes).tolist() == list(range(len(mega.nodes)))
 
 
+@pytest.mark.parametrize("chunk_edges", [1, 7])
+def test_static_in_lists_filtered_in_chunks_give_the_same_mega_batch(built, chunk_edges):
+    """The static neighbours' in-lists are expanded a chunk at a time (bounded
+    memory on heavy-tailed graphs): any chunk gives the same ``G_cache``."""
+    _, store = built
+    static = StaticCache.read(store)
+    assert len(static.indices) > 50  # many chunks of 1 or 7 entries
+    whole = load_mega_batch(store, (1, 5), static)
+    chunked = load_mega_batch(store, (1, 5), static, chunk_edges=chunk_edges)
+    assert len(whole.nodes) > 2 * (store.offsets[2] - store.offsets[1])  # static neighbours
+    for name in ("nodes", "indptr", "indices", "x"):
+        assert np.array_equal(getattr(chunked, name), getattr(whole, name)), name
+
+
 def test_budget_sets_the_partitions_per_mega_batch(built):
     _, store = built
     data = data_bytes(store)

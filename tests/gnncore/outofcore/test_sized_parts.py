@@ -7,19 +7,26 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
-from gnncore.outofcore.megabatch import data_bytes
+from gnncore.outofcore.megabatch import StaticCache
 from gnncore.outofcore.store import PartitionedStore, write_partitioned_store
 from gnncore.outofcore.training import (
     EXACT_ROW_COPIES,
     LOAD_SHARE,
+    RESIDENT_NODE_BYTES,
+    STATIC_NODE_BYTES,
     STATIC_SHARE,
     budget_static_fraction,
     exact_rows_bytes,
+    mega_batch_payload,
     reach,
+    setup_bytes,
     sized_mega_batches,
     sized_parts,
+    static_cache_bytes,
+    static_internal_edges,
     working_bytes,
 )
 from gnncore.partition import partition_graph
@@ -44,8 +51,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> PartitionedStore:
 def _need(store: PartitionedStore, n_d: int, depth: int = CONFIG.prefetch_depth) -> int:
     """What ``n_d`` partitions per mega-batch with ``depth`` mini-batches prepared
     ahead take beyond the process and the margin."""
-    r_s = store.num_static / store.num_nodes
-    payload = int(2 * (r_s + n_d / store.parts) * data_bytes(store) / LOAD_SHARE)
+    payload = mega_batch_payload(store, n_d, static_internal_edges(store))
     config = dataclasses.replace(CONFIG, prefetch_depth=depth)
     return payload + working_bytes(store, config, n_d)
 
@@ -109,8 +115,7 @@ def test_fewer_batches_are_prepared_ahead_before_a_tight_budget_is_refused(wide_
     assert config.prefetch_depth == 4
 
     def need(n_d: int, depth: int) -> int:
-        r_s = wide_store.num_static / wide_store.num_nodes
-        payload = int(2 * (r_s + n_d / wide_store.parts) * data_bytes(wide_store) / LOAD_SHARE)
+        payload = mega_batch_payload(wide_store, n_d, static_internal_edges(wide_store))
         sized = dataclasses.replace(config, prefetch_depth=depth)
         return payload + working_bytes(wide_store, sized, n_d)
 
@@ -122,23 +127,47 @@ def test_fewer_batches_are_prepared_ahead_before_a_tight_budget_is_refused(wide_
     assert sized_mega_batches(wide_store, roomy) == (wide_store.parts, 4)
 
 
-def test_a_stores_static_set_takes_an_eighth_of_the_budget_at_most(store):
-    # The showcase's store: 8.7 GB of features and 6.2 GB of edges under 2 GiB.
-    data, budget = 14_900_000_000, 2 << 30
-    fraction = budget_static_fraction(0.01, data, budget)
-    assert 0.003 < fraction < 0.004
-    assert 2 * fraction * data / LOAD_SHARE <= STATIC_SHARE * budget
-    assert budget_static_fraction(0.01, data, 64 << 30) == 0.01  # room: as wanted
-    assert budget_static_fraction(0.01, data, None) == 0.01
-    assert budget_static_fraction(0.01, data_bytes(store), 1 << 30) == 0.01
+def test_a_stores_static_set_takes_an_eighth_of_the_budget_at_most():
+    # Heavy-tailed in-degrees: 0.1% of 1M nodes hold 100,000 in-edges each (800 KB
+    # of ids), the rest 20. Wanted: 1% static. An eighth of 2 GiB holds about 335 hubs'
+    # in-lists and feature rows (1 KiB), not the 10,000 that 1% would take.
+    degree = np.full(1_000_000, 20, dtype=np.int64)
+    degree[:1000] = 100_000
+    budget = 2 << 30
+    fraction = budget_static_fraction(0.01, degree, 1024, budget)
+    count = round(fraction * len(degree))
+    assert 300 < count < 340
+    assert count * (8 * 100_000 + 1024 + STATIC_NODE_BYTES) <= STATIC_SHARE * budget
+    assert (count + 2) * (8 * 100_000 + 1024 + STATIC_NODE_BYTES) > STATIC_SHARE * budget
+    assert budget_static_fraction(0.01, degree, 1024, 64 << 30) == 0.01  # room: as wanted
+    assert budget_static_fraction(0.01, degree, 1024, None) == 0.01
+    # The r_s·data bound it replaces allowed the whole 1% (1,000 hubs, 800 MB of ids).
+    data = 1_000_000 * 1024 + 16 * int(degree.sum())
+    assert STATIC_SHARE * budget * LOAD_SHARE / (2 * data) > 0.01
+
+
+def test_the_static_cache_is_counted_at_its_real_size(store):
+    static = StaticCache.read(store)
+    assert static_cache_bytes(store) == static.nbytes
+    internal = static_internal_edges(store, chunk=5)
+    static_set = set(static.nodes.tolist())
+    assert internal == sum(int(v) in static_set for v in static.indices.tolist())
+    # The payload holds the cache once and grows with the partitions per mega-batch.
+    one, two = (mega_batch_payload(store, n_d, internal) for n_d in (1, 2))
+    assert static.nbytes < one < two
 
 
 def test_exact_evaluation_counts_its_row_lists(store):
-    # Layer-wise over the whole graph: validation's, test's and their union's row
-    # ids, one int64 per node and layer each, beside the mega-batches.
+    # Layer-wise over the whole graph: the joint pass's rows, one int64 per node
+    # and layer, beside the mega-batches; validation's, test's and their union
+    # while it is set up, before any mega-batch loads.
     assert CONFIG.eval_fanouts is None and CONFIG.num_layers == 2
     rows = exact_rows_bytes(store.num_nodes, 2)
-    assert rows == EXACT_ROW_COPIES * 8 * store.num_nodes * 2
+    assert rows == 8 * store.num_nodes * 2
+    setup = setup_bytes(store, CONFIG)
+    assert setup == static_cache_bytes(store) + RESIDENT_NODE_BYTES * store.num_nodes + (
+        EXACT_ROW_COPIES * rows
+    )
     sampled = dataclasses.replace(CONFIG, eval_fanouts=(5, 5))
     assert working_bytes(store, CONFIG, 1) >= rows
     assert working_bytes(store, sampled, 1) < working_bytes(store, CONFIG, 1)
