@@ -208,15 +208,7 @@ def bench_chain(
     for folder in (inputs, home, tmp):
         folder.mkdir(parents=True)
     shutil.copy(Path(__file__).parents[1] / "pipelines" / "dagster.yaml", home)
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI",)}
-    env.update(
-        DAGSTER_HOME=str(home),
-        GNNCORE_DATA_ROOT=str(root / "data"),
-        GNNCORE_MEMORY_BUDGET="auto",
-        TMPDIR=str(tmp),
-        PYTHONUNBUFFERED="1",
-        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", str(os.cpu_count() or 1)),
-    )
+    env = _environment(root)
     report: dict[str, Any] = {
         "nodes": nodes,
         "avg_degree": avg_degree,
@@ -254,6 +246,79 @@ def bench_chain(
     return {**report, "markdown": to_markdown(report)}
 
 
+def _environment(root: Path) -> dict[str, str]:
+    """The processes' environment: this one's, with the Dagster home, the data
+    root, the temporary directory under ``root`` and the memory budget ``auto``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI",)}
+    env.update(
+        DAGSTER_HOME=str(root / "dagster_home"),
+        GNNCORE_DATA_ROOT=str(root / "data"),
+        GNNCORE_MEMORY_BUDGET="auto",
+        TMPDIR=str(root / "tmp"),
+        PYTHONUNBUFFERED="1",
+        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", str(os.cpu_count() or 1)),
+    )
+    return env
+
+
+def resume_chain(
+    root: str | os.PathLike[str],
+    limit_bytes: int | None,
+    *,
+    batch_size: int | None = None,
+    hidden: int | None = None,
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """Re-execute a kept chain's failed Dagster run from its failure (as the UI's
+    "Re-execute from failure"): the steps that succeeded are not run again, the
+    failed one and those after it run in a new run of the same instance, under
+    ``limit_bytes``. ``batch_size`` and ``hidden`` change ``trained_model``'s
+    config (e.g. after a refusal naming the minimum). The report
+    (``chain.json`` beside ``root``) keeps the earlier rows of the steps not
+    run again, each with the run it ran in, and lists the runs.
+
+    Args:
+        root: A run folder kept by :func:`bench_chain` (``--keep``): ``WORK/chain-PID``.
+
+    Raises:
+        ValueError: ``root`` is not a kept chain, or its run has nothing to resume.
+    """
+    root = Path(root).absolute()
+    work, settings_path = root.parent, root / "settings.json"
+    if not settings_path.is_file() or not (work / "chain.json").is_file():
+        raise ValueError(f"{root} is not a kept chain (no settings.json, or no ../chain.json)")
+    settings = json.loads(settings_path.read_text())
+    node = settings["run_config"]["ops"]["trained_model"]["config"]["node"]
+    for key, value in (("batch_size", batch_size), ("hidden", hidden)):
+        if value is not None:
+            node[key] = value
+    settings["resume"] = True
+    settings_path.write_text(json.dumps(settings))
+    report = json.loads((work / "chain.json").read_text())
+    earlier = report.get("run_id")
+    started = time.perf_counter()
+    _log(f"dagster: re-executing run {earlier} from its failure")
+    run = _run_dagster(root, _environment(root), limit_bytes, timeout, work)
+    child = json.loads((root / "steps.json").read_text())
+    if child.get("parent_run_id") is None and not child.get("finished"):
+        raise ValueError(f"nothing was re-executed: see {work / 'logs' / 'dagster.stderr'}")
+    runs = report.get("runs") or [{"run_id": earlier, "process": report.get("dagster_process")}]
+    runs.append({"run_id": child.get("run_id"), "parent_run_id": child.get("parent_run_id"),
+                 "process": _process(run)})  # fmt: skip
+    kept = [s for s in report["stages"] if s["stage"] == "csv" or s.get("status") == "ok"]
+    for stage in kept:
+        stage.setdefault("run_id", earlier)
+    report["stages"] = kept
+    report.update(runs=runs, limit_bytes=limit_bytes)
+    _add_run(report, run, child)
+    report["seconds"] = report.get("seconds", 0) + time.perf_counter() - started
+    report["load_average_after"] = os.getloadavg()
+    _save(work, report)
+    from gnncore_bench.chain_report import to_markdown
+
+    return {**report, "markdown": to_markdown(report)}
+
+
 def _save(work: Path, report: dict[str, Any]) -> None:
     from gnncore_bench.chain_report import to_markdown
 
@@ -286,6 +351,7 @@ def _run_chain(
     _save(work, report)
     _log(f"csv: {row['status']} in {run.wall_seconds:.1f} s")
     if row["status"] != "ok":
+        report["failed"] = True
         return
     report["input"] = json.loads(summary.read_text())
     config["ops"]["raw_dataset"]["config"].update(
@@ -304,22 +370,37 @@ def _run_chain(
         )
     )
     _log("dagster: train_job for partition " + PARTITION)
-    run = run_limited(
-        [sys.executable, "-m", "gnncore_bench.chain_child", settings],
+    run = _run_dagster(root, env, limit_bytes, timeout, work)
+    child = json.loads(steps.read_text()) if steps.is_file() else {"steps": []}
+    _add_run(report, run, child)
+
+
+def _run_dagster(
+    root: Path, env: dict[str, str], limit_bytes: int | None, timeout: float | None, work: Path
+) -> LimitedRun:
+    """The Dagster process of ``root/settings.json`` under ``limit_bytes``."""
+    return run_limited(
+        [sys.executable, "-m", "gnncore_bench.chain_child", root / "settings.json"],
         limit_bytes,
         env=env,
         timeout=timeout,
-        evict=[inputs],
-        capture_dir=logs,
+        evict=[root / "input"],
+        capture_dir=work / "logs",
         capture_name="dagster",
     )
+
+
+def _add_run(report: dict[str, Any], run: LimitedRun, child: dict[str, Any]) -> None:
+    """The Dagster run's outcome and its steps' rows (``child``: what
+    :mod:`gnncore_bench.chain_child` wrote) added to ``report``."""
     report["dagster_process"] = _process(run)
     report["limited"], report["limit_reason"] = run.limited, run.reason
-    child = json.loads(steps.read_text()) if steps.is_file() else {"steps": []}
     report["run_id"] = child.get("run_id")
     report["run_success"] = child.get("success", False)
+    report["failed"] = not report["run_success"]  # the verb exits 1 (gnncore.cli.main)
     report["checks"] = {
-        s["step"]: s.get("status") for s in child["steps"] if s["step"] not in ASSETS
+        **report.get("checks", {}),
+        **{s["step"]: s.get("status") for s in child["steps"] if s["step"] not in ASSETS},
     }
     for step in child["steps"]:
         if step["step"] not in ASSETS:
@@ -327,7 +408,7 @@ def _run_chain(
         if step.get("status") == "running":  # the process died in this step
             step["status"] = _process_status(run)
             step["seconds"] = None
-        report["stages"].append({"stage": step.pop("step"), **step})
+        report["stages"].append({"stage": step.pop("step"), "run_id": child.get("run_id"), **step})
     report["predictions"] = _predictions(report)
     _log(f"dagster: {'ok' if report['run_success'] else _process_status(run)}")
 
@@ -359,11 +440,19 @@ def add_chain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--work",
         type=Path,
-        required=True,
+        default=None,
         metavar="DIR",
-        help="run folder, chain.json, chain.md, logs",
+        help="run folder, chain.json, chain.md, logs (required unless --resume)",
     )
-    parser.add_argument("--nodes", type=int, required=True, help="nodes of the generated graph")
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR",
+        help="re-execute a kept chain's (--keep: WORK/chain-PID) failed run from its failure, "
+        "under --limit; --batch-size and --hidden change trained_model's config",
+    )
+    parser.add_argument("--nodes", type=int, default=None, help="nodes of the generated graph")
     parser.add_argument("--avg-degree", type=float, default=10.0)
     parser.add_argument("--features", type=int, default=64, help="float32 features per node")
     parser.add_argument("--classes", type=int, default=8)
@@ -389,7 +478,7 @@ def add_chain_arguments(parser: argparse.ArgumentParser) -> None:
         help="cgroup v1 memory limit of every stage, page cache charged; none: no limit",
     )
     parser.add_argument("--parts", type=int, default=4, help="GREM's parts")
-    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--batch-size", type=int, default=None, help="(default: 1024)")
     parser.add_argument(
         "--hidden", type=int, default=None, help="GraphSAGE's hidden channels (default: 256)"
     )
@@ -405,6 +494,14 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """:func:`bench_chain` from ``bench chain``'s parsed options."""
     if args.limit is not None and cgroup_available() is not None:
         _log(f"the limit cannot be enforced here: {cgroup_available()}")
+    if args.resume is not None:
+        args.work = args.resume.absolute().parent  # where chain.json is (the CLI's report)
+        return resume_chain(
+            args.resume, args.limit, batch_size=args.batch_size, hidden=args.hidden,
+            timeout=args.timeout,
+        )  # fmt: skip
+    if args.work is None or args.nodes is None:
+        raise ValueError("bench chain needs --work and --nodes (or --resume RUN_DIR)")
     return bench_chain(
         args.work,
         args.nodes,
@@ -413,7 +510,7 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
         args.limit,
         classes=args.classes,
         parts=args.parts,
-        batch_size=args.batch_size,
+        batch_size=1024 if args.batch_size is None else args.batch_size,
         hidden=args.hidden,
         keep=args.keep,
         timeout=args.timeout,

@@ -209,10 +209,39 @@ def chain_job() -> dg.JobDefinition:
 EXECUTION = {"config": {"multiprocess": {"max_concurrent": 1, "start_method": {"forkserver": {}}}}}
 
 
+def failed_run(instance: dg.DagsterInstance, partition: str) -> dg.DagsterRun:
+    """The newest ``train_job`` run of ``partition``, as a failed run that can be
+    re-executed from its failure: a run left started (its process killed, e.g.
+    by a timeout) is marked failed and its concurrency slots freed first, as
+    the daemon's run monitoring would.
+
+    Raises:
+        ValueError: No run of the partition, or its newest one succeeded.
+    """
+    runs = instance.get_runs(
+        dg.RunsFilter(job_name="train_job", tags={"dagster/partition": partition}), limit=1
+    )
+    if not runs:
+        raise ValueError(f"no train_job run of partition {partition!r} to resume")
+    run = runs[0]
+    if run.status == dg.DagsterRunStatus.SUCCESS:
+        raise ValueError(
+            f"run {run.run_id} of partition {partition!r} succeeded: nothing to resume"
+        )
+    if not run.is_finished:
+        instance.report_run_failed(
+            run, "its process ended without finishing (bench chain --resume)"
+        )
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+    return run
+
+
 def run_chain(settings: dict[str, Any]) -> dict[str, Any]:
     """Execute ``train_job`` for ``settings["partition"]`` with
     ``settings["run_config"]``, measuring each step's process; the summary is
-    written to ``settings["out"]`` and returned."""
+    written to ``settings["out"]`` and returned. With ``settings["resume"]``
+    the partition's failed run is re-executed from its failure instead (its
+    successful steps are not run again), with ``settings["run_config"]``."""
     from assets.partitions import PARTITIONS_NAME
 
     out, partition = Path(settings["out"]), str(settings["partition"])
@@ -221,15 +250,20 @@ def run_chain(settings: dict[str, Any]) -> dict[str, Any]:
     instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions(PARTITIONS_NAME, [partition])
     run_config = {**settings["run_config"], "execution": EXECUTION}
+    parent = failed_run(instance, partition).run_id if settings.get("resume") else None
     with ProcessMeter(Path(settings["disk_root"])) as meter:
         result = dg.execute_job(
             dg.reconstructable(chain_job),
             instance,
             run_config=run_config,
             tags={"dagster/partition": partition},
+            reexecution_options=None
+            if parent is None
+            else dg.ReexecutionOptions.from_failure(parent, instance),
         )
     steps = step_rows(list(instance.all_logs(result.run_id)), meter)
     summary.update(finished=True, success=result.success, run_id=result.run_id, steps=steps)
+    summary["parent_run_id"] = parent
     instance.add_run_tags(
         result.run_id,
         {

@@ -392,7 +392,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.what == "scale":
         return _run_scale(args)
     if args.what == "chain":  # gnncore_bench.chain sets args.run
-        return _reported(args.work, lambda: args.run(args))
+        return _reported(args.work or args.resume, lambda: args.run(args))
     # lazy: gnncore_bench (the harness) loads only when a bench verb runs
     from gnncore_bench.partition import bench_partition
 

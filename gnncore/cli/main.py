@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     # A verb may shorten what it prints (the JSON file keeps everything).
     brief = getattr(module, "brief", None)
     print(json.dumps(brief(summary) if brief else summary, sort_keys=True, default=str))
-    return 0
+    # A verb that ran to the end but whose outcome failed (a benchmark's run) says so.
+    return 1 if summary.get("failed") is True else 0
 
 
 if __name__ == "__main__":

@@ -25,18 +25,33 @@ def test_every_stage_runs_and_predicts_every_node(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The verb in this process (the harness measured by coverage); the Dagster run
-    in the child process it starts, as for a user."""
+    in the child process it starts, as for a user. The first run's training is
+    refused (batch size 0); ``--resume`` re-executes it from that failure with
+    another batch size, the stages before it not run again."""
     work, summary = tmp_path / "work", tmp_path / "chain.json"
     code = main(
         ["bench", "chain", "--work", str(work)]
         + ["--nodes", "2000", "--avg-degree", "6", "--features", "8", "--limit", "none"]
-        + ["--keep", "--json", str(summary)]
+        + ["--batch-size", "0", "--keep", "--json", str(summary)]
     )
+    assert code == 1, capsys.readouterr().err[-3000:]
+    failed = json.loads((work / "chain.json").read_text())
+    assert failed["run_success"] is False
+    status = {s["stage"]: s["status"] for s in failed["stages"]}
+    assert status["partitioned_store"] == "ok" and status["trained_model"] == "failed"
+    assert "predictions" not in status  # never started
+    (root,) = work.glob("chain-*")
+    code = main(["bench", "chain", "--resume", str(root), "--batch-size", "256",
+                 "--limit", "none", "--json", str(summary)])  # fmt: skip
     assert code == 0, capsys.readouterr().err[-3000:]
     result = json.loads(summary.read_text())
     assert result["run_success"] is True and result["limited"] is False
+    first, second = (run["run_id"] for run in result["runs"])
+    assert result["runs"][1]["parent_run_id"] == first != second == result["run_id"]
     stages = {s["stage"]: s for s in result["stages"]}
     assert set(stages) == {"csv", *ASSETS}
+    assert stages["partitioned_store"]["run_id"] == first  # not run again
+    assert stages["trained_model"]["run_id"] == stages["predictions"]["run_id"] == second
     for name, stage in stages.items():
         assert stage["status"] == "ok", (name, stage)
         assert all(stage[k] is not None for k in FIGURES), (name, stage)
