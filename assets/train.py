@@ -94,8 +94,9 @@ def train_in_process(
 ) -> dict[str, Any]:
     """Train in this process (``nproc`` 1), in the mode :func:`choose_mode_for`
     resolves; the run's metadata."""
+    from gnncore.errors import ConfigError, InputError
     from gnncore.modes import RunInputs, RunRecording, train_graph_dir
-    from gnncore.usage import peak_rss_bytes
+    from gnncore.usage import MemoryBudgetError, peak_rss_bytes
 
     checkpoints = checkpoint_dir(context, config, storage, upstream)
     # The whole process's budget as the stage starts: what auto compares the data
@@ -110,18 +111,23 @@ def train_in_process(
     plans = plans_for(context, config.task, resolved, str(upstream["path"]))
     store = store_for(context, config.task, resolved, str(upstream["path"]))
     tracker = mlflow.tracker()
-    result = train_graph_dir(
-        str(upstream["path"]),
-        train_config,
-        RunInputs(plans.get("placement"), plans.get("replication"), store, mode_choice=choice),
-        RunRecording(
-            tracking=tracker,
-            tags=run_tags(context),
-            progress=context.log.info,
-            checkpoint_dir=checkpoints,
-            resume=context.retry_number > 0,
-        ),
-    )
+    try:
+        result = train_graph_dir(
+            str(upstream["path"]),
+            train_config,
+            RunInputs(plans.get("placement"), plans.get("replication"), store, mode_choice=choice),
+            RunRecording(
+                tracking=tracker,
+                tags=run_tags(context),
+                progress=context.log.info,
+                checkpoint_dir=checkpoints,
+                resume=context.retry_number > 0,
+            ),
+        )
+    except (MemoryBudgetError, InputError, ConfigError) as error:
+        # A refusal (a budget naming its minimum, bad input or options) would be
+        # refused again: the step fails without spending its retry.
+        raise dg.Failure(str(error), allow_retries=False) from error
     run_url = tracker.run_url(str(result.run_id))
     metadata = run_metadata(result, config.task, str(checkpoints), run_url, tracker.tracking_uri)
     return {

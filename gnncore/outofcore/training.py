@@ -200,17 +200,17 @@ def working_bytes(
     n_d: int,
     neighbour_degree: float | None = None,
 ) -> int:
-    """Training's working set besides the mega-batches with ``n_d`` partitions
-    per mega-batch: the model, the batches in flight and the evaluation's
-    (sampled inside the mega-batches with ``eval_fanouts``, prepared one ahead
-    at most; without, a layer-wise batch over the whole graph, its layers on
-    disk), the sampled neighbourhoods kept to the sources the mega-batch holds
-    (:func:`reach`) and at most its nodes (static set included);
-    ``neighbour_degree``: the graph's ``sum(d^2) / sum(d)``
+    """Training's working set beside the mega-batches with ``n_d`` partitions
+    per mega-batch: the model, the batches in flight and, with
+    ``eval_fanouts``, the evaluation's (sampled inside the mega-batches,
+    prepared one ahead at most), the sampled neighbourhoods kept to the
+    sources the mega-batch holds (:func:`reach`) and at most its nodes (static
+    set included); ``neighbour_degree``: the graph's ``sum(d^2) / sum(d)``
     (:func:`~gnncore.train.core.workingset.neighbour_degree`), which sizes
-    every-neighbour hops past the first. Exact evaluation adds its row lists
-    (:func:`exact_rows_bytes`), every run the per-node arrays it holds
-    (:data:`RESIDENT_NODE_BYTES`)."""
+    every-neighbour hops past the first. Every run adds the per-node arrays it
+    holds (:data:`RESIDENT_NODE_BYTES`), exact evaluation its row lists
+    (:func:`exact_rows_bytes`); exact evaluation itself runs when no
+    mega-batch is in memory (:func:`apart_bytes`)."""
     info = store.info
     held = store.num_static + n_d * store.num_nodes // max(store.parts, 1)
     num_edges = int(info.get("num_edges", 0))
@@ -227,12 +227,33 @@ def working_bytes(
         eval_in_flight=1 + (1 if config.prefetch_workers > 0 else 0),
     )
     resident = RESIDENT_NODE_BYTES * store.num_nodes
-    if config.eval_fanouts is None:  # layer-wise over the whole graph, its layers spilled
-        whole = node_working_set(store.num_nodes, num_edges, width, classes, config)
-        work = dataclasses.replace(work, evaluation=whole.evaluation)
+    if config.eval_fanouts is None:  # layer-wise, between epochs: apart_bytes
+        work = dataclasses.replace(work, evaluation=0)
         rows = exact_rows_bytes(store.num_nodes, config.num_layers)
         return work.total(False) + rows + resident
     return work.total(False) + resident
+
+
+def apart_bytes(store: PartitionedStore, config: NodeTrainConfig) -> int:
+    """What training holds while no mega-batch is in memory: its setup
+    (:func:`setup_bytes`) and, with exact evaluation, the layer-wise pass over
+    the whole graph between epochs (its layers on disk) beside the static
+    cache, the per-node arrays, the model and the joint pass's rows. The
+    training iterator frees its last mega-batch before validation runs."""
+    setup = setup_bytes(store, config)
+    if config.eval_fanouts is not None:
+        return setup
+    info = store.info
+    whole = node_working_set(
+        store.num_nodes,
+        int(info.get("num_edges", 0)),
+        int(info.get("num_features", 0)),
+        int(info.get("num_classes", 1)),
+        config,
+    )
+    held = static_cache_bytes(store) + RESIDENT_NODE_BYTES * store.num_nodes
+    rows = exact_rows_bytes(store.num_nodes, config.num_layers)
+    return max(setup, held + rows + whole.model + whole.evaluation)
 
 
 #: Bytes per node training holds for the whole run whatever the mega-batch:
@@ -306,11 +327,11 @@ def sized_mega_batches(
         sized = dataclasses.replace(config, prefetch_depth=ahead)
         return payload, working_bytes(store, sized, n_d, neighbour_degree)
 
-    setup = setup_bytes(store, config)
+    apart = apart_bytes(store, config)
     for ahead in range(depth, 0, -1):
         for n_d in range(store.parts, 0, -1):
             payload, work = need(n_d, ahead)
-            if max(payload + work, setup) > room:
+            if max(payload + work, apart) > room:
                 continue
             if ahead < depth:
                 _log.info(
@@ -326,13 +347,15 @@ def sized_mega_batches(
             )  # fmt: skip
             return n_d, ahead
     payload, work = need(1, 1)
-    minimum = stage.overhead + stage.margin + max(payload + work, setup)
+    minimum = stage.overhead + stage.margin + max(payload + work, apart)
     raise MemoryBudgetError(
         f"memory budget of {_mib(total)} is below the {_mib(minimum)} hierbatching needs "
         f"for {store.path}: {_mib(stage.overhead)} this process holds already, "
-        f"{_mib(stage.margin)} of margin, {_mib(work)} of working set (model, batches in "
-        f"flight, an evaluation batch and its row lists) and {_mib(payload)} for the "
-        f"static cache and one of {store.parts} partitions twice while loading; raise the "
+        f"{_mib(stage.margin)} of margin, and the larger of {_mib(work)} of working set "
+        f"(model, batches in flight, per-node arrays, evaluation's row lists) with "
+        f"{_mib(payload)} for the static cache and one of {store.parts} partitions twice "
+        f"while loading, and {_mib(apart)} between mega-batches (setup, exact evaluation "
+        f"beside the static cache); raise the "
         f"budget to at least {format_size(minimum)} ({minimum} bytes), or write the store "
         "with more partitions or a smaller static fraction, or train with a smaller batch_size"
     )

@@ -66,6 +66,21 @@ def test_auto_reads_the_store_when_the_budget_is_below_the_data(lineage):
     assert "does not fit" in str(model["mode_reason"])
     run = MlflowClient(resources["mlflow"].resolved_tracking_uri()).get_run(model["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.params["mode"] == "hierbatching"
+    # HierBatching asked for under a budget below one partition (no mega_batch_parts
+    # to fix it): refused naming the budget, and not retried (it would be refused again).
+    tiny = {
+        **TRAIN["trained_model"]["config"]["node"],
+        "memory_budget": SMALL_BUDGET,
+        "mode": "hierbatching",
+    }
+    refused = materialize(
+        "trained_model", config={"trained_model": {"config": {"node": tiny}}},
+        budget="64GiB", raise_on_error=False,
+    )  # fmt: skip
+    assert not refused.success
+    assert not [e for e in refused.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    (failure, *_) = [e for e in refused.all_events if e.is_step_failure]
+    assert "memory budget" in str(failure.step_failure_data.error)
     # A resource budget below what the process holds leaves the data nothing: refused.
     refused = materialize("trained_model", config=TRAIN, budget="1MiB", raise_on_error=False)
     assert not refused.success
