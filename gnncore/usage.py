@@ -121,8 +121,13 @@ class StageBudget:
     margin: int = STAGE_MARGIN
 
     @classmethod
-    def start(cls, total: int | None, margin: int = STAGE_MARGIN) -> StageBudget:
-        """Measure the overhead now (call it once the stage's imports are done).
+    def start(
+        cls, total: int | None, margin: int = STAGE_MARGIN, held: bool = False
+    ) -> StageBudget:
+        """Measure the overhead now (call it once the stage's imports are done):
+        ``VmRSS``, or with ``held`` what the process holds besides the pages of
+        data files it maps (:func:`held_bytes`: for a stage that starts late in
+        a process that has read mapped files, whose pages the cgroup reclaims).
 
         Under a budget (``total`` set) this also keeps every later block of at
         least 1 MiB out of glibc's heap (:func:`gnncore.heap.fix_mmap_threshold`,
@@ -130,7 +135,7 @@ class StageBudget:
         of staying in the heap under its next peak."""
         if total is not None:
             fix_mmap_threshold()
-        return cls(total, current_rss_bytes(), margin)
+        return cls(total, held_bytes() if held else current_rss_bytes(), margin)
 
     @property
     def data_bytes(self) -> int | None:
@@ -199,6 +204,31 @@ def budget_figures(
 def current_rss_bytes() -> int:
     """This process's resident set size now (``VmRSS``), 0 where unknown."""
     return status_bytes("VmRSS")
+
+
+def held_bytes(pid: int | str = "self") -> int:
+    """Resident memory ``pid`` holds that the kernel cannot take back as page
+    cache: its anonymous pages (heap, arrays, copy-on-write pages of mapped
+    files), its shared memory, and the resident pages of its code (mappings of
+    shared libraries and executables). The pages of data files it maps
+    (``np.load(mmap_mode=...)``) are left out: ``VmRSS`` counts them once
+    touched, but a memory cgroup reclaims them like any page cache before it
+    kills. ``VmRSS`` where ``/proc/<pid>/smaps`` cannot be read."""
+    try:
+        with open(f"/proc/{pid}/smaps") as smaps:
+            text = smaps.read()
+    except OSError:
+        return status_bytes("VmRSS", pid)
+    total, code = 0, False
+    for line in text.splitlines():
+        key, _, rest = line.partition(" ")
+        if not key.endswith(":"):  # a mapping's header: range perms offset dev inode [path]
+            fields = rest.split(None, 4)
+            path = fields[4].strip() if len(fields) > 4 else ""
+            code = path.startswith("/") and (".so" in path or "x" in fields[0])
+        elif key == ("Rss:" if code else "Anonymous:"):  # code: all of it, else its anon pages
+            total += int(rest.split()[0]) << 10
+    return total + status_bytes("RssShmem", pid)
 
 
 def status_bytes(field: str, pid: int | str = "self") -> int:

@@ -18,6 +18,7 @@ from gnncore.usage import (
     MemoryBudgetError,
     StageBudget,
     current_rss_bytes,
+    held_bytes,
     process_budget,
     resolve_process_budget,
 )
@@ -74,6 +75,23 @@ def test_a_stage_gives_its_data_what_the_overhead_and_margin_leave() -> None:
     assert share.require(1 << 20, "a test stage") == share.data_bytes
     assert StageBudget.start(None).require(1 << 40, "a test stage") is None
     assert share.to_dict()["data_budget_bytes"] == share.data_bytes
+
+
+def test_what_a_process_holds_leaves_out_the_pages_of_mapped_data_files(tmp_path: Path) -> None:
+    # 64 MiB of a data file read through a map: VmRSS counts its pages, the
+    # process does not hold them (a cgroup reclaims them as page cache).
+    path = tmp_path / "data.npy"
+    np.save(path, np.arange(8 << 20, dtype=np.int64))
+    before_rss, before_held = current_rss_bytes(), held_bytes()
+    mapped = np.load(path, mmap_mode="r")
+    assert int(mapped.sum()) > 0  # every page touched
+    assert current_rss_bytes() - before_rss > 60 << 20
+    assert held_bytes() - before_held < 8 << 20
+    # 64 MiB of anonymous memory (an array filled in) is held.
+    array = np.ones(8 << 20, dtype=np.int64)
+    assert held_bytes() - before_held > 60 << 20
+    assert StageBudget.start(4 << 30, held=True).overhead < StageBudget.start(4 << 30).overhead
+    del mapped, array
 
 
 def test_too_small_a_budget_is_refused_naming_it_and_the_minimum() -> None:
