@@ -167,3 +167,23 @@ def test_declined_where_it_does_not_apply(graph: tuple[Adjacency, torch.Tensor])
     assert declined is None
     fits = projected_layer(sage, 0, adjacency, targets, read, max_bytes=needed * HIDDEN * 4)
     assert fits is not None
+
+
+def test_spilled_products_read_too_many_times_are_declined(
+    graph: tuple[Adjacency, torch.Tensor], tmp_path
+) -> None:
+    """Products on disk are read once per group of targets: a caller that can
+    compute the layer part by part says how many passes are worth it, and
+    more are declined (``None``) before anything is projected."""
+    adjacency, x = graph
+    torch.manual_seed(0)
+    sage = build_model("sage", FEATURES, HIDDEN, 4, 2, 0.0).eval()
+    read = lambda lo, hi: x[lo:hi]  # noqa: E731
+    small = 64 * HIDDEN * 4  # a few targets a group: many passes
+    common = {"max_bytes": small, "spill_dir": tmp_path}
+    assert projected_layer(sage, 0, adjacency, None, read, **common, max_passes=2) is None
+    assert list(tmp_path.iterdir()) == []  # declined before writing products
+    spilled = projected_layer(sage, 0, adjacency, None, read, **common)
+    whole = projected_layer(sage, 0, adjacency, None, read, max_bytes=1 << 40)
+    assert spilled is not None and whole is not None
+    assert torch.allclose(spilled.read_range(0, NODES), whole.read_range(0, NODES), atol=1e-5)
