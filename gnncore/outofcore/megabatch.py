@@ -268,8 +268,8 @@ def load_mega_batch(
     t_dst = dst + base[dst_part]
     # In-edges of the extra static nodes, from the static cache, kept when their
     # source lies in T or among the extra nodes: a chunk of in-lists at a time.
-    s_local, s_dst = _static_in_edges(static, extra, extra_pos, in_t, offsets, chunk_edges)
-    s_local = local(*s_local)
+    s_sources, s_dst = _static_in_edges(static, extra, extra_pos, in_t, offsets, chunk_edges)
+    s_local = local(*s_sources)
     nodes = np.concatenate([t_nodes, extra])
     all_src = np.concatenate([t_src, s_local])
     all_dst = np.concatenate([t_dst, s_dst + n_t])
