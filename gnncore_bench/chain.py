@@ -300,8 +300,16 @@ def resume_chain(
     _log(f"dagster: re-executing run {earlier} from its failure")
     run = _run_dagster(root, _environment(root), limit_bytes, timeout, work)
     child = json.loads((root / "steps.json").read_text())
-    if child.get("parent_run_id") is None and not child.get("finished"):
-        raise ValueError(f"nothing was re-executed: see {work / 'logs' / 'dagster.stderr'}")
+    if not child.get("finished"):
+        what = (
+            "nothing was re-executed"
+            if child.get("parent_run_id") is None
+            else (
+                f"the re-execution of run {child['parent_run_id']} did not finish "
+                f"({_process_status(run)})"
+            )
+        )
+        raise ValueError(f"{what}: see {work / 'logs' / 'dagster.stderr'}")
     runs = report.get("runs") or [{"run_id": earlier, "process": report.get("dagster_process")}]
     runs.append({"run_id": child.get("run_id"), "parent_run_id": child.get("parent_run_id"),
                  "process": _process(run)})  # fmt: skip

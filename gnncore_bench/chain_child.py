@@ -251,6 +251,8 @@ def run_chain(settings: dict[str, Any]) -> dict[str, Any]:
     instance.add_dynamic_partitions(PARTITIONS_NAME, [partition])
     run_config = {**settings["run_config"], "execution": EXECUTION}
     parent = failed_run(instance, partition).run_id if settings.get("resume") else None
+    summary["parent_run_id"] = parent
+    _write(out, summary)
     with ProcessMeter(Path(settings["disk_root"])) as meter:
         result = dg.execute_job(
             dg.reconstructable(chain_job),
@@ -263,7 +265,6 @@ def run_chain(settings: dict[str, Any]) -> dict[str, Any]:
         )
     steps = step_rows(list(instance.all_logs(result.run_id)), meter)
     summary.update(finished=True, success=result.success, run_id=result.run_id, steps=steps)
-    summary["parent_run_id"] = parent
     instance.add_run_tags(
         result.run_id,
         {
