@@ -61,7 +61,10 @@ LOG = logging.getLogger(__name__)
 #: Bytes of feature rows one read of the projection pass spans, at most.
 SPAN_BYTES = 64 << 20
 #: The most passes over spilled products worth it where a caller can compute the
-#: layer part by part instead (a partitioned store's order): ``max_passes``.
+#: layer part by part instead (a partitioned store's order): ``max_passes``. On
+#: the showcase's 8.5M nodes under 2 GiB the first layer's 2.2 GB of products took
+#: about 280 groups, each reading the file nearly whole (cut edges' sources lie
+#: everywhere).
 MAX_SPILLED_PASSES = 8
 #: Bytes an edge of a group takes while it is aggregated from products on disk
 #: (its CSR entry, source, product row, target, sort order and weight).
@@ -219,6 +222,26 @@ def _aggregate_streamed(
     return _finish(conv, out, degree, roots)
 
 
+def _target_groups(
+    adjacency: Adjacency,
+    ids: np.ndarray,
+    hidden: int,
+    max_bytes: int,
+    batch_size: int,
+    in_memory: bool,
+) -> list[tuple[int, int]]:
+    """The groups ``[i, j)`` of ``ids`` a projected layer aggregates at a time:
+    ``batch_size`` targets with the products in memory; with them on disk,
+    as many as a quarter of ``max_bytes`` holds of their sums and roots and a
+    quarter of their edges' rows, targets, order and weights."""
+    group, edges = batch_size, 64 * batch_size
+    if not in_memory:
+        group = max(max_bytes // 4 // (hidden * 4 * 2), 1)
+        edges = max(max_bytes // 4 // EDGE_BYTES, 1)
+    cumulative = subset_indptr(np.asarray(adjacency.indptr, dtype=np.int64), ids)
+    return list(node_batches(cumulative, group, edges))
+
+
 @torch.no_grad()
 def projected_layer(
     model: BasicGNN,
@@ -263,12 +286,8 @@ def projected_layer(
         spill_dir (path, optional): Where the products go when they do not
             fit ``max_bytes`` (removed before this returns).
         max_passes (int, optional): With the products on disk, the most groups
-            (passes over the products file) worth it: more, and this returns
-            ``None`` for a caller that computes the layer another way (part by
-            part in a partitioned store's order, reading only cut edges'
-            sources apart). On the showcase's 8.5M nodes, 2 GiB, the first
-            layer's 2.2 GB of products took about 280 groups: reading the file
-            nearly whole each time (cut edges' sources are everywhere).
+            (passes over their file) worth it; more: ``None``, for a caller
+            that computes the layer part by part (:data:`MAX_SPILLED_PASSES`).
     """
     if not projects(model, layer, torch.device("cpu")):
         return None
@@ -285,18 +304,10 @@ def projected_layer(
     if held > max_bytes and spill_dir is None:
         return None
     in_memory = held <= max_bytes
-    # a group's sums and its edges' rows, targets, order and weights
-    group, edges = batch_size, 64 * batch_size
-    if not in_memory:  # a quarter for the sums and roots, a quarter for the edges
-        group = max(max_bytes // 4 // (hidden * 4 * 2), 1)
-        edges = max(max_bytes // 4 // EDGE_BYTES, 1)
-    cumulative = subset_indptr(np.asarray(adjacency.indptr, dtype=np.int64), ids)
-    batches = list(node_batches(cumulative, group, edges))
+    batches = _target_groups(adjacency, ids, hidden, max_bytes, batch_size, in_memory)
     if not in_memory and max_passes is not None and len(batches) > max_passes:
-        LOG.info(
-            "layer %d not projected: its products (%s) would be read from disk %d times",
-            layer, format_size(held), len(batches),
-        )  # fmt: skip
+        LOG.info("layer %d not projected: %s of products read %d times", layer,
+                 format_size(held), len(batches))  # fmt: skip
         return None
     started = time.perf_counter()
     slot = np.full(n, -1, dtype=np.int64)
@@ -347,7 +358,7 @@ def projected_layer(
         len(sources),
         n,
         len(ids),
-        "in memory" if in_memory else f"on disk, {len(ids)} targets in groups of {group}",
+        "in memory" if in_memory else f"on disk, {len(ids)} targets in {len(batches)} groups",
         time.perf_counter() - started,
     )
     return output
