@@ -503,7 +503,6 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if args.limit is not None and cgroup_available() is not None:
         _log(f"the limit cannot be enforced here: {cgroup_available()}")
     if args.resume is not None:
-        args.work = args.resume.absolute().parent  # where chain.json is (the CLI's report)
         return resume_chain(
             args.resume, args.limit, batch_size=args.batch_size, hidden=args.hidden,
             timeout=args.timeout,

@@ -33,16 +33,20 @@ DEFAULT_PASSES = 2
 DEFAULT_DYNAMIC_FRACTION = 1 / 8
 
 
+def payload_bytes(store: PartitionedStore, name: str) -> int:
+    """Bytes of the array ``name`` (``"features"``, ``"static_indices"``...) as
+    the store's manifest describes it (its payload, without the file header);
+    0 where the store has no such file."""
+    entry = store.info["files"].get(f"{name}.npy")
+    if entry is None:
+        return 0
+    return int(np.prod(entry["shape"], dtype=np.int64)) * np.dtype(entry["dtype"]).itemsize
+
+
 def data_bytes(store: PartitionedStore) -> int:
     """Bytes of the store's features plus edges (the ``data`` of the memory
     bound; array payloads, without file headers)."""
-    total = 0
-    for name in ("features.npy", "edges.npy"):
-        entry = store.info["files"].get(name)
-        if entry is not None:
-            count = int(np.prod(entry["shape"], dtype=np.int64))
-            total += count * np.dtype(entry["dtype"]).itemsize
-    return total
+    return payload_bytes(store, "features") + payload_bytes(store, "edges")
 
 
 def mega_batch_parts(

@@ -198,15 +198,6 @@ def build_partitioned_store(
     return StoreReport(existing, reused, budget, fixed, buffers, disk, usage)
 
 
-def store_data_bytes(graph: GraphDir) -> int:
-    """Bytes of features plus edges a store of ``graph`` holds (the ``data`` of
-    HierBatching's memory bound, :func:`~gnncore.outofcore.megabatch.data_bytes`),
-    known before it is written: the feature matrix and an int64 pair per stored edge."""
-    features = graph.features()
-    feature_bytes = int(features.nbytes) if features is not None else 0
-    return feature_bytes + 16 * int(graph.indptr[-1])
-
-
 def store_stage_key(graph: GraphDir, partition: PartitionDir, static_fraction: float) -> str:
     """Stage key of the store of ``graph`` and ``partition``: the static fraction,
     the store format version and the graph's and the partition's manifest sha256."""

@@ -34,7 +34,7 @@ import torch
 
 from gnncore.memory import memory_available
 from gnncore.outofcore.hierbatching import EvalBatches, HierBatchSource
-from gnncore.outofcore.megabatch import data_bytes, mega_batch_parts
+from gnncore.outofcore.megabatch import data_bytes, mega_batch_parts, payload_bytes
 from gnncore.outofcore.store import PartitionedStore
 from gnncore.sampler import build_sampler
 from gnncore.sizes import format_size
@@ -110,16 +110,9 @@ def graph_static_fraction(graph: GraphDir, wanted: float, budget: int | None) ->
 STATIC_FILES = ("static_nodes", "static_features", "static_indptr", "static_indices")
 
 
-def _payload_bytes(store: PartitionedStore, name: str) -> int:
-    entry = store.info["files"].get(f"{name}.npy")
-    if entry is None:
-        return 0
-    return int(np.prod(entry["shape"], dtype=np.int64)) * np.dtype(entry["dtype"]).itemsize
-
-
 def static_cache_bytes(store: PartitionedStore) -> int:
     """Bytes of ``store``'s static cache in memory (its files' payloads)."""
-    return sum(_payload_bytes(store, name) for name in STATIC_FILES)
+    return sum(payload_bytes(store, name) for name in STATIC_FILES)
 
 
 def static_internal_edges(store: PartitionedStore, chunk: int = 1 << 22) -> int:
@@ -146,12 +139,12 @@ def mega_batch_payload(store: PartitionedStore, n_d: int, internal_edges: int) -
     static set's share of the edges, taken of their out-edges), the static
     neighbours' feature rows and the ``internal_edges`` among static nodes
     (:func:`static_internal_edges`)."""
-    data, edge_bytes = data_bytes(store), _payload_bytes(store, "edges")
-    static_entries = _payload_bytes(store, "static_indices") // 8
+    data, edge_bytes = data_bytes(store), payload_bytes(store, "edges")
+    static_entries = payload_bytes(store, "static_indices") // 8
     edges = max(edge_bytes // 16, 1)
     r_d = n_d / max(store.parts, 1)
     mega = r_d * (data + edge_bytes * min(1.0, static_entries / edges))
-    mega += _payload_bytes(store, "static_features") + 16 * internal_edges
+    mega += payload_bytes(store, "static_features") + 16 * internal_edges
     return static_cache_bytes(store) + int(2 * mega / LOAD_SHARE)
 
 
@@ -251,9 +244,8 @@ def apart_bytes(store: PartitionedStore, config: NodeTrainConfig) -> int:
         int(info.get("num_classes", 1)),
         config,
     )
-    held = static_cache_bytes(store) + RESIDENT_NODE_BYTES * store.num_nodes
     rows = exact_rows_bytes(store.num_nodes, config.num_layers)
-    return max(setup, held + rows + whole.model + whole.evaluation)
+    return max(setup, _held_every_run(store) + rows + whole.model + whole.evaluation)
 
 
 #: Bytes per node training holds for the whole run whatever the mega-batch:
@@ -283,10 +275,15 @@ def setup_bytes(store: PartitionedStore, config: NodeTrainConfig) -> int:
     """What training holds while it is set up, before any mega-batch: the
     static cache, the per-node arrays and, with exact evaluation, the
     :data:`EXACT_ROW_COPIES` row lists its joint pass is built from."""
-    held = static_cache_bytes(store) + RESIDENT_NODE_BYTES * store.num_nodes
+    held = _held_every_run(store)
     if config.eval_fanouts is None:
         held += exact_rows_bytes(store.num_nodes, config.num_layers, EXACT_ROW_COPIES)
     return held
+
+
+def _held_every_run(store: PartitionedStore) -> int:
+    """The static cache and the per-node arrays: held from the setup to the end."""
+    return static_cache_bytes(store) + RESIDENT_NODE_BYTES * store.num_nodes
 
 
 def sized_parts(
