@@ -158,7 +158,7 @@ def model_outputs(
     row_ranges: RangesSource | None = None,
     project_bytes: int = 0,
     spill_dir: str | os.PathLike[str] | None = None,
-    max_passes: int | None = None,
+    compare_rows: bool = False,
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
     """Yield ``(a, b, out)`` for nodes ``a .. b-1`` in order: class logits (node
     task) or representations (link task), float32 on ``device``.
@@ -181,9 +181,10 @@ def model_outputs(
             (:func:`~gnncore.train.core.projected.projection_hook`), their
             products in at most this many bytes, else on disk in
             ``spill_dir`` (none: not projected); 0: never.
-        max_passes (int, optional): Spilled products read more times than
-            this: the layer is not projected (``bounds``' part-by-part reads
-            instead; :func:`~gnncore.train.core.projected.projected_layer`).
+        compare_rows (bool): Spilled products whose passes cost more than
+            reading the cut edges' source rows apart: the layer is not
+            projected (``bounds``' part-by-part reads instead;
+            :func:`~gnncore.train.core.projected.projected_layer`).
         row_ranges (callable, optional): Raw feature rows of several ranges
             in one call (node task, with ``bounds``: the sources of cut edges).
     """
@@ -234,7 +235,7 @@ def model_outputs(
             batch_size=batch_size,
             layer_dir=layer_dir,
             spill_dir=spill_dir,
-            max_passes=max_passes,
+            compare_rows=compare_rows,
         )
     yield from layerwise_inference(
         gnn,

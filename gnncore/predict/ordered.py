@@ -40,7 +40,6 @@ from gnncore.train.core.layerstore import (
     new_layer_output,
     plan_inference,
 )
-from gnncore.train.core.projected import MAX_SPILLED_PASSES
 from gnncore.train.spec import ModelSpec
 
 __all__ = ["StoreOrder", "in_graph_order", "store_outputs", "store_plan"]
@@ -119,7 +118,7 @@ def store_outputs(
             row_ranges=order.feature_ranges(),
             project_bytes=budget // 2 if budget is not None else 1 << 62,
             spill_dir=scratch,
-            max_passes=MAX_SPILLED_PASSES,  # else part by part, cut edges' sources apart
+            compare_rows=True,  # else part by part, cut edges' sources apart
         ):
             if final is None:
                 width = out.size(1)

@@ -91,7 +91,7 @@ from gnncore.train.core.layerwise import (
     rows_per_layer,
 )
 from gnncore.train.core.models import supports_trimming
-from gnncore.train.core.projected import MAX_SPILLED_PASSES, projection_hook
+from gnncore.train.core.projected import projection_hook
 from gnncore.train.core.steps import normalize_rows
 from gnncore.train.node.metrics import ClassificationMetrics, confusion_matrix
 from gnncore.usage import StageBudget
@@ -428,7 +428,7 @@ class LayerwiseEvaluation:
                 batch_size=self.batch_size,
                 layer_dir=layer_dir,
                 spill_dir=self._scratch,  # the order's scratch: removed by close()
-                max_passes=MAX_SPILLED_PASSES,  # else part by part (bounds, cache_bytes)
+                compare_rows=True,  # else part by part (bounds, cache_bytes)
             )
         for a, b, out in layerwise_inference(
             model,

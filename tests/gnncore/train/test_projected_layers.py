@@ -14,7 +14,7 @@ import torch
 from torch_geometric.nn import GraphSAGE
 
 from gnncore.train import build_model
-from gnncore.train.core import projected
+from gnncore.train.core import aggregate, projected
 from gnncore.train.core.layerwise import (
     Adjacency,
     apply_layer,
@@ -79,7 +79,7 @@ def test_projected_rows_equal_the_layer_s_own(
     adjacency, x = graph
     model = _models()[name].eval()
     assert projects(model, 0, torch.device("cpu"))
-    monkeypatch.setattr(projected, "SPAN_BYTES", 40 * FEATURES * 4)  # spans of 40 rows
+    monkeypatch.setattr(aggregate, "SPAN_BYTES", 40 * FEATURES * 4)  # spans of 40 rows
     reads: list[tuple[int, int]] = []
 
     def read_range(lo: int, hi: int) -> torch.Tensor:
@@ -170,18 +170,20 @@ def test_declined_where_it_does_not_apply(graph: tuple[Adjacency, torch.Tensor])
 
 
 def test_spilled_products_read_too_many_times_are_declined(
-    graph: tuple[Adjacency, torch.Tensor], tmp_path
+    graph: tuple[Adjacency, torch.Tensor], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Products on disk are read once per group of targets: a caller that can
-    compute the layer part by part says how many passes are worth it, and
-    more are declined (``None``) before anything is projected."""
+    """Products on disk are read once per tile of targets and more for their cut
+    edges: a caller that can compute the layer part by part, reading the cut
+    edges' sources apart, has a layer whose passes would cost more declined
+    (``None``) before anything is projected."""
     adjacency, x = graph
     torch.manual_seed(0)
     sage = build_model("sage", FEATURES, HIDDEN, 4, 2, 0.0).eval()
     read = lambda lo, hi: x[lo:hi]  # noqa: E731
     small = 64 * HIDDEN * 4  # a few targets a group: many passes
     common = {"max_bytes": small, "spill_dir": tmp_path}
-    assert projected_layer(sage, 0, adjacency, None, read, **common, max_passes=2) is None
+    monkeypatch.setattr(projected, "ROW_READ_BYTES", 1)  # a row read at random costs a byte
+    assert projected_layer(sage, 0, adjacency, None, read, **common, compare_rows=True) is None
     assert list(tmp_path.iterdir()) == []  # declined before writing products
     spilled = projected_layer(sage, 0, adjacency, None, read, **common)
     whole = projected_layer(sage, 0, adjacency, None, read, max_bytes=1 << 40)

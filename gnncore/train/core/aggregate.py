@@ -1,0 +1,383 @@
+r"""Sums of a projected layer's products over each target's in-edges
+(:mod:`gnncore.train.core.projected`): with the products in memory, or
+spilled to a file in source order.
+
+With the products on disk the targets are aggregated in groups of consecutive
+ids (:func:`spilled_groups`). A group holds its sums and, in memory, the
+products of the sources whose ids lie between its first and last target (its
+*local span*, one sequential read). In a partitioned store's order a part's
+nodes are consecutive, so most in-edges come from the local span (all but
+the cut edges) and are summed as the group's in-edges stream past, a chunk at
+a time. The others (*remote* edges) are held, at most a share of the memory
+at a time (:func:`remote_capacity`), and summed in one pass over the products
+file in source order (:func:`spans`: ascending, spans of consecutive rows) each
+time the share fills. The products are therefore read once for the local
+spans plus once per remote pass (:func:`spilled_passes`), whatever the number
+of groups, and no edge is held longer than its chunk or its pass. In the
+graph's own order (random) nearly every edge is remote and this is the
+source-sorted aggregation of before, one pass per group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn import GCNConv, SAGEConv
+
+from gnncore.train.core.layerstore import SYNC_BYTES, DiskLayer, LayerOutput
+from gnncore.train.core.layerwise import Adjacency
+from gnncore.train.core.nodebatches import MARK_EDGES, node_batches, subset_indptr
+from gnncore.train.core.partrows import in_edge_entries
+
+#: Bytes of rows one sequential read of a pass spans, at most.
+SPAN_BYTES = 64 << 20
+#: Bytes an in-edge takes while its chunk is summed (its CSR entry, source,
+#: product row, target, weight and the masks), besides its message row.
+EDGE_BYTES = 48
+#: Bytes a cut edge takes while summed in a pass over the products (its product
+#: row and target read, their sort key, order, weight, and the key split again).
+REMOTE_EDGE_BYTES = 32
+
+
+def spans(ids: np.ndarray, width: int) -> Iterator[tuple[int, int]]:
+    """``(a, b)``: runs of ``ids`` (ascending) whose rows ``ids[a] .. ids[b - 1]``
+    span at most :data:`SPAN_BYTES` of ``width``-wide float32 rows."""
+    span = max(SPAN_BYTES // max(width * 4, 1), 1)
+    a = 0
+    while a < len(ids):
+        b = int(np.searchsorted(ids, int(ids[a]) + span))
+        yield a, b
+        a = b
+
+
+def group_edges(
+    conv: SAGEConv | GCNConv,
+    adjacency: Adjacency,
+    slot: np.ndarray,
+    targets: np.ndarray,
+    dinv: torch.Tensor | None,
+) -> tuple[np.ndarray, torch.Tensor, torch.Tensor | None, np.ndarray]:
+    """``(rows, dst, weight, degree)`` of the edges into ``targets``: each edge's
+    product row (``slot`` of its source), its target's position, GCN's weight
+    (with a self-loop per target; ``None`` for SAGE) and each target's
+    in-degree; edges by target, each target's in the graph's order."""
+    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
+    entries, degree = in_edge_entries(indptr, targets)
+    src = np.asarray(adjacency.indices[entries], dtype=np.int64)
+    dst = np.repeat(np.arange(len(targets)), degree)
+    if not isinstance(conv, GCNConv):
+        return slot[src], torch.from_numpy(dst), None, degree
+    assert dinv is not None
+    src = np.concatenate([src, targets])  # the self-loops, last
+    dst = np.concatenate([dst, np.arange(len(targets))])
+    weight = dinv[torch.from_numpy(src)] * dinv[torch.from_numpy(targets[dst])]
+    return slot[src], torch.from_numpy(dst), weight, degree
+
+
+def finish_sums(
+    conv: SAGEConv | GCNConv, out: torch.Tensor, degree: np.ndarray, roots: torch.Tensor | None
+) -> torch.Tensor:
+    """The layer's rows from the sums of their (weighted) products: SAGE's mean,
+    bias, root term and normalisation; GCN's bias."""
+    if isinstance(conv, SAGEConv):
+        out /= torch.from_numpy(np.maximum(degree, 1)).to(out.dtype).unsqueeze(1)
+        if conv.lin_l.bias is not None:
+            out += conv.lin_l.bias
+        if roots is not None:
+            out += roots
+        return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
+    return out + conv.bias if conv.bias is not None else out
+
+
+def _pick(weight: torch.Tensor | None, mask: torch.Tensor) -> torch.Tensor | None:
+    return weight[mask] if weight is not None else None
+
+
+def _add(
+    out: torch.Tensor,
+    products: torch.Tensor,
+    rows: np.ndarray,
+    dst: torch.Tensor,
+    weight: torch.Tensor | None,
+) -> None:
+    """``out[dst[k]] += weight[k] * products[rows[k]]`` for every ``k``."""
+    messages = products[torch.from_numpy(rows)]
+    if weight is not None:
+        messages *= weight.unsqueeze(1)
+    out.index_add_(0, dst, messages)
+
+
+def aggregate_in_memory(
+    conv: SAGEConv | GCNConv,
+    adjacency: Adjacency,
+    products: torch.Tensor,
+    roots: LayerOutput | None,
+    slot: np.ndarray,
+    ids: np.ndarray,
+    dinv: torch.Tensor | None,
+    emit: Callable[[int, int, torch.Tensor], None],
+    batch_size: int = 4096,
+) -> None:
+    """The layer's rows of ``ids`` (before activation) from ``products`` in
+    memory: ``emit(i, j, rows)`` for batches of at most ``batch_size`` targets
+    and ``64 * batch_size`` in-edges, in order."""
+    cumulative = subset_indptr(np.asarray(adjacency.indptr, dtype=np.int64), ids)
+    for i, j in node_batches(cumulative, batch_size, 64 * batch_size):
+        rows, dst, weight, degree = group_edges(conv, adjacency, slot, ids[i:j], dinv)
+        out = torch.zeros(j - i, products.size(1), dtype=products.dtype)
+        _add(out, products, rows, dst, weight)
+        root = roots.read_range(i, j) if roots is not None else None
+        emit(i, j, finish_sums(conv, out, degree, root))
+
+
+def spilled_groups(
+    ids: np.ndarray, sources: np.ndarray, hidden: int, max_bytes: int
+) -> list[tuple[int, int]]:
+    """The groups ``[i, j)`` of the targets ``ids`` (ascending) whose local
+    in-edges are summed at a time: as many consecutive targets as half of
+    ``max_bytes`` holds of their sums and their local span (the products of
+    ``sources`` from ``ids[i]`` to ``ids[j - 1]``); at least one."""
+    row = hidden * 4
+    first = np.searchsorted(sources, ids).astype(np.int64)  # local span of [i, j): first[i] ..
+    last = np.searchsorted(sources, ids, side="right").astype(np.int64)  # .. last[j - 1]
+    cost = row * np.arange(len(ids), dtype=np.int64) + row * last  # cumulative, ascending
+    budget = max_bytes // 2
+    groups: list[tuple[int, int]] = []
+    i = 0
+    while i < len(ids):
+        bound = budget + row * (i - 1) + row * int(first[i])
+        j = max(int(np.searchsorted(cost, bound, side="right")), i + 1)
+        groups.append((i, j))
+        i = j
+    return groups
+
+
+def remote_edges(
+    adjacency: Adjacency, ids: np.ndarray, groups: list[tuple[int, int]]
+) -> np.ndarray:
+    """Each group's in-edges from outside its local span (ids ``ids[i] ..
+    ids[j - 1]``), read :data:`MARK_EDGES` at a time: its cut edges."""
+    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
+    counts = np.zeros(len(groups), dtype=np.int64)
+    for g, (i, j) in enumerate(groups):
+        lo, hi = int(ids[i]), int(ids[j - 1])
+        for c, d in node_batches(subset_indptr(indptr, ids[i:j]), j - i, MARK_EDGES):
+            entries, _ = in_edge_entries(indptr, ids[i + c : i + d])
+            src = np.asarray(adjacency.indices[entries])
+            counts[g] += int(np.count_nonzero((src < lo) | (src > hi)))
+    return counts
+
+
+@dataclass(frozen=True)
+class SpilledPlan:
+    """How a layer's targets are aggregated from products on disk.
+
+    Attributes:
+        groups: ``[i, j)`` of the targets whose local in-edges are summed at a
+            time (:func:`spilled_groups`).
+        tiles: ``(g0, g1)``: runs of groups whose cut edges are summed at a
+            time, their sums in memory.
+        cut_edges: Each group's in-edges from outside its local span.
+        passes: Reads of the products file, whole or nearly: the local spans
+            together once, and each tile's cut edges once per
+            :func:`remote_capacity` of them.
+    """
+
+    groups: list[tuple[int, int]]
+    tiles: list[tuple[int, int]]
+    cut_edges: np.ndarray
+    passes: int
+
+    def describe(self) -> str:
+        targets = self.groups[-1][1] if self.groups else 0
+        return f"{targets} targets in {len(self.groups)} groups and {len(self.tiles)} tiles"
+
+
+def remote_capacity(max_bytes: int) -> int:
+    """Cut edges summed in one pass over the products: three eighths of
+    ``max_bytes`` at :data:`REMOTE_EDGE_BYTES` each."""
+    return max(3 * max_bytes // 8 // REMOTE_EDGE_BYTES, 1)
+
+
+def spilled_plan(
+    adjacency: Adjacency, ids: np.ndarray, sources: np.ndarray, hidden: int, max_bytes: int
+) -> SpilledPlan:
+    """The :class:`SpilledPlan` of the targets ``ids`` (reading ``sources``)
+    under ``max_bytes``: the groups, their cut edges (one scan of the
+    targets' in-edges), tiles of as many targets as half of ``max_bytes``
+    holds the sums of, and the passes they take."""
+    groups = spilled_groups(ids, sources, hidden, max_bytes)
+    cut = remote_edges(adjacency, ids, groups)
+    per_tile = max(max_bytes // 2 // (hidden * 4), 1)
+    tiles: list[tuple[int, int]] = []
+    g0 = 0
+    while g0 < len(groups):
+        g1 = g0 + 1
+        while g1 < len(groups) and groups[g1][1] - groups[g0][0] <= per_tile:
+            g1 += 1
+        tiles.append((g0, g1))
+        g0 = g1
+    capacity = remote_capacity(max_bytes)
+    passes = 1 + sum(-(-int(cut[g0:g1].sum()) // capacity) for g0, g1 in tiles)
+    return SpilledPlan(groups, tiles, cut, passes)
+
+
+class _CutEdgeFile:
+    """The cut edges of a layer's targets, in target order, in scratch files:
+    each edge's product row and target position (and GCN's weight)."""
+
+    def __init__(self, scratch: Path, weighted: bool, wide: bool) -> None:
+        self.dtype = np.dtype(np.int64 if wide else np.int32)
+        self.paths = [scratch / "cut-rows.bin", scratch / "cut-targets.bin"]
+        if weighted:
+            self.paths.append(scratch / "cut-weights.bin")
+        self.files: list[BinaryIO] = [open(p, "wb") for p in self.paths]  # noqa: SIM115
+        self.count = 0
+
+    def append(self, rows: np.ndarray, dst: np.ndarray, weight: torch.Tensor | None) -> None:
+        rows.astype(self.dtype).tofile(self.files[0])
+        dst.astype(self.dtype).tofile(self.files[1])
+        if weight is not None:
+            weight.numpy().astype(np.float32).tofile(self.files[2])
+        self.count += len(rows)
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+    def read(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, torch.Tensor | None]:
+        """Edges ``lo .. hi - 1``: ``(rows, targets, weights)``."""
+        size = self.dtype.itemsize
+        rows = np.fromfile(self.paths[0], self.dtype, hi - lo, offset=lo * size)
+        dst = np.fromfile(self.paths[1], self.dtype, hi - lo, offset=lo * size)
+        weight = None
+        if len(self.paths) > 2:
+            weights = np.fromfile(self.paths[2], np.float32, hi - lo, offset=lo * 4)
+            weight = torch.from_numpy(weights)
+        return rows, dst, weight
+
+    def remove(self) -> None:
+        self.close()
+        for p in self.paths:
+            p.unlink(missing_ok=True)
+
+
+def _sum_cut_edges(
+    out: torch.Tensor,
+    first: int,
+    edges: tuple[np.ndarray, np.ndarray, torch.Tensor | None],
+    products: DiskLayer,
+    message_rows: int,
+) -> None:
+    """Add cut edges (targets from ``first``, ``out``'s row 0) into ``out`` in one
+    pass over ``products`` in source order, spans of consecutive rows."""
+    rows, dst, weight = edges
+    key = (rows.astype(np.int64) << 32) | (dst.astype(np.int64) - first)
+    del rows, dst
+    if weight is not None:
+        order = np.argsort(key, kind="stable")
+        key, weight = key[order], weight[torch.from_numpy(order)]
+        del order
+    else:
+        key.sort()
+    rows = key >> 32
+    targets = torch.from_numpy(key & 0xFFFFFFFF)
+    del key
+    for a, b in spans(rows, products.width):
+        lo = int(rows[a])
+        block = products.read_range(lo, int(rows[b - 1]) + 1)
+        for c in range(a, b, message_rows):
+            d = min(c + message_rows, b)
+            part = weight[c:d] if weight is not None else None
+            _add(out, block, rows[c:d] - lo, targets[c:d], part)
+
+
+def _sum_local(
+    conv: SAGEConv | GCNConv,
+    adjacency: Adjacency,
+    products: DiskLayer,
+    slot: np.ndarray,
+    span: tuple[int, int],
+    targets: np.ndarray,
+    first: int,
+    dinv: torch.Tensor | None,
+    max_bytes: int,
+    cut: _CutEdgeFile,
+) -> torch.Tensor:
+    """One group's sums of its in-edges from its local span ``span`` (product
+    rows, read at once), its other in-edges appended to ``cut`` (target
+    positions from ``first``), chunks of edges bounded by a quarter of
+    ``max_bytes``."""
+    a, b = span
+    local = products.read_range(a, b)
+    out = torch.zeros(len(targets), products.width, dtype=torch.float32)
+    chunk = max(max_bytes // 4 // (EDGE_BYTES + products.width * 4), 1)
+    indptr = np.asarray(adjacency.indptr, dtype=np.int64)
+    for i, j in node_batches(subset_indptr(indptr, targets), len(targets), chunk):
+        rows, dst, weight, _ = group_edges(conv, adjacency, slot, targets[i:j], dinv)
+        dst += i
+        near = (rows >= a) & (rows < b)
+        near_t, far_t = torch.from_numpy(near), torch.from_numpy(~near)
+        _add(out, local, rows[near] - a, dst[near_t], _pick(weight, near_t))
+        cut.append(rows[~near], dst[far_t].numpy() + first, _pick(weight, far_t))
+    return out
+
+
+def aggregate_spilled(
+    conv: SAGEConv | GCNConv,
+    adjacency: Adjacency,
+    products: DiskLayer,
+    roots: LayerOutput | None,
+    slot: np.ndarray,
+    sources: np.ndarray,
+    ids: np.ndarray,
+    dinv: torch.Tensor | None,
+    max_bytes: int,
+    plan: SpilledPlan,
+    scratch: Path,
+    emit: Callable[[int, int, torch.Tensor], None],
+    batch_size: int = 4096,
+) -> int:
+    """The layer's rows of ``ids`` (before activation) from products on disk,
+    by ``plan`` (module docstring): ``emit(i, j, rows)`` for the targets
+    ``ids[i:j]``, in order. Returns the passes over the products taken."""
+    weighted = isinstance(conv, GCNConv)
+    wide = max(len(sources), len(ids)) >= 1 << 31
+    cut = _CutEdgeFile(scratch, weighted, wide)
+    sums = DiskLayer(scratch / "sums.npy", len(ids), products.width, SYNC_BYTES)
+    offsets = [0]
+    try:
+        for i, j in plan.groups:  # 1. local in-edges, cut edges to a file
+            span = (int(np.searchsorted(sources, ids[i])),
+                    int(np.searchsorted(sources, ids[j - 1], side="right")))  # fmt: skip
+            sums.write(i, _sum_local(conv, adjacency, products, slot, span, ids[i:j], i, dinv,
+                                     max_bytes, cut))  # fmt: skip
+            offsets.append(cut.count)
+        cut.close()
+        sums.finish()
+        passes = 1
+        capacity = remote_capacity(max_bytes)
+        message_rows = max(max_bytes // 8 // (products.width * 4), 1)
+        indptr = np.asarray(adjacency.indptr, dtype=np.int64)
+        for g0, g1 in plan.tiles:  # 2. cut edges, a tile of sums at a time
+            t0, t1 = plan.groups[g0][0], plan.groups[g1 - 1][1]
+            out = sums.read_range(t0, t1)
+            for e in range(offsets[g0], offsets[g1], capacity):
+                edges = cut.read(e, min(e + capacity, offsets[g1]))
+                _sum_cut_edges(out, t0, edges, products, message_rows)
+                passes += 1
+            for c in range(t0, t1, batch_size):
+                d = min(c + batch_size, t1)
+                root = roots.read_range(c, d) if roots is not None else None
+                degree = indptr[ids[c:d] + 1] - indptr[ids[c:d]]
+                emit(c, d, finish_sums(conv, out[c - t0 : d - t0], degree, root))
+    finally:
+        cut.remove()
+        sums.release()
+    return passes
