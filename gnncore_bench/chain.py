@@ -386,13 +386,16 @@ def _run_chain(
 def _run_dagster(
     root: Path, env: dict[str, str], limit_bytes: int | None, timeout: float | None, work: Path
 ) -> LimitedRun:
-    """The Dagster process of ``root/settings.json`` under ``limit_bytes``."""
+    """The Dagster process of ``root/settings.json`` under ``limit_bytes`` (the
+    input files evicted from the page cache first, where a resumed chain still
+    has them: once the graph is ingested they may be deleted)."""
+    inputs = root / "input"
     return run_limited(
         [sys.executable, "-m", "gnncore_bench.chain_child", root / "settings.json"],
         limit_bytes,
         env=env,
         timeout=timeout,
-        evict=[root / "input"],
+        evict=[inputs] if inputs.exists() else [],
         capture_dir=work / "logs",
         capture_name="dagster",
     )

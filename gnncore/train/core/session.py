@@ -25,6 +25,10 @@ from gnncore.train.core.checkpoint import (
 from gnncore.train.core.steps import BatchStep, train_epoch
 from gnncore.train.core.throughput import epoch_timing, mean_throughput
 
+#: Seconds of an epoch's training past which it is checkpointed before its
+#: validation too (and again after it), so that a validation that fails (out of
+#: memory, killed) resumes at the validation, not at the training.
+CHECKPOINT_BEFORE_VALIDATION_S = 60.0
 P = TypeVar("P", bound="EpochProgress")
 M = TypeVar("M")
 #: ``True``: tqdm bars; ``False``: nothing; a callable: one line per epoch.
@@ -168,7 +172,7 @@ class TrainingSession:
         restored = self.start(resume)
         state = progress_type() if restored is None else progress_type.from_dict(restored)
         if logger is not None:
-            for epoch in range(1, self.resumed_from + 1):
+            for epoch in range(1, state.epoch + 1):
                 logger.log_metrics(state.epoch_metrics(epoch), step=epoch)
         return state
 
@@ -225,6 +229,10 @@ class TrainingSession:
         """
         report = progress if callable(progress) else None
         show = progress is True
+        validated = _Validation(self, state, validate, describe, report, logger, on_epoch_end)
+        validated.epochs = epochs
+        if state.pending is not None:  # resumed between an epoch's training and its validation
+            validated.run(None)
         bar = tqdm(
             range(state.epoch + 1, epochs + 1),
             desc="epochs",
@@ -245,6 +253,7 @@ class TrainingSession:
                 total=len(self.source),
                 dynamic_ncols=True,
             ) as batches:
+                trained = time.perf_counter()
                 self.source.start_epoch(epoch)
                 self._take_store_counts()  # drop reads made outside training (validation)
                 loss, throughput = train_epoch(
@@ -255,16 +264,10 @@ class TrainingSession:
                 adapt = getattr(self.source, "adapt", None)
                 if callable(adapt):
                     throughput.update(adapt(epoch, dict(throughput)))
-            eval_started = time.perf_counter()
-            metrics = validate()
-            throughput["eval_s"] = time.perf_counter() - eval_started
-            state.record(epoch, loss, metrics, throughput, self.model)
-            labels = describe(loss, metrics, state)
-            bar.set_postfix(**labels)
-            if report is not None:
-                described = " ".join(f"{k}={v}" for k, v in labels.items())
-                report(f"epoch {epoch}/{epochs}: {described}")
-            self.end_epoch(epoch, state, logger, on_epoch_end)
+            state.pending = {"epoch": epoch, "loss": loss, "throughput": throughput}
+            if time.perf_counter() - trained >= CHECKPOINT_BEFORE_VALIDATION_S:
+                self.save(epoch, state.to_dict())  # a failed validation does not retrain it
+            validated.run(bar)
 
     def finish(
         self,
@@ -339,6 +342,43 @@ class TrainingSession:
         return self.store.save(epoch, state)
 
 
+class _Validation:
+    """Validate the epoch ``state.pending`` holds (trained, its loss and
+    throughput recorded), record it and end it (:meth:`TrainingSession.end_epoch`)."""
+
+    def __init__(
+        self,
+        session: TrainingSession,
+        state: EpochProgress,
+        validate: Callable[[], Any],
+        describe: Callable[[float, Any, Any], dict[str, str]],
+        report: Callable[[str], None] | None,
+        logger: Any | None,
+        on_epoch_end: Callable[[int, Path | None], None] | None,
+    ) -> None:
+        self.session, self.state, self.validate, self.describe = session, state, validate, describe
+        self.report, self.logger, self.on_epoch_end = report, logger, on_epoch_end
+        self.epochs = int(session.config.epochs)
+
+    def run(self, bar: Any | None) -> None:
+        state = self.state
+        assert state.pending is not None
+        epoch, loss = int(state.pending["epoch"]), float(state.pending["loss"])
+        throughput = dict(state.pending["throughput"])
+        eval_started = time.perf_counter()
+        metrics = self.validate()
+        throughput["eval_s"] = time.perf_counter() - eval_started
+        state.pending = None
+        state.record(epoch, loss, metrics, throughput, self.session.model)
+        labels = self.describe(loss, metrics, state)
+        if bar is not None:
+            bar.set_postfix(**labels)
+        if self.report is not None:
+            described = " ".join(f"{k}={v}" for k, v in labels.items())
+            self.report(f"epoch {epoch}/{self.epochs}: {described}")
+        self.session.end_epoch(epoch, state, self.logger, self.on_epoch_end)
+
+
 @dataclass
 class EpochProgress:
     """The resumable state of a run besides model, optimiser and RNG: the
@@ -351,6 +391,8 @@ class EpochProgress:
     best_epoch: int = 0
     best_state: dict[str, torch.Tensor] | None = None
     bad_epochs: int = 0
+    #: An epoch trained but not validated yet: ``{"epoch", "loss", "throughput"}``.
+    pending: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, for the checkpoint's ``progress`` entry."""
@@ -358,7 +400,7 @@ class EpochProgress:
 
     @classmethod
     def from_dict(cls: type[P], values: dict[str, Any]) -> P:
-        return cls(**{key: values[key] for key in cls.__dataclass_fields__})
+        return cls(**{key: values[key] for key in cls.__dataclass_fields__ if key in values})
 
     def advance(
         self,

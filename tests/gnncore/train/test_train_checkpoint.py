@@ -27,7 +27,10 @@ from gnncore.train import (
     NodeTrainResult,
     default_checkpoint_dir,
 )
+from gnncore.train.core import session
 from gnncore.train.core.checkpoint import capture_rng, restore_rng
+from gnncore.train.fitting import Measures
+from gnncore.train.node.task import NodeTask
 from tests.gnncore.train.kill_after_checkpoint import run_in_process
 from tests.state import assert_same_state
 
@@ -162,6 +165,55 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(graph: GraphDir, tmp_p
     assert last_a is not None and last_b is not None
     for key in ("model", "optimizer"):
         assert_same_state(last_a.state[key], last_b.state[key])
+
+
+def test_a_failed_validation_resumes_at_the_validation(
+    graph: GraphDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An epoch whose training is long enough is checkpointed before its
+    validation: when the validation of epoch 3 fails, the resumed run
+    validates epoch 3 without training it again (only epoch 4's batches are
+    trained) and ends as an uninterrupted run does, bit for bit."""
+    monkeypatch.setattr(session, "CHECKPOINT_BEFORE_VALIDATION_S", 0.0)
+    whole = train_graph_dir(
+        graph, CONFIG, recording=RunRecording(progress=False, checkpoint_dir=tmp_path / "a")
+    )
+    measures = NodeTask.measures
+    calls = {"validate": 0, "step": 0}
+
+    def counted(self: NodeTask, *args: Any) -> Measures:
+        inner = measures(self, *args)
+
+        def validate() -> Any:
+            calls["validate"] += 1
+            if calls["validate"] == 3 and fail:
+                raise Crash("validation of epoch 3 killed")
+            return inner.validate()
+
+        def step(*batch: Any) -> int:
+            calls["step"] += 1
+            return inner.step(*batch)
+
+        return Measures(step, validate, inner.test)
+
+    monkeypatch.setattr(NodeTask, "measures", counted)
+    fail = True
+    recording = RunRecording(progress=False, checkpoint_dir=tmp_path / "b")
+    with pytest.raises(Crash):
+        train_graph_dir(graph, CONFIG, recording=recording)
+    latest = CheckpointDir(tmp_path / "b").latest()
+    assert latest is not None and latest.epoch == 3
+    assert latest.state["progress"]["epoch"] == 2
+    assert latest.state["progress"]["pending"]["epoch"] == 3
+    steps_per_epoch = calls["step"] // 3
+    fail, calls["validate"], calls["step"] = False, 0, 0
+    resumed = train_graph_dir(graph, CONFIG, recording=dataclasses.replace(recording, resume=True))
+    assert calls == {"validate": 2, "step": steps_per_epoch}  # epochs 3 and 4; epoch 4 trained
+    assert resumed.resumed_from_epoch == 3 and resumed.stopped_epoch == CONFIG.epochs
+    assert resumed.train_loss == whole.train_loss
+    assert resumed.val_accuracy == whole.val_accuracy
+    assert resumed.test_accuracy == whole.test_accuracy
+    assert_same_state(final_state(resumed), final_state(whole))
 
 
 def test_resume_checks_settings_and_data(graph: GraphDir, tmp_path: Path) -> None:
