@@ -190,6 +190,14 @@ class TrainingSession:
         if on_epoch_end is not None:
             on_epoch_end(epoch, path)
 
+    def _checkpoint_before_validation(self, seconds: float) -> bool:
+        """Whether an epoch whose training took ``seconds`` is checkpointed before
+        its validation: past :data:`CHECKPOINT_BEFORE_VALIDATION_S`, unless the
+        source attaches files to its checkpoints (the partition buffer's table
+        snapshots: a second snapshot an epoch costs more than its validation)."""
+        attaches = callable(getattr(self.source, "checkpoint_files", None))
+        return seconds >= CHECKPOINT_BEFORE_VALIDATION_S and not attaches
+
     def _random_state(self) -> tuple[torch.Generator, dict[str, Any]]:
         generator, samplers = self.source.random_state()
         return generator, {**samplers, **self.eval_samplers}
@@ -265,7 +273,7 @@ class TrainingSession:
                 if callable(adapt):
                     throughput.update(adapt(epoch, dict(throughput)))
             state.pending = {"epoch": epoch, "loss": loss, "throughput": throughput}
-            if time.perf_counter() - trained >= CHECKPOINT_BEFORE_VALIDATION_S:
+            if self._checkpoint_before_validation(time.perf_counter() - trained):
                 self.save(epoch, state.to_dict())  # a failed validation does not retrain it
             validated.run(bar)
 
