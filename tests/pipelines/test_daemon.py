@@ -174,6 +174,10 @@ def test_schedule_ticks_under_the_daemon_and_the_gate_promotes(daemon):
     assert {"graph", "graph_partition", "trained_model", "production_model"} <= materialized(
         env, run.run_id, NIGHTLY_DATASET
     )
+    # the library's own log lines reach the run's event log (pipelines/dagster.yaml)
+    with instance_of(env) as instance:
+        messages = [e.user_message for e in instance.all_logs(run.run_id)]
+    assert any(" evaluation of " in m and " nodes: " in m for m in messages), messages[-20:]
     checks = {
         e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data
         for e in events(env, run.run_id, DagsterEventType.ASSET_CHECK_EVALUATION)
