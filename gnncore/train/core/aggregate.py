@@ -2,24 +2,25 @@ r"""Sums of a projected layer's products over each target's in-edges
 (:mod:`gnncore.train.core.projected`): with the products in memory, or
 spilled to a file in source order.
 
-With the products on disk the targets are aggregated in groups of consecutive
-ids (:func:`spilled_groups`). A group holds its sums and, in memory, the
-products of the sources whose ids lie between its first and last target (its
-*local span*, one sequential read). In a partitioned store's order a part's
-nodes are consecutive, so most in-edges come from the local span (all but
-the cut edges) and are summed as the group's in-edges stream past, a chunk at
-a time. The others (*remote* edges) are held, at most a share of the memory
-at a time (:func:`remote_capacity`), and summed in one pass over the products
-file in source order (:func:`spans`: ascending, spans of consecutive rows) each
-time the share fills. The products are therefore read once for the local
-spans plus once per remote pass (:func:`spilled_passes`), whatever the number
-of groups, and no edge is held longer than its chunk or its pass. In the
-graph's own order (random) nearly every edge is remote and this is the
-source-sorted aggregation of before, one pass per group.
+With the products on disk the targets are aggregated in two steps
+(:func:`aggregate_spilled`, by a :class:`SpilledPlan`). First in groups of
+consecutive ids (:func:`spilled_groups`): a group holds its sums and, in
+memory, the products of the sources whose ids lie between its first and last
+target (its *local span*, one sequential read). In a partitioned store's order
+a part's nodes are consecutive, so most in-edges come from the local span and
+are summed as the group's in-lists stream past, a chunk at a time; the others
+(the *cut* edges) go to a scratch file in target order, the partial sums to
+another. Then tiles of as many targets as half the memory holds the sums of
+take their cut edges, sorted by source, in passes over the products file in
+order (:func:`spans`), each pass as many cut edges as
+:func:`remote_capacity` holds, and are finished. Every edge is read once, the
+products once for the local spans plus once per pass. In the graph's own
+order (random) nearly every edge is cut: one pass per tile or more.
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,15 +42,17 @@ SPAN_BYTES = 64 << 20
 #: Bytes an in-edge takes while its chunk is summed (its CSR entry, source,
 #: product row, target, weight and the masks), besides its message row.
 EDGE_BYTES = 48
-#: Bytes a cut edge takes while summed in a pass over the products (its product
-#: row and target read, their sort key, order, weight, and the key split again).
-REMOTE_EDGE_BYTES = 32
+#: Bytes a cut edge takes while summed in a pass over the products: its product
+#: row and target as read (up to 8 each), the sort order (8), the sorted row and
+#: target (8 each), GCN's weight before and after sorting (4 each).
+REMOTE_EDGE_BYTES = 48
 
 
-def spans(ids: np.ndarray, width: int) -> Iterator[tuple[int, int]]:
+def spans(ids: np.ndarray, width: int, max_bytes: int = SPAN_BYTES) -> Iterator[tuple[int, int]]:
     """``(a, b)``: runs of ``ids`` (ascending) whose rows ``ids[a] .. ids[b - 1]``
-    span at most :data:`SPAN_BYTES` of ``width``-wide float32 rows."""
-    span = max(SPAN_BYTES // max(width * 4, 1), 1)
+    span at most ``max_bytes`` (at most :data:`SPAN_BYTES`) of ``width``-wide
+    float32 rows."""
+    span = max(min(SPAN_BYTES, max_bytes) // max(width * 4, 1), 1)
     a = 0
     while a < len(ids):
         b = int(np.searchsorted(ids, int(ids[a]) + span))
@@ -259,8 +262,14 @@ class _CutEdgeFile:
         self.paths = [scratch / "cut-rows.bin", scratch / "cut-targets.bin"]
         if weighted:
             self.paths.append(scratch / "cut-weights.bin")
-        self.files: list[BinaryIO] = [open(p, "wb") for p in self.paths]  # noqa: SIM115
+        self.files: list[BinaryIO] = []
         self.count = 0
+        try:
+            for path in self.paths:
+                self.files.append(open(path, "wb"))  # noqa: SIM115  (closed in close)
+        except BaseException:
+            self.remove()
+            raise
 
     def append(self, rows: np.ndarray, dst: np.ndarray, weight: torch.Tensor | None) -> None:
         rows.astype(self.dtype).tofile(self.files[0])
@@ -285,9 +294,13 @@ class _CutEdgeFile:
         return rows, dst, weight
 
     def remove(self) -> None:
-        self.close()
+        """Close and delete every file, each whatever happens to the others."""
+        for f in self.files:
+            with contextlib.suppress(OSError):
+                f.close()
         for p in self.paths:
-            p.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                p.unlink(missing_ok=True)
 
 
 def _sum_cut_edges(
@@ -296,22 +309,19 @@ def _sum_cut_edges(
     edges: tuple[np.ndarray, np.ndarray, torch.Tensor | None],
     products: DiskLayer,
     message_rows: int,
+    max_bytes: int,
 ) -> None:
-    """Add cut edges (targets from ``first``, ``out``'s row 0) into ``out`` in one
-    pass over ``products`` in source order, spans of consecutive rows."""
+    """Add cut edges (targets from ``first``, ``out``'s row 0; in target order)
+    into ``out`` in one pass over ``products`` in source order, spans of
+    consecutive rows of at most an eighth of ``max_bytes``."""
     rows, dst, weight = edges
-    key = (rows.astype(np.int64) << 32) | (dst.astype(np.int64) - first)
-    del rows, dst
+    order = np.argsort(rows, kind="stable")  # by source, each source's by target
+    rows = rows[order].astype(np.int64)
+    targets = torch.from_numpy(dst[order].astype(np.int64) - first)
     if weight is not None:
-        order = np.argsort(key, kind="stable")
-        key, weight = key[order], weight[torch.from_numpy(order)]
-        del order
-    else:
-        key.sort()
-    rows = key >> 32
-    targets = torch.from_numpy(key & 0xFFFFFFFF)
-    del key
-    for a, b in spans(rows, products.width):
+        weight = weight[torch.from_numpy(order)]
+    del order
+    for a, b in spans(rows, products.width, max_bytes // 8):
         lo = int(rows[a])
         block = products.read_range(lo, int(rows[b - 1]) + 1)
         for c in range(a, b, message_rows):
@@ -371,10 +381,12 @@ def aggregate_spilled(
     ``ids[i:j]``, in order. Returns the passes over the products taken."""
     weighted = isinstance(conv, GCNConv)
     wide = max(len(sources), len(ids)) >= 1 << 31
-    cut = _CutEdgeFile(scratch, weighted, wide)
-    sums = DiskLayer(scratch / "sums.npy", len(ids), products.width, SYNC_BYTES)
+    cut: _CutEdgeFile | None = None
+    sums: DiskLayer | None = None
     offsets = [0]
     try:
+        cut = _CutEdgeFile(scratch, weighted, wide)
+        sums = DiskLayer(scratch / "sums.npy", len(ids), products.width, SYNC_BYTES)
         for i, j in plan.groups:  # 1. local in-edges, cut edges to a file
             span = (int(np.searchsorted(sources, ids[i])),
                     int(np.searchsorted(sources, ids[j - 1], side="right")))  # fmt: skip
@@ -392,7 +404,8 @@ def aggregate_spilled(
             out = sums.read_range(t0, t1)
             for e in range(offsets[g0], offsets[g1], capacity):
                 edges = cut.read(e, min(e + capacity, offsets[g1]))
-                _sum_cut_edges(out, t0, edges, products, message_rows)
+                _sum_cut_edges(out, t0, edges, products, message_rows, max_bytes)
+                del edges
                 passes += 1
             for c in range(t0, t1, batch_size):
                 d = min(c + batch_size, t1)
@@ -400,6 +413,8 @@ def aggregate_spilled(
                 degree = indptr[ids[c:d] + 1] - indptr[ids[c:d]]
                 emit(c, d, finish_sums(conv, out[c - t0 : d - t0], degree, root))
     finally:
-        cut.remove()
-        sums.release()
+        if cut is not None:
+            cut.remove()
+        if sums is not None:
+            sums.release()
     return passes

@@ -68,7 +68,7 @@ LOG = logging.getLogger(__name__)
 #: store's order: each part's rows in one read, each cut edge's source row read
 #: apart), what reading one source row at random costs, in bytes read in order:
 #: ``compare_rows``. On this 2-core VM 4 KiB direct reads of sorted rows ran at
-#: 41,957 rows/s from 16 threads, sequential reads at 390-478 MB/s: about 10 KiB.
+#: 41,957 rows/s from 16 threads, sequential reads at 390-478 MB/s: 9-11 KiB.
 ROW_READ_BYTES = 8 << 10
 
 
@@ -146,9 +146,11 @@ def projected_layer(
 
     The products of the rows the layer reads stay in memory when they fit
     ``max_bytes``; otherwise, with ``spill_dir``, they go to a file there and
-    the targets are aggregated in groups whose sums and edges fit
-    ``max_bytes``, each group reading the products once, in order (the file
-    read once per group); without ``spill_dir``, ``None``.
+    the targets are aggregated in groups and tiles whose sums, local products
+    and cut edges take about ``max_bytes``
+    (:func:`~gnncore.train.core.aggregate.aggregate_spilled`; a target's
+    in-edges are taken whole, so a hub's may take more); without
+    ``spill_dir``, ``None``.
 
     Args:
         model (BasicGNN): In eval mode, on the CPU.
@@ -190,6 +192,7 @@ def projected_layer(
     if not in_memory:
         plan = spilled_plan(adjacency, ids, sources, hidden, max_bytes)
         cut = int(plan.cut_edges.sum())
+        # no cut edge: part by part reads each input row once and nothing else
         if compare_rows and plan.passes * len(sources) * hidden * 4 > cut * ROW_READ_BYTES:
             LOG.info("layer %d not projected: %s of products read %d times (%d cut edges)",
                      layer, format_size(held), plan.passes, cut)  # fmt: skip

@@ -237,8 +237,9 @@ class TrainingSession:
         """
         report = progress if callable(progress) else None
         show = progress is True
-        validated = _Validation(self, state, validate, describe, report, logger, on_epoch_end)
-        validated.epochs = epochs
+        validated = _Validation(
+            self, state, epochs, validate, describe, report, logger, on_epoch_end
+        )
         if state.pending is not None:  # resumed between an epoch's training and its validation
             validated.run(None)
         bar = tqdm(
@@ -358,6 +359,7 @@ class _Validation:
         self,
         session: TrainingSession,
         state: EpochProgress,
+        epochs: int,
         validate: Callable[[], Any],
         describe: Callable[[float, Any, Any], dict[str, str]],
         report: Callable[[str], None] | None,
@@ -366,7 +368,7 @@ class _Validation:
     ) -> None:
         self.session, self.state, self.validate, self.describe = session, state, validate, describe
         self.report, self.logger, self.on_epoch_end = report, logger, on_epoch_end
-        self.epochs = int(session.config.epochs)
+        self.epochs = epochs
 
     def run(self, bar: Any | None) -> None:
         state = self.state
@@ -408,7 +410,8 @@ class EpochProgress:
 
     @classmethod
     def from_dict(cls: type[P], values: dict[str, Any]) -> P:
-        return cls(**{key: values[key] for key in cls.__dataclass_fields__ if key in values})
+        fields = cls.__dataclass_fields__  # a checkpoint from before ``pending`` has none
+        return cls(**{key: values[key] for key in fields if key != "pending" or key in values})
 
     def advance(
         self,

@@ -81,7 +81,7 @@ def test_products_on_disk_are_read_a_few_times_not_once_per_group(
 ) -> None:
     """Memory for about a part's sums at a time: many groups, yet the products
     file is read about once for the local spans plus once per pass the cut
-    edges need (what ``remote_edges`` and ``spilled_passes`` foretell), and
+    edges need (what ``spilled_plan`` foretells), and
     the rows are the layer's own."""
     adjacency, x = parted
     torch.manual_seed(5)
@@ -111,3 +111,29 @@ def test_products_on_disk_are_read_a_few_times_not_once_per_group(
                                rtol=1e-5, atol=1e-5)  # fmt: skip
     assert NODES <= read["products.npy"] <= passes * NODES
     assert list(tmp_path.iterdir()) == []  # products, sums and cut edges removed
+
+
+def test_cut_edges_from_rows_past_two_to_the_31() -> None:
+    """Product rows and targets of 64-bit width (graphs past 2^31 rows) are
+    summed from the rows they name, in one pass in source order."""
+
+    class Rows:  # row r of the products is [r, -r]: nothing to read from disk
+        width = 2
+        reads: list[tuple[int, int]] = []
+
+        def read_range(self, lo: int, hi: int) -> torch.Tensor:
+            self.reads.append((lo, hi))
+            r = torch.arange(lo, hi, dtype=torch.float64)
+            return torch.stack([r, -r], dim=1).float()
+
+    big = 1 << 31
+    rows = np.array([big + 7, 5, big, big + 7], dtype=np.int64)  # in target order
+    dst = np.array([10, 10, 11, 12], dtype=np.int64)
+    out = torch.zeros(3, 2)
+    products = Rows()
+    aggregate._sum_cut_edges(out, 10, (rows, dst, None), products, 2, 1 << 20)  # type: ignore[arg-type]
+    expected = torch.tensor([[big + 7 + 5, 0.0], [big, 0.0], [big + 7, 0.0]])
+    expected[:, 1] = -expected[:, 0]
+    torch.testing.assert_close(out, expected)
+    assert all(lo >= 0 and lo < hi for lo, hi in products.reads)
+    assert products.reads == sorted(products.reads)

@@ -19,7 +19,7 @@ import torch
 
 from conftest import planted_graph
 from gnncore.modes import RunRecording, train_graph_dir
-from gnncore.store import GraphDir
+from gnncore.store import GraphDir, GraphDirFeatureStore, GraphDirGraphStore
 from gnncore.train import (
     CheckpointDir,
     CheckpointError,
@@ -29,7 +29,7 @@ from gnncore.train import (
 )
 from gnncore.train.core import session
 from gnncore.train.core.checkpoint import capture_rng, restore_rng
-from gnncore.train.fitting import Measures
+from gnncore.train.fitting import Measures, RunHooks, fit
 from gnncore.train.node.task import NodeTask
 from tests.gnncore.train.kill_after_checkpoint import run_in_process
 from tests.state import assert_same_state
@@ -167,19 +167,27 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(graph: GraphDir, tmp_p
         assert_same_state(last_a.state[key], last_b.state[key])
 
 
+def _node_task(graph: GraphDir) -> NodeTask:
+    splits = [torch.from_numpy(graph.split(n).astype(np.int64)) for n in ("train", "val", "test")]
+    stores = GraphDirFeatureStore(graph), GraphDirGraphStore(graph)
+    return NodeTask(*stores, splits, graph.manifest.num_classes)
+
+
 def test_a_failed_validation_resumes_at_the_validation(
     graph: GraphDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An epoch whose training is long enough is checkpointed before its
     validation: when the validation of epoch 3 fails, the resumed run
     validates epoch 3 without training it again (only epoch 4's batches are
-    trained) and ends as an uninterrupted run does, bit for bit."""
+    trained), logs the two epochs before it again, and ends as an
+    uninterrupted run does (epochs too short for the extra checkpoint), bit
+    for bit."""
+    plain = RunHooks(progress=False, checkpoints=tmp_path / "a")
+    whole = fit(_node_task(graph), CONFIG, None, plain)
     monkeypatch.setattr(session, "CHECKPOINT_BEFORE_VALIDATION_S", 0.0)
-    whole = train_graph_dir(
-        graph, CONFIG, recording=RunRecording(progress=False, checkpoint_dir=tmp_path / "a")
-    )
     measures = NodeTask.measures
     calls = {"validate": 0, "step": 0}
+    fail = True
 
     def counted(self: NodeTask, *args: Any) -> Measures:
         inner = measures(self, *args)
@@ -197,18 +205,25 @@ def test_a_failed_validation_resumes_at_the_validation(
         return Measures(step, validate, inner.test)
 
     monkeypatch.setattr(NodeTask, "measures", counted)
-    fail = True
-    recording = RunRecording(progress=False, checkpoint_dir=tmp_path / "b")
+    hooks = RunHooks(progress=False, checkpoints=tmp_path / "b")
     with pytest.raises(Crash):
-        train_graph_dir(graph, CONFIG, recording=recording)
+        fit(_node_task(graph), CONFIG, None, hooks)
     latest = CheckpointDir(tmp_path / "b").latest()
     assert latest is not None and latest.epoch == 3
     assert latest.state["progress"]["epoch"] == 2
     assert latest.state["progress"]["pending"]["epoch"] == 3
     steps_per_epoch = calls["step"] // 3
     fail, calls["validate"], calls["step"] = False, 0, 0
-    resumed = train_graph_dir(graph, CONFIG, recording=dataclasses.replace(recording, resume=True))
+    logged: list[int | None] = []
+
+    class Logger:
+        def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+            logged.append(step)
+
+    again = dataclasses.replace(hooks, logger=Logger(), resume=True)
+    resumed = fit(_node_task(graph), CONFIG, None, again)
     assert calls == {"validate": 2, "step": steps_per_epoch}  # epochs 3 and 4; epoch 4 trained
+    assert logged[:4] == [1, 2, 3, 4]  # then the test metrics
     assert resumed.resumed_from_epoch == 3 and resumed.stopped_epoch == CONFIG.epochs
     assert resumed.train_loss == whole.train_loss
     assert resumed.val_accuracy == whole.val_accuracy
