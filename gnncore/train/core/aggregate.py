@@ -167,19 +167,29 @@ def spilled_groups(
     """The groups ``[i, j)`` of the targets ``ids`` (ascending) whose local
     in-edges are summed at a time: as many consecutive targets as half of
     ``max_bytes`` holds of their sums and their local span (the products of
-    ``sources`` from ``ids[i]`` to ``ids[j - 1]``); at least one."""
+    ``sources`` from ``ids[i]`` to ``ids[j - 1]``); at least one. Each group's
+    end is found by bisection, without arrays as long as ``ids``."""
     row = hidden * 4
-    first = np.searchsorted(sources, ids).astype(np.int64)  # local span of [i, j): first[i] ..
-    last = np.searchsorted(sources, ids, side="right").astype(np.int64)  # .. last[j - 1]
-    cost = row * np.arange(len(ids), dtype=np.int64) + row * last  # cumulative, ascending
     budget = max_bytes // 2
+    n = len(ids)
+
+    def cost(i: int, j: int) -> int:
+        first = int(np.searchsorted(sources, ids[i]))
+        last = int(np.searchsorted(sources, ids[j - 1], side="right"))
+        return row * (j - i) + row * (last - first)
+
     groups: list[tuple[int, int]] = []
     i = 0
-    while i < len(ids):
-        bound = budget + row * (i - 1) + row * int(first[i])
-        j = max(int(np.searchsorted(cost, bound, side="right")), i + 1)
-        groups.append((i, j))
-        i = j
+    while i < n:
+        lo, hi = i + 1, n  # cost(i, lo) may exceed the budget: a group holds one target
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if cost(i, mid) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        groups.append((i, lo))
+        i = lo
     return groups
 
 
