@@ -40,7 +40,7 @@ from typing import Any
 
 import dagster as dg
 
-from gnncore.usage import io_counters, status_bytes, tree_bytes
+from gnncore.usage import held_bytes, io_counters, status_bytes, tree_bytes
 
 #: Metadata text longer than this (charts as data URLs, tables) is kept by its length only.
 LONGEST_TEXT = 400
@@ -55,6 +55,9 @@ class ProcessFigures:
     peak_rss_bytes: int = 0
     read_bytes: int = 0
     written_bytes: int = 0
+    #: The most it held that the kernel cannot reclaim (:func:`gnncore.usage.held_bytes`:
+    #: anonymous, shared and code pages; RSS also counts mapped data files' pages).
+    peak_held_bytes: int = 0
 
 
 def _children() -> dict[int, list[int]]:
@@ -88,7 +91,9 @@ def process_figures(pid: int) -> ProcessFigures | None:
         io = io_counters(pid)
     except OSError:
         return None
-    return ProcessFigures(status_bytes("VmHWM", pid), io["read_bytes"], io["write_bytes"])
+    return ProcessFigures(
+        status_bytes("VmHWM", pid), io["read_bytes"], io["write_bytes"], held_bytes(pid)
+    )
 
 
 class ProcessMeter:
@@ -117,6 +122,7 @@ class ProcessMeter:
             seen.peak_rss_bytes = max(seen.peak_rss_bytes, figures.peak_rss_bytes)
             seen.read_bytes = max(seen.read_bytes, figures.read_bytes)
             seen.written_bytes = max(seen.written_bytes, figures.written_bytes)
+            seen.peak_held_bytes = max(seen.peak_held_bytes, figures.peak_held_bytes)
         self.disk.append((time.time(), tree_bytes([self.disk_root])))
 
     def _run(self, interval: float) -> None:
@@ -171,6 +177,7 @@ def step_rows(entries: list[Any], meter: ProcessMeter) -> list[dict[str, Any]]:
             own_peak = row.get("metadata", {}).get("peak_rss_bytes")
             row.update(
                 peak_rss_bytes=max(figures.peak_rss_bytes, int(own_peak or 0)),
+                peak_held_bytes=figures.peak_held_bytes,
                 read_bytes=figures.read_bytes,
                 written_bytes=figures.written_bytes,
                 peak_disk_bytes=meter.disk_peak(row["_start"], entry.timestamp),

@@ -52,15 +52,16 @@ def to_markdown(report: dict[str, Any]) -> str:
             else "still running (the rows so far)."
         ),
         "",
-        "| stage | status | seconds | peak RSS | asset's peak RSS | asset's budget | read "
-        "| written | disk peak |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| stage | status | seconds | peak RSS | held peak | asset's peak RSS | asset's budget "
+        "| read | written | disk peak |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for stage in report["stages"]:
         meta = stage.get("metadata", {})
         lines.append(
             f"| {stage['stage']} | {stage['status']} | {_seconds(stage.get('seconds'))} "
             f"| {size_text(stage.get('peak_rss_bytes'))} "
+            f"| {size_text(stage.get('peak_held_bytes'))} "
             f"| {size_text(meta.get('peak_rss_bytes'))} "
             f"| {size_text(meta.get('memory_budget_bytes'))} "
             f"| {size_text(stage.get('read_bytes'))} | {size_text(stage.get('written_bytes'))} "
@@ -92,7 +93,9 @@ def to_markdown(report: dict[str, Any]) -> str:
         "",
         "peak RSS: the peak resident set of the step's own process (each step runs in a process "
         "of its own, one at a time; sampled every 0.25 s, or the asset's own peak where that is "
-        "higher; csv: its own process); asset's: the "
+        "higher; csv: its own process); held peak: the most of it the kernel cannot take "
+        "back (anonymous, shared and code pages, sampled every 0.25 s; RSS also counts the "
+        "pages of mapped data files, which the cgroup reclaims like page cache); asset's: the "
         "`peak_rss_bytes` and `memory_budget_bytes` the asset put in its Dagster metadata; "
         "read / written: the step process's storage bytes (`/proc/<pid>/io`); disk peak: the "
         "run folder, sampled every 0.25 s.",

@@ -63,6 +63,8 @@ def test_every_stage_runs_and_predicts_every_node(
     trained, production = stages["trained_model"], stages["production_model"]
     assert production["peak_rss_bytes"] < trained["peak_rss_bytes"]
     assert production["metadata"]["peak_rss_bytes"] < trained["metadata"]["peak_rss_bytes"]
+    # what it held that no cgroup can reclaim, sampled: some, and within its RSS's peak
+    assert 0 < trained["peak_held_bytes"] <= trained["peak_rss_bytes"]
     graph = stages["graph"]
     assert graph["metadata"]["memory_budget_bytes"] > 0
     assert stages["trained_model"]["metadata"]["mode"] == "in_memory"
