@@ -104,8 +104,9 @@ def _choose(
         checkpoint_dir=recording.checkpoint_dir,
         resume=recording.resume,
     )
-    _log.info("%s", choice.line())
     log = line_logger(recording.progress)
     if log is not None and choice.requested == "auto":
         log(choice.line())
+    if not (callable(recording.progress) and choice.requested == "auto"):
+        _log.info("%s", choice.line())  # a Dagster logger given as progress has it already
     return choice
