@@ -42,6 +42,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnncore.sizes import format_size
 from gnncore.train.core.aggregate import (
+    SpilledPlan,
     aggregate_in_memory,
     aggregate_spilled,
     spans,
@@ -123,6 +124,29 @@ def _project(
             t0 = t1
 
 
+def _spilled_plan_worth_it(
+    adjacency: Adjacency,
+    ids: np.ndarray,
+    sources: np.ndarray,
+    hidden: int,
+    max_bytes: int,
+    compare_rows: bool,
+    layer: int,
+) -> SpilledPlan | None:
+    """The spilled aggregation's plan, or ``None`` with ``compare_rows`` when its
+    passes over the products would read more than reading each cut edge's source
+    row apart (:data:`ROW_READ_BYTES` a row), as part by part does."""
+    plan = spilled_plan(adjacency, ids, sources, hidden, max_bytes)
+    cut = int(plan.cut_edges.sum())
+    products_bytes = len(sources) * hidden * 4
+    # no cut edge: part by part reads each input row once and nothing else
+    if compare_rows and plan.passes * products_bytes > cut * ROW_READ_BYTES:
+        LOG.info("layer %d not projected: %s of products read %d times (%d cut edges)",
+                 layer, format_size(products_bytes), plan.passes, cut)  # fmt: skip
+        return None
+    return plan
+
+
 @torch.no_grad()
 def projected_layer(
     model: BasicGNN,
@@ -185,17 +209,14 @@ def projected_layer(
     has_roots = _weights(conv)[1] is not None
     sources = layer_inputs(adjacency.indptr, adjacency.indices, ids)
     held = (len(sources) + (len(ids) if has_roots else 0)) * hidden * 4
-    if held > max_bytes and spill_dir is None:
-        return None
     in_memory = held <= max_bytes
     plan = None
     if not in_memory:
-        plan = spilled_plan(adjacency, ids, sources, hidden, max_bytes)
-        cut = int(plan.cut_edges.sum())
-        # no cut edge: part by part reads each input row once and nothing else
-        if compare_rows and plan.passes * len(sources) * hidden * 4 > cut * ROW_READ_BYTES:
-            LOG.info("layer %d not projected: %s of products read %d times (%d cut edges)",
-                     layer, format_size(held), plan.passes, cut)  # fmt: skip
+        if spill_dir is None:
+            return None
+        plan = _spilled_plan_worth_it(adjacency, ids, sources, hidden, max_bytes, compare_rows,
+                                      layer)  # fmt: skip
+        if plan is None:
             return None
     started = time.perf_counter()
     slot = np.full(n, -1, dtype=np.int64)
