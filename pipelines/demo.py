@@ -8,16 +8,44 @@ prints the results and how to open the Dagster and MLflow UIs.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
 import dagster as dg
+
+#: The loggers whose records the Dagster instance captures (``python_logs`` in
+#: ``pipelines/dagster.yaml``) and prints with the run's own lines.
+CAPTURED_LOGGERS = ("gnncore",)
+
+
+class _NotCaptured(logging.Filter):
+    """Passes the records Dagster does not print itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(
+            record.name == name or record.name.startswith(name + ".") for name in CAPTURED_LOGGERS
+        )
+
+
+def configure_root_logger() -> None:
+    """Give the root logger the handler a library's module-level ``logging.info``
+    would otherwise install mid-run (``logging.basicConfig``, which Dagster's
+    sqlite storage reaches), at WARNING and without the loggers Dagster already
+    prints: else every gnncore line of the run shows twice, once as Dagster's
+    and once as ``INFO:gnncore...:``."""
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)
+    handler.addFilter(_NotCaptured())
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    logging.getLogger().addHandler(handler)
 
 
 def main() -> int:
     if not os.environ.get("DAGSTER_HOME"):
         print("DAGSTER_HOME is not set; run this through `make demo`", file=sys.stderr)
         return 2
+    configure_root_logger()
     from assets.partitions import DEMO_DATASET, PARTITIONS_NAME
     from pipelines.definitions import defs
 
