@@ -124,6 +124,26 @@ def _project(
             t0 = t1
 
 
+def _projected_conv(
+    model: BasicGNN, layer: int, dinv: torch.Tensor | None
+) -> SAGEConv | GCNConv | None:
+    """Layer ``layer``'s convolution where it projects on the CPU, else ``None``."""
+    if not projects(model, layer, torch.device("cpu")):
+        return None
+    conv = model.convs[layer]
+    assert isinstance(conv, (SAGEConv, GCNConv))
+    if isinstance(conv, GCNConv) and dinv is None:
+        raise ValueError("GCN needs every node's deg^-1/2 (dinv)")
+    return conv
+
+
+def index_bytes(num_nodes: int, sources: np.ndarray, every_node: bool) -> int:
+    """What :func:`projected_layer` holds beside the products, out of its
+    ``max_bytes``: the rows it reads (``sources``), each node's slot among them
+    (8 B a node) and, for every node, their ids (8 B a node more)."""
+    return int(sources.nbytes) + num_nodes * 8 * (2 if every_node else 1)
+
+
 def _spilled_plan_worth_it(
     adjacency: Adjacency,
     ids: np.ndarray,
@@ -182,8 +202,9 @@ def projected_layer(
         adjacency (Adjacency): The graph, in the numbering of ``read_range``.
         targets (Tensor, optional): The rows to compute (``rows[layer]``).
         read_range (callable): The layer's input rows ``lo .. hi - 1`` in one read.
-        max_bytes (int): The most the products (or a group's sums and edges)
-            may take in memory.
+        max_bytes (int): The most the layer may hold in memory: the index
+            arrays of :func:`index_bytes`, then the products (or a group's sums
+            and edges) in what they leave, a quarter of it at least.
         dinv (Tensor, optional): ``deg^-1/2`` of every node, for GCN
             (:func:`~gnncore.train.core.layerwise.gcn_dinv`).
         batch_size (int): Targets finished and written at a time (in memory).
@@ -197,17 +218,15 @@ def projected_layer(
             cut edge: for a caller that computes the layer part by part,
             reading the cut edges' source rows apart, instead.
     """
-    if not projects(model, layer, torch.device("cpu")):
+    conv = _projected_conv(model, layer, dinv)
+    if conv is None:
         return None
-    conv = model.convs[layer]
-    assert isinstance(conv, (SAGEConv, GCNConv))
-    if isinstance(conv, GCNConv) and dinv is None:
-        raise ValueError("GCN needs every node's deg^-1/2 (dinv)")
     n = adjacency.num_nodes
     ids = targets.numpy() if targets is not None else np.arange(n)
     hidden = int(conv.out_channels)
     has_roots = _weights(conv)[1] is not None
     sources = layer_inputs(adjacency.indptr, adjacency.indices, ids)
+    max_bytes = max(max_bytes - index_bytes(n, sources, targets is None), max_bytes // 4)
     held = (len(sources) + (len(ids) if has_roots else 0)) * hidden * 4
     in_memory = held <= max_bytes
     plan = None

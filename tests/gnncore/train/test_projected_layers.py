@@ -25,6 +25,7 @@ from gnncore.train.core.layerwise import (
 )
 from gnncore.train.core.nodebatches import layer_inputs
 from gnncore.train.core.projected import (
+    index_bytes,
     projected_layer,
     projection_hook,
     projects,
@@ -156,16 +157,18 @@ def test_declined_where_it_does_not_apply(graph: tuple[Adjacency, torch.Tensor])
     sage = build_model("sage", FEATURES, HIDDEN, 4, 2, 0.0).eval()
     assert not projects(sage, 0, torch.device("meta"))
     targets = torch.arange(0, NODES, 3)
-    needed = len(layer_inputs(adjacency.indptr, adjacency.indices, targets.numpy())) + len(targets)
+    sources = layer_inputs(adjacency.indptr, adjacency.indices, targets.numpy())
+    # the products of the sources and the targets' roots, and the index arrays beside them
+    needed = (len(sources) + len(targets)) * HIDDEN * 4 + index_bytes(NODES, sources, False)
     read = lambda lo, hi: x[lo:hi]  # noqa: E731
-    too_little = needed * HIDDEN * 4 - 1
+    too_little = needed - 1
     assert projected_layer(sage, 0, adjacency, targets, read, max_bytes=too_little) is None
     # the output may go to disk, the products may not
     declined = projected_layer(
         sage, 0, adjacency, targets, read, max_bytes=too_little, layer_dir="."
     )
     assert declined is None
-    fits = projected_layer(sage, 0, adjacency, targets, read, max_bytes=needed * HIDDEN * 4)
+    fits = projected_layer(sage, 0, adjacency, targets, read, max_bytes=needed)
     assert fits is not None
 
 

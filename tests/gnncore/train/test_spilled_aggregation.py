@@ -16,7 +16,7 @@ from gnncore.train import build_model
 from gnncore.train.core import aggregate
 from gnncore.train.core.layerstore import DiskLayer
 from gnncore.train.core.layerwise import Adjacency, apply_layer, block, gcn_dinv
-from gnncore.train.core.projected import projected_layer
+from gnncore.train.core.projected import index_bytes, projected_layer
 
 PARTS, PART_NODES, FEATURES, HIDDEN = 8, 60, 96, 64
 NODES = PARTS * PART_NODES
@@ -103,7 +103,8 @@ def test_products_on_disk_are_read_a_few_times_not_once_per_group(
 
     monkeypatch.setattr(DiskLayer, "read_range", counted)
     out = projected_layer(
-        model, 0, adjacency, None, lambda lo, hi: x[lo:hi], max_bytes=max_bytes,
+        model, 0, adjacency, None, lambda lo, hi: x[lo:hi],
+        max_bytes=max_bytes + index_bytes(NODES, ids, True),  # max_bytes for the products
         dinv=gcn_dinv(model, adjacency), spill_dir=tmp_path, compare_rows=True,
     )  # fmt: skip
     assert out is not None
