@@ -292,7 +292,7 @@ def resume_chain(
     for key, value in (("batch_size", batch_size), ("hidden", hidden)):
         if value is not None:
             node[key] = value
-    settings["resume"] = True
+    settings.update(resume=True, preload_libraries=limit_bytes is None)
     settings_path.write_text(json.dumps(settings))
     report = json.loads((work / "chain.json").read_text())
     earlier = report.get("run_id")
@@ -374,6 +374,7 @@ def _run_chain(
                 "partition": PARTITION,
                 "disk_root": str(root),
                 "run_config": config,
+                "preload_libraries": limit_bytes is None,
             }
         )
     )

@@ -7,7 +7,9 @@ the user's code location (``pipelines.definitions``: the same assets,
 resources, executor and ``train_job`` that ``make demo`` and the UI run), adds
 the dataset partition and executes ``train_job`` for it as the UI does: one
 run, one partition, each step in its own process forked from the code
-location's forkserver (:mod:`pipelines.executor`), one step at a time
+location's forkserver (:mod:`pipelines.executor`; it preloads torch and MLflow
+as the UI's does where there is no limit, the code location alone under one:
+:func:`execution`), one step at a time
 (``max_concurrent`` 1, so the steps never share the cgroup's limit). Every
 step process is in the same cgroup, so a step killed for memory fails its step
 and the run, not the harness.
@@ -212,8 +214,20 @@ def chain_job() -> dg.JobDefinition:
     return defs.resolve_job_def("train_job")
 
 
-#: One step at a time, each in its own process forked from the forkserver.
-EXECUTION = {"config": {"multiprocess": {"max_concurrent": 1, "start_method": {"forkserver": {}}}}}
+def execution(preload_libraries: bool) -> dict[str, Any]:
+    """One step at a time, each in its own process forked from the forkserver.
+
+    With ``preload_libraries`` (a chain with no memory limit) the forkserver
+    preloads what the UI's default does (:data:`pipelines.executor.PRELOAD_MODULES`:
+    torch through PyG, MLflow), so no step imports them again (seconds a step);
+    under a limit it preloads the code location alone, Dagster's default, so
+    that the steps which need none of them (ingestion, partitioning, the store)
+    start about 300 MiB lighter and size their buffers from that."""
+    from pipelines.executor import PRELOAD_MODULES
+
+    forkserver = {"preload_modules": PRELOAD_MODULES} if preload_libraries else {}
+    start = {"forkserver": forkserver}
+    return {"config": {"multiprocess": {"max_concurrent": 1, "start_method": start}}}
 
 
 def failed_run(instance: dg.DagsterInstance, partition: str) -> dg.DagsterRun:
@@ -256,7 +270,8 @@ def run_chain(settings: dict[str, Any]) -> dict[str, Any]:
     _write(out, summary)
     instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions(PARTITIONS_NAME, [partition])
-    run_config = {**settings["run_config"], "execution": EXECUTION}
+    preload = bool(settings.get("preload_libraries", False))
+    run_config = {**settings["run_config"], "execution": execution(preload)}
     parent = failed_run(instance, partition).run_id if settings.get("resume") else None
     summary["parent_run_id"] = parent
     _write(out, summary)

@@ -41,6 +41,8 @@ def test_every_stage_runs_and_predicts_every_node(
     assert status["partitioned_store"] == "ok" and status["trained_model"] == "failed"
     assert "predictions" not in status  # never started
     (root,) = work.glob("chain-*")
+    # no limit: the steps fork from a server that preloads torch and MLflow, as the UI's
+    assert json.loads((root / "settings.json").read_text())["preload_libraries"] is True
     code = main(["bench", "chain", "--resume", str(root), "--batch-size", "256",
                  "--limit", "none", "--json", str(summary)])  # fmt: skip
     assert code == 0, capsys.readouterr().err[-3000:]
