@@ -7,7 +7,7 @@ from typing import Any
 
 import dagster as dg
 
-from gnncore.usage import MemoryBudgetError, StageBudget, budget_figures
+from gnncore.usage import MemoryBudgetError, StageBudget, budget_figures, peak_held_bytes
 from resources import MemoryBudgetResource
 
 
@@ -52,13 +52,14 @@ def budget_metadata(setting: str, budget: int | None, peak_rss_bytes: int) -> di
 
 def _against_budget(peak_rss_bytes: int | None, budget: int | None) -> dict[str, Any]:
     """:func:`gnncore.usage.budget_figures` as Dagster metadata: ``peak_rss_bytes``
-    (when known) and ``memory_budget_bytes`` (when there is a budget) as ints,
-    ``peak_rss_of_budget`` (when both are) as a float."""
+    (when known), ``peak_held_bytes`` (the step process's held peak, sampled
+    since the ``memory`` resource started) and ``memory_budget_bytes`` (when
+    there is a budget) as ints, each peak's ``..._of_budget`` as a float."""
     return {
         name: dg.MetadataValue.float(float(value))
-        if name == "peak_rss_of_budget"
+        if name.endswith("_of_budget")
         else dg.MetadataValue.int(int(value))
-        for name, value in budget_figures(peak_rss_bytes, budget).items()
+        for name, value in budget_figures(peak_rss_bytes, budget, peak_held_bytes()).items()
     }
 
 

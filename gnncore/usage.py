@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import resource
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -180,7 +181,9 @@ def peak_rss_bytes() -> int:
 
 
 def budget_figures(
-    peak_rss_bytes: int | None, memory_budget_bytes: int | None
+    peak_rss_bytes: int | None,
+    memory_budget_bytes: int | None,
+    peak_held_bytes: int | None = None,
 ) -> dict[str, int | float]:
     """A stage's peak RSS against its memory budget, the figures every report
     uses (the CLI's JSON, MLflow metrics, Dagster metadata): ``peak_rss_bytes``
@@ -188,17 +191,95 @@ def budget_figures(
     ``peak_rss_of_budget`` (the peak as a fraction of the budget; above 1 the
     process went past it) when both are. A budget of 0 or less counts as no
     budget (no ratio against it means anything; :func:`resolve_memory_budget`
-    refuses one). The callers choose which peak and which budget (a summary's
-    own figures, the command's peak before the method's) and how to spell the
-    values."""
+    refuses one). With ``peak_held_bytes`` (:func:`peak_held_bytes`), also
+    ``peak_held_bytes`` and ``peak_held_of_budget``: the peak of what the
+    process held that a memory cgroup cannot reclaim, which is what a limit
+    kills for (the RSS also counts the pages of mapped data files). The callers
+    choose which peak and which budget (a summary's own figures, the command's
+    peak before the method's) and how to spell the values."""
     out: dict[str, int | float] = {}
-    if peak_rss_bytes is not None:
-        out["peak_rss_bytes"] = peak_rss_bytes
-    if memory_budget_bytes is not None and memory_budget_bytes > 0:
-        out["memory_budget_bytes"] = memory_budget_bytes
-        if peak_rss_bytes is not None:
-            out["peak_rss_of_budget"] = peak_rss_bytes / memory_budget_bytes
+    budget = memory_budget_bytes if memory_budget_bytes and memory_budget_bytes > 0 else None
+    peaks = {"peak_rss": peak_rss_bytes, "peak_held": peak_held_bytes}
+    out.update({f"{name}_bytes": peak for name, peak in peaks.items() if peak is not None})
+    if budget is not None:
+        out["memory_budget_bytes"] = budget
+        out.update(
+            {f"{name}_of_budget": peak / budget for name, peak in peaks.items() if peak is not None}
+        )
     return out
+
+
+#: Seconds between two samples of :class:`HeldSampler` (a sample reads
+#: ``/proc/self/smaps``: about 40 ms for a process with torch and MLflow loaded).
+HELD_SAMPLE_INTERVAL = 2.0
+
+
+class HeldSampler:
+    """The peak of :func:`held_bytes` in this process, sampled every ``interval``
+    seconds on a daemon thread from :meth:`start` (a peak between two samples
+    goes unseen; :attr:`peak` samples once more)."""
+
+    def __init__(self, interval: float = HELD_SAMPLE_INTERVAL) -> None:
+        self.interval = interval
+        self.pid = os.getpid()
+        self._peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="held-sampler", daemon=True)
+
+    def start(self) -> HeldSampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def running(self) -> bool:
+        """Sampling in this process (a sampler forked from another is not)."""
+        return self.pid == os.getpid() and self._thread.is_alive()
+
+    @property
+    def peak(self) -> int:
+        self._sample()
+        return self._peak
+
+    def _sample(self) -> None:
+        self._peak = max(self._peak, held_bytes())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+
+_SAMPLER: HeldSampler | None = None
+
+
+def start_held_sampler(interval: float = HELD_SAMPLE_INTERVAL) -> None:
+    """Start this process's :class:`HeldSampler` (once: a running one is kept),
+    whose peak :func:`peak_held_bytes` reports from then on. The Dagster
+    ``memory`` resource starts it in every step's process."""
+    global _SAMPLER
+    if _SAMPLER is None or not _SAMPLER.running:
+        _SAMPLER = HeldSampler(interval).start()
+
+
+def stop_held_sampler() -> None:
+    """Stop this process's :class:`HeldSampler` (none running: nothing to do);
+    :func:`peak_held_bytes` is ``None`` again."""
+    global _SAMPLER
+    if _SAMPLER is not None and _SAMPLER.running:
+        _SAMPLER.stop()
+    _SAMPLER = None
+
+
+def peak_held_bytes() -> int | None:
+    """The peak of :func:`held_bytes` since :func:`start_held_sampler` in this
+    process (``None`` when it was not started here)."""
+    if _SAMPLER is None or not _SAMPLER.running:
+        return None
+    return _SAMPLER.peak
 
 
 def current_rss_bytes() -> int:

@@ -5,7 +5,7 @@ import os
 import dagster as dg
 from pydantic import Field
 
-from gnncore.usage import resolve_process_budget
+from gnncore.usage import resolve_process_budget, start_held_sampler, stop_held_sampler
 
 #: The environment variable an empty ``budget`` reads (then ``auto``).
 BUDGET_ENV = "GNNCORE_MEMORY_BUDGET"
@@ -48,3 +48,13 @@ class MemoryBudgetResource(dg.ConfigurableResource):
             return resolve_process_budget(setting)
         except ValueError as error:
             raise ValueError(f"memory budget {setting!r}: {error}") from None
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Start sampling what the step's process holds
+        (:func:`gnncore.usage.start_held_sampler`), so that each stage's
+        metadata and MLflow run report its ``peak_held_bytes`` beside its peak RSS."""
+        start_held_sampler()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """Stop the sampling (the step's figures are reported by now)."""
+        stop_held_sampler()

@@ -29,7 +29,7 @@ from gnncore.train.link.models import LinkModel
 from gnncore.train.node.config import NodeTrainConfig
 from gnncore.train.node.loop import NodeTrainResult, copy_to_cpu
 from gnncore.train.spec import model_spec
-from gnncore.usage import budget_figures, peak_rss_bytes
+from gnncore.usage import budget_figures, peak_held_bytes, peak_rss_bytes
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -277,4 +277,5 @@ def memory_metrics(config: Any) -> dict[str, float]:
         budget = config.memory_budget_bytes
     except (AttributeError, ValueError):  # no budget field, or "auto" not resolved
         budget = None
-    return {name: float(value) for name, value in budget_figures(peak_rss_bytes(), budget).items()}
+    figures = budget_figures(peak_rss_bytes(), budget, peak_held_bytes())
+    return {name: float(value) for name, value in figures.items()}

@@ -9,7 +9,7 @@ import pytest
 
 from assets import PIPELINE_ASSETS, PIPELINE_CHECKS
 from gnncore.partition.run import postprocess_share
-from gnncore.usage import STAGE_MARGIN, current_rss_bytes, peak_rss_bytes
+from gnncore.usage import STAGE_MARGIN, current_rss_bytes, peak_held_bytes, peak_rss_bytes
 from tests.assets.helpers import Materializer, generated
 from tests.assets.helpers import metadata as _metadata
 
@@ -57,6 +57,10 @@ def test_the_resource_budget_reaches_every_stage(deployment) -> None:
         assert meta["memory_budget_bytes"] == BUDGET, asset
         assert 0 < meta["peak_rss_bytes"] <= peak_rss_bytes(), asset
         assert meta["peak_rss_of_budget"] == pytest.approx(meta["peak_rss_bytes"] / BUDGET)
+        # what a cgroup could not reclaim, sampled while the step ran: within the RSS's peak
+        assert 0 < meta["peak_held_bytes"] <= peak_rss_bytes() + (4 << 20), asset  # VmHWM lags
+        assert meta["peak_held_of_budget"] == pytest.approx(meta["peak_held_bytes"] / BUDGET)
+    assert peak_held_bytes() is None  # the memory resource stopped sampling at its teardown
     # The post-processing's buffers are a quarter of the stage's budget, at most 1 GiB.
     assert _metadata(result, "graph_partition")["postprocess_budget_bytes"] == 1 << 30
     # Prediction's layers get what the budget leaves once the process's own memory is off.

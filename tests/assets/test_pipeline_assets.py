@@ -133,6 +133,10 @@ def test_mlflow_run_is_tagged_with_the_dagster_run(pipeline):
     assert run.data.metrics["test_accuracy"] == pytest.approx(
         metadata(result, "trained_model")["test_accuracy"]
     )
+    # the memory resource samples what the step holds: the run has it beside the RSS's peak
+    # (smaps counts pages exactly, VmHWM from per-thread counters that lag by some pages)
+    held, rss = run.data.metrics["peak_held_bytes"], run.data.metrics["peak_rss_bytes"]
+    assert 0 < held <= rss + (4 << 20)
 
 
 def test_graph_integrity_fails_on_a_corrupted_file(pipeline):

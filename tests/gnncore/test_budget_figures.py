@@ -69,3 +69,13 @@ def test_a_partition_reports_the_commands_peak_else_the_methods() -> None:
         "memory_budget_bytes": 8 << 20,
         "peak_rss_of_budget": 0.5,
     }
+
+
+def test_the_held_peak_is_reported_against_the_budget_beside_the_rss() -> None:
+    """Under a cgroup the RSS also counts mapped data files' pages, which the limit
+    reclaims: the held peak (what it kills for) goes beside it, each against the budget."""
+    figures = budget_figures(5 << 20, 4 << 20, 3 << 20)
+    assert figures["peak_rss_of_budget"] == 1.25 and figures["peak_held_of_budget"] == 0.75
+    assert figures["peak_held_bytes"] == 3 << 20
+    assert budget_figures(5 << 20, None, 3 << 20) == {"peak_rss_bytes": 5 << 20,
+                                                      "peak_held_bytes": 3 << 20}  # fmt: skip

@@ -161,3 +161,22 @@ def test_cli_reports_the_stage_costs(tmp_path):
     assert report["input_bytes"] == source.stat().st_size
     assert report["output_bytes"] == tree_bytes([tmp_path / "out"])
     assert report["peak_rss_bytes"] > 0 and "reading edges" in report["phases"]
+
+
+def test_held_sampler_keeps_a_peak_that_was_freed_between_reads() -> None:
+    """What a stage held at its peak, not at its end: a 160 MiB array touched,
+    sampled, then freed still shows in the peak, and the peak is gone once the
+    sampler stops."""
+    assert usage_module.peak_held_bytes() is None  # not started in this process
+    usage_module.start_held_sampler(interval=0.02)
+    try:
+        before = usage_module.held_bytes()
+        block = np.ones(160 << 20, dtype=np.uint8)  # every page touched
+        time.sleep(0.2)  # several samples
+        del block
+        after = usage_module.held_bytes()
+        peak = usage_module.peak_held_bytes()
+        assert peak is not None and peak >= before + (150 << 20) > after
+    finally:
+        usage_module.stop_held_sampler()
+    assert usage_module.peak_held_bytes() is None
