@@ -14,11 +14,19 @@ LIMIT = 1 << 30
 
 
 def fake_group(root: Path, usage: int, faults: int, pids: Sequence[int] = ()) -> Path:
+    """The files of a cgroup v1 memory group, each replaced whole (a rename), as the
+    kernel's read at once: the guard's thread may read them while a test rewrites them,
+    and a file caught truncated (``cgroup.procs`` empty) let it stall without a kill."""
     root.mkdir(exist_ok=True)
-    (root / "memory.limit_in_bytes").write_text(f"{LIMIT}\n")
-    (root / "memory.usage_in_bytes").write_text(f"{usage}\n")
-    (root / "memory.stat").write_text(f"cache 0\nrss {usage}\ntotal_pgmajfault {faults}\n")
-    (root / "cgroup.procs").write_text("".join(f"{p}\n" for p in pids))
+    files = {
+        "memory.limit_in_bytes": f"{LIMIT}\n",
+        "memory.usage_in_bytes": f"{usage}\n",
+        "memory.stat": f"cache 0\nrss {usage}\ntotal_pgmajfault {faults}\n",
+        "cgroup.procs": "".join(f"{p}\n" for p in pids),
+    }
+    for name, text in files.items():
+        (root / f".{name}.tmp").write_text(text)
+        (root / f".{name}.tmp").replace(root / name)
     return root
 
 
