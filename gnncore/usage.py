@@ -223,6 +223,7 @@ class HeldSampler:
         self.interval = interval
         self.pid = os.getpid()
         self._peak = 0
+        self._lock = threading.Lock()  # the thread and a caller of peak both sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="held-sampler", daemon=True)
 
@@ -246,7 +247,9 @@ class HeldSampler:
         return self._peak
 
     def _sample(self) -> None:
-        self._peak = max(self._peak, held_bytes())
+        held = held_bytes()
+        with self._lock:
+            self._peak = max(self._peak, held)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
