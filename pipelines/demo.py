@@ -11,32 +11,34 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Sequence
 
 import dagster as dg
 
-#: The loggers whose records the Dagster instance captures (``python_logs`` in
-#: ``pipelines/dagster.yaml``) and prints with the run's own lines.
-CAPTURED_LOGGERS = ("gnncore",)
-
 
 class _NotCaptured(logging.Filter):
-    """Passes the records Dagster does not print itself."""
+    """Passes the records of loggers other than ``captured`` and their children."""
+
+    def __init__(self, captured: Sequence[str]) -> None:
+        super().__init__()
+        self.captured = tuple(captured)
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not any(
-            record.name == name or record.name.startswith(name + ".") for name in CAPTURED_LOGGERS
+            record.name == name or record.name.startswith(name + ".") for name in self.captured
         )
 
 
-def configure_root_logger() -> None:
+def configure_root_logger(captured: Sequence[str]) -> None:
     """Give the root logger the handler a library's module-level ``logging.info``
     would otherwise install mid-run (``logging.basicConfig``, which Dagster's
-    sqlite storage reaches), at WARNING and without the loggers Dagster already
-    prints: else every gnncore line of the run shows twice, once as Dagster's
-    and once as ``INFO:gnncore...:``."""
+    sqlite storage reaches), at WARNING and without the ``captured`` loggers,
+    whose records the Dagster instance prints itself (``python_logs`` in
+    ``pipelines/dagster.yaml``): else every gnncore line of the run shows twice,
+    once as Dagster's and once as ``INFO:gnncore...:``."""
     handler = logging.StreamHandler()
     handler.setLevel(logging.WARNING)
-    handler.addFilter(_NotCaptured())
+    handler.addFilter(_NotCaptured(captured))
     handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
     logging.getLogger().addHandler(handler)
 
@@ -45,11 +47,11 @@ def main() -> int:
     if not os.environ.get("DAGSTER_HOME"):
         print("DAGSTER_HOME is not set; run this through `make demo`", file=sys.stderr)
         return 2
-    configure_root_logger()
+    instance = dg.DagsterInstance.get()
+    configure_root_logger(instance.managed_python_loggers)
     from assets.partitions import DEMO_DATASET, PARTITIONS_NAME
     from pipelines.definitions import defs
 
-    instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions(PARTITIONS_NAME, [DEMO_DATASET])
     job = defs.resolve_job_def("train_job")
     result = job.execute_in_process(instance=instance, partition_key=DEMO_DATASET)

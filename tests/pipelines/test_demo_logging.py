@@ -20,7 +20,7 @@ def test_gnncore_lines_are_not_printed_again_by_the_root_logger(
     gnncore = logging.getLogger("gnncore.train.node.exact")
     gnncore.setLevel(logging.INFO)  # as Dagster's managed python_logs set it
     try:
-        configure_root_logger()
+        configure_root_logger(["gnncore"])  # dagster.yaml's managed_python_loggers
         logging.info("a library's module-level call")  # would run logging.basicConfig
         gnncore.info("validation evaluation of 2000 nodes")
         gnncore.warning("a gnncore warning")
