@@ -288,6 +288,14 @@ class Ui:
         self.shots.append(name)
         return path
 
+    def rest(self) -> None:
+        """Leave both pages on a blank page while nobody looks at them. A Dagster page
+        left open keeps polling the webserver and redrawing (software rendering, no
+        GPU): over the tutorial's runs, Chromium took 145 of the file's 394 CPU
+        seconds, most of it while the tests waited for runs (docs/TESTING.md)."""
+        for page in (self.page, self.graph_page):
+            page.goto("about:blank")
+
 
 @contextlib.contextmanager
 def open_browser(artifacts: Path, docs_shots: Mapping[str, str] | None = None) -> Iterator[Ui]:
@@ -402,7 +410,13 @@ def run_config(servers: Servers, run_id: str) -> dict[str, Any]:
     return dict(yaml.safe_load(data["runOrError"]["runConfigYaml"]) or {})
 
 
-def wait_for_run(servers: Servers, run_id: str, expected: str = "SUCCESS") -> None:
+def wait_for_run(
+    servers: Servers, run_id: str, expected: str = "SUCCESS", ui: Ui | None = None
+) -> None:
+    """Wait for the run to end ``expected``; with ``ui``, its pages rest meanwhile."""
+    if ui is not None:
+        ui.rest()
+
     def done() -> str | None:
         servers.check_alive()
         status = run_status(servers, run_id)

@@ -330,7 +330,7 @@ def test_3_train_from_the_launchpad(tutorial: Tutorial, ui: Ui) -> None:
     )
     FOUND["first_run"] = run_id
     ui.shot("02-launched.png")
-    wait_for_run(tutorial.servers, run_id)
+    wait_for_run(tutorial.servers, run_id, ui=ui)
     open_run_from_runs_page(tutorial, ui, run_id, "03-run-succeeded.png")
     run = mlflow_training_run(tutorial.servers, run_id)
     assert params_of(run).get("model") == "sage", params_of(run)
@@ -389,6 +389,7 @@ def test_3_inbox_starts_a_run(tutorial: Tutorial, ui: Ui) -> None:
     need("first_run")
     servers = tutorial.servers
     before = run_ids(servers)
+    ui.rest()  # until the sensor's run shows up
     tutorial.bash("inbox")
 
     def sensor_run() -> str | None:
@@ -410,7 +411,7 @@ def test_3_inbox_starts_a_run(tutorial: Tutorial, ui: Ui) -> None:
     expect(page.get_by_text("inbox_sensor").first).to_be_visible()
     expect(page.get_by_text("Loading ticks")).to_have_count(0, timeout=30_000)
     ui.shot("07-inbox-sensor.png")
-    wait_for_run(servers, run_id)
+    wait_for_run(servers, run_id, ui=ui)
     open_run_from_runs_page(tutorial, ui, run_id, "08-inbox-run-succeeded.png")
 
 
@@ -427,6 +428,7 @@ def test_4_second_run_and_mlflow_comparison(tutorial: Tutorial, ui: Ui) -> None:
         status = run_status(servers, run_id)
         return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
 
+    ui.rest()
     status = wait_until(f"run {run_id} to finish", finished, RUN_TIMEOUT_S, every=RUN_POLL_S)
     second = mlflow_training_run(servers, run_id)
     assert params_of(second).get("model") == "gat", params_of(second)

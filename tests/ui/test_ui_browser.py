@@ -183,7 +183,7 @@ def test_materialize_all_materializes_every_asset_and_passes_every_check(
     assert run_tags(servers, run_id).get("dagster/partition") == DATASET
     launched = run_config(servers, run_id)
     assert (launched["ops"], launched["execution"]) == (SMALL_RUN["ops"], SMALL_RUN["execution"])
-    wait_for_run(servers, run_id)
+    wait_for_run(servers, run_id, ui=ui)
 
     nodes = group_state(servers)
     assert sorted(asset_name(n) for n in nodes) == FOUND["assets"]
@@ -210,6 +210,7 @@ def test_materialize_all_materializes_every_asset_and_passes_every_check(
         done, total = re.findall(r"\d+", passed.nth(i).inner_text())
         assert done == total, passed.nth(i).inner_text()
     ui.shot("02-asset-graph-materialized.png", page)
+    ui.rest()  # the graph page is not looked at again
     FOUND["materialized"] = True
 
 
@@ -316,7 +317,8 @@ def test_launchpad_run_with_another_partitioner(servers: Servers, ui: Ui) -> Non
         {"id": run_id},
     )["runOrError"]["runConfigYaml"]
     assert yaml.safe_load(launched)["execution"] == edited["execution"], launched
-    wait_for_run(servers, run_id)
+    wait_for_run(servers, run_id, ui=ui)
+    page.goto(f"{servers.dagster_url}/runs/{run_id}")  # back to the run's page
     expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=60_000)
     ui.shot("07-launchpad-run-succeeded.png")
 
