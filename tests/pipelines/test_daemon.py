@@ -105,14 +105,16 @@ def wait_for_runs(
     outlast the minute, and the next tick's run (queued behind it for the ``gpu``
     pool) would otherwise keep the wait going."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while time.monotonic() < deadline:
-        with instance_of(env) as instance:
+    # One instance for every poll: opening one (storage, settings) each time cost
+    # more CPU than the queries.
+    with instance_of(env) as instance:
+        while time.monotonic() < deadline:
             runs = list(
                 instance.get_runs(filters=dg.RunsFilter(tags=tags), limit=count, ascending=True)
             )
-        if len(runs) >= count and all(r.is_finished for r in runs):
-            return runs
-        time.sleep(3)
+            if len(runs) >= count and all(r.is_finished for r in runs):
+                return runs
+            time.sleep(3)
     raise AssertionError(
         f"runs tagged {tags} did not finish in time; daemon log:\n" + (log.read_text()[-3000:])
     )
