@@ -118,7 +118,28 @@ def _subprocess_coverage_config() -> str | None:
 
     config = copy.copy(current.config)
     config.parallel = True  # a data file per child, never the one the run combines into
+    # Ranks fork from a fork server and end with os._exit: a data file of their own
+    # after the fork, saved at os._exit.
+    config.patch = sorted({*config.patch, "_exit", "fork"})
     return str(config.serialize())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _measured_rank_server(_subprocess_coverage_config: str | None):
+    """Start the fork server that ``spawn_local``'s ranks fork from at the session's
+    start, measured when this process is: it serves every later launch of the
+    session, so which file's launch came first on this worker must not decide
+    whether the ranks are measured."""
+    unmeasured = os.environ.get("GNNCORE_COVER_SUBPROCESSES") == "none"
+    if _subprocess_coverage_config is None or unmeasured:
+        yield
+        return
+    from gnncore.distributed.launch.spawn import start_rank_server
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COVERAGE_PROCESS_CONFIG", _subprocess_coverage_config)
+        start_rank_server()
+    yield
 
 
 @pytest.fixture(scope="module", autouse=True)

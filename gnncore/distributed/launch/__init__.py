@@ -9,8 +9,8 @@ Two launchers run ``fn(rank, world_size, *args)`` in every rank of a
   several machines. Each rank is a fresh ``python`` process whose entry point
   (:func:`rank_entry`) reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
   ``MASTER_ADDR`` and ``MASTER_PORT`` from its environment.
-* :func:`spawn_local` spawns the ranks with :mod:`multiprocessing` (tests and
-  small single-machine runs).
+* :func:`spawn_local` forks the ranks from :mod:`multiprocessing`'s fork server,
+  which has imported torch and PyG once (tests and small single-machine runs).
 
 **Addresses.** Everything listens on ``127.0.0.1`` unless ``master_addr``
 says otherwise: the rendezvous store is created on a socket bound to

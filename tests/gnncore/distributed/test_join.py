@@ -4,8 +4,8 @@ owner-only file) and the launch's own token."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import operator
+import os
 import re
 import time
 
@@ -21,7 +21,7 @@ from gnncore.distributed.join import (
 )
 from gnncore.distributed.launch import RankStatus, blame
 from gnncore.distributed.launch.net import LOCALHOST, master_store
-from gnncore.distributed.launch.spawn import _rank_main
+from gnncore.distributed.launch.spawn import _rank_context, _rank_main
 from gnncore.errors import InputError
 
 GOOD = "a" * 64
@@ -31,14 +31,25 @@ WRONG = "b" * 64
 def test_ranks_with_a_wrong_or_no_token_are_refused_and_so_are_their_peers() -> None:
     # Three real rank processes on one store (as spawn_local starts them): rank 0
     # holds the token, rank 1 another one, rank 2 none.
-    ctx = mp.get_context("spawn")
+    ctx = _rank_context()
     results = ctx.Queue()
     timeout = 30.0
     store, port = master_store(LOCALHOST, 0, 3, timeout)
     procs = [
         ctx.Process(
             target=_rank_main,
-            args=(operator.add, rank, 3, (LOCALHOST, port), "gloo", timeout, (), results, token),
+            args=(
+                operator.add,
+                rank,
+                3,
+                (LOCALHOST, port),
+                "gloo",
+                timeout,
+                (),
+                results,
+                token,
+                dict(os.environ),
+            ),  # fmt: skip
             daemon=True,
         )
         for rank, token in enumerate([GOOD, WRONG, None])
