@@ -20,30 +20,11 @@ can preload the code location alone (``forkserver: {preload_modules:
 
 from __future__ import annotations
 
-import multiprocessing.util
-import tempfile
 from typing import Any
 
 import dagster as dg
 
-#: The longest temporary directory whose forkserver socket path
-#: (``<dir>/pymp-XXXXXXXX/listener-XXXXXXXX``) fits ``AF_UNIX``'s 107 bytes.
-LONGEST_SOCKET_DIR = 70
-
-
-def short_socket_dir() -> None:
-    """Make multiprocessing's temporary directory (where the forkserver binds its
-    Unix socket) a short one: under a long ``TMPDIR`` the bind fails with "AF_UNIX
-    path too long" and no step starts; ``/tmp`` is used then. The steps' own files
-    still go to ``TMPDIR`` (only multiprocessing's directory moves)."""
-    if len(tempfile.gettempdir()) <= LONGEST_SOCKET_DIR:
-        return
-    saved = tempfile.tempdir
-    tempfile.tempdir = "/tmp"
-    try:
-        multiprocessing.util.get_temp_dir()  # cached for this process from now on
-    finally:
-        tempfile.tempdir = saved
+from gnncore.forkserver import short_socket_dir
 
 
 def _create_executor(init_context: Any) -> Any:

@@ -10,7 +10,7 @@ from pathlib import Path
 PROBE = """
 import multiprocessing, sys
 if sys.argv[1] == "short":
-    from pipelines.executor import short_socket_dir
+    from gnncore.forkserver import short_socket_dir
     short_socket_dir()
 ctx = multiprocessing.get_context("forkserver")
 p = ctx.Process(target=print, args=("child ran",))

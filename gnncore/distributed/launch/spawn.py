@@ -38,6 +38,7 @@ from gnncore.distributed.launch.faults import (
     report,
 )
 from gnncore.distributed.launch.net import LOCALHOST, master_store, pin_gloo_interface
+from gnncore.forkserver import short_socket_dir
 
 #: Imported once by the fork server the ranks fork from: the heavy packages every
 #: rank imports (gnncore's own modules load in a fraction of their time).
@@ -47,6 +48,7 @@ RANK_PRELOAD = ("torch.distributed", "torch_geometric")
 def _rank_context() -> Any:
     """The fork server's context, its preload set (it takes effect when this
     process starts its fork server, at its first ranks)."""
+    short_socket_dir()
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(list(RANK_PRELOAD))
     return ctx
