@@ -26,6 +26,7 @@ import queue
 import sys
 import time
 from collections.abc import Callable, Sequence
+from multiprocessing import forkserver
 from typing import Any
 
 from gnncore.distributed.join import check_join, launch_token
@@ -58,8 +59,6 @@ def start_rank_server() -> None:
     """Start the fork server that :func:`spawn_local`'s ranks fork from now,
     with the current environment, rather than at the first launch."""
     _rank_context()
-    from multiprocessing import forkserver
-
     forkserver.ensure_running()
 
 
@@ -171,7 +170,7 @@ def spawn_local(
                 results,
                 token,
                 dict(os.environ),
-            ),  # fmt: skip
+            ),
             daemon=True,
         )
         for rank in range(world_size)

@@ -49,7 +49,7 @@ def test_ranks_with_a_wrong_or_no_token_are_refused_and_so_are_their_peers() -> 
                 results,
                 token,
                 dict(os.environ),
-            ),  # fmt: skip
+            ),
             daemon=True,
         )
         for rank, token in enumerate([GOOD, WRONG, None])
