@@ -78,18 +78,20 @@ def test_a_stage_gives_its_data_what_the_overhead_and_margin_leave() -> None:
 
 
 def test_what_a_process_holds_leaves_out_the_pages_of_mapped_data_files(tmp_path: Path) -> None:
-    # 64 MiB of a data file read through a map: VmRSS counts its pages, the
-    # process does not hold them (a cgroup reclaims them as page cache).
+    # 128 MiB of a data file read through a map: VmRSS counts its pages, the
+    # process does not hold them (a cgroup reclaims them as page cache). The
+    # bounds leave room for what the worker's other threads allocate meanwhile
+    # (a new thread's stack and malloc arena touch 8 MiB and more).
     path = tmp_path / "data.npy"
-    np.save(path, np.arange(8 << 20, dtype=np.int64))
+    np.save(path, np.arange(16 << 20, dtype=np.int64))
     before_rss, before_held = current_rss_bytes(), held_bytes()
     mapped = np.load(path, mmap_mode="r")
     assert int(mapped.sum()) > 0  # every page touched
-    assert current_rss_bytes() - before_rss > 60 << 20
-    assert held_bytes() - before_held < 8 << 20
-    # 64 MiB of anonymous memory (an array filled in) is held.
-    array = np.ones(8 << 20, dtype=np.int64)
-    assert held_bytes() - before_held > 60 << 20
+    assert current_rss_bytes() - before_rss > 120 << 20
+    assert held_bytes() - before_held < 32 << 20
+    # 128 MiB of anonymous memory (an array filled in) is held.
+    array = np.ones(16 << 20, dtype=np.int64)
+    assert held_bytes() - before_held > 120 << 20
     assert StageBudget.start(4 << 30, held=True).overhead < StageBudget.start(4 << 30).overhead
     del mapped, array
 
