@@ -48,7 +48,7 @@ GROUPS = (
     ("dagster dev", "dagster dev"),
     ("multiprocessing.forkserver", "forkserver and forked steps"),
     ("multiprocessing.spawn", "spawned processes (run workers, ranks)"),
-    ("rank_entry", "torchrun ranks"),
+    ("gnncore-rank", "ranks (both launchers)"),
     ("uvicorn", "MLflow server"),
     ("mlflow ui", "MLflow server"),
     ("pytest", "pytest"),
@@ -65,15 +65,17 @@ def group_of(command: str) -> str:
     return "other: " + command[:60]
 
 
-def _stat(pid: str) -> tuple[float, str] | None:
-    """(CPU seconds, start time in ticks) of ``pid``, or None once it is gone."""
+def _stat(pid: str) -> tuple[float, str, str] | None:
+    """(CPU seconds, start time in ticks, process name) of ``pid``, or None once
+    it is gone. A rank names itself (``gnncore-rank<N>``) after it forks."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             text = f.read()
     except OSError:
         return None
     fields = text[text.rfind(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS, fields[19]
+    name = text[text.find("(") + 1 : text.rfind(")")]
+    return (int(fields[11]) + int(fields[12])) / TICKS, fields[19], name
 
 
 def _command(pid: str) -> str:
@@ -113,11 +115,13 @@ class Sampler(threading.Thread):
             found = _stat(pid)
             if found is None:
                 continue
-            cpu, start = found
+            cpu, start, name = found
             key = f"{pid}:{start}"
             if key not in self.last:
                 self.first[key] = cpu if initial else 0.0
                 self.commands[key] = _command(pid)
+            if name.startswith("gnncore-rank"):
+                self.commands[key] = name
             self.last[key] = cpu
 
     def run(self) -> None:

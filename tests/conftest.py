@@ -134,7 +134,7 @@ def _measured_rank_server(_subprocess_coverage_config: str | None):
     if _subprocess_coverage_config is None or unmeasured:
         yield
         return
-    from gnncore.distributed.launch.spawn import start_rank_server
+    from gnncore.distributed.launch.forked import start_rank_server
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("COVERAGE_PROCESS_CONFIG", _subprocess_coverage_config)

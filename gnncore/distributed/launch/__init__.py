@@ -6,11 +6,16 @@ Two launchers run ``fn(rank, world_size, *args)`` in every rank of a
 * :func:`elastic_run` starts this machine's ranks through torch's own launcher
   (:func:`torch.distributed.launcher.api.elastic_launch`, what ``torchrun``
   runs), with ``nnodes``/``node_rank``/``master_addr``/``master_port`` for
-  several machines. Each rank is a fresh ``python`` process whose entry point
-  (:func:`rank_entry`) reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
-  ``MASTER_ADDR`` and ``MASTER_PORT`` from its environment.
-* :func:`spawn_local` forks the ranks from :mod:`multiprocessing`'s fork server,
-  which has imported torch and PyG once (tests and small single-machine runs).
+  several machines. Each rank's entry point (:func:`rank_entry`) reads
+  ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``
+  from what torch's agent set for it.
+* :func:`spawn_local` starts them with :mod:`multiprocessing` alone (tests and
+  small single-machine runs).
+
+Both fork their ranks from :mod:`multiprocessing`'s fork server, which has
+imported torch and PyG once (:mod:`~gnncore.distributed.launch.forked`); a rank
+takes the launching process's environment and output, and names itself
+``gnncore-rank<N>`` for ``ps`` and ``top``.
 
 **Addresses.** Everything listens on ``127.0.0.1`` unless ``master_addr``
 says otherwise: the rendezvous store is created on a socket bound to
@@ -36,8 +41,8 @@ a rank without it, or with another one, is refused with one line, and so are
 its peers. The launchers take the token from ``GNNCORE_JOIN_TOKEN`` or a token
 file (:func:`~gnncore.distributed.join.launch_token`), or generate one.
 The pickles here (the spec and result files of :func:`elastic_run`, the queue
-of :func:`spawn_local`) stay between a launcher and its own children on one
-machine; nothing a peer rank sends is unpickled.
+of :func:`spawn_local`, what the fork server passes) stay between a launcher
+and its own children on one machine; nothing a peer rank sends is unpickled.
 """
 
 from gnncore.distributed.launch.faults import RankFailed, RankStatus, blame, is_peer_loss

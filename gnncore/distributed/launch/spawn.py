@@ -1,13 +1,9 @@
 """Ranks started on this machine with :mod:`multiprocessing` (tests and small
 single-machine runs): :func:`spawn_local`.
 
-The ranks fork from :mod:`multiprocessing`'s fork server, which imports what
-every rank imports (:data:`RANK_PRELOAD`: torch and PyG) once,
-when this process starts its first ranks; a spawned interpreter would import
-them again in every rank (about 8 CPU seconds each). The fork server runs
-nothing but imports (no thread pool, no CUDA), so forking from it is safe. A
-rank takes the environment of the process that launched it, as a spawned
-rank would (the fork server's is the one it started with).
+The ranks fork from :mod:`multiprocessing`'s fork server, which has imported
+torch and PyG once (:mod:`~gnncore.distributed.launch.forked`); each takes the
+launching process's environment, thread count and output first.
 
 :func:`spawn_local` waits ``grace`` seconds after the first failure for the
 others' statuses, so the rank that caused it is named
@@ -20,13 +16,11 @@ launcher and its own children.
 from __future__ import annotations
 
 import datetime
-import multiprocessing as mp
 import os
 import queue
 import sys
 import time
 from collections.abc import Callable, Sequence
-from multiprocessing import forkserver
 from typing import Any
 
 from gnncore.distributed.join import check_join, launch_token
@@ -38,41 +32,8 @@ from gnncore.distributed.launch.faults import (
     is_peer_loss,
     report,
 )
+from gnncore.distributed.launch.forked import Launcher, name_rank, rank_context, take_launcher
 from gnncore.distributed.launch.net import LOCALHOST, master_store, pin_gloo_interface
-from gnncore.forkserver import short_socket_dir
-
-#: Imported once by the fork server the ranks fork from: the heavy packages every
-#: rank imports (gnncore's own modules load in a fraction of their time).
-RANK_PRELOAD = ("torch.distributed", "torch_geometric")
-
-
-def _rank_context() -> Any:
-    """The fork server's context, its preload set (it takes effect when this
-    process starts its fork server, at its first ranks)."""
-    short_socket_dir()
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(list(RANK_PRELOAD))
-    return ctx
-
-
-def start_rank_server() -> None:
-    """Start the fork server that :func:`spawn_local`'s ranks fork from now,
-    with the current environment, rather than at the first launch."""
-    _rank_context()
-    forkserver.ensure_running()
-
-
-def _take_environment(environ: dict[str, str]) -> None:
-    """Run with the launching process's environment (``environ``), not the one
-    the fork server started with; its thread count too, which the OpenMP runtime
-    read when the fork server loaded torch."""
-    os.environ.clear()
-    os.environ.update(environ)
-    threads = environ.get("OMP_NUM_THREADS", "")
-    if threads.isdigit() and int(threads) > 0:
-        import torch  # lazy: torch loads in seconds; only the rank processes need it
-
-        torch.set_num_threads(int(threads))
 
 
 def _rank_main(
@@ -85,9 +46,10 @@ def _rank_main(
     args: Sequence[Any],
     results: Any,
     token: str | None,
-    environ: dict[str, str],
+    launcher: Launcher,
 ) -> None:
-    _take_environment(environ)
+    take_launcher(launcher)
+    name_rank(rank)
     # lazy: torch loads in seconds; only the rank processes need it
     import torch.distributed as dist
     from torch.distributed import TCPStore
@@ -152,7 +114,7 @@ def spawn_local(
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
     token = launch_token() if join_token is None else join_token
-    ctx = _rank_context()
+    ctx = rank_context()
     results = ctx.Queue()
     store, port = master_store(LOCALHOST, 0, world_size, timeout)
     address = (LOCALHOST, port)
@@ -169,7 +131,7 @@ def spawn_local(
                 tuple(args),
                 results,
                 token,
-                dict(os.environ),
+                Launcher.here(),
             ),
             daemon=True,
         )
@@ -241,4 +203,4 @@ def _stop(procs: list[Any]) -> None:
             proc.join(timeout=5)
 
 
-__all__ = ["RANK_PRELOAD", "spawn_local", "start_rank_server"]
+__all__ = ["spawn_local"]

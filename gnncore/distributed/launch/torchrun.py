@@ -1,9 +1,11 @@
 """This machine's ranks started by torch's elastic launcher (what ``torchrun``
 runs): :func:`elastic_run`, and :func:`rank_entry`, each rank's entry point.
 
-Each rank is a fresh ``python`` process whose entry point (:func:`rank_entry`)
-reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
-``MASTER_PORT`` from its environment. The elastic launcher sees every rank that
+Each rank forks from :mod:`multiprocessing`'s fork server, which has imported
+torch and PyG once (:mod:`~gnncore.distributed.launch.forked`), takes the
+launching process's environment and output, and reads ``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` from what
+the launcher set (:func:`rank_entry`). The elastic launcher sees every rank that
 has exited when it polls (every 0.1 s), and a SIGKILLed rank is gone before
 any peer can notice; a rank still running after ``run_timeout`` reports and
 exits. The spec and result files pickled here stay between this launcher and
@@ -21,6 +23,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +38,7 @@ from gnncore.distributed.launch.faults import (
     is_peer_loss,
     report,
 )
+from gnncore.distributed.launch.forked import Launcher, name_rank, rank_context, take_launcher
 from gnncore.distributed.launch.net import (
     LOCALHOST,
     free_port,
@@ -46,6 +50,18 @@ from gnncore.distributed.launch.net import (
 #: listening on the master address only.
 RENDEZVOUS_BACKEND = "gnncore-static"
 _registered = False
+
+#: Seconds a rank that lost a peer waits before it exits (torch's launcher polls
+#: its ranks every 0.1 s and reports the first failure it sees).
+PEER_LOSS_EXIT_DELAY = 1.0
+
+#: What torch's elastic agent sets in each rank's environment (its documented
+#: worker variables), kept over the launching process's environment.
+ELASTIC_ENV = (
+    "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR",
+    "MASTER_PORT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+)  # fmt: skip
 
 
 def _register_rendezvous() -> None:
@@ -109,16 +125,24 @@ def _status_file(out_dir: str | Path, rank: int, kind: str) -> Path:
     return Path(out_dir) / f"rank-{rank}.{kind}"
 
 
-def rank_entry(spec_path: str) -> None:
-    """A rank started by :func:`elastic_run` (``python -c``): prove the join
+def rank_entry(spec_path: str, launcher: Launcher) -> None:
+    """A rank started by :func:`elastic_run`: take the launching process's
+    environment (what torch's agent set for this rank kept) and output, prove the join
     token (``GNNCORE_JOIN_TOKEN``) through the store at ``MASTER_ADDR:MASTER_PORT``
     and check its peers' (:func:`~gnncore.distributed.join.check_join`), join
     the group from ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``,
     run the function and write its result (or the error, and whether it was the
     loss of a peer) where the launcher reads it; exit at once on an error."""
+    given = {
+        key: value
+        for key, value in os.environ.items()
+        if key in ELASTIC_ENV or key.startswith("TORCHELASTIC_")
+    }
+    take_launcher(launcher, given)
     with open(spec_path, "rb") as fh:
         spec: _EntrySpec = pickle.load(fh)
     rank = int(os.environ["RANK"])
+    name_rank(rank)
     world = int(os.environ["WORLD_SIZE"])
 
     def fail(text: str, peer_loss: bool) -> None:
@@ -130,6 +154,10 @@ def rank_entry(spec_path: str) -> None:
         sys.stderr.write(f"{text}\n" if text.startswith(name) else f"{name}: {text}\n")
         sys.stdout.flush()
         sys.stderr.flush()
+        if peer_loss:
+            # torch's launcher reports the first rank it sees exit: let the peer
+            # whose loss this is (killed, crashed) be seen first.
+            time.sleep(PEER_LOSS_EXIT_DELAY)
         os._exit(1)
 
     watchdog = threading.Timer(
@@ -166,14 +194,10 @@ def rank_entry(spec_path: str) -> None:
 
 @contextlib.contextmanager
 def _launch_environment(token: str) -> Iterator[None]:
-    """For the launch: the ranks import what this process can (its
-    ``sys.path`` as ``PYTHONPATH``) and get the join token (``GNNCORE_JOIN_TOKEN``,
+    """For the launch: the ranks get the join token (``GNNCORE_JOIN_TOKEN``,
     put back as it was afterwards), and the signal handlers torch's launcher
     installs are put back afterwards."""
-    saved_path = os.environ.get("PYTHONPATH")
     saved_token = os.environ.get(TOKEN_ENV)
-    paths = [p for p in sys.path if p and os.path.isdir(p)]
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
     os.environ[TOKEN_ENV] = token
     handled = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT]
     on_main = threading.current_thread() is threading.main_thread()
@@ -181,10 +205,6 @@ def _launch_environment(token: str) -> Iterator[None]:
     try:
         yield
     finally:
-        if saved_path is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved_path
         if saved_token is None:
             os.environ.pop(TOKEN_ENV, None)
         else:
@@ -216,8 +236,7 @@ def elastic_run(
     ``i * nproc + nproc - 1``. Returns ``{rank: result}`` of this machine's ranks.
 
     Args:
-        fn: A picklable (module-level) function, importable in a fresh
-            ``python`` (this process's ``sys.path`` is passed on).
+        fn: A picklable (module-level) function.
         nproc (int): Ranks on this machine.
         nnodes (int): Machines, each running this call with its ``node_rank``.
         master_addr (str): Where machine 0's rendezvous store listens and the
@@ -264,20 +283,17 @@ def elastic_run(
         rdzv_configs={"rank": node_rank, "timeout": int(join_timeout)},
         max_restarts=0,
         monitor_interval=0.1,
-        start_method="spawn",
+        start_method="forkserver",
     )
     with tempfile.TemporaryDirectory(prefix="gnncore-ranks-") as out_dir:
         spec_path = Path(out_dir) / "spec.pkl"
         spec = _EntrySpec(fn, tuple(args), backend, timeout, run_timeout, out_dir)
         spec_path.write_bytes(pickle.dumps(spec))
-        code = (
-            "import sys; from gnncore.distributed.launch.torchrun import rank_entry as e; "
-            "e(sys.argv[1])"
-        )
-        launch = elastic_launch(config, sys.executable)
+        rank_context()  # the fork server the ranks fork from, its preload
+        launch = elastic_launch(config, rank_entry)
         try:
             with _launch_environment(token):
-                launch("-u", "-c", code, str(spec_path))
+                launch(str(spec_path), Launcher.here())
         except ChildFailedError as err:
             raise _elastic_blame(err, out_dir, world, local) from None
         except SignalException as err:

@@ -5,7 +5,6 @@ owner-only file) and the launch's own token."""
 from __future__ import annotations
 
 import operator
-import os
 import re
 import time
 
@@ -20,8 +19,9 @@ from gnncore.distributed.join import (
     read_token_file,
 )
 from gnncore.distributed.launch import RankStatus, blame
+from gnncore.distributed.launch.forked import Launcher, rank_context
 from gnncore.distributed.launch.net import LOCALHOST, master_store
-from gnncore.distributed.launch.spawn import _rank_context, _rank_main
+from gnncore.distributed.launch.spawn import _rank_main
 from gnncore.errors import InputError
 
 GOOD = "a" * 64
@@ -31,7 +31,7 @@ WRONG = "b" * 64
 def test_ranks_with_a_wrong_or_no_token_are_refused_and_so_are_their_peers() -> None:
     # Three real rank processes on one store (as spawn_local starts them): rank 0
     # holds the token, rank 1 another one, rank 2 none.
-    ctx = _rank_context()
+    ctx = rank_context()
     results = ctx.Queue()
     timeout = 30.0
     store, port = master_store(LOCALHOST, 0, 3, timeout)
@@ -48,7 +48,7 @@ def test_ranks_with_a_wrong_or_no_token_are_refused_and_so_are_their_peers() -> 
                 (),
                 results,
                 token,
-                dict(os.environ),
+                Launcher.here(),
             ),
             daemon=True,
         )
