@@ -1,4 +1,5 @@
-"""Servers and daemons that tests start for real: free ports and clean stops."""
+"""Servers, daemons and ranks that tests start for real: free ports, clean stops,
+and the ranks to kill."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ import os
 import signal
 import socket
 import subprocess
+
+import psutil
+
+from gnncore.distributed.launch.forked import RANK_NAME
 
 
 def free_port() -> int:
@@ -28,3 +33,17 @@ def stop_group(proc: subprocess.Popen, timeout: float = 15.0) -> None:
         proc.wait(timeout=timeout)
     except ProcessLookupError:
         pass
+
+
+def rank_pids(rank: int) -> list[int]:
+    """The descendants of this process that run ``rank`` of a launch (a rank
+    names itself ``gnncore-rank<N>``, what ``ps`` shows)."""
+    name = RANK_NAME.format(rank=rank)
+    pids = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.name() == name:
+                pids.append(child.pid)
+        except psutil.Error:
+            continue
+    return pids

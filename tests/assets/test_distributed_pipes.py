@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import psutil
 import pytest
 from mlflow import MlflowClient
 
@@ -19,6 +18,7 @@ from assets import graph, graph_partition, rank_data, raw_dataset, trained_model
 from assets.pipes_train import LineFollower, distributed_metadata
 from gnncore.progress import LineFile
 from tests.assets.helpers import Materializer, generated, metadata
+from tests.processes import rank_pids
 
 DATASET = "tiny"
 GRAPH_CONFIG = {
@@ -166,18 +166,6 @@ def test_link_prediction_on_two_ranks_through_pipes(setup) -> None:
     assert len(link_dirs) == 1 and (link_dirs[0] / "manifest.json").is_file()
 
 
-def _rank_pids(rank: int) -> list[int]:
-    """Descendants of this process running ``rank`` (torch's launcher sets ``RANK``)."""
-    pids = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.environ().get("RANK") == str(rank) and "LOCAL_RANK" in child.environ():
-                pids.append(child.pid)
-        except psutil.Error:
-            continue
-    return pids
-
-
 class Killer(threading.Thread):
     """SIGKILLs rank 1 once, shortly after the first checkpoint under ``root``."""
 
@@ -193,7 +181,7 @@ class Killer(threading.Thread):
         while time.monotonic() < deadline and not set(self.root.glob("*/epoch-*.pt")) - old:
             time.sleep(0.05)
         time.sleep(0.3)
-        for pid in _rank_pids(1):
+        for pid in rank_pids(1):
             os.kill(pid, signal.SIGKILL)
             self.killed = True
 

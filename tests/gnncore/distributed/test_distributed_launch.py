@@ -18,8 +18,8 @@ import pytest
 
 from conftest import planted_graph
 from gnncore.distributed.launch import RankStatus, blame
-from gnncore.distributed.launch.forked import RANK_NAME
 from gnncore.partition.run import partition_graph
+from tests.processes import rank_pids
 
 REPO = Path(__file__).resolve().parents[3]
 TRAIN = ["--epochs", "4", "--batch-size", "16", "--fanouts", "5,5", "--hidden", "32",
@@ -48,33 +48,10 @@ def test_blame_prefers_the_dead_rank_to_the_ones_that_lost_it() -> None:
     assert err.rank == 0 and "ranks [1] run on other machines" in str(err)
 
 
-def _descends_from_me(pid: str) -> bool:
-    me = os.getpid()
-    while pid not in ("0", "1"):
-        try:
-            status = (Path("/proc") / pid / "status").read_text()
-        except OSError:
-            return False
-        pid = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid"))
-        if int(pid) == me:
-            return True
-    return False
-
-
 def _rank_pid(rank: int) -> int | None:
-    """The pid of the process that runs ``rank`` among this process's descendants
-    (a rank names itself ``gnncore-rank<N>``, what ``ps`` shows)."""
-    name = RANK_NAME.format(rank=rank)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            comm = (entry / "comm").read_text().strip()
-        except OSError:
-            continue
-        if comm == name and _descends_from_me(entry.name):
-            return int(entry.name)
-    return None
+    """The pid of the process that runs ``rank`` among this process's descendants."""
+    found = rank_pids(rank)
+    return found[0] if found else None
 
 
 class Killer(threading.Thread):
