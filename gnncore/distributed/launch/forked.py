@@ -24,8 +24,9 @@ from typing import Any
 from gnncore.forkserver import short_socket_dir
 
 #: Imported once by the fork server the ranks fork from: the heavy packages every
-#: rank imports (gnncore's own modules load in a fraction of their time).
-RANK_PRELOAD = ("torch.distributed", "torch_geometric")
+#: rank imports, and the rank's own code. Not MLflow: only rank 0 of a tracked run
+#: imports it (3-4 CPU s once a launch), and every rank would hold its 119 MiB.
+RANK_PRELOAD = ("torch.distributed", "torch_geometric", "gnncore.distributed.rank")
 
 #: The process name a rank shows in ``ps``, ``top`` and ``/proc/<pid>/comm``.
 RANK_NAME = "gnncore-rank{rank}"
