@@ -16,6 +16,7 @@ sensor goes on with the others.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -137,4 +138,35 @@ def inbox_sensor(
     return _inbox
 
 
-inbox = inbox_sensor()
+#: The inbox sensor's timing in the code location, read when it loads: how often it
+#: looks (seconds, default 30) and how long a file must stay unchanged before it
+#: counts (seconds, default 10). A drop starts its run after settle to settle +
+#: interval seconds.
+INTERVAL_ENV = "GNNCORE_INBOX_INTERVAL_S"
+SETTLE_ENV = "GNNCORE_INBOX_SETTLE_S"
+
+
+def inbox_timing(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """The ``minimum_interval_seconds`` and ``settle_seconds`` of
+    :func:`inbox_sensor` from ``$GNNCORE_INBOX_INTERVAL_S`` (a whole number of
+    seconds, at least 1) and ``$GNNCORE_INBOX_SETTLE_S`` (seconds, at least 0);
+    the defaults where they are unset or empty."""
+    timing: dict[str, Any] = {}
+    interval = environ.get(INTERVAL_ENV, "").strip()
+    if interval:
+        if not interval.isdigit() or int(interval) < 1:
+            raise ValueError(f"{INTERVAL_ENV}={interval!r}: a whole number of seconds >= 1")
+        timing["minimum_interval_seconds"] = int(interval)
+    settle = environ.get(SETTLE_ENV, "").strip()
+    if settle:
+        try:
+            seconds = float(settle)
+        except ValueError:
+            seconds = -1.0
+        if not seconds >= 0:
+            raise ValueError(f"{SETTLE_ENV}={settle!r}: a number of seconds >= 0")
+        timing["settle_seconds"] = seconds
+    return timing
+
+
+inbox = inbox_sensor(**inbox_timing())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
+import pytest
 
 from pipelines.definitions import defs
 from pipelines.sensors import inbox_sensor
@@ -108,3 +109,21 @@ def test_the_code_location_runs_the_sensor_by_default():
     sensor = defs.resolve_sensor_def("inbox_sensor")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert sensor.job_name == "train_job"
+
+
+def test_the_code_locations_timing_comes_from_the_environment():
+    from pipelines.sensors import INTERVAL_ENV, SETTLE_ENV, inbox_timing
+
+    assert inbox_timing({}) == {}
+    assert inbox_timing({INTERVAL_ENV: " 5 ", SETTLE_ENV: "1.5"}) == {
+        "minimum_interval_seconds": 5,
+        "settle_seconds": 1.5,
+    }
+    assert inbox_timing({SETTLE_ENV: "0"}) == {"settle_seconds": 0.0}
+    for bad in ({INTERVAL_ENV: "0"}, {INTERVAL_ENV: "2.5"}, {SETTLE_ENV: "-1"},
+                {SETTLE_ENV: "soon"}, {SETTLE_ENV: "nan"}):  # fmt: skip
+        with pytest.raises(ValueError) as refused:
+            inbox_timing(bad)
+        (name,) = bad
+        assert str(refused.value).startswith(f"{name}=")
+    assert defs.get_sensor_def("inbox_sensor").minimum_interval_seconds == 30

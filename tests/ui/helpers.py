@@ -182,13 +182,18 @@ def http_ok(url: str) -> bool:
 
 @contextlib.contextmanager
 def run_servers(
-    base: Path, artifacts: Path, link_mlflow: bool = False, cwd: Path = REPO
+    base: Path,
+    artifacts: Path,
+    link_mlflow: bool = False,
+    cwd: Path = REPO,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[Servers]:
     """``make ui`` and ``make mlflow-ui`` (with one worker) on a temporary DAGSTER_HOME
     and data root (``base/dagster_home``, ``base/data``), logs into ``artifacts``,
     started in ``cwd`` (which must hold ``workspace.yaml``). With ``link_mlflow``,
     ``GNNCORE_MLFLOW_UI_URL`` points the assets' run links at this MLflow UI, as
-    ``make ui`` points them at ``make mlflow-ui``'s."""
+    ``make ui`` points them at ``make mlflow-ui``'s. ``extra_env`` is set for both
+    (settings a user could give them, such as the inbox sensor's timing)."""
     home, data = base / "dagster_home", base / "data"
     home.mkdir()
     shutil.copy(REPO / "pipelines" / "dagster.yaml", home / "dagster.yaml")
@@ -212,6 +217,7 @@ def run_servers(
     )
     if link_mlflow:
         env["GNNCORE_MLFLOW_UI_URL"] = state.mlflow_url
+    env.update(extra_env or {})
     state.servers.append(
         start(
             "dagster",

@@ -41,6 +41,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
+from pipelines.sensors import INTERVAL_ENV, SETTLE_ENV  # noqa: E402
 from tests.ui.helpers import (  # noqa: E402  (skips the module without Chromium or Playwright)
     ARTIFACTS_ROOT,
     BIN,
@@ -160,7 +161,10 @@ def tutorial(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tutorial]:
         (root / name).symlink_to(REPO / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GNNCORE_")}
     env["PYTHONUNBUFFERED"] = "1"
-    with run_servers(root, ARTIFACTS, link_mlflow=True, cwd=root) as servers:
+    # The inbox looks every 10 s for files unchanged for 2 s (30 s and 10 s by
+    # default): the sensor's run starts 2-12 s after the drop, not 10-40 s.
+    timing = {INTERVAL_ENV: "10", SETTLE_ENV: "2"}
+    with run_servers(root, ARTIFACTS, link_mlflow=True, cwd=root, extra_env=timing) as servers:
         assert servers.data_root == root / "data"  # the default data root, ./data
         yield Tutorial(root, servers, env)
 
