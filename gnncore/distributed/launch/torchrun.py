@@ -236,7 +236,10 @@ def elastic_run(
     ``i * nproc + nproc - 1``. Returns ``{rank: result}`` of this machine's ranks.
 
     Args:
-        fn: A picklable (module-level) function.
+        fn: A picklable (module-level) function. As with any
+            :mod:`multiprocessing` start method but fork, each rank imports the
+            launching script as ``__mp_main__``: launch under
+            ``if __name__ == "__main__":``.
         nproc (int): Ranks on this machine.
         nnodes (int): Machines, each running this call with its ``node_rank``.
         master_addr (str): Where machine 0's rendezvous store listens and the
