@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from gnncore.modes.run import RunRecording, line_logger
 from gnncore.outofcore.link_buffer import link_buffer_source
 from gnncore.store import GraphDir, GraphDirFeatureStore
 from gnncore.store.feature_store import TensorFeatureStore
+from gnncore.store.scratch import scratch_dir
 from gnncore.train.core.checkpoint import data_fingerprint, open_checkpoints
 from gnncore.train.core.session import Progress
 from gnncore.train.link.config import LinkTrainConfig
@@ -86,7 +86,7 @@ def link_batches(
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
     else:
-        work = Path(tempfile.mkdtemp(prefix="partition-buffer-"))
+        work = scratch_dir("gnncore-partition-buffer-")
     source = link_buffer_source(splits, config, work, line_logger(progress))
     try:
         yield source

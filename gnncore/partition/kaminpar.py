@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ import numpy as np
 from gnncore.partition.base import Partitioner, PartitionOptions, symmetric_graph
 from gnncore.partition.metrics import max_part_size
 from gnncore.store import GraphDir
+from gnncore.store.scratch import scratch
 
 #: ParHIP version flags (a set bit means absent / 32-bit).
 _NO_EDGE_WEIGHTS, _NO_NODE_WEIGHTS = 1, 2
@@ -145,7 +145,7 @@ class KaMinParPartitioner(Partitioner):
         say = self.progress or (lambda message: None)
         cap = max_part_size(n, options.parts, options.imbalance)
         started = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="gnncore-kaminpar-") as tmp:
+        with scratch("gnncore-kaminpar-") as tmp:
             path = Path(tmp) / "graph.parhip"
             sym = symmetric_graph(graph)
             size = write_parhip(sym.indptr, sym.indices, path)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from gnncore.partition.metrics import (
 from gnncore.store import GraphDir
 from gnncore.store.external_sort import ExternalEdgeSorter
 from gnncore.store.npy import load_npy, read_npy_header
+from gnncore.store.scratch import scratch
 from gnncore.typing import require_csrc
 
 SPLIT_NAMES = ("train", "val", "test")
@@ -329,7 +329,7 @@ def symmetric_csr_files(
     edges = graph_edge_file(graph)
     step = max(1, sort_budget // 64)
     with (
-        tempfile.TemporaryDirectory(prefix="gnncore-symmetric-", dir=tmp_dir) as tmp,
+        scratch("gnncore-symmetric-", tmp_dir) as tmp,
         ExternalEdgeSorter(tmp, sort_budget, directed=False) as sorter,
     ):
         for begin in range(0, edges.rows, step):

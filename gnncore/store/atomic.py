@@ -113,7 +113,8 @@ def temporary_name(final: Path, kind: str) -> str:
     return f".{final.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of ``pid`` exists on this machine (another user's too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -139,7 +140,7 @@ def _stale_siblings(final: Path, kind: str | None) -> list[Path]:
             continue
         pid_text = match.group(2)
         if pid_text is not None:
-            if not _pid_alive(int(pid_text)):
+            if not pid_alive(int(pid_text)):
                 stale.append(path)
         elif match.group(1) == "old":
             stale.append(path)  # written by a version whose names held no pid

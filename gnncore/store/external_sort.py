@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +45,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from gnncore import _C
 from gnncore.store.npy import index_dtype as default_index_dtype
+from gnncore.store.scratch import scratch_dir
 from gnncore.typing import require_csrc
 
 PathArg = str | os.PathLike[str]
@@ -136,7 +136,7 @@ class ExternalEdgeSorter:
         self._src: np.ndarray | None = np.empty(self._capacity, dtype=np.int64)
         self._dst: np.ndarray | None = np.empty(self._capacity, dtype=np.int64)
         self._fill = 0
-        self._dir = Path(tempfile.mkdtemp(prefix="gnncore-sort-", dir=tmp_dir))
+        self._dir = scratch_dir("gnncore-sort-", tmp_dir)
         self._finalizer = weakref.finalize(self, shutil.rmtree, self._dir, True)
         self._runs: list[Path] = []
         self._serial = 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from gnncore.partition.grem.chunk import ChunkRows
 from gnncore.partition.grem.plan import MAX_CLUSTERS, ClusterPlan, cluster_plan, plan_applies
 from gnncore.partition.grem.seed import SEED_METHODS, seed_sides
 from gnncore.partition.task_tree import check_workers, run_task_tree
+from gnncore.store.scratch import scratch_dir
 from gnncore.typing import require_csrc
 from gnncore.usage import peak_rss_bytes
 
@@ -247,7 +247,7 @@ def grem_partition_file(
             if child is not None
         ]
 
-    work = Path(tempfile.mkdtemp(prefix="grem-", dir=tmp_dir))
+    work = scratch_dir("gnncore-grem-", tmp_dir)
     try:
         shared = _Recursion(
             num_nodes,

@@ -32,8 +32,9 @@ that ``gnncore train --memory-budget`` or the Dagster ``memory`` resource gave
 training, less what the process holds when the evaluation is set up and a
 margin; without a budget the memory available,
 :func:`gnncore.memory.memory_available`); otherwise each hidden layer goes to
-a ``.npy`` file in a temporary directory (``$TMPDIR``, Python's
-:func:`tempfile.gettempdir`), removed when the evaluation ends, so the
+a ``.npy`` file in a scratch directory (``$TMPDIR``,
+:func:`gnncore.store.scratch.scratch`), removed when the evaluation ends and
+reclaimed by the next run if the process is killed, so the
 evaluation holds one batch and not ``N x hidden``
 (:mod:`gnncore.train.core.layerstore`).
 
@@ -65,7 +66,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
-import tempfile
 import time
 import weakref
 from collections.abc import Callable
@@ -81,6 +81,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnncore.memory import memory_available
 from gnncore.sizes import format_size
+from gnncore.store.scratch import scratch, scratch_dir
 from gnncore.train.core.evalorder import EvaluationOrder
 from gnncore.train.core.layerwise import (
     Adjacency,
@@ -343,9 +344,7 @@ class LayerwiseEvaluation:
         with contextlib.ExitStack() as stack:
             layer_dir = None
             if self.cost.spill:
-                layer_dir = Path(
-                    stack.enter_context(tempfile.TemporaryDirectory(prefix="gnncore-eval-"))
-                )
+                layer_dir = stack.enter_context(scratch("gnncore-eval-layers-"))
             if order is None:
                 predicted, width = self._predict(model, inputs, device, amp_dtype, layer_dir)
             else:
@@ -453,7 +452,7 @@ class LayerwiseEvaluation:
         """The in-neighbour lists in ``order``'s numbering, built on the first
         pass into a scratch directory (``$TMPDIR``) kept until :meth:`close`."""
         if self._ordered is None:
-            self._scratch = tempfile.mkdtemp(prefix="gnncore-eval-order-")
+            self._scratch = str(scratch_dir("gnncore-eval-order-"))
             weakref.finalize(self, shutil.rmtree, self._scratch, True)
             self._ordered = order.adjacency(Path(self._scratch))
         return self._ordered

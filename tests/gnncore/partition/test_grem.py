@@ -627,7 +627,7 @@ def test_temporary_side_files_exist_during_the_run_and_go_afterwards(graph, tmp_
     real = grem_recursion.seed_sides
 
     def spy(*args, **kwargs):
-        seen.append(sorted(p.name for p in tmp_path.glob("grem-*/*")))
+        seen.append(sorted(p.name for p in tmp_path.glob("gnncore-grem-*/*")))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(grem_recursion, "seed_sides", spy)
