@@ -4,8 +4,9 @@ The fork server listens on a Unix socket in multiprocessing's temporary
 directory (``<TMPDIR>/pymp-XXXXXXXX/listener-XXXXXXXX``); under a long
 ``TMPDIR`` its path passes ``AF_UNIX``'s 107 bytes, the bind fails ("AF_UNIX
 path too long") and no process starts. Both users of the fork server, the
-code location's step executor and :func:`~gnncore.distributed.launch.spawn_local`,
-call :func:`short_socket_dir` first.
+code location's step executor and the rank launchers
+(:func:`~gnncore.distributed.launch.forked.rank_context`), call
+:func:`short_socket_dir` first.
 """
 
 from __future__ import annotations

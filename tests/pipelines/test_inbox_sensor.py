@@ -126,4 +126,4 @@ def test_the_code_locations_timing_comes_from_the_environment():
             inbox_timing(bad)
         (name,) = bad
         assert str(refused.value).startswith(f"{name}=")
-    assert defs.get_sensor_def("inbox_sensor").minimum_interval_seconds == 30
+    assert defs.resolve_sensor_def("inbox_sensor").minimum_interval_seconds == 30

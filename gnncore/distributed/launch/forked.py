@@ -13,7 +13,6 @@ output and error as they are now, as a spawned rank would have them.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import multiprocessing as mp
 import os
 import sys
@@ -99,11 +98,11 @@ def take_launcher(launcher: Launcher, keep: dict[str, str] | None = None) -> Non
 def name_rank(rank: int) -> None:
     """Name this process for ``ps`` and ``top`` (:data:`RANK_NAME`); forked
     ranks would all show the fork server's ``python`` otherwise."""
-    path = ctypes.util.find_library("c")
-    if path is None or not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux"):
         return
     name = RANK_NAME.format(rank=rank).encode()[:15]
-    ctypes.CDLL(path, use_errno=True).prctl(_PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
+    # the process's own symbols, libc's prctl among them (find_library would run ldconfig)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
 
 
 __all__ = [
