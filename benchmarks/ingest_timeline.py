@@ -5,7 +5,8 @@ Runs ``gnncore ingest --memory-budget`` on CSV in a child process whose
 ``Phases.start`` also writes a time stamp per phase, and samples every thread's
 CPU time (``/proc/PID/task/*/stat``) every ``--interval`` seconds. Prints, per
 phase in the order run (``startup`` is the interpreter and the imports): wall
-seconds, CPU seconds, ``idle`` = cores x wall - CPU (core seconds nobody used:
+seconds, CPU seconds (of which system time: page faults, file writes),
+``idle`` = cores x wall - CPU (core seconds nobody used:
 the serial parts), and the busiest threads (the main thread is ``main``;
 Polars' are ``async-executor``/``tokio``; the others, the CSV reader, the CSR
 sink, the sha256 threads, show as ``python``). Threads that ended between two
@@ -68,6 +69,7 @@ def thread_times(pid: int, hz: int) -> dict[str, float]:
         name = "main" if int(tid) == pid else stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2 :].split()
         times[f"{tid}:{name}"] = (int(fields[11]) + int(fields[12])) / hz
+        times[f"{tid}:{name}:sys"] = int(fields[12]) / hz
     return times
 
 
@@ -113,13 +115,18 @@ def main(argv: list[str] | None = None) -> int:
     for (ta, name), (tb, _) in zip(bounds, bounds[1:]):
         a, b = at(ta), at(tb)
         used = {k: b[k] - a.get(k, 0.0) for k in b if b[k] - a.get(k, 0.0) > 0.005}
+        system = sum(v for k, v in used.items() if k.endswith(":sys"))
+        used = {k: v for k, v in used.items() if not k.endswith(":sys")}
         cpu = sum(used.values())
         idle = max(cores * (tb - ta) - cpu, 0.0)
         total += cpu
         idle_total += idle
         busiest = ", ".join(f"{k.split(':')[1]} {v:.2f}" for k, v in
                             sorted(used.items(), key=lambda kv: -kv[1])[:5])  # fmt: skip
-        print(f"{name:11s} wall {tb - ta:5.2f}  cpu {cpu:5.2f}  idle {idle:5.2f}  [{busiest}]")
+        print(
+            f"{name:11s} wall {tb - ta:5.2f}  cpu {cpu:5.2f} (sys {system:4.2f})  "
+            f"idle {idle:5.2f}  [{busiest}]"
+        )
     print(f"sampled CPU {total:.2f} s, idle core seconds {idle_total:.2f}")
     shutil.rmtree(graph, ignore_errors=True)
     return 0

@@ -28,6 +28,7 @@ permutation of the same seed.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -35,6 +36,7 @@ import numpy as np
 
 from gnncore import _C
 from gnncore.errors import InputError
+from gnncore.prefault import Prefaulter
 from gnncore.store.external_sort import merge_buffer, merge_runs_down
 
 KEY_SHIFT = np.uint64(32)
@@ -48,6 +50,11 @@ SORT_THREADS = 2
 """Threads of the radix sort (the comparison with Polars' parse is at 2 threads)."""
 KEY_RUN_BUFFER = 1 << 20
 """Read / write buffer of one key run outside merges (a block reader, a bucket writer)."""
+PREFAULT_MIN_KEYS = 1 << 20
+"""A :class:`KeySorter` of at least this many keys of buffer faults its buffer and
+scratch in ahead of the keys on a thread (:class:`~gnncore.prefault.Prefaulter`)."""
+PREFAULT_AHEAD_KEYS = 4 << 20
+"""The most keys' pages (16 bytes a key: the key and its scratch) faulted ahead."""
 
 
 def split_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -112,13 +119,28 @@ class KeySorter:
         """Distinct keys once finished."""
         self._remap: Callable[[np.ndarray], None] | None = None
         self.scratch: np.ndarray | None = None
-        """The sort's scratch (as many keys as were sorted at once), kept for reuse:
-        the first touch of fresh pages costs more than the sort here."""
+        """The sort's scratch (at least as many keys as were sorted at once), kept
+        for reuse: the first touch of fresh pages costs more than the sort here."""
+        self._prefault: Prefaulter | None = None
 
     def _buffer(self) -> np.ndarray:
+        """The key buffer; a large one comes with its scratch, both faulted in on a
+        thread ahead of the keys added (:meth:`add_edges`), so neither the caller's
+        thread nor the sort pays the first touch of their pages."""
         if self._keys is None:
             self._keys = np.empty(self._capacity, dtype=np.uint64)
+            if self._capacity >= PREFAULT_MIN_KEYS:
+                self.scratch = np.empty(self._capacity, dtype=np.uint64)
+                self._prefault = Prefaulter([self._keys, self.scratch], PREFAULT_AHEAD_KEYS)
+                # a sorter dropped unfinished (an error mid-parse) stops its thread,
+                # which would otherwise hold the arrays for the life of the process
+                weakref.finalize(self, self._prefault.close)
         return self._keys
+
+    def _stop_prefault(self) -> None:
+        if self._prefault is not None:
+            self._prefault.close()
+            self._prefault = None
 
     def add_edges(self, src: np.ndarray, dst: np.ndarray, unordered: bool) -> int:
         """Add the edges ``(src[i], dst[i])`` (int64, ids in ``[0, 2**32)``) as keys,
@@ -143,6 +165,8 @@ class KeySorter:
             self._fill += n
             kept += n
             start = stop
+        if self._prefault is not None:
+            self._prefault.advance(self._fill)
         return kept
 
     def _sorted(self) -> np.ndarray:
@@ -173,6 +197,7 @@ class KeySorter:
         """Sort what is held; with runs on disk, spill it and merge them into one
         run (:attr:`run`), else keep the keys in memory (:attr:`keys`). Returns
         the number of distinct keys."""
+        self._stop_prefault()
         if not self.runs:
             self.keys = self._sorted() if self._fill else np.zeros(0, dtype=np.uint64)
             self.count = len(self.keys)
@@ -208,6 +233,7 @@ class KeySorter:
 
     def release(self) -> None:
         """Drop the keys held in memory and the scratch, and the run file."""
+        self._stop_prefault()
         self._keys = self.keys = self.scratch = None
         if self.run is not None:
             self.run.unlink(missing_ok=True)
