@@ -151,6 +151,12 @@ def _ingest_int_ids(
             raise InputError(exc.problem, source, line=exc.line, row=exc.row) from None
         raise
 
+    if isinstance(parsed, KeySink):
+        # the keys first: their buffer and scratch (half the budget) are gone
+        # before the ids' arrays are built
+        stage("sorting edges")
+        phases.start("sort/dedup")
+        parsed.keys.finish()
     stage("remapping ids")
     phases.start("remap")
     raw_ids, lut = ids.finish()
@@ -178,8 +184,6 @@ def _ingest_int_ids(
         "details": details, "started": started, "max_fan_in": max_fan_in,
     }  # fmt: skip
     if isinstance(parsed, KeySink):
-        phases.start("sort/dedup")
-        parsed.keys.finish()
         # node_ids.parquet is written beside the remap and the CSR (a node table's
         # data, larger, still first)
         job = StreamJob(out, scratch, phases, before_beside=nodes is None, **common)

@@ -18,6 +18,7 @@ from gnncore.io import ingest
 #: undisturbed run checks that these are all of them).
 STAGES = (
     "reading edges",
+    "sorting edges",
     "remapping ids",
     "node data",
     "writing edges and CSR",
