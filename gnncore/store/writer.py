@@ -33,9 +33,6 @@ from gnncore.store.parquet_footer import parquet_num_rows
 from gnncore.store.write_checks import WrittenCheck
 from gnncore.typing import require_csrc
 
-HASH_THREADS = 2
-"""Threads of :meth:`GraphDirWriter.hash_in_background` (and of :meth:`~GraphDirWriter.finish`)."""
-
 INT32_MAX = np.iinfo(np.int32).max
 PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
@@ -152,15 +149,11 @@ class GraphDirWriter:
     def hash_in_background(self, file: str) -> None:
         """Start the sha256 of ``file``, registered and complete (it must not change
         any more), on a background thread; :meth:`finish` uses it. hashlib
-        releases the GIL, so the hashing overlaps the writing of the next files;
-        two threads hash two files at once, so the files still being hashed
-        when the last one is written take half as long."""
+        releases the GIL, so the hashing overlaps the writing of the next files."""
         if file not in self._files:
             raise ValueError(f"{file} is not a registered file of {self.root}")
         if self._hasher is None:
-            self._hasher = ThreadPoolExecutor(
-                max_workers=HASH_THREADS, thread_name_prefix="gnncore-sha256"
-            )
+            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-sha256")
         self._digests[file] = self._hasher.submit(sha256_of, self.root / file)
 
     def set_digest(self, file: str, digest: Future[str]) -> None:
@@ -326,9 +319,7 @@ class GraphDirWriter:
         if self.num_nodes is None:
             raise ValueError("write_topology() was never called")
         entries = {}
-        with ThreadPoolExecutor(
-            max_workers=HASH_THREADS, thread_name_prefix="gnncore-sha256"
-        ) as pool:
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="gnncore-sha256") as pool:
             digests = {
                 file: self._digests.get(file) or pool.submit(sha256_of, self.root / file)
                 for file in self._files
