@@ -51,8 +51,9 @@ def _madvise() -> Any:
 
 
 def populate(array: np.ndarray, start: int, stop: int) -> bool:
-    """Fault in for writing the whole pages under elements ``[start, stop)`` of
-    the C-contiguous ``array`` (its contents unchanged).
+    """Fault in for writing the pages under elements ``[start, stop)`` of the
+    C-contiguous ``array`` (its contents unchanged): whole pages, so a range's
+    first and last pages are populated too, as far as they hold ``array``.
 
     Returns:
         ``False`` where the kernel or C library cannot (then nothing was done).
@@ -62,10 +63,8 @@ def populate(array: np.ndarray, start: int, stop: int) -> bool:
         return madvise is not None
     page = mmap.PAGESIZE
     base = array.ctypes.data
-    first = -(-(base + start * array.itemsize) // page) * page  # whole pages only
-    last = (base + stop * array.itemsize) // page * page
-    if last <= first:
-        return True
+    first = (base + start * array.itemsize) // page * page
+    last = -(-(base + stop * array.itemsize) // page) * page
     return madvise(first, last - first, MADV_POPULATE_WRITE) == 0
 
 

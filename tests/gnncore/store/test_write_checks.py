@@ -14,7 +14,7 @@ import pytest
 from gnncore.errors import InputError
 from gnncore.io import ingest
 from gnncore.io.bounded.csr import write_key_csr
-from gnncore.io.bounded.csr_sink import PAGE_CACHE_MIN_ENTRIES, CsrSink
+from gnncore.io.bounded.csr_sink import CsrSink
 from gnncore.io.bounded.npy_stream import HashedNpyWriter
 from gnncore.store import GraphDir, create_graph_dir
 from gnncore.store.edge_keys import KeySorter, split_keys
@@ -188,50 +188,3 @@ def test_csr_filled_by_passes_over_keys_in_memory_is_checked(tmp_path, directed)
     for name in ("indptr.npy", "indices.npy", "eid.npy"):
         assert (tmp_path / "mem" / name).read_bytes() == (tmp_path / "ext" / name).read_bytes()
     GraphDir.open(tmp_path / "ext").validate(checksums=True)
-
-
-def test_a_large_csr_through_the_sink_is_the_in_memory_writers_byte_for_byte(tmp_path):
-    """Past ``PAGE_CACHE_MIN_ENTRIES`` the sink sizes its files up front and their
-    page cache is faulted in ahead of it: the files are still exactly the
-    in-memory writer's, and nothing of the early sizing shows."""
-    rng = np.random.default_rng(5)
-    num_nodes, num_edges = 50_000, PAGE_CACHE_MIN_ENTRIES // 2 + 40_000
-    src = rng.integers(0, num_nodes, num_edges)
-    dst = rng.integers(0, num_nodes, num_edges)
-    keep = src != dst
-    pairs = np.unique(np.stack([np.minimum(src, dst), np.maximum(src, dst)])[:, keep], axis=1)
-    with create_graph_dir(tmp_path / "memory", "g") as writer:
-        writer.write_topology(num_nodes, pairs[0], pairs[1], directed=False)
-    memory = tmp_path / "memory"
-    indptr, indices, eid = (np.load(memory / f"{n}.npy") for n in ("indptr", "indices", "eid"))
-    assert len(indices) >= PAGE_CACHE_MIN_ENTRIES
-    with create_graph_dir(tmp_path / "sink", "g") as writer:
-        writer.write_topology(num_nodes, pairs[0], pairs[1], directed=False)
-        with CsrSink(writer, indptr, indices.dtype, pairs.shape[1]) as sink:
-            bounds = [0, 7, num_nodes // 3, num_nodes // 2 + 11, num_nodes]
-            for row, end in zip(bounds, bounds[1:]):
-                a, b = int(indptr[row]), int(indptr[end])
-                sink.put(row, end, indices[a:b], eid[a:b]).result()
-    for name in ("indptr.npy", "indices.npy", "eid.npy"):
-        assert sha256_of(tmp_path / "sink" / name) == sha256_of(memory / name), name
-    GraphDir.open(tmp_path / "sink").validate(checksums=True)
-
-
-def test_a_sink_given_too_few_entries_refuses_to_finish(tmp_path):
-    """The sink sized its files for every entry: one range short is an error, not
-    a file padded with zeros."""
-    rng = np.random.default_rng(6)
-    num_nodes = 50_000
-    count = PAGE_CACHE_MIN_ENTRIES // 2 + 10_000
-    src, dst = rng.integers(0, num_nodes, count), rng.integers(0, num_nodes, count)
-    keep = src != dst
-    pairs = np.unique(np.stack([np.minimum(src, dst), np.maximum(src, dst)])[:, keep], axis=1)
-    with pytest.raises(RuntimeError, match="indices.npy: wrote"):
-        with create_graph_dir(tmp_path / "g", "g") as writer:
-            writer.write_topology(num_nodes, pairs[0], pairs[1], directed=False)
-            indptr = np.load(writer.root / "indptr.npy")
-            indices, eid = np.load(writer.root / "indices.npy"), np.load(writer.root / "eid.npy")
-            with CsrSink(writer, indptr, indices.dtype, pairs.shape[1]) as sink:
-                half = num_nodes // 2
-                sink.put(0, half, indices[: indptr[half]], eid[: indptr[half]])
-    assert not (tmp_path / "g").exists()
