@@ -130,6 +130,7 @@ class Prefaulter:
             self._closed = True
             self._wake.notify()
         self._thread.join()
+        self._arrays = []  # their memory is the caller's to free
 
     def __enter__(self) -> Prefaulter:
         return self

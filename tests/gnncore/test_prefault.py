@@ -12,6 +12,7 @@ import mmap
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -152,3 +153,16 @@ def test_a_key_sorter_dropped_unfinished_stops_its_thread(tmp_path):
     del sorter  # as when the parse raises: no finish(), no release()
     gc.collect()
     wait_until(lambda: prefault_threads() == before)
+
+
+def test_a_released_key_sorter_frees_its_buffers(tmp_path):
+    """release() drops the keys and the scratch: nothing of the prefault (its
+    thread, the finalizer that stops it) keeps them alive."""
+    sorter = KeySorter(tmp_path, "canon", budget_bytes=PREFAULT_MIN_KEYS * 16)
+    sorter.add_edges(np.arange(1000), np.arange(1, 1001), unordered=True)
+    buffer = weakref.ref(sorter._buffer())
+    scratch = weakref.ref(sorter.scratch)
+    sorter.finish()
+    sorter.release()
+    gc.collect()
+    assert buffer() is None and scratch() is None
