@@ -30,11 +30,15 @@ from typing import Any
 
 
 @cache
-def _libc(name: str) -> Any:
+def libc_function(name: str) -> Any:
     """The C library function ``name`` among the symbols this process has loaded
-    (glibc's ``malloc_trim``, ``mallopt``), or ``None`` where it is absent."""
+    (glibc's ``malloc_trim``, ``mallopt``, ``madvise``, ``prctl``,
+    ``renameat2``), a ctypes function that releases the GIL while it runs and
+    keeps ``errno`` for :func:`ctypes.get_errno`, or ``None`` where it is absent.
+    The process's own symbols: no search for the library (``find_library`` runs
+    ``ldconfig``)."""
     try:
-        return getattr(ctypes.CDLL(None), name)
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError, TypeError):
         return None
 
@@ -57,7 +61,7 @@ def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     """
     if not 0 < threshold <= 1 << 25:  # glibc's own bound: HEAP_MAX / 2 on 64 bits
         raise ValueError(f"threshold must be in (0, 32 MiB], got {threshold}")
-    mallopt = _libc("mallopt")
+    mallopt = libc_function("mallopt")
     return mallopt is not None and bool(mallopt(M_MMAP_THRESHOLD, int(threshold)))
 
 
@@ -68,11 +72,11 @@ def trim_heap() -> bool:
         ``True`` when the C library has ``malloc_trim`` (whether or not it
         found memory to release), ``False`` where it is absent.
     """
-    trim = _libc("malloc_trim")
+    trim = libc_function("malloc_trim")
     if trim is None:
         return False
     trim(0)
     return True
 
 
-__all__ = ["MMAP_THRESHOLD", "fix_mmap_threshold", "trim_heap"]
+__all__ = ["MMAP_THRESHOLD", "fix_mmap_threshold", "libc_function", "trim_heap"]

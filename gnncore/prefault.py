@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from gnncore.heap import libc_function
+
 #: ``madvise`` advice: fault the range in for writing (Linux ``mman-common.h``).
 MADV_POPULATE_WRITE = 23
 #: Elements populated ahead of the writer however little it has filled.
@@ -39,14 +41,12 @@ POPULATE_STEP = 8 << 20
 
 @cache
 def _madvise() -> Any:
-    """libc's ``madvise`` (a ctypes function: the GIL is released during the
+    """libc's ``madvise`` with its argument types (the GIL is released during the
     call), or ``None`` where this process has no such symbol."""
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError, TypeError):
-        return None
-    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    fn.restype = ctypes.c_int
+    fn = libc_function("madvise")
+    if fn is not None:
+        fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        fn.restype = ctypes.c_int
     return fn
 
 
@@ -86,6 +86,7 @@ class Prefaulter:
             raise ValueError("Prefaulter takes C-contiguous arrays")
         self._arrays = list(arrays)
         self._length = len(arrays[0])
+        self._step = max(POPULATE_STEP // max(a.itemsize for a in arrays), 1)
         self._ahead = max(int(ahead), 0)
         self._target = 0
         self._done = 0
@@ -117,8 +118,7 @@ class Prefaulter:
                     return
                 target = self._target
             while self._done < target and not self._closed:
-                step = max(POPULATE_STEP // max(a.itemsize for a in self._arrays), 1)
-                stop = min(self._done + step, target)
+                stop = min(self._done + self._step, target)
                 if not all(populate(a, self._done, stop) for a in self._arrays):
                     self._closed = True  # the kernel cannot: the writer faults its own pages
                     return

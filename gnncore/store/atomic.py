@@ -24,7 +24,6 @@ refusal: an input, the working directory and the home directory are never delete
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import glob
 import json
@@ -38,21 +37,18 @@ from contextvars import ContextVar
 from pathlib import Path
 
 from gnncore.errors import InputError
+from gnncore.heap import libc_function
 
 #: The manifest every gnncore directory output carries (its ``format`` names the kind).
 MANIFEST = "manifest.json"
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
-_renameat2 = None
-try:  # glibc >= 2.28 exports renameat2
-    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    _renameat2 = _libc.renameat2
+_renameat2 = libc_function("renameat2")  # glibc >= 2.28 exports it
+if _renameat2 is not None:
     _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
     _renameat2.argtypes += [ctypes.c_uint]
     _renameat2.restype = ctypes.c_int
-except (OSError, AttributeError):
-    _renameat2 = None
 
 _OVERWRITE: ContextVar[bool] = ContextVar("gnncore_overwrite", default=False)
 

@@ -122,7 +122,6 @@ class KeySorter:
         """The sort's scratch (at least as many keys as were sorted at once), kept
         for reuse: the first touch of fresh pages costs more than the sort here."""
         self._prefault: Prefaulter | None = None
-        self._unprefault: Callable[[], None] = lambda: None
 
     def _buffer(self) -> np.ndarray:
         """The key buffer; a large one comes with its scratch, both faulted in on a
@@ -135,12 +134,12 @@ class KeySorter:
                 self._prefault = Prefaulter([self._keys, self.scratch], PREFAULT_AHEAD_KEYS)
                 # a sorter dropped unfinished (an error mid-parse) stops its thread,
                 # which would otherwise hold the arrays for the life of the process
-                self._unprefault = weakref.finalize(self, self._prefault.close)
+                weakref.finalize(self, self._prefault.close)
         return self._keys
 
     def _stop_prefault(self) -> None:
         if self._prefault is not None:
-            self._unprefault()  # closes it; nothing holds the arrays for it any more
+            self._prefault.close()  # which lets go of the arrays
             self._prefault = None
 
     def add_edges(self, src: np.ndarray, dst: np.ndarray, unordered: bool) -> int:

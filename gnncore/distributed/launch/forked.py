@@ -21,6 +21,7 @@ from multiprocessing import forkserver, reduction
 from typing import Any
 
 from gnncore.forkserver import short_socket_dir
+from gnncore.heap import libc_function
 
 #: Imported once by the fork server the ranks fork from: the heavy packages every
 #: rank imports, and the rank's own code. Not MLflow: only rank 0 of a tracked run
@@ -98,11 +99,11 @@ def take_launcher(launcher: Launcher, keep: dict[str, str] | None = None) -> Non
 def name_rank(rank: int) -> None:
     """Name this process for ``ps`` and ``top`` (:data:`RANK_NAME`); forked
     ranks would all show the fork server's ``python`` otherwise."""
-    if not sys.platform.startswith("linux"):
+    prctl = libc_function("prctl") if sys.platform.startswith("linux") else None
+    if prctl is None:
         return
     name = RANK_NAME.format(rank=rank).encode()[:15]
-    # the process's own symbols, libc's prctl among them (find_library would run ldconfig)
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
+    prctl(_PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
 
 
 __all__ = [
