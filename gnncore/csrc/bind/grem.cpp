@@ -105,12 +105,12 @@ void majority_rounds_numpy(InArray<Id> local,
   majority_rounds(span_of(local), out, rounds);
 }
 
-template <typename Id>
+template <typename Id, typename Label>
 std::tuple<int64_t, int64_t> kway_lp_block_numpy(
     InArray<int64_t> indptr, InArray<Id> indices, int64_t first_row,
-    nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> labels,
+    nb::ndarray<Label, nb::ndim<1>, nb::c_contig, nb::device::cpu> labels,
     nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> sizes, int64_t cap) {
-  MutSpan<int64_t> l{labels.data(), labels.shape(0)};
+  MutSpan<Label> l{labels.data(), labels.shape(0)};
   MutSpan<int64_t> s{sizes.data(), sizes.shape(0)};
   KwayBlockStats stats;
   {
@@ -421,20 +421,36 @@ neighbours over the flat local pairs ``local`` (int32 or int64) on its own side
   m.def("grem_side_scores", &side_scores_numpy<int64_t>, nb::arg("local"), nb::arg("sides"),
         "The same over int64 local pairs.");
 
-  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int32_t>, nb::arg("indptr"),
+  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int32_t, int64_t>, nb::arg("indptr"),
         nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
         nb::arg("sizes").noconvert(), nb::arg("cap"),
         R"doc(One size-constrained label-propagation sweep of GREM's final k-way
 refinement over the CSR rows ``[first_row, first_row + len(indptr) - 1)``:
 ``indptr`` (int64 offsets into ``indices``, the first one subtracted) and
-``indices`` (int32 or int64 global ids). In place on ``labels`` (int64, every
-node's part) and ``sizes`` (int64, nodes per part): each node in row order
-moves to the part with the most of its neighbours among those below ``cap``,
-when that beats its own part (or ties it and is at least two nodes lighter).
-Returns ``(moves, gain)``, gain the cut edges removed. Releases the GIL.)doc");
-  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int64_t>, nb::arg("indptr"),
+``indices`` (int32 or int64 global ids). In place on ``labels`` (every node's
+part: int64, or int8/int16 when they hold every part, which keeps the random
+reads of the neighbours' labels in 1 or 2 bytes a node) and ``sizes`` (int64,
+nodes per part): each node in row order moves to the part with the most of its
+neighbours among those below ``cap``, when that beats its own part (or ties it
+and is at least two nodes lighter). Returns ``(moves, gain)``, gain the cut
+edges removed. Releases the GIL.)doc");
+  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int64_t, int64_t>, nb::arg("indptr"),
         nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
         nb::arg("sizes").noconvert(), nb::arg("cap"), "The same over int64 indices.");
+  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int32_t, int8_t>, nb::arg("indptr"),
+        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
+        nb::arg("sizes").noconvert(), nb::arg("cap"), "The same over int8 labels.");
+  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int64_t, int8_t>, nb::arg("indptr"),
+        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
+        nb::arg("sizes").noconvert(), nb::arg("cap"),
+        "The same over int64 indices and int8 labels.");
+  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int32_t, int16_t>, nb::arg("indptr"),
+        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
+        nb::arg("sizes").noconvert(), nb::arg("cap"), "The same over int16 labels.");
+  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int64_t, int16_t>, nb::arg("indptr"),
+        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
+        nb::arg("sizes").noconvert(), nb::arg("cap"),
+        "The same over int64 indices and int16 labels.");
 
   m.def("grem_kway_lp_weighted", &kway_lp_weighted_numpy, nb::arg("indptr"), nb::arg("indices"),
         nb::arg("edge_weight"), nb::arg("node_weight"), nb::arg("labels").noconvert(),

@@ -21,6 +21,10 @@ constexpr int8_t kUnassigned = -1;
 constexpr int64_t kStreamBlockRows = int64_t{1} << 20;
 int64_t stream_block(int64_t chunk_rows) { return std::min(chunk_rows, kStreamBlockRows); }
 
+// Ids ahead (8 rows) at which the streamed passes prefetch the per-node entries
+// of a row: at 100M nodes each of them misses the caches.
+constexpr size_t kRowsAhead = 16;
+
 // Part sizes and the capacity rules of ALGORITHMS.md §1 (Alg. 5 `assign`,
 // `fix_sizes`), generalised to uneven target shares w0 : w1.
 struct Sides {
@@ -53,89 +57,123 @@ struct Sides {
   }
 };
 
+// One node's state during the GREM pass, all in one place so that a visit
+// touches one cache line (two for a third of them): its
+// running estimates of neighbours per side (nbr_counts), its chunk-local id
+// while its chunk is built (-1 otherwise) and its side (kNotMember outside the
+// sub-problem). At 100M nodes every first touch of a node in a chunk misses
+// the caches; three arrays over the graph (estimates, map, sides) took five
+// such misses a chunk node, this takes two or three.
+// Packed: 21 bytes a node with int32 ids, as the three arrays took.
+template <typename Id>
+struct __attribute__((packed)) NodeState {
+  double est[2];
+  Id local;
+  int8_t part;
+};
+
+// Prefetches for writing both cache lines a node's state may span.
+template <typename Id>
+inline void prefetch_state(const NodeState<Id>* node) {
+  const char* first = reinterpret_cast<const char*>(node);
+  __builtin_prefetch(first, 1);
+  __builtin_prefetch(first + sizeof(NodeState<Id>) - 1, 1);
+}
+
 // The adjacency of one chunk over local ids 0..k-1, numbered by first
-// appearance in the chunk (the visiting order); the adjacency lists hold the
-// neighbours' global ids, so counting reads their labels directly. `local`
-// maps global ids to local ones; it is reset after each chunk, so each chunk
-// costs O(chunk). Id is the edge file's id width (int32 files keep every
-// array of the chunk at 4 bytes an entry); Off, the offsets' type, is int32_t
-// whenever a chunk's 2 · rows adjacency entries stay below 2^31.
+// appearance in the chunk (the visiting order). Id is the edge file's id
+// width (int32 files keep every array of the chunk at 4 bytes an entry); Off,
+// the offsets' type, is int32_t whenever a chunk's 2 · rows adjacency entries
+// stay below 2^31.
 //
-// Memory per chunk edge (int32 files): the rows read (8 B) and the adjacency
-// (8 B); per chunk node: its global id (4 B) and its offset (4 B). The rows
-// are renumbered twice through `local` (once to count degrees, once to fill
-// the adjacency) rather than kept as a third per-edge array of local pairs,
-// and the offsets double as the fill cursors (shifted by one), so the CSR is
-// built in place.
+// Everything the visits read is chunk-local: the adjacency holds local ids and
+// `side` holds each chunk node's current label (read from the node's state
+// once, when it is first seen, and written back by the visit), so counting a
+// node's neighbours touches the chunk's arrays only. The nodes' states are
+// read and written once by the build and once by the visit, in orders known
+// ahead, and prefetched. The visit resets the node's local id.
+//
+// Memory per chunk edge (int32 files): the rows read (8 B, renumbered in place
+// to local ids by the first sweep) and the adjacency (8 B); per chunk node: its
+// global id (4 B), its offset (4 B) and its side (1 B). The offsets double as
+// the fill cursors (shifted by one), so the CSR is built in place.
 template <typename Id, typename Off>
 struct ChunkGraph {
-  static constexpr size_t kPrefetch = 16;  // rows / nodes ahead of the random accesses
+  static constexpr size_t kPrefetch = 16;  // ids ahead of the random accesses
 
   std::vector<Id> nodes;
+  std::vector<int8_t> side;
   std::vector<Off> indptr;
   std::vector<Id> adj;
 
-  // Returns false, having built nothing usable, when a row has an id outside
-  // [0, part.size()), is a self-loop or has an end outside the sub-problem
-  // (check_chunk then names it); the check rides on the renumbering sweep.
-  bool build(const std::vector<Id>& pairs, std::vector<Id>& local,
-             const std::vector<int8_t>& part) {
+  // Returns false, having built nothing usable and with `pairs` as read, when a
+  // row has an id outside [0, state.size()), is a self-loop or has an end
+  // outside the sub-problem (check_chunk then names it); the check rides on the
+  // renumbering sweep. The local ids it set stay set: the caller throws.
+  bool build(std::vector<Id>& pairs, std::vector<NodeState<Id>>& state) {
     nodes.clear();
+    side.clear();
     // indptr[l + 2] counts the degree of local node l during the first sweep
     indptr.assign(2, 0);
-    const size_t m = pairs.size(), n = part.size();
-    bool bad = false;
+    const size_t m = pairs.size(), n = state.size();
+    NodeState<Id>* st = state.data();
+    auto local_of = [&](size_t x) -> Id {  // -1: x is outside the sub-problem
+      NodeState<Id>& node = st[x];
+      if (node.local >= 0) return node.local;
+      if (node.part == kNotMember) return -1;
+      node.local = static_cast<Id>(nodes.size());
+      nodes.push_back(static_cast<Id>(x));
+      side.push_back(node.part);
+      indptr.push_back(0);
+      return node.local;
+    };
     for (size_t e = 0; e < m; e += 2) {
       if (e + kPrefetch < m) {
-        __builtin_prefetch(&local[static_cast<size_t>(pairs[e + kPrefetch])]);
-        __builtin_prefetch(&local[static_cast<size_t>(pairs[e + kPrefetch + 1])]);
+        for (size_t end = 0; end < 2; ++end) {
+          const size_t y = static_cast<size_t>(pairs[e + kPrefetch + end]);
+          if (y < n) prefetch_state(&st[y]);
+        }
       }
       // negative ids wrap to huge size_t values, so one comparison checks both ends
       const size_t u = static_cast<size_t>(pairs[e]), v = static_cast<size_t>(pairs[e + 1]);
-      if ((u >= n) | (v >= n) | (u == v)) return false;
-      bad |= (part[u] == kNotMember) | (part[v] == kNotMember);
-      for (int end = 0; end < 2; ++end) {
-        const Id x = pairs[e + static_cast<size_t>(end)];
-        Id l = local[static_cast<size_t>(x)];
-        if (l < 0) {
-          l = static_cast<Id>(nodes.size());
-          local[static_cast<size_t>(x)] = l;
-          nodes.push_back(x);
-          indptr.push_back(0);
-        }
-        ++indptr[static_cast<size_t>(l) + 2];
+      bool ok = (u < n) & (v < n) & (u != v);
+      Id lu = -1, lv = -1;
+      if (ok) {
+        lu = local_of(u);
+        if (lu >= 0) lv = local_of(v);
+        ok = (lu >= 0) & (lv >= 0);
       }
+      if (!ok) {  // give the rows renumbered so far their global ids back
+        for (size_t f = 0; f < e; ++f) pairs[f] = nodes[static_cast<size_t>(pairs[f])];
+        return false;
+      }
+      ++indptr[static_cast<size_t>(lu) + 2];
+      ++indptr[static_cast<size_t>(lv) + 2];
+      pairs[e] = lu;
+      pairs[e + 1] = lv;
     }
-    if (bad) return false;
     // prefix sums: indptr[l + 1] is where local node l's list starts
     for (size_t i = 2; i < indptr.size(); ++i) indptr[i] += indptr[i - 1];
     adj.resize(m);
     Off* fill = indptr.data() + 1;  // fill[l]: the next free slot of l's list
     for (size_t e = 0; e < m; e += 2) {
-      if (e + kPrefetch < m) {
-        __builtin_prefetch(&local[static_cast<size_t>(pairs[e + kPrefetch])]);
-        __builtin_prefetch(&local[static_cast<size_t>(pairs[e + kPrefetch + 1])]);
-      }
-      const Id u = pairs[e], v = pairs[e + 1];
-      adj[static_cast<size_t>(fill[local[static_cast<size_t>(u)]]++)] = v;
-      adj[static_cast<size_t>(fill[local[static_cast<size_t>(v)]]++)] = u;
+      const Id lu = pairs[e], lv = pairs[e + 1];
+      adj[static_cast<size_t>(fill[lu]++)] = lv;
+      adj[static_cast<size_t>(fill[lv]++)] = lu;
     }
     indptr.pop_back();  // now indptr[l + 1] is where l's list ends: the CSR offsets
     return true;
   }
 
-  void release(std::vector<Id>& local) const {
-    for (const Id x : nodes) local[static_cast<size_t>(x)] = -1;
-  }
-
   // Neighbours of local node i in this chunk, by their current side (-1 not counted).
-  void count(size_t i, const std::vector<int8_t>& part, double k[2]) const {
+  void count(size_t i, double k[2]) const {
     int64_t c0 = 0, c1 = 0;
     const Id* a = adj.data();
+    const int8_t* s = side.data();
     for (Off j = indptr[i]; j < indptr[i + 1]; ++j) {
-      const int8_t s = part[static_cast<size_t>(a[j])];
-      c0 += s == 0;
-      c1 += s == 1;
+      const int8_t sj = s[static_cast<size_t>(a[j])];
+      c0 += sj == 0;
+      c1 += sj == 1;
     }
     k[0] = static_cast<double>(c0);
     k[1] = static_cast<double>(c1);
@@ -177,33 +215,40 @@ struct Candidate {
   NodeId node;
 };
 
-// One restreaming refinement pass; returns the number of nodes moved. `cnt`
-// holds each node's neighbours per side, interleaved (2 · x + side); Cnt is
-// int32_t whenever the file has fewer than 2^31 rows (a degree cannot exceed
-// the row count), halving the counters' memory traffic.
-template <typename Id, typename Cnt>
+// One restreaming refinement pass; returns the number of nodes moved. `state`
+// holds each node's side in its low bit and twice its gain (neighbours on the
+// other side minus those on its own) above it, so a row reads and updates the
+// two cache lines of its ends only (a side array and a counts array took four:
+// at 100M nodes every one a miss). State is int32_t whenever the file has
+// fewer than 2^30 rows (a degree cannot exceed the row count).
+template <typename Id, typename State>
 int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, WidthSpan<int32_t> members,
-                    std::vector<int8_t>& part, std::vector<Cnt>& cnt, Sides& sides) {
-  std::fill(cnt.begin(), cnt.end(), 0);
+                    std::vector<int8_t>& part, std::vector<State>& state, Sides& sides) {
+  const size_t n = part.size();
+  State* st = state.data();
+  for (size_t x = 0; x < n; ++x) st[x] = static_cast<State>(part[x] & 1);  // -2 (not a member): 0
   std::vector<Id> pairs;
   reader.seek(0);
-  Cnt* c = cnt.data();
-  const int8_t* p = part.data();
   while (reader.next_raw(stream_block(chunk_rows), pairs) > 0) {
     const Id* ids = pairs.data();
     const size_t m = pairs.size();
     for (size_t e = 0; e < m; e += 2) {
+      if (e + kRowsAhead < m) {  // the rows were checked by the GREM pass: ids in range
+        __builtin_prefetch(&st[static_cast<size_t>(ids[e + kRowsAhead])], 1);
+        __builtin_prefetch(&st[static_cast<size_t>(ids[e + kRowsAhead + 1])], 1);
+      }
       const size_t u = static_cast<size_t>(ids[e]), v = static_cast<size_t>(ids[e + 1]);
-      ++c[2 * u + static_cast<size_t>(p[v])];
-      ++c[2 * v + static_cast<size_t>(p[u])];
+      // both ends gain 1 when the row is cut, lose 1 when it is not
+      const State d = static_cast<State>(2 - 4 * static_cast<int>(((st[u] ^ st[v]) & 1) == 0));
+      st[u] += d;
+      st[v] += d;
     }
   }
   std::vector<Candidate> cand[2];
   for (NodeId m : members) {
     const size_t x = static_cast<size_t>(m);
     const int s = part[x];
-    const int64_t gain = static_cast<int64_t>(cnt[2 * x + static_cast<size_t>(1 - s)]) -
-                         static_cast<int64_t>(cnt[2 * x + static_cast<size_t>(s)]);
+    const int64_t gain = static_cast<int64_t>(state[x] >> 1);  // arithmetic: floor
     if (gain > 0) cand[s].push_back({gain, m});
   }
   for (auto& cs : cand)
@@ -250,6 +295,10 @@ void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<i
     size_t used[2] = {0, 0};
     const Id* ids = pairs.data();
     for (size_t e = 0; e < m; e += 2) {  // branch-free: write to both, advance the kept one
+      if (e + kRowsAhead < m) {
+        __builtin_prefetch(&p[static_cast<size_t>(ids[e + kRowsAhead])]);
+        __builtin_prefetch(&p[static_cast<size_t>(ids[e + kRowsAhead + 1])]);
+      }
       const Id u = ids[e], v = ids[e + 1];
       const int su = p[static_cast<size_t>(u)], sv = p[static_cast<size_t>(v)];
       const size_t same = su == sv;
@@ -270,32 +319,38 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
                          WidthSpan<int32_t> members, WidthSpan<int32_t> seed_nodes,
                          WidthSpan<int8_t> seed_sides) {
   const size_t n = static_cast<size_t>(config.num_nodes);
-  std::vector<int8_t> part(n, kNotMember);
+  // The nodes' states during the GREM pass; their sides (`part`) after it.
+  std::vector<NodeState<Id>> state(n, NodeState<Id>{{0.0, 0.0}, -1, kNotMember});
+  NodeState<Id>* st = state.data();
   for (NodeId m : members) {
     if (m < 0 || m >= config.num_nodes)
       throw std::out_of_range("member " + std::to_string(m) + " is outside [0, " +
                               std::to_string(config.num_nodes) + ")");
-    if (part[static_cast<size_t>(m)] != kNotMember)
+    if (st[m].part != kNotMember)
       throw std::invalid_argument("member " + std::to_string(m) + " is listed twice");
-    part[static_cast<size_t>(m)] = kUnassigned;
+    st[m].part = kUnassigned;
   }
+  std::vector<int8_t> part;
+  auto sides_of_states = [&] {
+    part.resize(n);
+    for (size_t x = 0; x < n; ++x) part[x] = st[x].part;
+  };
   Sides sides;
   for (int s = 0; s < 2; ++s) {
     sides.cap[s] = config.capacity[s];
     sides.w[s] = config.weight[s];
   }
   BisectResult result;
-  constexpr size_t kAhead = 8;  // visits between a prefetch and its use
+  constexpr size_t kAhead = 16;  // visits between a prefetch and its use
   using Clock = std::chrono::steady_clock;
   auto seconds_since = [](Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   auto started = Clock::now();
 
-  // The GREM pass (Alg. 4).
+  // The GREM pass (Alg. 4), over the nodes' states; `part` is given back to
+  // the passes after it.
   {
-    std::vector<double> est(2 * n, 0.0);  // nbr_counts: running neighbour estimates per side
-    std::vector<Id> local(n, -1);
     std::vector<Id> pairs;
     ChunkGraph<Id, Off> g;
     EdgeChunkReader reader(edges);
@@ -303,62 +358,69 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
     for (int64_t c = 0;; ++c) {
       const int64_t got = reader.next_raw(config.chunk_rows, pairs);
       if (got == 0) break;
-      if (!g.build(pairs, local, part)) {
+      if (!g.build(pairs, state)) {
+        sides_of_states();
         check_chunk(pairs, part, row, edges.path);  // throws, naming the first bad row
         throw std::logic_error("a chunk failed its check without a bad row");
       }
       row += got;
       ++result.num_chunks;
       double k[2];
+      const size_t k_nodes = g.nodes.size();
       if (c == 0) {  // seed: labels from seed_algo on the first chunk's subgraph
         for (size_t i = 0; i < seed_nodes.size; ++i) {
           const NodeId x = static_cast<NodeId>(seed_nodes[i]);
           const int64_t s = static_cast<int64_t>(seed_sides[i]);
-          if (x < 0 || x >= config.num_nodes || local[static_cast<size_t>(x)] < 0)
+          if (x < 0 || x >= config.num_nodes || st[x].local < 0)
             throw std::invalid_argument("seed node " + std::to_string(x) +
                                         " is not in the first chunk");
           if (s != 0 && s != 1) throw std::invalid_argument("seed sides must be 0 or 1");
-          if (part[static_cast<size_t>(x)] != kUnassigned)
+          NodeState<Id>& node = st[x];
+          if (node.part != kUnassigned)
             throw std::invalid_argument("seed node " + std::to_string(x) + " is listed twice");
-          part[static_cast<size_t>(x)] = static_cast<int8_t>(s);
+          node.part = static_cast<int8_t>(s);
+          g.side[static_cast<size_t>(node.local)] = static_cast<int8_t>(s);
           ++sides.size[s];
         }
-        if (seed_nodes.size != g.nodes.size())
+        if (seed_nodes.size != k_nodes)
           throw std::invalid_argument("the seed labels " + std::to_string(seed_nodes.size) +
                                       " nodes, the first chunk holds " +
-                                      std::to_string(g.nodes.size()));
-        result.first_chunk_nodes = static_cast<int64_t>(g.nodes.size());
-        for (size_t i = 0; i < g.nodes.size(); ++i) {
-          g.count(i, part, k);
-          const size_t x = static_cast<size_t>(g.nodes[i]);
-          est[2 * x] = k[0];
-          est[2 * x + 1] = k[1];
+                                      std::to_string(k_nodes));
+        result.first_chunk_nodes = static_cast<int64_t>(k_nodes);
+        for (size_t i = 0; i < k_nodes; ++i) {
+          g.count(i, k);
+          NodeState<Id>& node = st[g.nodes[i]];
+          node.est[0] = k[0];
+          node.est[1] = k[1];
+          node.local = -1;
         }
       } else {
-        const size_t k_nodes = g.nodes.size();
         for (size_t i = 0; i < k_nodes; ++i) {
-          if (i + kAhead < k_nodes)  // the estimate of a node a few visits ahead
-            __builtin_prefetch(&est[2 * static_cast<size_t>(g.nodes[i + kAhead])]);
-          const size_t x = static_cast<size_t>(g.nodes[i]);
-          const int old = part[x];
+          if (i + kAhead < k_nodes)  // the state of a node a few visits ahead
+            prefetch_state(&st[g.nodes[i + kAhead]]);
+          NodeState<Id>& node = st[g.nodes[i]];
+          node.local = -1;
+          const int old = g.side[i];
           if (old != kUnassigned && !config.refine) continue;  // greedy: first label stays
-          g.count(i, part, k);
+          g.count(i, k);
           if (old != kUnassigned) {  // refinement: average with the running estimate
-            k[0] = (est[2 * x] + k[0]) / 2;
-            k[1] = (est[2 * x + 1] + k[1]) / 2;
+            k[0] = (node.est[0] + k[0]) / 2;
+            k[1] = (node.est[1] + k[1]) / 2;
           }
           const int now = sides.assign(k[0], k[1], old);
           if (old != kUnassigned && now != old) ++result.reassigned;
-          part[x] = static_cast<int8_t>(now);
+          g.side[i] = static_cast<int8_t>(now);
+          node.part = static_cast<int8_t>(now);
           sides.fix(now, old);
-          est[2 * x] = k[0];
-          est[2 * x + 1] = k[1];
+          node.est[0] = k[0];
+          node.est[1] = k[1];
         }
       }
-      g.release(local);
     }
     if (result.num_chunks == 0 && seed_nodes.size)
       throw std::invalid_argument("seed labels given for an empty edge file");
+    sides_of_states();
+    std::vector<NodeState<Id>>().swap(state);
   }
 
   // Nodes never seen in any chunk go to the smaller side (relative to its share).
@@ -377,22 +439,22 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
   if (config.passes > 0 || split) {
     EdgeChunkReader reader(edges);
     if (config.passes > 0) {
-      auto run = [&](auto& cnt) {
+      auto run = [&](auto& state) {
         for (int p = 0; p < config.passes; ++p) {
           started = Clock::now();
           const int64_t moved =
-              refine_pass<Id>(reader, config.chunk_rows, members, part, cnt, sides);
+              refine_pass<Id>(reader, config.chunk_rows, members, part, state, sides);
           result.moves.push_back(moved);
           result.seconds_passes.push_back(seconds_since(started));
           if (moved == 0) break;
         }
       };
-      if (edges.rows < (int64_t{1} << 31)) {
-        std::vector<int32_t> cnt(2 * n);
-        run(cnt);
+      if (edges.rows < (int64_t{1} << 30)) {
+        std::vector<int32_t> state(n);
+        run(state);
       } else {
-        std::vector<int64_t> cnt(2 * n);
-        run(cnt);
+        std::vector<int64_t> state(n);
+        run(state);
       }
     }
     if (split) {

@@ -74,10 +74,11 @@ struct BisectResult {
 // std::invalid_argument / std::out_of_range on bad input and std::runtime_error
 // on I/O errors.
 //
-// Memory: O(num_nodes) arrays (the side of every node, 1 B; the running
-// estimates, 16 B; the global-to-chunk-local map, the id width; then the
-// refinement counters, 8 B with int32 counts) plus one chunk: its rows and
-// adjacency (2 · 2 ids per row) and per chunk node its id and offset.
+// Memory: O(num_nodes) arrays (during the GREM pass each node's state in one
+// packed entry: running estimates, 16 B, chunk-local id, the id width, side,
+// 1 B; then the sides, 1 B, and the refinement passes' side-and-gain words, 4 B
+// below 2^30 rows) plus one chunk: its rows and adjacency (2 · 2 ids per row)
+// and per chunk node its id, offset and side.
 BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
                          WidthSpan<int32_t> members, WidthSpan<int32_t> seed_nodes,
                          WidthSpan<int8_t> seed_sides);

@@ -22,10 +22,11 @@ docs/BENCHMARKS.md, "GREM's memory per chunk edge"):
   (8 B/edge, freed once renumbered: :class:`~gnncore.partition.grem.chunk.ChunkRows`),
   the local pairs (8 B/edge), the majority rounds' open pairs (<= 8 B/edge),
   ~22 B per chunk node, a 4 B/node renumbering scratch;
-* GREM pass (C++): side (1 B/node), running estimates (16 B/node),
-  global-to-chunk map (4 B/node); the chunk's rows and adjacency (16 B/edge),
-  its nodes and offsets (8 B per chunk node), the seeds (5 B per first-chunk node);
-* refinement passes and the split: side and counters (9 B/node), blocks of at
+* GREM pass (C++): each node's state in one packed entry (running estimates,
+  chunk-local id, side: 21 B/node); the chunk's rows and adjacency (16 B/edge),
+  its nodes, offsets and sides (9 B per chunk node), the seeds (5 B per
+  first-chunk node);
+* refinement passes and the split: side and side-with-gain (5 B/node), blocks of at
   most 2^20 rows whatever the chunk size;
 * the clusters plan: METIS on a cluster graph of at most ``max(1% of |E|,
   2^18)`` edges (~190 B per cluster-graph edge, its CSR built in C++ with

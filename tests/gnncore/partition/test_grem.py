@@ -712,6 +712,12 @@ def test_bad_edge_files_raise(tmp_path):
         run([(0, 1)], seed_nodes=np.array([0, 2]))
     with pytest.raises(ValueError, match="exceed"):
         run([(0, 1)], capacities=(1, 1))
+    # the bad row deep in a chunk: the rows before it were renumbered to chunk-local
+    # ids (0, 1, 2: not members here) and are given back before the row is named
+    with pytest.raises(ValueError, match=r"row 2 \(4, 4\) of .* is a self-loop"):
+        grem_bisect(edge_file(tmp_path, [(5, 6), (6, 4), (4, 4)]), 7, np.array([4, 5, 6]),
+                    chunk_edges=3, seed_nodes=np.array([4, 5, 6]),
+                    seed_labels=np.array([0, 1, 0]), capacities=(2, 2))  # fmt: skip
     np.save(tmp_path / "f.npy", np.zeros((3, 2), dtype=np.float32))
     with pytest.raises(ValueError, match="int32 or int64"):
         EdgeFile.from_npy(tmp_path / "f.npy")

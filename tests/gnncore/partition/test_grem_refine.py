@@ -75,8 +75,9 @@ def test_a_misplaced_node_moves_unless_its_part_is_full():
     assert last.tolist() == [0, 0, 0, 1, 1, 1] and last_sizes.tolist() == [3, 3]
 
 
+@pytest.mark.parametrize("label_dtype", [np.int64, np.int8, np.int16])
 @pytest.mark.parametrize("trial", range(4))
-def test_sweep_matches_the_literal_reference(trial):
+def test_sweep_matches_the_literal_reference(trial, label_dtype):
     rng = np.random.default_rng(trial)
     n, parts = 300, 2 + trial
     indptr, indices = symmetric_csr(n, rng.integers(0, n, size=(900, 2)))
@@ -84,10 +85,11 @@ def test_sweep_matches_the_literal_reference(trial):
     sizes = np.bincount(labels, minlength=parts).astype(np.int64)
     cap = int(sizes.max()) + 3
     expected = lp_reference(indptr, indices, labels, sizes, cap)
-    got_labels, got_sizes = labels.copy(), sizes.copy()
+    got_labels, got_sizes = labels.astype(label_dtype), sizes.copy()
     moves, gain = _C.grem_kway_lp_block(
         indptr, indices.astype(np.int32), 0, got_labels, got_sizes, cap
     )
+    assert got_labels.dtype == label_dtype  # updated in place, in the width given
     assert np.array_equal(got_labels, expected[0]) and np.array_equal(got_sizes, expected[1])
     assert (moves, gain) == expected[2:] and moves > 0
     assert cut_edges(indptr, indices, labels) - cut_edges(indptr, indices, got_labels) == gain
@@ -148,6 +150,9 @@ def test_bad_blocks_are_refused():
         _C.grem_kway_lp_block(indptr, indices, 0, np.full(3, 5, dtype=np.int64), sizes, 3)
     with pytest.raises(ValueError):
         _C.grem_kway_lp_block(indptr, indices[:-1], 0, labels, sizes, 3)
+    many = np.zeros(200, dtype=np.int64)  # 200 parts do not fit int8 labels
+    with pytest.raises(ValueError, match="cannot hold every part"):
+        _C.grem_kway_lp_block(indptr, indices, 0, labels.astype(np.int8), many, 3)
 
 
 @pytest.fixture(scope="module")
