@@ -634,6 +634,12 @@ ClusterEdges cluster_edges_impl(const EdgeFile& edges, Span<int32_t> cluster, in
   int64_t row = 0;
   while (const int64_t got = reader.next_raw(stream_block(chunk_rows), pairs)) {
     for (size_t e = 0; e < pairs.size(); e += 2) {
+      if (e + kRowsAhead < pairs.size()) {  // a later row's clusters: misses at scale
+        const size_t y0 = static_cast<size_t>(pairs[e + kRowsAhead]);
+        const size_t y1 = static_cast<size_t>(pairs[e + kRowsAhead + 1]);
+        if (y0 < n) __builtin_prefetch(&cluster[y0]);
+        if (y1 < n) __builtin_prefetch(&cluster[y1]);
+      }
       const size_t u = static_cast<size_t>(pairs[e]), v = static_cast<size_t>(pairs[e + 1]);
       if (u >= n || v >= n)
         throw std::out_of_range("row " + std::to_string(row + static_cast<int64_t>(e / 2)) +

@@ -28,6 +28,8 @@ void check_assignment(Span<int64_t> assignment, int64_t parts) {
                                   std::to_string(parts) + ")");
 }
 
+constexpr int64_t kRowsAhead = 8;  // rows between a prefetch and its read
+
 template <typename Id>
 void scan_rows(EdgeChunkReader& reader, int64_t chunk_rows, Span<int64_t> a, int64_t first,
                int64_t count, EdgePass& out) {
@@ -40,6 +42,13 @@ void scan_rows(EdgeChunkReader& reader, int64_t chunk_rows, Span<int64_t> a, int
   while ((got = reader.next_raw<Id>(chunk_rows, ids)) > 0) {
     int64_t cut = 0;
     for (int64_t i = 0; i < got; ++i) {
+      if (i + kRowsAhead < got) {  // the parts of a later row's ends: misses at scale
+        for (int end = 0; end < 2; ++end) {
+          const size_t at = static_cast<size_t>(2 * (i + kRowsAhead) + end);
+          const uint64_t y = static_cast<uint64_t>(ids[at]);
+          if (y < static_cast<uint64_t>(n)) __builtin_prefetch(&a[static_cast<size_t>(y)]);
+        }
+      }
       const int64_t u = static_cast<int64_t>(ids[static_cast<size_t>(2 * i)]);
       const int64_t v = static_cast<int64_t>(ids[static_cast<size_t>(2 * i + 1)]);
       if (u < 0 || u >= n || v < 0 || v >= n)
