@@ -18,6 +18,16 @@ from gnncore import _C
 from gnncore.store import GraphDir
 
 
+def part_label_dtype(parts: int) -> type[np.signedinteger[Any]]:
+    """The narrowest of int8/int16/int32/int64 holding part labels ``[0, parts)``:
+    GREM's labels during the recursion and the refinement's random reads of
+    them, the relabelling's sort (numpy sorts 8- and 16-bit ints by radix)."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if parts - 1 <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
+
+
 @dataclass(frozen=True)
 class SymmetricGraph:
     """An undirected simple graph as a symmetric CSR (both directions stored)."""

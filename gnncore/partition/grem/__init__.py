@@ -48,13 +48,13 @@ rows, renumbering, components), :mod:`.plan` (the clusters plan), :mod:`.seed`
 on a graph directory).
 """
 
+from gnncore.partition.base import part_label_dtype
 from gnncore.partition.edge_stream import EdgeFile, chunk_rows
 from gnncore.partition.grem.bisect import (
     BisectionRecord,
     grem_bisect,
     halves,
     node_id_dtype,
-    part_label_dtype,
     side_capacity,
 )
 from gnncore.partition.grem.chunk import chunk_components, tree_roots

@@ -20,15 +20,6 @@ def node_id_dtype(num_nodes: int) -> type[np.signedinteger[Any]]:
     return np.int32 if num_nodes <= np.iinfo(np.int32).max + 1 else np.int64
 
 
-def part_label_dtype(parts: int) -> type[np.signedinteger[Any]]:
-    """The narrowest of int8/int16/int32/int64 holding part labels ``[0, parts)``:
-    the labels kept during the recursion, widened to int64 once at the end."""
-    for dtype in (np.int8, np.int16, np.int32):
-        if parts - 1 <= np.iinfo(dtype).max:
-            return dtype
-    return np.int64
-
-
 def halves(q: int) -> tuple[int, int]:
     """The parts each side of a bisection of ``q`` parts takes: ``⌊q/2⌋, ⌈q/2⌉``."""
     return q // 2, q - q // 2

@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from gnncore.heap import trim_heap
+from gnncore.partition.base import part_label_dtype
 from gnncore.partition.edge_stream import EdgeFile
 from gnncore.partition.grem.bisect import (
     BisectionRecord,
     grem_bisect,
     halves,
     node_id_dtype,
-    part_label_dtype,
     side_capacity,
 )
 from gnncore.partition.grem.chunk import ChunkRows

@@ -47,8 +47,8 @@ from pathlib import Path
 import numpy as np
 
 from gnncore import _C
+from gnncore.partition.base import part_label_dtype
 from gnncore.partition.edge_stream import EdgeFile
-from gnncore.partition.grem.bisect import part_label_dtype
 from gnncore.partition.grem.plan import cluster_graph_edges
 from gnncore.store.npy import inspect_npy
 
