@@ -421,10 +421,13 @@ neighbours over the flat local pairs ``local`` (int32 or int64) on its own side
   m.def("grem_side_scores", &side_scores_numpy<int64_t>, nb::arg("local"), nb::arg("sides"),
         "The same over int64 local pairs.");
 
-  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int32_t, int64_t>, nb::arg("indptr"),
-        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
-        nb::arg("sizes").noconvert(), nb::arg("cap"),
-        R"doc(One size-constrained label-propagation sweep of GREM's final k-way
+  // one overload per (indices, labels) width; the first carries the docstring
+  auto def_lp_block = [&m](auto fn, const char* doc) {
+    m.def("grem_kway_lp_block", fn, nb::arg("indptr"), nb::arg("indices"), nb::arg("first_row"),
+          nb::arg("labels").noconvert(), nb::arg("sizes").noconvert(), nb::arg("cap"), doc);
+  };
+  def_lp_block(&kway_lp_block_numpy<int32_t, int64_t>,
+               R"doc(One size-constrained label-propagation sweep of GREM's final k-way
 refinement over the CSR rows ``[first_row, first_row + len(indptr) - 1)``:
 ``indptr`` (int64 offsets into ``indices``, the first one subtracted) and
 ``indices`` (int32 or int64 global ids). In place on ``labels`` (every node's
@@ -434,23 +437,12 @@ nodes per part): each node in row order moves to the part with the most of its
 neighbours among those below ``cap``, when that beats its own part (or ties it
 and is at least two nodes lighter). Returns ``(moves, gain)``, gain the cut
 edges removed. Releases the GIL.)doc");
-  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int64_t, int64_t>, nb::arg("indptr"),
-        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
-        nb::arg("sizes").noconvert(), nb::arg("cap"), "The same over int64 indices.");
-  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int32_t, int8_t>, nb::arg("indptr"),
-        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
-        nb::arg("sizes").noconvert(), nb::arg("cap"), "The same over int8 labels.");
-  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int64_t, int8_t>, nb::arg("indptr"),
-        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
-        nb::arg("sizes").noconvert(), nb::arg("cap"),
-        "The same over int64 indices and int8 labels.");
-  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int32_t, int16_t>, nb::arg("indptr"),
-        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
-        nb::arg("sizes").noconvert(), nb::arg("cap"), "The same over int16 labels.");
-  m.def("grem_kway_lp_block", &kway_lp_block_numpy<int64_t, int16_t>, nb::arg("indptr"),
-        nb::arg("indices"), nb::arg("first_row"), nb::arg("labels").noconvert(),
-        nb::arg("sizes").noconvert(), nb::arg("cap"),
-        "The same over int64 indices and int16 labels.");
+  def_lp_block(&kway_lp_block_numpy<int64_t, int64_t>, "The same over int64 indices.");
+  def_lp_block(&kway_lp_block_numpy<int32_t, int8_t>, "The same over int8 labels.");
+  def_lp_block(&kway_lp_block_numpy<int64_t, int8_t>, "The same over int64 indices, int8 labels.");
+  def_lp_block(&kway_lp_block_numpy<int32_t, int16_t>, "The same over int16 labels.");
+  def_lp_block(&kway_lp_block_numpy<int64_t, int16_t>,
+               "The same over int64 indices, int16 labels.");
 
   m.def("grem_kway_lp_weighted", &kway_lp_weighted_numpy, nb::arg("indptr"), nb::arg("indices"),
         nb::arg("edge_weight"), nb::arg("node_weight"), nb::arg("labels").noconvert(),

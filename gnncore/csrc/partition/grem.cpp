@@ -1,5 +1,7 @@
 #include "partition/grem.h"
 
+#include "huge_array.h"
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -110,7 +112,7 @@ struct ChunkGraph {
   // row has an id outside [0, state.size()), is a self-loop or has an end
   // outside the sub-problem (check_chunk then names it); the check rides on the
   // renumbering sweep. The local ids it set stay set: the caller throws.
-  bool build(std::vector<Id>& pairs, std::vector<NodeState<Id>>& state) {
+  bool build(std::vector<Id>& pairs, HugeArray<NodeState<Id>>& state) {
     nodes.clear();
     side.clear();
     // indptr[l + 2] counts the degree of local node l during the first sweep
@@ -223,7 +225,7 @@ struct Candidate {
 // fewer than 2^30 rows (a degree cannot exceed the row count).
 template <typename Id, typename State>
 int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, WidthSpan<int32_t> members,
-                    std::vector<int8_t>& part, std::vector<State>& state, Sides& sides) {
+                    std::vector<int8_t>& part, HugeArray<State>& state, Sides& sides) {
   const size_t n = part.size();
   State* st = state.data();
   for (size_t x = 0; x < n; ++x) st[x] = static_cast<State>(part[x] & 1);  // -2 (not a member): 0
@@ -320,7 +322,7 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
                          WidthSpan<int8_t> seed_sides) {
   const size_t n = static_cast<size_t>(config.num_nodes);
   // The nodes' states during the GREM pass; their sides (`part`) after it.
-  std::vector<NodeState<Id>> state(n, NodeState<Id>{{0.0, 0.0}, -1, kNotMember});
+  HugeArray<NodeState<Id>> state(n, NodeState<Id>{{0.0, 0.0}, -1, kNotMember});
   NodeState<Id>* st = state.data();
   for (NodeId m : members) {
     if (m < 0 || m >= config.num_nodes)
@@ -420,7 +422,7 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
     if (result.num_chunks == 0 && seed_nodes.size)
       throw std::invalid_argument("seed labels given for an empty edge file");
     sides_of_states();
-    std::vector<NodeState<Id>>().swap(state);
+    state.reset();
   }
 
   // Nodes never seen in any chunk go to the smaller side (relative to its share).
@@ -450,10 +452,10 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
         }
       };
       if (edges.rows < (int64_t{1} << 30)) {
-        std::vector<int32_t> state(n);
+        HugeArray<int32_t> state(n, 0);
         run(state);
       } else {
-        std::vector<int64_t> state(n);
+        HugeArray<int64_t> state(n, 0);
         run(state);
       }
     }
