@@ -27,7 +27,10 @@ class HugeArray {
   static constexpr size_t kHugeFrom = size_t{4} << 20;  // smaller arrays: 4 KiB pages
 
   HugeArray() = default;
-  HugeArray(size_t n, const T& fill) : size_(n) {
+  // n values of `fill`.
+  HugeArray(size_t n, const T& fill) : HugeArray(n) { std::fill_n(data_, n, fill); }
+  // n values left unset, for a caller that writes every one before reading it.
+  explicit HugeArray(size_t n) : size_(n) {
     const size_t want = std::max<size_t>(n * sizeof(T), 1);
     const bool huge = want >= kHugeFrom;
     const size_t align = huge ? kHugePage : 64;
@@ -38,7 +41,6 @@ class HugeArray {
     if (huge) madvise(p, bytes, MADV_HUGEPAGE);  // advisory: the array works without it
 #endif
     data_ = static_cast<T*>(p);
-    std::fill_n(data_, n, fill);
   }
   HugeArray(const HugeArray&) = delete;
   HugeArray& operator=(const HugeArray&) = delete;

@@ -240,8 +240,8 @@ int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, WidthSpan<int32
         __builtin_prefetch(&st[static_cast<size_t>(ids[e + kRowsAhead + 1])], 1);
       }
       const size_t u = static_cast<size_t>(ids[e]), v = static_cast<size_t>(ids[e + 1]);
-      // both ends gain 1 when the row is cut, lose 1 when it is not
-      const State d = static_cast<State>(2 - 4 * static_cast<int>(((st[u] ^ st[v]) & 1) == 0));
+      // both ends gain 1 when the row is cut (the sides' bits differ), lose 1 when not
+      const State d = static_cast<State>(4 * ((st[u] ^ st[v]) & 1) - 2);
       st[u] += d;
       st[v] += d;
     }
@@ -452,10 +452,10 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
         }
       };
       if (edges.rows < (int64_t{1} << 30)) {
-        HugeArray<int32_t> state(n, 0);
+        HugeArray<int32_t> state(n);  // each pass sets every word first
         run(state);
       } else {
-        HugeArray<int64_t> state(n, 0);
+        HugeArray<int64_t> state(n);
         run(state);
       }
     }
