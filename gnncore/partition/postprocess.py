@@ -28,7 +28,7 @@ import numpy as np
 
 from gnncore import _C
 from gnncore.errors import InputError
-from gnncore.partition.base import SymmetricGraph, symmetric_graph
+from gnncore.partition.base import SymmetricGraph, part_offsets, part_order, symmetric_graph
 from gnncore.partition.metrics import (
     EDGE_CHUNK_ROWS,
     graph_edge_file,
@@ -88,12 +88,10 @@ class Relabeling:
 def relabel(assignment: np.ndarray, parts: int) -> Relabeling:
     """Relabel nodes part by part, keeping the original order inside a part."""
     a = _checked_assignment(assignment, parts)
-    old_of_new = np.argsort(a, kind="stable").astype(np.int64, copy=False)
+    old_of_new = part_order(a, parts)
     new_of_old = np.empty_like(old_of_new)
     new_of_old[old_of_new] = np.arange(len(a), dtype=np.int64)
-    offsets = np.zeros(parts + 1, dtype=np.int64)
-    np.cumsum(np.bincount(a, minlength=parts), out=offsets[1:])
-    return Relabeling(new_of_old, old_of_new, offsets)
+    return Relabeling(new_of_old, old_of_new, part_offsets(a, parts))
 
 
 def part_of(new_ids: np.ndarray | int, offsets: np.ndarray) -> np.ndarray:

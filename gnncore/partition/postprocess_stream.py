@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from gnncore import _C
-from gnncore.partition.base import part_label_dtype
+from gnncore.partition.base import part_offsets, part_order
 from gnncore.partition.metrics import (
     EDGE_CHUNK_ROWS,
     PartitionMetrics,
@@ -193,10 +193,7 @@ def _write_relabelling(writer: PartitionDirWriter, a: np.ndarray, parts: int) ->
     """The maps of :func:`~gnncore.partition.postprocess.relabel`, each written
     and dropped before the next is made (at most two ``int64[N]`` at once)."""
     n = len(a)
-    # stable: by part, then by id; on 8/16-bit labels numpy sorts by radix (at
-    # 100M nodes about a sixth of the int64 merge sort's time)
-    old_of_new = np.argsort(a.astype(part_label_dtype(parts)), kind="stable")
-    old_of_new = old_of_new.astype(np.int64, copy=False)
+    old_of_new = part_order(a, parts)
     writer.save("relabel_old_of_new", old_of_new)
     new_of_old = np.empty(n, dtype=np.int64)
     step = 1 << 20
@@ -206,9 +203,7 @@ def _write_relabelling(writer: PartitionDirWriter, a: np.ndarray, parts: int) ->
     del old_of_new
     writer.save("relabel_new_of_old", new_of_old)
     del new_of_old
-    offsets = np.zeros(parts + 1, dtype=np.int64)
-    np.cumsum(np.bincount(a, minlength=parts), out=offsets[1:])
-    writer.save("offsets", offsets)
+    writer.save("offsets", part_offsets(a, parts))
 
 
 __all__ = [
