@@ -18,13 +18,27 @@
 
 namespace gnncore {
 
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// At least `bytes` (one huge page at the least) of memory 2 MiB-aligned and
+// advised MADV_HUGEPAGE before anything touches it; `*rounded` receives the
+// size allocated (whole huge pages). Free it with std::free.
+inline void* huge_page_alloc(size_t bytes, size_t* rounded) {
+  *rounded = std::max<size_t>((bytes + kHugePageBytes - 1) / kHugePageBytes, 1) * kHugePageBytes;
+  void* p = std::aligned_alloc(kHugePageBytes, *rounded);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  madvise(p, *rounded, MADV_HUGEPAGE);  // advisory: the memory works without it
+#endif
+  return p;
+}
+
 template <typename T>
 class HugeArray {
   static_assert(std::is_trivially_copyable<T>::value, "HugeArray holds plain values");
 
  public:
-  static constexpr size_t kHugePage = size_t{2} << 20;
-  static constexpr size_t kHugeFrom = size_t{4} << 20;  // smaller arrays: 4 KiB pages
+  static constexpr size_t kHugeFrom = 2 * kHugePageBytes;  // smaller arrays: 4 KiB pages
 
   HugeArray() = default;
   // n values of `fill`.
@@ -32,14 +46,9 @@ class HugeArray {
   // n values left unset, for a caller that writes every one before reading it.
   explicit HugeArray(size_t n) : size_(n) {
     const size_t want = std::max<size_t>(n * sizeof(T), 1);
-    const bool huge = want >= kHugeFrom;
-    const size_t align = huge ? kHugePage : 64;
-    const size_t bytes = (want + align - 1) / align * align;
-    void* p = std::aligned_alloc(align, bytes);
+    size_t bytes = (want + 63) / 64 * 64;
+    void* p = want >= kHugeFrom ? huge_page_alloc(want, &bytes) : std::aligned_alloc(64, bytes);
     if (p == nullptr) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (huge) madvise(p, bytes, MADV_HUGEPAGE);  // advisory: the array works without it
-#endif
     data_ = static_cast<T*>(p);
   }
   HugeArray(const HugeArray&) = delete;

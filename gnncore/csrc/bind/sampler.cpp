@@ -3,6 +3,7 @@
 
 #include "bind/common.h"
 #include "bind/neighbor_sample.h"
+#include "huge_array.h"
 #include "sampler/neighbor.h"
 #include "sampler/per_layer.h"
 #include "sampler/uniform.h"
@@ -11,10 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 namespace gnncore::bind {
 
@@ -25,16 +22,11 @@ namespace gnncore::bind {
 // (this kernel has no huge pages for file mappings).
 template <typename T>
 static OutArray<T> huge_page_copy(InArray<T> a) {
-  constexpr size_t kHuge = size_t{2} << 20;
   const size_t n = a.shape(0);
-  const size_t bytes = std::max<size_t>((n * sizeof(T) + kHuge - 1) / kHuge * kHuge, kHuge);
-  void* p = std::aligned_alloc(kHuge, bytes);
-  if (p == nullptr) throw std::bad_alloc();
+  size_t bytes = 0;
+  void* p = huge_page_alloc(n * sizeof(T), &bytes);
   {
     nb::gil_scoped_release release;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    madvise(p, bytes, MADV_HUGEPAGE);  // advisory: the copy works without it
-#endif
     if (n > 0) std::memcpy(p, a.data(), n * sizeof(T));
   }
   nb::capsule owner(p, [](void* q) noexcept { std::free(q); });

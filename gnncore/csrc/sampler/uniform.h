@@ -11,13 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "huge_array.h"
 #include "parallel.h"
 #include "random.h"
 #include "types.h"
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 namespace gnncore::sampling {
 
@@ -168,15 +165,11 @@ class DirectTable {
     if (n <= size_) return data_;
     // Huge pages for tables of two or more of them (1M nodes and up); a small
     // graph's table stays small (there is one per sampling thread).
-    constexpr size_t kHuge = size_t{2} << 20;
-    const bool huge = n * sizeof(int32_t) >= 2 * kHuge;
-    const size_t align = huge ? kHuge : 64;
-    const size_t bytes = (n * sizeof(int32_t) + align - 1) / align * align;
-    void* p = std::aligned_alloc(align, bytes);
+    const size_t want = n * sizeof(int32_t);
+    size_t bytes = (want + 63) / 64 * 64;
+    void* p = want >= 2 * kHugePageBytes ? huge_page_alloc(want, &bytes)
+                                         : std::aligned_alloc(64, bytes);
     if (p == nullptr) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (huge) madvise(p, bytes, MADV_HUGEPAGE);  // advisory: the table works without it
-#endif
     std::free(data_);  // nothing of the old table is needed
     data_ = static_cast<int32_t*>(p);
     size_ = bytes / sizeof(int32_t);
