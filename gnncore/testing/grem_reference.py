@@ -21,7 +21,8 @@ class ReferenceBisection:
 
     side: np.ndarray  # int8, aligned with members
     sizes: tuple[int, int]
-    side_edges: tuple[np.ndarray, np.ndarray]  # int64 [k, 2] per side, in stream order
+    # int64 [k, 2] per side, in stream order, in the side's own ids (see grem_bisect)
+    side_edges: tuple[np.ndarray, np.ndarray]
     num_chunks: int
     isolated: int
     reassigned: int
@@ -120,10 +121,12 @@ def grem_bisect_reference(
         if moves[-1] == 0:
             break
     part = sides.part
+    # each side's edges in that side's own ids: ranks among its members by id
+    rank = {s: {x: i for i, x in enumerate(sorted(x for x in part if part[x] == s))} for s in (0, 1)}
     side_edges = tuple(
-        np.asarray([(u, v) for u, v in pairs if part[u] == part[v] == s], dtype=np.int64).reshape(
-            -1, 2
-        )
+        np.asarray(
+            [(rank[s][u], rank[s][v]) for u, v in pairs if part[u] == part[v] == s], dtype=np.int64
+        ).reshape(-1, 2)
         for s in (0, 1)
     )
     return ReferenceBisection(

@@ -1,10 +1,12 @@
 // Bindings for GREM: one streaming bisection, chunk reading and the LDG seed.
 // Structured options (EdgeFileSpec, GremBisectOptions) in, typed results out.
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <array>
 #include <climits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -265,7 +267,7 @@ Checked when built and again by every call that uses them: a bad value raises
   result
       .def_ro("side", &GremBisectResult::side, nb::rv_policy::reference,
               "int8 side (0 or 1) of each member, aligned "
-              "with ``members``.")
+              "with ``members`` (with every id for ``None``).")
       .def_ro("num_chunks", &GremBisectResult::num_chunks, "Chunks streamed.")
       .def_ro("first_chunk_nodes", &GremBisectResult::first_chunk_nodes,
               "Nodes of the first (seeded) chunk.")
@@ -300,13 +302,17 @@ Checked when built and again by every call that uses them: a bad value raises
 }
 
 template <typename Ids, typename Sides>
-GremBisectResult bisect_numpy(const EdgeFile& file, InArray<Ids> members, InArray<Ids> seed_nodes,
-                              InArray<Sides> seed_sides, const GremBisectOptions& options) {
+GremBisectResult bisect_numpy(const EdgeFile& file, std::optional<InArray<Ids>> members,
+                              InArray<Ids> seed_nodes, InArray<Sides> seed_sides,
+                              const GremBisectOptions& options) {
   const BisectConfig config = options.config();
+  Members sub;
+  if (members) sub.list = WidthSpan<int32_t>::of(span_of(*members));
+  else sub.all = true;
   BisectResult r;
   {
     nb::gil_scoped_release release;
-    r = grem_bisect(file, config, WidthSpan<int32_t>::of(span_of(members)),
+    r = grem_bisect(file, config, sub,
                     WidthSpan<int32_t>::of(span_of(seed_nodes)),
                     WidthSpan<int8_t>::of(span_of(seed_sides)));
   }
@@ -338,21 +344,26 @@ void bind_grem(nb::module_& m) {
 ``(u0, v0, u1, v1, ...)`` in the file's id width, int32 or int64 (fewer rows
 at the end of the file). Releases the GIL.)doc");
 
-  m.def("grem_bisect", &bisect_numpy<int64_t, int64_t>, nb::arg("file"), nb::arg("members"),
-        nb::arg("seed_nodes"), nb::arg("seed_sides"), nb::arg("options"), R"doc(One GREM bisection (ALGORITHMS.md §1) streamed over the edge file ``file``.
+  m.def("grem_bisect", &bisect_numpy<int64_t, int64_t>, nb::arg("file"),
+        nb::arg("members").none(), nb::arg("seed_nodes"), nb::arg("seed_sides"),
+        nb::arg("options"), R"doc(One GREM bisection (ALGORITHMS.md §1) streamed over the edge file ``file``.
 
 ``members`` (int64, distinct ids in ``[0, options.num_nodes)``) are the
-sub-problem's nodes; every row of the file must join two members.
+sub-problem's nodes, or ``None`` for every id in ``[0, options.num_nodes)``;
+every row of the file must join two members.
 ``seed_nodes`` / ``seed_sides`` label exactly the nodes of the first
 ``options.chunk_rows`` rows. Side ``s`` holds at most ``options.capacities[s]``
 nodes; ``options.weights`` are the target shares used when no neighbour count
 decides. ``options.passes`` restreaming refinement passes follow. Edges with
 both endpoints on side ``s`` are written, in stream order, to
-``options.out_paths[s]`` (raw rows of the input's id width) unless it is empty.
+``options.out_paths[s]`` (raw rows of the input's id width) unless it is empty,
+in side ``s``'s own ids: a node's rank among the side's members in increasing
+id order.
 
 Returns a ``GremBisectResult``. Releases the GIL.)doc");
-  m.def("grem_bisect", &bisect_numpy<int32_t, int8_t>, nb::arg("file"), nb::arg("members"),
-        nb::arg("seed_nodes"), nb::arg("seed_sides"), nb::arg("options"),
+  m.def("grem_bisect", &bisect_numpy<int32_t, int8_t>, nb::arg("file"),
+        nb::arg("members").none(), nb::arg("seed_nodes"), nb::arg("seed_sides"),
+        nb::arg("options"),
         "The same with int32 ``members`` and ``seed_nodes`` and int8 ``seed_sides``, "
         "read in their own width (no int64 copies).");
 

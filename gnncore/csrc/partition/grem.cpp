@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace gnncore {
 
@@ -212,6 +213,16 @@ void check_chunk(const std::vector<Id>& pairs, const std::vector<int8_t>& part,
   }
 }
 
+// Calls f(id) for every member, in the order listed (increasing for `all`).
+template <typename F>
+void for_each_member(const Members& members, size_t n, F&& f) {
+  if (members.all) {
+    for (size_t x = 0; x < n; ++x) f(static_cast<NodeId>(x));
+  } else {
+    for (NodeId m : members.list) f(m);
+  }
+}
+
 struct Candidate {
   int64_t gain;
   NodeId node;
@@ -224,7 +235,7 @@ struct Candidate {
 // at 100M nodes every one a miss). State is int32_t whenever the file has
 // fewer than 2^30 rows (a degree cannot exceed the row count).
 template <typename Id, typename State>
-int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, WidthSpan<int32_t> members,
+int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, const Members& members,
                     std::vector<int8_t>& part, HugeArray<State>& state, Sides& sides) {
   const size_t n = part.size();
   State* st = state.data();
@@ -247,12 +258,12 @@ int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, WidthSpan<int32
     }
   }
   std::vector<Candidate> cand[2];
-  for (NodeId m : members) {
+  for_each_member(members, n, [&](NodeId m) {
     const size_t x = static_cast<size_t>(m);
     const int s = part[x];
     const int64_t gain = static_cast<int64_t>(state[x] >> 1);  // arithmetic: floor
     if (gain > 0) cand[s].push_back({gain, m});
-  }
+  });
   for (auto& cs : cand)
     std::sort(cs.begin(), cs.end(), [](const Candidate& a, const Candidate& b) {
       return a.gain != b.gain ? a.gain > b.gain : a.node < b.node;
@@ -283,13 +294,25 @@ int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, WidthSpan<int32
 }
 
 // Writes each row whose endpoints share a side to that side's writer (if any),
-// in stream order: one chunk at a time, gathered per side then written at once.
+// in stream order, renumbered to the side's own ids: a node's new id is its
+// rank among its side's members in increasing id order. One word per node
+// holds that rank and the side (rank · 2 + side, unsigned: it fits the id
+// width's unsigned range), so a row reads one cache line per end. Rows are
+// gathered per side one block at a time, then written at once.
 template <typename Id>
 void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<int8_t>& part,
                 std::unique_ptr<EdgeFileWriter> (&out)[2]) {
+  using Code = std::make_unsigned_t<Id>;
+  const size_t n = part.size();
+  HugeArray<Code> code(n);
+  Code rank[2] = {0, 0};
+  for (size_t x = 0; x < n; ++x) {
+    const int s = part[x];
+    if (s == 0 || s == 1) code[x] = static_cast<Code>((rank[s]++ << 1) | static_cast<Code>(s));
+  }
   std::vector<Id> pairs, buf[2];
   reader.seek(0);
-  const int8_t* p = part.data();
+  const Code* c = code.data();
   while (reader.next_raw(stream_block(chunk_rows), pairs) > 0) {
     const size_t m = pairs.size();
     for (auto& b : buf) b.resize(m);
@@ -298,12 +321,12 @@ void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<i
     const Id* ids = pairs.data();
     for (size_t e = 0; e < m; e += 2) {  // branch-free: write to both, advance the kept one
       if (e + kRowsAhead < m) {
-        __builtin_prefetch(&p[static_cast<size_t>(ids[e + kRowsAhead])]);
-        __builtin_prefetch(&p[static_cast<size_t>(ids[e + kRowsAhead + 1])]);
+        __builtin_prefetch(&c[static_cast<size_t>(ids[e + kRowsAhead])]);
+        __builtin_prefetch(&c[static_cast<size_t>(ids[e + kRowsAhead + 1])]);
       }
-      const Id u = ids[e], v = ids[e + 1];
-      const int su = p[static_cast<size_t>(u)], sv = p[static_cast<size_t>(v)];
-      const size_t same = su == sv;
+      const Code cu = c[static_cast<size_t>(ids[e])], cv = c[static_cast<size_t>(ids[e + 1])];
+      const size_t su = cu & 1, same = su == (cv & 1);
+      const Id u = static_cast<Id>(cu >> 1), v = static_cast<Id>(cv >> 1);
       dst[0][used[0]] = u;
       dst[0][used[0] + 1] = v;
       dst[1][used[1]] = u;
@@ -318,13 +341,14 @@ void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<i
 
 template <typename Id, typename Off>
 BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
-                         WidthSpan<int32_t> members, WidthSpan<int32_t> seed_nodes,
+                         const Members& members, WidthSpan<int32_t> seed_nodes,
                          WidthSpan<int8_t> seed_sides) {
   const size_t n = static_cast<size_t>(config.num_nodes);
   // The nodes' states during the GREM pass; their sides (`part`) after it.
-  HugeArray<NodeState<Id>> state(n, NodeState<Id>{{0.0, 0.0}, -1, kNotMember});
+  HugeArray<NodeState<Id>> state(
+      n, NodeState<Id>{{0.0, 0.0}, -1, members.all ? kUnassigned : kNotMember});
   NodeState<Id>* st = state.data();
-  for (NodeId m : members) {
+  for (NodeId m : members.list) {
     if (m < 0 || m >= config.num_nodes)
       throw std::out_of_range("member " + std::to_string(m) + " is outside [0, " +
                               std::to_string(config.num_nodes) + ")");
@@ -426,14 +450,14 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
   }
 
   // Nodes never seen in any chunk go to the smaller side (relative to its share).
-  for (NodeId m : members) {
+  for_each_member(members, n, [&](NodeId m) {
     const size_t x = static_cast<size_t>(m);
-    if (part[x] != kUnassigned) continue;
+    if (part[x] != kUnassigned) return;
     const int s = sides.less_full(kUnassigned);
     part[x] = static_cast<int8_t>(s);
     sides.fix(s, kUnassigned);
     ++result.isolated;
-  }
+  });
   result.seconds_grem = seconds_since(started);
 
   // Restreaming refinement passes, then the split of the edge file.
@@ -472,8 +496,13 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
     }
   }
 
-  result.side.resize(members.size);
-  for (size_t i = 0; i < members.size; ++i) result.side[i] = part[static_cast<size_t>(members[i])];
+  if (members.all) {
+    result.side = std::move(part);
+  } else {
+    result.side.resize(members.list.size);
+    for (size_t i = 0; i < members.list.size; ++i)
+      result.side[i] = part[static_cast<size_t>(members.list[i])];
+  }
   result.sizes[0] = sides.size[0];
   result.sizes[1] = sides.size[1];
   return result;
@@ -504,7 +533,7 @@ template std::vector<int32_t> read_edge_rows_raw<int32_t>(const EdgeFile&, int64
 template std::vector<int64_t> read_edge_rows_raw<int64_t>(const EdgeFile&, int64_t, int64_t);
 
 BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
-                         WidthSpan<int32_t> members, WidthSpan<int32_t> seed_nodes,
+                         const Members& members, WidthSpan<int32_t> seed_nodes,
                          WidthSpan<int8_t> seed_sides) {
   if (config.num_nodes < 0) throw std::invalid_argument("num_nodes must be non-negative");
   if (config.chunk_rows < 1) throw std::invalid_argument("chunk_rows must be >= 1");
@@ -515,8 +544,11 @@ BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
   }
   if (seed_nodes.size != seed_sides.size)
     throw std::invalid_argument("seed_nodes and seed_sides differ in length");
-  if (static_cast<int64_t>(members.size) > config.capacity[0] + config.capacity[1])
-    throw std::invalid_argument("the sub-problem's " + std::to_string(members.size) +
+  if (members.all && members.list.size)
+    throw std::invalid_argument("members: a list given with all members");
+  const int64_t count = members.all ? config.num_nodes : static_cast<int64_t>(members.list.size);
+  if (count > config.capacity[0] + config.capacity[1])
+    throw std::invalid_argument("the sub-problem's " + std::to_string(count) +
                                 " nodes exceed the two capacities' sum " +
                                 std::to_string(config.capacity[0] + config.capacity[1]));
   // int32 offsets while a chunk's 2 · rows adjacency entries fit them

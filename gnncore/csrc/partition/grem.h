@@ -51,8 +51,17 @@ struct BisectConfig {
   std::string out_path[2];     // per-side edge files to write ("" = none)
 };
 
+// A sub-problem's nodes: the ids in `list` (distinct, in [0, num_nodes)), or,
+// when `all`, every id in [0, num_nodes) in increasing order (`list` empty):
+// the recursion numbers each sub-problem's nodes 0..n-1, so its arrays are
+// sized by the sub-problem, not by the whole graph.
+struct Members {
+  WidthSpan<int32_t> list;
+  bool all = false;
+};
+
 struct BisectResult {
-  std::vector<int8_t> side;           // side of members[i]
+  std::vector<int8_t> side;           // side of each member (in the order listed)
   int64_t sizes[2] = {0, 0};
   int64_t rows_written[2] = {0, 0};
   int64_t num_chunks = 0;
@@ -65,22 +74,28 @@ struct BisectResult {
   double seconds_split = 0;           // wall time of the split into per-side files
 };
 
-// Runs one bisection of the sub-problem whose nodes are `members` (distinct
-// ids in [0, num_nodes)) and whose edges, in stream order, are the rows of
-// `edges` (both endpoints must be members). The first chunk's nodes get the
+// Runs one bisection of the sub-problem whose nodes are `members` and whose
+// edges, in stream order, are the rows of `edges` (both endpoints must be
+// members). The first chunk's nodes get the
 // labels `seed_sides[i]` for `seed_nodes[i]` (exactly the nodes of the first
 // chunk, each once). The arrays come in their caller's width (int32 ids and
 // int8 sides for graphs whose ids fit, no widened copies). Throws
 // std::invalid_argument / std::out_of_range on bad input and std::runtime_error
 // on I/O errors.
 //
+// The per-side edge files hold each side's own numbering: a node's id there is
+// its rank among the members of its side in increasing id order (for members
+// listed in increasing order, its index in the side's member list), so the
+// next level's bisections work in ids 0..n-1 of their own sub-problem.
+//
 // Memory: O(num_nodes) arrays (during the GREM pass each node's state in one
 // packed entry: running estimates, 16 B, chunk-local id, the id width, side,
 // 1 B; then the sides, 1 B, and the refinement passes' side-and-gain words, 4 B
-// below 2^30 rows) plus one chunk: its rows and adjacency (2 · 2 ids per row)
-// and per chunk node its id, offset and side.
+// below 2^30 rows; during the split each node's new id and side in one word of
+// the id width) plus one chunk: its rows and adjacency (2 · 2 ids per row) and
+// per chunk node its id, offset and side.
 BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
-                         WidthSpan<int32_t> members, WidthSpan<int32_t> seed_nodes,
+                         const Members& members, WidthSpan<int32_t> seed_nodes,
                          WidthSpan<int8_t> seed_sides);
 
 // Rows [begin, begin + count) of `edges` as (u0, v0, u1, v1, ...); fewer at the end.

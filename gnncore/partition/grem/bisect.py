@@ -33,7 +33,7 @@ def side_capacity(num_nodes: int, share: int, parts: int, imbalance: float) -> i
 def grem_bisect(
     edges: EdgeFile,
     num_nodes: int,
-    members: np.ndarray,
+    members: np.ndarray | None,
     *,
     chunk_edges: int,
     seed_nodes: np.ndarray,
@@ -48,11 +48,17 @@ def grem_bisect(
 
     The low-level step :func:`grem_partition_file` repeats: ``seed_nodes`` /
     ``seed_labels`` must label exactly the nodes of the first ``chunk_edges``
-    rows. Returns ``gnncore._C.GremBisectResult`` (``side`` is aligned with
-    ``members``); bad options raise ``ValueError`` naming the
-    ``GremBisectOptions`` field. ``members`` and the seeds go to C++ as int32
-    ids and int8 sides while the ids fit (:func:`node_id_dtype`; C++ reads them
-    in that width: no int64 copies alive during the call).
+    rows. ``members`` lists the sub-problem's nodes, or is ``None`` for every
+    id in ``[0, num_nodes)`` (how the recursion calls it: each sub-problem's
+    edge file is in its own ids, so its arrays are sized by its nodes).
+    Returns ``gnncore._C.GremBisectResult`` (``side`` is aligned with
+    ``members``, or indexed by id for ``None``); bad options raise
+    ``ValueError`` naming the ``GremBisectOptions`` field. The per-side files
+    of ``out_paths`` hold each side's edges in that side's own ids (a node's
+    rank among the side's members in increasing id order). ``members`` and
+    the seeds go to C++ as int32 ids and int8 sides while the ids fit
+    (:func:`node_id_dtype`; C++ reads them in that width: no int64 copies
+    alive during the call).
     """
     require_csrc()
     options = _C.GremBisectOptions(
@@ -67,7 +73,7 @@ def grem_bisect(
     ids = node_id_dtype(num_nodes)
     return _C.grem_bisect(
         edges.spec(),
-        np.ascontiguousarray(members, dtype=ids),
+        None if members is None else np.ascontiguousarray(members, dtype=ids),
         np.ascontiguousarray(seed_nodes, dtype=ids),
         np.ascontiguousarray(seed_labels, dtype=np.int8 if ids == np.int32 else np.int64),
         options,

@@ -334,7 +334,7 @@ def plan_applies(
     plan: ClusterPlan, pairs: np.ndarray, num_nodes: int, first_part: int, weights: tuple[int, int]
 ) -> bool:
     """Whether seed ``clusters`` takes a bisection's seed from the plan: its first
-    chunk ``pairs`` is sparse (average degree below :data:`PLAN_MAX_DEGREE`) or
+    chunk ``pairs`` (ids in ``[0, num_nodes)``) is sparse (average degree below :data:`PLAN_MAX_DEGREE`) or
     the plan is fine (each side has at least :data:`PLAN_FINE_CLUSTERS` clusters
     planned into its parts), and each side has at least :data:`PLAN_MIN_SUPPORT`
     prefix nodes planned into its parts. Otherwise the bisection is seeded by
@@ -367,6 +367,8 @@ def plan_sides(
     first_part: int,
     weights: tuple[int, int],
     capacities: tuple[int, int],
+    *,
+    members: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Seed labels of a sub-problem's first chunk from the global plan.
 
@@ -378,17 +380,20 @@ def plan_sides(
     :data:`MAJORITY_ROUNDS` rounds); those left (ties, no labelled neighbour)
     fill the side with more remaining capacity until both have the same room,
     then alternate. Then :func:`seed_sides`' capacity repair. Nodes come in
-    increasing id order; sides are int8.
+    increasing id order; sides are int8. ``pairs`` are in the sub-problem's
+    ids (``[0, num_nodes)``); ``members`` maps them to the graph's, whose
+    clusters the plan holds (``None``: the same ids).
     """
     nodes, local = chunk_nodes_local(rows_of(pairs), num_nodes)
+    graph_ids = nodes if members is None else members[nodes]
     # each cluster's side in this sub-problem (-1: planned outside its parts); the
     # extra last entry is what a node in no cluster (cluster -1) picks up
     rel = plan.part - first_part
     cluster_side = np.full(plan.clusters + 1, -1, dtype=np.int8)
     cluster_side[:-1][(rel >= 0) & (rel < weights[0])] = 0
     cluster_side[:-1][(rel >= weights[0]) & (rel < weights[0] + weights[1])] = 1
-    sides = cluster_side[plan.cluster[nodes]]  # int8: one byte a chunk node
-    del rel, cluster_side
+    sides = cluster_side[plan.cluster[graph_ids]]  # int8: one byte a chunk node
+    del rel, cluster_side, graph_ids
 
     _C.grem_majority_rounds(np.ascontiguousarray(local).reshape(-1), sides, MAJORITY_ROUNDS)
     rest = np.flatnonzero(sides < 0)

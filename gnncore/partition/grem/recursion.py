@@ -52,7 +52,11 @@ class _Recursion:
 @dataclass(frozen=True)
 class _SubProblem:
     """One bisection to run: the nodes ``members`` of parts ``[lo, lo + q)``,
-    whose edges are ``source`` (a temporary file of the run when ``owned``)."""
+    whose edges are ``source`` (a temporary file of the run when ``owned``).
+
+    ``source`` is in the sub-problem's own ids: id ``i`` there is the node
+    ``members[i]`` (``members`` increasing), so a bisection's arrays hold
+    ``len(members)`` entries, not one per node of the graph."""
 
     source: EdgeFile
     lo: int
@@ -85,7 +89,7 @@ def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
     # the seed takes the rows and frees them once renumbered (ChunkRows)
     first = ChunkRows(sub.source.read(0, run.chunk_edges))
     plan = run.plan
-    use_plan = plan is not None and plan_applies(plan, first.pairs, run.num_nodes, lo, (q0, q1))
+    use_plan = plan is not None and plan_applies(plan, first.pairs, len(members), lo, (q0, q1))
     method = run.seed_method if use_plan or plan is None else "clusters:metis"
     seed_nodes, seed_labels = seed_sides(
         first,
@@ -96,9 +100,10 @@ def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
         run.imbalance,
         (lo, q),
         plan=plan,
-        num_nodes=run.num_nodes,
+        num_nodes=len(members),
         first_part=lo,
         use_plan=use_plan,
+        members=members,
     )
     del first
     seed_labels = seed_labels.astype(np.int8)  # 0/1; alive during the C++ call
@@ -110,8 +115,8 @@ def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
     trim_heap()  # the seed's freed temporaries, before the C++ pass allocates
     result = grem_bisect(
         sub.source,
-        run.num_nodes,
-        members,
+        len(members),
+        None,  # every id of the sub-problem's own numbering
         chunk_edges=run.chunk_edges,
         seed_nodes=seed_nodes,
         seed_labels=seed_labels,

@@ -67,6 +67,7 @@ def seed_sides(
     num_nodes: int | None = None,
     first_part: int = 0,
     use_plan: bool = True,
+    members: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Seed labels of the first chunk's nodes (first-appearance order).
 
@@ -84,15 +85,19 @@ def seed_sides(
     back its nodes with the fewest chunk neighbours on its own side minus the
     other side. ``clusters`` (nodes in increasing id order; ``num_nodes`` is
     needed): :func:`plan_sides` with the run's ``plan`` and the sub-problem's
-    ``first_part``, or, with ``use_plan=False`` (see :func:`plan_applies`),
-    the ``metis`` bisection of the chunk.
+    ``first_part`` (``members`` maps the chunk's ids to the graph's, whose
+    clusters the plan holds; ``None``: the same ids), or, with
+    ``use_plan=False`` (see :func:`plan_applies`), the ``metis`` bisection of
+    the chunk.
     """
     if method == "clusters":
         if num_nodes is None or (use_plan and plan is None):
             raise ValueError("seed method 'clusters' needs num_nodes and the run's plan")
         if use_plan:
             assert plan is not None  # checked above
-            return plan_sides(pairs, plan, num_nodes, first_part, weights, capacities)
+            return plan_sides(
+                pairs, plan, num_nodes, first_part, weights, capacities, members=members
+            )
         return _metis_chunk_sides(pairs, num_nodes, weights, capacities, seed, imbalance)
     if method == "metis":  # renumbering and CSR in one C++ call
         flat = flat_ids(rows_of(pairs))

@@ -269,15 +269,50 @@ def test_restreaming_moves_by_gain_and_respects_capacity(tmp_path):
     assert side == {0: 0, 1: 0, 2: 0, 3: 1, 4: 1}
 
 
-def test_split_writes_each_sides_edges_in_stream_order(tmp_path):
+def test_split_writes_each_sides_edges_in_stream_order_in_its_own_ids(tmp_path):
     pairs = [(0, 1), (0, 2), (3, 4), (2, 3), (1, 2), (4, 5)]
     seeds = {0: 0, 1: 0, 2: 0, 3: 1, 4: 1}
     side, result = bisect(tmp_path, pairs, range(6), 3, seeds, (3, 3), split=True)
     for s in (0, 1):
         rows = np.fromfile(tmp_path / f"s{s}.bin", dtype=np.int32).reshape(-1, 2)
+        # the next level's ids: node i of the side is its i-th member by id
+        members = sorted(x for x in side if side[x] == s)
         expected = [p for p in pairs if side[p[0]] == side[p[1]] == s]
-        assert rows.tolist() == [list(p) for p in expected]
+        assert [[members[u], members[v]] for u, v in rows.tolist()] == [list(p) for p in expected]
+        assert rows.max() < len(members)
         assert result.rows_written[s] == len(expected)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_all_members_is_the_listed_range_and_the_split_renumbers_a_listed_subset(tmp_path, dtype):
+    rng = np.random.default_rng(7)
+    n = 60
+    pairs = random_stream(rng, n, 150)
+    first = np.unique(pairs[:20].reshape(-1), return_index=True)
+    nodes = first[0][np.argsort(first[1])]
+    labels = rng.integers(0, 2, len(nodes))
+    edges = edge_file(tmp_path, pairs, dtype=dtype)
+    args = dict(chunk_edges=20, seed_nodes=nodes, seed_labels=labels, capacities=(33, 33), passes=2)
+    outs = {}
+    for name, members in (("all", None), ("listed", np.arange(n))):
+        outs[name] = (str(tmp_path / f"{name}0.bin"), str(tmp_path / f"{name}1.bin"))
+        result = grem_bisect(edges, n, members, out_paths=outs[name], **args)
+        outs[name + "-side"] = np.asarray(result.side)
+    np.testing.assert_array_equal(outs["all-side"], outs["listed-side"])
+    for s in (0, 1):
+        a, b = (np.fromfile(outs[k][s], dtype=dtype) for k in ("all", "listed"))
+        np.testing.assert_array_equal(a, b)
+    # members listed out of order, inside a larger id space: the split's ids are
+    # ranks among each side's members by id, whatever order they were listed in
+    sparse = edge_file(tmp_path, [(10, 30), (30, 20), (40, 50)], dtype=dtype)
+    split = (str(tmp_path / "sp0.bin"), str(tmp_path / "sp1.bin"))
+    result = grem_bisect(sparse, 60, np.array([50, 10, 40, 30, 20]), chunk_edges=3,
+                         seed_nodes=np.array([10, 30, 20, 40, 50]),
+                         seed_labels=np.array([0, 0, 0, 1, 1]), capacities=(3, 3),
+                         out_paths=split)  # fmt: skip
+    assert np.asarray(result.side).tolist() == [1, 0, 1, 0, 0]
+    assert np.fromfile(split[0], dtype=dtype).tolist() == [0, 2, 2, 1]  # 10, 20, 30 -> 0, 1, 2
+    assert np.fromfile(split[1], dtype=dtype).tolist() == [0, 1]  # 40, 50 -> 0, 1
 
 
 # The C++ kernel against the literal reference --------------------------------------
