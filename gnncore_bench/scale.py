@@ -498,9 +498,11 @@ def _partition_command(
     budgets: dict[str, int],
     threads: int,
 ) -> list[str]:
-    """``gnncore partition`` of one method into ``part_dir``."""
+    """``gnncore partition`` of one method into ``part_dir``. Its progress lines
+    (a line per GREM bisection and refinement, with seconds) go to the stage's
+    stderr log: at a billion edges they are where the time went."""
     cmd = gnncore_command("partition", graph, part_dir, "--method", method.method)
-    cmd += ["--parts", str(parts), "--seed", str(seed), "--no-progress"]
+    cmd += ["--parts", str(parts), "--seed", str(seed)]
     cmd += ["--memory-budget", str(budgets["partition"])]
     if method.chunk is not None:
         cmd += ["--chunk", repr(method.chunk)]

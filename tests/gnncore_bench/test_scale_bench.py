@@ -59,6 +59,10 @@ def test_end_to_end_at_tiny_scale(tmp_path: Path) -> None:
         assert (out / "logs" / f"{name.replace(':', '-')}.stderr").is_file()
         if WHY_NOT is None:
             assert 0 < stage["cgroup_peak_bytes"] <= parse_size("1GiB")
+    # the partition stage's log says where its time went: a line per bisection
+    grem_log = (out / "logs" / "grem-0.1.stderr").read_text()
+    assert grem_log.count("grem: bisection") == 3 and "final refinement" in grem_log
+    assert "grem: seed plan of" in grem_log
     # the stages' own figures: the CSV holds every generated edge, ingestion read them all
     assert stages["csv"]["output_bytes"] == pytest.approx(csv_bytes(20000, 2000), rel=0.1)
     ingest = stages["ingest"]["summary"]

@@ -138,6 +138,13 @@ class GremPartitioner(Partitioner):
                 seed=options.seed,
                 imbalance=options.imbalance,
             )
+            if self.progress is not None:
+                plan, took = self.last_plan, self.last_plan.seconds
+                self.progress(
+                    f"{self.name}: seed plan of {plan.clusters:,} clusters "
+                    f"({plan.cluster_edges:,} edges between them) in {sum(took.values()):.2f} s: "
+                    + ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in took.items())
+                )
         labels = grem_partition_file(
             edges,
             graph.num_nodes,
