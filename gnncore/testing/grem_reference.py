@@ -122,7 +122,9 @@ def grem_bisect_reference(
             break
     part = sides.part
     # each side's edges in that side's own ids: ranks among its members by id
-    rank = {s: {x: i for i, x in enumerate(sorted(x for x in part if part[x] == s))} for s in (0, 1)}
+    rank = {
+        s: {x: i for i, x in enumerate(sorted(x for x in part if part[x] == s))} for s in (0, 1)
+    }
     side_edges = tuple(
         np.asarray(
             [(rank[s][u], rank[s][v]) for u, v in pairs if part[u] == part[v] == s], dtype=np.int64

@@ -334,7 +334,8 @@ def plan_applies(
     plan: ClusterPlan, pairs: np.ndarray, num_nodes: int, first_part: int, weights: tuple[int, int]
 ) -> bool:
     """Whether seed ``clusters`` takes a bisection's seed from the plan: its first
-    chunk ``pairs`` (ids in ``[0, num_nodes)``) is sparse (average degree below :data:`PLAN_MAX_DEGREE`) or
+    chunk ``pairs`` (ids in ``[0, num_nodes)``) is sparse (average degree below
+    :data:`PLAN_MAX_DEGREE`) or
     the plan is fine (each side has at least :data:`PLAN_FINE_CLUSTERS` clusters
     planned into its parts), and each side has at least :data:`PLAN_MIN_SUPPORT`
     prefix nodes planned into its parts. Otherwise the bisection is seeded by
