@@ -9,8 +9,10 @@ subgraph, ``random``, ``ldg``, or ``clusters`` from a global plan made once, see
 C++ call streams the remaining chunks (GREM pass), runs the
 restreaming refinement passes and splits the edge file into one temporary file
 per side for the next level. Temporary files live in a private directory that
-is removed afterwards, also on error. Memory: O(|V|) arrays plus one chunk
-(per worker process with ``workers > 1``: sibling bisections run at once).
+is removed afterwards, also on error. Each side's file holds the side's own
+ids (a node's rank among the side's nodes), so a bisection's arrays are sized
+by its sub-problem. Memory: O(|V|) arrays plus one chunk (per worker process
+with ``workers > 1``: sibling bisections run at once).
 
 Memory accounting for an int32 graph (N nodes; a chunk of m edges over c
 nodes; measured per phase by ``benchmarks/grem_memory.py``, see
@@ -22,12 +24,12 @@ docs/BENCHMARKS.md, "GREM's memory per chunk edge"):
   (8 B/edge, freed once renumbered: :class:`~gnncore.partition.grem.chunk.ChunkRows`),
   the local pairs (8 B/edge), the majority rounds' open pairs (<= 8 B/edge),
   ~22 B per chunk node, a 4 B/node renumbering scratch;
-* GREM pass (C++): each node's state in one packed entry (running estimates,
-  chunk-local id, side: 21 B/node); the chunk's rows and adjacency (16 B/edge),
+* GREM pass (C++): each sub-problem node's state in one packed entry (running
+  estimates, chunk-local id, side: 21 B/node); the chunk's rows and adjacency (16 B/edge),
   its nodes, offsets and sides (9 B per chunk node), the seeds (5 B per
   first-chunk node);
-* refinement passes and the split: side and side-with-gain (5 B/node), blocks of at
-  most 2^20 rows whatever the chunk size;
+* refinement passes and the split: side and side-with-gain (5 B/node), then side and
+  new id in one word (4 B/node), blocks of at most 2^20 rows whatever the chunk size;
 * the clusters plan: METIS on a cluster graph of at most ``max(1% of |E|,
   2^18)`` edges (~190 B per cluster-graph edge, its CSR built in C++ with
   nothing beside it), independent of the chunk.

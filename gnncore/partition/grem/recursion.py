@@ -212,7 +212,8 @@ def grem_partition_file(
             others while this one waits (see
             :func:`~gnncore.partition.task_tree.run_task_tree`). The labels are
             the same for any ``workers``; time drops and memory grows: each
-            worker holds its own interpreter (~40 MiB), O(|V|) arrays and chunk.
+            worker holds its own interpreter (~40 MiB), its sub-problem's arrays
+            and a chunk.
         on_bisection (callable, optional): ``f(record, done)`` as each
             bisection ends (in completion order; ``done`` of ``parts - 1``).
 
