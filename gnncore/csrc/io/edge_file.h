@@ -41,6 +41,14 @@ class EdgeChunkReader {
   int64_t next_raw(int64_t max_rows, std::vector<Id>& ids);
 
  private:
+  // Asks the kernel to start reading the next `rows` rows (POSIX_FADV_WILLNEED)
+  // while the caller works on the rows just read: every read is followed by
+  // one of the same size, so a pass over a file larger than the page cache
+  // (a billion rows under a memory limit) computes while the disk reads, where
+  // the kernel's own read-ahead window (a few MiB) would leave a chunk's read
+  // of tens of MiB waiting.
+  void read_ahead(int64_t rows);
+
   EdgeFile file_;
   std::FILE* fh_ = nullptr;
   int64_t row_ = 0;

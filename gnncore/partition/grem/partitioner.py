@@ -193,11 +193,15 @@ class GremPartitioner(Partitioner):
 
         def report(record: BisectionRecord, done: int) -> None:
             where = "" if record.pid == os.getpid() else f", worker {record.pid}"
+            phases = record.phase_seconds
             say(
                 f"{label}: bisection {done}/{parts - 1} of parts {record.first_part}.."
                 f"{record.first_part + record.parts - 1}: {record.nodes:,} nodes, "
                 f"{record.edges:,} edges, sides {record.sizes[0]:,}/{record.sizes[1]:,} "
-                f"in {record.seconds:.2f} s{where}"
+                f"in {record.seconds:.2f} s (seed {phases['seed']:.2f}, pass "
+                f"{phases['grem']:.2f}, restreams "
+                + ("+".join(f"{s:.2f}" for s in phases["passes"]) or "none")
+                + f", split {phases['split']:.2f}){where}"
             )
 
         return report

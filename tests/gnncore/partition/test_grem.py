@@ -900,6 +900,12 @@ def test_the_plan_clusters_only_the_stream_prefix(communities, monkeypatch):
     plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
     clustered[edges.read(0, chunk).reshape(-1)] = True
     np.testing.assert_array_equal(plan.cluster >= 0, clustered)
+    # and at most PLAN_MAX_PREFIX rows, however large the graph
+    monkeypatch.setattr(grem_plan, "PLAN_MAX_PREFIX", 300)
+    plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
+    clustered[:] = False
+    clustered[edges.read(0, 300).reshape(-1)] = True
+    np.testing.assert_array_equal(plan.cluster >= 0, clustered)
 
 
 def test_a_large_cluster_graph_is_trimmed_to_its_budget(communities, monkeypatch):

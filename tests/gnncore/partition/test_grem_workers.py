@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 import numpy as np
 import pytest
@@ -188,6 +189,9 @@ def test_partitioning_reports_its_progress(graph, tmp_path, method, workers):
             f"{method}: bisection {k}/4" for k in range(1, 5)
         ]
         assert bisections[0].startswith(f"{method}: bisection 1/4 of parts 0..4: 3,000 nodes")
+        # where each bisection's time went, phase by phase
+        phases = r"\(seed [\d.]+, pass [\d.]+, restreams (([\d.]+\+)*[\d.]+|none), split [\d.]+\)"
+        assert all(re.search(phases, b) for b in bisections), bisections
         assert any(", worker " in b for b in bisections) == (workers > 1)
     assert lines[-1].startswith(f"wrote {tmp_path / 'p'}: edge cut ")
 
