@@ -1,6 +1,7 @@
 #include "partition/grem.h"
 
 #include "huge_array.h"
+#include "parallel.h"
 
 #include <algorithm>
 #include <chrono>
@@ -228,41 +229,81 @@ struct Candidate {
   NodeId node;
 };
 
-// One restreaming refinement pass; returns the number of nodes moved. `state`
-// holds each node's side in its low bit and twice its gain (neighbours on the
-// other side minus those on its own) above it, so a row reads and updates the
-// two cache lines of its ends only (a side array and a counts array took four:
-// at 100M nodes every one a miss). State is int32_t whenever the file has
-// fewer than 2^30 rows (a degree cannot exceed the row count).
-template <typename Id, typename State>
+// The threads of the streamed passes' row sweeps (OpenMP's default count).
+int sweep_threads() { return resolve_threads(0); }
+
+// This thread's index in its team, and the team's size (OpenMP may start fewer
+// threads than asked for: the sweeps cut their work by the team they got).
+size_t thread_index() {
+#ifdef GNNCORE_WITH_OPENMP
+  return static_cast<size_t>(omp_get_thread_num());
+#else
+  return 0;
+#endif
+}
+size_t team_size() {
+#ifdef GNNCORE_WITH_OPENMP
+  return static_cast<size_t>(omp_get_num_threads());
+#else
+  return 1;
+#endif
+}
+
+// One restreaming refinement pass; returns the number of nodes moved. The
+// counting sweep gives every node its gain (neighbours on the other side minus
+// those on its own) in `gain`; the sides are read from a bit per node (at 100M
+// nodes 12.5 MB, held by the last-level cache), so a row's random accesses to
+// memory are its two ends' gain words. The sweep's threads each own a range of
+// node ids: every thread reads every row and updates the gains of the ends it
+// owns (branch-free: the others go to a slot of its own past the n nodes), so
+// no word has two writers, no atomic is needed, and the gains are the same
+// for any thread count. Gain is int32_t whenever the file has fewer than 2^30
+// rows (a degree cannot exceed the row count); `gain` holds n + 64 · threads
+// words.
+template <typename Id, typename Gain>
 int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, const Members& members,
-                    std::vector<int8_t>& part, HugeArray<State>& state, Sides& sides) {
+                    std::vector<int8_t>& part, HugeArray<Gain>& gain, Sides& sides) {
   const size_t n = part.size();
-  State* st = state.data();
-  for (size_t x = 0; x < n; ++x) st[x] = static_cast<State>(part[x] & 1);  // -2 (not a member): 0
+  Gain* g = gain.data();
+  std::fill_n(g, n, Gain{0});
+  std::vector<uint64_t> bits((n + 63) / 64, 0);  // side 1 (members only: -2 is no side)
+  for (size_t x = 0; x < n; ++x) bits[x >> 6] |= static_cast<uint64_t>(part[x] == 1) << (x & 63);
+  const uint64_t* b = bits.data();
+  auto side = [b](size_t x) -> Gain { return static_cast<Gain>((b[x >> 6] >> (x & 63)) & 1); };
+  const int threads = std::max(1, std::min(sweep_threads(), static_cast<int>(gain.size() - n) / 64));
   std::vector<Id> pairs;
   reader.seek(0);
   while (reader.next_raw(stream_block(chunk_rows), pairs) > 0) {
     const Id* ids = pairs.data();
     const size_t m = pairs.size();
-    for (size_t e = 0; e < m; e += 2) {
-      if (e + kRowsAhead < m) {  // the rows were checked by the GREM pass: ids in range
-        __builtin_prefetch(&st[static_cast<size_t>(ids[e + kRowsAhead])], 1);
-        __builtin_prefetch(&st[static_cast<size_t>(ids[e + kRowsAhead + 1])], 1);
+#ifdef GNNCORE_WITH_OPENMP
+#pragma omp parallel num_threads(threads) if (threads > 1)
+#endif
+    {
+      const size_t me = thread_index(), team = team_size();
+      const size_t lo = n * me / team, span = n * (me + 1) / team - lo;
+      const size_t spare = n + 64 * me;  // this thread's slot for the ends it does not own
+      for (size_t e = 0; e < m; e += 2) {
+        if (e + kRowsAhead < m) {  // the rows were checked by the GREM pass: ids in range
+          const size_t pu = static_cast<size_t>(ids[e + kRowsAhead]);
+          const size_t pv = static_cast<size_t>(ids[e + kRowsAhead + 1]);
+          __builtin_prefetch(&g[pu - lo < span ? pu : spare], 1);
+          __builtin_prefetch(&g[pv - lo < span ? pv : spare], 1);
+        }
+        const size_t u = static_cast<size_t>(ids[e]), v = static_cast<size_t>(ids[e + 1]);
+        // both ends gain 1 when the row is cut (the sides differ), lose 1 when not
+        const Gain d = static_cast<Gain>(2 * (side(u) ^ side(v)) - 1);
+        g[u - lo < span ? u : spare] += d;
+        g[v - lo < span ? v : spare] += d;
       }
-      const size_t u = static_cast<size_t>(ids[e]), v = static_cast<size_t>(ids[e + 1]);
-      // both ends gain 1 when the row is cut (the sides' bits differ), lose 1 when not
-      const State d = static_cast<State>(4 * ((st[u] ^ st[v]) & 1) - 2);
-      st[u] += d;
-      st[v] += d;
     }
   }
   std::vector<Candidate> cand[2];
   for_each_member(members, n, [&](NodeId m) {
     const size_t x = static_cast<size_t>(m);
     const int s = part[x];
-    const int64_t gain = static_cast<int64_t>(state[x] >> 1);  // arithmetic: floor
-    if (gain > 0) cand[s].push_back({gain, m});
+    const int64_t gx = static_cast<int64_t>(g[x]);
+    if (gx > 0) cand[s].push_back({gx, m});
   });
   for (auto& cs : cand)
     std::sort(cs.begin(), cs.end(), [](const Candidate& a, const Candidate& b) {
@@ -297,8 +338,10 @@ int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, const Members& 
 // in stream order, renumbered to the side's own ids: a node's new id is its
 // rank among its side's members in increasing id order. One word per node
 // holds that rank and the side (rank · 2 + side, unsigned: it fits the id
-// width's unsigned range), so a row reads one cache line per end. Rows are
-// gathered per side one block at a time, then written at once.
+// width's unsigned range), so a row reads one cache line per end. A block's
+// rows are cut into one consecutive share per thread, each gathered per side
+// into the thread's own buffers, then written share after share: the files are
+// the same for any thread count.
 template <typename Id>
 void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<int8_t>& part,
                 std::unique_ptr<EdgeFileWriter> (&out)[2]) {
@@ -310,32 +353,50 @@ void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<i
     const int s = part[x];
     if (s == 0 || s == 1) code[x] = static_cast<Code>((rank[s]++ << 1) | static_cast<Code>(s));
   }
-  std::vector<Id> pairs, buf[2];
+  const int threads = sweep_threads();
+  std::vector<Id> pairs;
+  std::vector<std::vector<Id>> buf(2 * static_cast<size_t>(threads));  // [thread · 2 + side]
+  std::vector<size_t> used(2 * static_cast<size_t>(threads));
   reader.seek(0);
   const Code* c = code.data();
   while (reader.next_raw(stream_block(chunk_rows), pairs) > 0) {
-    const size_t m = pairs.size();
-    for (auto& b : buf) b.resize(m);
-    Id* dst[2] = {buf[0].data(), buf[1].data()};
-    size_t used[2] = {0, 0};
-    const Id* ids = pairs.data();
-    for (size_t e = 0; e < m; e += 2) {  // branch-free: write to both, advance the kept one
-      if (e + kRowsAhead < m) {
-        __builtin_prefetch(&c[static_cast<size_t>(ids[e + kRowsAhead])]);
-        __builtin_prefetch(&c[static_cast<size_t>(ids[e + kRowsAhead + 1])]);
+    const size_t rows = pairs.size() / 2;
+    std::fill(used.begin(), used.end(), 0);
+#ifdef GNNCORE_WITH_OPENMP
+#pragma omp parallel num_threads(threads) if (threads > 1 && rows >= 4096)
+#endif
+    {
+      const size_t me = thread_index(), team = team_size();
+      const size_t first = 2 * (rows * me / team), last = 2 * (rows * (me + 1) / team);
+      const Id* ids = pairs.data();
+      std::vector<Id>& b0 = buf[2 * me];
+      std::vector<Id>& b1 = buf[2 * me + 1];
+      b0.resize(last - first);
+      b1.resize(last - first);
+      Id* dst[2] = {b0.data(), b1.data()};
+      size_t kept[2] = {0, 0};
+      for (size_t e = first; e < last; e += 2) {  // branch-free: write to both, advance the kept one
+        if (e + kRowsAhead < last) {
+          __builtin_prefetch(&c[static_cast<size_t>(ids[e + kRowsAhead])]);
+          __builtin_prefetch(&c[static_cast<size_t>(ids[e + kRowsAhead + 1])]);
+        }
+        const Code cu = c[static_cast<size_t>(ids[e])], cv = c[static_cast<size_t>(ids[e + 1])];
+        const size_t su = cu & 1, same = su == (cv & 1);
+        const Id u = static_cast<Id>(cu >> 1), v = static_cast<Id>(cv >> 1);
+        dst[0][kept[0]] = u;
+        dst[0][kept[0] + 1] = v;
+        dst[1][kept[1]] = u;
+        dst[1][kept[1] + 1] = v;
+        kept[0] += 2 * (same & static_cast<size_t>(su == 0));
+        kept[1] += 2 * (same & static_cast<size_t>(su == 1));
       }
-      const Code cu = c[static_cast<size_t>(ids[e])], cv = c[static_cast<size_t>(ids[e + 1])];
-      const size_t su = cu & 1, same = su == (cv & 1);
-      const Id u = static_cast<Id>(cu >> 1), v = static_cast<Id>(cv >> 1);
-      dst[0][used[0]] = u;
-      dst[0][used[0] + 1] = v;
-      dst[1][used[1]] = u;
-      dst[1][used[1] + 1] = v;
-      used[0] += 2 * (same & static_cast<size_t>(su == 0));
-      used[1] += 2 * (same & static_cast<size_t>(su == 1));
+      used[2 * me] = kept[0];
+      used[2 * me + 1] = kept[1];
     }
-    for (int s = 0; s < 2; ++s)
-      if (out[s]) out[s]->append_raw(dst[s], static_cast<int64_t>(used[s] / 2));
+    for (size_t t = 0; t < static_cast<size_t>(threads); ++t)
+      for (int s = 0; s < 2; ++s)
+        if (out[s] && used[2 * t + s])
+          out[s]->append_raw(buf[2 * t + s].data(), static_cast<int64_t>(used[2 * t + s] / 2));
   }
 }
 
@@ -475,12 +536,14 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
           if (moved == 0) break;
         }
       };
+      // each pass sets every word first; past the n nodes, each thread's spare slot
+      const size_t words = n + 64 * static_cast<size_t>(sweep_threads());
       if (edges.rows < (int64_t{1} << 30)) {
-        HugeArray<int32_t> state(n);  // each pass sets every word first
-        run(state);
+        HugeArray<int32_t> gain(words);
+        run(gain);
       } else {
-        HugeArray<int64_t> state(n);
-        run(state);
+        HugeArray<int64_t> gain(words);
+        run(gain);
       }
     }
     if (split) {
