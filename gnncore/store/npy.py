@@ -15,6 +15,7 @@ from deep inside its header parser):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Iterator
@@ -145,6 +146,19 @@ def load_npy(path: str | os.PathLike[str], mmap_mode: MmapMode | None = "r") -> 
     return array
 
 
+def advise(fd: int, offset: int, length: int, advice: str) -> None:
+    """``os.posix_fadvise(fd, offset, length, os.<advice>)`` where the platform
+    has it (advisory: errors are ignored). ``POSIX_FADV_WILLNEED`` on the next
+    block of a sequential reader has the kernel read it while the caller works
+    on the current one: at a billion edges the graph's arrays exceed the page
+    cache a memory limit leaves, and the kernel's own read-ahead window (a few
+    MiB) leaves reads of tens of MiB waiting on the disk."""
+    flag = getattr(os, advice, None)
+    if flag is not None:
+        with contextlib.suppress(OSError):
+            os.posix_fadvise(fd, offset, length, flag)
+
+
 def npy_blocks(path: str | os.PathLike[str], rows: int) -> Iterator[np.ndarray]:
     """The array of the ``.npy`` file at ``path`` read (not mapped) in blocks of
     at most ``rows`` rows (first-axis entries, at least one a block), each of
@@ -161,7 +175,9 @@ def npy_blocks(path: str | os.PathLike[str], rows: int) -> Iterator[np.ndarray]:
     tail = info.shape[1:]
     per_row = math.prod(tail)
     step = max(1, rows)
+    row_bytes = per_row * info.dtype.itemsize
     with open(info.path, "rb") as fh:
+        advise(fh.fileno(), 0, 0, "POSIX_FADV_SEQUENTIAL")
         fh.seek(info.offset)
         done = 0
         while done < info.shape[0]:
@@ -170,8 +186,12 @@ def npy_blocks(path: str | os.PathLike[str], rows: int) -> Iterator[np.ndarray]:
             if len(block) != count * per_row:
                 ended = done + len(block) // max(1, per_row)
                 raise InputError(f"truncated: ends within row {ended}", info.path)
-            yield block.reshape((count, *tail))
             done += count
+            # the disk reads the next block while the caller works on this one
+            ahead = min(step, info.shape[0] - done) * row_bytes
+            if ahead:
+                advise(fh.fileno(), info.offset + done * row_bytes, ahead, "POSIX_FADV_WILLNEED")
+            yield block.reshape((count, *tail))
 
 
 def _one_line(exc: BaseException) -> str:

@@ -38,7 +38,6 @@ only on graphs of at most :data:`COARSE_MAX_EDGES` edges.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -51,7 +50,7 @@ from gnncore import _C
 from gnncore.partition.base import part_label_dtype
 from gnncore.partition.edge_stream import EdgeFile
 from gnncore.partition.grem.plan import cluster_graph_edges
-from gnncore.store.npy import inspect_npy
+from gnncore.store.npy import advise, inspect_npy
 
 INDPTR_ROWS = 1 << 18
 """Rows of ``indptr`` read at a time."""
@@ -108,14 +107,6 @@ def _read(fh: object, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype)
 
 
-def _advise(fd: int, offset: int, length: int, advice: str) -> None:
-    """``os.posix_fadvise`` where the platform has it (advisory: errors ignored)."""
-    flag = getattr(os, advice, None)
-    if flag is not None:
-        with contextlib.suppress(OSError):
-            os.posix_fadvise(fd, offset, length, flag)
-
-
 def csr_blocks(
     graph_path: Path, block_entries: int
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
@@ -128,7 +119,7 @@ def csr_blocks(
     )
     num_nodes = ptr_file.shape[0] - 1
     with open(ptr_file.path, "rb") as ptr_fh, open(idx_file.path, "rb") as idx_fh:
-        _advise(idx_fh.fileno(), 0, 0, "POSIX_FADV_SEQUENTIAL")
+        advise(idx_fh.fileno(), 0, 0, "POSIX_FADV_SEQUENTIAL")
         row = 0
         while row < num_nodes:
             count = min(INDPTR_ROWS, num_nodes - row) + 1
@@ -143,7 +134,7 @@ def csr_blocks(
             indices = _read(idx_fh, offset, idx_file.dtype, hi - lo)
             # the disk reads the next block (as large) while the caller works on this one
             size = (hi - lo) * idx_file.dtype.itemsize
-            _advise(idx_fh.fileno(), offset + size, size, "POSIX_FADV_WILLNEED")
+            advise(idx_fh.fileno(), offset + size, size, "POSIX_FADV_WILLNEED")
             yield row, np.ascontiguousarray(ptr[: end + 1]), indices
             row += end
 
