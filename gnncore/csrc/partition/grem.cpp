@@ -249,61 +249,41 @@ size_t team_size() {
 #endif
 }
 
-// One restreaming refinement pass; returns the number of nodes moved. The
-// counting sweep gives every node its gain (neighbours on the other side minus
-// those on its own) in `gain`; the sides are read from a bit per node (at 100M
-// nodes 12.5 MB, held by the last-level cache), so a row's random accesses to
-// memory are its two ends' gain words. The sweep's threads each own a range of
-// node ids: every thread reads every row and updates the gains of the ends it
-// owns (branch-free: the others go to a slot of its own past the n nodes), so
-// no word has two writers, no atomic is needed, and the gains are the same
-// for any thread count. Gain is int32_t whenever the file has fewer than 2^30
-// rows (a degree cannot exceed the row count); `gain` holds n + 64 · threads
-// words.
-template <typename Id, typename Gain>
+// One restreaming refinement pass; returns the number of nodes moved. `state`
+// holds each node's side in its low bit and twice its gain (neighbours on the
+// other side minus those on its own) above it, so a row reads and updates the
+// two cache lines of its ends only (a side array and a counts array took four:
+// at 100M nodes every one a miss). State is int32_t whenever the file has
+// fewer than 2^30 rows (a degree cannot exceed the row count).
+template <typename Id, typename State>
 int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, const Members& members,
-                    std::vector<int8_t>& part, HugeArray<Gain>& gain, Sides& sides) {
+                    std::vector<int8_t>& part, HugeArray<State>& state, Sides& sides) {
   const size_t n = part.size();
-  Gain* g = gain.data();
-  std::fill_n(g, n, Gain{0});
-  std::vector<uint64_t> bits((n + 63) / 64, 0);  // side 1 (members only: -2 is no side)
-  for (size_t x = 0; x < n; ++x) bits[x >> 6] |= static_cast<uint64_t>(part[x] == 1) << (x & 63);
-  const uint64_t* b = bits.data();
-  auto side = [b](size_t x) -> Gain { return static_cast<Gain>((b[x >> 6] >> (x & 63)) & 1); };
-  const int threads = std::max(1, std::min(sweep_threads(), static_cast<int>(gain.size() - n) / 64));
+  State* st = state.data();
+  for (size_t x = 0; x < n; ++x) st[x] = static_cast<State>(part[x] & 1);  // -2 (not a member): 0
   std::vector<Id> pairs;
   reader.seek(0);
   while (reader.next_raw(stream_block(chunk_rows), pairs) > 0) {
     const Id* ids = pairs.data();
     const size_t m = pairs.size();
-#ifdef GNNCORE_WITH_OPENMP
-#pragma omp parallel num_threads(threads) if (threads > 1)
-#endif
-    {
-      const size_t me = thread_index(), team = team_size();
-      const size_t lo = n * me / team, span = n * (me + 1) / team - lo;
-      const size_t spare = n + 64 * me;  // this thread's slot for the ends it does not own
-      for (size_t e = 0; e < m; e += 2) {
-        if (e + kRowsAhead < m) {  // the rows were checked by the GREM pass: ids in range
-          const size_t pu = static_cast<size_t>(ids[e + kRowsAhead]);
-          const size_t pv = static_cast<size_t>(ids[e + kRowsAhead + 1]);
-          __builtin_prefetch(&g[pu - lo < span ? pu : spare], 1);
-          __builtin_prefetch(&g[pv - lo < span ? pv : spare], 1);
-        }
-        const size_t u = static_cast<size_t>(ids[e]), v = static_cast<size_t>(ids[e + 1]);
-        // both ends gain 1 when the row is cut (the sides differ), lose 1 when not
-        const Gain d = static_cast<Gain>(2 * (side(u) ^ side(v)) - 1);
-        g[u - lo < span ? u : spare] += d;
-        g[v - lo < span ? v : spare] += d;
+    for (size_t e = 0; e < m; e += 2) {
+      if (e + kRowsAhead < m) {  // the rows were checked by the GREM pass: ids in range
+        __builtin_prefetch(&st[static_cast<size_t>(ids[e + kRowsAhead])], 1);
+        __builtin_prefetch(&st[static_cast<size_t>(ids[e + kRowsAhead + 1])], 1);
       }
+      const size_t u = static_cast<size_t>(ids[e]), v = static_cast<size_t>(ids[e + 1]);
+      // both ends gain 1 when the row is cut (the sides' bits differ), lose 1 when not
+      const State d = static_cast<State>(4 * ((st[u] ^ st[v]) & 1) - 2);
+      st[u] += d;
+      st[v] += d;
     }
   }
   std::vector<Candidate> cand[2];
   for_each_member(members, n, [&](NodeId m) {
     const size_t x = static_cast<size_t>(m);
     const int s = part[x];
-    const int64_t gx = static_cast<int64_t>(g[x]);
-    if (gx > 0) cand[s].push_back({gx, m});
+    const int64_t gain = static_cast<int64_t>(state[x] >> 1);  // arithmetic: floor
+    if (gain > 0) cand[s].push_back({gain, m});
   });
   for (auto& cs : cand)
     std::sort(cs.begin(), cs.end(), [](const Candidate& a, const Candidate& b) {
@@ -536,14 +516,12 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
           if (moved == 0) break;
         }
       };
-      // each pass sets every word first; past the n nodes, each thread's spare slot
-      const size_t words = n + 64 * static_cast<size_t>(sweep_threads());
       if (edges.rows < (int64_t{1} << 30)) {
-        HugeArray<int32_t> gain(words);
-        run(gain);
+        HugeArray<int32_t> state(n);  // each pass sets every word first
+        run(state);
       } else {
-        HugeArray<int64_t> gain(words);
-        run(gain);
+        HugeArray<int64_t> state(n);
+        run(state);
       }
     }
     if (split) {

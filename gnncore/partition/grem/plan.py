@@ -50,13 +50,12 @@ PLAN_MIN_SUPPORT = 400
 #: both) for 1/40 of the clustering time (METIS k-way on a 2M-edge chunk against
 #: components of a 0.2M-edge one). Smaller graphs keep their first chunk up to
 #: PLAN_MIN_PREFIX edges (a 1,000-edge prefix of a 100k-edge graph plans badly).
-#: At most PLAN_MAX_PREFIX edges, whatever the graph's size: at a billion edges a
-#: 1% prefix (10M edges) made 3.7M clusters and a 10M-edge cluster graph, on
-#: which METIS took 93 s and ~1.9 GB; the whole-stream count still sees every
-#: edge between the clusters of a smaller prefix.
+#: The prefix is not capped at scale: at a billion edges the 1% prefix (10M
+#: edges, 3.7M clusters) costs 164 s of plan (METIS on the 10M-edge cluster graph
+#: 93 s) but a 2^22-edge prefix (1.6M clusters, plan 72 s) ended at a 30.06% cut
+#: against 25.40% (docs/BENCHMARKS.md, session 27).
 PLAN_PREFIX = 0.01
 PLAN_MIN_PREFIX = 1 << 17
-PLAN_MAX_PREFIX = 1 << 22
 #: The cluster graph keeps at most ``max(prefix_edges, PLAN_MIN_BUDGET)`` edges
 #: (METIS needs ~190 bytes per edge): beyond, the largest clusters are dropped.
 #: 2**18 (was 2**19 until issue 28, item 2): on the 20M-edge graph at p = 8 with
@@ -238,8 +237,8 @@ def cluster_plan(
     """The global plan of seed method ``clusters``, made once per run.
 
     1. :func:`cluster_chunk` clusters the subgraph of the stream's first
-       ``prefix_edges`` rows (default: ``min(chunk_edges, PLAN_MAX_PREFIX,
-       max(ceil(PLAN_PREFIX · |E|), PLAN_MIN_PREFIX))``, see :data:`PLAN_PREFIX`; target size
+       ``prefix_edges`` rows (default: ``min(chunk_edges, max(ceil(PLAN_PREFIX ·
+       |E|), PLAN_MIN_PREFIX))``, see :data:`PLAN_PREFIX`; target size
        ``prefix nodes / clusters``;
        ``clusters`` defaults to :func:`default_clusters`).
     2. One streaming pass over ``edges``, ``chunk_edges`` rows at a time
@@ -254,8 +253,7 @@ def cluster_plan(
     Memory: the ``int32[N]`` cluster array, one chunk and the cluster graph.
     """
     if prefix_edges is None:
-        share = max(chunk_rows(PLAN_PREFIX, edges.rows), PLAN_MIN_PREFIX)
-        prefix_edges = min(chunk_edges, PLAN_MAX_PREFIX, share)
+        prefix_edges = min(chunk_edges, max(chunk_rows(PLAN_PREFIX, edges.rows), PLAN_MIN_PREFIX))
     if prefix_edges < 1:
         raise ValueError(f"prefix_edges must be >= 1, got {prefix_edges}")
     times = {}
