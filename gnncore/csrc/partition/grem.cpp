@@ -342,6 +342,9 @@ void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<i
   while (reader.next_raw(stream_block(chunk_rows), pairs) > 0) {
     const size_t rows = pairs.size() / 2;
     std::fill(used.begin(), used.end(), 0);
+    // sized here, not in the threads (nothing may throw inside the region): a
+    // block's length each, whatever share the team hands a thread (2^20 rows at most)
+    for (auto& b : buf) b.resize(pairs.size());
 #ifdef GNNCORE_WITH_OPENMP
 #pragma omp parallel num_threads(threads) if (threads > 1 && rows >= 4096)
 #endif
@@ -349,11 +352,7 @@ void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<i
       const size_t me = thread_index(), team = team_size();
       const size_t first = 2 * (rows * me / team), last = 2 * (rows * (me + 1) / team);
       const Id* ids = pairs.data();
-      std::vector<Id>& b0 = buf[2 * me];
-      std::vector<Id>& b1 = buf[2 * me + 1];
-      b0.resize(last - first);
-      b1.resize(last - first);
-      Id* dst[2] = {b0.data(), b1.data()};
+      Id* dst[2] = {buf[2 * me].data(), buf[2 * me + 1].data()};
       size_t kept[2] = {0, 0};
       for (size_t e = first; e < last; e += 2) {  // branch-free: write to both, advance the kept one
         if (e + kRowsAhead < last) {
