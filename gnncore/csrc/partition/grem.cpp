@@ -229,26 +229,6 @@ struct Candidate {
   NodeId node;
 };
 
-// The threads of the streamed passes' row sweeps (OpenMP's default count).
-int sweep_threads() { return resolve_threads(0); }
-
-// This thread's index in its team, and the team's size (OpenMP may start fewer
-// threads than asked for: the sweeps cut their work by the team they got).
-size_t thread_index() {
-#ifdef GNNCORE_WITH_OPENMP
-  return static_cast<size_t>(omp_get_thread_num());
-#else
-  return 0;
-#endif
-}
-size_t team_size() {
-#ifdef GNNCORE_WITH_OPENMP
-  return static_cast<size_t>(omp_get_num_threads());
-#else
-  return 1;
-#endif
-}
-
 // One restreaming refinement pass; returns the number of nodes moved. `state`
 // holds each node's side in its low bit and twice its gain (neighbours on the
 // other side minus those on its own) above it, so a row reads and updates the
@@ -333,7 +313,7 @@ void split_pass(EdgeChunkReader& reader, int64_t chunk_rows, const std::vector<i
     const int s = part[x];
     if (s == 0 || s == 1) code[x] = static_cast<Code>((rank[s]++ << 1) | static_cast<Code>(s));
   }
-  const int threads = sweep_threads();
+  const int threads = resolve_threads(0);  // OpenMP's default count
   std::vector<Id> pairs;
   std::vector<std::vector<Id>> buf(2 * static_cast<size_t>(threads));  // [thread · 2 + side]
   std::vector<size_t> used(2 * static_cast<size_t>(threads));

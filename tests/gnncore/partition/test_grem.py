@@ -4,6 +4,9 @@ recursion, temporary files and argument checks."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -1092,10 +1095,6 @@ def test_the_threaded_split_gives_the_same_sides_moves_and_files(tmp_path):
     # The split runs on OpenMP's threads (each gathers a share of each block's
     # rows, written share after share): whatever the thread count, the same
     # sides, moves and per-side files.
-    import os
-    import subprocess
-    import sys
-
     rng = np.random.default_rng(11)
     pairs = random_stream(rng, 3000, 24000)
     edges = edge_file(tmp_path, pairs)
