@@ -118,13 +118,12 @@ Transposed<RowT> transpose(Span<int64_t> indptr, Span<IndexT> indices, NodeId n,
         if (all || (u >= lo && u < hi)) ti[cursor[static_cast<size_t>(u)]++] = static_cast<RowT>(t);
       }
   };
+  // A team smaller than asked for still fills every range (and one thread, all).
 #ifdef GNNCORE_WITH_OPENMP
-  // A team smaller than asked for still fills every range.
 #pragma omp parallel num_threads(threads) if (threads > 1)
-  for (int k = omp_get_thread_num(); k < threads; k += omp_get_num_threads()) fill(k);
-#else
-  fill(0);
 #endif
+  for (size_t k = thread_index(); k < static_cast<size_t>(threads); k += team_size())
+    fill(static_cast<int>(k));
   return out;
 }
 
