@@ -99,7 +99,13 @@ print(time.perf_counter() - t, df.height)
 
 def run_measured(command: list[str]) -> tuple[float, int, str, float, float]:
     """Run ``command``: ``(wall seconds, its own peak RSS in bytes, its stdout, its
-    CPU seconds (user + system), the 1-minute load average when it began)``."""
+    CPU seconds (user + system), the 1-minute load average when it began)``.
+
+    Dirty pages are written back first (``os.sync``): a child should not pay for
+    the writeback of the CSV just generated or of the previous child's output
+    (the first round of a fresh run otherwise ingests while the 284 MiB CSV is
+    still being written out)."""
+    os.sync()
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
