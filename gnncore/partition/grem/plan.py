@@ -62,6 +62,26 @@ PLAN_MIN_PREFIX = 1 << 17
 #: 1% chunks METIS took 97 MiB of the command's peak on 524,258 cluster-graph
 #: edges; on 262,144 it takes half, and the cut is 18.758% against 18.761%.
 PLAN_MIN_BUDGET = 1 << 18
+#: The plan's METIS partitions only the core of the cluster graph: the clusters
+#: joined to at least PLAN_MIN_DEGREE other kept clusters (:func:`core_clusters`,
+#: peeled for at most PLAN_CORE_ROUNDS rounds), and keeps the best of PLAN_NCUTS
+#: tries (METIS's ``ncuts``: the smallest cut). At 1% prefixes the cluster graph
+#: is a sparse sample (most clusters are one prefix edge, ~2.7 cluster-graph
+#: edges each); clusters with no edge or one say little about where their nodes
+#: belong, yet METIS must place their weight, and its balanced bisections used
+#: them as filler: on a 100M-edge planted graph (10M nodes, 16 communities,
+#: p = 16, 1% chunks) a part of such clusters took a third of one community and
+#: the rest of it went to two other parts, which GREM kept to the end (cut
+#: 24.26% and 25.91% with seeds 0 and 2, then 5 and 8 final passes; KaMinPar
+#: 20.04%). The 2-core alone kept every community whole with seeds 0-2 (20.04%,
+#: one final pass) but not with seed 3 (25.96%); with the best of 4 tries, seeds
+#: 0-4 all end at 20.04% (2 tries: seed 3 fails; the 3-core drops useful
+#: clusters: 23.2-23.5%). The tries cost METIS time: the plan's METIS took 6-7 s
+#: there against 2 s, of a 37-42 s run that took 43-47 s before (docs/BENCHMARKS.md,
+#: "GREM's plan at scale").
+PLAN_MIN_DEGREE = 2
+PLAN_CORE_ROUNDS = 8
+PLAN_NCUTS = 4
 #: Keys :func:`trim_cluster_graph` maps at a time.
 TRIM_BLOCK = 1 << 18
 
@@ -85,7 +105,8 @@ class ClusterPlan:
         sizes (np.ndarray): ``int64[k]``: prefix nodes per cluster.
         support (np.ndarray): ``int64[p]``: prefix nodes planned per part.
         cluster_edges (int): Stream edges between two different clusters.
-        internal_edges (int): Stream edges inside one cluster.
+        internal_edges (int): Stream edges inside one cluster (of the prefix's, before
+            the isolated ones are dropped).
         seconds (dict): ``cluster`` (components and METIS k-way on the prefix), ``stream``
             (the pass that counts the cluster graph's edges), ``plan`` (METIS on
             the cluster graph).
@@ -202,7 +223,8 @@ def _plan_parts(
     imbalance: float,
 ) -> np.ndarray:
     """A part per cluster: METIS recursive bisection of the cluster graph
-    (vertex weights = cluster sizes, edge weights = edge counts) given as
+    (vertex weights = cluster sizes, edge weights = edge counts, the best of
+    :data:`PLAN_NCUTS` tries) given as
     :func:`cluster_csr`'s arrays (``None`` when ``k <= parts``)."""
     if csr is None or k <= parts:  # tiny graphs: one cluster per part, spread over the range
         return np.arange(k, dtype=np.int64) * parts // max(k, 1)
@@ -212,6 +234,7 @@ def _plan_parts(
     options = pymetis.Options()
     options.seed = seed
     options.ufactor = int(round(imbalance * 1000))
+    options.ncuts = PLAN_NCUTS
     result = pymetis.part_graph(
         parts,
         pymetis.CSRAdjacency(xadj, adjncy),
@@ -245,7 +268,8 @@ def cluster_plan(
        (:func:`cluster_graph_edges`), counts the edges between every two
        clusters (edges whose both endpoints are clustered).
     3. Beyond ``max(prefix_edges, PLAN_MIN_BUDGET)`` cluster-graph edges the
-       largest clusters are dropped (:func:`trim_cluster_graph`).
+       largest clusters are dropped (:func:`trim_cluster_graph`), then the
+       clusters outside the cluster graph's core (:func:`core_clusters`).
     4. METIS recursive bisection of that cluster graph into ``parts`` parts
        (vertex weights = cluster sizes, edge weights = counts) gives each
        cluster a planned part.
@@ -280,6 +304,11 @@ def cluster_plan(
     budget = max(prefix_edges, PLAN_MIN_BUDGET)
     if len(keys) > budget:
         keys, counts, sizes, renumber = trim_cluster_graph(keys, counts, sizes, budget)
+        valid = cluster >= 0
+        cluster[valid] = renumber[cluster[valid]]
+        k = len(sizes)
+    if len(keys):  # (a graph without cluster edges keeps its clusters: spread over the parts)
+        keys, counts, sizes, renumber = core_clusters(keys, counts, sizes)
         valid = cluster >= 0
         cluster[valid] = renumber[cluster[valid]]
         k = len(sizes)
@@ -332,6 +361,53 @@ def trim_cluster_graph(
     del kept
     k2 = int(keep.sum())
     return np.minimum(a, b) * k2 + np.maximum(a, b), counts[alive], sizes[keep], renumber
+
+
+def core_clusters(
+    keys: np.ndarray,
+    counts: np.ndarray,
+    sizes: np.ndarray,
+    min_degree: int | None = None,
+    rounds: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Keep the clusters of the cluster graph's core: peel off, for at most
+    ``rounds`` rounds (default :data:`PLAN_CORE_ROUNDS`), every cluster joined to
+    fewer than ``min_degree`` other kept clusters (default
+    :data:`PLAN_MIN_DEGREE`), and the edges that touch it.
+
+    A cluster with no edge, or hanging off the graph by one, says little about
+    where its nodes belong, yet METIS must place its weight, and a balanced
+    bisection uses such clusters as filler (see :data:`PLAN_MIN_DEGREE`).
+    Dropped, their nodes are seeded like nodes outside the prefix
+    (:func:`plan_sides`: the majority of their labelled chunk neighbours).
+
+    ``keys`` are the cluster graph's pair keys ``a · k + b`` (``a < b``,
+    increasing; ``k = len(sizes)``) with their ``counts``. Returns the kept
+    edges' keys renumbered (same order: the renumbering is monotone), their
+    counts, the kept clusters' sizes and ``renumber`` (``int64[k]``: new id, -1
+    for a dropped cluster). Scratch: 9 bytes a key and 9 a cluster."""
+    min_degree = PLAN_MIN_DEGREE if min_degree is None else min_degree
+    rounds = PLAN_CORE_ROUNDS if rounds is None else rounds
+    k = len(sizes)
+    ids = np.int32 if k <= np.iinfo(np.int32).max else np.int64
+    low, high = (keys // k).astype(ids), (keys % k).astype(ids)
+    alive = np.ones(k, dtype=bool)
+    live = np.ones(len(keys), dtype=bool)
+    for _ in range(rounds):
+        degree = np.bincount(low[live], minlength=k) + np.bincount(high[live], minlength=k)
+        weak = alive & (degree < min_degree)
+        del degree
+        if not weak.any():
+            break
+        alive &= ~weak
+        live &= alive[low] & alive[high]
+    renumber = np.full(k, -1, dtype=np.int64)
+    k2 = int(alive.sum())
+    renumber[alive] = np.arange(k2)
+    if k2 == k:
+        return keys, counts, sizes, renumber
+    kept = renumber[low[live]] * k2 + renumber[high[live]]
+    return kept, counts[live], sizes[alive], renumber
 
 
 def plan_applies(
@@ -421,6 +497,7 @@ __all__ = [
     "cluster_graph_edges",
     "cluster_plan",
     "default_clusters",
+    "core_clusters",
     "plan_applies",
     "plan_sides",
     "trim_cluster_graph",

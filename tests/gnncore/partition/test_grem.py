@@ -39,6 +39,7 @@ from gnncore.partition.grem.plan import (
     cluster_chunk,
     cluster_graph_edges,
     cluster_plan,
+    core_clusters,
     plan_applies,
     plan_sides,
     trim_cluster_graph,
@@ -846,8 +847,18 @@ def test_cluster_graph_is_streamed_one_chunk_at_a_time(communities, monkeypatch)
     pairs = edges.read(0, edges.rows)
     cu, cv = plan.cluster[pairs[:, 0]], plan.cluster[pairs[:, 1]]
     both = (cu >= 0) & (cv >= 0)
-    assert plan.internal_edges == int(np.count_nonzero(both & (cu == cv)))
     assert plan.cluster_edges == int(np.count_nonzero(both & (cu != cv)))
+    # internal_edges counts inside every prefix cluster, the dropped isolated ones too
+    assert plan.internal_edges >= int(np.count_nonzero(both & (cu == cv)))
+    monkeypatch.setattr(
+        grem_plan,
+        "core_clusters",
+        _keep_every_cluster,
+    )
+    kept = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk)
+    ku, kv = kept.cluster[pairs[:, 0]], kept.cluster[pairs[:, 1]]
+    assert kept.internal_edges == plan.internal_edges
+    assert kept.internal_edges == int(np.count_nonzero((ku >= 0) & (ku == kv)))
     assert plan.cluster.dtype == np.int32 and len(plan.cluster) == communities.num_nodes
     assert plan.part.min() >= 0 and plan.part.max() < 4
 
@@ -892,6 +903,15 @@ def test_the_plan_clusters_only_the_stream_prefix(communities, monkeypatch):
     plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk, prefix_edges=500)
     clustered = np.zeros(communities.num_nodes, dtype=bool)
     clustered[edges.read(0, 500).reshape(-1)] = True
+    # the clusters no stream edge joins to another leave the plan ...
+    assert not (plan.cluster[~clustered] >= 0).any() and (plan.cluster >= 0).sum() > 0
+    # ... and, kept, every prefix node has a cluster
+    monkeypatch.setattr(
+        grem_plan,
+        "core_clusters",
+        _keep_every_cluster,
+    )
+    plan = cluster_plan(edges, communities.num_nodes, 4, chunk_edges=chunk, prefix_edges=500)
     np.testing.assert_array_equal(plan.cluster >= 0, clustered)
     # default prefix: min(chunk, max(1% of |E|, PLAN_MIN_PREFIX)) rows
     monkeypatch.setattr(grem_plan, "PLAN_MIN_PREFIX", 0)
@@ -950,6 +970,47 @@ def test_trimming_drops_the_largest_clusters_first():
     new_keys, new_counts, sizes1, renumber = trim_cluster_graph(keys, counts, sizes, 1)
     assert renumber.tolist() == [-1, 0, -1, 1] and sizes1.tolist() == [1, 2]
     assert new_keys.tolist() == [0 * 2 + 1] and new_counts.tolist() == [4]
+
+
+def _keep_every_cluster(keys, counts, sizes):
+    return keys, counts, sizes, np.arange(len(sizes))
+
+
+def test_the_plan_keeps_the_core_of_the_cluster_graph(monkeypatch):
+    # Clusters 0..5: the triangle 0-2-5, cluster 3 hanging off 5, 1 and 4 alone.
+    k = 6
+    keys = np.array([0 * k + 2, 0 * k + 5, 2 * k + 5, 3 * k + 5])
+    counts, sizes = np.array([3, 4, 5, 6]), np.array([4, 7, 2, 1, 9, 3])
+    new_keys, new_counts, new_sizes, renumber = core_clusters(keys, counts, sizes, 2, 8)
+    assert renumber.tolist() == [0, -1, 1, -1, -1, 2] and new_sizes.tolist() == [4, 2, 3]
+    assert new_keys.tolist() == [0 * 3 + 1, 0 * 3 + 2, 1 * 3 + 2]  # still a < b, increasing
+    assert new_counts.tolist() == [3, 4, 5]
+    # degree 1 is enough: only the clusters without an edge go
+    new_keys, new_counts, new_sizes, renumber = core_clusters(keys, counts, sizes, 1, 8)
+    assert renumber.tolist() == [0, -1, 1, 2, -1, 3] and new_counts.tolist() == [3, 4, 5, 6]
+    assert new_keys.tolist() == [0 * 4 + 1, 0 * 4 + 3, 1 * 4 + 3, 2 * 4 + 3]
+    # A chain 0-1-2-3 peels from both ends, one cluster a side each round.
+    chain = np.array([0 * 4 + 1, 1 * 4 + 2, 2 * 4 + 3])
+    ones = np.ones(4, dtype=np.int64)
+    assert core_clusters(chain, ones[:3], ones, 2, 1)[3].tolist() == [-1, 0, 1, -1]
+    assert core_clusters(chain, ones[:3], ones, 2, 8)[3].tolist() == [-1, -1, -1, -1]
+    # Nothing peeled: the arrays come back as they are.
+    same = core_clusters(new_keys, new_counts, new_sizes, 1, 8)
+    assert same[0] is new_keys and same[1] is new_counts and same[2] is new_sizes
+    assert same[3].tolist() == [0, 1, 2, 3]
+
+
+def test_the_plan_leaves_out_the_clusters_outside_the_core(tmp_path):
+    # The 4-edge prefix holds the clusters {0, 1}, {2, 3}, {4, 5} and {6, 7};
+    # the rest of the stream joins the first three, never {6, 7}: its nodes
+    # get no cluster, the others a cluster planned into a part.
+    rows = [(0, 1), (2, 3), (4, 5), (6, 7)] + [(1, 2), (3, 4), (5, 0), (0, 2), (2, 4)] * 3
+    path = tmp_path / "edges.npy"
+    np.save(path, np.array(rows, dtype=np.int32))
+    plan = cluster_plan(EdgeFile.from_npy(path), 8, 2, chunk_edges=4, clusters=4, prefix_edges=4)
+    assert plan.cluster[6] == plan.cluster[7] == -1
+    assert (plan.cluster[:6] >= 0).all() and plan.clusters == 3
+    assert len(set(plan.cluster[:6].tolist())) == 3 and set(plan.part.tolist()) <= {0, 1}
 
 
 def test_plan_sides_follow_the_plan_and_the_majority():
