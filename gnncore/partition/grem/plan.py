@@ -106,7 +106,7 @@ class ClusterPlan:
         support (np.ndarray): ``int64[p]``: prefix nodes planned per part.
         cluster_edges (int): Stream edges between two different clusters.
         internal_edges (int): Stream edges inside one cluster (of the prefix's, before
-            the isolated ones are dropped).
+            the clusters outside the core are dropped).
         seconds (dict): ``cluster`` (components and METIS k-way on the prefix), ``stream``
             (the pass that counts the cluster graph's edges), ``plan`` (METIS on
             the cluster graph).
@@ -385,7 +385,8 @@ def core_clusters(
     increasing; ``k = len(sizes)``) with their ``counts``. Returns the kept
     edges' keys renumbered (same order: the renumbering is monotone), their
     counts, the kept clusters' sizes and ``renumber`` (``int64[k]``: new id, -1
-    for a dropped cluster). Scratch: 9 bytes a key and 9 a cluster."""
+    for a dropped cluster). Scratch at the peak: about 15 bytes a key (the two
+    ends in int32, the live flags and a round's temporaries) and 33 a cluster."""
     min_degree = PLAN_MIN_DEGREE if min_degree is None else min_degree
     rounds = PLAN_CORE_ROUNDS if rounds is None else rounds
     k = len(sizes)
