@@ -1013,6 +1013,18 @@ def test_the_plan_leaves_out_the_clusters_outside_the_core(tmp_path):
     assert len(set(plan.cluster[:6].tolist())) == 3 and set(plan.part.tolist()) <= {0, 1}
 
 
+def test_a_tree_like_cluster_graph_is_planned_whole(tmp_path):
+    # A random tree streamed in random order: its cluster graph is a forest, whose
+    # core is empty, so the plan keeps every cluster instead of none.
+    rng = np.random.default_rng(0)
+    n = 3000
+    pairs = np.stack([[rng.integers(0, i) for i in range(1, n)], np.arange(1, n)], axis=1)
+    edges = edge_file(tmp_path, pairs[rng.permutation(n - 1)])
+    plan = cluster_plan(edges, n, 4, chunk_edges=300)
+    assert plan.clusters > 0 and plan.cluster_edges > 0
+    assert (plan.cluster >= 0).sum() == plan.sizes.sum()
+
+
 def test_plan_sides_follow_the_plan_and_the_majority():
     # Nodes 0..5 planned: cluster 0 -> part 2, cluster 1 -> part 3, cluster 2 ->
     # part 0 (outside the sub-problem's parts 2..3); 6, 7 have no cluster.
