@@ -313,16 +313,13 @@ def cluster_plan(
     budget = max(prefix_edges, PLAN_MIN_BUDGET)
     if len(keys) > budget:
         keys, counts, sizes, renumber = trim_cluster_graph(keys, counts, sizes, budget)
-        valid = cluster >= 0
-        cluster[valid] = renumber[cluster[valid]]
-        k = len(sizes)
+        _renumber_clusters(cluster, renumber)
     core = core_clusters(keys, counts, sizes) if len(keys) else None
     if core is not None and PLAN_MIN_CORE_SHARE * sizes.sum() <= core[2].sum():
         keys, counts, sizes, renumber = core
-        valid = cluster >= 0
-        cluster[valid] = renumber[cluster[valid]]
-        k = len(sizes)
+        _renumber_clusters(cluster, renumber)
     del core
+    k = len(sizes)
     cluster_edges = int(counts.sum())
     csr = cluster_csr(keys, counts, k) if k > parts else None
     del keys, counts  # METIS gets the CSR alone
@@ -334,6 +331,13 @@ def cluster_plan(
     sizes = np.asarray(sizes, dtype=np.int64)
     support = np.bincount(part, weights=sizes, minlength=parts).astype(np.int64)
     return ClusterPlan(cluster, part, sizes, support, cluster_edges, internal, times)
+
+
+def _renumber_clusters(cluster: np.ndarray, renumber: np.ndarray) -> None:
+    """Give every clustered node (``cluster >= 0``) its cluster's new id, in place
+    (-1 for a dropped cluster)."""
+    valid = cluster >= 0
+    cluster[valid] = renumber[cluster[valid]]
 
 
 def trim_cluster_graph(
