@@ -121,17 +121,16 @@ def markdown(results: dict) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in results["rows"]:
-        plan = row.get("plan") or {}
-        run = row["run"]
+        run, plan = row["run"], row.get("plan")
+        passes = "—" if run["final_passes"] is None else run["final_passes"]
+        plan_cells = (
+            f"{plan['split_communities']} | {plan['min_share']:.2f} | {plan['seconds']:.1f}"
+            if plan
+            else "— | — | —"
+        )
         lines.append(
             f"| {row['method']} | {row['seed']} | {run['cut']:.2f} | {run['seconds']:.1f} | "
-            f"{run['final_passes'] if run['final_passes'] is not None else '—'} | "
-            f"{run['split_communities']} | {run['min_share']:.2f} | "
-            f"{plan.get('split_communities', '—')} | "
-            f"{plan['min_share']:.2f} | {plan['seconds']:.1f} |"
-            if plan
-            else f"| {row['method']} | {row['seed']} | {run['cut']:.2f} | {run['seconds']:.1f} | "
-            f"— | {run['split_communities']} | {run['min_share']:.2f} | — | — | — |"
+            f"{passes} | {run['split_communities']} | {run['min_share']:.2f} | {plan_cells} |"
         )
     lines += ["", f"Machine: {results['machine']}", ""]
     return "\n".join(lines)
