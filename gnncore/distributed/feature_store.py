@@ -31,6 +31,7 @@ bytes of rows and ids exchanged.
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
@@ -167,6 +168,7 @@ class DistFeatureStore(FeatureStore):
         self.data = data
         self.group = group
         self.stats = ExchangeStats()
+        self._stats_lock = threading.Lock()
         self._offsets = torch.from_numpy(np.asarray(data.offsets))
         self._arrays = {
             attr: data.array(stem) for attr, stem in NODE_ATTRS.items() if data.has(stem)
@@ -284,16 +286,17 @@ class DistFeatureStore(FeatureStore):
                 rows[in_replica] = replica.tensors[n][pos].to(_DTYPES[n])
             rows[remote] = fetched[n]
             out[n] = rows
-        s = self.stats
-        s.gathers += 1
-        s.local_rows += int(local.sum()) + int(in_replica.sum())
-        s.replica_rows += int(in_replica.sum())
-        s.remote_rows += len(send_ids)
-        s.remote_bytes += int(sum(in_sizes))
-        s.served_rows += int(recv_counts.sum()) - int(recv_counts[me])
-        s.served_bytes += int(served.numel()) - int(out_sizes[me])
-        s.id_bytes += 8 * (len(send_ids) + 2 * world)
-        s.seconds += time.perf_counter() - started
+        with self._stats_lock:  # views of other threads share the stats
+            s = self.stats
+            s.gathers += 1
+            s.local_rows += int(local.sum()) + int(in_replica.sum())
+            s.replica_rows += int(in_replica.sum())
+            s.remote_rows += len(send_ids)
+            s.remote_bytes += int(sum(in_sizes))
+            s.served_rows += int(recv_counts.sum()) - int(recv_counts[me])
+            s.served_bytes += int(served.numel()) - int(out_sizes[me])
+            s.id_bytes += 8 * (len(send_ids) + 2 * world)
+            s.seconds += time.perf_counter() - started
         return out
 
     def _row_shape(self, name: str) -> tuple[int, ...]:
@@ -327,15 +330,39 @@ class DistFeatureStore(FeatureStore):
         names = [self._check(a) for a in attrs]
         indices = [self._ids(a.index) for a in attrs]
         every = torch.cat(indices) if indices else torch.zeros(0, dtype=torch.int64)
-        ids, inverse = torch.unique(every, sorted=True, return_inverse=True)
-        self.stats.requested += len(every)
-        rows = self.gather([n for n in _ORDER if n in names], ids)
-        out, start = [], 0
-        for name, index in zip(names, indices):
-            out.append(rows[name][inverse[start : start + len(index)]])
-            start += len(index)
+        if self.data.parts == 1:
+            out = self._read_alone(names, indices, every)
+        else:
+            ids, inverse = torch.unique(every, sorted=True, return_inverse=True)
+            with self._stats_lock:
+                self.stats.requested += len(every)
+            rows = self.gather([n for n in _ORDER if n in names], ids)
+            out, start = [], 0
+            for name, index in zip(names, indices):
+                out.append(rows[name][inverse[start : start + len(index)]])
+                start += len(index)
         scalar = [not isinstance(a.index, (torch.Tensor, np.ndarray, list, slice)) for a in attrs]
         return [t[0] if s else t for t, s in zip(out, scalar)]
+
+    def _read_alone(
+        self, names: list[str], indices: list[torch.Tensor], every: torch.Tensor
+    ) -> list[torch.Tensor]:
+        """A single rank owns every row: each attribute's rows read in its
+        index's order, with no de-duplication and no collective. The stats
+        count the distinct rows, as :meth:`gather` does (one index shared by
+        every attribute, the usual batch, needs no ``unique`` for that)."""
+        started = time.perf_counter()
+        out = [self._local_rows(n, i).to(_DTYPES[n]) for n, i in zip(names, indices)]
+        first = indices[0] if indices else every
+        shared = all(len(i) == len(first) and torch.equal(i, first) for i in indices)
+        distinct = len(first) if shared else len(torch.unique(every))
+        with self._stats_lock:
+            s = self.stats
+            s.requested += len(every)
+            s.gathers += 1
+            s.local_rows += distinct
+            s.seconds += time.perf_counter() - started
+        return out
 
     def _get_tensor(self, attr: TensorAttr) -> torch.Tensor:
         return self._multi_get_tensor([attr])[0]

@@ -16,10 +16,13 @@ them, so the sampled subgraphs have the distribution of
 The owner samples from a partition-local CSC: core nodes are ``0 .. n_r - 1``
 and halo nodes ``n_r .. n_r + H_r - 1`` (rows without entries), so the kernel
 never sees an id of the whole graph; results are mapped back to global ids.
+A single rank holds every node, so it draws the whole neighbourhood in one
+call of the kernel, with no collective.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -104,6 +107,8 @@ class DistNeighborSampler(BaseSampler):
         self._edge_ids = np.asarray(data.array("edge_ids"), dtype=np.int64)
         self._num_batches = 0
         self._lock = threading.Lock()
+        #: Whose counter :meth:`reserve` advances (views share their origin's).
+        self._counter_of = self
         #: Frontier nodes sent to other ranks / served for them, summed over batches.
         self.remote_requests = 0
         self.served_requests = 0
@@ -111,6 +116,26 @@ class DistNeighborSampler(BaseSampler):
     @property
     def num_batches(self) -> int:
         return self._num_batches
+
+    def on_group(self, group: Any) -> DistNeighborSampler:
+        """This sampler exchanging over ``group`` (same ranks): a view sharing its
+        arrays, batch counter and lock, for the collectives of another thread
+        (:class:`~gnncore.distributed.source.ahead.AheadBatches`)."""
+        view = copy.copy(self)
+        view.group = group
+        view._device = comm_device(group)
+        view._counter_of = self
+        return view
+
+    def reserve(self, count: int) -> int:
+        """Take ``count`` batch counters at once and return the first: batches
+        sampled with ``counter=first + i`` draw what the ``i``-th of ``count``
+        calls without a counter would have drawn."""
+        owner = self._counter_of
+        with owner._lock:
+            first = owner._num_batches
+            owner._num_batches += int(count)
+        return first
 
     # Serving ---------------------------------------------------------------------
 
@@ -139,32 +164,37 @@ class DistNeighborSampler(BaseSampler):
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> SamplerOutput:
         """Sample the multi-hop neighbourhood of ``index.node`` (global ids,
-        distinct); a collective call (see the module docstring)."""
+        distinct); a collective call (see the module docstring). ``counter``
+        (keyword, optional): the batch counter to draw with, one taken by
+        :meth:`reserve` (default: the next one)."""
         if index.input_type is not None or index.time is not None:
             raise ValueError(f"{type(self).__name__} samples homogeneous, non-temporal graphs")
         seeds = index.node.detach().cpu().to(torch.int64).numpy()
         if len(np.unique(seeds)) != len(seeds):
             raise ValueError("the batch repeats a seed node; pass distinct input nodes")
-        with self._lock:
-            counter = self._num_batches
-            self._num_batches += 1
+        counter = kwargs.get("counter")
+        if counter is None:
+            counter = self.reserve(1)
+        if self.data.parts == 1:
+            return self._sample_alone(seeds, counter, index)
         world, me = self.data.parts, self.data.rank
         nodes = [seeds]
         known = np.sort(seeds)
         frontier = seeds
         rows, cols, edges = [], [], []
         num_nodes, num_edges = [len(seeds)], []
+        remote = served = 0
         for hop, fanout in enumerate(self.fanouts):
             owner = self.data.owner(frontier)
             order = np.argsort(owner, kind="stable")
             counts = np.bincount(owner, minlength=world)
-            self.remote_requests += int(len(frontier) - counts[me])
+            remote += int(len(frontier) - counts[me])
             asked = exchange(
                 list(torch.split(torch.from_numpy(frontier[order]), counts.tolist())),
                 self.group,
                 self._device,
             )
-            self.served_requests += int(sum(len(a) for i, a in enumerate(asked) if i != me))
+            served += int(sum(len(a) for i, a in enumerate(asked) if i != me))
             answers = [
                 self._serve(asked[q], fanout, self._seed_of(counter, hop, q)) for q in range(world)
             ]
@@ -184,6 +214,10 @@ class DistNeighborSampler(BaseSampler):
             num_nodes.append(len(fresh))
             num_edges.append(len(got))
             frontier = fresh
+        owner = self._counter_of
+        with owner._lock:
+            owner.remote_requests += remote
+            owner.served_requests += served
         return SamplerOutput(
             node=torch.from_numpy(np.concatenate(nodes)),
             row=torch.from_numpy(np.concatenate(rows)),
@@ -191,6 +225,33 @@ class DistNeighborSampler(BaseSampler):
             edge=torch.from_numpy(np.concatenate(edges)),
             num_sampled_nodes=num_nodes,
             num_sampled_edges=num_edges,
+            metadata=(index.input_id, index.time),
+        )
+
+    def _sample_alone(
+        self, seeds: np.ndarray, counter: int, index: NodeSamplerInput
+    ) -> SamplerOutput:
+        """One rank holds every node: the whole multi-hop draw in one call of the
+        C++ kernel (seeds first, new nodes in first-seen order, as above), with
+        no collective; drawn from ``(seed, counter)``."""
+        # lazy: the compiled extension may be absent; __init__ refused that (require_csrc)
+        from gnncore import _C
+
+        node, row, col, edge, num_nodes, num_edges = _C.sample_neighbors(
+            self._indptr,
+            self._indices,
+            np.ascontiguousarray(self.data.to_local(seeds)),
+            self.fanouts,
+            self._seed_of(counter, 0, 0),
+            replace=self.replace,
+        )
+        return SamplerOutput(
+            node=torch.from_numpy(self._global[node]),
+            row=torch.from_numpy(row),
+            col=torch.from_numpy(col),
+            edge=torch.from_numpy(self._edge_ids[edge]),
+            num_sampled_nodes=list(num_nodes),
+            num_sampled_edges=list(num_edges),
             metadata=(index.input_id, index.time),
         )
 

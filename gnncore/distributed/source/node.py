@@ -18,10 +18,11 @@ checkpoints are the single-process ones.
   near-equal batches, so no collective is left unmatched. The sampler
   (:class:`~gnncore.distributed.sampler.DistNeighborSampler`) and the feature
   store (:class:`~gnncore.distributed.feature_store.DistFeatureStore`) run
-  their exchanges in a thread ahead of compute when ``prefetch_workers > 0``
-  (:mod:`~gnncore.distributed.source.ahead`, on a process group of their own,
-  so batch ``i + 1``'s exchange overlaps batch ``i``'s forward and backward
-  pass and its gradient all-reduce), else in the training thread, between
+  their exchanges in ``prefetch_workers`` threads ahead of compute when it is
+  above 0 (:mod:`~gnncore.distributed.source.ahead`, each thread on a
+  process group of its own, so batch ``i + 1``'s exchange overlaps batch
+  ``i``'s forward and backward pass and its gradient all-reduce), else in
+  the training thread, between
   the all-reduces of :class:`~torch.nn.parallel.DistributedDataParallel`.
 * **Evaluation** is sharded the same way (balanced, ``K`` batches per rank,
   a rank with no seeds left in a round still serves its peers) and the
@@ -38,8 +39,9 @@ checkpoints are the single-process ones.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -85,14 +87,17 @@ class DistBatchSource(RankSource):
         #: Only rank 0 logs and writes checkpoints.
         self.main_process = self.rank == 0
         self.feature_store = DistFeatureStore(data, group, replica=Replica.of(data))
-        # With prefetch threads, training batches are sampled and exchanged in a
-        # thread ahead of compute, over a group of their own (AheadBatches).
-        self.ahead = int(config.prefetch_workers) > 0
-        train_group = side_group(group) if self.ahead else group
-        self._train_store = self.feature_store.on_group(train_group)
         # An MLP reads no edges: sample the seeds only.
         hops = (0,) * config.num_layers if config.model == "none" else config.fanouts
-        self.sampler = DistNeighborSampler(data, hops, seed=config.seed, group=train_group)
+        self.sampler = DistNeighborSampler(data, hops, seed=config.seed, group=group)
+        # With prefetch threads, training batches are sampled and exchanged in
+        # threads ahead of compute, each over a group of its own (AheadBatches).
+        self.ahead = int(config.prefetch_workers) > 0
+        lane_groups = [side_group(group) for _ in range(int(config.prefetch_workers))]
+        self._lanes = [
+            (self.sampler.on_group(g), self.feature_store.on_group(g)) for g in lane_groups
+        ]
+        self._figures_lock = threading.Lock()
         eval_hops = (
             (0,) * config.num_layers
             if config.model == "none"
@@ -130,18 +135,39 @@ class DistBatchSource(RankSource):
 
     def batches(self) -> contextlib.AbstractContextManager[Iterator[Any]]:
         """The epoch's training batches: with ``config.prefetch_workers > 0``
-        sampled and exchanged ``config.prefetch_depth`` batches ahead in a
-        thread (:class:`~gnncore.distributed.source.ahead.AheadBatches`), else
-        in the loop; the same batches either way."""
-        plan, sampler, figures = self._plan, self.sampler, self.epoch_figures
-        store = self._train_store
-        if self.ahead:
-            return AheadBatches(
-                lambda: self._iterate(plan, sampler, figures, store),
-                int(self.config.prefetch_depth),
-                self.device,
-            )
-        return contextlib.nullcontext(self._iterate(plan, sampler, figures, store))
+        sampled and exchanged at most ``config.prefetch_depth`` batches ahead in
+        that many threads (:class:`~gnncore.distributed.source.ahead.AheadBatches`),
+        else in the loop; the same batches either way."""
+        plan, figures = self._plan, self.epoch_figures
+        if not self.ahead:
+            return contextlib.nullcontext(self._iterate(plan, self.sampler, figures))
+        first = self.sampler.reserve(len(plan))
+        lanes = [self._lane(plan, w, first, figures) for w in range(len(self._lanes))]
+        return AheadBatches(lanes, int(self.config.prefetch_depth), self.device)
+
+    def _lane(
+        self, plan: list[np.ndarray], lane: int, first: int, figures: RankFigures
+    ) -> Callable[[], Iterator[Data]]:
+        """Lane ``lane``'s share of ``plan`` (batches ``lane, lane + k, ...`` of
+        ``k`` lanes), batch ``i`` drawn with the sampler's counter ``first + i``
+        over the lane's own group; its figures are added to ``figures`` when it
+        ends. Training plans have no empty batch, so the lanes' round-robin
+        gives the plan's order back."""
+        sampler, store = self._lanes[lane]
+        step = len(self._lanes)
+
+        def make() -> Iterator[Data]:
+            own = RankFigures()
+            try:
+                for i in range(lane, len(plan), step):
+                    batch = self._batch(plan[i], sampler, own, store, counter=first + i)
+                    if batch is not None:
+                        yield batch
+            finally:
+                with self._figures_lock:
+                    figures.add(own)
+
+        return make
 
     # Evaluation ------------------------------------------------------------
 
@@ -173,10 +199,14 @@ class DistBatchSource(RankSource):
         sampler: DistNeighborSampler,
         figures: RankFigures,
         store: DistFeatureStore,
+        counter: int | None = None,
     ) -> Data | None:
-        """One batch (``None`` for no seeds, after taking part in the exchanges)."""
+        """One batch (``None`` for no seeds, after taking part in the exchanges);
+        ``counter``: the sampler's batch counter (default: its next)."""
         started = time.perf_counter()
-        out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.from_numpy(seeds)))
+        out = sampler.sample_from_nodes(
+            NodeSamplerInput(None, torch.from_numpy(seeds)), counter=counter
+        )
         sampled = time.perf_counter()
         x, y = store.multi_get_tensor(
             [TensorAttr(None, "x", out.node), TensorAttr(None, "y", out.node)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -154,3 +155,70 @@ def test_distribution_matches_single_process(sampled) -> None:
             assert abs(a.mean() - b.mean()) <= 4 * se + 1e-9, (hop, a.mean(), b.mean())
         # The batches differ from one another (the draws are not frozen).
         assert len({tuple(b["node"]) for b in result["batches"]}) > BATCHES // 2
+
+
+def _alone_worker(rank: int, world: int, out: str) -> dict:
+    import torch
+    from torch_geometric.data import TensorAttr
+
+    from gnncore.distributed.feature_store import DistFeatureStore
+    from gnncore.distributed.rank_data import RankData
+    from gnncore.distributed.sampler import DistNeighborSampler
+
+    data = RankData.open(out, rank)
+    seeds = node_input(_batch_seeds(rank, data.num_nodes))
+    full = DistNeighborSampler(data, [-1, -1]).sample_from_nodes(seeds)
+    sampler = DistNeighborSampler(data, FANOUTS, seed=3)
+    batches = [_arrays(sampler.sample_from_nodes(seeds)) for _ in range(20)]
+    again = DistNeighborSampler(data, FANOUTS, seed=3)
+    replay = _arrays(again.sample_from_nodes(seeds, counter=7))
+    store = DistFeatureStore(data)
+    node = torch.from_numpy(batches[0]["node"])
+    x, y = store.multi_get_tensor([TensorAttr(None, "x", node), TensorAttr(None, "y", node)])
+    return {
+        "full": _arrays(full),
+        "batches": batches,
+        "replay": replay,
+        "x": x.numpy(),
+        "y": y.numpy(),
+        "stats": store.stats.as_dict(),
+    }
+
+
+def test_one_rank_draws_alone_what_the_ranks_draw(tmp_path: Path) -> None:
+    """One rank holds every node: it samples in one kernel call and reads its rows
+    with no collective, and the batches keep the ranks' layout and distribution."""
+    graph = planted_graph(tmp_path / "g", num_nodes=300, degree=6)
+    partition_graph(graph, tmp_path / "p", method="random", parts=1)
+    write_rank_data(graph, tmp_path / "p", tmp_path / "r")
+    g = GraphDir.open(graph)
+    old = np.asarray(PartitionDir.open(tmp_path / "p", g).array("relabel_old_of_new"))
+    (result,) = spawn_local(_alone_worker, 1, (str(tmp_path / "r"),), timeout=60, run_timeout=120)
+    indptr, indices = np.asarray(g.indptr), np.asarray(g.indices)
+    whole = NeighborSampler((indptr, indices), [-1, -1])
+    seeds = _batch_seeds(0, g.num_nodes)
+    single = whole.sample_from_nodes(node_input(old[seeds]))
+    full = result["full"]
+    assert full["num_nodes"] == list(single.num_sampled_nodes)
+    assert full["num_edges"] == list(single.num_sampled_edges)
+    np.testing.assert_array_equal(full["node"][:12], seeds)
+    assert _triples(full, old) == _single_triples(single, np.asarray(g.array("eid")))
+    for batch in result["batches"]:
+        node = old[batch["node"]]
+        assert len(set(node)) == len(node) and batch["num_nodes"][0] == 12
+        k = batch["num_edges"][0]
+        for target in range(12):  # hop 0: min(fanout, degree) distinct real neighbours
+            v = node[target]
+            picked = node[batch["row"][:k][batch["col"][:k] == target]]
+            neighbours = indices[indptr[v] : indptr[v + 1]]
+            assert len(picked) == min(FANOUTS[0], len(neighbours)) == len(set(picked))
+            assert set(picked) <= set(neighbours)
+    assert len({tuple(b["node"]) for b in result["batches"]}) > 10  # draws differ
+    # Batch 7 drawn again by its counter is batch 7.
+    for key in ("node", "row", "col", "edge"):
+        np.testing.assert_array_equal(result["replay"][key], result["batches"][7][key])
+    # The rows are the graph's rows of the batch's nodes, each read once.
+    first = old[result["batches"][0]["node"]]
+    np.testing.assert_array_equal(result["x"], np.asarray(g.features())[first])
+    np.testing.assert_array_equal(result["y"], np.asarray(g.labels())[first])
+    assert result["stats"]["local_rows"] == len(first) and result["stats"]["remote_rows"] == 0

@@ -119,6 +119,27 @@ def test_every_rank_runs_the_same_batches_and_gets_the_same_metrics(runs, graph)
     ]
 
 
+def test_three_sampling_threads_train_what_the_loop_trains(graph) -> None:
+    # prefetch_workers 3: three lanes, each on a process group of its own, make
+    # batches 0, 3, ... / 1, 4, ... / 2, 5, ... at once; the ranks must still meet
+    # in every collective and draw the loop's batches, so the run is the same.
+    g, part = graph
+    runs = {
+        workers: train_distributed(
+            g,
+            part,
+            NodeTrainConfig(**{**CONFIG.to_dict(), "epochs": 2, "prefetch_workers": workers}),
+            DistributedConfig(nproc=2, run_timeout=120),
+        )
+        for workers in (0, 3)
+    }
+    assert runs[3].train_loss == runs[0].train_loss
+    assert runs[3].val_accuracy == runs[0].val_accuracy
+    for loop, lanes in zip(runs[0].throughput, runs[3].throughput, strict=True):
+        for key in ("dist_remote_rows", "rank0_seeds", "rank1_seeds", "rank0_batches"):
+            assert lanes[key] == loop[key], key
+
+
 def test_resume_loads_the_checkpoint_in_every_rank(runs, graph, tmp_path) -> None:
     g, part = graph
     # Resume from epoch E - 1 with the exchanges in the loop (prefetch_workers 0):
@@ -251,7 +272,7 @@ def test_backend_needs_what_it_runs_on(graph, capsys) -> None:
 # On a GPU (skipped elsewhere; run by the device check, docs/DISTRIBUTED.md) -------
 
 
-def _cuda_ranks(graph, backend: str, parts: int, tmp_path: Path):
+def _cuda_ranks(graph, backend: str, parts: int, tmp_path: Path, prefetch_workers: int = 1):
     import torch
 
     if not torch.cuda.is_available():
@@ -262,7 +283,7 @@ def _cuda_ranks(graph, backend: str, parts: int, tmp_path: Path):
     if parts != 2:
         part = tmp_path / f"p{parts}"
         partition_graph(g, part, method="random", parts=parts)
-    config = replace(CONFIG, device="cuda")
+    config = replace(CONFIG, device="cuda", prefetch_workers=prefetch_workers)
     options = DistributedConfig(nproc=parts, backend=backend, run_timeout=300)
     return train_distributed(g, part, config, options)
 
@@ -286,3 +307,7 @@ def test_nccl_rank_on_its_gpu(runs, graph, tmp_path) -> None:
         f"cuda:{i}" for i in range(parts)
     ]
     assert dist.test_accuracy >= runs["single"].test_accuracy - TOLERANCE
+    # Three sampling threads beside the NCCL group (each on a gloo group of its
+    # own) feed the same batches; the GPU's atomic sums leave float noise only.
+    lanes = _cuda_ranks(graph, "nccl", parts, tmp_path, prefetch_workers=3)
+    assert lanes.train_loss == pytest.approx(dist.train_loss, rel=1e-3)
