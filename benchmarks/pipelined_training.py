@@ -122,17 +122,18 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['config']['fanouts']}, {results['config']['model']} hidden "
         f"{results['config']['hidden']}; {results['machine']['affinity_cpus']} CPUs, "
         f"torch {results['machine']['torch']}; OpenMP env "
-        f"{ {k: v for k, v in results['machine']['env'].items() if v} or 'default' }.",
+        f"{ {k: v for k, v in results['machine']['env'].items() if v} or 'default' }; "
+        f"device {results['config']['device']}.",
         "",
         "| prefetch threads | epoch s (median) | batches/s | sample s | wait (stall) s "
-        "| stall % | compute s | eval s | same parameters |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
+        "| stall % | compute s | compute % | eval s | same parameters |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for workers, row in results["by_workers"].items():
         lines.append(
             f"| {workers} | {row['epoch_s']:.2f} | {row['batches_per_s']:.1f} | "
             f"{row['sample_s']:.2f} | {row['wait_s']:.2f} | {100 * row['stall_fraction']:.1f} | "
-            f"{row['compute_s']:.2f} | "
+            f"{row['compute_s']:.2f} | {100 * row['compute_s'] / row['epoch_s']:.0f} | "
             f"{row['eval_s']:.2f} | {'yes' if row['same_parameters'] else 'NO'} |"
         )
     lines.append("")
@@ -157,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fanouts", default="15,10")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--device", default="cpu", help="cpu or cuda (on CUDA the parameters differ in float noise)"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-out/pipelined"))
     args = parser.parse_args(argv)
 
@@ -172,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_size=args.batch_size,
         epochs=args.epochs,
         patience=0,
-        device="cpu",
+        device=args.device,
         seed=args.seed,
         lr=0.005,
     )

@@ -148,6 +148,7 @@ def _summarise(raw: dict[str, Any], ranks_dir: Path) -> dict[str, Any]:
         "sample_s": median("sample_s"),
         "exchange_s": median("exchange_s"),
         "compute_s": median("compute_s"),
+        "stall_s": median("stall_s"),
         "eval_s": median("eval_s"),
         "remote_rows_per_epoch": remote / n if n else None,
         "remote_rows_epoch1": epochs[0]["remote_rows"] if n else None,
@@ -192,6 +193,7 @@ def bench_distributed(
     replication_rate: float = 0.0,
     device: str = "cpu",
     backend: str | None = None,
+    prefetch_workers: int = 1,
 ) -> dict[str, Any]:
     """Run the benchmark (see the module docstring).
 
@@ -256,6 +258,7 @@ def bench_distributed(
         "device": device,
         "backend": backend or ("nccl" if device.startswith("cuda") else "gloo"),
         "gpu": _gpu_name(device),
+        "prefetch_workers": prefetch_workers,
         "settings": [asdict(s) for s in settings],
         "partitions": partitions,
         "configs": [],
@@ -273,6 +276,7 @@ def bench_distributed(
         "collective_timeout": collective_timeout,
         "device": device,
         "backend": backend,
+        "prefetch_workers": prefetch_workers,
     }
     for setting in settings:
         for method, n in plan:

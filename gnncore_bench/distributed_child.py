@@ -34,6 +34,7 @@ def node_config(spec: dict[str, Any]) -> Any:
         seed=int(spec["seed"]),
         patience=0,
         device=spec.get("device", "cpu"),
+        prefetch_workers=int(spec.get("prefetch_workers", 1)),
     ).validate()
 
 
@@ -112,6 +113,7 @@ def _run_sample(spec: dict[str, Any]) -> dict[str, Any]:
                 "sample_s": statistics.fmean(f["sample_s"] for f in figures),
                 "exchange_s": statistics.fmean(f["exchange_s"] for f in figures),
                 "compute_s": None,
+                "stall_s": None,
                 "per_rank_remote_rows": [f["remote_rows"] for f in figures],
             }
         )
@@ -155,6 +157,7 @@ def _run_train(spec: dict[str, Any]) -> dict[str, Any]:
                 "sample_s": statistics.fmean(t[f"rank{r}_sample_s"] for r in range(world)),
                 "exchange_s": statistics.fmean(t[f"rank{r}_exchange_s"] for r in range(world)),
                 "compute_s": statistics.fmean(t[f"rank{r}_compute_s"] for r in range(world)),
+                "stall_s": t.get("wait_s"),
                 "per_rank_remote_rows": [t[f"rank{r}_remote_rows"] for r in range(world)],
             }
         )

@@ -207,11 +207,7 @@ def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
         help="fanouts of one sampling setting; repeat for several (default: 10,5)",
     )
     parser.add_argument(
-        "--batch-size",
-        type=int,
-        action="append",
-        default=None,
-        help="global batch of each setting, in --fanouts order (default: 1000)",
+        "--batch-size", type=int, action="append", help="global batch per setting (default: 1000)"
     )
     parser.add_argument(
         "--device",
@@ -235,6 +231,9 @@ def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--epochs", type=int, default=3, help="epochs per configuration")
     parser.add_argument("--model", default="sage")
+    parser.add_argument(
+        "--prefetch-workers", type=int, default=1, help="sampling threads per rank (0: in the loop)"
+    )
     parser.add_argument(
         "--grem-chunk", type=float, default=0.01, help="GREM chunk, a fraction of the edges"
     )
@@ -566,6 +565,7 @@ def _run_distributed(args: argparse.Namespace) -> dict[str, Any]:
             replication_rate=args.replication_rate,
             device=args.device,
             backend=args.backend,
+            prefetch_workers=args.prefetch_workers,
         )
 
     return _reported(args.graph_dir, run)
