@@ -162,6 +162,12 @@ class _Setup:
     ranks_dir: Path
     token: str | None
 
+    @property
+    def cuda(self) -> bool:
+        """Whether the ranks train on CUDA devices (they then start as fresh
+        interpreters, not forked: :func:`~gnncore.distributed.launch.forked.rank_start_method`)."""
+        return str(self.config.device).startswith("cuda")
+
 
 def _set_up(
     graph_dir: Any, partition_dir: Any, config: Any, options: DistributedConfig, task: RankTask
@@ -234,6 +240,7 @@ class _Attempts:
                 timeout=o.timeout,
                 run_timeout=o.run_timeout,
                 join_token=s.token,
+                cuda=s.cuda,
             )
             return dict(enumerate(ranks))
         return elastic_run(
@@ -249,6 +256,7 @@ class _Attempts:
             run_timeout=o.run_timeout,
             join_timeout=launch.join_timeout,
             join_token=s.token,
+            cuda=s.cuda,
         )
 
     def run_all(self, mlflow_run: tuple[str, str, str] | None) -> Any:

@@ -34,9 +34,22 @@ RANK_NAME = "gnncore-rank{rank}"
 _PR_SET_NAME = 15
 
 
-def rank_context() -> Any:
-    """The fork server's context, its preload set (it takes effect when this
-    process starts its fork server, at its first ranks)."""
+def rank_start_method(cuda: bool) -> str:
+    """How ranks start: forked from the fork server, or, for ranks that use
+    CUDA, ``spawn`` (fresh interpreters). A process forked from one that has
+    touched the CUDA driver cannot use it ("CUDA error: initialization error",
+    seen on an H200 with its image's torch and PyG), and what the preload does
+    to the driver depends on the packages installed, so CUDA ranks pay their
+    own imports instead."""
+    return "spawn" if cuda else "forkserver"
+
+
+def rank_context(cuda: bool = False) -> Any:
+    """The ranks' :mod:`multiprocessing` context (:func:`rank_start_method`):
+    the fork server's, with its preload set (it takes effect when this process
+    starts its fork server, at its first ranks), or ``spawn``'s for CUDA."""
+    if cuda:
+        return mp.get_context("spawn")
     short_socket_dir()
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(list(RANK_PRELOAD))

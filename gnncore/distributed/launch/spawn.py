@@ -84,6 +84,7 @@ def spawn_local(
     run_timeout: float = 600.0,
     grace: float = 3.0,
     join_token: str | None = None,
+    cuda: bool = False,
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` local ranks (forked
     from the fork server, module docstring); return their results in rank order.
@@ -105,6 +106,9 @@ def spawn_local(
         join_token (str, optional): The token the ranks prove to each other at
             rendezvous (default: :func:`~gnncore.distributed.join.launch_token`,
             generated when the environment gives none).
+        cuda (bool): The ranks use CUDA: they start as fresh interpreters
+            (:func:`~gnncore.distributed.launch.forked.rank_start_method`).
+            (default: ``False``)
 
     Raises:
         RankFailed: A rank raised (its traceback follows the rank's name), exited
@@ -114,7 +118,7 @@ def spawn_local(
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
     token = launch_token() if join_token is None else join_token
-    ctx = rank_context()
+    ctx = rank_context(cuda)
     results = ctx.Queue()
     store, port = master_store(LOCALHOST, 0, world_size, timeout)
     address = (LOCALHOST, port)

@@ -38,7 +38,13 @@ from gnncore.distributed.launch.faults import (
     is_peer_loss,
     report,
 )
-from gnncore.distributed.launch.forked import Launcher, name_rank, rank_context, take_launcher
+from gnncore.distributed.launch.forked import (
+    Launcher,
+    name_rank,
+    rank_context,
+    rank_start_method,
+    take_launcher,
+)
 from gnncore.distributed.launch.net import (
     LOCALHOST,
     free_port,
@@ -228,6 +234,7 @@ def elastic_run(
     join_timeout: float = 300.0,
     run_id: str | None = None,
     join_token: str | None = None,
+    cuda: bool = False,
 ) -> dict[int, Any]:
     """Run ``fn(rank, world_size, *args)`` in this machine's ``nproc`` ranks of
     an ``nnodes * nproc`` world, started by torch's elastic launcher (what
@@ -253,6 +260,8 @@ def elastic_run(
             same on every machine (default:
             :func:`~gnncore.distributed.join.launch_token`: from the environment,
             else generated, and printed on machine 0 of several).
+        cuda (bool): The ranks use CUDA: they start as fresh interpreters
+            (:func:`~gnncore.distributed.launch.forked.rank_start_method`).
 
     Raises:
         RankFailed: A rank raised, died, was refused at rendezvous or ran out of
@@ -286,13 +295,13 @@ def elastic_run(
         rdzv_configs={"rank": node_rank, "timeout": int(join_timeout)},
         max_restarts=0,
         monitor_interval=0.1,
-        start_method="forkserver",
+        start_method=rank_start_method(cuda),
     )
     with tempfile.TemporaryDirectory(prefix="gnncore-ranks-") as out_dir:
         spec_path = Path(out_dir) / "spec.pkl"
         spec = _EntrySpec(fn, tuple(args), backend, timeout, run_timeout, out_dir)
         spec_path.write_bytes(pickle.dumps(spec))
-        rank_context()  # the fork server the ranks fork from, its preload
+        rank_context(cuda)  # the fork server the ranks fork from, its preload
         launch = elastic_launch(config, rank_entry)
         try:
             with _launch_environment(token):

@@ -217,3 +217,17 @@ def test_two_machines_in_network_namespaces_match_one_machine(graph, tmp_path) -
     one = train_distributed(g, part, config, DistributedConfig(nproc=2, ranks_dir=ranks))
     assert node0["test_accuracy"] == pytest.approx(one.test_accuracy, abs=1e-9)
     assert node0["stopped_epoch"] == one.stopped_epoch == 4
+
+
+def _parent_pid(rank: int, world: int) -> int:
+    return os.getppid()
+
+
+def test_cuda_ranks_start_fresh_not_from_the_fork_server() -> None:
+    """A process forked from one that touched the CUDA driver cannot use it, so
+    ranks on CUDA are spawned by the launcher itself; the others fork from the
+    fork server (their parent is that server)."""
+    from gnncore.distributed.launch import spawn_local
+
+    assert spawn_local(_parent_pid, 1, cuda=True, timeout=30, run_timeout=120) == [os.getpid()]
+    assert spawn_local(_parent_pid, 1, timeout=30, run_timeout=120) != [os.getpid()]
