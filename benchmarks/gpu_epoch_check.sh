@@ -51,9 +51,9 @@ for k in 0 1 4 8; do
 done
 
 step tests
-timeout 240 python3 -m pytest -q -p no:cacheprovider \
-    tests/gnncore/distributed/test_distributed_training.py -k "gpu or nccl" 2>&1 | tail -5 |
-    tee -a "$SUMMARY"
+timeout 240 python3 -m pytest -q -p no:cacheprovider --tb=short \
+    tests/gnncore/distributed/test_distributed_training.py -k "gpu or nccl" >"$WORK/tests.log" 2>&1
+{ grep -E "^E |Error" "$WORK/tests.log" | head -12; tail -3 "$WORK/tests.log"; } | tee -a "$SUMMARY"
 
 # Several ranks sharing the GPU (gloo): today's table's rows, with 1 and 4 threads.
 for k in 1 4; do
