@@ -9,7 +9,9 @@ The preloaded libraries are shared, not copied, but every step's RSS counts them
 so under a tight memory budget a step that needs none of them (ingestion,
 partitioning, the store) sizes its buffers from about 430 MiB less; run config
 can preload the code location alone (``forkserver: {preload_modules:
-[pipelines.definitions]}``) or pick ``spawn`` or ``in_process``::
+[pipelines.definitions]}``) or pick ``spawn`` or ``in_process``. On a machine
+with an NVIDIA GPU the default is ``spawn``: a step forked from a server that
+preloaded torch cannot use CUDA (:mod:`gnncore.forkserver`)::
 
     execution:
       config:
@@ -24,7 +26,7 @@ from typing import Any
 
 import dagster as dg
 
-from gnncore.forkserver import short_socket_dir
+from gnncore.forkserver import nvidia_gpu_present, short_socket_dir
 
 
 def _create_executor(init_context: Any) -> Any:
@@ -61,16 +63,27 @@ FORKSERVER_DEFAULT: dict[str, Any] = {
     "multiprocess": {"start_method": {"forkserver": {"preload_modules": PRELOAD_MODULES}}}
 }
 
+#: The default run config where an NVIDIA GPU is: fresh step processes.
+SPAWN_DEFAULT: dict[str, Any] = {"multiprocess": {"start_method": {"spawn": {}}}}
+
+
+def default_execution() -> dict[str, Any]:
+    """:data:`SPAWN_DEFAULT` on a machine with an NVIDIA GPU, else
+    :data:`FORKSERVER_DEFAULT`."""
+    return SPAWN_DEFAULT if nvidia_gpu_present() else FORKSERVER_DEFAULT
+
+
 executor = dg.ExecutorDefinition(
     name="multi_or_in_process_executor",
     config_schema=dg.Field(
         dg.multi_or_in_process_executor.config_schema.config_type,
-        default_value=FORKSERVER_DEFAULT,
+        default_value=default_execution(),
     ),
     requirements=dg.multi_or_in_process_executor.get_requirements,
     executor_creation_fn=_create_executor,
     description=(
         "Dagster's default executor (multiprocess or in_process), its steps "
-        "forked from a forkserver unless run config picks another start method."
+        "forked from a forkserver (spawned where an NVIDIA GPU is) unless run config "
+        "picks another start method."
     ),
 )

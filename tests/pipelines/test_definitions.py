@@ -9,6 +9,7 @@ import dagster as dg
 from assets import ALL_ASSETS, ALL_CHECKS
 from assets.dataset import raw_dataset
 from assets.partitions import DATASET_PARTITIONS, PARTITIONS_NAME
+from gnncore.forkserver import nvidia_gpu_present
 from pipelines.definitions import build_resources, defs
 from pipelines.jobs import train_job
 from pipelines.schedules import retraining_schedule
@@ -193,11 +194,31 @@ def test_steps_fork_from_a_forkserver_unless_run_config_picks_another_start():
     def execution(config: dict) -> dict:
         return dg.validate_run_config(job, config)["execution"][job.executor_def.name]
 
-    forkserver = execution({})["multiprocess"]["start_method"]["forkserver"]
-    # the code location, as Dagster preloads it, and the libraries every step imports
-    assert forkserver["preload_modules"][0] == "pipelines.definitions"
-    assert {"torch_geometric", "mlflow"} <= set(forkserver["preload_modules"])
+    default = execution({})["multiprocess"]["start_method"]
+    if nvidia_gpu_present():  # a step forked from a server that preloaded torch has no CUDA
+        assert default == {"spawn": {}}
+    else:
+        # the code location, as Dagster preloads it, and the libraries every step imports
+        assert default["forkserver"]["preload_modules"][0] == "pipelines.definitions"
+        assert {"torch_geometric", "mlflow"} <= set(default["forkserver"]["preload_modules"])
     assert "in_process" in execution({"execution": {"config": {"in_process": {}}}})
     spawn = {"multiprocess": {"start_method": {"spawn": {}}}}
     chosen = execution({"execution": {"config": spawn}})
     assert chosen["multiprocess"]["start_method"] == {"spawn": {}}
+
+
+def test_steps_spawn_where_an_nvidia_gpu_is(monkeypatch, tmp_path):
+    """Where the NVIDIA driver's device files are, steps start fresh: one forked
+    from a server that preloaded torch fails at its first CUDA call."""
+    from gnncore import forkserver
+    from pipelines import executor
+
+    assert executor.default_execution() == (
+        executor.SPAWN_DEFAULT if forkserver.nvidia_gpu_present() else executor.FORKSERVER_DEFAULT
+    )
+    (tmp_path / "nvidiactl").touch()
+    monkeypatch.setattr(forkserver, "NVIDIA_DEVICE_FILES", (str(tmp_path / "nvidiactl"),))
+    assert forkserver.nvidia_gpu_present()
+    assert executor.default_execution() == executor.SPAWN_DEFAULT
+    monkeypatch.setattr(forkserver, "NVIDIA_DEVICE_FILES", (str(tmp_path / "absent"),))
+    assert executor.default_execution() == executor.FORKSERVER_DEFAULT

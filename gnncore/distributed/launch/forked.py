@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from multiprocessing import forkserver, reduction
 from typing import Any
 
-from gnncore.forkserver import short_socket_dir
+from gnncore.forkserver import nvidia_gpu_present, short_socket_dir
 from gnncore.heap import libc_function
 
 #: Imported once by the fork server the ranks fork from: the heavy packages every
@@ -35,20 +35,21 @@ _PR_SET_NAME = 15
 
 
 def rank_start_method(cuda: bool) -> str:
-    """How ranks start: forked from the fork server, or, for ranks that use
-    CUDA, ``spawn`` (fresh interpreters). A process forked from one that has
-    touched the CUDA driver cannot use it ("CUDA error: initialization error",
-    seen on an H200 with its image's torch and PyG), and what the preload does
-    to the driver depends on the packages installed, so CUDA ranks pay their
-    own imports instead."""
-    return "spawn" if cuda else "forkserver"
+    """How ranks start: forked from the fork server, or as fresh interpreters
+    (``spawn``) when they use CUDA or the machine has a GPU. A process forked
+    from one that has touched the CUDA driver cannot use it ("CUDA error:
+    initialization error"), and on an H200 with its image's torch (2.11) and
+    PyG both failed that way: CUDA ranks at their first device call, and CPU
+    ranks too, since Adam's step asks CUDA whether a graph is being captured
+    whenever a GPU is present. Ranks on such a machine pay their own imports."""
+    return "spawn" if cuda or nvidia_gpu_present() else "forkserver"
 
 
 def rank_context(cuda: bool = False) -> Any:
     """The ranks' :mod:`multiprocessing` context (:func:`rank_start_method`):
     the fork server's, with its preload set (it takes effect when this process
-    starts its fork server, at its first ranks), or ``spawn``'s for CUDA."""
-    if cuda:
+    starts its fork server, at its first ranks), or ``spawn``'s where a GPU is."""
+    if rank_start_method(cuda) == "spawn":
         return mp.get_context("spawn")
     short_socket_dir()
     ctx = mp.get_context("forkserver")

@@ -106,7 +106,8 @@ def spawn_local(
         join_token (str, optional): The token the ranks prove to each other at
             rendezvous (default: :func:`~gnncore.distributed.join.launch_token`,
             generated when the environment gives none).
-        cuda (bool): The ranks use CUDA: they start as fresh interpreters
+        cuda (bool): The ranks use CUDA: they start as fresh interpreters, as
+            all ranks do on a machine with a GPU
             (:func:`~gnncore.distributed.launch.forked.rank_start_method`).
             (default: ``False``)
 

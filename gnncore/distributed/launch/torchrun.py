@@ -260,7 +260,8 @@ def elastic_run(
             same on every machine (default:
             :func:`~gnncore.distributed.join.launch_token`: from the environment,
             else generated, and printed on machine 0 of several).
-        cuda (bool): The ranks use CUDA: they start as fresh interpreters
+        cuda (bool): The ranks use CUDA: they start as fresh interpreters, as
+            all ranks do on a machine with a GPU
             (:func:`~gnncore.distributed.launch.forked.rank_start_method`).
 
     Raises:

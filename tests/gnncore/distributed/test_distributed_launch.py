@@ -225,9 +225,12 @@ def _parent_pid(rank: int, world: int) -> int:
 
 def test_cuda_ranks_start_fresh_not_from_the_fork_server() -> None:
     """A process forked from one that touched the CUDA driver cannot use it, so
-    ranks on CUDA are spawned by the launcher itself; the others fork from the
-    fork server (their parent is that server)."""
+    ranks on CUDA, and every rank on a machine with a GPU, are spawned by the
+    launcher itself; elsewhere they fork from the fork server (their parent is
+    that server)."""
     from gnncore.distributed.launch import spawn_local
+    from gnncore.forkserver import nvidia_gpu_present
 
     assert spawn_local(_parent_pid, 1, cuda=True, timeout=30, run_timeout=120) == [os.getpid()]
-    assert spawn_local(_parent_pid, 1, timeout=30, run_timeout=120) != [os.getpid()]
+    forked = spawn_local(_parent_pid, 1, timeout=30, run_timeout=120) != [os.getpid()]
+    assert forked == (not nvidia_gpu_present())
