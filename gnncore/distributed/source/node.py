@@ -22,8 +22,9 @@ checkpoints are the single-process ones.
   above 0 (:mod:`~gnncore.distributed.source.ahead`, each thread on a
   process group of its own, so batch ``i + 1``'s exchange overlaps batch
   ``i``'s forward and backward pass and its gradient all-reduce), else in
-  the training thread, between
-  the all-reduces of :class:`~torch.nn.parallel.DistributedDataParallel`.
+  the training thread, between the all-reduces of
+  :class:`~torch.nn.parallel.DistributedDataParallel`. A single rank draws
+  and reads alone, with no collective.
 * **Evaluation** is sharded the same way (balanced, ``K`` batches per rank,
   a rank with no seeds left in a round still serves its peers) and the
   confusion matrices are summed with ``all_reduce``: every rank gets the same
