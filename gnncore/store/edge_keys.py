@@ -197,20 +197,58 @@ class KeySorter:
         """Sort what is held; with runs on disk, spill it and merge them into one
         run (:attr:`run`), else keep the keys in memory (:attr:`keys`). Returns
         the number of distinct keys."""
+        if self.finish_runs():
+            self.merge()
+        return self.count
+
+    def finish_runs(self) -> bool:
+        """Sort what is held and keep it in memory (:attr:`keys`; returns
+        ``False``), or spill it and merge the runs down to at most
+        ``max_fan_in``, leaving the last merge to :meth:`merge` or
+        :meth:`merge_mapped` (returns ``True``). The key buffer and the sort's
+        scratch are gone either way."""
         self._stop_prefault()
         if not self.runs:
             self.keys = self._sorted() if self._fill else np.zeros(0, dtype=np.uint64)
             self.count = len(self.keys)
-            return self.count
-
+            return False
         self._spill()
         self._keys = self.scratch = None
         self.runs = merge_runs_down(
-            self.runs, 1, self.max_fan_in, self.budget_bytes, self._next_path,
+            self.runs, self.max_fan_in, self.max_fan_in, self.budget_bytes, self._next_path,
             merge=_C.merge_key_runs,
         )  # fmt: skip
-        self.run = self.runs[0]
-        self.count = _C.KeyRunReader(str(self.run), 4096).count
+        return True
+
+    def merge(self) -> int:
+        """The last merge of the runs :meth:`finish_runs` left: one run
+        (:attr:`run`); returns the number of distinct keys."""
+        if self.run is None and self.runs:
+            self.runs = merge_runs_down(
+                self.runs, 1, self.max_fan_in, self.budget_bytes, self._next_path,
+                merge=_C.merge_key_runs,
+            )  # fmt: skip
+            self.run = self.runs[0]
+            self.count = _C.KeyRunReader(str(self.run), 4096).count
+        return self.count
+
+    def merge_mapped(self, lut: np.ndarray, major: np.ndarray, minor: np.ndarray) -> int:
+        """The last merge of the runs :meth:`finish_runs` left, with each key's
+        ids mapped through ``lut`` (monotone: the order holds) and each node's
+        ends counted into ``major`` / ``minor`` (as
+        :func:`~gnncore.io.bounded.csr.map_key_run` counts them), in one pass
+        (``_C.merge_map_key_runs``): the mapped keys become :attr:`run`.
+        Returns the number of distinct keys."""
+        if self.run is not None or not self.runs:
+            raise RuntimeError("merge_mapped needs the runs finish_runs left unmerged")
+        out = self._next_path()
+        paths = [str(p) for p in self.runs]
+        # a quarter of the budget's merge buffers: the table and the counts are held too
+        buffer = merge_buffer(self.budget_bytes // 4, len(paths))
+        self.count = _C.merge_map_key_runs(paths, str(out), buffer, lut, major, minor)
+        for path in self.runs:
+            path.unlink()
+        self.run, self.runs = out, [out]
         return self.count
 
     def set_remap(self, remap: Callable[[np.ndarray], None]) -> None:

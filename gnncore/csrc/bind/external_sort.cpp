@@ -114,6 +114,28 @@ starts as the src-major offsets of the canonical edges and is updated in place
 Raises ``ValueError`` for an index outside ``[0, len(next))`` or sizes that
 disagree.)doc";
 
+template <typename Lut>
+int64_t merge_map_of(const std::vector<std::string>& run_paths, const std::string& out_path,
+                     int64_t buffer_bytes, InArray<Lut> lut, OutSpanArray<int64_t> major,
+                     OutSpanArray<int64_t> minor) {
+  const size_t buffer = buffer_of(buffer_bytes);
+  try {
+    nb::gil_scoped_release release;
+    return io::merge_map_key_runs<Lut>(run_paths, out_path, buffer, span_of(lut),
+                                       MutSpan<int64_t>{major.data(), major.shape(0)},
+                                       MutSpan<int64_t>{minor.data(), minor.shape(0)});
+  } catch (const io::RunFileError& e) {
+    raise_run_error(e);
+  }
+}
+
+constexpr const char* kMergeMapDoc = R"doc(Merge key runs of raw-id keys like :func:`merge_key_runs`, map each
+distinct key's ids through ``lut`` (int32 or int64, as :func:`remap_keys`),
+count their ends into ``major`` / ``minor`` (int64, as :func:`count_key_ends`)
+and write the mapped keys as the key run ``out_path``, in one pass. Returns the
+number of keys written. Releases the GIL. Raises ``ValueError`` for an id
+outside ``lut`` or the counts, or mapped keys that do not increase.)doc";
+
 }  // namespace
 
 void bind_external_sort(nb::module_& m) {
@@ -286,6 +308,12 @@ returns how many (0 at the end). Releases the GIL.)doc")
 rename), dropping keys repeated across runs; each run and the output go through
 a buffer of ``buffer_bytes``. Returns the number of keys written. Releases the
 GIL. Errors as :class:`KeyRunReader`.)doc");
+  m.def("merge_map_key_runs", &merge_map_of<int32_t>, nb::arg("run_paths"), nb::arg("out_path"),
+        nb::arg("buffer_bytes"), nb::arg("lut").noconvert(), nb::arg("major").noconvert(),
+        nb::arg("minor").noconvert(), kMergeMapDoc);
+  m.def("merge_map_key_runs", &merge_map_of<int64_t>, nb::arg("run_paths"), nb::arg("out_path"),
+        nb::arg("buffer_bytes"), nb::arg("lut").noconvert(), nb::arg("major").noconvert(),
+        nb::arg("minor").noconvert(), kMergeMapDoc);
   m.def(
       "count_key_ends",
       [](InArray<uint64_t> keys, OutSpanArray<int64_t> major, OutSpanArray<int64_t> minor) {

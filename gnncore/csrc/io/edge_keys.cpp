@@ -143,6 +143,10 @@ size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_t
   return count;
 }
 
+// Keys ahead whose minor id's table entry remap_keys prefetches: a random read
+// of a table larger than the caches each.
+constexpr size_t kRemapAhead = 16;
+
 template <typename Lut>
 void remap_keys(MutSpan<uint64_t> keys, Span<Lut> lut, int num_threads) {
   const uint64_t size = lut.size;
@@ -158,11 +162,18 @@ void remap_keys(MutSpan<uint64_t> keys, Span<Lut> lut, int num_threads) {
   const int threads = piece_threads(std::min(kMaxThreads, resolve_threads(num_threads)), n);
   std::vector<size_t> bad(static_cast<size_t>(threads), n);  // first bad key of a piece
   parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i)
+    for (size_t i = begin; i < end; ++i) {
+      // the minor ids are in no order: their table entries are fetched ahead
+      // (the major ids increase, so theirs stream)
+      if (i + kRemapAhead < end) {
+        const uint64_t b = keys[i + kRemapAhead] & kKeyMinorMask;
+        if (b < size) __builtin_prefetch(&lut[b]);
+      }
       if (!mapped(keys[i], keys[i])) {
         bad[static_cast<size_t>(t)] = i;
         return;
       }
+    }
   });
   const size_t i = *std::min_element(bad.begin(), bad.end());
   if (i == n) return;

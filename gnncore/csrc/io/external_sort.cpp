@@ -748,35 +748,8 @@ size_t KeyRunReader::read(MutSpan<uint64_t> out) {
 
 int64_t merge_key_runs(const std::vector<std::string>& run_paths, const std::string& out_path,
                        size_t buffer_bytes) {
-  std::vector<std::unique_ptr<KeyRunReader>> runs;
-  runs.reserve(run_paths.size());
-  for (const auto& path : run_paths) runs.push_back(std::make_unique<KeyRunReader>(path, buffer_bytes));
-  // A min-heap of (head key, run).
-  std::vector<std::pair<uint64_t, KeyRunReader*>> heap;
-  heap.reserve(runs.size());
-  for (auto& run : runs) {
-    uint64_t key = 0;
-    if (run->next(key)) heap.emplace_back(key, run.get());
-  }
-  auto greater = [](const auto& a, const auto& b) { return a.first > b.first; };
-  std::make_heap(heap.begin(), heap.end(), greater);
   KeyRunWriter out(out_path, buffer_bytes);
-  bool any = false;
-  uint64_t last = 0;
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), greater);
-    auto& [key, run] = heap.back();
-    if (!any || key != last) {
-      out.put(key);
-      last = key;
-      any = true;
-    }
-    if (run->next(key)) {
-      std::push_heap(heap.begin(), heap.end(), greater);
-    } else {
-      heap.pop_back();
-    }
-  }
+  merge_distinct_keys(run_paths, buffer_bytes, [&](uint64_t key) { out.put(key); });
   return out.commit();
 }
 

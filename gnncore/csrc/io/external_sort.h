@@ -13,6 +13,7 @@
 //   then the pairs: int64 (major, minor), strictly increasing.
 // Every file is written into a temporary sibling and renamed into place.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -146,6 +147,43 @@ class KeyRunReader {
   size_t pos_ = 0, filled_ = 0;
   uint64_t last_ = 0;
 };
+
+// Calls put(key) for every distinct key of the key runs `run_paths`, in
+// increasing order (a k-way merge through a min-heap of the runs' heads; keys
+// repeated across runs come once). Each run is read through a buffer of
+// `buffer_bytes`.
+template <typename Put>
+void merge_distinct_keys(const std::vector<std::string>& run_paths, size_t buffer_bytes,
+                         Put&& put) {
+  std::vector<std::unique_ptr<KeyRunReader>> runs;
+  runs.reserve(run_paths.size());
+  for (const auto& path : run_paths)
+    runs.push_back(std::make_unique<KeyRunReader>(path, buffer_bytes));
+  std::vector<std::pair<uint64_t, KeyRunReader*>> heap;  // (head key, run)
+  heap.reserve(runs.size());
+  for (auto& run : runs) {
+    uint64_t key = 0;
+    if (run->next(key)) heap.emplace_back(key, run.get());
+  }
+  auto greater = [](const auto& a, const auto& b) { return a.first > b.first; };
+  std::make_heap(heap.begin(), heap.end(), greater);
+  bool any = false;
+  uint64_t last = 0;
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), greater);
+    auto& [key, run] = heap.back();
+    if (!any || key != last) {
+      put(key);
+      last = key;
+      any = true;
+    }
+    if (run->next(key)) {
+      std::push_heap(heap.begin(), heap.end(), greater);
+    } else {
+      heap.pop_back();
+    }
+  }
+}
 
 // Merges key runs into the key run `out_path`, dropping keys repeated across
 // runs; each run is read through a buffer of `buffer_bytes`, and the output

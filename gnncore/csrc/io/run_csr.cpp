@@ -34,6 +34,35 @@ void count_key_ends(Span<uint64_t> keys, MutSpan<int64_t> major, MutSpan<int64_t
   }
 }
 
+template <typename Lut>
+int64_t merge_map_key_runs(const std::vector<std::string>& run_paths, const std::string& out_path,
+                           size_t buffer_bytes, Span<Lut> lut, MutSpan<int64_t> major,
+                           MutSpan<int64_t> minor) {
+  KeyRunWriter out(out_path, buffer_bytes);
+  std::vector<uint64_t> block;
+  block.reserve(kBlockKeys);
+  auto flush = [&] {
+    remap_keys<Lut>(MutSpan<uint64_t>{block.data(), block.size()}, lut, 1);
+    const Span<uint64_t> mapped{block.data(), block.size()};
+    count_key_ends(mapped, major, minor);
+    out.append(mapped);  // checks that the mapped keys still increase
+    block.clear();
+  };
+  merge_distinct_keys(run_paths, buffer_bytes, [&](uint64_t key) {
+    block.push_back(key);
+    if (block.size() == kBlockKeys) flush();
+  });
+  flush();
+  return out.commit();
+}
+
+template int64_t merge_map_key_runs<int32_t>(const std::vector<std::string>&, const std::string&,
+                                             size_t, Span<int32_t>, MutSpan<int64_t>,
+                                             MutSpan<int64_t>);
+template int64_t merge_map_key_runs<int64_t>(const std::vector<std::string>&, const std::string&,
+                                             size_t, Span<int64_t>, MutSpan<int64_t>,
+                                             MutSpan<int64_t>);
+
 int64_t split_key_run(const std::string& run_path, Span<int64_t> bounds,
                       const std::vector<std::string>& bucket_paths, size_t buffer_bytes) {
   const size_t buckets = bucket_paths.size();

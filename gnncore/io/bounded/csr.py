@@ -70,6 +70,19 @@ def map_key_run(
     return major, minor
 
 
+def merge_map_key_runs(canon: KeySorter, lut: np.ndarray, num_nodes: int) -> KeyEnds:
+    """:func:`map_key_run` fused with the keys' last merge: the runs that
+    :meth:`~gnncore.store.edge_keys.KeySorter.finish_runs` left are merged,
+    mapped through the lookup table ``lut`` and counted in one pass
+    (:meth:`~gnncore.store.edge_keys.KeySorter.merge_mapped`), so the run is
+    written once instead of merged, then read and written again. The same
+    mapped run and counts."""
+    major = np.zeros(num_nodes + 1, dtype=np.int64)
+    minor = np.zeros(num_nodes + 1, dtype=np.int64)
+    canon.merge_mapped(lut, major, minor)
+    return major, minor
+
+
 def write_key_csr(
     canon: KeySorter, writer: GraphDirWriter, num_nodes: int, directed: bool, budget: int,
     rows: int, ends: KeyEnds | None = None,

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gnncore.io.bounded.csr import map_key_run, write_key_csr
+from gnncore.io.bounded.csr import map_key_run, merge_map_key_runs, write_key_csr
 from gnncore.io.bounded.edges_parquet import write_edges_parquet
 from gnncore.io.bounded.graph_job import EdgeCounts, StreamJob, write_graph_dir
 from gnncore.io.bounded.pair_graph import write_pair_edges
@@ -105,7 +105,9 @@ def write_key_graph(
     """Write a graph directory from the finished canonical keys of ``canon``.
 
     ``canon`` holds the distinct canonical edges as keys ``src << 32 | dst``
-    (undirected: ``min << 32 | max``), finished (:meth:`KeySorter.finish`);
+    (undirected: ``min << 32 | max``), finished (:meth:`KeySorter.finish`, or
+    :meth:`KeySorter.finish_runs`: the last merge is then made here, in the
+    same pass as the id mapping when ``remap`` has a lookup table);
     ``remap``, when given, maps their ids to node ids in place (monotone:
     ingestion sorts raw ids and maps them afterwards). ``num_input`` and
     ``loops`` are the edges read and the self-loops dropped. ``job``: the
@@ -127,12 +129,15 @@ def _write_key_edges(
 ) -> EdgeCounts:
     """The edge files of :func:`write_key_graph`."""
     phases, rows, num_nodes = job.phases, job.rows, job.num_nodes
-    num_canonical = canon.count
     ends = None
     if canon.keys is None:  # a run on disk: mapped (once) and counted in one pass
         stage("remapping ids" if remap is not None else "counting degrees")
         phases.start("remap" if remap is not None else "csr")
-        ends = map_key_run(canon, remap, num_nodes, rows)
+        if canon.run is None and remap is not None and remap.lut is not None:
+            ends = merge_map_key_runs(canon, remap.lut, num_nodes)  # with the last merge
+        else:
+            canon.merge()  # the runs finish_runs left, if any
+            ends = map_key_run(canon, remap, num_nodes, rows)
         if remap is not None:
             remap.release()  # the run on disk is mapped: the id arrays are not needed
     elif remap is not None:
@@ -140,6 +145,7 @@ def _write_key_edges(
         phases.start("remap")
         canon.set_remap(remap)
 
+    num_canonical = canon.count
     # edges.parquet (Polars, GIL mostly released) is written on a thread while
     # the CSR and the shuffled stream are built: they only read the sorted keys
     # (the shuffle works on a copy)

@@ -153,10 +153,11 @@ def _ingest_int_ids(
 
     if isinstance(parsed, KeySink):
         # the keys first: their buffer and scratch (half the budget) are gone
-        # before the ids' arrays are built
+        # before the ids' arrays are built; runs on disk get their last merge
+        # with the id mapping (write_key_graph), not a pass of their own
         stage("sorting edges")
         phases.start("sort/dedup")
-        parsed.keys.finish()
+        parsed.keys.finish_runs()
     stage("remapping ids")
     phases.start("remap")
     raw_ids, lut = ids.finish()

@@ -14,6 +14,7 @@ import pytest
 from gnncore import _C
 from gnncore.io import ingest
 from gnncore.store import GraphDir
+from gnncore.store.edge_keys import split_keys
 
 TINY = 64 << 10  # keys spill to disk; ranges of ~2,700 CSR entries
 
@@ -22,7 +23,8 @@ TINY = 64 << 10  # keys spill to disk; ranges of ~2,700 CSR entries
 def passes(monkeypatch) -> Counter:
     """Calls of the CSR kernels, counted (the real kernels still run)."""
     calls: Counter = Counter()
-    for name in ("split_key_run", "fill_csr_range", "fill_csr_rows", "count_key_ends"):
+    names = ("split_key_run", "fill_csr_range", "fill_csr_rows", "count_key_ends")
+    for name in (*names, "merge_map_key_runs"):
         real = getattr(_C, name)
 
         def spy(*args, _real=real, _name=name, **kwargs):
@@ -78,7 +80,10 @@ def test_many_row_ranges_one_split_same_directory(tmp_path, passes, directed, ki
     assert ranges >= 3, passes
     assert passes["split_key_run"] == 1
     assert passes["fill_csr_rows"] == 0
-    assert passes["count_key_ends"] >= 1
+    if kind == "hub":  # dense ids: mapped and counted in the keys' last merge
+        assert passes["merge_map_key_runs"] == 1 and passes["count_key_ends"] == 0
+    else:  # sparse ids: the merged run mapped by binary search, then counted
+        assert passes["merge_map_key_runs"] == 0 and passes["count_key_ends"] >= 1
     # nothing left beside the outputs: the range runs are removed
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ext", "g.csv", "mem"]
 
@@ -95,7 +100,7 @@ def test_one_range_reads_the_run_itself(tmp_path, passes):
     passes.clear()
     ingest(source, tmp_path / "ext", memory_budget=TINY, directed=True)
     assert_same_dir(tmp_path / "mem", tmp_path / "ext")
-    assert passes["count_key_ends"] >= 1  # the keys went to disk
+    assert passes["merge_map_key_runs"] == 1  # the keys went to disk
     assert passes["split_key_run"] == 0
     assert passes["fill_csr_range"] == 1
 
@@ -112,3 +117,47 @@ def test_fill_csr_range_refuses_keys_that_do_not_match_the_offsets(tmp_path):
     with pytest.raises(ValueError, match="offsets|outside"):
         _C.fill_csr_range(str(tmp_path / "run.keys"), None, 0, 3, indptr, next_rank, cursor,
                           indices, eid)  # fmt: skip
+
+
+def read_run(path: Path) -> np.ndarray:
+    reader = _C.KeyRunReader(str(path))
+    out = np.empty(reader.count, dtype=np.uint64)
+    assert reader.read(out) == reader.count
+    return out
+
+
+@pytest.mark.parametrize("lut_dtype", [np.int32, np.int64])
+def test_merge_map_key_runs_is_the_merge_then_the_map_and_the_counts(tmp_path, lut_dtype):
+    """Against NumPy: the distinct keys of every run, ids mapped through the
+    table (monotone, with gaps), and each node's ends counted one slot up."""
+    rng = np.random.default_rng(7)
+    raw = np.sort(rng.choice(5000, 700, replace=False))  # the raw ids in use
+    lut = np.full(5000, -1, dtype=lut_dtype)
+    lut[raw] = np.arange(len(raw))
+    paths = []
+    for r in range(5):  # overlapping runs: keys repeated across them come once
+        a, b = raw[rng.integers(0, len(raw), (2, 3000))]
+        keys = np.unique((a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64))
+        writer = _C.KeyRunWriter(str(tmp_path / f"r{r}.keys"))
+        writer.append(keys)
+        writer.commit()
+        paths.append(str(tmp_path / f"r{r}.keys"))
+    every = np.unique(np.concatenate([read_run(Path(p)) for p in paths]))
+    a, b = split_keys(every)
+    want = (lut[a].astype(np.uint64) << np.uint64(32)) | lut[b].astype(np.uint64)
+    major = np.zeros(len(raw) + 1, dtype=np.int64)
+    minor = np.zeros(len(raw) + 1, dtype=np.int64)
+    count = _C.merge_map_key_runs(paths, str(tmp_path / "out.keys"), 4096, lut, major, minor)
+    assert count == len(every)
+    np.testing.assert_array_equal(read_run(tmp_path / "out.keys"), want)
+    n = len(raw)
+    np.testing.assert_array_equal(major[1:], np.bincount(lut[a], minlength=n))
+    np.testing.assert_array_equal(minor[1:], np.bincount(lut[b], minlength=n))
+    assert major[0] == minor[0] == 0
+    # a table that is not monotone would break the run's order: refused
+    shuffled = lut.copy()
+    shuffled[raw] = rng.permutation(len(raw))
+    with pytest.raises(ValueError, match="increase strictly"):
+        _C.merge_map_key_runs(paths, str(tmp_path / "bad.keys"), 4096, shuffled, major, minor)
+    with pytest.raises(ValueError, match="outside the lookup table"):
+        _C.merge_map_key_runs(paths, str(tmp_path / "bad.keys"), 4096, lut[:100], major, minor)
