@@ -1,9 +1,15 @@
 #include "io/run_csr.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "io/edge_keys.h"
@@ -18,6 +24,87 @@ std::string key_pair(uint64_t key) {
   return "(" + std::to_string(key >> kKeyShift) + ", " + std::to_string(key & kKeyMinorMask) +
          ")";
 }
+
+// Blocks handed from the calling thread to one worker thread that processes
+// them in order, one block in flight: the caller fills one buffer while the
+// worker processes the other. What the worker throws is rethrown to the caller
+// at its next hand_off() or at finish(); the destructor lets the worker finish
+// its block and joins it.
+class BlockPipeline {
+ public:
+  explicit BlockPipeline(std::function<void(std::vector<uint64_t>&)> process)
+      : process_(std::move(process)) {
+    for (auto& buffer : buffers_) buffer.reserve(kBlockKeys);
+    worker_ = std::thread([this] { run(); });
+  }
+  BlockPipeline(const BlockPipeline&) = delete;
+  BlockPipeline& operator=(const BlockPipeline&) = delete;
+  ~BlockPipeline() { close(); }
+
+  // The buffer to fill.
+  std::vector<uint64_t>& block() { return buffers_[filling_]; }
+
+  // Gives the filled buffer to the worker once it is done with the other one,
+  // which it leaves empty for the caller.
+  void hand_off() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return !busy_; });
+    if (error_) std::rethrow_exception(error_);
+    filling_ = 1 - filling_;
+    busy_ = true;
+    changed_.notify_all();
+  }
+
+  // Hands off what is left and waits for the worker; rethrows its error.
+  void finish() {
+    if (!block().empty()) hand_off();
+    close();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return busy_ || closed_; });
+      if (!busy_) return;
+      std::vector<uint64_t>& work = buffers_[1 - filling_];
+      lock.unlock();
+      std::exception_ptr failed;
+      try {
+        process_(work);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      work.clear();
+      lock.lock();
+      error_ = failed;
+      busy_ = false;
+      changed_.notify_all();
+      if (failed) return;
+    }
+  }
+
+  void close() {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return !busy_; });
+      closed_ = true;
+      changed_.notify_all();
+    }
+    if (worker_.joinable()) worker_.join();
+  }
+
+  std::function<void(std::vector<uint64_t>&)> process_;
+  std::vector<uint64_t> buffers_[2];
+  int filling_ = 0;     // the caller's buffer; the worker's is the other
+  bool busy_ = false;   // the worker holds its buffer
+  bool closed_ = false;
+  std::exception_ptr error_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::thread worker_;
+};
 
 }  // namespace
 
@@ -39,20 +126,22 @@ int64_t merge_map_key_runs(const std::vector<std::string>& run_paths, const std:
                            size_t buffer_bytes, Span<Lut> lut, MutSpan<int64_t> major,
                            MutSpan<int64_t> minor) {
   KeyRunWriter out(out_path, buffer_bytes);
-  std::vector<uint64_t> block;
-  block.reserve(kBlockKeys);
-  auto flush = [&] {
-    remap_keys<Lut>(MutSpan<uint64_t>{block.data(), block.size()}, lut, 1);
-    const Span<uint64_t> mapped{block.data(), block.size()};
-    count_key_ends(mapped, major, minor);
-    out.append(mapped);  // checks that the mapped keys still increase
-    block.clear();
-  };
-  merge_distinct_keys(run_paths, buffer_bytes, [&](uint64_t key) {
-    block.push_back(key);
-    if (block.size() == kBlockKeys) flush();
-  });
-  flush();
+  {
+    // this thread merges the next block while a second one maps, counts and
+    // writes the one before
+    BlockPipeline pipe([&](std::vector<uint64_t>& block) {
+      remap_keys<Lut>(MutSpan<uint64_t>{block.data(), block.size()}, lut, 1);
+      const Span<uint64_t> mapped{block.data(), block.size()};
+      count_key_ends(mapped, major, minor);
+      out.append(mapped);  // checks that the mapped keys still increase
+    });
+    merge_distinct_keys(run_paths, buffer_bytes, [&](uint64_t key) {
+      std::vector<uint64_t>& block = pipe.block();
+      block.push_back(key);
+      if (block.size() == kBlockKeys) pipe.hand_off();
+    });
+    pipe.finish();
+  }
   return out.commit();
 }
 

@@ -161,3 +161,34 @@ def test_merge_map_key_runs_is_the_merge_then_the_map_and_the_counts(tmp_path, l
         _C.merge_map_key_runs(paths, str(tmp_path / "bad.keys"), 4096, shuffled, major, minor)
     with pytest.raises(ValueError, match="outside the lookup table"):
         _C.merge_map_key_runs(paths, str(tmp_path / "bad.keys"), 4096, lut[:100], major, minor)
+
+
+def test_merge_map_key_runs_hands_many_blocks_to_its_second_thread(tmp_path):
+    """Past one block (65,536 keys) the merge and the mapping run on two threads:
+    the same keys and counts, and a failure in a late block still reaches the caller."""
+    rng = np.random.default_rng(3)
+    n = 40_000
+    lut = np.arange(n, dtype=np.int64) * 2  # monotone, with gaps
+    paths = []
+    for r in range(3):
+        a, b = rng.integers(0, n, (2, 90_000))
+        keys = np.unique((a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64))
+        writer = _C.KeyRunWriter(str(tmp_path / f"r{r}.keys"))
+        writer.append(keys)
+        writer.commit()
+        paths.append(str(tmp_path / f"r{r}.keys"))
+    every = np.unique(np.concatenate([read_run(Path(p)) for p in paths]))
+    assert len(every) > 4 * (1 << 16)
+    a, b = split_keys(every)
+    major = np.zeros(2 * n, dtype=np.int64)
+    minor = np.zeros(2 * n, dtype=np.int64)
+    count = _C.merge_map_key_runs(paths, str(tmp_path / "out.keys"), 1 << 16, lut, major, minor)
+    assert count == len(every)
+    want = (lut[a].astype(np.uint64) << np.uint64(32)) | lut[b].astype(np.uint64)
+    np.testing.assert_array_equal(read_run(tmp_path / "out.keys"), want)
+    np.testing.assert_array_equal(major[1:], np.bincount(lut[a], minlength=2 * n - 1))
+    np.testing.assert_array_equal(minor[1:], np.bincount(lut[b], minlength=2 * n - 1))
+    late = lut.copy()
+    late[n - 10] = late[n - 20]  # the order breaks among the last nodes' keys only
+    with pytest.raises(ValueError, match="increase strictly"):
+        _C.merge_map_key_runs(paths, str(tmp_path / "bad.keys"), 1 << 16, late, major, minor)
