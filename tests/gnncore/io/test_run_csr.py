@@ -126,6 +126,18 @@ def read_run(path: Path) -> np.ndarray:
     return out
 
 
+def write_runs(tmp_path: Path, pairs: list[np.ndarray]) -> list[str]:
+    """One key run per ``(2, m)`` array of ``(a, b)`` ids: its distinct keys, sorted."""
+    paths = []
+    for r, (a, b) in enumerate(pairs):
+        keys = np.unique((a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64))
+        writer = _C.KeyRunWriter(str(tmp_path / f"r{r}.keys"))
+        writer.append(keys)
+        writer.commit()
+        paths.append(str(tmp_path / f"r{r}.keys"))
+    return paths
+
+
 @pytest.mark.parametrize("lut_dtype", [np.int32, np.int64])
 def test_merge_map_key_runs_is_the_merge_then_the_map_and_the_counts(tmp_path, lut_dtype):
     """Against NumPy: the distinct keys of every run, ids mapped through the
@@ -134,14 +146,8 @@ def test_merge_map_key_runs_is_the_merge_then_the_map_and_the_counts(tmp_path, l
     raw = np.sort(rng.choice(5000, 700, replace=False))  # the raw ids in use
     lut = np.full(5000, -1, dtype=lut_dtype)
     lut[raw] = np.arange(len(raw))
-    paths = []
-    for r in range(5):  # overlapping runs: keys repeated across them come once
-        a, b = raw[rng.integers(0, len(raw), (2, 3000))]
-        keys = np.unique((a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64))
-        writer = _C.KeyRunWriter(str(tmp_path / f"r{r}.keys"))
-        writer.append(keys)
-        writer.commit()
-        paths.append(str(tmp_path / f"r{r}.keys"))
+    # overlapping runs: keys repeated across them come once
+    paths = write_runs(tmp_path, [raw[rng.integers(0, len(raw), (2, 3000))] for _ in range(5)])
     every = np.unique(np.concatenate([read_run(Path(p)) for p in paths]))
     a, b = split_keys(every)
     want = (lut[a].astype(np.uint64) << np.uint64(32)) | lut[b].astype(np.uint64)
@@ -169,14 +175,7 @@ def test_merge_map_key_runs_hands_many_blocks_to_its_second_thread(tmp_path):
     rng = np.random.default_rng(3)
     n = 40_000
     lut = np.arange(n, dtype=np.int64) * 2  # monotone, with gaps
-    paths = []
-    for r in range(3):
-        a, b = rng.integers(0, n, (2, 90_000))
-        keys = np.unique((a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64))
-        writer = _C.KeyRunWriter(str(tmp_path / f"r{r}.keys"))
-        writer.append(keys)
-        writer.commit()
-        paths.append(str(tmp_path / f"r{r}.keys"))
+    paths = write_runs(tmp_path, [rng.integers(0, n, (2, 90_000)) for _ in range(3)])
     every = np.unique(np.concatenate([read_run(Path(p)) for p in paths]))
     assert len(every) > 4 * (1 << 16)
     a, b = split_keys(every)
