@@ -48,8 +48,10 @@ def side_group(group: Any = None) -> Any:
 
 class AheadBatches(Iterator[Any]):
     """Iterates the batches of ``lanes`` (generator factories) in background
-    threads, one thread a lane, at most ``depth`` batches ahead in all; a
-    context manager whose exit stops the threads.
+    threads, one thread a lane; a context manager whose exit stops the threads.
+    Each lane queues at most ``max(1, depth // len(lanes))`` finished batches
+    and makes one more, so ``max(depth, len(lanes))`` wait in all, plus one in
+    each thread's hands.
 
     The batches come out round-robin: lane 0's first, lane 1's first, ...,
     lane 0's second, ... A lane that ends drops out of the turn. So lane ``w``
