@@ -214,20 +214,21 @@ class KeySorter:
             return False
         self._spill()
         self._keys = self.scratch = None
+        self._merge_down(self.max_fan_in)
+        return True
+
+    def _merge_down(self, target: int) -> None:
+        """Merge the runs (groups of ``max_fan_in``) until at most ``target`` are left."""
         self.runs = merge_runs_down(
-            self.runs, self.max_fan_in, self.max_fan_in, self.budget_bytes, self._next_path,
+            self.runs, target, self.max_fan_in, self.budget_bytes, self._next_path,
             merge=_C.merge_key_runs,
         )  # fmt: skip
-        return True
 
     def merge(self) -> int:
         """The last merge of the runs :meth:`finish_runs` left: one run
         (:attr:`run`); returns the number of distinct keys."""
         if self.run is None and self.runs:
-            self.runs = merge_runs_down(
-                self.runs, 1, self.max_fan_in, self.budget_bytes, self._next_path,
-                merge=_C.merge_key_runs,
-            )  # fmt: skip
+            self._merge_down(1)
             self.run = self.runs[0]
             self.count = _C.KeyRunReader(str(self.run), 4096).count
         return self.count
