@@ -302,7 +302,7 @@ def elastic_run(
         spec_path = Path(out_dir) / "spec.pkl"
         spec = _EntrySpec(fn, tuple(args), backend, timeout, run_timeout, out_dir)
         spec_path.write_bytes(pickle.dumps(spec))
-        rank_context(cuda)  # the fork server the ranks fork from, its preload
+        rank_context(cuda)  # the fork server the ranks fork from, its preload (unless spawned)
         launch = elastic_launch(config, rank_entry)
         try:
             with _launch_environment(token):

@@ -92,11 +92,6 @@ class AheadBatches(Iterator[Any]):
         for thread in self._threads:
             thread.start()
 
-    @property
-    def _thread(self) -> threading.Thread:
-        """The first lane's thread (the only one with a single lane)."""
-        return self._threads[0]
-
     def _put(self, lane: queue.Queue[Any], item: Any) -> bool:
         while not self._stop.is_set():
             try:

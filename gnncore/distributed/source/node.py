@@ -93,7 +93,6 @@ class DistBatchSource(RankSource):
         self.sampler = DistNeighborSampler(data, hops, seed=config.seed, group=group)
         # With prefetch threads, training batches are sampled and exchanged in
         # threads ahead of compute, each over a group of its own (AheadBatches).
-        self.ahead = int(config.prefetch_workers) > 0
         lane_groups = [side_group(group) for _ in range(int(config.prefetch_workers))]
         self._lanes = [
             (self.sampler.on_group(g), self.feature_store.on_group(g)) for g in lane_groups
@@ -140,7 +139,7 @@ class DistBatchSource(RankSource):
         that many threads (:class:`~gnncore.distributed.source.ahead.AheadBatches`),
         else in the loop; the same batches either way."""
         plan, figures = self._plan, self.epoch_figures
-        if not self.ahead:
+        if not self._lanes:  # prefetch_workers 0: in the loop
             return contextlib.nullcontext(self._iterate(plan, self.sampler, figures))
         first = self.sampler.reserve(len(plan))
         lanes = [self._lane(plan, w, first, figures) for w in range(len(self._lanes))]

@@ -43,7 +43,7 @@ def test_what_the_generator_raises_is_raised_at_its_batch() -> None:
 def test_leaving_early_stops_the_thread() -> None:
     with AheadBatches(lambda: iter(itertools.count()), depth=3) as batches:
         assert [next(batches) for _ in range(5)] == [0, 1, 2, 3, 4]
-        thread = batches._thread
+        (thread,) = batches._threads
     assert not thread.is_alive()
     with pytest.raises(ValueError, match="depth=0"):
         AheadBatches(lambda: iter(()), depth=0)
