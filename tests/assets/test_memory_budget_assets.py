@@ -26,6 +26,8 @@ STAGES = (
     "predictions",
 )
 BUDGET = 6 << 30
+#: How far a later VmHWM reading may fall under an earlier one (see the first test).
+VMHWM_SLACK = 4 << 20
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +57,13 @@ def test_the_resource_budget_reaches_every_stage(deployment) -> None:
         meta = _metadata(result, asset)
         assert meta["memory_budget"] == "6GiB", asset
         assert meta["memory_budget_bytes"] == BUDGET, asset
-        assert 0 < meta["peak_rss_bytes"] <= peak_rss_bytes(), asset
+        # VmHWM is the larger of the kernel's high-water mark and the RSS now, and the
+        # RSS is a sum of per-CPU counters that may be read a few pages high: a later
+        # reading can come out tens of KiB under an earlier one (60 KiB seen in CI).
+        assert 0 < meta["peak_rss_bytes"] <= peak_rss_bytes() + VMHWM_SLACK, asset
         assert meta["peak_rss_of_budget"] == pytest.approx(meta["peak_rss_bytes"] / BUDGET)
         # what a cgroup could not reclaim, sampled while the step ran: within the RSS's peak
-        assert 0 < meta["peak_held_bytes"] <= peak_rss_bytes() + (4 << 20), asset  # VmHWM lags
+        assert 0 < meta["peak_held_bytes"] <= peak_rss_bytes() + VMHWM_SLACK, asset
         assert meta["peak_held_of_budget"] == pytest.approx(meta["peak_held_bytes"] / BUDGET)
     assert peak_held_bytes() is None  # the memory resource stopped sampling at its teardown
     # The post-processing's buffers are a quarter of the stage's budget, at most 1 GiB.
