@@ -35,6 +35,21 @@ VERBS: dict[str, str] = {
 }
 
 
+#: Verbs whose NumPy work is element-wise (no BLAS): their process starts
+#: OpenBLAS without its thread pool, whose threads spin for about 0.1 CPU s
+#: after NumPy's import, on a core the verb's own threads want (on 2 cores:
+#: the 20M-edge ingestion's startup and parse, docs/BENCHMARKS.md).
+SERIAL_BLAS_VERBS = frozenset({"ingest", "validate"})
+
+
+def serial_blas(verb: str) -> None:
+    """Ask OpenBLAS for one thread when ``verb`` needs none and NumPy is not
+    imported yet (a fresh ``gnncore`` process; an ``OPENBLAS_NUM_THREADS`` the
+    user set wins)."""
+    if verb in SERIAL_BLAS_VERBS and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gnncore",
@@ -111,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in VERBS:
         build_parser().parse_args(argv)  # prints usage / errors and exits
         return 2
+    serial_blas(argv[0])
     parser, module = verb_parser(argv[0])
     args = parser.parse_args(argv[1:])
     from gnncore.errors import GnnCoreError

@@ -13,6 +13,7 @@ directory which replaces the target only when the manifest is complete::
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -105,6 +106,7 @@ class GraphDirWriter:
         self._files: dict[str, str] = {}  # file name -> kind
         self._digests: dict[str, Future[str]] = {}
         self._hasher: ThreadPoolExecutor | None = None
+        self._hasher_lock = threading.Lock()  # files may be handed over from writer threads
         self._checks: dict[str, WrittenCheck] = {}
 
     # Arrays and tables -------------------------------------------------------
@@ -149,12 +151,14 @@ class GraphDirWriter:
     def hash_in_background(self, file: str) -> None:
         """Start the sha256 of ``file``, registered and complete (it must not change
         any more), on a background thread; :meth:`finish` uses it. hashlib
-        releases the GIL, so the hashing overlaps the writing of the next files."""
+        releases the GIL, so the hashing overlaps the writing of the next files.
+        Safe to call from the thread that wrote the file."""
         if file not in self._files:
             raise ValueError(f"{file} is not a registered file of {self.root}")
-        if self._hasher is None:
-            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-sha256")
-        self._digests[file] = self._hasher.submit(sha256_of, self.root / file)
+        with self._hasher_lock:
+            if self._hasher is None:
+                self._hasher = ThreadPoolExecutor(1, thread_name_prefix="gnncore-sha256")
+            self._digests[file] = self._hasher.submit(sha256_of, self.root / file)
 
     def set_digest(self, file: str, digest: Future[str]) -> None:
         """Take the sha256 of ``file``, registered, from its writer, which hashed
@@ -185,9 +189,10 @@ class GraphDirWriter:
 
     def close(self) -> None:
         """Stop the background hashing (waits for a file being hashed); idempotent."""
-        if self._hasher is not None:
-            self._hasher.shutdown(wait=True, cancel_futures=True)
-            self._hasher = None
+        with self._hasher_lock:
+            hasher, self._hasher = self._hasher, None
+        if hasher is not None:
+            hasher.shutdown(wait=True, cancel_futures=True)
 
     # Graph pieces ------------------------------------------------------------
 

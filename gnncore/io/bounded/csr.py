@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 
 import numpy as np
 
-from gnncore.io.bounded.csr_sink import CsrSink
+from gnncore.io.bounded.csr_sink import CsrSink, RangeWritten
 from gnncore.store.edge_keys import KEY_RUN_BUFFER, KeySorter
 from gnncore.store.writer import GraphDirWriter, index_dtype
 
@@ -209,7 +208,7 @@ def _write_key_csr_merged(
     # one when a row is longer than a range (its buffer is that row's size)
     buffers = [(np.empty(largest, dtype=int_dtype), np.empty(largest, dtype=np.int64))
                for _ in range(2 if largest <= per_range else 1)]  # fmt: skip
-    written: list[Future[None] | None] = [None] * len(buffers)
+    written: list[RangeWritten | None] = [None] * len(buffers)
     with CsrSink(writer, indptr, int_dtype, n) as sink:
         for i, (row, end) in enumerate(ranges):
             turn = i % len(buffers)

@@ -1,36 +1,40 @@
-"""``indptr.npy``, ``indices.npy`` and ``eid.npy`` written on a background thread,
+"""``indptr.npy``, ``indices.npy`` and ``eid.npy`` written on background threads,
 row range after row range, each range checked
 (:class:`~gnncore.store.write_checks.CsrChecks`) from the buffers as it is
 written, instead of the final validation reading the files back.
 
-Their sha256s are not taken from the buffers but from the files once they are
-complete, on the writer's hashing thread
-(:meth:`~gnncore.store.writer.GraphDirWriter.hash_in_background`): during the CSR
-both cores are busy (the merge, this thread and Polars' ``edges.parquet``),
-while the shuffle that follows is one thread; hashed there, the 480 MB of the
-20M-edge graph's ``indices``/``eid`` cost a read from the page cache but no
-time on the critical path (docs/BENCHMARKS.md, session 17)."""
+The files are written past the page cache (:class:`~gnncore.store.direct_write.DirectWriter`)
+and their sha256s are taken from the buffers on the same thread as they are
+written: copying the 480 MB of the 20M-edge graph's ``indices``/``eid`` into
+fresh page-cache pages cost this thread more (0.6 CPU s) than hashing them
+(0.24 s), and reading them back for a hash later would fetch them from the disk.
+Where the filesystem has no direct I/O the writes go through the page cache,
+hashed the same way."""
 
 from __future__ import annotations
 
+import hashlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 from gnncore.io.bounded.npy_stream import npy_header
+from gnncore.store.direct_write import DirectWriter
 from gnncore.store.write_checks import CsrChecks
 from gnncore.store.writer import GraphDirWriter
 
 
 class CsrSink:
-    """The CSR's files of ``writer``, written in order by one background thread.
+    """The CSR's files of ``writer``, written in order by background threads: one
+    for ``indptr`` and ``indices`` (and the checks), one for ``eid``, so the two
+    files' hashing and copying run side by side.
 
     ``indptr`` (the offsets, in memory) is written at once; :meth:`put` queues
-    a row range's ``indices`` and ``eid``; :meth:`close` waits for them, starts
-    the files' sha256 (:meth:`GraphDirWriter.hash_in_background`) and records
-    the passed checks (:meth:`GraphDirWriter.record_check`)."""
+    a row range's ``indices`` and ``eid``; :meth:`close` waits for them, hands
+    the files' sha256s to ``writer`` (:meth:`GraphDirWriter.set_digest`) and
+    records the passed checks (:meth:`GraphDirWriter.record_check`)."""
 
     def __init__(
         self, writer: GraphDirWriter, indptr: np.ndarray, int_dtype: Any, num_canonical: int
@@ -38,53 +42,77 @@ class CsrSink:
         self._writer = writer
         num_edges = int(indptr[-1])
         self._checks = CsrChecks(indptr, len(indptr) - 1, num_canonical)
-        self._files: list[tuple[str, BinaryIO]] = []
-        for name, dtype, shape in (
-            ("indptr.npy", np.int64, indptr.shape),
-            ("indices.npy", int_dtype, (num_edges,)),
-            ("eid.npy", np.int64, (num_edges,)),
-        ):
-            fh = open(writer.file_path(name, "npy"), "wb")
-            self._files.append((name, fh))
-            fh.write(npy_header(dtype, shape))
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-csr-write")
-        self._queued: list[Future[None]] = [self._pool.submit(self._write, 0, indptr)]
+        self._files: list[tuple[str, DirectWriter, Any]] = []
+        self._pools: list[ThreadPoolExecutor] = []
+        self._queued: list[Future[None]] = []
+        try:
+            for name, dtype, shape in (
+                ("indptr.npy", np.int64, indptr.shape),
+                ("indices.npy", int_dtype, (num_edges,)),
+                ("eid.npy", np.int64, (num_edges,)),
+            ):
+                out = DirectWriter(writer.file_path(name, "npy"))
+                header = npy_header(dtype, shape)
+                self._files.append((name, out, hashlib.sha256(header)))
+                out.write(header)
+            self._pools = [
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gnncore-csr-{name}")
+                for name in ("indices", "eid")
+            ]
+        except BaseException:
+            self.abort()
+            raise
+        self._queued.append(self._pools[0].submit(self._write_whole, 0, indptr))
 
-    def put(self, row: int, end: int, indices: np.ndarray, eid: np.ndarray) -> Future[None]:
+    def put(self, row: int, end: int, indices: np.ndarray, eid: np.ndarray) -> RangeWritten:
         """Queue rows ``[row, end)`` (the ranges in order), whose entries are the
         C-contiguous ``indices`` and ``eid``: checked, then appended to their
-        files. The arrays must not change until the future is done."""
-        done = self._pool.submit(self._range, row, end, indices, eid)
-        self._queued.append(done)
-        return done
+        files. The arrays must not change until the returned handle's
+        :meth:`~RangeWritten.result` has returned."""
+        parts = (
+            self._pools[0].submit(self._indices, row, end, indices, eid),
+            self._pools[1].submit(self._write, 2, eid),
+        )
+        self._queued.extend(parts)
+        return RangeWritten(parts)
 
-    def _range(self, row: int, end: int, indices: np.ndarray, eid: np.ndarray) -> None:
+    def _indices(self, row: int, end: int, indices: np.ndarray, eid: np.ndarray) -> None:
         self._checks.rows(row, end, indices, eid)
         self._write(1, indices)
-        self._write(2, eid)
+
+    def _write_whole(self, which: int, array: np.ndarray) -> None:
+        """The file's whole data: written, and closed (its buffers go at once)."""
+        self._write(which, array)
+        self._files[which][1].close()
 
     def _write(self, which: int, array: np.ndarray) -> None:
-        self._files[which][1].write(np.ascontiguousarray(array).data.cast("B"))
+        _, out, sha = self._files[which]
+        data = np.ascontiguousarray(array).data.cast("B")
+        sha.update(data)  # hashlib releases the GIL
+        out.write(data)
 
     def close(self) -> None:
         """Wait for every queued range (raising the first error), close the files,
-        start their sha256 on ``writer``'s hashing thread and record the checks
-        that passed."""
+        hand their sha256s to ``writer`` and record the checks that passed."""
         for done in self._queued:
             done.result()
         self._queued.clear()
-        self._pool.shutdown(wait=True)
-        for name, fh in self._files:
-            fh.close()
-            self._writer.hash_in_background(name)
+        for pool in self._pools:
+            pool.shutdown(wait=True)
+        for name, out, sha in self._files:
+            out.close()
+            digest: Future[str] = Future()
+            digest.set_result(sha.hexdigest())
+            self._writer.set_digest(name, digest)
         for check in self._checks.results():
             self._writer.record_check(check)
 
     def abort(self) -> None:
         """Drop what is queued and close the files (on an error)."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        for _, fh in self._files:
-            fh.close()
+        for pool in self._pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+        for _, out, _ in self._files:
+            out.abort()
 
     def __enter__(self) -> CsrSink:
         return self
@@ -96,3 +124,15 @@ class CsrSink:
             self.abort()
         else:
             self.close()
+
+
+class RangeWritten:
+    """A queued range of :meth:`CsrSink.put`: :meth:`result` waits until both of
+    its files have it (raising the first error)."""
+
+    def __init__(self, parts: tuple[Future[None], ...]) -> None:
+        self._parts = parts
+
+    def result(self) -> None:
+        for part in self._parts:
+            part.result()

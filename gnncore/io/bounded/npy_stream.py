@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from gnncore.store.direct_write import DirectWriter
 from gnncore.store.npy import read_npy_header
 
 
@@ -54,7 +55,7 @@ class HashedNpyWriter:
         self._check = check
         self._checked = 0
         self._failed = False
-        self._fh = open(path, "wb")
+        self._fh = DirectWriter(path)  # past the page cache (gnncore.store.direct_write)
         self._fh.write(header)
         self._sha = hashlib.sha256(header)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-sha256")
@@ -76,7 +77,7 @@ class HashedNpyWriter:
         update = self._pool.submit(self._update, data)
         self._pending.append((update, data.nbytes))
         self._pending_bytes += data.nbytes
-        data.tofile(self._fh)
+        self._fh.write(data)
 
     def _update(self, data: np.ndarray) -> None:
         if self._check is not None and not self._failed:
@@ -109,7 +110,7 @@ class HashedNpyWriter:
 
     def abort(self) -> None:
         """Close the file and drop the hashing (on an error)."""
-        self._fh.close()
+        self._fh.abort()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> HashedNpyWriter:

@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from gnncore.io.bounded.csr import map_key_run, merge_map_key_runs, write_key_csr
+from gnncore.io.bounded.csr import KeyEnds, map_key_run, merge_map_key_runs, write_key_csr
 from gnncore.io.bounded.edges_parquet import write_edges_parquet
 from gnncore.io.bounded.graph_job import EdgeCounts, StreamJob, write_graph_dir
 from gnncore.io.bounded.pair_graph import write_pair_edges
 from gnncore.io.bounded.parse import KeyRemap
 from gnncore.io.bounded.phases import Phases
-from gnncore.io.bounded.shuffle import shuffle_pairs, write_shuffled
+from gnncore.io.bounded.shuffle import Shuffle, shuffle_pairs, write_shuffled
 from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 from gnncore.store.edge_keys import MAX_KEY_ID, KeySorter
@@ -146,29 +146,59 @@ def _write_key_edges(
         canon.set_remap(remap)
 
     num_canonical = canon.count
+    in_memory = canon.keys is not None
     # edges.parquet (Polars, GIL mostly released) is written on a thread while
     # the CSR and the shuffled stream are built: they only read the sorted keys
     # (the shuffle works on a copy)
-    stage("writing edges and CSR")
-    phases.start("csr")
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-parquet") as pool:
         edges_path = writer.file_path("edges.parquet", "parquet")
-        edges = pool.submit(write_edges_parquet, edges_path, num_canonical, canon.blocks(rows))
+        edges = pool.submit(_write_parquet, writer, edges_path, num_canonical, canon.blocks(rows))
         try:
-            num_edges = write_key_csr(
-                canon, writer, num_nodes, job.directed, job.budget, rows, ends
-            )
-            ends = None  # 16 bytes a node, written as indptr: not held through the shuffle
-            stage("shuffled edge stream")
-            phases.start("shuffle")
-            shuffle = shuffle_pairs(
-                canon, job.scratch, job.directed, job.seed, job.budget, rows, job.max_fan_in
-            )
+            if in_memory:
+                # The shuffle first: its draws are one thread, so Polars' writing
+                # has the other core, and the CSR runs beside what is left of it.
+                # The shuffled copy is written and dropped before the CSR's
+                # transpose takes the same scratch.
+                shuffle = _draw_shuffle(canon, job)
+                shuffled = (write_shuffled(writer, shuffle, num_nodes, rows), shuffle.buckets)
+                num_edges = _write_csr(canon, job, writer, None)
+            else:
+                num_edges = _write_csr(canon, job, writer, ends)
+                ends = None  # 16 bytes a node, written as indptr: not held through the shuffle
+                shuffle = _draw_shuffle(canon, job)
         finally:
             phases.start("write")  # what is left of the Parquet writing
             edges.result()
     canon.release()  # the keys, or their run on disk: the shuffle holds its own copy
-    writer.hash_in_background("edges.parquet")
-    phases.start("shuffle")
-    num_pairs = write_shuffled(writer, shuffle, num_nodes, rows)
-    return EdgeCounts(num_input, loops, num_canonical, num_edges, num_pairs, shuffle.buckets)
+    if not in_memory:
+        phases.start("shuffle")
+        shuffled = (write_shuffled(writer, shuffle, num_nodes, rows), shuffle.buckets)
+    return EdgeCounts(num_input, loops, num_canonical, num_edges, *shuffled)
+
+
+def _write_parquet(
+    writer: GraphDirWriter, path: Path, rows: int, key_blocks: Iterable[np.ndarray]
+) -> None:
+    """``edges.parquet`` (:func:`write_edges_parquet`), its sha256 started once
+    written: on the hashing thread while the rest is built, not after it."""
+    write_edges_parquet(path, rows, key_blocks)
+    writer.hash_in_background(path.name)
+
+
+def _write_csr(
+    canon: KeySorter, job: StreamJob, writer: GraphDirWriter, ends: KeyEnds | None
+) -> int:
+    """``indptr``/``indices``/``eid`` of the sorted keys (phase ``csr``); the entries."""
+    stage("writing edges and CSR")
+    job.phases.start("csr")
+    return write_key_csr(canon, writer, job.num_nodes, job.directed, job.budget, job.rows, ends)
+
+
+def _draw_shuffle(canon: KeySorter, job: StreamJob) -> Shuffle:
+    """The shuffled order of the sorted keys (phase ``shuffle``), to be written
+    by :func:`write_shuffled`."""
+    stage("shuffled edge stream")
+    job.phases.start("shuffle")
+    return shuffle_pairs(
+        canon, job.scratch, job.directed, job.seed, job.budget, job.rows, job.max_fan_in
+    )
