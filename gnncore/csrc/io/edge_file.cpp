@@ -54,7 +54,6 @@ void EdgeChunkReader::read_ahead(int64_t rows) {
   const int64_t start = file_.offset + row_ * file_.row_bytes();
   const int64_t bytes = n * file_.row_bytes();
   if (file_.direct) {
-    if (++reads_in_row_ < 2) return;  // not a pass (yet): one read, one range
     join_ahead(false);  // a read-ahead nobody took (after a seek): dropped
     ahead_.resize(static_cast<size_t>(bytes));
     ahead_row_ = row_;
@@ -107,7 +106,6 @@ void EdgeChunkReader::seek(int64_t row) {
   if (row < 0 || row > file_.rows) throw std::out_of_range("row outside the edge file");
   if (std::fseek(fh_, static_cast<long>(file_.offset + row * file_.row_bytes()), SEEK_SET) != 0)
     throw io_error("cannot seek in", file_.path);
-  if (row != row_) reads_in_row_ = 0;
   row_ = row;
 }
 

@@ -55,8 +55,7 @@ class EdgeChunkReader {
   // the kernel's own read-ahead window (a few MiB) would leave a chunk's read
   // of tens of MiB waiting.
   // With `file.direct` there is no kernel read-ahead: a thread reads the next
-  // `rows` rows into `ahead_` (O_DIRECT) while the caller works on these, from
-  // the second read in a row on (a pass: a one-off read reads nothing more).
+  // `rows` rows into `ahead_` (O_DIRECT) while the caller works on these.
   void read_ahead(int64_t rows);
   // Rows [row_, row_ + n) into `out` (n * row_bytes bytes): fread, or with
   // `file.direct` the rows read ahead (when they are these) or a direct read.
@@ -71,7 +70,6 @@ class EdgeChunkReader {
   std::vector<char> ahead_;  // direct: the rows read ahead
   int64_t ahead_row_ = -1;   // their first row (-1: none)
   int64_t ahead_rows_ = 0;
-  int64_t reads_in_row_ = 0;  // reads since the reader was opened or last seeked
   std::thread ahead_thread_;
   std::exception_ptr ahead_error_;
 };
