@@ -22,31 +22,21 @@ class EdgeFile:
         offset (int): Byte offset of row 0 (a ``.npy`` file's data offset, or 0).
         dtype (str): ``"int32"`` or ``"int64"`` (little-endian).
         rows (int): Number of rows.
-        direct (bool): Passes read it past the page cache (:func:`read_uncached`).
     """
 
     path: str
     offset: int
     dtype: str
     rows: int
-    direct: bool = False
 
     @property
     def int64(self) -> bool:
         return self.dtype == "int64"
 
     @classmethod
-    def raw(cls, path: str | os.PathLike[str], dtype: str, rows: int) -> EdgeFile:
-        """A headerless file of ``rows`` rows of ``dtype`` ids (GREM's sub-problems),
-        read past the page cache when :func:`read_uncached` says so."""
-        row_bytes = 16 if dtype == "int64" else 8
-        return cls(str(path), 0, dtype, int(rows), read_uncached(int(rows) * row_bytes))
-
-    @classmethod
     def from_npy(cls, path: str | os.PathLike[str]) -> EdgeFile:
         """Describe a C-ordered little-endian int32/int64 ``[E, 2]`` ``.npy`` file
-        from its header (nothing else is read); read past the page cache when
-        :func:`read_uncached` says so."""
+        from its header (nothing else is read)."""
         with open(path, "rb") as fh:
             shape, fortran, dtype = read_npy_header(fh)
             offset = fh.tell()
@@ -59,20 +49,13 @@ class EdgeFile:
                 f"{path}: expected a C-ordered [E, 2] array, got shape {shape}"
                 + (" in Fortran order" if fortran else "")
             )
-        rows = int(shape[0])
         return cls(
-            str(path),
-            int(offset),
-            "int64" if dtype.str == "<i8" else "int32",
-            rows,
-            read_uncached(rows * dtype.itemsize * 2),
+            str(path), int(offset), "int64" if dtype.str == "<i8" else "int32", int(shape[0])
         )
 
     def spec(self) -> _C.EdgeFileSpec:
         """The file as the C++ core's :class:`gnncore._C.EdgeFileSpec`."""
-        return _C.EdgeFileSpec(
-            self.path, offset=self.offset, int64=self.int64, rows=self.rows, direct=self.direct
-        )
+        return _C.EdgeFileSpec(self.path, offset=self.offset, int64=self.int64, rows=self.rows)
 
     def read(self, begin: int, count: int) -> np.ndarray:
         """Rows ``[begin, begin + count)`` as ``[k, 2]`` in the file's id width,
@@ -82,25 +65,9 @@ class EdgeFile:
         return np.asarray(flat).reshape(-1, 2)
 
 
-#: A file past this share of the memory the process may hold
-#: (:func:`gnncore.usage.process_budget`: its cgroup's limit, or what the machine
-#: has) is read past the page cache: a pass would evict its first pages before
-#: the next pass reads them, and every fill of the page cache costs a copy (on
-#: a VM, into a fresh page: 1.75 CPU s a GB here, against 0.05 for a direct read;
-#: docs/BENCHMARKS.md). Smaller files stay cached between GREM's passes.
-UNCACHED_SHARE = 0.5
-
-
-def read_uncached(nbytes: int) -> bool:
-    """Whether a file of ``nbytes`` is read with O_DIRECT (:data:`UNCACHED_SHARE`)."""
-    from gnncore.usage import process_budget
-
-    return nbytes > UNCACHED_SHARE * process_budget()
-
-
 def chunk_rows(fraction: float, num_edges: int) -> int:
     """``ceil(fraction · |E|)`` edges (at least 1), robust to float round-off."""
     return max(1, math.ceil(round(fraction * num_edges, 6)))
 
 
-__all__ = ["EdgeFile", "chunk_rows", "read_uncached"]
+__all__ = ["EdgeFile", "chunk_rows"]

@@ -178,11 +178,10 @@ struct GremClusterEdges {
   int64_t internal = 0;
 };
 
-static EdgeFile edge_file(const std::string& path, int64_t offset, bool int64, int64_t rows,
-                          bool direct) {
+static EdgeFile edge_file(const std::string& path, int64_t offset, bool int64, int64_t rows) {
   check_field(offset >= 0, "EdgeFileSpec", "offset", ">= 0", offset);
   check_field(rows >= 0, "EdgeFileSpec", "rows", ">= 0", rows);
-  return EdgeFile{path, offset, int64, rows, direct};
+  return EdgeFile{path, offset, int64, rows};
 }
 
 static void bind_grem_types(nb::module_& m) {
@@ -191,26 +190,22 @@ static void bind_grem_types(nb::module_& m) {
 
 The file holds ``rows`` rows of two little-endian node ids, int64 when
 ``int64`` else int32, starting at byte ``offset`` (a ``.npy`` file's data
-offset, or 0 for raw files). With ``direct`` its passes read it past the page
-cache (O_DIRECT where the file system allows, the next chunk read ahead on a
-thread).)doc")
+offset, or 0 for raw files).)doc")
       .def(
           "__init__",
-          [](EdgeFile* self, const std::string& path, int64_t offset, bool int64, int64_t rows,
-             bool direct) { new (self) EdgeFile(edge_file(path, offset, int64, rows, direct)); },
+          [](EdgeFile* self, const std::string& path, int64_t offset, bool int64, int64_t rows) {
+            new (self) EdgeFile(edge_file(path, offset, int64, rows));
+          },
           nb::arg("path"), nb::kw_only(), nb::arg("offset"), nb::arg("int64"), nb::arg("rows"),
-          nb::arg("direct") = false,
           "Raises ``ValueError`` naming the field for a negative ``offset`` or ``rows``.")
       .def_ro("path", &EdgeFile::path, "The file.")
       .def_ro("offset", &EdgeFile::offset, "Byte offset of row 0.")
       .def_ro("int64", &EdgeFile::int64, "Id width: int64 when true, else int32.")
       .def_ro("rows", &EdgeFile::rows, "Number of ``(u, v)`` rows.")
-      .def_ro("direct", &EdgeFile::direct, "Read past the page cache.")
       .def("__repr__", [](const EdgeFile& f) {
         return "EdgeFileSpec(" + nb::cast<std::string>(nb::repr(nb::str(f.path.c_str()))) +
                ", offset=" + std::to_string(f.offset) + ", int64=" +
-               (f.int64 ? "True" : "False") + ", rows=" + std::to_string(f.rows) +
-               (f.direct ? ", direct=True" : "") + ")";
+               (f.int64 ? "True" : "False") + ", rows=" + std::to_string(f.rows) + ")";
       });
 
   nb::class_<GremBisectOptions> options(m, "GremBisectOptions",

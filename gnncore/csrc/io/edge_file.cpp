@@ -1,9 +1,6 @@
 #include "io/edge_file.h"
 
 #include <algorithm>
-#include <utility>
-
-#include "io/block_reader.h"
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -49,56 +46,17 @@ EdgeChunkReader::EdgeChunkReader(const EdgeFile& file) : file_(file) {
 }
 
 void EdgeChunkReader::read_ahead(int64_t rows) {
-  const int64_t n = std::min(rows, file_.rows - row_);
-  if (n <= 0) return;
-  const int64_t start = file_.offset + row_ * file_.row_bytes();
-  const int64_t bytes = n * file_.row_bytes();
-  if (file_.direct) {
-    join_ahead(false);  // a read-ahead nobody took (after a seek): dropped
-    ahead_.resize(static_cast<size_t>(bytes));
-    ahead_row_ = row_;
-    ahead_rows_ = n;
-    ahead_error_ = nullptr;
-    ahead_thread_ = std::thread([this, start, bytes] {
-      try {
-        io::read_range(file_.path, start, bytes, ahead_.data(), io::kDefaultChunkBytes, false,
-                       true);
-      } catch (...) {
-        ahead_error_ = std::current_exception();
-      }
-    });
-    return;
-  }
 #if defined(__linux__)
-  // advisory: the kernel starts reading, nobody waits for it
-  posix_fadvise(fileno(fh_), static_cast<off_t>(start), static_cast<off_t>(bytes),
-                POSIX_FADV_WILLNEED);
+  const int64_t n = std::min(rows, file_.rows - row_);
+  if (n > 0)  // advisory: the kernel starts reading, nobody waits for it
+    posix_fadvise(fileno(fh_), static_cast<off_t>(file_.offset + row_ * file_.row_bytes()),
+                  static_cast<off_t>(n * file_.row_bytes()), POSIX_FADV_WILLNEED);
+#else
+  (void)rows;
 #endif
 }
 
-void EdgeChunkReader::join_ahead(bool rethrow) {
-  if (ahead_thread_.joinable()) ahead_thread_.join();
-  if (rethrow && ahead_error_) std::rethrow_exception(std::exchange(ahead_error_, nullptr));
-}
-
-void EdgeChunkReader::fill(int64_t n, void* out) {
-  const size_t bytes = static_cast<size_t>(n * file_.row_bytes());
-  if (!file_.direct) {
-    if (std::fread(out, 1, bytes, fh_) != bytes) throw io_error("short read from", file_.path);
-    return;
-  }
-  join_ahead(ahead_row_ == row_);
-  if (ahead_row_ == row_ && ahead_rows_ >= n) {
-    std::memcpy(out, ahead_.data(), bytes);
-  } else {
-    io::read_range(file_.path, file_.offset + row_ * file_.row_bytes(),
-                   static_cast<int64_t>(bytes), out, io::kDefaultChunkBytes, false, true);
-  }
-  ahead_row_ = -1;
-}
-
 EdgeChunkReader::~EdgeChunkReader() {
-  join_ahead(false);
   if (fh_) std::fclose(fh_);
 }
 
@@ -113,11 +71,14 @@ int64_t EdgeChunkReader::next(int64_t max_rows, std::vector<NodeId>& pairs) {
   const int64_t n = std::min(max_rows, file_.rows - row_);
   pairs.resize(static_cast<size_t>(2 * std::max<int64_t>(n, 0)));
   if (n <= 0) return 0;
+  const size_t bytes = static_cast<size_t>(n * file_.row_bytes());
   if (file_.int64) {
-    fill(n, pairs.data());
+    if (std::fread(pairs.data(), 1, bytes, fh_) != bytes)
+      throw io_error("short read from", file_.path);
   } else {
-    raw_.resize(static_cast<size_t>(n * file_.row_bytes()));
-    fill(n, raw_.data());
+    raw_.resize(bytes);
+    if (std::fread(raw_.data(), 1, bytes, fh_) != bytes)
+      throw io_error("short read from", file_.path);
     const int32_t* ids = reinterpret_cast<const int32_t*>(raw_.data());
     for (size_t i = 0; i < pairs.size(); ++i) pairs[i] = ids[i];
   }
@@ -133,7 +94,8 @@ int64_t EdgeChunkReader::next_raw(int64_t max_rows, std::vector<Id>& ids) {
   const int64_t n = std::min(max_rows, file_.rows - row_);
   ids.resize(static_cast<size_t>(2 * std::max<int64_t>(n, 0)));
   if (n <= 0) return 0;
-  fill(n, ids.data());
+  const size_t bytes = static_cast<size_t>(n * file_.row_bytes());
+  if (std::fread(ids.data(), 1, bytes, fh_) != bytes) throw io_error("short read from", file_.path);
   row_ += n;
   read_ahead(n);
   return n;

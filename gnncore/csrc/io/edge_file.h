@@ -4,9 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "types.h"
@@ -19,11 +17,6 @@ struct EdgeFile {
   int64_t offset = 0;  // byte offset of row 0
   bool int64 = false;  // id width: int64 when true, else int32
   int64_t rows = 0;    // number of (u, v) rows
-  // Read past the page cache (O_DIRECT, where the file system allows): for a
-  // file larger than the memory the process may hold, whose pages a pass would
-  // evict before the next pass reads them (each fill of the page cache costs a
-  // copy, and on a VM a fresh page).
-  bool direct = false;
 
   int64_t row_bytes() const { return int64 ? 16 : 8; }
 };
@@ -54,24 +47,12 @@ class EdgeChunkReader {
   // (a billion rows under a memory limit) computes while the disk reads, where
   // the kernel's own read-ahead window (a few MiB) would leave a chunk's read
   // of tens of MiB waiting.
-  // With `file.direct` there is no kernel read-ahead: a thread reads the next
-  // `rows` rows into `ahead_` (O_DIRECT) while the caller works on these.
   void read_ahead(int64_t rows);
-  // Rows [row_, row_ + n) into `out` (n * row_bytes bytes): fread, or with
-  // `file.direct` the rows read ahead (when they are these) or a direct read.
-  void fill(int64_t n, void* out);
-  // Waits for the read-ahead thread; rethrows its error when `rethrow`.
-  void join_ahead(bool rethrow);
 
   EdgeFile file_;
   std::FILE* fh_ = nullptr;
   int64_t row_ = 0;
   std::vector<char> raw_;
-  std::vector<char> ahead_;  // direct: the rows read ahead
-  int64_t ahead_row_ = -1;   // their first row (-1: none)
-  int64_t ahead_rows_ = 0;
-  std::thread ahead_thread_;
-  std::exception_ptr ahead_error_;
 };
 
 // Buffered writer of raw rows (no header) with a fixed id width.

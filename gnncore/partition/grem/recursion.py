@@ -130,7 +130,7 @@ def _bisect(run: _Recursion, sub: _SubProblem) -> _Bisected:
         os.remove(sub.source.path)
     side = np.asarray(result.side).astype(np.bool_)
     children = tuple(
-        EdgeFile.raw(outs[s], sub.source.dtype, result.rows_written[s]) if outs[s] else None
+        EdgeFile(outs[s], 0, sub.source.dtype, result.rows_written[s]) if outs[s] else None
         for s in (0, 1)
     )
     phases = {
