@@ -48,7 +48,8 @@ def direct_write_enabled() -> bool:
 
 class DirectWriter:
     """A new file at ``path`` written sequentially by :meth:`write`, past the page
-    cache where the filesystem allows (:attr:`direct`). Not thread-safe: one
+    cache where the filesystem allows (:attr:`direct`; ``direct=False``: through
+    it, as a plain file). Not thread-safe: one
     caller thread. :meth:`close` must be called for the file to be complete
     (its last partial block is written there).
 
@@ -57,11 +58,13 @@ class DirectWriter:
     so the caller's copies (and whatever it computes between them) overlap the I/O.
     """
 
-    def __init__(self, path: str | os.PathLike[str], staging_bytes: int = STAGING_BYTES) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], staging_bytes: int = STAGING_BYTES, direct: bool = True
+    ) -> None:
         self.path = Path(path)
         self._fd = -1
         self.direct = False
-        if direct_write_enabled():
+        if direct and direct_write_enabled():
             try:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT,
                                    0o644)  # fmt: skip

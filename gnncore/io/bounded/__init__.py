@@ -50,12 +50,14 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
    removed once read. Keys in memory are shuffled and written *before* the
    CSR: the draws are one thread, so Polars' ``edges.parquet`` has the other
    core, and the CSR's threads then run beside what is left of it.
-6. **checksums**: ``indptr``/``indices``/``eid`` and ``edges_shuffled.npy`` are
-   hashed from their buffers as they are written (on the writing threads), and
-   written past the page cache (:class:`~gnncore.store.direct_write.DirectWriter`:
-   on a VM the copy into fresh page-cache pages cost more than the hash);
+6. **checksums**: ``edges_shuffled.npy``, and ``indptr``/``indices``/``eid`` of
+   keys in memory, are hashed from their buffers as they are written (on the
+   writing threads) and written past the page cache
+   (:class:`~gnncore.store.direct_write.DirectWriter`: on a VM the copy into
+   fresh page-cache pages cost more than the hash); the CSR of keys on disk,
    ``edges.parquet`` and the node data are hashed on a background thread once
-   finished; the manifest and the validation come last. The CSR's row ranges and the shuffled pairs
+   finished (:mod:`gnncore.io.bounded.csr_sink` says why); the manifest and the
+   validation come last. The CSR's row ranges and the shuffled pairs
    are checked as they are written (:mod:`gnncore.store.write_checks`, on the
    writing threads: ``gnncore.io.bounded.csr_sink``), so the validation reads
    none of these arrays back (only the node data, the manifest and the headers).

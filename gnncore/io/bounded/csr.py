@@ -164,7 +164,8 @@ def _write_run_csr(
     eid_buffer = np.empty(largest, dtype=np.int64)
     cursor = np.empty(max((end - row for row, end in ranges), default=0), dtype=np.int64)
     forward = None if directed else _C.KeyRunReader(str(run), KEY_RUN_BUFFER)
-    with CsrSink(writer, indptr, int_dtype, canon.count) as sink:
+    # through the page cache, hashed afterwards (beside the shuffle): csr_sink's docstring
+    with CsrSink(writer, indptr, int_dtype, canon.count, past_cache=False) as sink:
         for (row, end), bucket in zip(ranges, buckets, strict=True):
             size = int(indptr[end] - indptr[row])
             indices, eid = indices_buffer[:size], eid_buffer[:size]

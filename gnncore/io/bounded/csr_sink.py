@@ -3,13 +3,16 @@ row range after row range, each range checked
 (:class:`~gnncore.store.write_checks.CsrChecks`) from the buffers as it is
 written, instead of the final validation reading the files back.
 
-The files are written past the page cache (:class:`~gnncore.store.direct_write.DirectWriter`)
-and their sha256s are taken from the buffers on the same thread as they are
-written: copying the 480 MB of the 20M-edge graph's ``indices``/``eid`` into
-fresh page-cache pages cost this thread more (0.6 CPU s) than hashing them
-(0.24 s), and reading them back for a hash later would fetch them from the disk.
-Where the filesystem has no direct I/O the writes go through the page cache,
-hashed the same way."""
+Keys in memory (``past_cache``): the files are written past the page cache
+(:class:`~gnncore.store.direct_write.DirectWriter`) and hashed from the buffers
+on the writing threads. Copying the 20M-edge graph's 480 MB of ``indices``/``eid``
+into fresh page-cache pages cost these threads more (0.6 CPU s) than hashing them
+(0.24 s), and the shuffle after them is one thread: 2.44 -> 2.05 s as a process
+(docs/BENCHMARKS.md, session 31). Keys on disk (a billion edges): through the
+page cache, hashed from the files afterwards on the writer's hashing thread.
+There the CSR phase is CPU-bound and the hashing overlaps the shuffle, which
+waits on the disk; hashed in the CSR phase, the billion took 221.7 and 225.8 s
+against 213.2 and 215.4."""
 
 from __future__ import annotations
 
@@ -33,13 +36,20 @@ class CsrSink:
 
     ``indptr`` (the offsets, in memory) is written at once; :meth:`put` queues
     a row range's ``indices`` and ``eid``; :meth:`close` waits for them, hands
-    the files' sha256s to ``writer`` (:meth:`GraphDirWriter.set_digest`) and
-    records the passed checks (:meth:`GraphDirWriter.record_check`)."""
+    the files' sha256s to ``writer`` (:meth:`GraphDirWriter.set_digest`, or
+    without ``past_cache`` starts them on its hashing thread) and records the
+    passed checks (:meth:`GraphDirWriter.record_check`)."""
 
     def __init__(
-        self, writer: GraphDirWriter, indptr: np.ndarray, int_dtype: Any, num_canonical: int
+        self,
+        writer: GraphDirWriter,
+        indptr: np.ndarray,
+        int_dtype: Any,
+        num_canonical: int,
+        past_cache: bool = True,
     ) -> None:
         self._writer = writer
+        self._past_cache = past_cache
         num_edges = int(indptr[-1])
         self._checks = CsrChecks(indptr, len(indptr) - 1, num_canonical)
         self._files: list[tuple[str, DirectWriter, Any]] = []
@@ -51,7 +61,7 @@ class CsrSink:
                 ("indices.npy", int_dtype, (num_edges,)),
                 ("eid.npy", np.int64, (num_edges,)),
             ):
-                out = DirectWriter(writer.file_path(name, "npy"))
+                out = DirectWriter(writer.file_path(name, "npy"), direct=past_cache)
                 header = npy_header(dtype, shape)
                 self._files.append((name, out, hashlib.sha256(header)))
                 out.write(header)
@@ -88,7 +98,8 @@ class CsrSink:
     def _write(self, which: int, array: np.ndarray) -> None:
         _, out, sha = self._files[which]
         data = np.ascontiguousarray(array).data.cast("B")
-        sha.update(data)  # hashlib releases the GIL
+        if self._past_cache:
+            sha.update(data)  # hashlib releases the GIL
         out.write(data)
 
     def close(self) -> None:
@@ -101,6 +112,9 @@ class CsrSink:
             pool.shutdown(wait=True)
         for name, out, sha in self._files:
             out.close()
+            if not self._past_cache:
+                self._writer.hash_in_background(name)
+                continue
             digest: Future[str] = Future()
             digest.set_result(sha.hexdigest())
             self._writer.set_digest(name, digest)

@@ -130,3 +130,10 @@ def test_a_failed_write_is_raised_to_the_writer(tmp_path: Path, monkeypatch) -> 
         with out:
             out.write(b"y" * (3 * STAGING))  # the error of a turn surfaces at a later one
     out.abort()  # idempotent after the error closed it
+
+
+def test_a_writer_asked_for_plain_writes_uses_the_page_cache(tmp_path: Path) -> None:
+    with DirectWriter(tmp_path / "out.bin", staging_bytes=STAGING, direct=False) as out:
+        assert not out.direct
+        out.write(b"plain")
+    assert (tmp_path / "out.bin").read_bytes() == b"plain"
