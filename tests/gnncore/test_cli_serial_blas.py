@@ -20,7 +20,9 @@ print(os.environ.get("OPENBLAS_NUM_THREADS"), len(os.listdir("/proc/self/task"))
 
 def _fresh_process(verb: str, **env: str) -> tuple[str, int]:
     """``(OPENBLAS_NUM_THREADS, threads)`` of a new process once NumPy is imported."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_NUM")}
+    # OpenBLAS also takes its thread count from these (the suite sets OMP_NUM_THREADS)
+    limits = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+    environ = {k: v for k, v in os.environ.items() if k not in limits}
     environ.update(env)
     out = subprocess.run(
         [sys.executable, "-c", PROBE, verb], env=environ, capture_output=True, text=True, check=True
