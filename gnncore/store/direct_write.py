@@ -9,9 +9,9 @@ disk. The pages also stay cached after the write, counted in a memory cgroup's
 usage, when bounded-memory ingestion is the very case where the output does
 not fit in memory.
 
-:class:`DirectWriter` stages the bytes in one aligned buffer, reused (warm),
-and writes it whole with ``O_DIRECT``: the device reads the buffer, no page is
-copied or cached. The last, partial block is written padded and the file cut
+:class:`DirectWriter` stages the bytes in two aligned buffers, reused (warm),
+and writes each whole with ``O_DIRECT`` while the other fills: the device reads
+the buffer, no page is copied or cached. The last, partial block is written padded and the file cut
 back to its length. Where the filesystem refuses ``O_DIRECT`` (tmpfs, some
 overlays) it writes through the page cache as before; either way the file's
 bytes are the same.
@@ -49,9 +49,8 @@ def direct_write_enabled() -> bool:
 class DirectWriter:
     """A new file at ``path`` written sequentially by :meth:`write`, past the page
     cache where the filesystem allows (:attr:`direct`; ``direct=False``: through
-    it, as a plain file). Not thread-safe: one
-    caller thread. :meth:`close` must be called for the file to be complete
-    (its last partial block is written there).
+    it, as a plain file). Not thread-safe: one caller thread. :meth:`close` must
+    be called for the file to be complete (its last partial block is written there).
 
     Direct writes wait for the device: two staging buffers take turns, one
     filled by :meth:`write` while a thread of the writer's own writes the other,
@@ -165,15 +164,16 @@ class DirectWriter:
             if self._maps:
                 os.ftruncate(self._fd, self.written)
         finally:
-            self._stop(wait=True)
+            self._stop()
 
     def abort(self) -> None:
         """Close the file as it is (on an error; the caller removes it)."""
-        self._stop(wait=True)
+        self._stop()
 
-    def _stop(self, wait: bool) -> None:
+    def _stop(self) -> None:
+        """Let a write in flight end, then close the file and free the buffers."""
         if self._io is not None:
-            self._io.shutdown(wait=wait, cancel_futures=True)
+            self._io.shutdown(wait=True, cancel_futures=True)
             self._io = None
         self._pending = None
         if self._fd >= 0:

@@ -49,9 +49,9 @@ class CsrSink:
         past_cache: bool = True,
     ) -> None:
         self._writer = writer
-        self._past_cache = past_cache
         num_edges = int(indptr[-1])
         self._checks = CsrChecks(indptr, len(indptr) - 1, num_canonical)
+        # (name, file, its sha256 as written: None when hashed from the file afterwards)
         self._files: list[tuple[str, DirectWriter, Any]] = []
         self._pools: list[ThreadPoolExecutor] = []
         self._queued: list[Future[None]] = []
@@ -63,7 +63,7 @@ class CsrSink:
             ):
                 out = DirectWriter(writer.file_path(name, "npy"), direct=past_cache)
                 header = npy_header(dtype, shape)
-                self._files.append((name, out, hashlib.sha256(header)))
+                self._files.append((name, out, hashlib.sha256(header) if past_cache else None))
                 out.write(header)
             self._pools = [
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gnncore-csr-{name}")
@@ -98,7 +98,7 @@ class CsrSink:
     def _write(self, which: int, array: np.ndarray) -> None:
         _, out, sha = self._files[which]
         data = np.ascontiguousarray(array).data.cast("B")
-        if self._past_cache:
+        if sha is not None:
             sha.update(data)  # hashlib releases the GIL
         out.write(data)
 
@@ -112,7 +112,7 @@ class CsrSink:
             pool.shutdown(wait=True)
         for name, out, sha in self._files:
             out.close()
-            if not self._past_cache:
+            if sha is None:
                 self._writer.hash_in_background(name)
                 continue
             digest: Future[str] = Future()
