@@ -387,3 +387,36 @@ def test_bucket_shuffle_draws_every_order_alike(tmp_path) -> None:
         counts[index[tuple(np.searchsorted(keys, order))]] += 1
     chi2 = float(((counts - 100) ** 2 / 100).sum())
     assert chi2 < 55.5, counts
+
+
+@pytest.mark.parametrize("block", [1, 7, 999, 4096])
+def test_key_run_reads_in_any_block_size_across_its_buffer(tmp_path, block: int) -> None:
+    keys = sorted_keys(np.random.default_rng(block), 20_000, 40)  # gaps of 5-6 bytes
+    write_keys(tmp_path / "r.keys", [keys])
+    reader = _C.KeyRunReader(str(tmp_path / "r.keys"), 4096)  # ~700 keys a buffer
+    out = np.empty(block, dtype=np.uint64)
+    got = []
+    while n := reader.read(out):
+        got.append(out[:n].copy())
+    np.testing.assert_array_equal(np.concatenate(got), keys)
+    assert reader.remaining == 0
+
+
+@pytest.mark.parametrize("at", [1, 500, 2_980])
+def test_key_runs_name_a_repeat_or_a_broken_gap_inside_a_buffer(tmp_path, at: int) -> None:
+    """The bulk decoding checks what the key-at-a-time path checks, naming the key."""
+    from gnncore.errors import InputError
+
+    write_keys(tmp_path / "a.keys", [np.arange(1, 3_001, dtype=np.uint64)])  # one-byte gaps
+    data = bytearray((tmp_path / "a.keys").read_bytes())
+    header = len(data) - 3_000
+    repeat = data.copy()
+    repeat[header + at] = 0  # key `at` equals the one before
+    (tmp_path / "repeat.keys").write_bytes(bytes(repeat))
+    with pytest.raises(InputError, match=f"not strictly sorted at key {at}$"):
+        _C.KeyRunReader(str(tmp_path / "repeat.keys")).read(np.empty(3_000, np.uint64))
+    endless = data.copy()
+    endless[header + at - 1 : header + at + 10] = b"\x80" * 11  # a varint of 11 bytes
+    (tmp_path / "endless.keys").write_bytes(bytes(endless))
+    with pytest.raises(InputError, match=f"varint runs past the data at key {at - 1}$"):
+        _C.KeyRunReader(str(tmp_path / "endless.keys")).read(np.empty(3_000, np.uint64))
