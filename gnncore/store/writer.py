@@ -26,6 +26,7 @@ import polars as pl
 from gnncore import _C
 from gnncore.names import safe_name
 from gnncore.store.atomic import atomic_directory
+from gnncore.store.direct_read import sha256_past_cache
 from gnncore.store.edge_keys import MAX_KEY_ID, pack_keys, shuffle_keys
 from gnncore.store.graph_dir import GraphDir
 from gnncore.store.manifest import FileEntry, Manifest, check_plain_name, sha256_of
@@ -148,17 +149,20 @@ class GraphDirWriter:
             raise ValueError(f"kind must be 'npy' or 'parquet', not {kind!r}")
         return self.root / self._register(file, kind)
 
-    def hash_in_background(self, file: str) -> None:
+    def hash_in_background(self, file: str, past_cache: bool = False) -> None:
         """Start the sha256 of ``file``, registered and complete (it must not change
         any more), on a background thread; :meth:`finish` uses it. hashlib
         releases the GIL, so the hashing overlaps the writing of the next files.
-        Safe to call from the thread that wrote the file."""
+        Safe to call from the thread that wrote the file. ``past_cache``: the
+        file was written past the page cache, so it is read that way too
+        (:func:`~gnncore.store.direct_read.sha256_past_cache`)."""
         if file not in self._files:
             raise ValueError(f"{file} is not a registered file of {self.root}")
+        hash_file = sha256_past_cache if past_cache else sha256_of
         with self._hasher_lock:
             if self._hasher is None:
                 self._hasher = ThreadPoolExecutor(1, thread_name_prefix="gnncore-sha256")
-            self._digests[file] = self._hasher.submit(sha256_of, self.root / file)
+            self._digests[file] = self._hasher.submit(hash_file, self.root / file)
 
     def set_digest(self, file: str, digest: Future[str]) -> None:
         """Take the sha256 of ``file``, registered, from its writer, which hashed

@@ -131,11 +131,14 @@ def _write_run_csr(
     ends: KeyEnds,
 ) -> int:  # fmt: skip
     """The CSR of the mapped key run ``canon.run`` whose node ends are ``ends``
-    (module docstring): row ranges of at most half of what the budget leaves
-    beside the ends (:data:`KeyEnds`, 16 bytes a node) of entries; with
-    more than one range, one pass writes each range's sub-run (the keys whose
-    minor id is in it) beside the run, then each range is filled from its
-    sub-run (removed once read) and, undirected, the next keys of the run."""
+    (module docstring): all entries in one range when they fit in half of what
+    the budget leaves beside the ends (:data:`KeyEnds`, 16 bytes a node), else
+    ranges of a quarter of it in two sets of buffers that take turns, a range
+    filled while the one before it is written (past the page cache, waiting on
+    the device). With more than one range, one pass writes each range's sub-run
+    (the keys whose minor id is in it) beside the run, then each range is filled
+    from its sub-run (removed once read) and, undirected, the next keys of the
+    run."""
     from gnncore import _C  # lazy: the compiled extension is optional (require_csrc)
 
     run = canon.run
@@ -148,9 +151,11 @@ def _write_run_csr(
     next_rank = np.cumsum(major, out=major)[:-1]  # each node's first rank as a major id
     num_nodes = len(next_rank)
     # the ends (16 bytes a node: indptr and each node's first rank) are held
-    # beside the ranges: the ranges take half of what they leave
-    room = max(budget - indptr.nbytes - next_rank.nbytes, 0)
-    per_range = max(room // 2 // (int_dtype.itemsize + 8), -(-int(indptr[-1]) // MAX_ROW_RANGES), 1)
+    # beside the ranges, whose buffers take half of what they leave: one range
+    # when all entries fit there, else two sets of buffers taking turns
+    room = max(budget - indptr.nbytes - next_rank.nbytes, 0) // 2 // (int_dtype.itemsize + 8)
+    entries = int(indptr[-1])
+    per_range = entries if entries <= room else max(room // 2, -(-entries // MAX_ROW_RANGES), 1)
     ranges = list(_row_ranges(indptr, per_range))
     if len(ranges) <= 1:  # one range: the run is its own sub-run
         buckets = [run] * len(ranges)
@@ -160,20 +165,24 @@ def _write_run_csr(
         buffer = min(KEY_RUN_BUFFER, max(budget // 8 // len(ranges), 1 << 16))
         _C.split_key_run(str(run), bounds, [str(b) for b in buckets], buffer)
     largest = max((int(indptr[end] - indptr[row]) for row, end in ranges), default=0)
-    indices_buffer = np.empty(largest, dtype=int_dtype)
-    eid_buffer = np.empty(largest, dtype=np.int64)
+    buffers = [(np.empty(largest, dtype=int_dtype), np.empty(largest, dtype=np.int64))
+               for _ in range(min(len(ranges), 2))]  # fmt: skip
+    in_flight: list[RangeWritten | None] = [None] * len(buffers)
     cursor = np.empty(max((end - row for row, end in ranges), default=0), dtype=np.int64)
     forward = None if directed else _C.KeyRunReader(str(run), KEY_RUN_BUFFER)
-    # through the page cache, hashed afterwards (beside the shuffle): csr_sink's docstring
-    with CsrSink(writer, indptr, int_dtype, canon.count, past_cache=False) as sink:
-        for (row, end), bucket in zip(ranges, buckets, strict=True):
+    # past the page cache, hashed afterwards (beside the shuffle): csr_sink's docstring
+    with CsrSink(writer, indptr, int_dtype, canon.count, hash_as_written=False) as sink:
+        for i, ((row, end), bucket) in enumerate(zip(ranges, buckets, strict=True)):
+            turn = i % len(buffers)
+            if (written := in_flight[turn]) is not None:
+                written.result()  # this set's range is written: its buffers are free
             size = int(indptr[end] - indptr[row])
-            indices, eid = indices_buffer[:size], eid_buffer[:size]
+            indices, eid = buffers[turn][0][:size], buffers[turn][1][:size]
             _C.fill_csr_range(str(bucket), forward, row, end, indptr, next_rank, cursor,
                               indices, eid, KEY_RUN_BUFFER)  # fmt: skip
             if bucket != run:
                 bucket.unlink()
-            sink.put(row, end, indices, eid).result()  # the buffers are reused
+            in_flight[turn] = sink.put(row, end, indices, eid)
     return int(indptr[-1])
 
 

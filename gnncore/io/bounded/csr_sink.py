@@ -3,16 +3,17 @@ row range after row range, each range checked
 (:class:`~gnncore.store.write_checks.CsrChecks`) from the buffers as it is
 written, instead of the final validation reading the files back.
 
-Keys in memory (``past_cache``): the files are written past the page cache
-(:class:`~gnncore.store.direct_write.DirectWriter`) and hashed from the buffers
-on the writing threads. Copying the 20M-edge graph's 480 MB of ``indices``/``eid``
-into fresh page-cache pages cost these threads more (0.6 CPU s) than hashing them
-(0.24 s), and the shuffle after them is one thread: 2.44 -> 2.05 s as a process
-(docs/BENCHMARKS.md, session 31). Keys on disk (a billion edges): through the
-page cache, hashed from the files afterwards on the writer's hashing thread.
-There the CSR phase is CPU-bound and the hashing overlaps the shuffle, which
-waits on the disk; hashed in the CSR phase, the billion took 221.7 and 225.8 s
-against 213.2 and 215.4."""
+The files are written past the page cache
+(:class:`~gnncore.store.direct_write.DirectWriter`). Keys in memory
+(``hash_as_written``): hashed from the buffers on the writing threads. Copying
+the 20M-edge graph's 480 MB of ``indices``/``eid`` into fresh page-cache pages
+cost these threads more (0.6 CPU s) than hashing them (0.24 s), and the shuffle
+after them is one thread: 2.44 -> 2.05 s as a process (docs/BENCHMARKS.md,
+session 31). Keys on disk (a billion edges): hashed from the files afterwards,
+read past the cache too (:func:`~gnncore.store.direct_read.sha256_past_cache`),
+on the writer's hashing thread. There the CSR phase is CPU-bound and the
+hashing overlaps the shuffle; hashed in the CSR phase, the billion took 221.7
+and 225.8 s against 213.2 and 215.4 (session 31)"""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ class CsrSink:
     ``indptr`` (the offsets, in memory) is written at once; :meth:`put` queues
     a row range's ``indices`` and ``eid``; :meth:`close` waits for them, hands
     the files' sha256s to ``writer`` (:meth:`GraphDirWriter.set_digest`, or
-    without ``past_cache`` starts them on its hashing thread) and records the
+    without ``hash_as_written`` starts them on its hashing thread) and records the
     passed checks (:meth:`GraphDirWriter.record_check`)."""
 
     def __init__(
@@ -46,7 +47,7 @@ class CsrSink:
         indptr: np.ndarray,
         int_dtype: Any,
         num_canonical: int,
-        past_cache: bool = True,
+        hash_as_written: bool = True,
     ) -> None:
         self._writer = writer
         num_edges = int(indptr[-1])
@@ -61,9 +62,10 @@ class CsrSink:
                 ("indices.npy", int_dtype, (num_edges,)),
                 ("eid.npy", np.int64, (num_edges,)),
             ):
-                out = DirectWriter(writer.file_path(name, "npy"), direct=past_cache)
+                out = DirectWriter(writer.file_path(name, "npy"))
                 header = npy_header(dtype, shape)
-                self._files.append((name, out, hashlib.sha256(header) if past_cache else None))
+                sha = hashlib.sha256(header) if hash_as_written else None
+                self._files.append((name, out, sha))
                 out.write(header)
             self._pools = [
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gnncore-csr-{name}")
@@ -113,7 +115,7 @@ class CsrSink:
         for name, out, sha in self._files:
             out.close()
             if sha is None:
-                self._writer.hash_in_background(name)
+                self._writer.hash_in_background(name, past_cache=out.direct)
                 continue
             digest: Future[str] = Future()
             digest.set_result(sha.hexdigest())
