@@ -73,16 +73,9 @@ def test_switched_off_it_reads_through_the_page_cache(tmp_path: Path, monkeypatc
     assert sha256_past_cache(tmp_path / "data.bin") == hashlib.sha256(data).hexdigest()
 
 
-def test_a_filesystem_refusing_direct_opens_gets_plain_reads(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.usefixtures("refuse_direct_opens")
+def test_a_filesystem_refusing_direct_opens_gets_plain_reads(tmp_path: Path) -> None:
     data = _file(tmp_path / "data.bin", 2 * BLOCK + 3)
-    real_open = os.open
-
-    def no_direct(path, flags, *args):  # as tmpfs and some overlays answer
-        if flags & getattr(os, "O_DIRECT", 0):
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real_open(path, flags, *args)
-
-    monkeypatch.setattr(direct_read.os, "open", no_direct)
     got = sha256_past_cache(tmp_path / "data.bin", block_bytes=BLOCK)
     assert got == hashlib.sha256(data).hexdigest()
 

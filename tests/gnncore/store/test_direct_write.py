@@ -74,17 +74,8 @@ def test_switched_off_it_writes_through_the_page_cache(tmp_path: Path, monkeypat
     assert (tmp_path / "out.bin").read_bytes() == b"abc"
 
 
-def test_a_filesystem_refusing_direct_io_at_open_gets_plain_writes(
-    tmp_path: Path, monkeypatch
-) -> None:
-    real_open = os.open
-
-    def no_direct(path, flags, *args):  # as tmpfs and some overlays answer
-        if flags & getattr(os, "O_DIRECT", 0):
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real_open(path, flags, *args)
-
-    monkeypatch.setattr(direct_write.os, "open", no_direct)
+@pytest.mark.usefixtures("refuse_direct_opens")
+def test_a_filesystem_refusing_direct_io_at_open_gets_plain_writes(tmp_path: Path) -> None:
     pieces = _pieces(3, [100, STAGING, 9])
     with DirectWriter(tmp_path / "out.bin", staging_bytes=STAGING) as out:
         assert not out.direct
