@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -24,6 +25,37 @@ constexpr int8_t kUnassigned = -1;
 // memory off the chunk size.
 constexpr int64_t kStreamBlockRows = int64_t{1} << 20;
 int64_t stream_block(int64_t chunk_rows) { return std::min(chunk_rows, kStreamBlockRows); }
+
+// The rows of `reader` (from where it stands) in chunks of `rows`, the next
+// chunk read on a thread while the caller works on this one: past the page
+// cache (a billion edges under a memory limit) a read waits on the device, and
+// its copy and the cache's reclaim take CPU time, which the other core takes
+// instead. Holds one chunk of rows beside the caller's.
+template <typename Id>
+class ReadAhead {
+ public:
+  ReadAhead(EdgeChunkReader& reader, int64_t rows) : reader_(reader), rows_(rows) { start(); }
+
+  // The next chunk into `pairs` (its previous contents are dropped); 0 at the end.
+  int64_t next(std::vector<Id>& pairs) {
+    if (!pending_.valid()) return 0;
+    const int64_t got = pending_.get();
+    if (got == 0) return 0;
+    pairs.swap(ahead_);
+    start();
+    return got;
+  }
+
+ private:
+  void start() {
+    pending_ = std::async(std::launch::async, [this] { return reader_.next_raw(rows_, ahead_); });
+  }
+
+  EdgeChunkReader& reader_;
+  int64_t rows_;
+  std::vector<Id> ahead_;
+  std::future<int64_t> pending_;  // declared last: destroyed (waited for) first
+};
 
 // Ids ahead (8 rows) at which the streamed passes prefetch the per-node entries
 // of a row: at 100M nodes each of them misses the caches.
@@ -266,7 +298,8 @@ int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, const Members& 
   for (size_t x = 0; x < n; ++x) st[x] = static_cast<State>(part[x] & 1);  // -2 (not a member): 0
   std::vector<Id> pairs;
   reader.seek(0);
-  while (reader.next_raw(stream_block(chunk_rows), pairs) > 0) {
+  ReadAhead<Id> blocks(reader, stream_block(chunk_rows));
+  while (blocks.next(pairs) > 0) {
     const Id* ids = pairs.data();
     const size_t m = pairs.size();
     for (size_t e = 0; e < m; e += 2) {
@@ -423,9 +456,10 @@ BisectResult bisect_impl(const EdgeFile& edges, const BisectConfig& config,
     std::vector<Id> pairs;
     ChunkGraph<Id, Off> g;
     EdgeChunkReader reader(edges);
+    ReadAhead<Id> chunks(reader, config.chunk_rows);
     int64_t row = 0;
     for (int64_t c = 0;; ++c) {
-      const int64_t got = reader.next_raw(config.chunk_rows, pairs);
+      const int64_t got = chunks.next(pairs);
       if (got == 0) break;
       if (!g.build(pairs, state)) {
         sides_of_states();

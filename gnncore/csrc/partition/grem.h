@@ -92,8 +92,9 @@ struct BisectResult {
 // packed entry: running estimates, 16 B, chunk-local id, the id width, side,
 // 1 B; then the sides, 1 B, and the refinement passes' side-and-gain words, 4 B
 // below 2^30 rows; during the split each node's new id and side in one word of
-// the id width) plus one chunk: its rows and adjacency (2 · 2 ids per row) and
-// per chunk node its id, offset and side.
+// the id width) plus one chunk: its rows and adjacency (2 · 2 ids per row), the
+// next chunk's rows (read on a thread meanwhile: 2 ids per row) and per chunk
+// node its id, offset and side.
 BisectResult grem_bisect(const EdgeFile& edges, const BisectConfig& config,
                          const Members& members, WidthSpan<int32_t> seed_nodes,
                          WidthSpan<int8_t> seed_sides);

@@ -25,11 +25,12 @@ docs/BENCHMARKS.md, "GREM's memory per chunk edge"):
   the local pairs (8 B/edge), the majority rounds' open pairs (<= 8 B/edge),
   ~22 B per chunk node, a 4 B/node renumbering scratch;
 * GREM pass (C++): each sub-problem node's state in one packed entry (running
-  estimates, chunk-local id, side: 21 B/node); the chunk's rows and adjacency (16 B/edge),
-  its nodes, offsets and sides (9 B per chunk node), the seeds (5 B per
-  first-chunk node);
+  estimates, chunk-local id, side: 21 B/node); the chunk's rows and adjacency (16 B/edge)
+  and the next chunk's rows, read on a thread meanwhile (8 B/edge), its nodes,
+  offsets and sides (9 B per chunk node), the seeds (5 B per first-chunk node);
 * refinement passes and the split: side and side-with-gain (5 B/node), then side and
-  new id in one word (4 B/node), blocks of at most 2^20 rows whatever the chunk size;
+  new id in one word (4 B/node), blocks of at most 2^20 rows whatever the chunk size
+  (the refinement's next block read ahead: two of them);
 * the clusters plan: METIS on a cluster graph of at most ``max(1% of |E|,
   2^18)`` edges (~190 B per cluster-graph edge, its CSR built in C++ with
   nothing beside it), independent of the chunk.
