@@ -30,14 +30,21 @@ int64_t stream_block(int64_t chunk_rows) { return std::min(chunk_rows, kStreamBl
 // chunk read on a thread while the caller works on this one: past the page
 // cache (a billion edges under a memory limit) a read waits on the device, and
 // its copy and the cache's reclaim take CPU time, which the other core takes
-// instead. Holds one chunk of rows beside the caller's.
+// instead. Holds one chunk of rows beside the caller's. Chunks below
+// kMinRows are read in the caller's thread: their reads cost less than a thread.
 template <typename Id>
 class ReadAhead {
  public:
-  ReadAhead(EdgeChunkReader& reader, int64_t rows) : reader_(reader), rows_(rows) { start(); }
+  static constexpr int64_t kMinRows = int64_t{1} << 16;
+
+  ReadAhead(EdgeChunkReader& reader, int64_t rows)
+      : reader_(reader), rows_(rows), ahead_of_time_(rows >= kMinRows) {
+    if (ahead_of_time_) start();
+  }
 
   // The next chunk into `pairs` (its previous contents are dropped); 0 at the end.
   int64_t next(std::vector<Id>& pairs) {
+    if (!ahead_of_time_) return reader_.next_raw(rows_, pairs);
     if (!pending_.valid()) return 0;
     const int64_t got = pending_.get();
     if (got == 0) return 0;
@@ -53,6 +60,7 @@ class ReadAhead {
 
   EdgeChunkReader& reader_;
   int64_t rows_;
+  bool ahead_of_time_;
   std::vector<Id> ahead_;
   std::future<int64_t> pending_;  // declared last: destroyed (waited for) first
 };
