@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -241,6 +242,20 @@ def planted_graph(
         w.num_features, w.num_classes = features, communities
         w.save_splits(perm[:n_train], perm[n_train : n_train + n_val], perm[n_train + n_val :])
     return out
+
+
+@pytest.fixture
+def refuse_direct_opens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``os.open`` refuses ``O_DIRECT`` with EINVAL, as tmpfs and some overlays answer
+    (the direct-write and direct-read tests of ``gnncore.store``)."""
+    real_open = os.open
+
+    def no_direct(path, flags, *args):
+        if flags & getattr(os, "O_DIRECT", 0):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", no_direct)
 
 
 @pytest.fixture

@@ -18,6 +18,8 @@ from gnncore_bench.chain_child import ProcessMeter
 from gnncore_bench.chain_data import write_node_table
 
 FIGURES = ("seconds", "peak_rss_bytes", "read_bytes", "written_bytes", "peak_disk_bytes")
+#: How far a sampled figure may pass VmHWM: the RSS counters lag (as in tests/assets)
+VMHWM_SLACK = 4 << 20
 
 
 @pytest.mark.slow  # one Dagster run with MLflow: about a minute on 2 loaded cores
@@ -65,8 +67,10 @@ def test_every_stage_runs_and_predicts_every_node(
     trained, production = stages["trained_model"], stages["production_model"]
     assert production["peak_rss_bytes"] < trained["peak_rss_bytes"]
     assert production["metadata"]["peak_rss_bytes"] < trained["metadata"]["peak_rss_bytes"]
-    # what it held that no cgroup can reclaim, sampled: some, and within its RSS's peak
-    assert 0 < trained["peak_held_bytes"] <= trained["peak_rss_bytes"]
+    # what it held that no cgroup can reclaim, sampled: some, and within its RSS's peak.
+    # The held bytes walk smaps (exact); VmHWM comes from the kernel's per-CPU RSS
+    # counters, which lag: a fresh clone's run read 1.7 MiB more held than VmHWM
+    assert 0 < trained["peak_held_bytes"] <= trained["peak_rss_bytes"] + VMHWM_SLACK
     graph = stages["graph"]
     assert graph["metadata"]["memory_budget_bytes"] > 0
     assert stages["trained_model"]["metadata"]["mode"] == "in_memory"
