@@ -164,25 +164,18 @@ def _write_run_csr(
         bounds = np.array([row for row, _ in ranges] + [num_nodes], dtype=np.int64)
         buffer = min(KEY_RUN_BUFFER, max(budget // 8 // len(ranges), 1 << 16))
         _C.split_key_run(str(run), bounds, [str(b) for b in buckets], buffer)
-    largest = max((int(indptr[end] - indptr[row]) for row, end in ranges), default=0)
-    buffers = [(np.empty(largest, dtype=int_dtype), np.empty(largest, dtype=np.int64))
-               for _ in range(min(len(ranges), 2))]  # fmt: skip
-    in_flight: list[RangeWritten | None] = [None] * len(buffers)
     cursor = np.empty(max((end - row for row, end in ranges), default=0), dtype=np.int64)
     forward = None if directed else _C.KeyRunReader(str(run), KEY_RUN_BUFFER)
+
+    def fill(i: int, row: int, end: int, indices: np.ndarray, eid: np.ndarray) -> None:
+        _C.fill_csr_range(str(buckets[i]), forward, row, end, indptr, next_rank, cursor,
+                          indices, eid, KEY_RUN_BUFFER)  # fmt: skip
+        if buckets[i] != run:
+            buckets[i].unlink()
+
     # past the page cache, hashed afterwards (beside the shuffle): csr_sink's docstring
     with CsrSink(writer, indptr, int_dtype, canon.count, hash_as_written=False) as sink:
-        for i, ((row, end), bucket) in enumerate(zip(ranges, buckets, strict=True)):
-            turn = i % len(buffers)
-            if (written := in_flight[turn]) is not None:
-                written.result()  # this set's range is written: its buffers are free
-            size = int(indptr[end] - indptr[row])
-            indices, eid = buffers[turn][0][:size], buffers[turn][1][:size]
-            _C.fill_csr_range(str(bucket), forward, row, end, indptr, next_rank, cursor,
-                              indices, eid, KEY_RUN_BUFFER)  # fmt: skip
-            if bucket != run:
-                bucket.unlink()
-            in_flight[turn] = sink.put(row, end, indices, eid)
+        _fill_in_turns(sink, indptr, ranges, int_dtype, per_range, fill)
     return int(indptr[-1])
 
 
@@ -213,23 +206,37 @@ def _write_key_csr_merged(
     entry_bytes = int_dtype.itemsize + 8
     per_range = max(min(MERGE_BUFFER_BYTES // 2, 8 * n) // entry_bytes, 1)
     ranges = list(_row_ranges(indptr, per_range))
-    largest = max((int(indptr[end] - indptr[row]) for row, end in ranges), default=0)
-    # two buffers taking turns: a range is merged while the one before is written;
-    # one when a row is longer than a range (its buffer is that row's size)
-    buffers = [(np.empty(largest, dtype=int_dtype), np.empty(largest, dtype=np.int64))
-               for _ in range(2 if largest <= per_range else 1)]  # fmt: skip
-    written: list[RangeWritten | None] = [None] * len(buffers)
+
+    def merge(i: int, row: int, end: int, indices: np.ndarray, eid: np.ndarray) -> None:
+        _C.merge_csr_rows(keys, transposed, directed, row, end, cursor, next_rank, indices, eid)
+
     with CsrSink(writer, indptr, int_dtype, n) as sink:
-        for i, (row, end) in enumerate(ranges):
-            turn = i % len(buffers)
-            pending = written[turn]
-            if pending is not None:
-                pending.result()  # its last range is written: the buffer is free
-            size = int(indptr[end] - indptr[row])
-            indices, eid = buffers[turn][0][:size], buffers[turn][1][:size]
-            _C.merge_csr_rows(keys, transposed, directed, row, end, cursor, next_rank, indices, eid)
-            written[turn] = sink.put(row, end, indices, eid)
+        _fill_in_turns(sink, indptr, ranges, int_dtype, per_range, merge)
     return int(indptr[-1])
+
+
+def _fill_in_turns(
+    sink: CsrSink, indptr: np.ndarray, ranges: list[tuple[int, int]], int_dtype: np.dtype,
+    per_range: int, fill: Callable[[int, int, int, np.ndarray, np.ndarray], None],
+) -> None:  # fmt: skip
+    """Each row range ``i`` of ``ranges`` filled by ``fill(i, row, end, indices,
+    eid)`` and queued on ``sink``, through two sets of buffers taking turns: a
+    range is filled while the one before it is written. One set when there is
+    one range, or when a row is longer than ``per_range`` entries (the buffers
+    are the largest range's size, not what the ranges were planned for)."""
+    largest = max((int(indptr[end] - indptr[row]) for row, end in ranges), default=0)
+    sets = 2 if len(ranges) > 1 and largest <= per_range else 1
+    buffers = [(np.empty(largest, dtype=int_dtype), np.empty(largest, dtype=np.int64))
+               for _ in range(sets)]  # fmt: skip
+    written: list[RangeWritten | None] = [None] * sets
+    for i, (row, end) in enumerate(ranges):
+        turn = i % sets
+        if (pending := written[turn]) is not None:
+            pending.result()  # its last range is written: the buffers are free
+        size = int(indptr[end] - indptr[row])
+        indices, eid = buffers[turn][0][:size], buffers[turn][1][:size]
+        fill(i, row, end, indices, eid)
+        written[turn] = sink.put(row, end, indices, eid)
 
 
 def _row_ranges(indptr: np.ndarray, entries: int) -> Iterator[tuple[int, int]]:
