@@ -245,6 +245,24 @@ def planted_graph(
 
 
 @pytest.fixture
+def direct_io(tmp_path: Path) -> None:
+    """Skips the test unless ``tmp_path``'s filesystem opens files with ``O_DIRECT``
+    (tmpfs and some overlays refuse it) and ``GNNCORE_DIRECT_WRITE=0`` does not
+    switch it off."""
+    from gnncore.store.direct_write import direct_write_enabled
+
+    if not direct_write_enabled():
+        pytest.skip("direct I/O is switched off or missing on this platform")
+    probe = tmp_path / ".direct-probe"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644))
+    except (AttributeError, OSError):
+        pytest.skip("this filesystem has no O_DIRECT")
+    finally:
+        probe.unlink(missing_ok=True)
+
+
+@pytest.fixture
 def refuse_direct_opens(monkeypatch: pytest.MonkeyPatch) -> None:
     """``os.open`` refuses ``O_DIRECT`` with EINVAL, as tmpfs and some overlays answer
     (the direct-write and direct-read tests of ``gnncore.store``)."""

@@ -25,16 +25,6 @@ def _file(path: Path, size: int, seed: int = 0) -> bytes:
     return data
 
 
-def _direct_reads_work(tmp_path: Path) -> bool:
-    probe = tmp_path / "probe"
-    probe.write_bytes(b"p" * ALIGNMENT)
-    try:
-        os.close(os.open(probe, os.O_RDONLY | os.O_DIRECT))
-    except (AttributeError, OSError):
-        return False
-    return True
-
-
 @pytest.mark.parametrize(
     "size",
     [0, 1, ALIGNMENT - 1, ALIGNMENT, ALIGNMENT + 1, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 5],
@@ -45,9 +35,8 @@ def test_the_digest_is_the_files_sha256(tmp_path: Path, size: int) -> None:
     assert got == hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.usefixtures("direct_io")
 def test_a_file_written_past_the_cache_is_read_past_it(tmp_path: Path, monkeypatch) -> None:
-    if not _direct_reads_work(tmp_path):
-        pytest.skip("this filesystem has no O_DIRECT")
     data = np.arange(5 * BLOCK, dtype=np.uint8).tobytes() + b"tail"
     with DirectWriter(tmp_path / "out.bin", staging_bytes=BLOCK) as out:
         out.write(data)
@@ -80,9 +69,8 @@ def test_a_filesystem_refusing_direct_opens_gets_plain_reads(tmp_path: Path) -> 
     assert got == hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.usefixtures("direct_io")
 def test_a_device_refusing_direct_reads_gets_plain_reads(tmp_path: Path, monkeypatch) -> None:
-    if not _direct_reads_work(tmp_path):
-        pytest.skip("this filesystem has no O_DIRECT")
     data = _file(tmp_path / "data.bin", 3 * BLOCK)
 
     def refuse(fd, buffers, offset):  # some filesystems open O_DIRECT, then refuse
@@ -93,9 +81,8 @@ def test_a_device_refusing_direct_reads_gets_plain_reads(tmp_path: Path, monkeyp
     assert got == hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.usefixtures("direct_io")
 def test_a_failed_read_past_the_first_is_raised(tmp_path: Path, monkeypatch) -> None:
-    if not _direct_reads_work(tmp_path):
-        pytest.skip("this filesystem has no O_DIRECT")
     _file(tmp_path / "data.bin", 4 * BLOCK)
     real_preadv = os.preadv
 

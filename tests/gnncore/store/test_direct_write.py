@@ -54,12 +54,8 @@ def test_arrays_are_written_as_their_bytes(tmp_path: Path) -> None:
     np.testing.assert_array_equal(got, np.concatenate([pairs, pairs[:3]]))
 
 
+@pytest.mark.usefixtures("direct_io")
 def test_direct_io_is_used_where_the_filesystem_has_it(tmp_path: Path) -> None:
-    probe = tmp_path / "probe"
-    try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644))
-    except (AttributeError, OSError):
-        pytest.skip("this filesystem has no O_DIRECT")
     with DirectWriter(tmp_path / "out.bin", staging_bytes=STAGING) as out:
         assert out.direct
         out.write(b"x" * (STAGING + 3))
@@ -84,11 +80,10 @@ def test_a_filesystem_refusing_direct_io_at_open_gets_plain_writes(tmp_path: Pat
     assert (tmp_path / "out.bin").read_bytes() == b"".join(pieces)
 
 
+@pytest.mark.usefixtures("direct_io")
 def test_a_device_refusing_the_first_direct_write_gets_the_rest_buffered(
     tmp_path: Path, monkeypatch
 ) -> None:
-    if not direct_write.direct_write_enabled():
-        pytest.skip("no O_DIRECT on this platform")
     real_write = os.write
     refused: list[int] = []
 
@@ -100,11 +95,7 @@ def test_a_device_refusing_the_first_direct_write_gets_the_rest_buffered(
 
     monkeypatch.setattr(direct_write.os, "write", refuse_once)
     pieces = _pieces(4, [STAGING + 1, 2 * STAGING, 5])
-    try:
-        out = DirectWriter(tmp_path / "out.bin", staging_bytes=STAGING)
-    except OSError:
-        pytest.skip("this filesystem has no O_DIRECT")
-    with out:
+    with DirectWriter(tmp_path / "out.bin", staging_bytes=STAGING) as out:
         for piece in pieces:
             out.write(piece)
     assert refused and not out.direct
