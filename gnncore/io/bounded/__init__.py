@@ -54,9 +54,11 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
    keys in memory, are hashed from their buffers as they are written (on the
    writing threads) and written past the page cache
    (:class:`~gnncore.store.direct_write.DirectWriter`: on a VM the copy into
-   fresh page-cache pages cost more than the hash); the CSR of keys on disk,
-   ``edges.parquet`` and the node data are hashed on a background thread once
-   finished (:mod:`gnncore.io.bounded.csr_sink` says why); the manifest and the
+   fresh page-cache pages cost more than the hash); the CSR of keys on disk is
+   written past the page cache too and hashed afterwards, read past it
+   (:mod:`gnncore.store.direct_read`), and ``edges.parquet`` and the node data
+   are hashed once finished, all on a background thread
+   (:mod:`gnncore.io.bounded.csr_sink` says why); the manifest and the
    validation come last. The CSR's row ranges and the shuffled pairs
    are checked as they are written (:mod:`gnncore.store.write_checks`, on the
    writing threads: ``gnncore.io.bounded.csr_sink``), so the validation reads
