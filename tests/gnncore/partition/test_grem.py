@@ -1164,10 +1164,12 @@ print(digest.hexdigest(), list(result.moves))
 """
 
 
-def test_the_threaded_split_gives_the_same_sides_moves_and_files(tmp_path):
-    # The split runs on OpenMP's threads (each gathers a share of each block's
-    # rows, written share after share): whatever the thread count, the same
-    # sides, moves and per-side files.
+def test_the_threaded_restreams_and_split_give_the_same_sides_moves_and_files(tmp_path):
+    # The restreaming passes count their blocks of 5,000 rows on OpenMP's
+    # threads (atomic adds; the last block of 4,000 in one thread), and the
+    # split gathers a share of each block's rows per thread, written share
+    # after share: whatever the thread count, the same sides, moves and
+    # per-side files.
     rng = np.random.default_rng(11)
     pairs = random_stream(rng, 3000, 24000)
     edges = edge_file(tmp_path, pairs)
