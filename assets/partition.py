@@ -63,10 +63,10 @@ class PartitionConfig(dg.Config):
         default=64, description="hydra: nodes per degree-balanced greedy group."
     )
     workers: int = Field(
-        default=1,
+        default=0,
         description="grem/greedy: bisections run at once in "
         "worker processes (more is faster and holds that many chunks in "
-        "memory).",
+        "memory; 0: one per CPU from 2**26 edges up, else 1).",
     )
     memory_budget: str = Field(
         default="",

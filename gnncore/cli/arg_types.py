@@ -20,6 +20,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """An integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0; got {text!r}")
+    return value
+
+
 def add_overwrite_option(parser: argparse.ArgumentParser) -> None:
     """``--overwrite``: the verb may replace an output that gnncore did not write.
 

@@ -10,6 +10,7 @@ from typing import Any
 from gnncore.cli.arg_types import (
     add_memory_budget_option,
     add_overwrite_option,
+    non_negative_int,
     positive_int,
     with_memory_figures,
 )
@@ -56,11 +57,12 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--workers",
-        type=positive_int,
+        type=non_negative_int,
         default=defaults.workers,
         metavar="W",
         help="grem/greedy: bisections run at once in worker processes "
-        "(default 1; more is faster and holds W chunks in memory)",
+        "(more is faster and holds W chunks in memory; default 0: one per CPU "
+        "from 2**26 edges up, else 1)",
     )
     parser.add_argument(
         "--final-passes",

@@ -1,6 +1,8 @@
 // The gnncore._C extension: each concern registers its own functions.
 #include <nanobind/nanobind.h>
 
+#include "parallel.h"
+
 namespace nb = nanobind;
 
 namespace gnncore::bind {
@@ -38,4 +40,18 @@ NB_MODULE(_C, m) {
   gnncore::bind::bind_edge_keys(m);
   gnncore::bind::bind_edge_text(m);
   gnncore::bind::bind_postprocess_stream(m);
+  m.def(
+      "set_num_threads",
+      [](int threads) {
+        if (threads < 1) throw nb::value_error("threads must be >= 1");
+#ifdef GNNCORE_WITH_OPENMP
+        omp_set_num_threads(threads);
+#endif
+      },
+      nb::arg("threads"),
+      "Threads of the OpenMP kernels called from this thread from now on "
+      "(their default is OpenMP's, e.g. OMP_NUM_THREADS; no effect without OpenMP).");
+  m.def(
+      "num_threads", [] { return gnncore::resolve_threads(0); },
+      "Threads the OpenMP kernels called from this thread use by default (1 without OpenMP).");
 }

@@ -28,8 +28,9 @@ class MethodSettings:
             :func:`~gnncore.partition.grem.default_clusters`).
         group_size (int): HyDRA: nodes per degree-balanced greedy group.
         workers (int): GREM/greedy bisections run at once, in spawned
-            processes (1: serial, the memory bound of one chunk). Same labels;
-            less time, more memory (reported RSS adds the workers' peaks).
+            processes (1: serial, the memory bound of one chunk; 0: one per
+            CPU from 2**26 edges up, else 1). Same labels; less time, more
+            memory (reported RSS adds the workers' peaks).
         threads (int): KaMinPar's threads (1: deterministic for a seed; 0:
             every CPU this process may use).
         final_passes (int): GREM's final k-way refinement passes at most
@@ -42,7 +43,7 @@ class MethodSettings:
     seed_method: str | None = None
     hops: int = 2
     clusters: int | None = None
-    workers: int = 1
+    workers: int = 0
     group_size: int = DEFAULT_GROUP_SIZE
     threads: int = 1
     final_passes: int = 8

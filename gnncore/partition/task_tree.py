@@ -28,9 +28,13 @@ Result = TypeVar("Result")
 _WORKER: tuple[Callable[[Any, Any], Any], Any] | None = None
 
 
-def _start_worker(run: Callable[[Any, Any], Any], context: Any) -> None:
+def _start_worker(
+    run: Callable[[Any, Any], Any], context: Any, setup: Callable[[Any], None] | None
+) -> None:
     global _WORKER
     _WORKER = (run, context)
+    if setup is not None:
+        setup(context)
 
 
 def _run_in_worker(task: Any) -> Any:
@@ -58,6 +62,7 @@ def run_task_tree(
     context: Any = None,
     *,
     workers: int = 1,
+    worker_setup: Callable[[Any], None] | None = None,
 ) -> None:
     """Run every task of a tree, up to ``workers`` at a time.
 
@@ -74,6 +79,9 @@ def run_task_tree(
             children in order). Else ``workers`` spawned processes run them:
             this process runs the first root itself while they start, then
             only hands out tasks, each as soon as its parent is done.
+        worker_setup: ``worker_setup(context)`` runs once in each worker
+            process as it starts (a module-level function), e.g. to size
+            its thread pools.
 
     A task's exception propagates once the tasks already handed to workers
     have finished (up to ``workers + 1`` of them may be queued there already;
@@ -96,7 +104,7 @@ def run_task_tree(
         workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_start_worker,
-        initargs=(run, context),
+        initargs=(run, context, worker_setup),
     )
     try:
         for _ in range(workers):  # start every worker now, while the first root runs here

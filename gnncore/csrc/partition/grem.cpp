@@ -290,6 +290,10 @@ void for_each_member(const Members& members, size_t n, F&& f) {
 // Rows of a block a restreaming pass counts with the OpenMP team (fewer: in
 // the caller's thread, as tests' tiny files are).
 constexpr size_t kParallelRows = 4096;
+// Nodes from which it does: below, the states stay in the caches, where an
+// atomic add costs more than the miss it overlaps (2M nodes: 0.16 s a pass on
+// two threads against 0.06 s on one; 51M nodes: 3.9-4.6 s against 5.8-6.2 s).
+constexpr size_t kSharedCountNodes = size_t{1} << 24;
 
 // Adds each row's change of gain to both its ends (see refine_pass), rows
 // [first, last) of `ids`, alone in `st`.
@@ -348,9 +352,8 @@ struct Candidate {
 // two cache lines of its ends only (a side array and a counts array took four:
 // at 100M nodes every one a miss). State is int32_t whenever the file has
 // fewer than 2^30 rows (a degree cannot exceed the row count). The blocks are
-// counted by OpenMP's team (count_cut_rows_shared): the same states for any
-// thread count; on a second-level file of the billion (427M rows, 51M
-// nodes) a pass took 3.9-4.6 s on two threads against 5.8-6.2 s on one.
+// counted by OpenMP's team (count_cut_rows_shared) from kSharedCountNodes
+// nodes up: the same states for any thread count.
 template <typename Id, typename State>
 int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, const Members& members,
                     std::vector<int8_t>& part, HugeArray<State>& state, Sides& sides) {
@@ -363,7 +366,7 @@ int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, const Members& 
   const int threads = resolve_threads(0);
   while (blocks.next(pairs) > 0) {
     const size_t rows = pairs.size() / 2;
-    if (threads > 1 && rows >= kParallelRows) {
+    if (threads > 1 && rows >= kParallelRows && n >= kSharedCountNodes) {
       count_cut_rows_shared(pairs.data(), rows, st, threads);
     } else {
       count_cut_rows(pairs.data(), 0, rows, st);

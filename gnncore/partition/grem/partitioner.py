@@ -20,13 +20,14 @@ from gnncore.partition.grem.plan import ClusterPlan, cluster_plan
 from gnncore.partition.grem.recursion import (
     check_clusters,
     check_method_args,
+    check_worker_setting,
     grem_partition_file,
     helper_peak_rss,
+    resolve_workers,
 )
 from gnncore.partition.grem.refine import RefineRecord, block_entries_for, refine_kway
 from gnncore.partition.grem.seed import default_seed_method
 from gnncore.partition.metrics import max_part_size
-from gnncore.partition.task_tree import check_workers
 from gnncore.store import GraphDir
 
 FINAL_PASSES = 8
@@ -60,9 +61,10 @@ class GremPartitioner(Partitioner):
             sets the target cluster size ``prefix nodes / clusters``
             (default: :func:`default_clusters`; see :func:`cluster_chunk`).
         workers (int): Bisections run at once, in ``workers`` spawned
-            processes after this one ran the top bisection (default: 1, all
-            here). Same labels for any value; less time, more memory (see
-            :func:`grem_partition_file`).
+            processes after this one ran the top bisection (1: all here;
+            default 0: one per CPU from :data:`AUTO_WORKERS_MIN_EDGES` edges
+            up, else 1, see :func:`resolve_workers`). Same labels for any
+            value; less time, more memory (see :func:`grem_partition_file`).
         final_passes (int): Passes at most of the final k-way refinement over
             the whole partition (:func:`refine_kway`: size-constrained label
             propagation streamed over the CSR in blocks of a chunk's adjacency,
@@ -90,7 +92,7 @@ class GremPartitioner(Partitioner):
         refine: bool = True,
         tmp_dir: str | os.PathLike[str] | None = None,
         clusters: int | None = None,
-        workers: int = 1,
+        workers: int = 0,
         final_passes: int = FINAL_PASSES,
     ) -> None:
         if isinstance(chunk, bool) or not isinstance(chunk, (int, float)) or not 0 < chunk <= 1:
@@ -109,7 +111,8 @@ class GremPartitioner(Partitioner):
         self.refine = refine
         self.tmp_dir = tmp_dir
         self.clusters = None if clusters is None else int(clusters)
-        self.workers = check_workers(workers)
+        self.workers = check_worker_setting(workers)
+        self.last_workers = 1
         self.final_passes = final_passes if refine else 0
         self.last_refine: RefineRecord | None = None
         self.last_stats: list[BisectionRecord] = []
@@ -128,6 +131,11 @@ class GremPartitioner(Partitioner):
         self.last_plan = None
         self.helper_peak_rss_bytes = 0
         chunk_edges = chunk_rows(self.chunk, edges.rows)
+        self.last_workers = resolve_workers(self.workers, edges.rows, options.parts)
+        if self.progress is not None and self.last_workers > 1:
+            self.progress(
+                f"{self.name}: bisections below the top one in {self.last_workers} worker processes"
+            )
         if self.seed_method == "clusters" and options.parts > 1:
             self.last_plan = cluster_plan(
                 edges,
@@ -159,7 +167,7 @@ class GremPartitioner(Partitioner):
             records=self.last_stats,
             clusters=self.clusters,
             plan=self.last_plan,
-            workers=self.workers,
+            workers=self.last_workers,
             on_bisection=self._report(options.parts),
         )
         self.helper_peak_rss_bytes = helper_peak_rss(self.last_stats)
@@ -208,7 +216,7 @@ class GremPartitioner(Partitioner):
 
     def __repr__(self) -> str:
         extra = "" if self.clusters is None else f", clusters={self.clusters}"
-        extra += "" if self.workers == 1 else f", workers={self.workers}"
+        extra += "" if self.workers == 0 else f", workers={self.workers}"
         extra += "" if self.final_passes == FINAL_PASSES else f", final_passes={self.final_passes}"
         return (
             f"{type(self).__name__}(chunk={self.chunk}, passes={self.passes}, "
@@ -227,7 +235,7 @@ class GreedyPartitioner(GremPartitioner):
         chunk: float = 0.1,
         seed_method: str = "metis",
         tmp_dir: str | os.PathLike[str] | None = None,
-        workers: int = 1,
+        workers: int = 0,
     ) -> None:
         super().__init__(
             chunk=chunk,
@@ -239,7 +247,7 @@ class GreedyPartitioner(GremPartitioner):
         )
 
     def __repr__(self) -> str:
-        extra = "" if self.workers == 1 else f", workers={self.workers}"
+        extra = "" if self.workers == 0 else f", workers={self.workers}"
         return f"GreedyPartitioner(chunk={self.chunk}, seed_method={self.seed_method!r}{extra})"
 
 

@@ -9,7 +9,8 @@ is coarse or thin). See docs/ARCHITECTURE.md, "GREM's clusters seed".
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -130,6 +131,19 @@ class ClusterPlan:
     @property
     def clusters(self) -> int:
         return len(self.part)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # A memory-mapped ``cluster`` (a run's workers share the plan) pickles
+        # as its file's path, mapped again where it is unpickled.
+        values = tuple(getattr(self, f.name) for f in fields(self))
+        cluster = self.cluster
+        if isinstance(cluster, np.memmap) and cluster.filename is not None:
+            return _mapped_cluster_plan, (str(cluster.filename), values[1:])
+        return ClusterPlan, values
+
+
+def _mapped_cluster_plan(path: str, rest: tuple[Any, ...]) -> ClusterPlan:
+    return ClusterPlan(np.load(path, mmap_mode="r"), *rest)
 
 
 def cluster_chunk(local: np.ndarray, n: int, clusters: int, seed: int) -> np.ndarray:

@@ -4,6 +4,7 @@ bisections may run in worker processes (:mod:`~gnncore.partition.task_tree`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import time
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from gnncore import _C
 from gnncore.heap import trim_heap
 from gnncore.partition.base import part_label_dtype
 from gnncore.partition.edge_stream import EdgeFile
@@ -27,7 +29,7 @@ from gnncore.partition.grem.bisect import (
 from gnncore.partition.grem.chunk import ChunkRows
 from gnncore.partition.grem.plan import MAX_CLUSTERS, ClusterPlan, cluster_plan, plan_applies
 from gnncore.partition.grem.seed import SEED_METHODS, seed_sides
-from gnncore.partition.task_tree import check_workers, run_task_tree
+from gnncore.partition.task_tree import run_task_tree
 from gnncore.store.scratch import scratch_dir
 from gnncore.typing import require_csrc
 from gnncore.usage import peak_rss_bytes
@@ -47,6 +49,59 @@ class _Recursion:
     imbalance: float
     plan: ClusterPlan | None
     work: str
+    #: OpenMP threads of each worker process (0: OpenMP's default)
+    worker_threads: int = 0
+
+
+#: ``workers=0`` (auto) runs sibling bisections in worker processes from this
+#: many edges up, one worker per CPU: below, a second-level bisection takes
+#: about as long as a worker's start and costs an interpreter and a plan more
+#: (20M edges, p = 16, 1% chunks: 6.4-6.7 s and 285 MiB with 2 workers
+#: against 6.1-7.3 s and 118 MiB in one process). At a billion edges two
+#: workers took the second level from 129 s to 90 s and the third from 118 s
+#: to 79 s (docs/BENCHMARKS.md, session 33).
+AUTO_WORKERS_MIN_EDGES = 1 << 26
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def check_worker_setting(workers: Any) -> int:
+    """``workers`` as an int >= 0 (0: :func:`resolve_workers` chooses), else ``ValueError``."""
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 0:
+        raise ValueError(f"workers must be an integer >= 0 (0: auto), got {workers!r}")
+    return int(workers)
+
+
+def resolve_workers(workers: int, rows: int, parts: int) -> int:
+    """The worker processes a run uses: ``workers`` when given, else (0, auto)
+    one per usable CPU when the stream holds at least
+    :data:`AUTO_WORKERS_MIN_EDGES` rows, else 1; never more than the widest
+    level of the recursion holds bisections."""
+    workers = check_worker_setting(workers)
+    if workers == 0:
+        workers = usable_cpus() if rows >= AUTO_WORKERS_MIN_EDGES else 1
+    return max(1, min(workers, widest_level(parts)))
+
+
+def _setup_worker(run: _Recursion) -> None:
+    """A worker's OpenMP threads: its share of the CPUs (the workers' kernels
+    would otherwise each start one thread per CPU and wait on each other's)."""
+    if run.worker_threads:
+        _C.set_num_threads(run.worker_threads)
+
+
+def _mapped_plan(plan: ClusterPlan | None, work: Path) -> ClusterPlan | None:
+    """``plan`` with its per-node cluster array saved in ``work`` and
+    memory-mapped: it pickles to the workers as its file's path (each maps
+    the same pages) instead of a copy of ``4 · N`` bytes each."""
+    if plan is None:
+        return None
+    path = work / "plan-cluster.npy"
+    np.save(path, plan.cluster)
+    return dataclasses.replace(plan, cluster=np.load(path, mmap_mode="r"))
 
 
 @dataclass(frozen=True)
@@ -205,7 +260,8 @@ def grem_partition_file(
             ``prefix nodes / clusters`` (default: :func:`default_clusters`).
         plan (ClusterPlan, optional): Seed ``clusters``: a plan made by
             :func:`cluster_plan` for this stream and ``parts`` (default: made here).
-        workers (int): Bisections run at once (default: 1). Sibling
+        workers (int): Bisections run at once (default: 1; 0: auto,
+            :func:`resolve_workers`). Sibling
             bisections are independent: with ``workers > 1`` this process runs
             the top bisection, then ``workers`` spawned processes (at most as
             many as the widest level of the recursion has bisections) run the
@@ -213,7 +269,9 @@ def grem_partition_file(
             :func:`~gnncore.partition.task_tree.run_task_tree`). The labels are
             the same for any ``workers``; time drops and memory grows: each
             worker holds its own interpreter (~40 MiB), its sub-problem's arrays
-            and a chunk.
+            and a chunk, and runs its share of the CPUs as OpenMP threads. The
+            plan's per-node clusters are memory-mapped from the run's scratch
+            directory, shared by all.
         on_bisection (callable, optional): ``f(record, done)`` as each
             bisection ends (in completion order; ``done`` of ``parts - 1``).
 
@@ -223,7 +281,7 @@ def grem_partition_file(
     require_csrc()
     check_run_args(num_nodes, parts, chunk_edges, passes, seed_method, imbalance)
     check_clusters(clusters, seed_method)
-    check_workers(workers)
+    workers = resolve_workers(workers, edges.rows, parts)
     if parts == 1:
         return np.zeros(num_nodes, dtype=np.int64)
     label = np.zeros(num_nodes, dtype=part_label_dtype(parts))
@@ -264,13 +322,14 @@ def grem_partition_file(
             refine,
             seed,
             imbalance,
-            plan,
+            plan if workers == 1 else _mapped_plan(plan, work),
             str(work),
+            worker_threads=max(1, usable_cpus() // workers) if workers > 1 else 0,
         )
         root = _SubProblem(
             edges, 0, parts, False, np.arange(num_nodes, dtype=node_id_dtype(num_nodes))
         )
-        run_task_tree([root], _bisect, expand, shared, workers=min(workers, widest_level(parts)))
+        run_task_tree([root], _bisect, expand, shared, workers=workers, worker_setup=_setup_worker)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if records is not None:

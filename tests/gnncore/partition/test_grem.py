@@ -1150,12 +1150,13 @@ import hashlib, sys
 import numpy as np
 from gnncore.partition.edge_stream import EdgeFile
 from gnncore.partition.grem import grem_bisect
-path, out = sys.argv[1], sys.argv[2]
+path, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 edges = EdgeFile.from_npy(path)
 first = edges.read(0, 5000).reshape(-1)
 nodes = first[np.sort(np.unique(first, return_index=True)[1])]
-result = grem_bisect(edges, 3000, None, chunk_edges=5000, seed_nodes=nodes,
-                     seed_labels=(nodes % 2).astype(np.int8), capacities=(1560, 1560),
+cap = -(-n * 52 // 100)
+result = grem_bisect(edges, n, None, chunk_edges=5000, seed_nodes=nodes,
+                     seed_labels=(nodes % 2).astype(np.int8), capacities=(cap, cap),
                      passes=3, out_paths=(out + "0.bin", out + "1.bin"))
 digest = hashlib.sha256(np.asarray(result.side).tobytes())
 for s in (0, 1):
@@ -1164,20 +1165,26 @@ print(digest.hexdigest(), list(result.moves))
 """
 
 
-def test_the_threaded_restreams_and_split_give_the_same_sides_moves_and_files(tmp_path):
-    # The restreaming passes count their blocks of 5,000 rows on OpenMP's
-    # threads (atomic adds; the last block of 4,000 in one thread), and the
-    # split gathers a share of each block's rows per thread, written share
-    # after share: whatever the thread count, the same sides, moves and
-    # per-side files.
+@pytest.mark.parametrize("spread", [False, True])
+def test_the_threaded_restreams_and_split_give_the_same_sides_moves_and_files(tmp_path, spread):
+    # The split gathers a share of each block's rows per thread, written share
+    # after share; from 2**24 nodes (``spread``: the 3,000 nodes' ids scattered
+    # over that many) the restreaming passes also count their blocks of 5,000
+    # rows on OpenMP's threads (atomic adds; the last block of 4,000 in one
+    # thread). Whatever the thread count: the same sides, moves and files.
     rng = np.random.default_rng(11)
     pairs = random_stream(rng, 3000, 24000)
+    n = 3000
+    if spread:
+        n = 1 << 24
+        pairs = np.sort(rng.choice(n, 3000, replace=False))[pairs]
     edges = edge_file(tmp_path, pairs)
     runs = {}
     for threads in (1, 2, 3):
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         done = subprocess.run(
-            [sys.executable, "-c", _THREADED_BISECTION, edges.path, str(tmp_path / f"t{threads}-")],
+            [sys.executable, "-c", _THREADED_BISECTION, edges.path, str(tmp_path / f"t{threads}-"),
+             str(n)],
             env=env, capture_output=True, text=True, check=True,
         )  # fmt: skip
         runs[threads] = done.stdout.strip()

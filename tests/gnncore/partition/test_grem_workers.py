@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import planted_graph
+from gnncore import _C
 from gnncore.partition import PartitionOptions, partition_graph
 from gnncore.partition.edge_stream import EdgeFile
 from gnncore.partition.grem import (
@@ -18,8 +21,11 @@ from gnncore.partition.grem import (
     GremPartitioner,
     grem_partition_file,
     helper_peak_rss,
+    recursion,
     widest_level,
 )
+from gnncore.partition.grem.plan import ClusterPlan
+from gnncore.partition.grem.recursion import AUTO_WORKERS_MIN_EDGES, resolve_workers
 from gnncore.partition.run import MethodSettings
 from gnncore.store import GraphDir
 
@@ -144,7 +150,7 @@ def test_reports_add_the_workers_peak_and_record_the_setting(graph, tmp_path):
         settings=MethodSettings(chunk=0.05),
         balance=False,
     )
-    assert report.params["workers"] == 2 and serial.params["workers"] == 1
+    assert report.params["workers"] == 2 and serial.params["workers"] == 0  # auto: 1 here
     assert report.to_dict()["workers"] == 2
     # this process's peak plus at least one worker's own (~40 MiB of interpreter and
     # numpy: a worker imports neither Polars nor PyArrow since issue 28, item 2)
@@ -165,8 +171,90 @@ def test_cli_takes_workers():
     assert partitioner.workers == 3 and "workers=3" in repr(partitioner)
     assert repr(GreedyPartitioner(workers=2)).endswith("workers=2)")
     assert "workers" not in repr(GreedyPartitioner())
-    with pytest.raises(ValueError, match="workers must be an integer >= 1"):
-        GremPartitioner(workers=0)
+    with pytest.raises(ValueError, match=r"workers must be an integer >= 0 \(0: auto\)"):
+        GremPartitioner(workers=-1)
+    parsed = parser.parse_args(["g", "o", "--method", "grem", "--parts", "4"])
+    assert make_partitioner("grem", settings_from(parsed)).workers == 0
+
+
+def test_auto_workers_take_one_per_cpu_from_the_threshold_up(monkeypatch):
+    monkeypatch.setattr(recursion, "usable_cpus", lambda: 2)
+    below, at = AUTO_WORKERS_MIN_EDGES - 1, AUTO_WORKERS_MIN_EDGES
+    assert resolve_workers(0, below, 16) == 1
+    assert resolve_workers(0, at, 16) == 2
+    assert resolve_workers(0, at, 2) == 1  # one bisection: nothing to run beside it
+    assert resolve_workers(0, at, 4) == 2
+    assert resolve_workers(3, below, 16) == 3  # a given count is kept (up to the widest level)
+    assert resolve_workers(3, below, 4) == 2
+    monkeypatch.setattr(recursion, "usable_cpus", lambda: 1)
+    assert resolve_workers(0, at, 16) == 1
+    with pytest.raises(ValueError, match="workers must be an integer >= 0"):
+        resolve_workers(True, at, 16)
+
+
+def test_auto_is_one_process_on_a_small_graph(graph):
+    partitioner = GremPartitioner(chunk=0.1)
+    partitioner.assign(graph, PartitionOptions(parts=4))
+    assert partitioner.last_workers == 1
+    assert {r.pid for r in partitioner.last_stats} == {os.getpid()}
+
+
+def test_workers_run_their_share_of_the_cpus_as_threads(graph, tmp_path, monkeypatch):
+    # Two workers on a 4-CPU machine: each is told, as it starts, to run its
+    # OpenMP kernels on 2 threads (not one per CPU each, waiting on the other's).
+    monkeypatch.setattr(recursion, "usable_cpus", lambda: 4)
+    handed: list[tuple[int, object, object]] = []
+
+    def record(roots, run, expand, context, *, workers, worker_setup):
+        handed.append((workers, worker_setup, context))
+
+    monkeypatch.setattr(recursion, "run_task_tree", record)
+    edges = EdgeFile.from_npy(graph.path / "edges_shuffled.npy")
+    grem_partition_file(edges, graph.num_nodes, 8, chunk_edges=500, workers=2, tmp_dir=tmp_path)
+    ((workers, setup, context),) = handed
+    assert workers == 2 and setup is recursion._setup_worker
+    assert context.worker_threads == 2
+    before = _C.num_threads()
+    try:
+        setup(dataclasses.replace(context, worker_threads=1))
+        assert _C.num_threads() == 1
+    finally:
+        _C.set_num_threads(before)
+
+
+def test_set_num_threads_sets_the_kernels_default():
+    before = _C.num_threads()
+    try:
+        _C.set_num_threads(1)
+        assert _C.num_threads() == 1
+        with pytest.raises(ValueError, match="threads must be >= 1"):
+            _C.set_num_threads(0)
+    finally:
+        _C.set_num_threads(before)
+
+
+def test_a_plan_shared_with_workers_pickles_as_its_mapped_file(tmp_path):
+    plan = ClusterPlan(
+        cluster=np.arange(1000, dtype=np.int32) % 7,
+        part=np.arange(7, dtype=np.int64) % 2,
+        sizes=np.full(7, 3, dtype=np.int64),
+        support=np.array([4, 3], dtype=np.int64),
+        cluster_edges=11,
+        internal_edges=5,
+        seconds={"plan": 0.5},
+    )
+    in_memory = pickle.dumps(plan)
+    assert len(in_memory) > plan.cluster.nbytes  # a copy of the array
+    mapped = recursion._mapped_plan(plan, tmp_path)
+    sent = pickle.dumps(mapped)
+    assert len(sent) < plan.cluster.nbytes // 4  # the path, not the array
+    back = pickle.loads(sent)
+    assert isinstance(back.cluster, np.memmap)
+    assert Path(back.cluster.filename) == tmp_path / "plan-cluster.npy"
+    np.testing.assert_array_equal(back.cluster, plan.cluster)
+    np.testing.assert_array_equal(back.part, plan.part)
+    assert (back.cluster_edges, back.internal_edges, back.seconds) == (11, 5, {"plan": 0.5})
+    np.testing.assert_array_equal(pickle.loads(in_memory).cluster, plan.cluster)
 
 
 @pytest.mark.parametrize("method, workers", [("grem", 1), ("grem", 2), ("greedy", 1), ("metis", 1)])
@@ -217,14 +305,12 @@ def test_cli_prints_progress_unless_told_not_to(graph, tmp_path, capsys):
     assert "[partition]" not in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("bad", ["0", "-2", "two"])
+@pytest.mark.parametrize("bad", ["-1", "-2", "two"])
 def test_cli_rejects_a_bad_worker_count_at_parse_time(graph, tmp_path, capsys, bad):
     from gnncore.cli.main import main
 
     with pytest.raises(SystemExit) as exited:
         main(["partition", str(graph.path), str(tmp_path / "p"), "--parts", "2", "--workers", bad])
     assert exited.value.code == 2
-    assert (
-        f"argument --workers: expected a positive integer; got '{bad}'" in capsys.readouterr().err
-    )
+    assert f"argument --workers: expected an integer >= 0; got '{bad}'" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
