@@ -58,8 +58,8 @@ class _Recursion:
 #: about as long as a worker's start and costs an interpreter and a plan more
 #: (20M edges, p = 16, 1% chunks: 6.4-6.7 s and 285 MiB with 2 workers
 #: against 6.1-7.3 s and 118 MiB in one process). At a billion edges two
-#: workers took the second level from 129 s to 90 s and the third from 118 s
-#: to 79 s (docs/BENCHMARKS.md, session 33).
+#: workers took the second level from 129 s to 83 s, the third from 118 s to
+#: 71 s and the fourth from 98 s to 55 s (docs/BENCHMARKS.md, session 33).
 AUTO_WORKERS_MIN_EDGES = 1 << 26
 
 

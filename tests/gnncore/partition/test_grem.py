@@ -1130,7 +1130,7 @@ def test_cli_sets_the_cluster_count_and_the_seed_defaults_by_passes():
         "passes": 3,
         "seed_method": "clusters",
         "clusters": 40,
-        "workers": 1,
+        "workers": 0,  # auto: resolved from the graph's size when the run starts
         "final_passes": 8,
     }
     partitioner = make_partitioner("grem", settings)
