@@ -66,7 +66,8 @@ class PartitionConfig(dg.Config):
         default=0,
         description="grem/greedy: bisections run at once in "
         "worker processes (more is faster and holds that many chunks in "
-        "memory; 0: one per CPU from 2**26 edges up, else 1).",
+        "memory; 0: one per CPU from 2**26 edges up, as 3/4 of the "
+        "memory holds them, else 1).",
     )
     memory_budget: str = Field(
         default="",

@@ -62,7 +62,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="W",
         help="grem/greedy: bisections run at once in worker processes "
         "(more is faster and holds W chunks in memory; default 0: one per CPU "
-        "from 2**26 edges up, else 1)",
+        "from 2**26 edges up, as 3/4 of the memory holds them, else 1)",
     )
     parser.add_argument(
         "--final-passes",

@@ -63,7 +63,7 @@ class GremPartitioner(Partitioner):
         workers (int): Bisections run at once, in ``workers`` spawned
             processes after this one ran the top bisection (1: all here;
             default 0: one per CPU from :data:`AUTO_WORKERS_MIN_EDGES` edges
-            up, else 1, see :func:`resolve_workers`). Same labels for any
+            up as the memory holds them, else 1, see :func:`resolve_workers`). Same labels for any
             value; less time, more memory (see :func:`grem_partition_file`).
         final_passes (int): Passes at most of the final k-way refinement over
             the whole partition (:func:`refine_kway`: size-constrained label
@@ -131,7 +131,9 @@ class GremPartitioner(Partitioner):
         self.last_plan = None
         self.helper_peak_rss_bytes = 0
         chunk_edges = chunk_rows(self.chunk, edges.rows)
-        self.last_workers = resolve_workers(self.workers, edges.rows, options.parts)
+        self.last_workers = resolve_workers(
+            self.workers, edges.rows, options.parts, graph.num_nodes, chunk_edges
+        )
         if self.progress is not None and self.last_workers > 1:
             self.progress(
                 f"{self.name}: bisections below the top one in {self.last_workers} worker processes"

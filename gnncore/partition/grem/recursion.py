@@ -17,6 +17,7 @@ import numpy as np
 
 from gnncore import _C
 from gnncore.heap import trim_heap
+from gnncore.memory import cgroup_limit, mem_available
 from gnncore.partition.base import part_label_dtype
 from gnncore.partition.edge_stream import EdgeFile
 from gnncore.partition.grem.bisect import (
@@ -75,14 +76,56 @@ def check_worker_setting(workers: Any) -> int:
     return int(workers)
 
 
-def resolve_workers(workers: int, rows: int, parts: int) -> int:
+#: Bytes a worker holds per node of the graph (its second-level sub-problem's
+#: state, 21 bytes a node of half the graph, with its member list, sides and
+#: restreaming state) and per chunk row (the chunk, the one read ahead and its
+#: adjacency), plus its interpreter: about 2 GB for each of two workers at 100M
+#: nodes and 10M-row chunks (measured 1.9-2.0 GiB, docs/BENCHMARKS.md, session 33).
+WORKER_BYTES_PER_NODE = 16
+WORKER_BYTES_PER_CHUNK_ROW = 32
+WORKER_BYTES_BASE = 64 << 20
+#: Bytes this process holds per node while the workers run (labels, the root's
+#: member list, the plan's clusters).
+WAITING_BYTES_PER_NODE = 9
+#: Share of the memory room auto workers may take: the rest is left to the page
+#: cache that holds the per-side edge files they read.
+AUTO_WORKERS_ROOM_SHARE = 0.75
+
+
+def worker_bytes(num_nodes: int, chunk_rows: int) -> int:
+    """Estimated peak of one worker process of a run over ``num_nodes`` nodes."""
+    return (
+        WORKER_BYTES_PER_NODE * num_nodes
+        + WORKER_BYTES_PER_CHUNK_ROW * chunk_rows
+        + WORKER_BYTES_BASE
+    )
+
+
+def memory_room() -> int | None:
+    """Bytes the run may hold: this process's cgroup limit when it has one,
+    else the machine's ``MemAvailable`` (``None`` when neither can be read)."""
+    limit = cgroup_limit()
+    return limit if limit is not None else mem_available()
+
+
+def resolve_workers(
+    workers: int, rows: int, parts: int, num_nodes: int = 0, chunk_rows: int = 0
+) -> int:
     """The worker processes a run uses: ``workers`` when given, else (0, auto)
     one per usable CPU when the stream holds at least
-    :data:`AUTO_WORKERS_MIN_EDGES` rows, else 1; never more than the widest
-    level of the recursion holds bisections."""
+    :data:`AUTO_WORKERS_MIN_EDGES` rows, else 1, and no more than
+    :data:`AUTO_WORKERS_ROOM_SHARE` of :func:`memory_room` holds
+    (:func:`worker_bytes` each, beside this process's
+    :data:`WAITING_BYTES_PER_NODE`); never more than the widest level of the
+    recursion holds bisections."""
     workers = check_worker_setting(workers)
     if workers == 0:
         workers = usable_cpus() if rows >= AUTO_WORKERS_MIN_EDGES else 1
+        room = memory_room() if workers > 1 else None
+        if room is not None:
+            each = worker_bytes(num_nodes, chunk_rows)
+            spare = AUTO_WORKERS_ROOM_SHARE * room - WAITING_BYTES_PER_NODE * num_nodes
+            workers = min(workers, int(spare // each))
     return max(1, min(workers, widest_level(parts)))
 
 
@@ -281,7 +324,7 @@ def grem_partition_file(
     require_csrc()
     check_run_args(num_nodes, parts, chunk_edges, passes, seed_method, imbalance)
     check_clusters(clusters, seed_method)
-    workers = resolve_workers(workers, edges.rows, parts)
+    workers = resolve_workers(workers, edges.rows, parts, num_nodes, chunk_edges)
     if parts == 1:
         return np.zeros(num_nodes, dtype=np.int64)
     label = np.zeros(num_nodes, dtype=part_label_dtype(parts))

@@ -179,6 +179,7 @@ def test_cli_takes_workers():
 
 def test_auto_workers_take_one_per_cpu_from_the_threshold_up(monkeypatch):
     monkeypatch.setattr(recursion, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(recursion, "memory_room", lambda: None)
     below, at = AUTO_WORKERS_MIN_EDGES - 1, AUTO_WORKERS_MIN_EDGES
     assert resolve_workers(0, below, 16) == 1
     assert resolve_workers(0, at, 16) == 2
@@ -190,6 +191,30 @@ def test_auto_workers_take_one_per_cpu_from_the_threshold_up(monkeypatch):
     assert resolve_workers(0, at, 16) == 1
     with pytest.raises(ValueError, match="workers must be an integer >= 0"):
         resolve_workers(True, at, 16)
+
+
+def test_auto_workers_fit_three_quarters_of_the_memory_room(monkeypatch):
+    # 100M nodes, 10M-row chunks: about 2 GB a worker, 0.9 GB for this process
+    # while they run. An 8 GiB cgroup holds two; 4 GiB none (one process);
+    # a given count is not second-guessed.
+    monkeypatch.setattr(recursion, "usable_cpus", lambda: 4)
+    nodes, chunk, rows = 100_000_000, 10_000_000, 1_000_000_000
+    each = recursion.worker_bytes(nodes, chunk)
+    assert 1.8 * 2**30 < each < 2.1 * 2**30
+    for room, expected in ((64 << 30, 4), (8 << 30, 2), (6 << 30, 1), (4 << 30, 1)):
+        monkeypatch.setattr(recursion, "memory_room", lambda room=room: room)
+        assert resolve_workers(0, rows, 16, nodes, chunk) == expected, room
+    assert resolve_workers(3, rows, 16, nodes, chunk) == 3
+    monkeypatch.setattr(recursion, "memory_room", lambda: None)  # unknown: the CPUs decide
+    assert resolve_workers(0, rows, 16, nodes, chunk) == 4
+
+
+def test_memory_room_is_the_cgroup_limit_else_what_is_available(monkeypatch):
+    monkeypatch.setattr(recursion, "cgroup_limit", lambda: 8 << 30)
+    monkeypatch.setattr(recursion, "mem_available", lambda: 20 << 30)
+    assert recursion.memory_room() == 8 << 30
+    monkeypatch.setattr(recursion, "cgroup_limit", lambda: None)
+    assert recursion.memory_room() == 20 << 30
 
 
 def test_auto_is_one_process_on_a_small_graph(graph):
