@@ -296,28 +296,38 @@ constexpr size_t kParallelRows = 4096;
 constexpr size_t kSharedCountNodes = size_t{1} << 24;
 
 // Adds each row's change of gain to both its ends (see refine_pass), rows
-// [first, last) of `ids`, alone in `st`.
-template <typename Id, typename State>
+// [first, last) of `ids`. `kShared`: other threads add into `st` at once, so
+// every read and add is atomic. A pass never changes a state's low bit (the
+// side; the adds are even), so the bits each row reads are the pass' own, and
+// the sums are the same in any order: the same states as one thread.
+template <bool kShared, typename Id, typename State>
 void count_cut_rows(const Id* ids, size_t first, size_t last, State* st) {
   for (size_t e = 2 * first; e < 2 * last; e += 2) {
     if (e + kRowsAhead < 2 * last) {  // the rows were checked by the GREM pass: ids in range
       __builtin_prefetch(&st[static_cast<size_t>(ids[e + kRowsAhead])], 1);
       __builtin_prefetch(&st[static_cast<size_t>(ids[e + kRowsAhead + 1])], 1);
     }
-    const size_t u = static_cast<size_t>(ids[e]), v = static_cast<size_t>(ids[e + 1]);
+    State* ends[2] = {&st[static_cast<size_t>(ids[e])], &st[static_cast<size_t>(ids[e + 1])]};
+    State bits;
+    if constexpr (kShared)
+      bits = __atomic_load_n(ends[0], __ATOMIC_RELAXED) ^
+             __atomic_load_n(ends[1], __ATOMIC_RELAXED);
+    else
+      bits = *ends[0] ^ *ends[1];
     // both ends gain 1 when the row is cut (the sides' bits differ), lose 1 when not
-    const State d = static_cast<State>(4 * ((st[u] ^ st[v]) & 1) - 2);
-    st[u] += d;
-    st[v] += d;
+    const State d = static_cast<State>(4 * (bits & 1) - 2);
+    for (State* end : ends) {
+      if constexpr (kShared)
+        __atomic_fetch_add(end, d, __ATOMIC_RELAXED);
+      else
+        *end += d;
+    }
   }
 }
 
 // count_cut_rows over a block's rows cut into one share per thread of the
-// team, the adds atomic: a pass never changes a state's low bit (the side;
-// the adds are even), so the bits each row reads are the pass' own, and the
-// sums are the same in any order: the same states as one thread. At 100M
-// nodes every add misses the caches; two cores keep twice as many misses in
-// flight.
+// team, the adds atomic. At 100M nodes every add misses the caches; two cores
+// keep twice as many misses in flight.
 template <typename Id, typename State>
 void count_cut_rows_shared(const Id* ids, size_t rows, State* st, int threads) {
 #ifdef GNNCORE_WITH_OPENMP
@@ -325,19 +335,7 @@ void count_cut_rows_shared(const Id* ids, size_t rows, State* st, int threads) {
 #endif
   {
     const size_t me = thread_index(), team = team_size();
-    const size_t first = rows * me / team, last = rows * (me + 1) / team;
-    for (size_t e = 2 * first; e < 2 * last; e += 2) {
-      if (e + kRowsAhead < 2 * last) {
-        __builtin_prefetch(&st[static_cast<size_t>(ids[e + kRowsAhead])], 1);
-        __builtin_prefetch(&st[static_cast<size_t>(ids[e + kRowsAhead + 1])], 1);
-      }
-      const size_t u = static_cast<size_t>(ids[e]), v = static_cast<size_t>(ids[e + 1]);
-      const State bits = __atomic_load_n(&st[u], __ATOMIC_RELAXED) ^
-                         __atomic_load_n(&st[v], __ATOMIC_RELAXED);
-      const State d = static_cast<State>(4 * (bits & 1) - 2);
-      __atomic_fetch_add(&st[u], d, __ATOMIC_RELAXED);
-      __atomic_fetch_add(&st[v], d, __ATOMIC_RELAXED);
-    }
+    count_cut_rows<true>(ids, rows * me / team, rows * (me + 1) / team, st);
   }
 }
 
@@ -369,7 +367,7 @@ int64_t refine_pass(EdgeChunkReader& reader, int64_t chunk_rows, const Members& 
     if (threads > 1 && rows >= kParallelRows && n >= kSharedCountNodes) {
       count_cut_rows_shared(pairs.data(), rows, st, threads);
     } else {
-      count_cut_rows(pairs.data(), 0, rows, st);
+      count_cut_rows<false>(pairs.data(), 0, rows, st);
     }
   }
   std::vector<Candidate> cand[2];
