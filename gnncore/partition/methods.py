@@ -30,8 +30,8 @@ class MethodSettings:
         workers (int): GREM/greedy bisections run at once, in spawned
             processes (1: serial, the memory bound of one chunk; 0: one per
             CPU from 2**26 edges up, as 3/4 of the memory holds them, else
-            1). Same labels; less time, more
-            memory (reported RSS adds the workers' peaks).
+            1). Same labels; less time, more memory (reported RSS adds the
+            workers' peaks).
         threads (int): KaMinPar's threads (1: deterministic for a seed; 0:
             every CPU this process may use).
         final_passes (int): GREM's final k-way refinement passes at most

@@ -63,8 +63,9 @@ class GremPartitioner(Partitioner):
         workers (int): Bisections run at once, in ``workers`` spawned
             processes after this one ran the top bisection (1: all here;
             default 0: one per CPU from :data:`AUTO_WORKERS_MIN_EDGES` edges
-            up as the memory holds them, else 1, see :func:`resolve_workers`). Same labels for any
-            value; less time, more memory (see :func:`grem_partition_file`).
+            up as the memory holds them, else 1, see :func:`resolve_workers`).
+            Same labels for any value; less time, more memory (see
+            :func:`grem_partition_file`).
         final_passes (int): Passes at most of the final k-way refinement over
             the whole partition (:func:`refine_kway`: size-constrained label
             propagation streamed over the CSR in blocks of a chunk's adjacency,
