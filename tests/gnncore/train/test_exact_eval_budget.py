@@ -23,6 +23,7 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 HIDDEN = 256
+CODE_PAGE_SLACK = 1 << 20  # code pages the kernel may reclaim between readings
 CONFIG = NodeTrainConfig(
     hidden=HIDDEN, fanouts=(5, 5), epochs=1, batch_size=256, device="cpu", seed=2, mode="in_memory"
 )
@@ -41,13 +42,18 @@ def _room_left(budget: int, measure: Callable[[], int | None]) -> tuple[int, int
     """``(room, least, most)``: the room ``measure`` finds under ``budget``, and
     the bounds what this process held before and after the call give it. The
     held bytes move while the call runs (the collector, the allocator handing
-    pages back), so the test reads them on both sides of it, not once before."""
+    pages back), so the test reads them on both sides of it, not once before.
+    The held bytes count the resident pages of shared libraries' code, which the
+    kernel drops and faults back in on its own under other tests' load: a page
+    less inside the call than on both sides of it was seen on a fresh clone's
+    suite, so the upper bound allows ``CODE_PAGE_SLACK`` of that."""
     before = held_bytes()
     room = measure()
     after = held_bytes()
     assert room is not None
     room_of = budget - STAGE_MARGIN
-    return room, room_of - max(before, after) - (8 << 20), room_of - min(before, after)
+    least = room_of - max(before, after) - (8 << 20)
+    return room, least, room_of - min(before, after) + CODE_PAGE_SLACK
 
 
 def test_the_room_is_what_the_budget_leaves_the_process():
