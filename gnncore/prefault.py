@@ -16,6 +16,15 @@ waiting on its reader, a sort's serial parts). Contents are never changed,
 and pages already present are left alone, so the writer and the thread may
 touch the same range at once. Where the kernel lacks the call the thread
 stops at its first try and the writer faults its pages itself, as before.
+
+Most of that cost was huge pages'. NumPy advises ``MADV_HUGEPAGE`` on every
+array of 4 MiB or more, and a 2 MiB page comes from the high-order free blocks
+that the balloon reports to the host (order 11 on that VM), so the host faults
+in all of it: 2.1 ms a MiB on the first touch, against 0.31 ms for 4 KiB pages
+taken from the same free memory (``benchmarks/first_touch.py``).
+:func:`small_pages` turns NumPy's advice off around a stage whose arrays are
+read and written in sequence (ingestion's key buffers, sort scratch and
+shuffle), which gain nothing from a larger TLB reach to pay that with.
 """
 
 from __future__ import annotations
@@ -23,7 +32,8 @@ from __future__ import annotations
 import ctypes
 import mmap
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -139,4 +149,35 @@ class Prefaulter:
         self.close()
 
 
-__all__ = ["MADV_POPULATE_WRITE", "Prefaulter", "populate"]
+_small_pages_lock = threading.Lock()
+_small_pages_depth = 0
+_small_pages_saved = True
+
+
+@contextmanager
+def small_pages() -> Iterator[None]:
+    """NumPy arrays allocated inside are not advised ``MADV_HUGEPAGE`` (NumPy's
+    default for arrays of 4 MiB or more): their memory is faulted in 4 KiB pages.
+    Process-wide while any such block is open (nested and concurrent blocks
+    are counted); NumPy's setting is restored when the last one ends. A no-op
+    where NumPy lacks the switch."""
+    global _small_pages_depth, _small_pages_saved
+    multiarray = getattr(getattr(np, "_core", None), "multiarray", None)
+    switch = getattr(multiarray, "_set_madvise_hugepage", None)
+    if switch is None:
+        yield
+        return
+    with _small_pages_lock:
+        if _small_pages_depth == 0:
+            _small_pages_saved = bool(switch(False))
+        _small_pages_depth += 1
+    try:
+        yield
+    finally:
+        with _small_pages_lock:
+            _small_pages_depth -= 1
+            if _small_pages_depth == 0:
+                switch(_small_pages_saved)
+
+
+__all__ = ["MADV_POPULATE_WRITE", "Prefaulter", "populate", "small_pages"]

@@ -24,6 +24,7 @@ from gnncore.io.readers.ogb import ingest_ogb
 from gnncore.io.readers.parquet import ingest_parquet
 from gnncore.io.readers.planetoid import ingest_planetoid
 from gnncore.io.report import IngestReport
+from gnncore.prefault import small_pages
 from gnncore.progress import StageFn, reporting, stage
 from gnncore.sizes import format_size
 from gnncore.store.atomic import check_output_dir
@@ -100,7 +101,8 @@ def ingest(
         InputError: The input is missing or malformed (names file, line/row).
     """
     timer = PhaseTimer(progress)
-    with reporting(timer), StageUsage() as usage:
+    # small pages: ingestion's buffers are filled and read in sequence (prefault.py)
+    with reporting(timer), StageUsage() as usage, small_pages():
         fmt = _checked_format(source, format, id_type, header, nodes, standardize_features)
         sources = [Path(source)] + ([Path(nodes)] if nodes is not None else [])
         check_output_dir(out_dir, sources, FORMAT_NAME, "graph directory")
