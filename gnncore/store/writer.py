@@ -28,6 +28,7 @@ from gnncore.names import safe_name
 from gnncore.store.atomic import atomic_directory
 from gnncore.store.direct_read import sha256_past_cache
 from gnncore.store.edge_keys import MAX_KEY_ID, pack_keys, shuffle_keys
+from gnncore.store.edge_table import write_edge_table
 from gnncore.store.graph_dir import GraphDir
 from gnncore.store.manifest import FileEntry, Manifest, check_plain_name, sha256_of
 from gnncore.store.npy import index_dtype
@@ -231,7 +232,7 @@ class GraphDirWriter:
             src, dst = src[order], dst[order]
             rel = None if rel is None else rel[order]
         columns = {"src": src, "dst": dst} if rel is None else {"src": src, "rel": rel, "dst": dst}
-        self.write_table("edges", pl.DataFrame(columns))
+        write_edge_table(self.file_path("edges.parquet", "parquet"), columns)
         del order
 
         int32 = index_dtype(num_nodes) == np.int32

@@ -26,10 +26,11 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
    sorted keys are mapped through a lookup table (dense ids) or a binary search
    of the sorted ids. Node ids are ranks of raw ids, so the keys stay sorted.
 4. **csr** (and **write**): ``edges.parquet`` is streamed from the sorted keys
-   on a thread, in the row groups Polars' ``write_parquet`` would cut (so the
-   bytes match), while ``indptr``/``indices``/``eid`` are built: keys in memory
-   are merged with their sorted transpose (``gnncore._C.merge_csr_rows``, both
-   read sequentially). Keys on disk are mapped to node ids once (phase
+   on a thread (pyarrow, delta-coded columns: :mod:`gnncore.store.edge_table`,
+   the bytes of the in-memory path's whole table), while
+   ``indptr``/``indices``/``eid`` are built: keys in memory are merged with
+   their sorted transpose (``gnncore._C.merge_csr_rows``, both read
+   sequentially). Keys on disk are mapped to node ids once (phase
    ``remap``: one pass writes the mapped run in place of the raw one and counts
    each node's ends, :func:`~gnncore.io.bounded.csr.map_key_run`), then fill row
    ranges of half the budget in two sequential passes whatever their number:
@@ -48,7 +49,7 @@ budget plus O(|V|) arrays (below), spilling to disk beside the output:
    the manifest then records ``stats.shuffle_buckets``. The buckets are
    written before the canonical keys' run is removed, and each bucket file is
    removed once read. Keys in memory are shuffled and written *before* the
-   CSR: the draws are one thread, so Polars' ``edges.parquet`` has the other
+   CSR: the draws are one thread, so the ``edges.parquet`` thread has the other
    core, and the CSR's threads then run beside what is left of it.
 6. **checksums**: ``edges_shuffled.npy``, and ``indptr``/``indices``/``eid`` of
    keys in memory, are hashed from their buffers as they are written (on the

@@ -1,21 +1,24 @@
-"""``edges.parquet`` streamed from sorted packed keys, byte-identical to
-Polars' ``write_parquet`` of the whole frame."""
+"""``edges.parquet`` streamed from sorted packed keys (the bytes of the whole
+table written at once: :mod:`gnncore.store.edge_table`), and the row groups
+Polars' ``write_parquet`` cuts (for the tables it still writes)."""
 
 from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
-from polars.io.plugins import register_io_source
 
 from gnncore.store.edge_keys import split_keys
+from gnncore.store.edge_table import EdgeTableWriter
 from gnncore.store.parquet_footer import row_group_rows
 from gnncore.store.writer import PARQUET_OPTIONS
+
+#: Keys turned into int64 columns at a time (4 MiB of columns) while streaming.
+COLUMN_SLICE = 1 << 18
 
 
 def parquet_row_groups(num_rows: int) -> list[int]:
@@ -41,38 +44,15 @@ def key_columns(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def write_edges_parquet(path: Path, num_rows: int, key_blocks: Iterable[np.ndarray]) -> None:
     """Write ``num_rows`` sorted edges, given as blocks of packed keys ``src << 32 |
-    dst`` of any sizes, as ``edges.parquet`` (``src``, ``dst``), streamed in the
-    row groups Polars would cut: byte-identical to ``DataFrame.write_parquet``
-    of the whole frame."""
-    groups = parquet_row_groups(num_rows)
-    schema = {"src": pl.Int64, "dst": pl.Int64}
-
-    def source(*_: Any) -> Iterator[pl.DataFrame]:
-        blocks = iter(key_blocks)
-        held, at = np.zeros(0, dtype=np.uint64), 0
-        for size in groups:
-            if len(held) - at < size:  # only the group's keys are copied, not the block
-                parts, have = [held[at:]], len(held) - at
-                while have < size:
-                    parts.append(next(blocks))
-                    have += len(parts[-1])
-                group, rest = _take(parts, size)
-                held, at = rest, 0
-            else:
-                group = held[at : at + size]
-                at += size
-            src, dst = key_columns(group)
-            yield pl.DataFrame({"src": src, "dst": dst})
-
-    if not groups:
-        pl.DataFrame(schema=schema).write_parquet(path, **PARQUET_OPTIONS)
-        return
-    register_io_source(source, schema=schema).sink_parquet(path, **PARQUET_OPTIONS)
-
-
-def _take(parts: list[np.ndarray], size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``size`` keys of the blocks ``parts`` (joined: a copy of those
-    keys only) and what is left of the last block (a view)."""
-    last = parts[-1]
-    cut = len(last) - (sum(len(p) for p in parts) - size)
-    return np.concatenate([*parts[:-1], last[:cut]]), last[cut:]
+    dst`` of any sizes, as ``edges.parquet`` (``src``, ``dst``): the bytes of
+    :func:`~gnncore.store.edge_table.write_edge_table` of the whole table.
+    Raises ``ValueError`` when the blocks do not hold ``num_rows`` keys."""
+    with EdgeTableWriter(path, [("src", np.int64), ("dst", np.int64)]) as writer:
+        for block in key_blocks:
+            for start in range(0, len(block), COLUMN_SLICE):  # columns a slice at a time
+                src, dst = key_columns(block[start : start + COLUMN_SLICE])
+                writer.write({"src": src, "dst": dst})
+        if writer.rows != num_rows:
+            raise ValueError(
+                f"edges.parquet expected {num_rows} edges, the blocks held {writer.rows}"
+            )

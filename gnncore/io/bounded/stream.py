@@ -147,7 +147,7 @@ def _write_key_edges(
 
     num_canonical = canon.count
     in_memory = canon.keys is not None
-    # edges.parquet (Polars, GIL mostly released) is written on a thread while
+    # edges.parquet (pyarrow, GIL released) is written on a thread while
     # the CSR and the shuffled stream are built: they only read the sorted keys
     # (the shuffle works on a copy)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnncore-parquet") as pool:
