@@ -86,6 +86,8 @@ def raw_dataset(
             "stage_key": generated.stage_key,
             "reused": generated.reused,
         }
+    from gnncore.usage import peak_rss_bytes
+
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(path)),
@@ -93,5 +95,8 @@ def raw_dataset(
             "format": fmt,
             "directed": config.directed,
             **extra,
+            # every stage reports its own peak: a step this short (a path checked)
+            # can end between two samples of a meter outside it
+            "peak_rss_bytes": peak_rss_bytes(),
         }
     )
