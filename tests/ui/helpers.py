@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -482,6 +483,28 @@ def pick_partition(page: Any, scope: Any, key: str, tries: int = 3) -> None:
             continue
         item.click()
         return
+
+
+def search_mlflow_runs(mlflow: Any, query: str, expected: str, tries: int = 3) -> None:
+    """Type ``query`` into the MLflow runs page's search box and wait for the
+    run count ``expected`` (a pattern such as ``r"^\\s*2 matching runs"``).
+
+    On a loaded machine (the whole suite on two workers) the search once stayed
+    at all of the experiment's runs for 30 s: the box took the text before its
+    handler was bound, and Enter searched nothing. An unchanged count is
+    searched again, up to ``tries`` times."""
+    search = mlflow.get_by_placeholder("metrics.rmse", exact=False)
+    expect(search).to_be_visible()
+    count = mlflow.get_by_text("matching runs").locator("..")
+    for attempt in range(tries):
+        search.fill(query)
+        search.press("Enter")
+        try:
+            expect(count).to_have_text(re.compile(expected), timeout=15_000)
+            return
+        except AssertionError:
+            if attempt == tries - 1:
+                raise
 
 
 def open_asset(ui: Ui, servers: Servers, name: str) -> Any:

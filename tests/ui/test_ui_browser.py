@@ -61,6 +61,7 @@ from tests.ui.helpers import (  # noqa: E402  (skips the module without Chromium
     run_ids,
     run_servers,
     run_tags,
+    search_mlflow_runs,
     settle,
     show_row,
     wait_for_run,
@@ -351,13 +352,7 @@ def test_mlflow_compares_the_two_training_runs(servers: Servers, ui: Ui) -> None
 
     # The experiment's runs, narrowed to the training runs; select both, compare.
     mlflow.locator("a[href$='/runs']").filter(has_text="gnncore").first.click()
-    search = mlflow.get_by_placeholder("metrics.rmse", exact=False)
-    expect(search).to_be_visible()
-    search.fill("tags.dagster_asset = 'trained_model'")
-    search.press("Enter")
-    expect(mlflow.get_by_text("matching runs").locator("..")).to_have_text(
-        re.compile(r"^\s*2 matching runs")
-    )
+    search_mlflow_runs(mlflow, "tags.dagster_asset = 'trained_model'", r"^\s*2 matching runs")
     for run_id in (FOUND["first_training_run"], second):
         # ag-grid draws a row in two halves (pinned columns); both carry the run id.
         row = mlflow.locator(f"[role=row][row-id='{run_id}']").filter(
