@@ -63,6 +63,7 @@ def run_task_tree(
     *,
     workers: int = 1,
     worker_setup: Callable[[Any], None] | None = None,
+    run_first_here: bool = True,
 ) -> None:
     """Run every task of a tree, up to ``workers`` at a time.
 
@@ -82,6 +83,9 @@ def run_task_tree(
         worker_setup: ``worker_setup(context)`` runs once in each worker
             process as it starts (a module-level function), e.g. to size
             its thread pools.
+        run_first_here (bool): With ``workers > 1``: this process runs the
+            first root while the workers start (default), or hands every root
+            to them at once (several roots of equal size).
 
     A task's exception propagates once the tasks already handed to workers
     have finished (up to ``workers + 1`` of them may be queued there already;
@@ -109,8 +113,9 @@ def run_task_tree(
     try:
         for _ in range(workers):  # start every worker now, while the first root runs here
             pool.submit(_worker_pid)
-        task = ready.pop()
-        ready.extend(reversed(expand(task, run(context, task))))
+        if run_first_here:
+            task = ready.pop()
+            ready.extend(reversed(expand(task, run(context, task))))
         pending: dict[Future[Result], Task] = {}
         while ready or pending:
             while ready:

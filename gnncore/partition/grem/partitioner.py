@@ -148,6 +148,7 @@ class GremPartitioner(Partitioner):
                 clusters=self.clusters,
                 seed=options.seed,
                 imbalance=options.imbalance,
+                background=self.last_workers > 1,
             )
             if self.progress is not None:
                 plan, took = self.last_plan, self.last_plan.seconds
@@ -155,6 +156,11 @@ class GremPartitioner(Partitioner):
                     f"{self.name}: seed plan of {plan.clusters:,} clusters "
                     f"({plan.cluster_edges:,} edges between them) in {sum(took.values()):.2f} s: "
                     + ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in took.items())
+                    + (
+                        ""
+                        if plan.lower is None
+                        else " (its top split; METIS below it runs beside the top bisection)"
+                    )
                 )
         labels = grem_partition_file(
             edges,
@@ -172,6 +178,7 @@ class GremPartitioner(Partitioner):
             plan=self.last_plan,
             workers=self.last_workers,
             on_bisection=self._report(options.parts),
+            on_plan=self._plan_completed,
         )
         self.helper_peak_rss_bytes = helper_peak_rss(self.last_stats)
         self.last_refine = None
@@ -194,6 +201,17 @@ class GremPartitioner(Partitioner):
                     f"{sum(r.moves):,} nodes, cut {sum(r.gains):,} edges fewer in {r.seconds:.2f} s"
                 )
         return labels
+
+    def _plan_completed(self, plan: ClusterPlan) -> None:
+        """Keep the whole plan once its lower levels are in, and say what they took."""
+        self.last_plan = plan
+        if self.progress is not None:
+            took = plan.seconds
+            self.progress(
+                f"{self.name}: the plan's METIS below its top split took "
+                f"{took.get('lower levels', 0.0):.2f} s in the background; waited "
+                f"{took.get('waited', 0.0):.2f} s for it after the top bisection"
+            )
 
     def _report(self, parts: int) -> Callable[[BisectionRecord, int], None] | None:
         """The :attr:`progress` line of each finished bisection."""

@@ -8,8 +8,9 @@ is coarse or thin). See docs/ARCHITECTURE.md, "GREM's clusters seed".
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,12 @@ from gnncore.partition.grem.chunk import (
     metis_chunk,
     repair_capacity,
     rows_of,
+)
+from gnncore.partition.grem.plan_levels import (
+    PLAN_SPLIT_MIN_EDGES,
+    LowerLevels,
+    metis_parts,
+    split_plan,
 )
 
 MAX_CLUSTERS = 1 << 16
@@ -127,6 +134,22 @@ class ClusterPlan:
     cluster_edges: int
     internal_edges: int
     seconds: dict[str, float]
+    lower: LowerLevels | None = field(default=None, compare=False)
+    """The plan's METIS below its top split, still running in the background
+    (``part`` then holds only the top split's sides, ``0`` and ``⌊p/2⌋``):
+    :meth:`completed` is the whole plan. ``None`` once complete."""
+
+    def completed(self) -> ClusterPlan:
+        """This plan with every cluster's part: waits for :attr:`lower` (its
+        background process then shut down) and adds its ``seconds`` (``lower
+        levels``, ``waited``); the plan itself when it is complete."""
+        if self.lower is None:
+            return self
+        part, took = self.lower.collect(len(self.part))
+        parts = len(self.support)
+        support = np.bincount(part, weights=self.sizes, minlength=parts).astype(np.int64)
+        seconds = {**self.seconds, **took}
+        return dataclasses.replace(self, part=part, support=support, seconds=seconds, lower=None)
 
     @property
     def clusters(self) -> int:
@@ -135,7 +158,9 @@ class ClusterPlan:
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # A memory-mapped ``cluster`` (a run's workers share the plan) pickles
         # as its file's path, mapped again where it is unpickled.
-        values = tuple(getattr(self, f.name) for f in fields(self))
+        if self.lower is not None:
+            raise TypeError("a plan whose lower levels are pending is not sent to workers")
+        values = tuple(getattr(self, f.name) for f in fields(self) if f.name != "lower")
         cluster = self.cluster
         if isinstance(cluster, np.memmap) and cluster.filename is not None:
             return _mapped_cluster_plan, (str(cluster.filename), values[1:])
@@ -235,38 +260,6 @@ def cluster_csr(
     return np.asarray(xadj), np.asarray(adjncy), np.asarray(weights)
 
 
-def _plan_parts(
-    k: int,
-    sizes: np.ndarray,
-    csr: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
-    parts: int,
-    seed: int,
-    imbalance: float,
-) -> np.ndarray:
-    """A part per cluster: METIS recursive bisection of the cluster graph
-    (vertex weights = cluster sizes, edge weights = edge counts, the best of
-    :data:`PLAN_NCUTS` tries) given as
-    :func:`cluster_csr`'s arrays (``None`` when ``k <= parts``)."""
-    if csr is None or k <= parts:  # tiny graphs: one cluster per part, spread over the range
-        return np.arange(k, dtype=np.int64) * parts // max(k, 1)
-    import pymetis
-
-    xadj, adjncy, weights = csr
-    options = pymetis.Options()
-    options.seed = seed
-    options.ufactor = int(round(imbalance * 1000))
-    options.ncuts = PLAN_NCUTS
-    result = pymetis.part_graph(
-        parts,
-        pymetis.CSRAdjacency(xadj, adjncy),
-        vweights=np.maximum(sizes, 1),
-        eweights=weights,
-        recursive=True,
-        options=options,
-    )
-    return np.asarray(result.vertex_part, dtype=np.int64)
-
-
 def cluster_plan(
     edges: EdgeFile,
     num_nodes: int,
@@ -277,6 +270,7 @@ def cluster_plan(
     seed: int = 0,
     imbalance: float = 0.03,
     prefix_edges: int | None = None,
+    background: bool = False,
 ) -> ClusterPlan:
     """The global plan of seed method ``clusters``, made once per run.
 
@@ -296,6 +290,13 @@ def cluster_plan(
     4. METIS recursive bisection of that cluster graph into ``parts`` parts
        (vertex weights = cluster sizes, edge weights = counts) gives each
        cluster a planned part.
+
+    With ``background``, a cluster graph of at least
+    :data:`~gnncore.partition.grem.plan_levels.PLAN_SPLIT_MIN_EDGES` edges
+    and ``parts >= 3`` is only split in two here: METIS below that split runs
+    in a spawned process, and the plan returned holds the top split's sides
+    (``lower`` pending: :meth:`ClusterPlan.completed` gives the whole plan;
+    :mod:`~gnncore.partition.grem.plan_levels`).
 
     Memory: the ``int32[N]`` cluster array, one chunk and the cluster graph.
     """
@@ -338,13 +339,17 @@ def cluster_plan(
     csr = cluster_csr(keys, counts, k) if k > parts else None
     del keys, counts  # METIS gets the CSR alone
     trim_heap()
-    part = _plan_parts(k, sizes, csr, parts, seed, imbalance)
+    lower = None
+    if background and csr is not None and parts >= 3 and len(csr[1]) >= 2 * PLAN_SPLIT_MIN_EDGES:
+        part, lower = split_plan(k, sizes, csr, parts, seed, imbalance, PLAN_NCUTS)
+    else:
+        part = metis_parts(k, sizes, csr, parts, seed, imbalance, PLAN_NCUTS)
     del csr
     trim_heap()
     times["plan"] = time.perf_counter() - start
     sizes = np.asarray(sizes, dtype=np.int64)
     support = np.bincount(part, weights=sizes, minlength=parts).astype(np.int64)
-    return ClusterPlan(cluster, part, sizes, support, cluster_edges, internal, times)
+    return ClusterPlan(cluster, part, sizes, support, cluster_edges, internal, times, lower)
 
 
 def _renumber_clusters(cluster: np.ndarray, renumber: np.ndarray) -> None:

@@ -277,6 +277,7 @@ def grem_partition_file(
     plan: ClusterPlan | None = None,
     workers: int = 1,
     on_bisection: Callable[[BisectionRecord, int], None] | None = None,
+    on_plan: Callable[[ClusterPlan], None] | None = None,
 ) -> np.ndarray:
     """GREM recursive bisection of the graph whose edge stream is ``edges``.
 
@@ -310,13 +311,22 @@ def grem_partition_file(
             many as the widest level of the recursion has bisections) run the
             others while this one waits (see
             :func:`~gnncore.partition.task_tree.run_task_tree`). The labels are
-            the same for any ``workers``; time drops and memory grows: each
+            the same for any ``workers``, except where seed ``clusters`` makes
+            its plan here from a cluster graph of at least
+            :data:`~gnncore.partition.grem.plan_levels.PLAN_SPLIT_MIN_EDGES`
+            edges: with workers, METIS below the plan's top split then runs
+            beside the top bisection (another plan of the same recursion).
+            Time drops and memory grows: each
             worker holds its own interpreter (~40 MiB), its sub-problem's arrays
             and a chunk, and runs its share of the CPUs as OpenMP threads. The
             plan's per-node clusters are memory-mapped from the run's scratch
             directory, shared by all.
         on_bisection (callable, optional): ``f(record, done)`` as each
             bisection ends (in completion order; ``done`` of ``parts - 1``).
+        on_plan (callable, optional): ``f(plan)`` with the whole plan, when
+            its lower levels ran in the background (``plan.lower`` given, or
+            made here with ``workers > 1``) and are collected, after the top
+            bisection.
 
     Returns:
         ``int64[num_nodes]`` part labels in ``[0, parts)``.
@@ -330,14 +340,9 @@ def grem_partition_file(
     label = np.zeros(num_nodes, dtype=part_label_dtype(parts))
     if seed_method == "clusters" and plan is None:
         plan = cluster_plan(
-            edges,
-            num_nodes,
-            parts,
-            chunk_edges=chunk_edges,
-            clusters=clusters,
-            seed=seed,
-            imbalance=imbalance,
-        )
+            edges, num_nodes, parts, chunk_edges=chunk_edges, clusters=clusters, seed=seed,
+            imbalance=imbalance, background=workers > 1,
+        )  # fmt: skip
     done: list[BisectionRecord] = []
 
     def expand(sub: _SubProblem, out: _Bisected) -> list[_SubProblem]:
@@ -355,29 +360,52 @@ def grem_partition_file(
         ]
 
     work = scratch_dir("gnncore-grem-", tmp_dir)
+    lower = plan.lower if plan is not None else None
     try:
         shared = _Recursion(
-            num_nodes,
-            parts,
-            chunk_edges,
-            passes,
-            seed_method,
-            refine,
-            seed,
-            imbalance,
-            plan if workers == 1 else _mapped_plan(plan, work),
-            str(work),
+            num_nodes, parts, chunk_edges, passes, seed_method, refine, seed, imbalance,
+            plan if workers == 1 or lower is not None else _mapped_plan(plan, work), str(work),
             worker_threads=max(1, usable_cpus() // workers) if workers > 1 else 0,
-        )
+        )  # fmt: skip
         root = _SubProblem(
             edges, 0, parts, False, np.arange(num_nodes, dtype=node_id_dtype(num_nodes))
         )
-        run_task_tree([root], _bisect, expand, shared, workers=workers, worker_setup=_setup_worker)
+        _run_bisections(root, shared, expand, workers, work, on_plan)
     finally:
+        if lower is not None:
+            lower.close()
         shutil.rmtree(work, ignore_errors=True)
     if records is not None:
         records.extend(sorted(done, key=lambda r: (r.first_part, -r.parts)))
     return label.astype(np.int64)
+
+
+def _run_bisections(
+    root: _SubProblem,
+    shared: _Recursion,
+    expand: Callable[[_SubProblem, _Bisected], list[_SubProblem]],
+    workers: int,
+    work: Path,
+    on_plan: Callable[[ClusterPlan], None] | None,
+) -> None:
+    """Every bisection from ``root`` (:func:`run_task_tree`). When the plan's
+    METIS below its top split runs in the background (``plan.lower``,
+    :mod:`~gnncore.partition.grem.plan_levels`): the top bisection here beside
+    it, then, with the whole plan (given to ``on_plan``), every bisection below
+    in the workers."""
+    plan = shared.plan
+    if plan is None or plan.lower is None:
+        run_task_tree([root], _bisect, expand, shared, workers=workers, worker_setup=_setup_worker)
+        return
+    children = expand(root, _bisect(shared, root))
+    plan = plan.completed()
+    if on_plan is not None:
+        on_plan(plan)
+    shared = dataclasses.replace(shared, plan=_mapped_plan(plan, work))
+    run_task_tree(
+        children, _bisect, expand, shared, workers=workers, worker_setup=_setup_worker,
+        run_first_here=False,
+    )  # fmt: skip
 
 
 def widest_level(parts: int) -> int:
