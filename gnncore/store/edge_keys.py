@@ -36,7 +36,7 @@ import numpy as np
 
 from gnncore import _C
 from gnncore.errors import InputError
-from gnncore.prefault import Prefaulter
+from gnncore.prefault import Prefaulter, huge_page_array
 from gnncore.store.external_sort import merge_buffer, merge_runs_down
 
 KEY_SHIFT = np.uint64(32)
@@ -331,8 +331,9 @@ def bucket_shuffle(
     ``directory/NAME-NNNNNN.keys``: ``blocks`` is read to the end before this
     returns. The iterator returned then reads bucket ``i`` whole, removes its
     file, shuffles it in place by :func:`shuffle_keys` with
-    ``SeedSequence(seed).spawn(B)[i]`` and yields it (one array a bucket).
-    Memory: the largest bucket (about half of ``budget_bytes``), a block of
+    ``SeedSequence(seed).spawn(B)[i]`` and yields it: a view of one buffer
+    of the largest bucket's size (huge pages), valid until the next bucket is
+    taken. Memory: the largest bucket (about half of ``budget_bytes``), a block of
     ``blocks`` with its bucket draws, and a write buffer a bucket. Reproducible:
     the same keys, seed and budget give the same order. Raises ``ValueError``
     when ``blocks`` does not hold ``count`` strictly increasing keys."""
@@ -361,12 +362,19 @@ def bucket_shuffle(
 def _shuffled_buckets(
     paths: list[Path], seeds: list[np.random.SeedSequence]
 ) -> Iterator[np.ndarray]:
+    # One buffer for every bucket, the largest's size, in huge pages: the
+    # swaps are random over the whole bucket (a TLB miss a swap in 4 KiB pages),
+    # and a huge page's first touch (on a VM that reports free memory to its
+    # host, 7x a small page's: prefault.py) is paid once, not once a bucket.
+    # The consumer drops each bucket before asking for the next.
+    largest = max(_C.KeyRunReader(str(path), KEY_RUN_BUFFER).count for path in paths)
+    buffer = huge_page_array(largest, np.uint64)
     for path, bucket_seed in zip(paths, seeds, strict=True):
         reader = _C.KeyRunReader(str(path), KEY_RUN_BUFFER)
-        keys = np.empty(reader.count, dtype=np.uint64)
+        keys = buffer[: reader.count]
         reader.read(keys)
         del reader
         path.unlink()
         shuffle_keys(keys, bucket_seed)
         yield keys
-        del keys  # before the next bucket is read: one bucket in memory, not two
+        del keys

@@ -71,3 +71,13 @@ def test_overlapping_blocks_on_threads_restore_when_the_last_ends():
     release.set()
     thread.join()
     assert _numpy_advises()
+
+
+def test_huge_page_arrays_are_advised_inside_small_pages_too():
+    from gnncore.prefault import huge_page_array
+
+    with small_pages():
+        array = huge_page_array(SIZE // 8, np.uint64)
+        assert array.shape == (SIZE // 8,) and array.dtype == np.uint64
+        assert _advised_huge(array)  # a shuffle's buffer: random swaps over all of it
+        assert not _advised_huge(np.empty(SIZE, np.uint8))

@@ -354,7 +354,12 @@ def test_bucket_shuffle_is_a_reproducible_permutation_in_buckets(tmp_path) -> No
 
     def run(seed: int) -> list[np.ndarray]:
         blocks = [keys[i : i + 7_000] for i in range(0, len(keys), 7_000)]
-        return list(bucket_shuffle(blocks, len(keys), seed, budget, tmp_path))
+        buckets, bases = [], set()
+        for bucket in bucket_shuffle(blocks, len(keys), seed, budget, tmp_path):
+            bases.add(id(bucket.base))
+            buckets.append(bucket.copy())  # a bucket is valid until the next is taken
+        assert len(bases) == 1  # one buffer for every bucket
+        return buckets
 
     first = run(11)
     assert len(first) == shuffle_buckets(len(keys), budget) == 7
@@ -383,7 +388,8 @@ def test_bucket_shuffle_draws_every_order_alike(tmp_path) -> None:
     index = {p: i for i, p in enumerate(permutations(range(4)))}
     counts = np.zeros(24)
     for seed in range(2400):
-        order = np.concatenate(list(bucket_shuffle([keys], 4, seed, 32, tmp_path)))
+        buckets = [b.copy() for b in bucket_shuffle([keys], 4, seed, 32, tmp_path)]
+        order = np.concatenate(buckets)
         counts[index[tuple(np.searchsorted(keys, order))]] += 1
     chi2 = float(((counts - 100) ** 2 / 100).sum())
     assert chi2 < 55.5, counts
