@@ -151,14 +151,17 @@ class Prefaulter:
 
 #: ``madvise`` advice: back the range with transparent huge pages.
 MADV_HUGEPAGE = 14
+#: :func:`huge_page_array` advises huge pages from this size up: past the
+#: reach of a second-level TLB in 4 KiB pages (2,048 entries: 8 MiB) many times over.
+HUGE_PAGE_MIN_BYTES = 64 << 20
 
 
 def huge_page_array(length: int, dtype: np.dtype | type) -> np.ndarray:
     """A fresh, untouched 1-D array advised ``MADV_HUGEPAGE`` whatever
     :func:`small_pages` says, from :data:`HUGE_PAGE_MIN_BYTES` up: for an array
-    read and written at random many times over (a shuffle's swaps, an id lookup
-    table), where 2 MiB pages save a TLB miss an access and their first touch is
-    paid once. A smaller one stays in 4 KiB pages (within the TLB's reach there,
+    read and written at random many times over (the bounded shuffle's bucket
+    buffer), where 2 MiB pages save a TLB miss an access and their first touch
+    is paid once. A smaller one stays in 4 KiB pages (within the TLB's reach there,
     a huge page's dearer first touch buys nothing). Advisory: where the kernel
     or C library cannot, the array is in 4 KiB pages."""
     array = np.empty(length, dtype=dtype)
@@ -169,10 +172,6 @@ def huge_page_array(length: int, dtype: np.dtype | type) -> np.ndarray:
         madvise(start, stop - start, MADV_HUGEPAGE)
     return array
 
-
-#: :func:`huge_page_array` advises huge pages from this size up: past the
-#: reach of a second-level TLB in 4 KiB pages (2,048 entries: 8 MiB) many times over.
-HUGE_PAGE_MIN_BYTES = 64 << 20
 
 _small_pages_lock = threading.Lock()
 _small_pages_depth = 0

@@ -209,8 +209,8 @@ class GremPartitioner(Partitioner):
             took = plan.seconds
             self.progress(
                 f"{self.name}: the plan's METIS below its top split took "
-                f"{took.get('lower levels', 0.0):.2f} s in the background; waited "
-                f"{took.get('waited', 0.0):.2f} s for it after the top bisection"
+                f"{took['lower levels']:.2f} s in the background; waited "
+                f"{took['waited']:.2f} s for it after the top bisection"
             )
 
     def _report(self, parts: int) -> Callable[[BisectionRecord, int], None] | None:
