@@ -107,6 +107,16 @@ class OutFile {
     used_ += sizeof(T);
   }
 
+  // Room for `n` more bytes in the buffer (flushed first when short; `n` at
+  // most the buffer's size): the caller writes them there and calls
+  // advance() with how many it wrote. No call per byte run, where write()'s
+  // memcpy of a varint's few bytes is a libc call per key.
+  char* reserve(size_t n) {
+    if (used_ + n > buffer_.size()) flush();
+    return buffer_.data() + used_;
+  }
+  void advance(size_t n) { used_ += n; }
+
   // Overwrites bytes already flushed (a header whose counts are known at the end).
   void write_at(int64_t offset, const void* data, size_t n) {
     flush();
@@ -611,9 +621,9 @@ struct KeyRunWriter::Impl {
     out.write(&placeholder, sizeof(placeholder));
   }
   void put(uint64_t key) {
-    uint8_t bytes[kMaxVarintBytes];
+    uint8_t* bytes = reinterpret_cast<uint8_t*>(out.reserve(kMaxVarintBytes));
     const size_t n = encode_varint(key - last, bytes);
-    out.write(bytes, n);
+    out.advance(n);
     coded += static_cast<int64_t>(n);
     last = key;
     ++count;
@@ -651,7 +661,6 @@ int64_t KeyRunWriter::commit() {
 
 int64_t KeyRunWriter::count() const { return impl_->count; }
 int64_t KeyRunWriter::coded_bytes() const { return impl_->coded; }
-
 KeyRunReader::KeyRunReader(const std::string& path, size_t buffer_bytes) : path_(path) {
   do {
     fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
