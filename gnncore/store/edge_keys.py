@@ -349,9 +349,8 @@ def bucket_shuffle(
         if num_buckets == 1:
             writers[0].append(block)
             continue
-        bucket = rng.integers(0, num_buckets, len(block), dtype=draw_dtype)
-        for i, writer in enumerate(writers):
-            writer.append(block[bucket == i])
+        bucket: np.ndarray = rng.integers(0, num_buckets, len(block), dtype=draw_dtype)
+        _C.scatter_key_buckets(block, bucket, writers)  # one pass, not a mask a bucket
     if seen != count:
         raise ValueError(f"bucket_shuffle expected {count} keys, the blocks held {seen}")
     for writer in writers:

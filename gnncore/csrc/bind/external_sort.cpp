@@ -256,6 +256,37 @@ written.)doc")
       .def_prop_ro("coded_bytes", &io::KeyRunWriter::coded_bytes,
                    "Bytes of the coded keys so far (the 32-byte header not counted).");
 
+  m.def(
+      "scatter_key_buckets",
+      [](InArray<uint64_t> keys, InArray<uint8_t> buckets,
+         const std::vector<io::KeyRunWriter*>& writers) {
+        try {
+          nb::gil_scoped_release release;
+          io::scatter_key_buckets<uint8_t>(span_of(keys), span_of(buckets), writers);
+        } catch (const io::RunFileError& e) {
+          raise_run_error(e);
+        }
+      },
+      nb::arg("keys"), nb::arg("buckets"), nb::arg("writers"));
+  m.def(
+      "scatter_key_buckets",
+      [](InArray<uint64_t> keys, InArray<uint32_t> buckets,
+         const std::vector<io::KeyRunWriter*>& writers) {
+        try {
+          nb::gil_scoped_release release;
+          io::scatter_key_buckets<uint32_t>(span_of(keys), span_of(buckets), writers);
+        } catch (const io::RunFileError& e) {
+          raise_run_error(e);
+        }
+      },
+      nb::arg("keys"), nb::arg("buckets"), nb::arg("writers"),
+      R"doc(Append each of the uint64 ``keys`` to ``writers[buckets[i]]``
+(:class:`KeyRunWriter`; ``buckets`` uint8 or uint32, one a key) in one pass:
+the scatter of the bounded shuffle. The keys must increase strictly and follow
+every key appended to the writers before. Releases the GIL. Raises ``ValueError``
+naming the first key or bucket that does not fit (nothing of the call is written
+then), ``OSError`` when a file cannot be written.)doc");
+
   nb::class_<io::KeyRunReader>(m, "KeyRunReader", R"doc(Reads a key run (from :class:`KeyRunWriter` or :func:`merge_key_runs`)
 sequentially through a buffer of ``buffer_bytes``, checking it as it goes.
 Raises :class:`gnncore.errors.InputError` naming the file for a malformed run

@@ -661,6 +661,42 @@ int64_t KeyRunWriter::commit() {
 
 int64_t KeyRunWriter::count() const { return impl_->count; }
 int64_t KeyRunWriter::coded_bytes() const { return impl_->coded; }
+uint64_t KeyRunWriter::last() const { return impl_->last; }
+
+template <typename Bucket>
+void scatter_key_buckets(Span<uint64_t> keys, Span<Bucket> buckets,
+                         const std::vector<KeyRunWriter*>& writers) {
+  if (buckets.size != keys.size)
+    throw std::invalid_argument("scatter_key_buckets: " + std::to_string(keys.size) +
+                                " keys but " + std::to_string(buckets.size) + " buckets");
+  for (const KeyRunWriter* writer : writers)
+    if (writer == nullptr) throw std::invalid_argument("scatter_key_buckets: a writer is None");
+  const uint64_t num_writers = writers.size();
+  for (size_t i = 0; i < keys.size; ++i) {
+    if (static_cast<uint64_t>(buckets[i]) >= num_writers)
+      throw std::invalid_argument("key " + std::to_string(i) + " has bucket " +
+                                  std::to_string(static_cast<uint64_t>(buckets[i])) +
+                                  ", not one of the " + std::to_string(num_writers) + " writers");
+    if (i > 0 && keys[i] <= keys[i - 1])
+      throw std::invalid_argument("keys must increase strictly: key " + std::to_string(i) +
+                                  " of the block (" + std::to_string(keys[i]) +
+                                  ") does not exceed the one before (" +
+                                  std::to_string(keys[i - 1]) + ")");
+  }
+  if (keys.size > 0)
+    for (const KeyRunWriter* writer : writers)
+      if (writer->count() > 0 && keys[0] <= writer->last())
+        throw std::invalid_argument("keys must increase strictly: the block's first key (" +
+                                    std::to_string(keys[0]) + ") does not exceed one appended before (" +
+                                    std::to_string(writer->last()) + ")");
+  for (size_t i = 0; i < keys.size; ++i) writers[buckets[i]]->put(keys[i]);
+}
+
+template void scatter_key_buckets<uint8_t>(Span<uint64_t>, Span<uint8_t>,
+                                           const std::vector<KeyRunWriter*>&);
+template void scatter_key_buckets<uint32_t>(Span<uint64_t>, Span<uint32_t>,
+                                            const std::vector<KeyRunWriter*>&);
+
 KeyRunReader::KeyRunReader(const std::string& path, size_t buffer_bytes) : path_(path) {
   do {
     fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);

@@ -114,11 +114,22 @@ class KeyRunWriter {
   int64_t count() const;
   // Bytes of the coded keys so far (the header not counted).
   int64_t coded_bytes() const;
+  // The last key appended (0 before the first).
+  uint64_t last() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Appends each of `keys` to the writer its bucket names, `writers[buckets[i]]`,
+// in one pass (the bounded shuffle's scatter). `keys` must increase strictly
+// and follow every key appended before; throws std::invalid_argument naming
+// the first key or bucket that does not fit (nothing of this call is written
+// then).
+template <typename Bucket>
+void scatter_key_buckets(Span<uint64_t> keys, Span<Bucket> buckets,
+                         const std::vector<KeyRunWriter*>& writers);
 
 // Reads a key run sequentially through a buffer of `buffer_bytes` (checked:
 // magic, version, sizes, strictly increasing keys). Throws RunFileError for a

@@ -377,6 +377,47 @@ def test_bucket_shuffle_is_a_reproducible_permutation_in_buckets(tmp_path) -> No
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("draw_dtype", [np.uint8, np.uint32])
+def test_scatter_key_buckets_writes_what_a_mask_per_bucket_writes(tmp_path, draw_dtype) -> None:
+    """The one-pass scatter of the bounded shuffle: each bucket's run holds the
+    keys of that bucket in order, byte for byte what appending
+    ``block[bucket == i]`` to each writer wrote, block after block (varints of
+    1 to 10 bytes across the write buffers' ends)."""
+    rng = np.random.default_rng(5)
+    keys = sorted_keys(rng, 30_000, 2)  # gaps up to 2^62: 9- and 10-byte varints
+    num_buckets = 5
+    draws = rng.integers(0, num_buckets, len(keys)).astype(draw_dtype)
+    blocks = [(keys[i : i + 4_001], draws[i : i + 4_001]) for i in range(0, len(keys), 4_001)]
+    scattered = [_C.KeyRunWriter(str(tmp_path / f"s{i}.keys"), 4096) for i in range(num_buckets)]
+    masked = [_C.KeyRunWriter(str(tmp_path / f"m{i}.keys"), 4096) for i in range(num_buckets)]
+    for block, bucket in blocks:
+        _C.scatter_key_buckets(block, bucket, scattered)
+        for i, writer in enumerate(masked):
+            writer.append(block[bucket == i])
+    for i in range(num_buckets):
+        assert scattered[i].commit() == masked[i].commit() == int((draws == i).sum())
+        assert (tmp_path / f"s{i}.keys").read_bytes() == (tmp_path / f"m{i}.keys").read_bytes()
+
+
+def test_scatter_key_buckets_refuses_a_bad_block_and_writes_none_of_it(tmp_path) -> None:
+    writers = [_C.KeyRunWriter(str(tmp_path / f"b{i}.keys"), 4096) for i in range(2)]
+    keys = np.array([5, 9, 20], np.uint64)
+    with pytest.raises(ValueError, match="key 2 has bucket 2, not one of the 2 writers"):
+        _C.scatter_key_buckets(keys, np.array([0, 1, 2], np.uint8), writers)
+    with pytest.raises(ValueError, match="key 1 of the block"):
+        _C.scatter_key_buckets(keys[::-1].copy(), np.zeros(3, np.uint8), writers)
+    with pytest.raises(ValueError, match="3 keys but 2 buckets"):
+        _C.scatter_key_buckets(keys, np.zeros(2, np.uint8), writers)
+    assert [w.count for w in writers] == [0, 0]
+    _C.scatter_key_buckets(keys, np.array([0, 1, 0], np.uint8), writers)
+    with pytest.raises(ValueError, match=r"first key \(20\) does not exceed one appended before"):
+        _C.scatter_key_buckets(np.array([20, 30], np.uint64), np.array([1, 1], np.uint8), writers)
+    assert [w.commit() for w in writers] == [2, 1]
+    reader = _C.KeyRunReader(str(tmp_path / "b0.keys"))
+    out = np.empty(2, np.uint64)
+    assert reader.read(out) == 2 and out.tolist() == [5, 20]
+
+
 def test_bucket_shuffle_draws_every_order_alike(tmp_path) -> None:
     """Four keys in two buckets (on average), 2,400 seeds: each of the 24 orders
     about 100 times (chi-square, 23 degrees of freedom, p = 1e-4 at 55.5)."""
