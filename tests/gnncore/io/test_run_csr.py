@@ -191,3 +191,29 @@ def test_merge_map_key_runs_hands_many_blocks_to_its_second_thread(tmp_path):
     late[n - 10] = late[n - 20]  # the order breaks among the last nodes' keys only
     with pytest.raises(ValueError, match="increase strictly"):
         _C.merge_map_key_runs(paths, str(tmp_path / "bad.keys"), 1 << 16, late, major, minor)
+
+
+@pytest.mark.parametrize("span", [1_000, 3 << 20, (1 << 32) - 1])
+def test_split_key_run_puts_each_key_in_the_range_of_its_minor_id(tmp_path, span):
+    """Against NumPy's searchsorted of the bounds: ranges of every width,
+    empty ones among them, over a span of minor ids below and far above the
+    split's 2^16-block table (one row a block, or many)."""
+    rng = np.random.default_rng(span % 1000)
+    a = rng.integers(0, 1 << 20, 40_000).astype(np.uint64)
+    b = rng.integers(0, span, 40_000).astype(np.uint64)
+    keys = np.unique((a << np.uint64(32)) | b)
+    run = tmp_path / "run.keys"
+    writer = _C.KeyRunWriter(str(run))
+    writer.append(keys)
+    writer.commit()
+    inner = np.sort(rng.choice(span - 1, 9, replace=False) + 1)
+    bounds = np.concatenate([[0], inner[:4], inner[3:4], inner[4:], [span]]).astype(np.int64)
+    paths = [tmp_path / f"rows-{i}" for i in range(len(bounds) - 1)]
+    assert _C.split_key_run(str(run), bounds, [str(p) for p in paths], 4096) == len(keys)
+    minor = (keys & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    bucket = np.searchsorted(bounds, minor, side="right") - 1
+    for i, path in enumerate(paths):
+        np.testing.assert_array_equal(read_run(path), keys[bucket == i])
+    assert len(read_run(paths[4])) == 0  # bounds[4] == bounds[5]: an empty range
+    with pytest.raises(ValueError, match="minor id outside"):
+        _C.split_key_run(str(run), bounds[:-1], [str(p) for p in paths[:-1]], 4096)
