@@ -22,6 +22,7 @@ constexpr size_t kBlockKeys = size_t{1} << 16;  // keys decoded at a time
 constexpr size_t kRowAhead = 32;   // fill_csr_range: keys between a row's prefetch and its use
 constexpr size_t kSlotAhead = 16;  // ... and between a slot's prefetch and its write
 constexpr uint64_t kSplitTableSize = uint64_t{1} << 16;  // split_key_run: blocks of rows
+constexpr size_t kCountAhead = 16;  // count_key_ends: keys between a counter's prefetch and its add
 
 std::string key_pair(uint64_t key) {
   return "(" + std::to_string(key >> kKeyShift) + ", " + std::to_string(key & kKeyMinorMask) +
@@ -115,6 +116,12 @@ void count_key_ends(Span<uint64_t> keys, MutSpan<int64_t> major, MutSpan<int64_t
   const uint64_t n_major = major.size == 0 ? 0 : major.size - 1;
   const uint64_t n_minor = minor.size == 0 ? 0 : minor.size - 1;
   for (size_t i = 0; i < keys.size; ++i) {
+    // the minor ids are in no order: their counters are fetched ahead (the
+    // major ids increase, so theirs stream)
+    if (i + kCountAhead < keys.size) {
+      const uint64_t ahead = keys[i + kCountAhead] & kKeyMinorMask;
+      if (ahead < n_minor) __builtin_prefetch(&minor[ahead + 1], 1);
+    }
     const uint64_t a = keys[i] >> kKeyShift, b = keys[i] & kKeyMinorMask;
     if (a >= n_major || b >= n_minor)
       throw std::invalid_argument("key " + std::to_string(i) + " " + key_pair(keys[i]) +
