@@ -153,14 +153,16 @@ the row count + 1). Releases the GIL. Raises ``ValueError`` for unsorted keys
 or a major id past the rows.)doc");
   m.def(
       "mark_present",
-      [](MutArray<bool> presence, InArray<int64_t> ids) {
+      [](MutArray<uint64_t> bits, InArray<int64_t> ids, uint64_t size) {
         nb::gil_scoped_release release;
-        io::mark_present(mut_span_of(presence), span_of(ids));
+        io::mark_present(mut_span_of(bits), span_of(ids), size);
       },
-      nb::arg("presence").noconvert(), nb::arg("ids"),
-      "``presence[ids] = True`` (bool ``presence``, int64 ``ids``), without numpy's "
-      "fancy indexing. Releases the GIL. Raises ``ValueError`` for an id outside "
-      "``[0, len(presence))``.");
+      nb::arg("bits").noconvert(), nb::arg("ids"), nb::arg("size"),
+      "Set bit ``id % 64`` of ``bits[id // 64]`` for every int64 id of ``ids``: "
+      "a presence bitmap of ``size`` ids (uint64 ``bits``, at least ``size / 64`` "
+      "words; :func:`gnncore.io.bounded.ids.present_ids` reads it back). Releases "
+      "the GIL. Raises ``ValueError`` for an id outside ``[0, size)`` or a bitmap "
+      "too short.");
   m.def(
       "transpose_keys",
       [](InArray<uint64_t> keys, MutArray<uint64_t> out) {

@@ -251,15 +251,17 @@ void key_offsets(Span<uint64_t> keys, MutSpan<int64_t> offsets) {
   for (; next < offsets.size; ++next) offsets[next] = static_cast<int64_t>(keys.size);
 }
 
-void mark_present(MutSpan<bool> presence, Span<int64_t> ids) {
-  const uint64_t size = presence.size;
+void mark_present(MutSpan<uint64_t> bits, Span<int64_t> ids, uint64_t size) {
+  if (size > bits.size * 64)
+    throw std::invalid_argument("a bitmap of " + std::to_string(bits.size) +
+                                " words holds fewer than " + std::to_string(size) + " ids");
   for (size_t i = 0; i < ids.size; ++i) {
     const uint64_t id = static_cast<uint64_t>(ids[i]);  // a negative id wraps past size
     if (id >= size)
       throw std::invalid_argument("id " + std::to_string(ids[i]) + " at position " +
                                   std::to_string(i) + " is outside [0, " +
                                   std::to_string(size) + ")");
-    presence[id] = true;
+    bits[id >> 6] |= uint64_t{1} << (id & 63);
   }
 }
 

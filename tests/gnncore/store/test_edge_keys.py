@@ -245,17 +245,26 @@ def test_transpose_sorted_keys_refuses_unsorted_repeated_or_outside_keys() -> No
         _C.transpose_sorted_keys(keys_of(np.arange(4), np.ones(4, int)), out, offsets)
 
 
-def test_mark_present_sets_the_ids_and_refuses_ids_outside() -> None:
+def test_mark_present_sets_the_ids_bits_and_refuses_ids_outside() -> None:
+    from gnncore.io.bounded.ids import present_ids
+
     rng = np.random.default_rng(3)
     ids = rng.integers(0, 1000, 5000)
-    presence = np.zeros(1200, dtype=bool)
-    _C.mark_present(presence, ids)
+    bits = np.zeros(-(-1200 // 64), dtype=np.uint64)
+    _C.mark_present(bits, ids, 1200)
+    _C.mark_present(bits, np.array([0, 63, 64, 1199]), 1200)  # a word's both ends, the last id
     expected = np.zeros(1200, dtype=bool)
     expected[ids] = True
-    np.testing.assert_array_equal(presence, expected)
+    expected[[0, 63, 64, 1199]] = True
+    np.testing.assert_array_equal(present_ids(bits, 1200), expected)
+    # the reference: each id's bit, one at a time
+    for i in range(1200):
+        assert bool(int(bits[i // 64]) >> (i % 64) & 1) == expected[i]
     for bad in (1200, -1):
         with pytest.raises(ValueError, match=r"outside \[0, 1200\)"):
-            _C.mark_present(presence, np.array([5, bad]))
+            _C.mark_present(bits, np.array([5, bad]), 1200)
+    with pytest.raises(ValueError, match="fewer than 1281 ids"):
+        _C.mark_present(bits, np.array([5]), 1281)
 
 
 # Key runs (delta-coded sorted keys) and the bounded bucket shuffle ------------------------
