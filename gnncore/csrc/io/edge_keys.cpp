@@ -271,6 +271,77 @@ void transpose_keys(Span<uint64_t> keys, MutSpan<uint64_t> out) {
   for (size_t i = 0; i < keys.size; ++i) out[i] = keys[i] << kKeyShift | keys[i] >> kKeyShift;
 }
 
+namespace {
+
+constexpr size_t kTransposeBuckets = 1024;  // transpose_by_buckets: ranges of rows
+constexpr size_t kTransposeBucketKeys = size_t{1} << 21;  // ... its buffer: 16 MiB at most
+
+[[noreturn]] void throw_bad_key(Span<uint64_t> keys, size_t i, size_t rows) {
+  if ((keys[i] & kKeyMinorMask) >= rows)
+    throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
+                                " has a minor id outside [0, " + std::to_string(rows) + ")");
+  throw std::invalid_argument("keys are not sorted and distinct at position " +
+                              std::to_string(i));
+}
+
+// transpose_sorted_keys on one thread in three passes that stay in the caches,
+// not one counting scatter whose every write (and count) misses them and the
+// TLB: (1) check the keys and count them per range of 2^shift rows (at most
+// kTransposeBuckets ranges); (2) scatter the transposed keys to their range's
+// part of `out` (a write stream a range, in order: stable); (3) a range at a
+// time, copy its part to a buffer and scatter it back by row (a range's rows
+// and keys are in L2), writing the range's offsets. Returns false, with
+// nothing written, when a range holds more than kTransposeBucketKeys keys (a
+// hub's row): the caller scatters in one pass then.
+bool transpose_by_buckets(Span<uint64_t> keys, MutSpan<uint64_t> out, MutSpan<int64_t> offsets) {
+  const size_t n = keys.size;
+  const size_t rows = offsets.size - 1;
+  int shift = 0;
+  while (rows > 0 && ((rows - 1) >> shift) >= kTransposeBuckets) ++shift;
+  const size_t buckets = rows == 0 ? 0 : ((rows - 1) >> shift) + 1;
+  std::vector<int64_t> start(buckets + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t b = keys[i] & kKeyMinorMask;
+    if ((i > 0 && keys[i] <= keys[i - 1]) || b >= rows) throw_bad_key(keys, i, rows);
+    ++start[(b >> shift) + 1];
+  }
+  int64_t largest = 0;
+  for (size_t k = 0; k < buckets; ++k) {
+    largest = std::max(largest, start[k + 1]);
+    start[k + 1] += start[k];
+  }
+  if (static_cast<uint64_t>(largest) > kTransposeBucketKeys) return false;
+  std::vector<int64_t> next(start.begin(), start.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t key = keys[i];
+    out[static_cast<size_t>(next[(key & kKeyMinorMask) >> shift]++)] =
+        key << kKeyShift | key >> kKeyShift;
+  }
+  std::vector<uint64_t> part(static_cast<size_t>(largest));
+  std::vector<int64_t> slot(size_t{1} << shift);
+  for (size_t k = 0; k < buckets; ++k) {
+    const size_t first_row = k << shift;
+    const size_t span = std::min(rows, (k + 1) << shift) - first_row;
+    const size_t begin = static_cast<size_t>(start[k]), size = static_cast<size_t>(start[k + 1]) - begin;
+    std::copy(out.data + begin, out.data + begin + size, part.begin());
+    std::fill(slot.begin(), slot.begin() + static_cast<std::ptrdiff_t>(span), 0);
+    for (size_t i = 0; i < size; ++i) ++slot[(part[i] >> kKeyShift) - first_row];
+    int64_t at = start[k];
+    for (size_t r = 0; r < span; ++r) {
+      offsets[first_row + r] = at;
+      const int64_t c = slot[r];
+      slot[r] = at;
+      at += c;
+    }
+    for (size_t i = 0; i < size; ++i)
+      out[static_cast<size_t>(slot[(part[i] >> kKeyShift) - first_row]++)] = part[i];
+  }
+  offsets[rows] = static_cast<int64_t>(n);
+  return true;
+}
+
+}  // namespace
+
 void transpose_sorted_keys(Span<uint64_t> keys, MutSpan<uint64_t> out, MutSpan<int64_t> offsets,
                            int num_threads) {
   if (out.size < keys.size) throw std::invalid_argument("out holds fewer keys than the input");
@@ -278,6 +349,7 @@ void transpose_sorted_keys(Span<uint64_t> keys, MutSpan<uint64_t> out, MutSpan<i
   const size_t n = keys.size;
   const size_t rows = offsets.size - 1;
   const int threads = piece_threads(std::min(kMaxThreads, resolve_threads(num_threads)), n);
+  if (threads == 1 && transpose_by_buckets(keys, out, offsets)) return;
   constexpr size_t kAhead = 16;  // prefetch distance of the random accesses
   // next[t][b]: piece t's count of minor id b, then its next slot for b (the
   // pieces are consecutive in (a, b) order: piece t's keys of one b go after
@@ -297,14 +369,8 @@ void transpose_sorted_keys(Span<uint64_t> keys, MutSpan<uint64_t> out, MutSpan<i
       ++count[b];
     }
   });
-  for (const size_t i : bad) {
-    if (i == n) continue;
-    if ((keys[i] & kKeyMinorMask) >= rows)
-      throw std::invalid_argument("key " + std::to_string(i) + " " + key_text(keys[i]) +
-                                  " has a minor id outside [0, " + std::to_string(rows) + ")");
-    throw std::invalid_argument("keys are not sorted and distinct at position " +
-                                std::to_string(i));
-  }
+  for (const size_t i : bad)
+    if (i != n) throw_bad_key(keys, i, rows);
   int64_t start = 0;
   for (size_t b = 0; b < rows; ++b) {
     offsets[b] = start;

@@ -76,9 +76,9 @@ void mark_present(MutSpan<uint64_t> bits, Span<int64_t> ids, uint64_t size);
 // out[i] = keys[i] rotated by 32 bits: (a, b) becomes (b, a).
 void transpose_keys(Span<uint64_t> keys, MutSpan<uint64_t> out);
 
-// The transpose of sorted distinct keys, sorted, by one counting scatter (no
-// comparison sort): out gets every key (a, b) as (b, a), ordered by b and, for
-// one b, by a (the order of `keys`, sorted by (a, b), is kept); offsets[v] (as
+// The transpose of sorted distinct keys, sorted, by counting scatters (no
+// comparison sort; on one thread by ranges of rows that stay in the caches):
+// out gets every key (a, b) as (b, a), ordered by b and, for one b, by a (the order of `keys`, sorted by (a, b), is kept); offsets[v] (as
 // key_offsets of out) = the number of keys whose minor id is below v, for v in
 // [0, offsets.size). out must hold keys.size keys. Throws std::invalid_argument
 // for keys not strictly increasing or a minor id past offsets.size - 2. Runs

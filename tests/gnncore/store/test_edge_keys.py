@@ -233,6 +233,21 @@ def test_transpose_sorted_keys_is_the_sorted_transpose_and_its_offsets(
     assert offsets[0] == 0
 
 
+def test_transpose_sorted_keys_of_a_hub_past_the_range_buffer_is_the_sorted_transpose() -> None:
+    # one row with more keys than the one-thread path's range buffer (2^21):
+    # the keys are scattered in one pass instead, to the same result
+    hub = (1 << 21) + 10
+    src = np.arange(hub + 5)
+    dst = np.full(len(src), hub + 7)
+    dst[-5:] = np.arange(5) + hub + 8  # a few rows after the hub
+    keys = keys_of(src, dst)
+    out = np.zeros(len(keys), dtype=np.uint64)
+    offsets = np.empty(hub + 14, dtype=np.int64)
+    _C.transpose_sorted_keys(keys, out, offsets)
+    np.testing.assert_array_equal(out, np.sort(keys_of(dst, src)))
+    np.testing.assert_array_equal(offsets[1:], np.cumsum(np.bincount(dst, minlength=hub + 13)))
+
+
 def test_transpose_sorted_keys_refuses_unsorted_repeated_or_outside_keys() -> None:
     out, offsets = np.empty(3, dtype=np.uint64), np.empty(4, dtype=np.int64)
     with pytest.raises(ValueError, match="not sorted and distinct at position 2"):
