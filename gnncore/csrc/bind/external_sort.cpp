@@ -32,6 +32,18 @@ namespace {
   throw nb::python_error();
 }
 
+// _C.scatter_key_buckets for one bucket type (an overload each).
+template <typename Bucket>
+void scatter_buckets(InArray<uint64_t> keys, InArray<Bucket> buckets,
+                     const std::vector<io::KeyRunWriter*>& writers) {
+  try {
+    nb::gil_scoped_release release;
+    io::scatter_key_buckets<Bucket>(span_of(keys), span_of(buckets), writers);
+  } catch (const io::RunFileError& e) {
+    raise_run_error(e);
+  }
+}
+
 io::KeyOrder key_order_of(const std::string& key_order) {
   if (key_order == "dst_src") return io::KeyOrder::kDstSrc;
   if (key_order == "src_dst") return io::KeyOrder::kSrcDst;
@@ -256,31 +268,10 @@ written.)doc")
       .def_prop_ro("coded_bytes", &io::KeyRunWriter::coded_bytes,
                    "Bytes of the coded keys so far (the 32-byte header not counted).");
 
-  m.def(
-      "scatter_key_buckets",
-      [](InArray<uint64_t> keys, InArray<uint8_t> buckets,
-         const std::vector<io::KeyRunWriter*>& writers) {
-        try {
-          nb::gil_scoped_release release;
-          io::scatter_key_buckets<uint8_t>(span_of(keys), span_of(buckets), writers);
-        } catch (const io::RunFileError& e) {
-          raise_run_error(e);
-        }
-      },
-      nb::arg("keys"), nb::arg("buckets"), nb::arg("writers"));
-  m.def(
-      "scatter_key_buckets",
-      [](InArray<uint64_t> keys, InArray<uint32_t> buckets,
-         const std::vector<io::KeyRunWriter*>& writers) {
-        try {
-          nb::gil_scoped_release release;
-          io::scatter_key_buckets<uint32_t>(span_of(keys), span_of(buckets), writers);
-        } catch (const io::RunFileError& e) {
-          raise_run_error(e);
-        }
-      },
-      nb::arg("keys"), nb::arg("buckets"), nb::arg("writers"),
-      R"doc(Append each of the uint64 ``keys`` to ``writers[buckets[i]]``
+  m.def("scatter_key_buckets", &scatter_buckets<uint8_t>, nb::arg("keys"), nb::arg("buckets"),
+        nb::arg("writers"));
+  m.def("scatter_key_buckets", &scatter_buckets<uint32_t>, nb::arg("keys"), nb::arg("buckets"),
+        nb::arg("writers"), R"doc(Append each of the uint64 ``keys`` to ``writers[buckets[i]]``
 (:class:`KeyRunWriter`; ``buckets`` uint8 or uint32, one a key) in one pass:
 the scatter of the bounded shuffle. The keys must increase strictly and follow
 every key appended to the writers before. Releases the GIL. Raises ``ValueError``
