@@ -183,12 +183,12 @@ or a major id past the rows.)doc");
       nb::arg("keys"), nb::arg("out").noconvert(), nb::arg("offsets").noconvert(),
       nb::arg("num_threads") = 1,
       R"doc(The transpose of sorted distinct uint64 keys ``a << 32 | b``, sorted, by
-counting scatters (one thread: by ranges of rows, in the caches): ``out`` (at least ``len(keys)``) gets each key as
-``b << 32 | a`` in order of ``b``, then ``a``; ``offsets`` (int64, the row count
-+ 1) gets ``key_offsets`` of ``out``: ``offsets[v]`` = the keys whose minor id
-is below ``v``. ``num_threads`` split the keys (each with a count per row).
-Releases the GIL. Raises ``ValueError`` for keys not strictly increasing or a
-minor id past the rows.)doc");
+counting scatters (one thread: by ranges of rows, in the caches): ``out`` (at
+least ``len(keys)``) gets each key as ``b << 32 | a`` in order of ``b``, then
+``a``; ``offsets`` (int64, the row count + 1) gets ``key_offsets`` of ``out``:
+``offsets[v]`` = the keys whose minor id is below ``v``. ``num_threads`` split
+the keys (each with a count per row). Releases the GIL. Raises ``ValueError``
+for keys not strictly increasing or a minor id past the rows.)doc");
   m.def("merge_csr_rows", &merge_rows<int32_t>, nb::arg("forward"), nb::arg("transposed"),
         nb::arg("directed"), nb::arg("row_begin"), nb::arg("row_end"),
         nb::arg("cursor").noconvert(), nb::arg("next_rank").noconvert(),

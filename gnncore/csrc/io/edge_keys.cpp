@@ -322,7 +322,8 @@ bool transpose_by_buckets(Span<uint64_t> keys, MutSpan<uint64_t> out, MutSpan<in
   for (size_t k = 0; k < buckets; ++k) {
     const size_t first_row = k << shift;
     const size_t span = std::min(rows, (k + 1) << shift) - first_row;
-    const size_t begin = static_cast<size_t>(start[k]), size = static_cast<size_t>(start[k + 1]) - begin;
+    const size_t begin = static_cast<size_t>(start[k]);
+    const size_t size = static_cast<size_t>(start[k + 1]) - begin;
     std::copy(out.data + begin, out.data + begin + size, part.begin());
     std::fill(slot.begin(), slot.begin() + static_cast<std::ptrdiff_t>(span), 0);
     for (size_t i = 0; i < size; ++i) ++slot[(part[i] >> kKeyShift) - first_row];

@@ -77,12 +77,13 @@ void mark_present(MutSpan<uint64_t> bits, Span<int64_t> ids, uint64_t size);
 void transpose_keys(Span<uint64_t> keys, MutSpan<uint64_t> out);
 
 // The transpose of sorted distinct keys, sorted, by counting scatters (no
-// comparison sort; on one thread by ranges of rows that stay in the caches):
-// out gets every key (a, b) as (b, a), ordered by b and, for one b, by a (the order of `keys`, sorted by (a, b), is kept); offsets[v] (as
-// key_offsets of out) = the number of keys whose minor id is below v, for v in
-// [0, offsets.size). out must hold keys.size keys. Throws std::invalid_argument
-// for keys not strictly increasing or a minor id past offsets.size - 2. Runs
-// on up to num_threads threads (each with a count per row).
+// comparison sort; on one thread by ranges of rows that stay in the caches): out
+// gets every key (a, b) as (b, a), ordered by b and, for one b, by a (the order of
+// `keys`, sorted by (a, b), is kept); offsets[v] (as key_offsets of out) = the
+// number of keys whose minor id is below v, for v in [0, offsets.size). out must
+// hold keys.size keys. Throws std::invalid_argument for keys not strictly
+// increasing or a minor id past offsets.size - 2. Runs on up to num_threads
+// threads (each with a count per row).
 void transpose_sorted_keys(Span<uint64_t> keys, MutSpan<uint64_t> out, MutSpan<int64_t> offsets,
                            int num_threads);
 
