@@ -7,69 +7,19 @@
 #include <thread>
 #include <vector>
 
+#include "io/pieces.h"
 #include "parallel.h"
 
 namespace gnncore::io {
 
 namespace {
 
-// The threads parallel_pieces runs for n items: at most `threads`, one per 65536 items.
-int piece_threads(int threads, size_t n) {
-  return std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n / 65536, 1))));
-}
-
-// Runs fn(t, begin, end) on `threads` threads over [0, n) cut into contiguous pieces.
-template <typename Fn>
-void parallel_pieces(int threads, size_t n, Fn&& fn) {
-  threads = piece_threads(threads, n);
-  if (threads == 1) {
-    fn(0, size_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(threads) - 1);
-  for (int t = 1; t < threads; ++t)
-    pool.emplace_back([&fn, t, threads, n] {
-      fn(t, n * static_cast<size_t>(t) / static_cast<size_t>(threads),
-         n * static_cast<size_t>(t + 1) / static_cast<size_t>(threads));
-    });
-  fn(0, size_t{0}, n / static_cast<size_t>(threads));
-  for (auto& th : pool) th.join();
-}
-
-int bit_width(uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
-
 std::string key_text(uint64_t key) {
   return "(" + std::to_string(key >> kKeyShift) + ", " + std::to_string(key & kKeyMinorMask) +
          ")";
 }
 
-constexpr int kDigitBits = 14;  // 3 passes over 42-bit keys (2M nodes), not 4
-constexpr size_t kBuckets = size_t{1} << kDigitBits;
 constexpr int kMaxThreads = 64;
-
-// One stable LSD pass on digit (key >> shift) & (2^bits - 1): in -> out.
-void radix_pass(const uint64_t* in, uint64_t* out, size_t n, int shift, int bits, int threads) {
-  const uint64_t mask = (uint64_t{1} << bits) - 1;
-  const size_t buckets = size_t{1} << bits;
-  std::vector<std::array<size_t, kBuckets>> hist(static_cast<size_t>(threads));
-  parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
-    auto& h = hist[static_cast<size_t>(t)];
-    h.fill(0);
-    for (size_t i = begin; i < end; ++i) ++h[(in[i] >> shift) & mask];
-  });
-  size_t sum = 0;
-  for (size_t b = 0; b < buckets; ++b)
-    for (auto& h : hist) {
-      const size_t c = h[b];
-      h[b] = sum;
-      sum += c;
-    }
-  parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
-    auto& h = hist[static_cast<size_t>(t)];
-    for (size_t i = begin; i < end; ++i) out[h[(in[i] >> shift) & mask]++] = in[i];
-  });
-}
 
 }  // namespace
 
@@ -95,52 +45,6 @@ size_t pack_edge_keys(Span<int64_t> src, Span<int64_t> dst, bool unordered,
     kept += a != b;  // a self-loop's slot is overwritten by the next key
   }
   return kept;
-}
-
-size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_threads,
-                        bool minor_sorted) {
-  const size_t n = keys.size;
-  if (tmp.size < n)
-    throw std::invalid_argument("tmp holds " + std::to_string(tmp.size) + " keys, fewer than " +
-                                std::to_string(n));
-  if (n == 0) return 0;
-  const int threads = std::min(kMaxThreads, resolve_threads(num_threads));
-  // Compact (a << 32 | b) to (a << minor_bits | b): fewer digits to sort.
-  uint64_t major_or = 0, minor_or = 0;
-  for (size_t i = 0; i < n; ++i) {
-    major_or |= keys[i] >> kKeyShift;
-    minor_or |= keys[i] & kKeyMinorMask;
-  }
-  const int minor_bits = bit_width(minor_or);
-  const int total_bits = bit_width(major_or) + minor_bits;
-  uint64_t* a = keys.data;
-  uint64_t* b = tmp.data;
-  if (minor_bits < kKeyShift)
-    parallel_pieces(threads, n, [&](int, size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i)
-        a[i] = (a[i] >> kKeyShift) << minor_bits | (a[i] & kKeyMinorMask);
-    });
-  // LSD passes over bits [low, total_bits): stable, so keys already ordered by
-  // their minor ids need only the major bits
-  const int low = minor_sorted ? minor_bits : 0;
-  const int bits = total_bits - low;
-  const int passes = std::max(1, (bits + kDigitBits - 1) / kDigitBits);
-  const int digit = (bits + passes - 1) / passes;
-  for (int p = 0; p < passes && bits > 0; ++p) {
-    radix_pass(a, b, n, low + p * digit, std::min(digit, bits - p * digit), threads);
-    std::swap(a, b);
-  }
-  // Drop repeats and expand back to (a << 32 | b), into keys.
-  const uint64_t minor_mask = (uint64_t{1} << minor_bits) - 1;
-  size_t count = 0;
-  uint64_t last = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t k = a[i];
-    if (i > 0 && k == last) continue;
-    last = k;
-    keys[count++] = (k >> minor_bits) << kKeyShift | (k & minor_mask);
-  }
-  return count;
 }
 
 // Keys ahead whose minor id's table entry remap_keys prefetches: a random read

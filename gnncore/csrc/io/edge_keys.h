@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "io/key_sort.h"
 #include "types.h"
 
 namespace gnncore::io {
@@ -24,15 +25,6 @@ constexpr int64_t kMaxKeyId = (int64_t{1} << kKeyShift) - 1;
 // lengths that disagree.
 size_t pack_edge_keys(Span<int64_t> src, Span<int64_t> dst, bool unordered,
                       MutSpan<uint64_t> out);
-
-// Sorts keys ascending and drops repeats in place; `tmp` is scratch of at
-// least keys.size. Returns the number of distinct keys, which occupy
-// keys[0, count). Radix sort over the bits the keys use, `num_threads` threads
-// (0: OpenMP's default). With `minor_sorted` the keys must already be in
-// increasing order of their minor ids (key & mask): a stable sort by the major
-// ids alone then suffices (the transpose of sorted keys), half the passes.
-size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_threads,
-                        bool minor_sorted = false);
 
 // key = lut[key >> 32] << 32 | lut[key & mask], in place. The lut must be
 // nondecreasing for the keys to stay sorted. Throws std::invalid_argument for an

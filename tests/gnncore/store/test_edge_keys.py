@@ -61,6 +61,36 @@ def test_sort_unique_keys_matches_numpy_unique(n: int, high: int, threads: int) 
     np.testing.assert_array_equal(keys[:count], expected)
 
 
+def _bucketed_cases() -> dict[str, np.ndarray]:
+    """Key sets of at least 2^18 keys (the bucketed sort) shaped to reach its
+    corners: a hub whose bucket is far past the cache-sized aim, buckets of a
+    few keys (insertion sort), ids of 32 bits (nothing to compact), ids in a
+    few bits (few buckets, most keys repeated) and a bucket whose keys share
+    every digit but one (skipped passes)."""
+    rng = np.random.default_rng(7)
+    n = 1 << 19
+    hub = np.where(rng.random(n) < 0.4, 12_345, rng.integers(0, 2_000_000, n))
+    sparse_major = np.concatenate([np.zeros(n - 600, np.int64), rng.integers(1, 1 << 31, 600)])
+    return {
+        "hub": keys_of(hub, rng.integers(0, 2_000_000, n)),
+        "tiny buckets": keys_of(sparse_major, rng.integers(0, 1 << 20, n)),
+        "32-bit ids": keys_of(rng.integers(0, 1 << 32, n), rng.integers(0, 1 << 32, n)),
+        "few bits": keys_of(rng.integers(0, 8, n), rng.integers(0, 1 << 9, n)),
+        "one digit varies": keys_of(np.full(n, 77), rng.integers(0, 1 << 30, n) & ~0x7FF),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bucketed_cases()))
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_bucketed_sort_unique_keys_matches_numpy_unique(case: str, threads: int) -> None:
+    keys = _bucketed_cases()[case]
+    keys = np.concatenate([keys, keys[::5]])  # repeats, some in other threads' runs
+    np.random.default_rng(3).shuffle(keys)
+    expected = np.unique(keys)
+    count = _C.sort_unique_keys(keys, np.empty_like(keys), threads)
+    np.testing.assert_array_equal(keys[:count], expected)
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_remap_keys_maps_both_ids(dtype: type) -> None:
     lut = np.cumsum(np.random.default_rng(2).integers(0, 3, 1000)).astype(dtype)
