@@ -317,9 +317,15 @@ void merge_csr_rows(Span<uint64_t> forward, Span<uint64_t> transposed, bool dire
                                  std::to_string(slots) + " slots of rows [" +
                                  std::to_string(row_begin) + ", " + std::to_string(row_end) + ")");
   };
+  // next_rank[u] of the transposed keys ahead, prefetched: a random read each
+  constexpr size_t kRankAhead = 16;
+  const uint64_t last_node = static_cast<uint64_t>(std::max<int64_t>(n - 1, 0));
   for (int64_t v = row_begin; v < row_end; ++v) {
     const uint64_t row = static_cast<uint64_t>(v);
     for (; t < transposed.size && (transposed[t] >> kKeyShift) == row; ++t) {
+      if (t + kRankAhead < transposed.size)
+        __builtin_prefetch(
+            next_rank.data + std::min(transposed[t + kRankAhead] & kKeyMinorMask, last_node), 1);
       const uint64_t u = transposed[t] & kKeyMinorMask;
       if (u >= static_cast<uint64_t>(n))
         throw std::invalid_argument("transposed key " + std::to_string(t) + " " +

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "io/clones.h"
 #include "io/edge_keys.h"
 #include "io/pieces.h"
 #include "parallel.h"
@@ -155,16 +156,6 @@ struct Buckets {
     return (k >> kKeyShift) << minor_bits | (k & kKeyMinorMask);
   }
 };
-
-// The hot loops of the bucketed sort shift by counts known only at run time.
-// On x86-64 a shift by a register count (cl) was half as fast there as BMI2's
-// shlx/shrx (no flags): compiled for both, picked when loaded (GCC's
-// target_clones; the plain build elsewhere).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define GNNCORE_SHIFT_CLONES __attribute__((target_clones("bmi2", "default")))
-#else
-#define GNNCORE_SHIFT_CLONES
-#endif
 
 // h[bucket] += the keys of a[begin, end) in it.
 GNNCORE_SHIFT_CLONES
