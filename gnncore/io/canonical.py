@@ -25,14 +25,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
-import polars as pl
 
 from gnncore.io.report import IngestReport
+from gnncore.lazy import lazy_module
 from gnncore.progress import stage
 from gnncore.store.writer import GraphDirWriter, create_graph_dir
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 INT64_MAX = np.iinfo(np.int64).max
 
@@ -106,13 +111,22 @@ def remap_str_ids(
     return new_src, new_dst, raw_ids
 
 
-def node_id_table(raw_ids: np.ndarray | pl.Series) -> pl.DataFrame:
-    """The ``node_ids`` table: ``raw_id`` (int64 or string), ``node_id`` (int64)."""
-    raw = raw_ids if isinstance(raw_ids, pl.Series) else pl.Series(raw_ids)
+@overload
+def node_id_table(raw_ids: np.ndarray) -> dict[str, np.ndarray]: ...
+@overload
+def node_id_table(raw_ids: pl.Series) -> pl.DataFrame: ...
+def node_id_table(raw_ids: np.ndarray | pl.Series) -> pl.DataFrame | dict[str, np.ndarray]:
+    """The ``node_ids`` table: ``raw_id`` (int64 or string), ``node_id`` (int64).
+    Integer ids in a NumPy array give the columns as arrays, which
+    :meth:`~gnncore.store.writer.GraphDirWriter.write_table` delta-codes (the
+    writer of ``edges.parquet``: no Polars needed); a Polars Series, a frame."""
+    if isinstance(raw_ids, np.ndarray):
+        ids = raw_ids.astype(np.int64, copy=False)
+        return {"raw_id": ids, "node_id": np.arange(len(ids), dtype=np.int64)}
     return pl.DataFrame(
         {
-            "raw_id": raw.rename("raw_id"),
-            "node_id": pl.int_range(len(raw), eager=True, dtype=pl.Int64),
+            "raw_id": raw_ids.rename("raw_id"),
+            "node_id": pl.int_range(len(raw_ids), eager=True, dtype=pl.Int64),
         }
     )
 
@@ -230,7 +244,7 @@ def write_graph(
     directed: bool,
     seed: int = 0,
     num_relations: int = 0,
-    tables: Mapping[str, pl.DataFrame] | None = None,
+    tables: Mapping[str, pl.DataFrame | Mapping[str, np.ndarray]] | None = None,
     before: Callable[[GraphDirWriter], None] | None = None,
     details: Mapping[str, Any] | None = None,
     started: float | None = None,

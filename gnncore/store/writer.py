@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import polars as pl
 
 from gnncore import _C
+from gnncore.lazy import lazy_module
 from gnncore.names import safe_name
 from gnncore.store.atomic import atomic_directory
 from gnncore.store.direct_read import sha256_past_cache
@@ -35,6 +35,11 @@ from gnncore.store.npy import index_dtype
 from gnncore.store.parquet_footer import parquet_num_rows
 from gnncore.store.write_checks import WrittenCheck
 from gnncore.typing import require_csrc
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 INT32_MAX = np.iinfo(np.int32).max
 PARQUET_OPTIONS: dict[str, Any] = {
@@ -127,10 +132,15 @@ class GraphDirWriter:
         file = self._register(f"{name}.npy", "npy")
         return np.lib.format.open_memmap(self.root / file, mode="w+", dtype=dtype, shape=shape)
 
-    def write_table(self, name: str, frame: pl.DataFrame) -> Path:
-        """Write a Polars frame as ``name.parquet`` (zstd)."""
+    def write_table(self, name: str, frame: pl.DataFrame | Mapping[str, np.ndarray]) -> Path:
+        """Write a Polars frame as ``name.parquet`` (zstd), or integer columns
+        (name to 1-D array, in file order) delta-coded as ``edges.parquet`` is
+        (:func:`~gnncore.store.edge_table.write_edge_table`)."""
         file = self._register(f"{name}.parquet", "parquet")
-        frame.write_parquet(self.root / file, **PARQUET_OPTIONS)
+        if isinstance(frame, Mapping):
+            write_edge_table(self.root / file, frame)
+        else:
+            frame.write_parquet(self.root / file, **PARQUET_OPTIONS)
         return self.root / file
 
     def _register(self, file: str, kind: str) -> str:

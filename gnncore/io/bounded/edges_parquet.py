@@ -8,14 +8,20 @@ import io
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 
+from gnncore.lazy import lazy_module
 from gnncore.store.edge_keys import split_keys
 from gnncore.store.edge_table import EdgeTableWriter
 from gnncore.store.parquet_footer import row_group_rows
 from gnncore.store.writer import PARQUET_OPTIONS
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 #: Keys turned into int64 columns at a time (4 MiB of columns) while streaming.
 COLUMN_SLICE = 1 << 18

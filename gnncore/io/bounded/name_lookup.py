@@ -3,10 +3,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import polars as pl
 
 from gnncore.io.bounded.names import NAME_COLUMN
+from gnncore.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 HASH_SEED = 0x9E3779B9
 

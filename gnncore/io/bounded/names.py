@@ -8,14 +8,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import polars as pl
-from polars.io.plugins import register_io_source
+from typing import TYPE_CHECKING, Any
 
 from gnncore.io.bounded.edges_parquet import parquet_row_groups
 from gnncore.io.canonical import node_id_table
+from gnncore.lazy import lazy_module
 from gnncore.store.writer import PARQUET_OPTIONS
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 NAME_COLUMN = "name"
 ENTRY_OVERHEAD = 40
@@ -259,5 +262,7 @@ def write_node_ids(path: Path, names: SortedNames) -> None:
             # one chunk, as in the in-memory frame: the pages follow the chunks
             yield pl.DataFrame({"raw_id": held.slice(0, size).rechunk(), "node_id": ids})
             held, at = held.slice(size), at + size
+
+    from polars.io.plugins import register_io_source  # lazy (gnncore.lazy)
 
     register_io_source(source, schema=schema).sink_parquet(path, **PARQUET_OPTIONS)

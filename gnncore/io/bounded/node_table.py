@@ -43,10 +43,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
-import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.bounded.ids import dense_lookup
@@ -70,9 +69,15 @@ from gnncore.io.readers.node_table import (
     table_ids_as,
     write_node_data,
 )
+from gnncore.lazy import lazy_module
 from gnncore.progress import stage
 from gnncore.store.page_cache import drop_written
 from gnncore.store.writer import GraphDirWriter
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 #: Bytes written between syncs (``fdatasync`` and ``POSIX_FADV_DONTNEED``).

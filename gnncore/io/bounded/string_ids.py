@@ -49,10 +49,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.bounded.budget import batch_rows
@@ -66,8 +65,14 @@ from gnncore.io.readers.edge_layout import Layout, sniff
 from gnncore.io.readers.edge_problems import locate_problem, string_ids_reason
 from gnncore.io.readers.edgelist import default_name, scan_edges
 from gnncore.io.report import IngestReport
+from gnncore.lazy import lazy_module
 from gnncore.progress import stage
 from gnncore.store.writer import GraphDirWriter
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 MIN_BLOCK_BYTES = 16 << 10
 MAX_BLOCK_BYTES = 4 << 20

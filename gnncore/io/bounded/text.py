@@ -10,12 +10,17 @@ import shutil
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from gnncore.io.compression import gzip_error
 from gnncore.io.readers.edge_layout import Layout
 from gnncore.io.readers.edgelist import scan_edges
+from gnncore.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 
 class PolarsFailed(Exception):

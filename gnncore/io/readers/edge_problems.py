@@ -13,8 +13,7 @@ import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from gnncore.errors import InputError
 from gnncore.io.compression import gzip_error, is_gzip
@@ -29,6 +28,12 @@ from gnncore.io.readers.edge_layout import (
     is_skipped,
     iter_lines,
 )
+from gnncore.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 MAX_SUSPECTS = 1000
 

@@ -53,10 +53,9 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.canonical import (
@@ -78,9 +77,15 @@ from gnncore.io.readers.node_table import (
     write_node_data,
 )
 from gnncore.io.report import IngestReport
+from gnncore.lazy import lazy_module
 from gnncore.progress import stage
 from gnncore.store.writer import GraphDirWriter
 from gnncore.typing import WITH_CSRC
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 ID_TYPES = ("auto", "int", "string")
 

@@ -24,16 +24,22 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.canonical import canonicalize, node_id_table, write_graph
 from gnncore.io.compression import check_gzip_name, gzip_error, is_gzip
 from gnncore.io.readers.edge_problems import find_bad_line, line_regex
 from gnncore.io.report import IngestReport
+from gnncore.lazy import lazy_module
 from gnncore.store.writer import GraphDirWriter
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 SPLITS = ("train", "valid", "test")
 COLUMNS = ("head", "relation", "tail")

@@ -30,14 +30,19 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.compression import check_gzip_name
+from gnncore.lazy import lazy_module
 from gnncore.store.writer import GraphDirWriter
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 ID_COLUMN = "node_id"
 LABEL_COLUMN = "label"

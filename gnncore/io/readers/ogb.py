@@ -28,9 +28,9 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.canonical import canonicalize, write_graph
@@ -44,7 +44,13 @@ from gnncore.io.readers.edge_problems import (
 )
 from gnncore.io.readers.edgelist import read_edges
 from gnncore.io.report import IngestReport
+from gnncore.lazy import lazy_module
 from gnncore.store.writer import GraphDirWriter
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 SPLIT_FILES = (("train", "train_idx"), ("valid", "val_idx"), ("test", "test_idx"))
 FEATURE_BATCH_ROWS = 1 << 16

@@ -14,16 +14,21 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-import polars as pl
 
 from gnncore.errors import InputError
 from gnncore.io.readers.edgelist import ID_TYPES, default_name, write_remapped
 from gnncore.io.readers.node_table import NodeTable
 from gnncore.io.report import IngestReport
+from gnncore.lazy import lazy_module
 from gnncore.progress import stage
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 
 def _first_row(mask: pl.Series) -> int:
