@@ -49,10 +49,10 @@ def indptr_ok(indptr: np.ndarray) -> bool:
 def pairs_ok(block: np.ndarray, num_nodes: int) -> bool:
     """Whether every row of ``[k, 2]`` ``block`` is a pair ``u < v`` of node ids in
     ``[0, num_nodes)`` (``edges_shuffled.npy``'s rows)."""
-    pairs = block.reshape(-1, 2)
-    if len(pairs) == 0:
-        return True
-    return bool(pairs.min() >= 0 and pairs.max() < num_nodes and np.all(pairs[:, 0] < pairs[:, 1]))
+    flat = np.ascontiguousarray(block).reshape(-1)
+    if flat.dtype not in (np.int32, np.int64) or len(flat) % 2:
+        return False
+    return bool(_C.pairs_in_order(flat, num_nodes))  # one pass, not four
 
 
 class CsrChecks:
@@ -79,7 +79,7 @@ class CsrChecks:
             self.ok = False
             return
         bad = _C.find_invalid_csr_block(offsets, indices, row, self.num_nodes, True)
-        if bad >= 0 or (size and (eid.min() < 0 or eid.max() >= self.num_canonical)):
+        if bad >= 0 or not _C.all_in_range(eid, 0, self.num_canonical):
             self.ok = False
             return
         self.row, self.entries = end, self.entries + size

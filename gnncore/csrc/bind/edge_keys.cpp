@@ -83,9 +83,31 @@ offsets decrease or an entry is outside ``[0, num_nodes)``, below the one
 before it or (``strict``) equal to it. Returns the row id, or -1. Releases the
 GIL. Raises ``ValueError`` when ``len(indices)`` is not the span of ``indptr``.)doc";
 
+template <typename Index>
+bool pairs_ok(InArray<Index> pairs, int64_t num_nodes) {
+  nb::gil_scoped_release release;
+  return io::pairs_in_order<Index>(span_of(pairs), num_nodes);
+}
+
+constexpr const char* kPairsDoc = R"doc(Whether every pair ``(pairs[2i], pairs[2i + 1])`` of the flat ``pairs``
+(int32 or int64) is ``u < v`` with both ids in ``[0, num_nodes)``: the rows of
+``edges_shuffled.npy``, checked in one pass. Releases the GIL. Raises
+``ValueError`` for an odd count.)doc";
+
 }  // namespace
 
 void bind_edge_keys(nb::module_& m) {
+  m.def("pairs_in_order", &pairs_ok<int32_t>, nb::arg("pairs"), nb::arg("num_nodes"), kPairsDoc);
+  m.def("pairs_in_order", &pairs_ok<int64_t>, nb::arg("pairs"), nb::arg("num_nodes"), kPairsDoc);
+  m.def(
+      "all_in_range",
+      [](InArray<int64_t> values, int64_t low, int64_t high) {
+        nb::gil_scoped_release release;
+        return io::all_in_range(span_of(values), low, high);
+      },
+      nb::arg("values"), nb::arg("low"), nb::arg("high"),
+      R"doc(Whether every value of ``values`` (int64) lies in ``[low, high)``, in one
+pass (NumPy's ``min`` and ``max`` take two). Releases the GIL.)doc");
   m.def("find_invalid_csr_block", &invalid_block<int32_t>, nb::arg("indptr"), nb::arg("indices"),
         nb::arg("row_begin"), nb::arg("num_nodes"), nb::arg("strict"), kInvalidBlockDoc);
   m.def("find_invalid_csr_block", &invalid_block<int64_t>, nb::arg("indptr"), nb::arg("indices"),
@@ -111,8 +133,9 @@ Raises ``ValueError`` naming the first edge with an id outside ``[0, 2**32)``.)d
       },
       nb::arg("keys").noconvert(), nb::arg("tmp").noconvert(), nb::arg("num_threads") = 0,
       nb::arg("minor_sorted") = false,
-      R"doc(Sort uint64 ``keys`` ascending and drop repeats in place (parallel LSD radix
-sort over the bits the keys use; ``tmp``: scratch of at least ``len(keys)``);
+      R"doc(Sort uint64 ``keys`` ascending and drop repeats in place (parallel radix
+sort over the bits the keys use: many keys, one scatter by their top bits and
+each bucket sorted in the caches; ``tmp``: scratch of at least ``len(keys)``);
 returns the count of distinct keys, which fill ``keys[:count]``. With
 ``minor_sorted`` the keys must already be ordered by their low 32 bits (the
 transpose of sorted keys): only the high bits are sorted, stably. Releases the

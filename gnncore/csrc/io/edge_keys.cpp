@@ -444,6 +444,28 @@ int64_t find_invalid_csr_block(Span<int64_t> indptr, Span<Index> indices, int64_
   return -1;
 }
 
+template <typename Index>
+bool pairs_in_order(Span<Index> pairs, int64_t num_nodes) {
+  if (pairs.size % 2 != 0)
+    throw std::invalid_argument("pairs hold an odd count of ids (" + std::to_string(pairs.size) +
+                                ")");
+  // u < v and u >= 0 leave v >= 1: both in range when u >= 0 and v < num_nodes
+  bool ok = true;
+  for (size_t i = 0; i < pairs.size; i += 2) {
+    const int64_t u = static_cast<int64_t>(pairs[i]), v = static_cast<int64_t>(pairs[i + 1]);
+    ok &= (u >= 0) & (u < v) & (v < num_nodes);
+  }
+  return ok;
+}
+
+bool all_in_range(Span<int64_t> values, int64_t low, int64_t high) {
+  bool ok = true;
+  for (size_t i = 0; i < values.size; ++i) ok &= (values[i] >= low) & (values[i] < high);
+  return ok;
+}
+
+template bool pairs_in_order<int32_t>(Span<int32_t>, int64_t);
+template bool pairs_in_order<int64_t>(Span<int64_t>, int64_t);
 template int64_t find_invalid_csr_block<int32_t>(Span<int64_t>, Span<int32_t>, int64_t, int64_t,
                                                 bool);
 template int64_t find_invalid_csr_block<int64_t>(Span<int64_t>, Span<int64_t>, int64_t, int64_t,

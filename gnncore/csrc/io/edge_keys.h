@@ -107,6 +107,15 @@ template <typename Index>
 int64_t find_invalid_csr_block(Span<int64_t> indptr, Span<Index> indices, int64_t row_begin,
                                int64_t num_nodes, bool strict);
 
+// Whether every pair (pairs[2i], pairs[2i + 1]) is u < v with both ids in
+// [0, num_nodes) (the rows of edges_shuffled.npy), in one pass. Throws
+// std::invalid_argument for an odd count.
+template <typename Index>
+bool pairs_in_order(Span<Index> pairs, int64_t num_nodes);
+
+// Whether every value lies in [low, high), in one pass.
+bool all_in_range(Span<int64_t> values, int64_t low, int64_t high);
+
 // numpy's PCG64 bit generator: a 128-bit LCG with XSL-RR output, and the
 // buffered upper half for 32-bit draws (numpy's pcg64_next32).
 struct Pcg64State {

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.io import ingest
 from gnncore.io.bounded.csr import write_key_csr
@@ -125,6 +126,33 @@ def test_bad_pair_caught_while_hashed_fails_as_validate_does(tmp_path):
                 out.write(np.array([[0, 1], [2, 1]], dtype=np.int32))
                 writer.set_digest("edges_shuffled.npy", out.close())
                 assert out.checked() is None  # nothing to record
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_pairs_ok_matches_a_numpy_reference(dtype):
+    def reference(pairs: np.ndarray, num_nodes: int) -> bool:
+        p = pairs.reshape(-1, 2)
+        return bool(
+            len(p) == 0 or (p.min() >= 0 and p.max() < num_nodes and (p[:, 0] < p[:, 1]).all())
+        )
+
+    rng = np.random.default_rng(4)
+    good = np.sort(rng.choice(1000, size=(5000, 2)), axis=1)
+    good = good[good[:, 0] < good[:, 1]].astype(dtype)
+    cases = [good, good[:0], good.reshape(-1)]  # [k, 2], empty, flat as the writer gives it
+    for row, pair in [(0, (-1, 3)), (7, (5, 5)), (100, (9, 4)), (len(good) - 1, (2, 1000))]:
+        bad = good.copy()
+        bad[row] = pair
+        cases.append(bad)
+    for case in cases:
+        assert pairs_ok(case, 1000) == reference(case, 1000)
+    assert not pairs_ok(good.reshape(-1)[:-1], 1000)  # an odd count is no pairs
+
+
+def test_all_in_range_matches_min_and_max():
+    values = np.arange(-3, 50, dtype=np.int64)
+    assert _C.all_in_range(values, -3, 50) and _C.all_in_range(values[:0], 0, 0)
+    assert not _C.all_in_range(values, -2, 50) and not _C.all_in_range(values, -3, 49)
 
 
 def test_checks_that_do_not_match_the_manifest_are_ignored(tmp_path):
