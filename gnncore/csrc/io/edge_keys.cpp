@@ -276,16 +276,7 @@ void transpose_sorted_keys(Span<uint64_t> keys, MutSpan<uint64_t> out, MutSpan<i
   });
   for (const size_t i : bad)
     if (i != n) throw_bad_key(keys, i, rows);
-  int64_t start = 0;
-  for (size_t b = 0; b < rows; ++b) {
-    offsets[b] = start;
-    for (auto& piece : next) {
-      const int64_t c = piece[b];
-      piece[b] = start;
-      start += c;
-    }
-  }
-  offsets[rows] = start;
+  offsets[rows] = piece_offsets(next, rows, offsets.data);
   parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
     int64_t* slot = next[static_cast<size_t>(t)].data();
     for (size_t i = begin; i < end; ++i) {

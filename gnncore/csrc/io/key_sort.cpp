@@ -44,13 +44,7 @@ void radix_pass(const uint64_t* in, uint64_t* out, size_t n, int shift, int bits
     h.fill(0);
     for (size_t i = begin; i < end; ++i) ++h[(in[i] >> shift) & mask];
   });
-  size_t sum = 0;
-  for (size_t b = 0; b < buckets; ++b)
-    for (auto& h : hist) {
-      const size_t c = h[b];
-      h[b] = sum;
-      sum += c;
-    }
+  piece_offsets(hist, buckets, static_cast<size_t*>(nullptr));
   parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
     auto& h = hist[static_cast<size_t>(t)];
     for (size_t i = begin; i < end; ++i) out[h[(in[i] >> shift) & mask]++] = in[i];
@@ -223,16 +217,7 @@ size_t sort_in_buckets(uint64_t* a, uint64_t* tmp, size_t n, int total_bits, int
   });
   // start[b]: bucket b's first slot; hist[t][b]: piece t's next slot in it
   std::vector<size_t> start(buckets + 1);
-  size_t sum = 0;
-  for (size_t b = 0; b < buckets; ++b) {
-    start[b] = sum;
-    for (auto& h : hist) {
-      const size_t c = h[b];
-      h[b] = sum;
-      sum += c;
-    }
-  }
-  start[buckets] = n;
+  start[buckets] = piece_offsets(hist, buckets, start.data());
   parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
     scatter_buckets(a, begin, end, cut, hist[static_cast<size_t>(t)].data(), tmp);
   });

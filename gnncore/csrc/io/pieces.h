@@ -3,7 +3,9 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace gnncore::io {
@@ -41,6 +43,25 @@ void parallel_teams(int threads, Fn&& fn) {
   for (int t = 1; t < threads; ++t) pool.emplace_back([&fn, t] { fn(t); });
   fn(0);
   for (auto& th : pool) th.join();
+}
+
+// pieces[t][b] (piece t's count in bucket b) becomes piece t's first slot in
+// bucket b, buckets in order and the pieces in order within each (what a
+// stable parallel scatter writes to); first[b] gets bucket b's first slot
+// unless first is null. Returns the total count.
+template <typename Pieces, typename Slot>
+auto piece_offsets(Pieces& pieces, size_t buckets, Slot* first) {
+  using Count = std::decay_t<decltype(pieces[0][0])>;
+  Count sum = 0;
+  for (size_t b = 0; b < buckets; ++b) {
+    if (first != nullptr) first[b] = static_cast<Slot>(sum);
+    for (auto& piece : pieces) {
+      const Count c = piece[b];
+      piece[b] = sum;
+      sum += c;
+    }
+  }
+  return sum;
 }
 
 inline int bit_width(uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
