@@ -137,20 +137,28 @@ int64_t merge_map_key_runs(const std::vector<std::string>& run_paths, const std:
                            MutSpan<int64_t> minor) {
   KeyRunWriter out(out_path, buffer_bytes);
   {
-    // this thread merges the next block while a second one maps, counts and
-    // writes the one before
-    BlockPipeline pipe([&](std::vector<uint64_t>& block) {
-      remap_keys<Lut>(MutSpan<uint64_t>{block.data(), block.size()}, lut, 1);
+    // Three stages, a thread each, a block in flight between them: this thread
+    // merges, a second maps the ids, a third counts the ends and writes. The
+    // mapping and the counting each read a table of the nodes at random; on one
+    // thread together they took twice the merge's time at a billion keys (62 s
+    // against 31), the merge thread idle half of it.
+    BlockPipeline count_and_write([&](std::vector<uint64_t>& block) {
       const Span<uint64_t> mapped{block.data(), block.size()};
       count_key_ends(mapped, major, minor);
       out.append(mapped);  // checks that the mapped keys still increase
     });
-    merge_distinct_keys(run_paths, buffer_bytes, [&](uint64_t key) {
-      std::vector<uint64_t>& block = pipe.block();
-      block.push_back(key);
-      if (block.size() == kBlockKeys) pipe.hand_off();
+    BlockPipeline map_ids([&](std::vector<uint64_t>& block) {
+      remap_keys<Lut>(MutSpan<uint64_t>{block.data(), block.size()}, lut, 1);
+      count_and_write.block().swap(block);  // the next stage's free buffer: empty
+      count_and_write.hand_off();
     });
-    pipe.finish();
+    merge_distinct_keys(run_paths, buffer_bytes, [&](uint64_t key) {
+      std::vector<uint64_t>& block = map_ids.block();
+      block.push_back(key);
+      if (block.size() == kBlockKeys) map_ids.hand_off();
+    });
+    map_ids.finish();
+    count_and_write.finish();
   }
   return out.commit();
 }
