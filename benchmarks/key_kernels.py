@@ -1,8 +1,8 @@
 """The packed-key kernels of bounded ingestion on the 20M-edge graph's keys, A/B.
 
-Builds the canonical keys of ``benchmarks/ingest_throughput.py``'s generator
-(``--edges`` endpoints pairs over ``--nodes`` ids, skewed as there: about
-20.0M distinct keys of 42 bits for the defaults) and times, in a child process
+Builds canonical keys like those of ``benchmarks/ingest_throughput.py``'s CSV
+(``--edges`` pairs over ``--nodes`` ids, skewed by the same law, the hubs
+scattered by a permutation: 19.9M distinct keys of 42 bits for the defaults) and times, in a child process
 per build and round (the builds take turns), the kernels of the in-memory path:
 ``sort_unique_keys`` on 1 and 2 threads, ``transpose_sorted_keys``,
 ``key_offsets`` with the CSR merge (``merge_csr_rows`` over row ranges of the
