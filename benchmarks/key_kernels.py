@@ -2,8 +2,9 @@
 
 Builds canonical keys like those of ``benchmarks/ingest_throughput.py``'s CSV
 (``--edges`` pairs over ``--nodes`` ids, skewed by the same law, the hubs
-scattered by a permutation: 19.9M distinct keys of 42 bits for the defaults) and times, in a child process
-per build and round (the builds take turns), the kernels of the in-memory path:
+scattered by a permutation: 19.9M distinct keys of 42 bits for the defaults)
+and times, in a child process per build and round (the builds take turns), the
+kernels of the in-memory path:
 ``sort_unique_keys`` on 1 and 2 threads, ``transpose_sorted_keys``,
 ``key_offsets`` with the CSR merge (``merge_csr_rows`` over row ranges of the
 16 MiB turn buffers) and ``pcg64_shuffle``. ``--site DIR`` adds another build

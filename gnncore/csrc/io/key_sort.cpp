@@ -1,9 +1,8 @@
 #include "io/key_sort.h"
 
 #include <algorithm>
-#include <climits>
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -180,8 +179,9 @@ size_t sort_buckets(uint64_t* a, uint64_t* tmp, const size_t* start, size_t firs
   for (size_t b = first; b < last; ++b) {
     const size_t s = start[b], m = start[b + 1] - s;
     if (m == 0) continue;
-    if (b + 1 < last)  // the next bucket's lines come in while this one is sorted
-      for (size_t x = start[b + 1]; x < start[b + 2]; x += 8) {
+    if (b + 1 < last)  // the next bucket's lines (its head) come in while this one is sorted
+      for (size_t x = start[b + 1]; x < std::min(start[b + 2], start[b + 1] + 4 * kBucketKeys);
+           x += 8) {
         __builtin_prefetch(tmp + x, 0);
         __builtin_prefetch(a + x, 1);
       }
