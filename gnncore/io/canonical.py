@@ -112,21 +112,23 @@ def remap_str_ids(
 
 
 @overload
-def node_id_table(raw_ids: np.ndarray) -> dict[str, np.ndarray]: ...
+def node_id_table(raw_ids: np.ndarray) -> pl.DataFrame | dict[str, np.ndarray]: ...
 @overload
 def node_id_table(raw_ids: pl.Series) -> pl.DataFrame: ...
 def node_id_table(raw_ids: np.ndarray | pl.Series) -> pl.DataFrame | dict[str, np.ndarray]:
     """The ``node_ids`` table: ``raw_id`` (int64 or string), ``node_id`` (int64).
     Integer ids in a NumPy array give the columns as arrays, which
     :meth:`~gnncore.store.writer.GraphDirWriter.write_table` delta-codes (the
-    writer of ``edges.parquet``: no Polars needed); a Polars Series, a frame."""
-    if isinstance(raw_ids, np.ndarray):
+    writer of ``edges.parquet``: no Polars needed); any other ids (a Polars
+    Series, strings in a NumPy array), a Polars frame."""
+    if isinstance(raw_ids, np.ndarray) and np.issubdtype(raw_ids.dtype, np.integer):
         ids = raw_ids.astype(np.int64, copy=False)
         return {"raw_id": ids, "node_id": np.arange(len(ids), dtype=np.int64)}
+    raw = raw_ids if isinstance(raw_ids, pl.Series) else pl.Series(raw_ids)
     return pl.DataFrame(
         {
-            "raw_id": raw_ids.rename("raw_id"),
-            "node_id": pl.int_range(len(raw_ids), eager=True, dtype=pl.Int64),
+            "raw_id": raw.rename("raw_id"),
+            "node_id": pl.int_range(len(raw), eager=True, dtype=pl.Int64),
         }
     )
 
