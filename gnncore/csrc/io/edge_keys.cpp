@@ -19,8 +19,6 @@ std::string key_text(uint64_t key) {
          ")";
 }
 
-constexpr int kMaxThreads = 64;
-
 }  // namespace
 
 size_t pack_edge_keys(Span<int64_t> src, Span<int64_t> dst, bool unordered,
@@ -63,7 +61,7 @@ void remap_keys(MutSpan<uint64_t> keys, Span<Lut> lut, int num_threads) {
     return true;
   };
   const size_t n = keys.size;
-  const int threads = piece_threads(std::min(kMaxThreads, resolve_threads(num_threads)), n);
+  const int threads = piece_threads(std::min(kMaxPieceThreads, resolve_threads(num_threads)), n);
   std::vector<size_t> bad(static_cast<size_t>(threads), n);  // first bad key of a piece
   parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
@@ -253,7 +251,7 @@ void transpose_sorted_keys(Span<uint64_t> keys, MutSpan<uint64_t> out, MutSpan<i
   if (offsets.size == 0) throw std::invalid_argument("offsets must hold at least one entry");
   const size_t n = keys.size;
   const size_t rows = offsets.size - 1;
-  const int threads = piece_threads(std::min(kMaxThreads, resolve_threads(num_threads)), n);
+  const int threads = piece_threads(std::min(kMaxPieceThreads, resolve_threads(num_threads)), n);
   if (threads == 1 && transpose_by_buckets(keys, out, offsets)) return;
   constexpr size_t kAhead = 16;  // prefetch distance of the random accesses
   // next[t][b]: piece t's count of minor id b, then its next slot for b (the

@@ -17,8 +17,6 @@ namespace gnncore::io {
 
 namespace {
 
-constexpr int kMaxThreads = 64;
-
 // Whole-array LSD passes (few keys, or keys sorted by their minor ids).
 constexpr int kDigitBits = 14;  // 3 passes over 42-bit keys (2M nodes), not 4
 constexpr size_t kBuckets = size_t{1} << kDigitBits;
@@ -50,9 +48,25 @@ void radix_pass(const uint64_t* in, uint64_t* out, size_t n, int shift, int bits
   });
 }
 
-// (a << minor_bits | b) back to (a << 32 | b).
-inline uint64_t expand(uint64_t k, int minor_bits, uint64_t minor_mask) {
-  return (k >> minor_bits) << kKeyShift | (k & minor_mask);
+// (a << 32 | b) to (a << minor_bits | b): fewer digits to sort.
+inline uint64_t compact(uint64_t k, int minor_bits) {
+  return (k >> kKeyShift) << minor_bits | (k & kKeyMinorMask);
+}
+
+// The distinct keys of sorted[0, m), expanded back from (a << minor_bits | b)
+// to (a << 32 | b), into out (which may be sorted itself, or trail it);
+// returns their count.
+inline size_t unique_expanded(const uint64_t* sorted, size_t m, int minor_bits, uint64_t* out) {
+  const uint64_t minor_mask = (uint64_t{1} << minor_bits) - 1;
+  size_t count = 0;
+  uint64_t prev = 0;  // kept here: out may have overwritten sorted[i - 1]
+  for (size_t i = 0; i < m; ++i) {
+    const uint64_t k = sorted[i];
+    if (i > 0 && k == prev) continue;
+    prev = k;
+    out[count++] = (k >> minor_bits) << kKeyShift | (k & minor_mask);
+  }
+  return count;
 }
 
 // The compacted keys a[0, n) sorted by LSD passes over bits [low, low + bits)
@@ -66,16 +80,7 @@ size_t sort_by_passes(uint64_t* a, uint64_t* b, size_t n, int low, int bits, int
     radix_pass(a, b, n, low + p * digit, std::min(digit, bits - p * digit), threads);
     std::swap(a, b);
   }
-  const uint64_t minor_mask = (uint64_t{1} << minor_bits) - 1;
-  size_t count = 0;
-  uint64_t last = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t k = a[i];
-    if (i > 0 && k == last) continue;
-    last = k;
-    out[count++] = expand(k, minor_bits, minor_mask);
-  }
-  return count;
+  return unique_expanded(a, n, minor_bits, out);
 }
 
 // counts[p * 2^digit + d]: the keys of a[0, m) whose p-th digit is d, for the
@@ -145,9 +150,7 @@ struct Buckets {
   int minor_bits;  // (a << 32 | b) is compacted to (a << minor_bits | b)
   int low_bits;
 
-  uint64_t compacted(uint64_t k) const {
-    return (k >> kKeyShift) << minor_bits | (k & kKeyMinorMask);
-  }
+  uint64_t compacted(uint64_t k) const { return compact(k, minor_bits); }
 };
 
 // h[bucket] += the keys of a[begin, end) in it.
@@ -174,7 +177,6 @@ GNNCORE_SHIFT_CLONES
 size_t sort_buckets(uint64_t* a, uint64_t* tmp, const size_t* start, size_t first, size_t last,
                     Buckets cut) {
   std::vector<uint32_t> counts(static_cast<size_t>(kMaxLocalPasses) * kLocalDigits);
-  const uint64_t minor_mask = (uint64_t{1} << cut.minor_bits) - 1;
   size_t out = start[first];
   for (size_t b = first; b < last; ++b) {
     const size_t s = start[b], m = start[b + 1] - s;
@@ -186,14 +188,7 @@ size_t sort_buckets(uint64_t* a, uint64_t* tmp, const size_t* start, size_t firs
         __builtin_prefetch(a + x, 1);
       }
     const uint64_t* sorted = sort_bucket(tmp + s, a + s, m, cut.low_bits, counts.data());
-    uint64_t prev = sorted[0];
-    a[out++] = expand(prev, cut.minor_bits, minor_mask);
-    for (size_t i = 1; i < m; ++i) {
-      const uint64_t k = sorted[i];
-      if (k == prev) continue;
-      prev = k;
-      a[out++] = expand(k, cut.minor_bits, minor_mask);
-    }
+    out += unique_expanded(sorted, m, cut.minor_bits, a + out);  // out <= s: behind the reads
   }
   return out - start[first];
 }
@@ -250,8 +245,8 @@ size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_t
     throw std::invalid_argument("tmp holds " + std::to_string(tmp.size) + " keys, fewer than " +
                                 std::to_string(n));
   if (n == 0) return 0;
-  const int threads = piece_threads(std::min(kMaxThreads, resolve_threads(num_threads)), n);
-  // Compact (a << 32 | b) to (a << minor_bits | b): fewer digits to sort.
+  const int threads = piece_threads(std::min(kMaxPieceThreads, resolve_threads(num_threads)), n);
+  // the bits the keys use: compacted (compact) to fewer digits to sort
   std::vector<uint64_t> major_or(static_cast<size_t>(threads), 0), minor_or(major_or);
   parallel_pieces(threads, n, [&](int t, size_t begin, size_t end) {
     uint64_t major = 0, minor = 0;
@@ -274,8 +269,7 @@ size_t sort_unique_keys(MutSpan<uint64_t> keys, MutSpan<uint64_t> tmp, int num_t
     return sort_in_buckets(a, tmp.data, n, total_bits, minor_bits, threads);
   if (minor_bits < kKeyShift)
     parallel_pieces(threads, n, [&](int, size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i)
-        a[i] = (a[i] >> kKeyShift) << minor_bits | (a[i] & kKeyMinorMask);
+      for (size_t i = begin; i < end; ++i) a[i] = compact(a[i], minor_bits);
     });
   // LSD passes over bits [low, total_bits): stable, so keys already ordered by
   // their minor ids need only the major bits

@@ -10,6 +10,9 @@
 
 namespace gnncore::io {
 
+// The most threads the edge-key kernels take, whatever they are asked for.
+constexpr int kMaxPieceThreads = 64;
+
 // The threads parallel_pieces runs for n items: at most `threads`, one per 65536 items.
 inline int piece_threads(int threads, size_t n) {
   return std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n / 65536, 1))));
