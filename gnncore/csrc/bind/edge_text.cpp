@@ -38,13 +38,16 @@ an id is 1 to 18 decimal digits. It accepts a strict subset of what the Polars
 reader of ``gnncore.io.edgelist`` accepts with the same layout, with the same
 values: on any other line it *declines* (``read`` returns -1;
 ``decline_line``/``decline_reason`` say where and why) and the caller leaves the
-file to the Polars path. Raises ``ValueError`` for bad options and
+file to the Polars path. With ``direct`` the file is read with ``O_DIRECT``,
+chunks read ahead on a thread, where the file system allows it (no copy out of
+the page cache, no pages left there: for files larger than the memory they may
+use). Raises ``ValueError`` for bad options and
 ``RuntimeError`` when the file cannot be opened or read.)doc")
       .def(
           "__init__",
           [](io::EdgeTextReader* self, const std::string& path,
              const std::optional<std::string>& separator, int columns, int64_t skip_lines,
-             int64_t block_bytes, int num_threads) {
+             int64_t block_bytes, int num_threads, bool direct) {
             if (block_bytes < 1)
               throw std::invalid_argument("block_bytes must be positive, got " +
                                           std::to_string(block_bytes));
@@ -54,11 +57,12 @@ file to the Polars path. Raises ``ValueError`` for bad options and
             options.skip_lines = skip_lines;
             options.block_bytes = static_cast<size_t>(block_bytes);
             options.num_threads = num_threads;
+            options.direct = direct;
             new (self) io::EdgeTextReader(path, options);
           },
           nb::arg("path"), nb::arg("separator").none(), nb::arg("columns") = 2,
           nb::arg("skip_lines") = 0, nb::arg("block_bytes") = int64_t{8} << 20,
-          nb::arg("num_threads") = 2)
+          nb::arg("num_threads") = 2, nb::arg("direct") = false)
       .def(
           "read",
           [](io::EdgeTextReader& self, IdBuffer src, IdBuffer dst) {
@@ -82,7 +86,9 @@ done, or -1 when the reader declines (then and on later calls). Releases the GIL
       .def_prop_ro("lines", &io::EdgeTextReader::lines,
                    "Complete lines consumed so far, skipped ones included.")
       .def_prop_ro("bytes_read", &io::EdgeTextReader::bytes_read,
-                   "Bytes read from the file so far.");
+                   "Bytes read from the file so far.")
+      .def_prop_ro("reading_direct", &io::EdgeTextReader::reading_direct,
+                   "Whether reads go past the page cache (``direct`` asked and allowed).");
 }
 
 }  // namespace gnncore::bind

@@ -18,6 +18,9 @@ namespace {
 constexpr int kMaxDigits = 18;  // 10^18 - 1 < 2^63: no overflow, no sign
 // A block is split between two threads only from this size on.
 constexpr size_t kParallelMinBytes = size_t{1} << 18;
+// Direct reads: chunks of at most 4 MiB, three read ahead of the parse.
+constexpr size_t kAheadChunk = size_t{4} << 20;
+constexpr int kAheadDepth = 3;
 
 constexpr const char* kBadId = "an id that is not 1 to 18 plain decimal digits";
 constexpr const char* kBadColumns = "not the expected columns and separator";
@@ -209,9 +212,19 @@ EdgeTextReader::EdgeTextReader(const std::string& path, EdgeTextOptions options)
   do {
     got = ::pread(fd_, bom, sizeof bom, 0);
   } while (got < 0 && errno == EINTR);
-  if (got == 3 && bom[0] == 0xEF && bom[1] == 0xBB && bom[2] == 0xBF) file_offset_ = 3;
+  const bool has_bom = got == 3 && bom[0] == 0xEF && bom[1] == 0xBB && bom[2] == 0xBF;
+  if (options.direct)  // chunks no larger than a block: small blocks test their seams
+    ahead_ = ReadAhead::open(path, std::min(options.block_bytes, kAheadChunk), kAheadDepth);
+  if (has_bom) {
+    if (ahead_)
+      bom_ = 3;  // the direct reads start at byte 0: skipped once read
+    else
+      file_offset_ = 3;
+  }
   buffer_.resize(options.block_bytes);
 }
+
+bool EdgeTextReader::reading_direct() const { return ahead_ && ahead_->direct(); }
 
 EdgeTextReader::~EdgeTextReader() {
   if (fd_ >= 0) ::close(fd_);
@@ -227,7 +240,9 @@ bool EdgeTextReader::refill() {
   if (end_ == buffer_.size()) buffer_.resize(buffer_.size() * 2);  // a line longer than a block
   const size_t before = end_;
   while (end_ < buffer_.size() && !eof_) {
-    const ssize_t got = ::pread(fd_, buffer_.data() + end_, buffer_.size() - end_, file_offset_);
+    const ssize_t got =
+        ahead_ ? static_cast<ssize_t>(ahead_->read(buffer_.data() + end_, buffer_.size() - end_))
+               : ::pread(fd_, buffer_.data() + end_, buffer_.size() - end_, file_offset_);
     if (got < 0) {
       if (errno == EINTR) continue;
       throw std::runtime_error("cannot read " + path_ + " at byte offset " +
@@ -239,6 +254,10 @@ bool EdgeTextReader::refill() {
     }
     end_ += static_cast<size_t>(got);
     file_offset_ += got;
+  }
+  if (bom_ > 0 && end_ - pos_ >= bom_) {  // the byte order mark, read directly: skipped
+    pos_ += bom_;
+    bom_ = 0;
   }
   return end_ > before;
 }

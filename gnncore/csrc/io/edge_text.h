@@ -26,9 +26,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "io/read_ahead.h"
 #include "types.h"
 
 namespace gnncore::io {
@@ -42,6 +44,9 @@ struct EdgeTextOptions {
   int64_t skip_lines = 0;  // physical lines skipped unread at the start
   size_t block_bytes = size_t{8} << 20;  // bytes read at once (the buffer grows for longer lines)
   int num_threads = 2;     // 1 or 2: threads parsing one block
+  // Read past the page cache with O_DIRECT, chunks read ahead on a thread
+  // (io/read_ahead.h), where the file system allows it; else buffered reads.
+  bool direct = false;
 };
 
 // What one parse of a byte range found (internal, exposed for the tests of the kernel).
@@ -84,6 +89,8 @@ class EdgeTextReader {
   // Complete lines consumed so far, skipped ones included.
   int64_t lines() const { return lines_; }
   int64_t bytes_read() const { return file_offset_; }  // a skipped BOM included
+  // Whether reads go past the page cache (asked for, and allowed by the file system).
+  bool reading_direct() const;
 
  private:
   bool refill();  // reads more bytes after the unparsed ones; false at the end of the file
@@ -94,6 +101,8 @@ class EdgeTextReader {
   std::string path_;
   EdgeTextOptions options_;
   int fd_ = -1;
+  std::unique_ptr<ReadAhead> ahead_;  // the direct reads
+  size_t bom_ = 0;  // bytes of a byte order mark to skip (the direct reads start at 0)
   std::vector<char> buffer_;
   size_t pos_ = 0;  // first unparsed byte of buffer_
   size_t end_ = 0;  // end of the bytes read into buffer_

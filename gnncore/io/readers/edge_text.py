@@ -64,6 +64,7 @@ def read_int_edge_blocks(
     threads: int = PARSE_THREADS,
     block_size: int | None = None,
     ahead: bool = False,
+    direct: bool = False,
 ) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
     """The edges of the text edge list ``path`` laid out as ``layout``, parsed in C++.
 
@@ -80,6 +81,10 @@ def read_int_edge_blocks(
         threads (int): 1 or 2 threads parse each block.
         block_size (int, optional): Bytes read at once (default :func:`block_bytes`
             of ``rows``; tests use tiny ones).
+        direct (bool): Read past the page cache (``O_DIRECT``, chunks read ahead on a
+            thread) where the file system allows it: no kernel copy and no cache to
+            reclaim, for a file larger than the memory the caller may use (a file
+            already cached is read from the device again).
 
     Raises:
         Declined: At the first line the reader does not parse (the caller then
@@ -95,6 +100,7 @@ def read_int_edge_blocks(
         skip_lines=layout.skip_lines,
         block_bytes=block_bytes(rows) if block_size is None else int(block_size),
         num_threads=threads,
+        direct=direct,
     )
     if ahead:
         yield from _read_ahead(reader, path, max(int(rows), 1))

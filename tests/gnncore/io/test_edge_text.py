@@ -286,3 +286,113 @@ def test_reading_ahead_gives_the_same_blocks_and_declines_alike(tmp_path):
     next(blocks)
     blocks.close()  # the reading thread ends
     assert not [t for t in threading.enumerate() if t.name == "gnncore-edge-text"]
+
+
+def _allows_direct(directory: Path) -> bool:
+    """Whether ``directory``'s file system opens files with ``O_DIRECT``."""
+    import os
+
+    probe = directory / "probe"
+    probe.write_bytes(b"0")
+    try:
+        os.close(os.open(probe, os.O_RDONLY | os.O_DIRECT))
+    except OSError:
+        return False
+    finally:
+        probe.unlink()
+    return True
+
+
+def _write_uncached(path: Path, data: bytes) -> None:
+    """``data`` written to ``path`` and dropped from the page cache (a file just
+    written is cached, and the direct reader reads a mostly cached file buffered)."""
+    import os
+
+    from gnncore import _C
+
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    _C.evict(str(path))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_direct_reads_give_the_blocks_of_buffered_reads(tmp_path, threads):
+    """``direct=True`` (``O_DIRECT`` chunks read ahead on a thread) yields the
+    blocks of buffered reads (their edges, after a byte order mark), lines across the chunks' seams
+    (chunks of one block: 4 KiB ones wrap the ring of three many times), a
+    comment longer than the block (the buffer grows), a last line without its
+    end, a size that is no multiple of the alignment; it declines alike, and a
+    reader left early stops its thread. A file mostly in the page cache is read
+    from there."""
+    from gnncore import _C
+
+    layout = Layout(",", False, 2, 0)
+    rng = np.random.default_rng(8)
+    ids = zip(rng.integers(0, 10**12, 30_000), rng.integers(0, 9, 30_000), strict=True)
+    lines = [f"{a},{b}\n" for a, b in ids]
+    lines[7000] = "# " + "y" * 20_000 + "\r\n"  # five blocks of 4 KiB long
+    lines[-1] = lines[-1].rstrip("\n")
+    path = tmp_path / "g.csv"
+
+    def blocks_of(path: Path, block: int | None, direct: bool) -> list:
+        if direct:
+            _C.evict(str(path))  # the buffered read before cached it
+        blocks = read_int_edge_blocks(
+            path, layout, 3000, threads=threads, block_size=block, direct=direct
+        )
+        return [(s.copy(), d.copy(), top) for s, d, top in blocks]
+
+    for bom in (b"", b"\xef\xbb\xbf"):
+        _write_uncached(path, bom + "".join(lines).encode())
+        assert path.stat().st_size % 4096 != 0
+        for block in (4096, 12_288, 100_000, None):
+            blocks = [blocks_of(path, block, direct) for direct in (False, True)]
+            if bom:  # the buffered reads start after it, the direct ones at 0: other blocks
+                blocks = [
+                    [(np.concatenate([b[0] for b in got]), np.concatenate([b[1] for b in got]),
+                      max(b[2] for b in got))]
+                    for got in blocks
+                ]  # fmt: skip
+            assert len(blocks[0]) == len(blocks[1]) >= 1, block
+            assert sum(len(s) for s, _, _ in blocks[1]) == 29_999
+            for (s1, d1, t1), (s2, d2, t2) in zip(*blocks, strict=True):
+                assert t1 == t2
+                np.testing.assert_array_equal(s1, s2)
+                np.testing.assert_array_equal(d1, d2)
+    _C.evict(str(path))
+    reader = _C.EdgeTextReader(str(path), ",", block_bytes=4096, direct=True)
+    assert reader.reading_direct == _allows_direct(tmp_path)
+    assert not _C.EdgeTextReader(str(path), ",").reading_direct
+    path.read_bytes()  # cached now: read from the page cache, not the device again
+    assert not _C.EdgeTextReader(str(path), ",", direct=True).reading_direct
+    bad = tmp_path / "bad.csv"
+    _write_uncached(bad, "".join(lines[:20_000]).encode() + b"1,-2\n")
+    for direct in (True, False):
+        with pytest.raises(Declined) as info:
+            for _ in read_int_edge_blocks(bad, layout, 3000, block_size=4096, direct=direct):
+                pass
+        assert info.value.line == 20_001
+    for _ in range(20):  # dropped after a block, its reading thread mid-file
+        reader = _C.EdgeTextReader(str(path), ",", block_bytes=4096, direct=True)
+        assert reader.read(np.empty(100, np.int64), np.empty(100, np.int64)) >= 1
+        del reader
+
+
+def test_direct_reads_fall_back_where_the_file_system_refuses_them(tmp_path):
+    """On a file system without ``O_DIRECT`` (tmpfs) the reader reads buffered."""
+    from gnncore import _C
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or _allows_direct(shm):
+        pytest.skip("needs a /dev/shm that refuses O_DIRECT (tmpfs)")
+    path = shm / f"gnncore-direct-{threading.get_ident()}.csv"
+    path.write_text("".join(f"{i},{i + 1}\n" for i in range(5000)))
+    try:
+        reader = _C.EdgeTextReader(str(path), ",", direct=True)
+        assert not reader.reading_direct
+        blocks = list(read_int_edge_blocks(path, Layout(",", False, 2, 0), 10_000, direct=True))
+        assert len(blocks) == 1 and blocks[0][0].tolist() == list(range(5000))
+    finally:
+        path.unlink()
