@@ -109,20 +109,6 @@ void pread_all(int fd, const std::string& path, int64_t offset, int64_t nbytes, 
   }
 }
 
-// An aligned bounce buffer for O_DIRECT reads, freed on scope exit.
-struct AlignedBuffer {
-  explicit AlignedBuffer(size_t bytes) : size(bytes) {
-    void* p = nullptr;
-    if (::posix_memalign(&p, kDirectAlign, bytes) != 0) throw std::bad_alloc();
-    data.reset(static_cast<char*>(p));
-  }
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::unique_ptr<char, Free> data;
-  size_t size;
-};
-
 // Reads with O_DIRECT through `bounce` from byte `done` of the range on and
 // returns the bytes read: all of the range, or fewer when the file system
 // refused a direct read (EINVAL), for the buffered loop to finish.
@@ -184,6 +170,14 @@ void read_all(const std::string& path, const int64_t* offsets, const int64_t* le
 }
 
 }  // namespace
+
+AlignedBuffer::AlignedBuffer(size_t bytes) : size(bytes) {
+  void* p = nullptr;
+  if (::posix_memalign(&p, kDirectAlign, bytes) != 0) throw std::bad_alloc();
+  data.reset(static_cast<char*>(p));
+}
+
+void AlignedBuffer::Free::operator()(char* p) const { std::free(p); }
 
 void read_range(const std::string& path, int64_t offset, int64_t nbytes, void* out,
                 size_t chunk_bytes, bool sequential_hint, bool direct) {

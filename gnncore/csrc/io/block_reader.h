@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -32,6 +33,17 @@ class BlockReadError : public std::runtime_error {
 
 // Block size O_DIRECT reads are aligned to (offsets, lengths and buffer).
 constexpr size_t kDirectAlign = 4096;
+
+// A buffer aligned for O_DIRECT reads (to kDirectAlign), freed on scope exit;
+// throws std::bad_alloc.
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t bytes);
+  struct Free {
+    void operator()(char* p) const;
+  };
+  std::unique_ptr<char, Free> data;
+  size_t size;
+};
 
 // Reads bytes [offset, offset + nbytes) of `path` into `out` (nbytes bytes).
 // With `sequential_hint`, first advises the kernel that the range will be read

@@ -7,13 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 #include <stdexcept>
 #include <utility>
-
-#include "io/block_reader.h"
 
 namespace gnncore::io {
 
@@ -52,8 +48,6 @@ double cached_share(int fd) {
 
 }  // namespace
 
-void ReadAhead::Chunk::Free::operator()(char* p) const { std::free(p); }
-
 std::unique_ptr<ReadAhead> ReadAhead::open(const std::string& path, size_t chunk_bytes,
                                            int depth) {
   if (depth < 1) throw std::invalid_argument("depth must be at least 1");
@@ -73,14 +67,12 @@ std::unique_ptr<ReadAhead> ReadAhead::open(const std::string& path, size_t chunk
 
 ReadAhead::ReadAhead(std::string path, int direct_fd, size_t chunk_bytes, int depth)
     : path_(std::move(path)), direct_fd_(direct_fd), chunk_bytes_(chunk_bytes) {
-  chunks_.resize(static_cast<size_t>(depth));
-  for (Chunk& chunk : chunks_) {
-    void* p = nullptr;
-    if (::posix_memalign(&p, kDirectAlign, chunk_bytes_) != 0) {
-      ::close(direct_fd_);
-      throw std::bad_alloc();
-    }
-    chunk.data.reset(static_cast<char*>(p));
+  try {
+    chunks_.reserve(static_cast<size_t>(depth));
+    for (int i = 0; i < depth; ++i) chunks_.emplace_back(chunk_bytes_);
+  } catch (...) {
+    ::close(direct_fd_);  // no destructor runs
+    throw;
   }
   thread_ = std::thread([this] { run(); });
 }
@@ -149,7 +141,7 @@ void ReadAhead::run() {
     bool last = false;
     std::exception_ptr error;
     try {
-      got = fill(chunk->data.get(), at, last);
+      got = fill(chunk->data.data.get(), at, last);
     } catch (...) {
       error = std::current_exception();
     }
@@ -181,7 +173,7 @@ size_t ReadAhead::read(char* out, size_t n) {
       std::rethrow_exception(chunk->error);
     }
     const size_t take = std::min(n - copied, chunk->size - chunk->used);
-    std::memcpy(out + copied, chunk->data.get() + chunk->used, take);
+    std::memcpy(out + copied, chunk->data.data.get() + chunk->used, take);
     chunk->used += take;
     copied += take;
     if (chunk->used == chunk->size) {  // handed out in full: back to the thread

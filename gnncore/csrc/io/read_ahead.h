@@ -2,9 +2,10 @@
 // chunks on a thread of their own, a few chunks ahead of the caller, so the
 // device's time overlaps the caller's work. Through the page cache the same
 // bytes cost a kernel copy each and, under a memory limit that charges the
-// cache, the reclaim of the pages read before (the billion-edge CSV: 17.8 GB
-// read once, about 60 s of system time on two cores); O_DIRECT without reading
-// ahead left the caller waiting on every block.
+// cache, the reclaim of the pages read before (the bounded parse of the
+// billion-edge CSV, 17.8 GB, in an 8 GiB cgroup: 26-40 s of system time
+// buffered, 17-21 s direct); O_DIRECT without reading ahead left the caller
+// waiting on every block.
 #pragma once
 #include <condition_variable>
 #include <cstddef>
@@ -15,6 +16,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "io/block_reader.h"
 
 namespace gnncore::io {
 
@@ -44,10 +47,8 @@ class ReadAhead {
 
  private:
   struct Chunk {
-    struct Free {
-      void operator()(char* p) const;
-    };
-    std::unique_ptr<char, Free> data;
+    explicit Chunk(size_t bytes) : data(bytes) {}
+    AlignedBuffer data;
     size_t size = 0;  // bytes read into it
     size_t used = 0;  // bytes handed to the caller
     bool last = false;  // the file ends with it

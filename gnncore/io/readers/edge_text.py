@@ -84,7 +84,7 @@ def read_int_edge_blocks(
         direct (bool): Read past the page cache (``O_DIRECT``, chunks read ahead on a
             thread) where the file system allows it: no kernel copy and no cache to
             reclaim, for a file larger than the memory the caller may use (a file
-            already cached is read from the device again).
+            half in the page cache or more is read from there).
 
     Raises:
         Declined: At the first line the reader does not parse (the caller then

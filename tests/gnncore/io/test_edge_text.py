@@ -320,8 +320,8 @@ def _write_uncached(path: Path, data: bytes) -> None:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_direct_reads_give_the_blocks_of_buffered_reads(tmp_path, threads):
     """``direct=True`` (``O_DIRECT`` chunks read ahead on a thread) yields the
-    blocks of buffered reads (their edges, after a byte order mark), lines across the chunks' seams
-    (chunks of one block: 4 KiB ones wrap the ring of three many times), a
+    blocks of buffered reads (their edges, after a byte order mark): lines across
+    the chunks' seams (chunks of one block: 4 KiB ones wrap the ring of three many times), a
     comment longer than the block (the buffer grows), a last line without its
     end, a size that is no multiple of the alignment; it declines alike, and a
     reader left early stops its thread. A file mostly in the page cache is read
