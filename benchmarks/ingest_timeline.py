@@ -7,11 +7,13 @@ CPU time (``/proc/PID/task/*/stat``) every ``--interval`` seconds. Prints, per
 phase in the order run (``startup`` is the interpreter and the imports): wall
 seconds, CPU seconds (of which system time: page faults, file writes),
 ``idle`` = cores x wall - CPU (core seconds nobody used:
-the serial parts), and the busiest threads (the main thread is ``main``;
+the serial parts), the disks' GB read and written and busy seconds
+(/proc/diskstats, the whole machine), and the busiest threads (the main thread is ``main``;
 Polars' are ``async-executor``/``tokio``; the others, the CSV reader, the CSR
 sink, the sha256 threads, show as ``python``). Threads that ended between two
 samples lose their last interval, and short-lived ones (the radix sort's) may
-not show at all: the totals are a lower bound.
+not show among the threads; the CPU seconds are the process's own counters (its
+ended threads included).
 
     .venv/bin/python benchmarks/ingest_timeline.py CSV [--budget 1GiB] [--out /tmp/tl] \\
         [--site DIR]
@@ -53,24 +55,58 @@ finally:
 """
 
 
+def _cpu_seconds(stat_path: str, hz: int) -> tuple[str, float, float] | None:
+    """The command name, user + system and system CPU seconds of a ``stat`` file."""
+    try:
+        with open(stat_path) as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    user, system = int(fields[11]) / hz, int(fields[12]) / hz
+    return stat[stat.index("(") + 1 : stat.rindex(")")], user + system, system
+
+
 def thread_times(pid: int, hz: int) -> dict[str, float]:
-    """CPU seconds so far of each thread of ``pid``, keyed ``tid:name``."""
+    """CPU seconds so far of each thread of ``pid``, keyed ``tid:name``, and of the
+    whole process (``process``, ``process:sys``: its threads that ended included)."""
     times: dict[str, float] = {}
+    whole = _cpu_seconds(f"/proc/{pid}/stat", hz)
+    if whole is None:
+        return times
+    times["process"], times["process:sys"] = whole[1:]
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return times
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        name = "main" if int(tid) == pid else stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        times[f"{tid}:{name}"] = (int(fields[11]) + int(fields[12])) / hz
-        times[f"{tid}:{name}:sys"] = int(fields[12]) / hz
+        seconds = _cpu_seconds(f"/proc/{pid}/task/{tid}/stat", hz)
+        if seconds is not None:
+            key = f"{tid}:{'main' if int(tid) == pid else seconds[0]}"
+            times[key], times[f"{key}:sys"] = seconds[1:]
     return times
+
+
+def disk_counters() -> tuple[float, float, float]:
+    """Whole-machine disk counters so far: GB read, GB written, seconds the devices were busy.
+
+    Summed over the whole disks of ``/proc/diskstats`` (not partitions, loop or ram
+    devices); busy seconds over wall seconds is the disk's utilisation.
+    """
+    read = written = busy = 0.0
+    try:
+        with open("/proc/diskstats") as fh:
+            rows = [line.split() for line in fh]
+    except OSError:
+        return read, written, busy
+    for row in rows:
+        name = row[2]
+        if name.startswith(("loop", "ram", "dm-")) or not os.path.exists(f"/sys/block/{name}"):
+            continue
+        read += int(row[5]) * 512 / 1e9
+        written += int(row[9]) * 512 / 1e9
+        busy += int(row[12]) / 1e3
+    return read, written, busy
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     hz = os.sysconf("SC_CLK_TCK")
     samples: list[tuple[float, dict[str, float]]] = []
     while child.poll() is None:
-        samples.append((time.time(), thread_times(child.pid, hz)))
+        times = thread_times(child.pid, hz)
+        times.update(zip(("disk:read", "disk:written", "disk:busy"), disk_counters()))
+        samples.append((time.time(), times))
         time.sleep(args.interval)
     end = time.time()
     if child.returncode:
@@ -106,18 +144,29 @@ def main(argv: list[str] | None = None) -> int:
     bounds = [(t0, "startup"), *stamps, (end, "")]
     cores = os.cpu_count() or 1
 
+    # every counter's last value at or before each sample: a thread that ended
+    # keeps the CPU time it had when last seen
+    known: dict[str, float] = {}
+    snapshots: list[tuple[float, dict[str, float]]] = []
+    for when, times in samples:
+        known.update(times)
+        snapshots.append((when, dict(known)))
+
     def at(t: float) -> dict[str, float]:
-        before = [times for when, times in samples if when <= t]
+        before = [times for when, times in snapshots if when <= t]
         return before[-1] if before else {}
 
     print(f"process {end - t0:.2f} s, load {load:.1f} at the start, {cores} cores")
     total = idle_total = 0.0
     for (ta, name), (tb, _) in zip(bounds, bounds[1:]):
         a, b = at(ta), at(tb)
-        used = {k: b[k] - a.get(k, 0.0) for k in b if b[k] - a.get(k, 0.0) > 0.005}
-        system = sum(v for k, v in used.items() if k.endswith(":sys"))
+        disk = {k: b.get(k, 0.0) - a.get(k, b.get(k, 0.0)) for k in
+                ("disk:read", "disk:written", "disk:busy")}  # fmt: skip
+        used = {k: b[k] - a.get(k, 0.0) for k in b if not k.startswith(("disk:", "process"))
+                and b[k] - a.get(k, 0.0) > 0.005}  # fmt: skip
+        cpu = b.get("process", 0.0) - a.get("process", 0.0)
+        system = b.get("process:sys", 0.0) - a.get("process:sys", 0.0)
         used = {k: v for k, v in used.items() if not k.endswith(":sys")}
-        cpu = sum(used.values())
         idle = max(cores * (tb - ta) - cpu, 0.0)
         total += cpu
         idle_total += idle
@@ -125,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                             sorted(used.items(), key=lambda kv: -kv[1])[:5])  # fmt: skip
         print(
             f"{name:11s} wall {tb - ta:5.2f}  cpu {cpu:5.2f} (sys {system:4.2f})  "
-            f"idle {idle:5.2f}  [{busiest}]"
+            f"idle {idle:5.2f}  disk {disk['disk:read']:5.1f} GB read, "
+            f"{disk['disk:written']:5.1f} GB written, busy {disk['disk:busy']:5.1f} s  [{busiest}]"
         )
     print(f"sampled CPU {total:.2f} s, idle core seconds {idle_total:.2f}")
     shutil.rmtree(graph, ignore_errors=True)
