@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@ namespace gnncore::io {
 namespace {
 
 constexpr size_t kBlockKeys = size_t{1} << 16;  // keys decoded at a time
+constexpr size_t kPipelineDepth = 4;  // BlockPipeline: blocks queued between two stages
 constexpr size_t kRowAhead = 32;   // fill_csr_range: keys between a row's prefetch and its use
 constexpr size_t kSlotAhead = 16;  // ... and between a slot's prefetch and its write
 constexpr uint64_t kSplitTableSize = uint64_t{1} << 16;  // split_key_run: blocks of rows
@@ -30,39 +32,47 @@ std::string key_pair(uint64_t key) {
 }
 
 // Blocks handed from the calling thread to one worker thread that processes
-// them in order, one block in flight: the caller fills one buffer while the
-// worker processes the other. What the worker throws is rethrown to the caller
-// at its next hand_off() or at finish(); the destructor lets the worker finish
-// its block and joins it.
+// them in order, up to `depth` of them queued: the caller fills one buffer
+// while the worker processes the others. With one block in flight, three
+// stages on two cores waited on each other whenever one of them was
+// descheduled (the billion's remap: both cores three quarters busy); a queue
+// of a few blocks takes up those hiccups. What the worker throws is rethrown
+// to the caller at its next hand_off() or at finish(); the destructor drops
+// the blocks the worker has not started and joins it.
 class BlockPipeline {
  public:
-  explicit BlockPipeline(std::function<void(std::vector<uint64_t>&)> process)
+  explicit BlockPipeline(std::function<void(std::vector<uint64_t>&)> process,
+                         size_t depth = kPipelineDepth)
       : process_(std::move(process)) {
-    for (auto& buffer : buffers_) buffer.reserve(kBlockKeys);
+    free_.resize(std::max<size_t>(depth, 1));
+    for (auto& buffer : free_) buffer.reserve(kBlockKeys);
+    filling_.reserve(kBlockKeys);
     worker_ = std::thread([this] { run(); });
   }
   BlockPipeline(const BlockPipeline&) = delete;
   BlockPipeline& operator=(const BlockPipeline&) = delete;
-  ~BlockPipeline() { close(); }
+  ~BlockPipeline() { close(/*drain=*/false); }
 
   // The buffer to fill.
-  std::vector<uint64_t>& block() { return buffers_[filling_]; }
+  std::vector<uint64_t>& block() { return filling_; }
 
-  // Gives the filled buffer to the worker once it is done with the other one,
-  // which it leaves empty for the caller.
+  // Queues the filled buffer for the worker and takes an empty one, waiting
+  // while all of them are queued.
   void hand_off() {
     std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] { return !busy_; });
+    changed_.wait(lock, [&] { return !free_.empty() || error_; });
     if (error_) std::rethrow_exception(error_);
-    filling_ = 1 - filling_;
-    busy_ = true;
+    queued_.push_back(std::move(filling_));
+    filling_ = std::move(free_.back());
+    free_.pop_back();
     changed_.notify_all();
   }
 
-  // Hands off what is left and waits for the worker; rethrows its error.
+  // Hands off what is left and waits for the worker to process every queued
+  // block; rethrows its error.
   void finish() {
     if (!block().empty()) hand_off();
-    close();
+    close(/*drain=*/true);
     if (error_) std::rethrow_exception(error_);
   }
 
@@ -70,9 +80,10 @@ class BlockPipeline {
   void run() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      changed_.wait(lock, [&] { return busy_ || closed_; });
-      if (!busy_) return;
-      std::vector<uint64_t>& work = buffers_[1 - filling_];
+      changed_.wait(lock, [&] { return !queued_.empty() || closed_; });
+      if (queued_.empty() || (closed_ && !drain_)) return;
+      std::vector<uint64_t> work = std::move(queued_.front());
+      queued_.pop_front();
       lock.unlock();
       std::exception_ptr failed;
       try {
@@ -82,28 +93,29 @@ class BlockPipeline {
       }
       work.clear();
       lock.lock();
-      error_ = failed;
-      busy_ = false;
+      free_.push_back(std::move(work));
+      if (failed) error_ = failed;
       changed_.notify_all();
       if (failed) return;
     }
   }
 
-  void close() {
+  void close(bool drain) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [&] { return !busy_; });
       closed_ = true;
+      drain_ = drain;
       changed_.notify_all();
     }
     if (worker_.joinable()) worker_.join();
   }
 
   std::function<void(std::vector<uint64_t>&)> process_;
-  std::vector<uint64_t> buffers_[2];
-  int filling_ = 0;     // the caller's buffer; the worker's is the other
-  bool busy_ = false;   // the worker holds its buffer
+  std::vector<uint64_t> filling_;                // the caller's
+  std::deque<std::vector<uint64_t>> queued_;     // filled, in order, for the worker
+  std::vector<std::vector<uint64_t>> free_;      // empty, for the caller
   bool closed_ = false;
+  bool drain_ = true;  // on close: process what is queued (finish), or drop it
   std::exception_ptr error_;
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -137,7 +149,7 @@ int64_t merge_map_key_runs(const std::vector<std::string>& run_paths, const std:
                            MutSpan<int64_t> minor) {
   KeyRunWriter out(out_path, buffer_bytes);
   {
-    // Three stages, a thread each, a block in flight between them: this thread
+    // Three stages, a thread each, a few blocks queued between them: this thread
     // merges, a second maps the ids, a third counts the ends and writes. The
     // mapping and the counting each read a table of the nodes at random; on one
     // thread together they took twice the merge's time at a billion keys (62 s

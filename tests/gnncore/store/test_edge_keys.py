@@ -370,6 +370,34 @@ def test_merge_key_runs_is_the_sorted_union(tmp_path) -> None:
     np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("num_runs", [1, 2, 3, 7, 64])
+def test_merge_key_runs_over_any_number_of_runs_and_the_largest_key(tmp_path, num_runs) -> None:
+    """The loser tree of the merge (any number of runs, not a power of two),
+    runs longer than a decoded block (512 keys) and empty ones, keys shared by
+    several runs, and 0 and 2**64 - 1 (the tree's mark of a run at its end) as
+    keys, against numpy's sorted union."""
+    rng = np.random.default_rng(num_runs)
+    top = np.uint64(2**64 - 1)
+    runs = []
+    for i in range(num_runs):
+        size = [0, 1, 511, 512, 513, 2000][i % 6] if num_runs > 1 else 3000
+        keys = np.unique(rng.integers(0, 50_000, size, dtype=np.uint64))
+        if i % 4 == 1:
+            keys = np.union1d(keys, np.array([0, top], dtype=np.uint64))
+        runs.append(keys)
+    paths = []
+    for i, keys in enumerate(runs):
+        paths.append(str(tmp_path / f"{i}.keys"))
+        write_keys(paths[-1], [keys])
+    expected = np.unique(np.concatenate(runs))
+    assert _C.merge_key_runs(paths, str(tmp_path / "m.keys"), 4096) == len(expected)
+    reader = _C.KeyRunReader(str(tmp_path / "m.keys"))
+    out = np.empty(reader.count, dtype=np.uint64)
+    reader.read(out)
+    np.testing.assert_array_equal(out, expected)
+    assert (num_runs > 1) == (out[-1] == top)
+
+
 def test_key_runs_refuse_unsorted_keys_and_corrupt_files(tmp_path) -> None:
     from gnncore.errors import InputError
 
