@@ -1,8 +1,9 @@
 // External sorting of edge lists: the edges are cut into sorted, deduplicated
 // *runs* on disk (write_run), which a k-way merge (a heap, or for key runs a
 // loser tree, over bounded read buffers, sequential reads) combines, dropping
-// the duplicates across runs, into fewer runs (merge_runs) or straight into a CSR written as two .npy files
-// (merge_runs_to_csr) -- in memory O(k * buffer), whatever the edge count.
+// the duplicates across runs, into fewer runs (merge_runs) or straight into a
+// CSR written as two .npy files (merge_runs_to_csr) -- in memory O(k * buffer),
+// whatever the edge count.
 //
 // Run file (native little-endian):
 //   bytes  0..7   magic "GNCRUN\r\n"
