@@ -9,7 +9,8 @@ build and round, the builds taking turns (``--site DIR``: another build,
 ``pip install --no-build-isolation --no-deps --target DIR CHECKOUT``). The
 runs' pages are dropped before each round (``_C.evict``), as the billion reads
 its runs back from the disk. Checks that both builds write the same mapped run
-(sha256) and counts. Prints medians (wall and CPU seconds) and writes
+(sha256) and counts. ``--direct``: this checkout writes the mapped run past
+the page cache (``direct=True``). Prints medians (wall and CPU seconds) and writes
 ``remap_merge.json`` and ``remap_merge.md`` into ``--out``.
 
     .venv/bin/python benchmarks/remap_merge.py [--site DIR] [--rounds 3] \\
@@ -38,6 +39,7 @@ from gnncore import _C
 from gnncore.store.external_sort import merge_buffer
 
 data, nodes, budget = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+extra = {"direct": True} if sys.argv[5] == "direct" else {}
 paths = sorted(str(p) for p in __import__("pathlib").Path(data).glob("run-*.keys"))
 for path in paths:
     _C.evict(path)
@@ -47,7 +49,8 @@ minor = np.zeros(nodes + 1, np.int64)
 out = os.path.join(data, "mapped.keys")
 usage = resource.getrusage(resource.RUSAGE_SELF)
 t = time.perf_counter()
-count = _C.merge_map_key_runs(paths, out, merge_buffer(budget // 4, len(paths)), lut, major, minor)
+count = _C.merge_map_key_runs(paths, out, merge_buffer(budget // 4, len(paths)), lut, major, minor,
+                              **extra)
 wall = time.perf_counter() - t
 after = resource.getrusage(resource.RUSAGE_SELF)
 sha = hashlib.sha256(open(out, "rb").read()).hexdigest()
@@ -95,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=4 << 30)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--site", type=Path, default=None)
+    parser.add_argument("--direct", action="store_true",
+                        help="the checkout writes the mapped run past the page cache")  # fmt: skip
     parser.add_argument("--data", type=Path, default=Path("/tmp/remap-merge-data"))
     parser.add_argument("--out", type=Path, default=Path("bench-out/remap-merge"))
     args = parser.parse_args(argv)
@@ -107,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, site in builds.items():
             child = subprocess.run(
                 [sys.executable, "-c", CHILD, str(args.data), str(args.nodes),
-                 str(args.budget), site],
+                 str(args.budget), site, "direct" if args.direct and not site else ""],
                 check=True, capture_output=True, text=True,
             )  # fmt: skip
             results[name].append(json.loads(child.stdout))

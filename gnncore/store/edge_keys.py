@@ -246,7 +246,13 @@ class KeySorter:
         paths = [str(p) for p in self.runs]
         # a quarter of the budget's merge buffers: the table and the counts are held too
         buffer = merge_buffer(self.budget_bytes // 4, len(paths))
-        self.count = _C.merge_map_key_runs(paths, str(out), buffer, lut, major, minor)
+        # the mapped run is about the runs' size: past half the budget it is
+        # read back from the disk, not the cache, by the CSR and the shuffle
+        # (the process holds its budget meanwhile), so it is written past the
+        # cache too (no kernel copy; docs/BENCHMARKS.md, session 39)
+        direct = sum(p.stat().st_size for p in self.runs) > self.budget_bytes // 2
+        self.count = _C.merge_map_key_runs(paths, str(out), buffer, lut, major, minor,
+                                           direct=direct)  # fmt: skip
         for path in self.runs:
             path.unlink()
         self.run, self.runs = out, [out]

@@ -129,13 +129,14 @@ disagree.)doc";
 template <typename Lut>
 int64_t merge_map_of(const std::vector<std::string>& run_paths, const std::string& out_path,
                      int64_t buffer_bytes, InArray<Lut> lut, OutSpanArray<int64_t> major,
-                     OutSpanArray<int64_t> minor) {
+                     OutSpanArray<int64_t> minor, bool direct) {
   const size_t buffer = buffer_of(buffer_bytes);
   try {
     nb::gil_scoped_release release;
     return io::merge_map_key_runs<Lut>(run_paths, out_path, buffer, span_of(lut),
                                        MutSpan<int64_t>{major.data(), major.shape(0)},
-                                       MutSpan<int64_t>{minor.data(), minor.shape(0)});
+                                       MutSpan<int64_t>{minor.data(), minor.shape(0)},
+                                       direct);
   } catch (const io::RunFileError& e) {
     raise_run_error(e);
   }
@@ -145,8 +146,10 @@ constexpr const char* kMergeMapDoc = R"doc(Merge key runs of raw-id keys like :f
 distinct key's ids through ``lut`` (int32 or int64, as :func:`remap_keys`),
 count their ends into ``major`` / ``minor`` (int64, as :func:`count_key_ends`)
 and write the mapped keys as the key run ``out_path``, in one pass. Returns the
-number of keys written. Releases the GIL. Raises ``ValueError`` for an id
-outside ``lut`` or the counts, or mapped keys that do not increase.)doc";
+number of keys written. ``direct``: the run is written past the page cache
+where the file system allows (as :class:`KeyRunWriter`). Releases the GIL.
+Raises ``ValueError`` for an id outside ``lut`` or the counts, or mapped keys
+that do not increase.)doc";
 
 }  // namespace
 
@@ -226,19 +229,25 @@ run that is not a run file (bad magic), is truncated or corrupt; ``OSError``
 naming the file when one cannot be opened, read or written.)doc");
   nb::class_<io::KeyRunWriter>(m, "KeyRunWriter", R"doc(Writes a key run: sorted distinct uint64 keys, delta-coded (LEB128), into
 a temporary sibling of ``path`` renamed into place by :meth:`commit` (removed if
-the writer is dropped uncommitted). ``buffer_bytes``: the write buffer.)doc")
+the writer is dropped uncommitted). ``buffer_bytes``: the write buffer.
+``direct``: written past the page cache (``O_DIRECT``, two buffers of
+``buffer_bytes`` taking turns, written on a thread of the writer's own) where the
+file system allows and ``GNNCORE_DIRECT_WRITE`` is not ``0``, else through it;
+the file's bytes are the same.)doc")
       .def(
           "__init__",
-          [](io::KeyRunWriter* self, const std::string& path, int64_t buffer_bytes) {
+          [](io::KeyRunWriter* self, const std::string& path, int64_t buffer_bytes,
+             bool direct) {
             const size_t buffer = buffer_of(buffer_bytes);
             try {
-              new (self) io::KeyRunWriter(path, buffer);
+              new (self) io::KeyRunWriter(path, buffer, direct);
             } catch (const io::RunFileError& e) {
               raise_run_error(e);
             }
           },
           nb::arg("path"),
-          nb::arg("buffer_bytes") = static_cast<int64_t>(io::kDefaultMergeBufferBytes))
+          nb::arg("buffer_bytes") = static_cast<int64_t>(io::kDefaultMergeBufferBytes),
+          nb::arg("direct") = false)
       .def(
           "append",
           [](io::KeyRunWriter& self, InArray<uint64_t> keys) {
@@ -332,10 +341,10 @@ a buffer of ``buffer_bytes``. Returns the number of keys written. Releases the
 GIL. Errors as :class:`KeyRunReader`.)doc");
   m.def("merge_map_key_runs", &merge_map_of<int32_t>, nb::arg("run_paths"), nb::arg("out_path"),
         nb::arg("buffer_bytes"), nb::arg("lut").noconvert(), nb::arg("major").noconvert(),
-        nb::arg("minor").noconvert(), kMergeMapDoc);
+        nb::arg("minor").noconvert(), nb::arg("direct") = false, kMergeMapDoc);
   m.def("merge_map_key_runs", &merge_map_of<int64_t>, nb::arg("run_paths"), nb::arg("out_path"),
         nb::arg("buffer_bytes"), nb::arg("lut").noconvert(), nb::arg("major").noconvert(),
-        nb::arg("minor").noconvert(), kMergeMapDoc);
+        nb::arg("minor").noconvert(), nb::arg("direct") = false, kMergeMapDoc);
   m.def(
       "count_key_ends",
       [](InArray<uint64_t> keys, OutSpanArray<int64_t> major, OutSpanArray<int64_t> minor) {

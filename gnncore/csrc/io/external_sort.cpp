@@ -13,7 +13,10 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <type_traits>
+
+#include "io/write_behind.h"
 
 namespace gnncore::io {
 
@@ -63,11 +66,13 @@ RunHeader make_header(KeyOrder order, int64_t count, int64_t max_id) {
 }
 
 // A file written through a buffer into a temporary sibling of `path`, renamed
-// onto `path` by commit(); removed when destroyed uncommitted (an error).
+// onto `path` by commit(); removed when destroyed uncommitted (an error). With
+// `direct`, written past the page cache behind the caller (WriteBehind) where
+// the file system takes O_DIRECT.
 class OutFile {
  public:
-  OutFile(std::string path, size_t buffer_bytes)
-      : path_(std::move(path)), buffer_(std::max(buffer_bytes, kMinBuffer)) {
+  OutFile(std::string path, size_t buffer_bytes, bool direct = false)
+      : path_(std::move(path)) {
     static std::atomic<uint64_t> serial{0};
     for (int attempt = 0;; ++attempt) {
       tmp_ = path_ + ".tmp-" + std::to_string(::getpid()) + "-" +
@@ -78,8 +83,24 @@ class OutFile {
       if (fd_ >= 0) break;
       if (errno != EEXIST || attempt > 100) throw_errno("cannot create " + tmp_, path_, errno);
     }
+    try {
+      if (direct) behind_ = WriteBehind::open(tmp_, fd_, std::max(buffer_bytes, kMinBuffer));
+    } catch (...) {
+      ::close(fd_);
+      ::unlink(tmp_.c_str());
+      throw;
+    }
+    if (behind_) {
+      buf_ = behind_->data();
+      cap_ = behind_->capacity();
+    } else {
+      buffer_.resize(std::max(buffer_bytes, kMinBuffer));
+      buf_ = buffer_.data();
+      cap_ = buffer_.size();
+    }
   }
   ~OutFile() {
+    behind_.reset();  // its thread done before the descriptor goes
     if (fd_ >= 0) ::close(fd_);
     if (!committed_) ::unlink(tmp_.c_str());
   }
@@ -88,22 +109,30 @@ class OutFile {
 
   void write(const void* data, size_t n) {
     const char* p = static_cast<const char*>(data);
-    if (used_ + n > buffer_.size()) {
+    if (used_ + n > cap_) {
       flush();
-      if (n >= buffer_.size()) {
+      if (n >= cap_ && !behind_) {
         write_fd(p, n, written_);
         written_ += static_cast<int64_t>(n);
         return;
       }
+      while (used_ + n > cap_) {  // behind: through the buffers
+        const size_t part = cap_ - used_;
+        std::memcpy(buf_ + used_, p, part);
+        used_ += part;
+        p += part;
+        n -= part;
+        flush();
+      }
     }
-    std::memcpy(buffer_.data() + used_, p, n);
+    std::memcpy(buf_ + used_, p, n);
     used_ += n;
   }
 
   template <typename T>
   void put(const T& value) {
-    if (used_ + sizeof(T) > buffer_.size()) flush();
-    std::memcpy(buffer_.data() + used_, &value, sizeof(T));
+    if (used_ + sizeof(T) > cap_) flush();
+    std::memcpy(buf_ + used_, &value, sizeof(T));
     used_ += sizeof(T);
   }
 
@@ -112,26 +141,39 @@ class OutFile {
   // advance() with how many it wrote. No call per byte run, where write()'s
   // memcpy of a varint's few bytes is a libc call per key.
   char* reserve(size_t n) {
-    if (used_ + n > buffer_.size()) flush();
-    return buffer_.data() + used_;
+    if (used_ + n > cap_) flush();
+    return buf_ + used_;
   }
   void advance(size_t n) { used_ += n; }
 
-  // Overwrites bytes already flushed (a header whose counts are known at the end).
+  // Overwrites bytes already flushed (a header whose counts are known at the
+  // end); the file is written through the page cache from then on.
   void write_at(int64_t offset, const void* data, size_t n) {
     flush();
+    end_behind();
     write_fd(static_cast<const char*>(data), n, offset);
   }
 
   void flush() {
     if (used_ == 0) return;
-    write_fd(buffer_.data(), used_, written_);
+    if (behind_) {
+      try {
+        used_ = behind_->hand_off(used_);  // whole blocks queued, the rest kept
+      } catch (const std::system_error& e) {
+        throw_errno(e.what(), path_, e.code().value());
+      }
+      buf_ = behind_->data();
+      written_ = behind_->offset();
+      return;
+    }
+    write_fd(buf_, used_, written_);
     written_ += static_cast<int64_t>(used_);
     used_ = 0;
   }
 
   void commit() {
     flush();
+    end_behind();
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) throw_errno("cannot write " + tmp_, path_, errno);
@@ -141,6 +183,21 @@ class OutFile {
   }
 
  private:
+  // Every byte of the writes behind in the file; a buffer of its own after.
+  void end_behind() {
+    if (!behind_) return;
+    try {
+      written_ = behind_->finish(used_);
+    } catch (const std::system_error& e) {
+      throw_errno(e.what(), path_, e.code().value());
+    }
+    behind_.reset();
+    used_ = 0;
+    buffer_.resize(kMinBuffer);
+    buf_ = buffer_.data();
+    cap_ = buffer_.size();
+  }
+
   void write_fd(const char* p, size_t n, int64_t offset) {
     size_t done = 0;
     while (done < n) {
@@ -161,9 +218,12 @@ class OutFile {
   std::string path_, tmp_;
   int fd_ = -1;
   bool committed_ = false;
-  std::vector<char> buffer_;
+  std::unique_ptr<WriteBehind> behind_;  // direct writes, when asked and taken
+  std::vector<char> buffer_;             // otherwise
+  char* buf_ = nullptr;                  // the buffer filled: behind_'s or buffer_
+  size_t cap_ = 0;
   size_t used_ = 0;
-  int64_t written_ = 0;
+  int64_t written_ = 0;  // the file offset of buf_[0]
 };
 
 // Reads exactly n bytes at offset, or throws (truncated: error 0).
@@ -616,7 +676,8 @@ inline size_t encode_varint(uint64_t value, uint8_t* out) {
 }  // namespace
 
 struct KeyRunWriter::Impl {
-  Impl(const std::string& path, size_t buffer_bytes) : out(path, buffer_bytes) {
+  Impl(const std::string& path, size_t buffer_bytes, bool direct)
+      : out(path, buffer_bytes, direct) {
     const KeyRunHeader placeholder = make_key_header(0, 0);
     out.write(&placeholder, sizeof(placeholder));
   }
@@ -633,8 +694,8 @@ struct KeyRunWriter::Impl {
   int64_t count = 0, coded = 0;
 };
 
-KeyRunWriter::KeyRunWriter(const std::string& path, size_t buffer_bytes)
-    : impl_(std::make_unique<Impl>(path, buffer_bytes)) {}
+KeyRunWriter::KeyRunWriter(const std::string& path, size_t buffer_bytes, bool direct)
+    : impl_(std::make_unique<Impl>(path, buffer_bytes, direct)) {}
 KeyRunWriter::~KeyRunWriter() = default;
 
 void KeyRunWriter::append(Span<uint64_t> keys) {

@@ -100,7 +100,10 @@ constexpr uint32_t kKeyRunVersion = 1;
 // RunFileError when the file cannot be written.
 class KeyRunWriter {
  public:
-  KeyRunWriter(const std::string& path, size_t buffer_bytes = kDefaultMergeBufferBytes);
+  // `direct`: written past the page cache where the file system allows
+  // (WriteBehind; a run read back from the disk anyway, too large to stay cached).
+  KeyRunWriter(const std::string& path, size_t buffer_bytes = kDefaultMergeBufferBytes,
+               bool direct = false);
   ~KeyRunWriter();
   KeyRunWriter(const KeyRunWriter&) = delete;
   KeyRunWriter& operator=(const KeyRunWriter&) = delete;

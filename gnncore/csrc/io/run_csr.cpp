@@ -146,8 +146,8 @@ void count_key_ends(Span<uint64_t> keys, MutSpan<int64_t> major, MutSpan<int64_t
 template <typename Lut>
 int64_t merge_map_key_runs(const std::vector<std::string>& run_paths, const std::string& out_path,
                            size_t buffer_bytes, Span<Lut> lut, MutSpan<int64_t> major,
-                           MutSpan<int64_t> minor) {
-  KeyRunWriter out(out_path, buffer_bytes);
+                           MutSpan<int64_t> minor, bool direct) {
+  KeyRunWriter out(out_path, buffer_bytes, direct);
   {
     // Three stages, a thread each, a few blocks queued between them: this thread
     // merges, a second maps the ids, a third counts the ends and writes. The
@@ -177,10 +177,10 @@ int64_t merge_map_key_runs(const std::vector<std::string>& run_paths, const std:
 
 template int64_t merge_map_key_runs<int32_t>(const std::vector<std::string>&, const std::string&,
                                              size_t, Span<int32_t>, MutSpan<int64_t>,
-                                             MutSpan<int64_t>);
+                                             MutSpan<int64_t>, bool);
 template int64_t merge_map_key_runs<int64_t>(const std::vector<std::string>&, const std::string&,
                                              size_t, Span<int64_t>, MutSpan<int64_t>,
-                                             MutSpan<int64_t>);
+                                             MutSpan<int64_t>, bool);
 
 int64_t split_key_run(const std::string& run_path, Span<int64_t> bounds,
                       const std::vector<std::string>& bucket_paths, size_t buffer_bytes) {

@@ -33,12 +33,13 @@ void count_key_ends(Span<uint64_t> keys, MutSpan<int64_t> major, MutSpan<int64_t
 // the mapped keys still increase), counts their ends (count_key_ends) and
 // writes the mapped keys as the key run `out_path`: the final merge and step 1
 // in one pass, instead of a merge then a pass over the merged run. Each run and
-// the output go through a buffer of `buffer_bytes`. Returns the keys written.
-// Throws std::invalid_argument for an id outside the lut or the counts.
+// the output go through a buffer of `buffer_bytes` (the output two, with
+// `direct`: written past the page cache, KeyRunWriter). Returns the keys
+// written. Throws std::invalid_argument for an id outside the lut or the counts.
 template <typename Lut>
 int64_t merge_map_key_runs(const std::vector<std::string>& run_paths, const std::string& out_path,
                            size_t buffer_bytes, Span<Lut> lut, MutSpan<int64_t> major,
-                           MutSpan<int64_t> minor);
+                           MutSpan<int64_t> minor, bool direct = false);
 
 // Reads the key run `run_path` once and writes to bucket_paths[r] (key runs)
 // its keys whose minor id b is in [bounds[r], bounds[r + 1]); bounds has

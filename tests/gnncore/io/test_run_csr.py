@@ -169,9 +169,12 @@ def test_merge_map_key_runs_is_the_merge_then_the_map_and_the_counts(tmp_path, l
         _C.merge_map_key_runs(paths, str(tmp_path / "bad.keys"), 4096, lut[:100], major, minor)
 
 
-def test_merge_map_key_runs_hands_many_blocks_to_its_second_thread(tmp_path):
-    """Past one block (65,536 keys) the merge and the mapping run on two threads:
-    the same keys and counts, and a failure in a late block still reaches the caller."""
+@pytest.mark.parametrize("direct", [False, True])
+def test_merge_map_key_runs_hands_many_blocks_to_its_second_thread(tmp_path, direct):
+    """Past one block (65,536 keys) the merge, the mapping and the counting run
+    on three threads: the same keys and counts, written past the page cache or
+    not, and a failure in a late block still reaches the caller and leaves no
+    file behind."""
     rng = np.random.default_rng(3)
     n = 40_000
     lut = np.arange(n, dtype=np.int64) * 2  # monotone, with gaps
@@ -181,7 +184,8 @@ def test_merge_map_key_runs_hands_many_blocks_to_its_second_thread(tmp_path):
     a, b = split_keys(every)
     major = np.zeros(2 * n, dtype=np.int64)
     minor = np.zeros(2 * n, dtype=np.int64)
-    count = _C.merge_map_key_runs(paths, str(tmp_path / "out.keys"), 1 << 16, lut, major, minor)
+    out = str(tmp_path / "out.keys")
+    count = _C.merge_map_key_runs(paths, out, 1 << 16, lut, major, minor, direct=direct)
     assert count == len(every)
     want = (lut[a].astype(np.uint64) << np.uint64(32)) | lut[b].astype(np.uint64)
     np.testing.assert_array_equal(read_run(tmp_path / "out.keys"), want)
@@ -190,7 +194,9 @@ def test_merge_map_key_runs_hands_many_blocks_to_its_second_thread(tmp_path):
     late = lut.copy()
     late[n - 10] = late[n - 20]  # the order breaks among the last nodes' keys only
     with pytest.raises(ValueError, match="increase strictly"):
-        _C.merge_map_key_runs(paths, str(tmp_path / "bad.keys"), 1 << 16, late, major, minor)
+        _C.merge_map_key_runs(paths, str(tmp_path / "bad.keys"), 1 << 16, late, major, minor,
+                              direct=direct)  # fmt: skip
+    assert not list(tmp_path.glob("bad.keys*"))
 
 
 @pytest.mark.parametrize("span", [1_000, 3 << 20, (1 << 32) - 1])
