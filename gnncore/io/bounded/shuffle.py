@@ -43,6 +43,19 @@ class Shuffle:
     """The directed graph's own pair sorter, released once the arrays are read."""
 
 
+def scatters_from_run(canon: KeySorter, directed: bool, budget: int) -> bool:
+    """Whether :func:`shuffle_pairs` takes the bounded bucket shuffle straight
+    from ``canon``'s run on disk: undirected keys (no pair sorter of its own)
+    too many for numpy's permutation. That pass holds a block and a write
+    buffer a bucket, and reads the run through a reader of its own, so it can
+    run beside the CSR."""
+    return (
+        not directed
+        and canon.keys is None
+        and canon.count * 8 > max(budget // 2, EXACT_SHUFFLE_BYTES)
+    )
+
+
 def shuffle_pairs(
     canon: KeySorter, scratch: Path, directed: bool, seed: int, budget: int, rows: int,
     max_fan_in: int,

@@ -19,7 +19,7 @@ from gnncore.io.bounded.graph_job import EdgeCounts, StreamJob, write_graph_dir
 from gnncore.io.bounded.pair_graph import write_pair_edges
 from gnncore.io.bounded.parse import KeyRemap
 from gnncore.io.bounded.phases import Phases
-from gnncore.io.bounded.shuffle import Shuffle, shuffle_pairs, write_shuffled
+from gnncore.io.bounded.shuffle import Shuffle, scatters_from_run, shuffle_pairs, write_shuffled
 from gnncore.io.report import IngestReport
 from gnncore.progress import stage
 from gnncore.store.edge_keys import MAX_KEY_ID, KeySorter
@@ -162,6 +162,17 @@ def _write_key_edges(
                 shuffle = _draw_shuffle(canon, job)
                 shuffled = (write_shuffled(writer, shuffle, num_nodes, rows), shuffle.buckets)
                 num_edges = _write_csr(canon, job, writer, None)
+            elif scatters_from_run(canon, job.directed, job.budget):
+                # the bucket shuffle's scatter, one thread's pass over the run
+                # (32 s of one core at a billion edges, the other idle), runs
+                # beside the CSR, whose threads leave a core's fifth idle
+                with ThreadPoolExecutor(1, thread_name_prefix="gnncore-scatter") as side:
+                    drawn = side.submit(_draw_shuffle, canon, job, beside=True)
+                    # (a failed CSR waits here for the scatter, whose files
+                    # go with the scratch)
+                    num_edges = _write_csr(canon, job, writer, ends)
+                    ends = None
+                shuffle = drawn.result()
             else:
                 num_edges = _write_csr(canon, job, writer, ends)
                 ends = None  # 16 bytes a node, written as indptr: not held through the shuffle
@@ -194,11 +205,13 @@ def _write_csr(
     return write_key_csr(canon, writer, job.num_nodes, job.directed, job.budget, job.rows, ends)
 
 
-def _draw_shuffle(canon: KeySorter, job: StreamJob) -> Shuffle:
-    """The shuffled order of the sorted keys (phase ``shuffle``), to be written
-    by :func:`write_shuffled`."""
-    stage("shuffled edge stream")
-    job.phases.start("shuffle")
+def _draw_shuffle(canon: KeySorter, job: StreamJob, beside: bool = False) -> Shuffle:
+    """The shuffled order of the sorted keys (phase ``shuffle``, or, ``beside``
+    another phase on a thread of its own, in that phase), to be written by
+    :func:`write_shuffled`."""
+    if not beside:
+        stage("shuffled edge stream")
+        job.phases.start("shuffle")
     return shuffle_pairs(
         canon, job.scratch, job.directed, job.seed, job.budget, job.rows, job.max_fan_in
     )

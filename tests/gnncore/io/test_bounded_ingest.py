@@ -385,3 +385,30 @@ def test_pairs_past_the_budget_take_the_bucket_shuffle(tmp_path, monkeypatch, di
     assert len(np.unique(shuffled, axis=0)) == len(shuffled)
     assert not np.array_equal(np.unique(shuffled, axis=0), shuffled)  # not sorted
     assert_same_dir(tmp_path / "ext", tmp_path / "again")
+
+
+def test_the_scatter_beside_the_csr_writes_the_graph_of_the_sequential_order(tmp_path, monkeypatch):
+    """Undirected keys on disk: the bucket shuffle's scatter runs on a thread
+    beside the CSR (its own reader of the run); the graph directory is the one
+    written with the scatter after the CSR, byte for byte."""
+    from gnncore.io.bounded import shuffle, stream
+
+    monkeypatch.setattr(shuffle, "EXACT_SHUFFLE_BYTES", 0)
+    src, dst = random_edges(5, 9000, 3000, 1 << 32)
+    source = write_edges(tmp_path / "g.csv", src, dst)
+    calls = []
+    real = stream._draw_shuffle
+
+    def spy(canon, job, beside=False):
+        calls.append(beside)
+        return real(canon, job, beside)
+
+    monkeypatch.setattr(stream, "_draw_shuffle", spy)
+    ingest(source, tmp_path / "beside", memory_budget=TINY, seed=4)
+    assert calls == [True]
+    monkeypatch.setattr(stream, "scatters_from_run", lambda *args: False)
+    ingest(source, tmp_path / "after", memory_budget=TINY, seed=4)
+    assert calls == [True, False]
+    GraphDir.open(tmp_path / "beside").validate(checksums=True)
+    assert_same_dir(tmp_path / "beside", tmp_path / "after")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["after", "beside", "g.csv"]
