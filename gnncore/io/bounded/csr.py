@@ -174,8 +174,9 @@ def _write_run_csr(
         if buckets[i] != run:
             buckets[i].unlink()
 
-    # past the page cache, hashed afterwards (beside the shuffle): csr_sink's docstring
-    with CsrSink(writer, indptr, int_dtype, canon.count, hash_as_written=False) as sink:
+    # past the page cache; eid hashed afterwards (beside the shuffle), indices
+    # as written: csr_sink's docstring
+    with CsrSink(writer, indptr, int_dtype, canon.count, hash_later=("eid.npy",)) as sink:
         _fill_in_turns(sink, indptr, ranges, int_dtype, per_range, fill, random_writes=True)
     return int(indptr[-1])
 

@@ -4,16 +4,18 @@ row range after row range, each range checked
 written, instead of the final validation reading the files back.
 
 The files are written past the page cache
-(:class:`~gnncore.store.direct_write.DirectWriter`). Keys in memory
-(``hash_as_written``): hashed from the buffers on the writing threads. Copying
+(:class:`~gnncore.store.direct_write.DirectWriter`). Keys in memory: hashed
+from the buffers on the writing threads. Copying
 the 20M-edge graph's 480 MB of ``indices``/``eid`` into fresh page-cache pages
 cost these threads more (0.6 CPU s) than hashing them (0.24 s), and the shuffle
 after them is one thread: 2.44 -> 2.05 s as a process (docs/BENCHMARKS.md,
-session 31). Keys on disk (a billion edges): hashed from the files afterwards,
-read past the cache too (:func:`~gnncore.store.direct_read.sha256_past_cache`),
-on the writer's hashing thread. There the CSR phase is CPU-bound and the
-hashing overlaps the shuffle; hashed in the CSR phase, the billion took 221.7
-and 225.8 s against 213.2 and 215.4 (session 31)"""
+session 31). Keys on disk (a billion edges): ``eid`` (two thirds of the bytes,
+``hash_later``) is hashed from its file afterwards, read past the cache too
+(:func:`~gnncore.store.direct_read.sha256_past_cache`), on the writer's
+hashing thread, beside the shuffle; ``indices`` as written. There the CSR
+phase is CPU-bound: with both hashed in it the billion took 221.7 and 225.8 s
+against 213.2 and 215.4 (session 31). But with both read back the shuffle
+waits on the disk (session 39: 42 of its 48 s busy reading 28.5 GB)."""
 
 from __future__ import annotations
 
@@ -37,9 +39,9 @@ class CsrSink:
 
     ``indptr`` (the offsets, in memory) is written at once; :meth:`put` queues
     a row range's ``indices`` and ``eid``; :meth:`close` waits for them, hands
-    the files' sha256s to ``writer`` (:meth:`GraphDirWriter.set_digest`, or
-    without ``hash_as_written`` starts them on its hashing thread) and records the
-    passed checks (:meth:`GraphDirWriter.record_check`)."""
+    the files' sha256s to ``writer`` (:meth:`GraphDirWriter.set_digest`, or,
+    for the files named in ``hash_later``, starts them on its hashing thread)
+    and records the passed checks (:meth:`GraphDirWriter.record_check`)."""
 
     def __init__(
         self,
@@ -47,7 +49,7 @@ class CsrSink:
         indptr: np.ndarray,
         int_dtype: Any,
         num_canonical: int,
-        hash_as_written: bool = True,
+        hash_later: tuple[str, ...] = (),
     ) -> None:
         self._writer = writer
         num_edges = int(indptr[-1])
@@ -64,7 +66,7 @@ class CsrSink:
             ):
                 out = DirectWriter(writer.file_path(name, "npy"))
                 header = npy_header(dtype, shape)
-                sha = hashlib.sha256(header) if hash_as_written else None
+                sha = None if name in hash_later else hashlib.sha256(header)
                 self._files.append((name, out, sha))
                 out.write(header)
             self._pools = [
