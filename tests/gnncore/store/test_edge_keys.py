@@ -437,10 +437,9 @@ def test_key_run_written_direct_leaves_its_pages_out_of_the_cache(tmp_path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["buffered.keys", "direct.keys"]
 
 
-def test_merge_key_runs_is_the_sorted_union(tmp_path) -> None:
-    rng = np.random.default_rng(5)
-    runs = [sorted_keys(rng, n, 30) for n in (0, 1, 3000, 3000, 10_000)]
-    runs.append(runs[3][::3].copy())  # keys repeated across runs
+def merged_key_runs(tmp_path, runs: list[np.ndarray]) -> np.ndarray:
+    """``runs`` written as key runs and merged by ``_C.merge_key_runs``, checked
+    against numpy's sorted union; the merged keys."""
     paths = []
     for i, keys in enumerate(runs):
         paths.append(str(tmp_path / f"{i}.keys"))
@@ -451,6 +450,14 @@ def test_merge_key_runs_is_the_sorted_union(tmp_path) -> None:
     out = np.empty(reader.count, dtype=np.uint64)
     reader.read(out)
     np.testing.assert_array_equal(out, expected)
+    return out
+
+
+def test_merge_key_runs_is_the_sorted_union(tmp_path) -> None:
+    rng = np.random.default_rng(5)
+    runs = [sorted_keys(rng, n, 30) for n in (0, 1, 3000, 3000, 10_000)]
+    runs.append(runs[3][::3].copy())  # keys repeated across runs
+    merged_key_runs(tmp_path, runs)
 
 
 @pytest.mark.parametrize("num_runs", [1, 2, 3, 7, 64])
@@ -468,16 +475,7 @@ def test_merge_key_runs_over_any_number_of_runs_and_the_largest_key(tmp_path, nu
         if i % 4 == 1:
             keys = np.union1d(keys, np.array([0, top], dtype=np.uint64))
         runs.append(keys)
-    paths = []
-    for i, keys in enumerate(runs):
-        paths.append(str(tmp_path / f"{i}.keys"))
-        write_keys(paths[-1], [keys])
-    expected = np.unique(np.concatenate(runs))
-    assert _C.merge_key_runs(paths, str(tmp_path / "m.keys"), 4096) == len(expected)
-    reader = _C.KeyRunReader(str(tmp_path / "m.keys"))
-    out = np.empty(reader.count, dtype=np.uint64)
-    reader.read(out)
-    np.testing.assert_array_equal(out, expected)
+    out = merged_key_runs(tmp_path, runs)
     assert (num_runs > 1) == (out[-1] == top)
 
 
