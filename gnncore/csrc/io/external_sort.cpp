@@ -131,7 +131,7 @@ class OutFile {
 
   template <typename T>
   void put(const T& value) {
-    if (used_ + sizeof(T) > cap_) flush();
+    if (used_ + sizeof(T) > cap_) make_room(sizeof(T));
     std::memcpy(buf_ + used_, &value, sizeof(T));
     used_ += sizeof(T);
   }
@@ -141,7 +141,7 @@ class OutFile {
   // advance() with how many it wrote. No call per byte run, where write()'s
   // memcpy of a varint's few bytes is a libc call per key.
   char* reserve(size_t n) {
-    if (used_ + n > cap_) flush();
+    if (used_ + n > cap_) make_room(n);
     return buf_ + used_;
   }
   void advance(size_t n) { used_ += n; }
@@ -154,13 +154,22 @@ class OutFile {
     write_fd(static_cast<const char*>(data), n, offset);
   }
 
+  // Flushes, and checks that `n` bytes fit after it (behind, a flush keeps
+  // the partial block: WriteBehind's buffers are two blocks at least).
+  void make_room(size_t n) {
+    flush();
+    if (used_ + n > cap_)
+      throw std::logic_error("no room for " + std::to_string(n) + " bytes in the buffer of " +
+                             tmp_ + " after a flush");
+  }
+
   void flush() {
     if (used_ == 0) return;
     if (behind_) {
       try {
         used_ = behind_->hand_off(used_);  // whole blocks queued, the rest kept
       } catch (const std::system_error& e) {
-        throw_errno(e.what(), path_, e.code().value());
+        throw RunFileError(e.what(), path_, e.code().value());  // what() names the error
       }
       buf_ = behind_->data();
       written_ = behind_->offset();
@@ -189,7 +198,7 @@ class OutFile {
     try {
       written_ = behind_->finish(used_);
     } catch (const std::system_error& e) {
-      throw_errno(e.what(), path_, e.code().value());
+      throw RunFileError(e.what(), path_, e.code().value());
     }
     behind_.reset();
     used_ = 0;

@@ -16,8 +16,10 @@ namespace {
 
 constexpr size_t kMaxWrite = size_t{1} << 30;  // per pwrite call
 
+// A buffer's size: whole blocks, two at least, so that after a hand-off (a
+// partial block kept at the front) a block's worth of room is left.
 size_t round_up(size_t bytes) {
-  const size_t blocks = std::max<size_t>((bytes + kDirectAlign - 1) / kDirectAlign, 1);
+  const size_t blocks = std::max<size_t>((bytes + kDirectAlign - 1) / kDirectAlign, 2);
   return blocks * kDirectAlign;
 }
 

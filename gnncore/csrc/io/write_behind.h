@@ -25,7 +25,8 @@ class WriteBehind {
  public:
   // `path`, just created and empty, opened again with O_DIRECT; `plain_fd` is
   // its ordinary descriptor (kept open by the caller past finish()). Buffers
-  // of `buffer_bytes` each, rounded up to whole blocks. nullptr where the file
+  // of `buffer_bytes` each, rounded up to whole blocks, two at least (a
+  // hand-off keeps up to a block's bytes). nullptr where the file
   // system refuses O_DIRECT at open, or where GNNCORE_DIRECT_WRITE is "0"
   // (then the caller writes through the page cache as before).
   static std::unique_ptr<WriteBehind> open(const std::string& path, int plain_fd,

@@ -166,6 +166,8 @@ def _write_key_edges(
                 # the bucket shuffle's scatter, one thread's pass over the run
                 # (32 s of one core at a billion edges, the other idle), runs
                 # beside the CSR, whose threads leave a core's fifth idle
+                # (the run is mapped already: the CSR does not rewrite it under the scatter)
+                assert ends is not None
                 with ThreadPoolExecutor(1, thread_name_prefix="gnncore-scatter") as side:
                     drawn = side.submit(_draw_shuffle, canon, job, beside=True)
                     # (a failed CSR waits here for the scatter, whose files

@@ -386,14 +386,18 @@ def cached_pages(path) -> int:
 
 
 @pytest.mark.parametrize(
-    ("n", "buffer"), [(3, 4096), (1000, 4096), (60_000, 4096), (60_000, 1 << 20)]
+    ("n", "buffer", "spread"),
+    [(3, 4096, 40), (1000, 4096, 40), (60_000, 4096, 40), (20_000, 4096, 0), (60_000, 1 << 20, 40)],
 )
-def test_key_run_written_direct_has_the_bytes_of_a_buffered_one(tmp_path, monkeypatch, n, buffer):
+def test_key_run_written_direct_has_the_bytes_of_a_buffered_one(
+    tmp_path, monkeypatch, n, buffer, spread
+):
     """Past the page cache (two aligned buffers, the last partial block and the
     header through the page cache) or not, the same file: a run shorter than a
-    block, runs of many buffers, blocks appended at odd sizes; and with
-    ``GNNCORE_DIRECT_WRITE=0`` as well."""
-    keys = sorted_keys(np.random.default_rng(n), n, 40)
+    block, runs of many buffers of the smallest size (gaps of 9-byte varints
+    among them, which must fit beside the partial block a buffer keeps),
+    blocks appended at odd sizes; and with ``GNNCORE_DIRECT_WRITE=0`` as well."""
+    keys = sorted_keys(np.random.default_rng(n), n, spread)
     blocks = np.array_split(keys, [1, 2, 777, 5001])
 
     def write(name: str, direct: bool) -> bytes:
