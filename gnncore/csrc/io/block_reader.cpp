@@ -27,11 +27,8 @@ std::string where(const std::string& path, int64_t offset) {
 // An open file descriptor, closed on scope exit.
 class Fd {
  public:
-  explicit Fd(const std::string& path, int extra_flags = 0) : fd_(-1) {
-    do {
-      fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | extra_flags);
-    } while (fd_ < 0 && errno == EINTR);
-  }
+  explicit Fd(const std::string& path, int extra_flags = 0)
+      : fd_(open_retrying(path, O_RDONLY | extra_flags)) {}
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -170,6 +167,14 @@ void read_all(const std::string& path, const int64_t* offsets, const int64_t* le
 }
 
 }  // namespace
+
+int open_retrying(const std::string& path, int flags, unsigned mode) {
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), flags | O_CLOEXEC, static_cast<mode_t>(mode));
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
 
 AlignedBuffer::AlignedBuffer(size_t bytes) : size(bytes) {
   void* p = nullptr;

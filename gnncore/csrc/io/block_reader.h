@@ -31,6 +31,11 @@ class BlockReadError : public std::runtime_error {
   int error_;
 };
 
+// open(2) of `path` with `flags | O_CLOEXEC` (and `mode` for a file it
+// creates), retried when interrupted (EINTR): the descriptor, or -1 with errno
+// set.
+int open_retrying(const std::string& path, int flags, unsigned mode = 0);
+
 // Block size O_DIRECT reads are aligned to (offsets, lengths and buffer).
 constexpr size_t kDirectAlign = 4096;
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <thread>
 
+#include "io/block_reader.h"
+
 namespace gnncore::io {
 
 namespace {
@@ -199,9 +201,7 @@ EdgeTextReader::EdgeTextReader(const std::string& path, EdgeTextOptions options)
   if (options.num_threads != 1 && options.num_threads != 2)
     throw std::invalid_argument("num_threads must be 1 or 2, got " +
                                 std::to_string(options.num_threads));
-  do {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  } while (fd_ < 0 && errno == EINTR);
+  fd_ = open_retrying(path, O_RDONLY);
   if (fd_ < 0)
     throw std::runtime_error("cannot open " + path + " for reading: " + std::strerror(errno));
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);

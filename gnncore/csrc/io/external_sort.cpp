@@ -16,6 +16,7 @@
 #include <system_error>
 #include <type_traits>
 
+#include "io/block_reader.h"
 #include "io/write_behind.h"
 
 namespace gnncore::io {
@@ -77,9 +78,7 @@ class OutFile {
     for (int attempt = 0;; ++attempt) {
       tmp_ = path_ + ".tmp-" + std::to_string(::getpid()) + "-" +
              std::to_string(serial.fetch_add(1));
-      do {
-        fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      } while (fd_ < 0 && errno == EINTR);
+      fd_ = open_retrying(tmp_, O_WRONLY | O_CREAT | O_EXCL, 0666);
       if (fd_ >= 0) break;
       if (errno != EEXIST || attempt > 100) throw_errno("cannot create " + tmp_, path_, errno);
     }
@@ -262,9 +261,7 @@ void pread_exact(int fd, const std::string& path, char* out, size_t n, int64_t o
 class RunReader {
  public:
   RunReader(std::string path, size_t buffer_bytes) : path_(std::move(path)) {
-    do {
-      fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    } while (fd_ < 0 && errno == EINTR);
+    fd_ = open_retrying(path_, O_RDONLY);
     if (fd_ < 0) throw_errno("cannot open run file for reading", path_, errno);
     struct stat st {};
     if (::fstat(fd_, &st) != 0) throw_errno("cannot stat run file", path_, errno);
@@ -768,9 +765,7 @@ template void scatter_key_buckets<uint32_t>(Span<uint64_t>, Span<uint32_t>,
                                             const std::vector<KeyRunWriter*>&);
 
 KeyRunReader::KeyRunReader(const std::string& path, size_t buffer_bytes) : path_(path) {
-  do {
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  } while (fd_ < 0 && errno == EINTR);
+  fd_ = open_retrying(path_, O_RDONLY);
   if (fd_ < 0) throw_errno("cannot open key run for reading", path_, errno);
   struct stat st {};
   if (::fstat(fd_, &st) != 0) throw_errno("cannot stat key run", path_, errno);

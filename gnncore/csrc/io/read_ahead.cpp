@@ -15,14 +15,6 @@ namespace gnncore::io {
 
 namespace {
 
-int open_retrying(const std::string& path, int flags) {
-  int fd = -1;
-  do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
-  } while (fd < 0 && errno == EINTR);
-  return fd;
-}
-
 // The share of the file's pages in the page cache (mincore over a read-only
 // mapping, a byte a page, in windows of 1 GiB); 0 when it cannot be told.
 double cached_share(int fd) {
@@ -51,7 +43,7 @@ double cached_share(int fd) {
 std::unique_ptr<ReadAhead> ReadAhead::open(const std::string& path, size_t chunk_bytes,
                                            int depth) {
   if (depth < 1) throw std::invalid_argument("depth must be at least 1");
-  const int fd = open_retrying(path, O_DIRECT);
+  const int fd = open_retrying(path, O_RDONLY | O_DIRECT);
   if (fd < 0) {
     if (errno == EINVAL) return nullptr;  // no O_DIRECT here: the caller reads buffered
     throw std::runtime_error("cannot open " + path + " for reading: " + std::strerror(errno));
@@ -105,7 +97,7 @@ size_t ReadAhead::fill(char* data, int64_t at, bool& last) {
     if (got < 0) {
       if (errno == EINTR) continue;
       if (direct && errno == EINVAL) {
-        buffered_fd_ = open_retrying(path_, 0);
+        buffered_fd_ = open_retrying(path_, O_RDONLY);
         if (buffered_fd_ < 0)
           throw std::runtime_error("cannot open " + path_ + " for reading: " +
                                    std::strerror(errno));

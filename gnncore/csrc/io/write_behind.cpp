@@ -34,10 +34,7 @@ std::unique_ptr<WriteBehind> WriteBehind::open(const std::string& path, int plai
                                                size_t buffer_bytes) {
 #ifdef O_DIRECT
   if (!direct_writes_enabled()) return nullptr;
-  int fd = -1;
-  do {
-    fd = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
+  const int fd = open_retrying(path, O_WRONLY | O_DIRECT);
   if (fd < 0) return nullptr;  // refused (tmpfs: EINVAL): the caller writes buffered
   try {
     return std::unique_ptr<WriteBehind>(new WriteBehind(path, plain_fd, fd, buffer_bytes));
@@ -104,16 +101,8 @@ int64_t WriteBehind::finish(size_t used) {
     std::unique_lock<std::mutex> lock(mutex_);
     wait_idle(lock);
   }
-  size_t done = 0;
-  const char* tail = buffers_[filling_].data.get();
-  while (done < left) {  // the last partial block: through the page cache
-    const ssize_t got = ::pwrite(plain_fd_, tail + done, left - done,
-                                 static_cast<off_t>(offset_ + static_cast<int64_t>(done)));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) throw std::system_error(got < 0 ? errno : EIO, std::generic_category(),
-                                          "cannot write " + path_);
-    done += static_cast<size_t>(got);
-  }
+  // the last partial block: through the page cache (the thread is idle)
+  write_out(buffers_[filling_].data.get(), left, offset_, /*direct=*/false);
   offset_ += static_cast<int64_t>(left);
   return offset_;
 }
@@ -126,7 +115,7 @@ void WriteBehind::run() {
     lock.unlock();
     std::exception_ptr failed;
     try {
-      write_out(job_data_, job_size_, job_offset_);
+      write_out(job_data_, job_size_, job_offset_, direct_);
     } catch (...) {
       failed = std::current_exception();
     }
@@ -137,20 +126,21 @@ void WriteBehind::run() {
   }
 }
 
-// Whole blocks at a block offset: with O_DIRECT while the device takes them,
-// else (refused: EINVAL, or a short write that left the alignment) through
-// the plain descriptor.
-void WriteBehind::write_out(const char* p, size_t n, int64_t offset) {
+// `n` bytes at `offset`: with `direct`, whole blocks at a block offset, with
+// O_DIRECT while the device takes them, else (refused: EINVAL, which sends
+// every later write through the page cache too, or a short write that left
+// the alignment) through the plain descriptor.
+void WriteBehind::write_out(const char* p, size_t n, int64_t offset, bool direct) {
   size_t done = 0;
   while (done < n) {
     const bool aligned = done % kDirectAlign == 0;
-    const int fd = direct_ && aligned ? direct_fd_ : plain_fd_;
+    const int fd = direct && aligned ? direct_fd_ : plain_fd_;
     const size_t want = std::min(n - done, kMaxWrite);
     const ssize_t got =
         ::pwrite(fd, p + done, want, static_cast<off_t>(offset + static_cast<int64_t>(done)));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && errno == EINVAL && fd == direct_fd_) {
-      direct_ = false;
+      direct = direct_ = false;
       continue;
     }
     if (got <= 0)

@@ -57,7 +57,7 @@ class WriteBehind {
  private:
   WriteBehind(std::string path, int plain_fd, int direct_fd, size_t buffer_bytes);
   void run();
-  void write_out(const char* p, size_t n, int64_t offset);
+  void write_out(const char* p, size_t n, int64_t offset, bool direct);
   void wait_idle(std::unique_lock<std::mutex>& lock);
 
   std::string path_;
