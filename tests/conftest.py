@@ -244,22 +244,53 @@ def planted_graph(
     return out
 
 
+def opens_direct(directory: Path) -> bool:
+    """Whether ``directory``'s file system opens files with ``O_DIRECT`` (tmpfs
+    and some overlays refuse it)."""
+    probe = directory / ".direct-probe"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644))
+    except (AttributeError, OSError):
+        return False
+    finally:
+        probe.unlink(missing_ok=True)
+    return True
+
+
+def resident_pages(path: Path) -> int:
+    """Pages of ``path`` in the page cache (``mincore`` over a map of it)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long
+    ]  # fmt: skip
+    size = path.stat().st_size
+    vec = (ctypes.c_ubyte * (-(-size // mmap.PAGESIZE)))()
+    with open(path, "rb") as f:
+        ptr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, f.fileno(), 0)
+    if ptr in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
+    try:
+        if libc.mincore(ctypes.c_void_p(ptr), ctypes.c_size_t(size), vec) != 0:
+            raise OSError(ctypes.get_errno(), f"mincore of {path} failed")
+    finally:
+        libc.munmap(ctypes.c_void_p(ptr), ctypes.c_size_t(size))
+    return sum(v & 1 for v in vec)
+
+
 @pytest.fixture
 def direct_io(tmp_path: Path) -> None:
     """Skips the test unless ``tmp_path``'s filesystem opens files with ``O_DIRECT``
-    (tmpfs and some overlays refuse it) and ``GNNCORE_DIRECT_WRITE=0`` does not
-    switch it off."""
+    (:func:`opens_direct`) and ``GNNCORE_DIRECT_WRITE=0`` does not switch it off."""
     from gnncore.store.direct_write import direct_write_enabled
 
     if not direct_write_enabled():
         pytest.skip("direct I/O is switched off or missing on this platform")
-    probe = tmp_path / ".direct-probe"
-    try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644))
-    except (AttributeError, OSError):
+    if not opens_direct(tmp_path):
         pytest.skip("this filesystem has no O_DIRECT")
-    finally:
-        probe.unlink(missing_ok=True)
 
 
 @pytest.fixture

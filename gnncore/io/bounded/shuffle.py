@@ -43,17 +43,19 @@ class Shuffle:
     """The directed graph's own pair sorter, released once the arrays are read."""
 
 
+def _bucket_shuffled(pairs: KeySorter, budget: int) -> bool:
+    """Whether the finished ``pairs`` take the bounded bucket shuffle: on disk,
+    and too many for numpy's permutation within half the budget."""
+    return pairs.keys is None and pairs.count * 8 > max(budget // 2, EXACT_SHUFFLE_BYTES)
+
+
 def scatters_from_run(canon: KeySorter, directed: bool, budget: int) -> bool:
     """Whether :func:`shuffle_pairs` takes the bounded bucket shuffle straight
     from ``canon``'s run on disk: undirected keys (no pair sorter of its own)
     too many for numpy's permutation. That pass holds a block and a write
     buffer a bucket, and reads the run through a reader of its own, so it can
     run beside the CSR."""
-    return (
-        not directed
-        and canon.keys is None
-        and canon.count * 8 > max(budget // 2, EXACT_SHUFFLE_BYTES)
-    )
+    return not directed and _bucket_shuffled(canon, budget)
 
 
 def shuffle_pairs(
@@ -78,7 +80,7 @@ def shuffle_pairs(
         pairs = canon
     num_pairs = pairs.count
     own = pairs if pairs is not canon else None
-    if pairs.keys is None and num_pairs * 8 > max(budget // 2, EXACT_SHUFFLE_BYTES):
+    if _bucket_shuffled(pairs, budget):
         arrays = bucket_shuffle(pairs.blocks(rows), num_pairs, seed, budget, scratch, "shuffle")
         return Shuffle(num_pairs, arrays, shuffle_buckets(num_pairs, budget), own)
     keys: np.ndarray

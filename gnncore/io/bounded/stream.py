@@ -165,13 +165,12 @@ def _write_key_edges(
             elif scatters_from_run(canon, job.directed, job.budget):
                 # the bucket shuffle's scatter, one thread's pass over the run
                 # (32 s of one core at a billion edges, the other idle), runs
-                # beside the CSR, whose threads leave a core's fifth idle
-                # (the run is mapped already: the CSR does not rewrite it under the scatter)
+                # beside the CSR, whose threads leave a core's fifth idle. The
+                # run is mapped already (ends): the CSR does not rewrite it. A
+                # failed CSR waits for the scatter, whose files go with the scratch.
                 assert ends is not None
                 with ThreadPoolExecutor(1, thread_name_prefix="gnncore-scatter") as side:
                     drawn = side.submit(_draw_shuffle, canon, job, beside=True)
-                    # (a failed CSR waits here for the scatter, whose files
-                    # go with the scratch)
                     num_edges = _write_csr(canon, job, writer, ends)
                     ends = None
                 shuffle = drawn.result()

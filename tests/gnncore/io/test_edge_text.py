@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import opens_direct
 from gnncore.io.readers.edge_layout import Layout
 from gnncore.io.readers.edge_text import Declined, read_int_edge_blocks
 from gnncore.io.readers.edgelist import read_edges
@@ -288,21 +289,6 @@ def test_reading_ahead_gives_the_same_blocks_and_declines_alike(tmp_path):
     assert not [t for t in threading.enumerate() if t.name == "gnncore-edge-text"]
 
 
-def _allows_direct(directory: Path) -> bool:
-    """Whether ``directory``'s file system opens files with ``O_DIRECT``."""
-    import os
-
-    probe = directory / "probe"
-    probe.write_bytes(b"0")
-    try:
-        os.close(os.open(probe, os.O_RDONLY | os.O_DIRECT))
-    except OSError:
-        return False
-    finally:
-        probe.unlink()
-    return True
-
-
 def _write_uncached(path: Path, data: bytes) -> None:
     """``data`` written to ``path`` and dropped from the page cache (a file just
     written is cached, and the direct reader reads a mostly cached file buffered)."""
@@ -363,7 +349,7 @@ def test_direct_reads_give_the_blocks_of_buffered_reads(tmp_path, threads):
                 np.testing.assert_array_equal(d1, d2)
     _C.evict(str(path))
     reader = _C.EdgeTextReader(str(path), ",", block_bytes=4096, direct=True)
-    assert reader.reading_direct == _allows_direct(tmp_path)
+    assert reader.reading_direct == opens_direct(tmp_path)
     assert not _C.EdgeTextReader(str(path), ",").reading_direct
     path.read_bytes()  # cached now: read from the page cache, not the device again
     assert not _C.EdgeTextReader(str(path), ",", direct=True).reading_direct
@@ -385,7 +371,7 @@ def test_direct_reads_fall_back_where_the_file_system_refuses_them(tmp_path):
     from gnncore import _C
 
     shm = Path("/dev/shm")
-    if not shm.is_dir() or _allows_direct(shm):
+    if not shm.is_dir() or opens_direct(shm):
         pytest.skip("needs a /dev/shm that refuses O_DIRECT (tmpfs)")
     path = shm / f"gnncore-direct-{threading.get_ident()}.csv"
     path.write_text("".join(f"{i},{i + 1}\n" for i in range(5000)))

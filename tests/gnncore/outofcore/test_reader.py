@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import opens_direct, resident_pages
 from gnncore import _C
 from gnncore.errors import InputError
 from gnncore.outofcore.reader import (
@@ -140,57 +141,24 @@ def test_random_multi_range_reads_match_the_reference(edges, direct):
         )
 
 
-def _resident_pages(path: Path) -> int:
-    """Pages of ``path`` in the page cache (``mincore`` over a map of it)."""
-    import ctypes
-    import mmap
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [
-        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long
-    ]  # fmt: skip
-    size = path.stat().st_size
-    vec = (ctypes.c_ubyte * (-(-size // mmap.PAGESIZE)))()
-    with open(path, "rb") as f:
-        ptr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, f.fileno(), 0)
-    if ptr in (None, ctypes.c_void_p(-1).value):
-        raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
-    try:
-        if libc.mincore(ctypes.c_void_p(ptr), ctypes.c_size_t(size), vec) != 0:
-            raise OSError(ctypes.get_errno(), f"mincore of {path} failed")
-    finally:
-        libc.munmap(ctypes.c_void_p(ptr), ctypes.c_size_t(size))
-    return sum(v & 1 for v in vec)
-
-
-def _direct_reads_allowed(path: Path) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    except OSError:
-        return False
-    os.close(fd)
-    return True
-
-
 def test_direct_reads_bypass_the_page_cache(tmp_path):
     """A direct read of an evicted file leaves (almost) none of it cached, where a
     buffered read caches what it read; both return the same rows."""
     x = np.random.default_rng(4).standard_normal((4096, 64)).astype(np.float32)  # 1 MiB
     path = _save(tmp_path / "features.npy", x)
-    if not _direct_reads_allowed(path):
+    if not opens_direct(tmp_path):
         pytest.skip(f"the file system of {tmp_path} refuses O_DIRECT")
     os.sync()
     header, dtype, row_shape = _layout(path)
     pages = -(-path.stat().st_size // 4096)
     assert evict_from_page_cache([path]) == 1
-    if _resident_pages(path) > pages // 4:
+    if resident_pages(path) > pages // 4:
         pytest.skip("the page cache here does not drop evicted pages")
     got = read_rows(path, header, dtype, row_shape, 10, 4000, chunk_bytes=64 << 10, direct=True)
     assert np.array_equal(got, x[10:4000])
-    assert _resident_pages(path) <= pages // 8
+    assert resident_pages(path) <= pages // 8
     read_rows(path, header, dtype, row_shape, 10, 4000, chunk_bytes=64 << 10, direct=False)
-    assert _resident_pages(path) >= pages // 2
+    assert resident_pages(path) >= pages // 2
 
 
 def test_direct_reads_fall_back_where_o_direct_is_refused():
@@ -202,7 +170,7 @@ def test_direct_reads_fall_back_where_o_direct_is_refused():
     try:
         x = np.arange(3000 * 5, dtype=np.int64).reshape(3000, 5)
         _save(path, x)
-        if _direct_reads_allowed(path):
+        if opens_direct(shm):
             pytest.skip("/dev/shm accepts O_DIRECT here")
         header, dtype, row_shape = _layout(path)
         got = read_row_ranges(

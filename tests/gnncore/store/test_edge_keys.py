@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import resident_pages
 from gnncore.typing import require_csrc
 
 require_csrc()
@@ -354,37 +355,6 @@ def test_key_run_round_trip_in_any_blocks_and_its_size(tmp_path, spread: int) ->
     )  # fmt: skip
 
 
-def o_direct_refused(folder) -> bool:
-    """Whether the file system of ``folder`` refuses ``O_DIRECT`` (tmpfs, some overlays)."""
-    import os
-
-    probe = folder / "o-direct-probe"
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | getattr(os, "O_DIRECT", 0))
-    except OSError:
-        return True
-    os.close(fd)
-    probe.unlink()
-    return not hasattr(os, "O_DIRECT")
-
-
-def cached_pages(path) -> int:
-    """How many of the file's pages are in the page cache (``mincore`` of a map)."""
-    import ctypes
-    import mmap
-
-    size = path.stat().st_size
-    pages = -(-size // mmap.PAGESIZE)
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY) as mm:
-        address = ctypes.addressof(ctypes.c_char.from_buffer(mm))
-        vector = (ctypes.c_ubyte * pages)()
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-        assert libc.mincore(ctypes.c_void_p(address), size, vector) == 0, ctypes.get_errno()
-        del address
-        return sum(v & 1 for v in vector)
-
-
 @pytest.mark.parametrize(
     ("n", "buffer", "spread"),
     [(3, 4096, 40), (1000, 4096, 40), (60_000, 4096, 40), (20_000, 4096, 0), (60_000, 1 << 20, 40)],
@@ -420,12 +390,11 @@ def test_key_run_written_direct_has_the_bytes_of_a_buffered_one(
     ]  # fmt: skip
 
 
+@pytest.mark.usefixtures("direct_io")
 def test_key_run_written_direct_leaves_its_pages_out_of_the_cache(tmp_path) -> None:
     """What ``direct`` is for: a run of many blocks leaves at most its first and
     last pages cached (the header and the partial block), a buffered one all of
     them; and a writer dropped uncommitted leaves no file."""
-    if o_direct_refused(tmp_path):
-        pytest.skip(f"the file system of {tmp_path} refuses O_DIRECT")
     keys = sorted_keys(np.random.default_rng(9), 400_000, 30)
     for name, direct in (("buffered.keys", False), ("direct.keys", True)):
         writer = _C.KeyRunWriter(str(tmp_path / name), 1 << 16, direct=direct)
@@ -433,8 +402,8 @@ def test_key_run_written_direct_leaves_its_pages_out_of_the_cache(tmp_path) -> N
         writer.commit()
     pages = -(-(tmp_path / "direct.keys").stat().st_size // 4096)
     assert pages > 100
-    assert cached_pages(tmp_path / "buffered.keys") == pages
-    assert cached_pages(tmp_path / "direct.keys") <= 2
+    assert resident_pages(tmp_path / "buffered.keys") == pages
+    assert resident_pages(tmp_path / "direct.keys") <= 2
     dropped = _C.KeyRunWriter(str(tmp_path / "dropped.keys"), 1 << 16, direct=True)
     dropped.append(keys)
     del dropped
